@@ -1,0 +1,93 @@
+"""Command line: ``longctx run NOTEBOOK --model M`` executes a chapter for any model.
+
+The jupytext ``.py`` notebook is converted in memory, executed by papermill with
+``model=M`` (plus any ``-p name value`` overrides, values parsed as Python/JSON
+literals), and the executed copy is written beside that model's results:
+``data/results/<model slug>/<notebook stem>/<notebook stem>.ipynb``. Generations
+are cached, so rerunning after an interruption resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+from .errors import LongctxError
+
+
+def _literal(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def run_notebook(notebook: str | Path, model: str, params: dict | None = None,
+                 results_dir: str | Path | None = None, output: str | Path | None = None,
+                 progress: bool = True) -> Path:
+    import jupytext
+    import papermill
+
+    from .models import resolve_model
+    from .paths import repo_root, resolve
+
+    nb_path = Path(notebook)
+    if not nb_path.exists():
+        raise LongctxError(f"notebook '{notebook}' does not exist")
+    ref = resolve_model(model)  # fail fast on an unknown model, before starting a kernel
+    root = repo_root(nb_path.parent)
+    results = resolve(results_dir or "data/results", root)
+    params = {"model": model, **(params or {})}
+    if results_dir:
+        params["results_dir"] = str(results)
+    out = Path(output) if output else results / ref.slug / nb_path.stem / f"{nb_path.stem}.ipynb"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    nb = jupytext.read(nb_path)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    staged = out.with_suffix(".input.ipynb")
+    jupytext.write(nb, staged, fmt="ipynb")
+    try:
+        papermill.execute_notebook(str(staged), str(out), parameters=params, cwd=str(nb_path.parent.resolve()),
+                                   kernel_name="python3", progress_bar=progress)
+    finally:
+        staged.unlink(missing_ok=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="longctx", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="execute a chapter notebook for a model with papermill")
+    run.add_argument("notebook", help="path to a notebooks/*.py chapter")
+    run.add_argument("--model", required=True, help="alias, .gguf path, checkpoint dir or hub id")
+    run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                     help="override a notebook parameter (value parsed as a Python literal)")
+    run.add_argument("--results-dir", help="results root (default data/results in the repository)")
+    run.add_argument("--output", help="where to write the executed notebook")
+    sub.add_parser("models", help="list model aliases")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "models":
+            from .models import describe_aliases
+
+            print(describe_aliases())
+            return 0
+        out = run_notebook(args.notebook, args.model, {k: _literal(v) for k, v in args.param},
+                           args.results_dir, args.output)
+        print(f"executed notebook: {out}")
+        return 0
+    except LongctxError as err:
+        print(f"longctx: error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # papermill wraps notebook errors; show the one line that matters
+        name = type(err).__name__
+        if name == "PapermillExecutionError":
+            print(f"longctx: error in notebook: {err.ename}: {err.evalue}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

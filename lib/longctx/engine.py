@@ -1,0 +1,178 @@
+"""Batched greedy generation with length-sorted buckets and per-row stop rules.
+
+Prompts are tokenized once, sorted by length, and cut into batches so that each
+batch pads little (left padding, the position ids follow the attention mask).
+Each row stops on its own :class:`StopRule`; a batch ends when every row has
+stopped or hit ``max_new_tokens``. Outputs are cut at the stop point, so the
+text of a row does not depend on which batch it ran in.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .errors import ParameterError
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When an answer is complete.
+
+    * ``newline``: stop at the first newline that follows non-whitespace output
+      (the answer line is enough).
+    * ``answer_pattern``: stop as soon as the output holds a match of this regex
+      that is not one of ``echoes``; for key-value retrieval the pattern is a UUID
+      and the echo is the query key, so a model that first repeats the key
+      ("The value of key "<key>" is ...") is never stopped inside the echoed key.
+    * A completed line that is only an echo (e.g. ``Key: "<key>"``) does not count as
+      the answer line.
+    """
+
+    newline: bool = True
+    answer_pattern: str | None = None
+    echoes: tuple[str, ...] = ()
+
+    def cut(self, text: str) -> tuple[str, bool]:
+        """Return (text up to the stop point, whether the rule fired)."""
+        best: int | None = None
+        if self.answer_pattern:
+            for m in re.finditer(self.answer_pattern, text):
+                if m.group(0) not in self.echoes:
+                    best = m.end()
+                    break
+        if self.newline:
+            start = 0
+            for m in re.finditer("\n", text):
+                line = text[start : m.start()]
+                start = m.end()
+                if text[: m.start()].strip() and not self._is_echo(line):
+                    if best is None or m.start() < best:
+                        best = m.start()
+                    break
+        if best is None:
+            return text, False
+        return text[:best], True
+
+    def _is_echo(self, line: str) -> bool:
+        if not self.echoes:
+            return False
+        rest = line
+        for echo in self.echoes:
+            rest = rest.replace(echo, "")
+        return bool(re.fullmatch(r"[\s\"'{}:,.]*(key)?[\s\"'{}:,.]*", rest, flags=re.IGNORECASE)) and rest != line
+
+
+@dataclass
+class Generation:
+    text: str  # cut at the stop point
+    raw_text: str  # everything decoded, for debugging
+    prompt_tokens: int
+    new_tokens: int
+    stopped: bool  # the stop rule fired (False: max_new_tokens or EOS)
+    batch_seconds: float
+    batch_size: int
+    extra: dict = field(default_factory=dict)
+
+
+def _buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+class _RowStop:
+    """transformers StoppingCriteria that returns a per-row done vector."""
+
+    def __init__(self, tokenizer, prompt_len: int, rules: list[StopRule]):
+        self.tokenizer, self.prompt_len, self.rules = tokenizer, prompt_len, rules
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        done = []
+        for row, rule in zip(input_ids, self.rules):
+            text = self.tokenizer.decode(row[self.prompt_len :], skip_special_tokens=True)
+            done.append(rule.cut(text)[1])
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+def generate(
+    lm,
+    prompts: Sequence[str],
+    *,
+    max_new_tokens: int,
+    stop_rules: Sequence[StopRule] | StopRule | None = None,
+    batch_size: int = 8,
+    progress: bool = True,
+    desc: str = "generating",
+    on_batch=None,
+) -> list[Generation]:
+    """Greedy-decode ``prompts`` (already rendered for the model) in length-sorted batches.
+
+    ``on_batch(indices, generations)`` is called after each batch so callers can
+    persist results as they arrive (an interrupted run then loses at most one batch).
+    Raises :class:`ContextTooLongError` before any work if a prompt does not fit.
+    """
+    import torch
+    from tqdm import tqdm
+    from transformers import StoppingCriteriaList
+
+    if max_new_tokens < 1:
+        raise ParameterError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if batch_size < 1:
+        raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
+    if stop_rules is None or isinstance(stop_rules, StopRule):
+        stop_rules = [stop_rules or StopRule()] * len(prompts)
+    if len(stop_rules) != len(prompts):
+        raise ParameterError("need one stop rule per prompt")
+    tok = lm.tokenizer
+    encoded = [tok(p, add_special_tokens=False).input_ids for p in prompts]
+    for i, ids in enumerate(encoded):
+        lm.check_fits(len(ids), max_new_tokens, label=f"prompt {i}")
+    results: list[Generation | None] = [None] * len(prompts)
+    bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr)
+    for batch in _buckets([len(e) for e in encoded], batch_size):
+        width = max(len(encoded[i]) for i in batch)
+        pad = tok.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(encoded[i])) + encoded[i] for i in batch])
+        mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in batch])
+        rules = [stop_rules[i] for i in batch]
+        started = time.perf_counter()
+        with torch.inference_mode():
+            out = lm.model.generate(
+                input_ids=input_ids.to(lm.device),
+                attention_mask=mask.to(lm.device),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=pad,
+                stopping_criteria=StoppingCriteriaList([_RowStop(tok, width, rules)]),
+            )
+        seconds = time.perf_counter() - started
+        gens = []
+        for row, i in enumerate(batch):
+            new = out[row, width:].tolist()
+            eos = set(_eos_ids(lm))
+            n_new = next((k + 1 for k, t in enumerate(new) if t in eos), len(new))
+            raw = tok.decode(new[:n_new], skip_special_tokens=True)
+            text, fired = stop_rules[i].cut(raw)
+            gen = Generation(text.strip(), raw, len(encoded[i]), n_new, fired, seconds, len(batch))
+            results[i] = gen
+            gens.append(gen)
+        if on_batch is not None:
+            on_batch(batch, gens)
+        bar.update(len(batch))
+    bar.close()
+    return results  # type: ignore[return-value]
+
+
+def _eos_ids(lm) -> list[int]:
+    ids = lm.model.generation_config.eos_token_id
+    if ids is None:
+        ids = lm.tokenizer.eos_token_id
+    return list(ids) if isinstance(ids, (list, tuple)) else [ids]

@@ -1,0 +1,29 @@
+"""Errors with one-line, actionable messages.
+
+Every error a user can trigger by bad input derives from :class:`LongctxError`,
+so notebooks and the CLI can print ``str(err)`` alone instead of a traceback.
+"""
+
+
+class LongctxError(Exception):
+    """Base class for user-facing errors."""
+
+
+class UnknownModelError(LongctxError):
+    pass
+
+
+class ModelPackageMissingError(LongctxError):
+    pass
+
+
+class ContextTooLongError(LongctxError):
+    pass
+
+
+class DataFileError(LongctxError):
+    pass
+
+
+class ParameterError(LongctxError, ValueError):
+    pass

@@ -1,0 +1,87 @@
+"""Metrics exactly as the papers define them, plus intervals for every accuracy."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import string
+from typing import Iterable, Sequence
+
+_PUNCT = set(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalization, as used by Lost in the Middle (``metrics.normalize_answer``).
+
+    In this order: lowercase; drop every ASCII punctuation character
+    (``string.punctuation``); replace the whole words ``a``, ``an``, ``the`` with a
+    space; collapse runs of whitespace to one space and strip the ends.
+    Non-ASCII characters (accents, curly quotes) are kept as they are.
+    """
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCT)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def best_subspan_em(prediction: str, gold_answers: Sequence[str]) -> float:
+    """Lost in the Middle QA accuracy: 1.0 if any normalized gold answer is a substring
+    of the normalized prediction, else 0.0."""
+    pred = normalize_answer(prediction)
+    return float(any(normalize_answer(g) in pred for g in gold_answers))
+
+
+def kv_accuracy(prediction: str, value: str) -> float:
+    """Lost in the Middle key-value accuracy: 1.0 if the gold value occurs in the
+    prediction, compared case-insensitively and without any other normalization."""
+    return float(value.lower() in prediction.lower())
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion.
+
+    For n = 0 the interval is the uninformative (0, 1).
+    """
+    if n == 0:
+        return 0.0, 1.0
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes={successes} not in [0, {n}]")
+    from scipy.stats import norm
+
+    z = norm.ppf(0.5 + confidence / 2)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    lo = 0.0 if successes == 0 else max(0.0, float(centre - half))
+    hi = 1.0 if successes == n else min(1.0, float(centre + half))
+    return lo, hi
+
+
+def bootstrap_interval(values: Sequence[float], confidence: float = 0.95, n_resamples: int = 2000,
+                       seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean, with a seeded ``random.Random``."""
+    vals = list(values)
+    if not vals:
+        return float("nan"), float("nan")
+    rng = random.Random(seed)
+    n = len(vals)
+    means = sorted(sum(vals[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_resamples))
+    lo_idx = int(((1 - confidence) / 2) * n_resamples)
+    hi_idx = min(n_resamples - 1, int(((1 + confidence) / 2) * n_resamples))
+    return means[lo_idx], means[hi_idx]
+
+
+def summarize(df, by: Iterable[str], score: str = "correct", confidence: float = 0.95):
+    """Accuracy per group with its Wilson interval: columns n, accuracy, ci_low, ci_high."""
+    import pandas as pd
+
+    rows = []
+    for keys, group in df.groupby(list(by), sort=True):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        k, n = int(group[score].sum()), len(group)
+        lo, hi = wilson_interval(k, n, confidence)
+        rows.append({**dict(zip(by, keys)), "n": n, "accuracy": k / n, "ci_low": lo, "ci_high": hi})
+    return pd.DataFrame(rows)

