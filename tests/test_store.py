@@ -1,0 +1,93 @@
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from longctx.engine import Generation
+from longctx.errors import DataFileError
+from longctx.store import Request, ResultsStore, make_row, request_key
+
+
+def _req(i=0, **kw):
+    return Request(task="t", example_id=f"e{i}", prompt=f"prompt {i}", gold=("x",), condition={"a": 1, **kw})
+
+
+def _row(req, key="k"):
+    gen = Generation("out", "out\n", 3, 2, True, 0.5, 1)
+    return make_row(key, req, gen, model="m", fingerprint="fp", prompt_mode="auto", rendered_prompt=req.prompt,
+                    params={})
+
+
+def test_request_key_depends_on_every_identity_field():
+    base = request_key("fp", _req(), "auto")
+    assert base == request_key("fp", _req(), "auto")
+    assert base != request_key("fp2", _req(), "auto")
+    assert base != request_key("fp", _req(1), "auto")
+    assert base != request_key("fp", _req(b=2), "auto")
+    assert base != request_key("fp", _req(), "raw")
+    # condition key order does not matter
+    assert request_key("fp", Request("t", "e", "p", (), {"a": 1, "b": 2}), "auto") == \
+        request_key("fp", Request("t", "e", "p", (), {"b": 2, "a": 1}), "auto")
+
+
+def test_rows_carry_provenance(tmp_path):
+    store = ResultsStore(tmp_path, "m", "exp")
+    store.append([_row(_req(), "k1")])
+    (row,) = store.rows()
+    for field in ("model", "model_fingerprint", "prompt", "output", "prompt_tokens", "batch_seconds",
+                  "longctx_version", "params", "condition", "created"):
+        assert field in row
+    assert store.path == tmp_path / "m" / "exp" / "generations.jsonl"
+
+
+def test_torn_last_line_is_skipped_and_not_glued(tmp_path):
+    store = ResultsStore(tmp_path, "m", "exp")
+    store.append([_row(_req(0), "k1")])
+    with open(store.path, "a") as f:
+        f.write('{"key": "k2", "outp')  # killed mid-write
+    with pytest.warns(UserWarning, match="truncated last line"):
+        assert [r["key"] for r in store.rows()] == ["k1"]
+    store.append([_row(_req(2), "k3")])  # the next append cuts the torn tail first
+    assert [r["key"] for r in store.rows()] == ["k1", "k3"]
+    with open(store.path, "a") as f:
+        f.write("garbage\n")
+    store.append([_row(_req(4), "k5")])
+    with pytest.raises(DataFileError, match="line 3: not valid JSON"):  # mid-file damage is not silently dropped
+        store.rows()
+
+
+RUNNER = r"""
+import sys
+from longctx.models import load_model
+from longctx.store import ResultsStore, run_requests
+from longctx.tasks import kv_retrieval as kv
+reqs = kv.make_requests(kv.synthetic_examples(5, 4, seed=11), [0.0, 1.0])
+store = ResultsStore(sys.argv[1], "smollm2-135m-instruct", "kv")
+rows = run_requests(reqs, store, model="smollm2-135m-instruct", batch_size=1, progress=False,
+                    load=lambda: load_model("smollm2-135m-instruct", device="cpu", dtype="float32"))
+print("ROWS", len(rows), flush=True)
+"""
+
+
+@pytest.mark.model
+def test_killed_run_resumes_without_losing_rows(tmp_path):
+    script = tmp_path / "runner.py"
+    script.write_text(RUNNER)
+    store = ResultsStore(tmp_path, "smollm2-135m-instruct", "kv")
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and (not store.path.exists() or len(store.path.read_text().splitlines()) < 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = store.rows()
+    assert 2 <= len(before) < 10, "the run should have been killed midway"
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True,
+                          timeout=300)
+    assert "ROWS 10" in done.stdout
+    after = store.rows()
+    assert len(after) == 10 and len({r["key"] for r in after}) == 10
+    assert after[: len(before)] == before  # finished rows were kept, not recomputed
