@@ -62,7 +62,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from longctx import __version__
-from longctx.metrics import summarize
+from longctx.metrics import paired_bootstrap_difference, summarize
 from longctx.models import load_model, resolve_model
 from longctx.paths import repo_root, resolve
 from longctx.plots import accuracy_by_position
@@ -122,7 +122,13 @@ print(f"{len(rows)} rows for {model}; accuracy {sum(kv.score(r) for r in rows) /
 # ## Accuracy vs gold position
 #
 # Every model with results for this experiment is drawn, so rerunning the chapter for a
-# new model adds a line. Bands are 95% Wilson intervals over the examples in each cell.
+# new model adds a line. A prediction is correct when the gold value occurs in the output
+# (case-insensitive), exactly the paper's scorer. Bands are 95% Wilson score intervals over
+# the $n$ examples in a cell with $k$ correct, $\hat p = k/n$ and $z = 1.96$:
+#
+# $$\frac{\hat p + \frac{z^2}{2n} \pm z\sqrt{\frac{\hat p(1-\hat p)}{n} + \frac{z^2}{4n^2}}}{1 + \frac{z^2}{n}}$$
+#
+# which, unlike the normal approximation, stays inside $[0, 1]$ and is not empty at 0% or 100%.
 
 # %%
 table = load_experiment(results_path, experiment, score=kv.score, task=kv.TASK)
@@ -165,6 +171,22 @@ gap = summary.groupby(["model", "num_pairs", "query"])["accuracy"].agg(lambda a:
 wide["best-worst gap (pts)"] = gap.round(1)
 display(wide)
 
+# %% [markdown]
+# The query-aware effect, paired: for each number of pairs, the change in accuracy when the
+# key is also put before the data, averaged over the same (example, position) items, with a
+# 95% paired bootstrap interval.
+
+# %%
+pairs = table.pivot_table(index=["model", "num_pairs", "example_id", "position"], columns="query",
+                          values="correct").dropna().reset_index()
+effect_rows = []
+both = {"query at end", "query-aware"} <= set(pairs.columns)  # only when both variants were run
+for (m, k), g in pairs.groupby(["model", "num_pairs"]) if both else []:
+    mean, lo, hi = paired_bootstrap_difference(g["query at end"], g["query-aware"], seed=seed)
+    effect_rows.append({"model": m, "num_pairs": k, "items": len(g), "query-aware minus end (pts)": round(100 * mean, 1),
+                        "95% CI": f"[{100 * lo:.1f}, {100 * hi:.1f}]"})
+display(pd.DataFrame(effect_rows) if effect_rows else Markdown("Run with `query_aware = [False, True]` to compare."))
+
 # %%
 paper = pd.read_csv(repo_root() / "data" / "paper" / "lost_in_the_middle_kv.csv")
 display(paper)
@@ -200,3 +222,21 @@ display(table.groupby(["model", "num_pairs"])["seconds_per_prompt"].describe()[[
 # %%
 wrong = table[table["correct"] == 0][["model", "num_pairs", "query", "position", "output"]]
 display(wrong.head(8) if len(wrong) else Markdown("No wrong answers in these results."))
+
+# %% [markdown]
+# ## What we found
+#
+# The numbers below are computed from the results above for every model present.
+
+# %%
+overall = summarize(table, ["model", "query"]).assign(
+    accuracy=lambda d: (100 * d["accuracy"]).round(1),
+    ci=lambda d: "[" + (100 * d["ci_low"]).round(1).astype(str) + ", " + (100 * d["ci_high"]).round(1).astype(str) + "]",
+)[["model", "query", "n", "accuracy", "ci"]]
+display(overall)
+
+# %% tags=["remove-cell"]
+# Consistency checks, run by CI through nbval: every prompt has exactly one scored row.
+assert len(rows) == len(requests) == len({r["key"] for r in rows})
+assert set(table[table["model"] == model]["example_id"]) >= {r.example_id for r in requests}
+assert summary["ci_low"].le(summary["accuracy"]).all() and summary["accuracy"].le(summary["ci_high"]).all()

@@ -62,3 +62,15 @@ def test_summarize_groups_and_intervals():
     assert s.loc[1, "n"] == 3 and s.loc[1, "accuracy"] == pytest.approx(2 / 3)
     assert s.loc[2, "accuracy"] == 0 and s.loc[2, "ci_low"] == 0
     assert s.loc[1, "ci_low"] < 2 / 3 < s.loc[1, "ci_high"]
+
+
+def test_paired_bootstrap_difference():
+    from longctx.metrics import paired_bootstrap_difference
+
+    assert paired_bootstrap_difference([1, 0, 1], [1, 0, 1]) == (0.0, 0.0, 0.0)  # identical: exactly zero
+    mean, lo, hi = paired_bootstrap_difference([0] * 10, [1] * 10)
+    assert (mean, lo, hi) == (1.0, 1.0, 1.0)
+    mean, lo, hi = paired_bootstrap_difference([0, 1] * 10, [1, 1] * 10, seed=1)
+    assert mean == 0.5 and lo < 0.5 < hi and lo > 0
+    with pytest.raises(ValueError):
+        paired_bootstrap_difference([1], [1, 0])

@@ -133,6 +133,7 @@ def generate(
     for i, ids in enumerate(encoded):
         lm.check_fits(len(ids), max_new_tokens, label=f"prompt {i}")
     results: list[Generation | None] = [None] * len(prompts)
+    eos = set(_eos_ids(lm))
     bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr)
     for batch in _buckets([len(e) for e in encoded], batch_size):
         width = max(len(encoded[i]) for i in batch)
@@ -157,7 +158,6 @@ def generate(
         gens = []
         for row, i in enumerate(batch):
             new = out[row, width:].tolist()
-            eos = set(_eos_ids(lm))
             n_new = next((k + 1 for k, t in enumerate(new) if t in eos), len(new))
             raw = tok.decode(new[:n_new], skip_special_tokens=True)
             text, fired = stop_rules[i].cut(raw)

@@ -85,3 +85,16 @@ def summarize(df, by: Iterable[str], score: str = "correct", confidence: float =
         lo, hi = wilson_interval(k, n, confidence)
         rows.append({**dict(zip(by, keys)), "n": n, "accuracy": k / n, "ci_low": lo, "ci_high": hi})
     return pd.DataFrame(rows)
+
+
+def paired_bootstrap_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
+                                n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of ``b - a`` over paired items, with a percentile bootstrap interval that
+    resamples the pairs (so both conditions always see the same items)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples need equal lengths, got {len(a)} and {len(b)}")
+    diffs = [y - x for x, y in zip(a, b)]
+    if not diffs:
+        return float("nan"), float("nan"), float("nan")
+    lo, hi = bootstrap_interval(diffs, confidence, n_resamples, seed)
+    return sum(diffs) / len(diffs), lo, hi
