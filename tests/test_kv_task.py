@@ -95,3 +95,14 @@ def test_release_examples_from_mirror(data_mirror):
     assert len(exs) == 4 and all(e.num_pairs == 20 for e in exs)
     full = kv.release_examples(75, limit=1)
     assert full[0].num_pairs == 75
+
+
+def test_returned_offset_finds_the_neighbouring_pair():
+    ex = kv.synthetic_examples(1, 6, seed=2)[0].with_gold_at(3)
+    prompt = kv.build_prompt(ex)
+    row = {"prompt": prompt, "gold": [ex.value], "output": f'The value of "{ex.key}" is "{ex.pairs[2][1]}"'}
+    assert kv.returned_offset(row) == -1
+    row["output"] = f'"{ex.key}": "{ex.value.upper()}"'
+    assert kv.returned_offset(row) == 0
+    row["output"] = "I cannot find it"
+    assert kv.returned_offset(row) is None

@@ -16,6 +16,7 @@ Two sources of examples:
 from __future__ import annotations
 
 import gzip
+import re
 import json
 import random
 import uuid
@@ -185,3 +186,19 @@ def make_requests(examples: Sequence[KVExample], positions: Iterable[float | int
 
 def score(row: dict) -> float:
     return kv_accuracy(row["output"], row["gold"][0])
+
+
+_PAIR_LINE = re.compile(r'"(' + UUID_PATTERN + r')": "(' + UUID_PATTERN + r')"')
+
+
+def returned_offset(row: dict) -> int | None:
+    """For a wrong answer, which pair's value came back, as an offset from the gold pair
+    (-1: the pair just before it). None when the output holds no value from the context."""
+    pairs = _PAIR_LINE.findall(row["prompt"])
+    values = [v.lower() for _, v in pairs]
+    gold = row["gold"][0].lower()
+    found = [m.lower() for m in re.findall(UUID_PATTERN, row["output"])]
+    returned = next((u for u in reversed(found) if u in values), None)
+    if returned is None or gold not in values:
+        return None
+    return values.index(returned) - values.index(gold)
