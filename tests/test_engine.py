@@ -30,6 +30,14 @@ def test_echo_only_line_is_not_the_answer_line():
     assert StopRule().cut(text)[0] == f'Key: "{KEY}"'
 
 
+def test_lead_in_line_ending_with_a_colon_is_not_the_answer_line():
+    # SmolLM2's habit: announce the value, then give it on the next line.
+    text = f"The value corresponding to the specified key is:\n\n{VALUE}\nmore"
+    assert StopRule().cut(text) == (f"The value corresponding to the specified key is:\n\n{VALUE}", True)
+    assert StopRule().cut("**Answer:**\nParis\n") == ("**Answer:**\nParis", True)
+    assert StopRule().cut("Paris: the capital\nmore") == ("Paris: the capital", True)
+
+
 def test_buckets_sort_by_length_and_cover_everything():
     lengths = [5, 1, 9, 3, 7]
     batches = _buckets(lengths, 2)

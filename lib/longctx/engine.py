@@ -22,14 +22,15 @@ from .errors import ParameterError
 class StopRule:
     """When an answer is complete.
 
-    * ``newline``: stop at the first newline that follows non-whitespace output
+    * ``newline``: stop at the first newline that ends a non-blank line
       (the answer line is enough).
     * ``answer_pattern``: stop as soon as the output holds a match of this regex
       that is not one of ``echoes``; for key-value retrieval the pattern is a UUID
       and the echo is the query key, so a model that first repeats the key
       ("The value of key "<key>" is ...") is never stopped inside the echoed key.
-    * A completed line that is only an echo (e.g. ``Key: "<key>"``) does not count as
-      the answer line.
+    * A completed line that is only an echo (e.g. ``Key: "<key>"``), or a lead-in that
+      ends with a colon (``The value is:``, the answer following on the next line),
+      does not count as the answer line.
     """
 
     newline: bool = True
@@ -49,7 +50,7 @@ class StopRule:
             for m in re.finditer("\n", text):
                 line = text[start : m.start()]
                 start = m.end()
-                if text[: m.start()].strip() and not self._is_echo(line):
+                if line.strip() and not self._is_echo(line) and not _is_lead_in(line):
                     if best is None or m.start() < best:
                         best = m.start()
                     break
@@ -64,6 +65,11 @@ class StopRule:
         for echo in self.echoes:
             rest = rest.replace(echo, "")
         return bool(re.fullmatch(r"[\s\"'{}:,.]*(key)?[\s\"'{}:,.]*", rest, flags=re.IGNORECASE)) and rest != line
+
+
+def _is_lead_in(line: str) -> bool:
+    """A line that announces the answer instead of giving it ("The answer is:", "**Answer:**")."""
+    return line.strip().strip("*_ ").endswith(":")
 
 
 @dataclass
