@@ -220,22 +220,24 @@ display(table.groupby(["model", "num_pairs"])["seconds_per_prompt"].describe()[[
 # %% [markdown]
 # ## What a wrong answer looks like
 #
-# For each wrong answer: which pair's value the model returned, as an offset from the gold
-# pair (-1 is the pair just before it), or "none" when the output holds no value from the
-# context (a garbled or invented UUID).
+# For each wrong answer: whose value the model returned. The first pair gets its own
+# row because in a query-aware prompt it is the record right after the key; "within 3"
+# counts neighbours of the gold pair; "no value from the context" is a garbled or
+# invented UUID.
 
 # %%
-errors = pd.DataFrame([
-    {"num_pairs": r["condition"]["num_pairs"], "query_aware": r["condition"]["query_aware"],
-     "position": r["condition"]["gold_index"] + 1, "returned pair offset": "none" if kv.returned_offset(r) is None else kv.returned_offset(r),
-     "output (end)": r["output"][-45:]}
-    for r in rows if not kv.score(r)
-])
+errors = table[~table["correct"].astype(bool)].assign(
+    kind=lambda d: [kv.classify_error(r) for r in d.to_dict("records")],
+    returned_pair=lambda d: [kv.returned_index(r) for r in d.to_dict("records")],
+)
 if len(errors):
-    display(errors["returned pair offset"].astype(str).value_counts().rename("wrong answers").to_frame())
-    display(errors.head(8))
+    kinds = pd.crosstab([errors["model"], errors["query"]], errors["kind"]).reindex(columns=list(kv.ERROR_KINDS), fill_value=0)
+    display(kinds)
+    display(errors[["model", "num_pairs", "query", "position", "returned_pair", "output"]]
+            .assign(returned_pair=lambda d: d["returned_pair"].map(lambda i: "-" if pd.isna(i) else int(i) + 1),
+                    output=lambda d: d["output"].str[-60:]).head(8))
 else:
-    display(Markdown(f"No wrong answers for {model}."))
+    display(Markdown("No wrong answers."))
 
 # %% [markdown]
 # ## What we found

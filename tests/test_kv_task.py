@@ -102,7 +102,20 @@ def test_returned_offset_finds_the_neighbouring_pair():
     prompt = kv.build_prompt(ex)
     row = {"prompt": prompt, "gold": [ex.value], "output": f'The value of "{ex.key}" is "{ex.pairs[2][1]}"'}
     assert kv.returned_offset(row) == -1
+    assert kv.returned_index(row) == 2
     row["output"] = f'"{ex.key}": "{ex.value.upper()}"'
     assert kv.returned_offset(row) == 0
     row["output"] = "I cannot find it"
     assert kv.returned_offset(row) is None
+    assert kv.returned_index(row) is None
+    row["output"] = f'"{ex.pairs[0][1]}"'  # the first pair's value: what query-aware prompts tempt models into
+    assert kv.returned_index(row) == 0 and kv.returned_offset(row) == -3
+
+
+def test_classify_error_names_where_a_wrong_value_came_from():
+    ex = kv.synthetic_examples(1, 10, seed=4)[0].with_gold_at(5)
+    row = {"prompt": kv.build_prompt(ex), "gold": [ex.value]}
+    cases = {ex.pairs[0][1]: "first pair's value", ex.pairs[4][1]: "a pair within 3 of the gold pair",
+             ex.pairs[9][1]: "another pair's value", "00000000-0000-4000-8000-000000000000": "no value from the context"}
+    for value, kind in cases.items():
+        assert kv.classify_error({**row, "output": f'The value is "{value}"'}) == kind

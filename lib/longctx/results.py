@@ -12,7 +12,8 @@ def load_experiment(results_dir: str | Path, experiment: str, score: Callable[[d
                     task: str | None = None):
     """One row per generation for every model with results under ``results_dir/<model>/<experiment>``.
 
-    Condition fields become columns; ``correct`` holds ``score(row)``.
+    Condition fields become columns; ``correct`` holds ``score(row)``. Prompt, gold and
+    output are kept so that per-row analyses (error kinds) work on the table.
     """
     import pandas as pd
 
@@ -26,6 +27,8 @@ def load_experiment(results_dir: str | Path, experiment: str, score: Callable[[d
                 "model": row["model"],
                 "example_id": row["example_id"],
                 **row["condition"],
+                "prompt": row["prompt"],
+                "gold": row["gold"],
                 "output": row["output"],
                 "prompt_tokens": row["prompt_tokens"],
                 "new_tokens": row["new_tokens"],

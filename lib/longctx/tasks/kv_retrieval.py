@@ -191,14 +191,40 @@ def score(row: dict) -> float:
 _PAIR_LINE = re.compile(r'"(' + UUID_PATTERN + r')": "(' + UUID_PATTERN + r')"')
 
 
+def returned_index(row: dict) -> int | None:
+    """Which pair's value the output returned, as a 0-based index into the prompt's
+    pairs (the last value from the context that the output mentions, since a model
+    may echo other pairs before answering). None when it holds no value from the context."""
+    values = [v.lower() for _, v in _PAIR_LINE.findall(row["prompt"])]
+    found = [m.lower() for m in re.findall(UUID_PATTERN, row["output"])]
+    returned = next((u for u in reversed(found) if u in values), None)
+    return None if returned is None else values.index(returned)
+
+
 def returned_offset(row: dict) -> int | None:
     """For a wrong answer, which pair's value came back, as an offset from the gold pair
     (-1: the pair just before it). None when the output holds no value from the context."""
-    pairs = _PAIR_LINE.findall(row["prompt"])
-    values = [v.lower() for _, v in pairs]
+    values = [v.lower() for _, v in _PAIR_LINE.findall(row["prompt"])]
     gold = row["gold"][0].lower()
-    found = [m.lower() for m in re.findall(UUID_PATTERN, row["output"])]
-    returned = next((u for u in reversed(found) if u in values), None)
-    if returned is None or gold not in values:
+    index = returned_index(row)
+    if index is None or gold not in values:
         return None
-    return values.index(returned) - values.index(gold)
+    return index - values.index(gold)
+
+
+ERROR_KINDS = ("first pair's value", "a pair within 3 of the gold pair", "another pair's value", "no value from the context")
+
+
+def classify_error(row: dict) -> str:
+    """Name a wrong answer by where its value came from (one of :data:`ERROR_KINDS`).
+
+    The first pair is its own kind because it is the pair right after the key in a
+    query-aware prompt; it wins over "within 3" when both apply.
+    """
+    index = returned_index(row)
+    if index is None:
+        return ERROR_KINDS[3]
+    if index == 0:
+        return ERROR_KINDS[0]
+    offset = returned_offset(row)
+    return ERROR_KINDS[1] if offset is not None and abs(offset) <= 3 else ERROR_KINDS[2]

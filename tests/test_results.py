@@ -1,0 +1,30 @@
+from longctx.engine import Generation
+from longctx.results import load_experiment, provenance
+from longctx.store import Request, ResultsStore, make_row
+
+
+def _store_rows(root, model, outputs):
+    store = ResultsStore(root, model.replace("/", "--"), "exp")
+    rows = []
+    for i, out in enumerate(outputs):
+        req = Request(task="kv", example_id=f"e{i}", prompt=f"p{i}", gold=("abc",), condition={"num_pairs": 3})
+        gen = Generation(out, out, 10 + i, 2, True, 1.0, 1)
+        rows.append(make_row(f"{model}-{i}", req, gen, model=model, fingerprint="fp", prompt_mode="auto",
+                             rendered_prompt=req.prompt, params={}))
+    store.append(rows)
+
+
+def test_load_experiment_has_every_model_scored_and_captioned(tmp_path):
+    _store_rows(tmp_path, "model-a", ["ABC", "xyz"])
+    _store_rows(tmp_path, "org/model-b", ["it is abc"])
+    table = load_experiment(tmp_path, "exp", score=lambda r: float(r["gold"][0] in r["output"].lower()))
+    assert sorted(table["model"].unique()) == ["model-a", "org/model-b"]
+    assert table.groupby("model")["correct"].mean().to_dict() == {"model-a": 0.5, "org/model-b": 1.0}
+    assert set(table.columns) >= {"num_pairs", "prompt", "gold", "output", "prompt_tokens", "longctx_version"}
+    caption = provenance(table, tmp_path, "exp")
+    assert "model-a: 2 generations" in caption and "org/model-b: 1 generations" in caption
+
+
+def test_load_experiment_filters_by_task(tmp_path):
+    _store_rows(tmp_path, "model-a", ["abc"])
+    assert load_experiment(tmp_path, "exp", score=lambda r: 1.0, task="other").empty
