@@ -176,19 +176,22 @@ wide["best-worst gap (pts)"] = gap.round(1)
 display(wide)
 
 # %% [markdown]
-# The query-aware effect, paired: for each number of pairs, the change in accuracy when the
-# key is also put before the data, averaged over the same (example, position) items, with a
-# 95% paired bootstrap interval.
+# The query-aware effect, paired: for each number of pairs (and pooled over them, "all"),
+# the change in accuracy when the key is also put before the data, averaged over the same
+# (example, position) items, with a 95% paired bootstrap interval that resamples whole
+# examples (the five depths of one example share its keys, so they are not independent).
 
 # %%
 pairs = table.pivot_table(index=["model", "num_pairs", "example_id", "position"], columns="query",
                           values="correct").dropna().reset_index()
 effect_rows = []
 both = {"query at end", "query-aware"} <= set(pairs.columns)  # only when both variants were run
-for (m, k), g in pairs.groupby(["model", "num_pairs"]) if both else []:
-    mean, lo, hi = paired_bootstrap_difference(g["query at end"], g["query-aware"], seed=seed)
-    effect_rows.append({"model": m, "num_pairs": k, "items": len(g), "query-aware minus end (pts)": round(100 * mean, 1),
-                        "95% CI": f"[{100 * lo:.1f}, {100 * hi:.1f}]"})
+for m, by_model in pairs.groupby("model") if both else []:
+    for k, g in [*by_model.groupby("num_pairs"), ("all", by_model)]:
+        mean, lo, hi = paired_bootstrap_difference(g["query at end"], g["query-aware"], seed=seed,
+                                                   clusters=list(zip(g["num_pairs"], g["example_id"])))
+        effect_rows.append({"model": m, "num_pairs": k, "items": len(g),
+                            "query-aware minus end (pts)": round(100 * mean, 1), "95% CI": f"[{100 * lo:.1f}, {100 * hi:.1f}]"})
 display(pd.DataFrame(effect_rows) if effect_rows else Markdown("Run with `query_aware = [False, True]` to compare."))
 
 # %%

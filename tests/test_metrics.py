@@ -74,3 +74,16 @@ def test_paired_bootstrap_difference():
     assert mean == 0.5 and lo < 0.5 < hi and lo > 0
     with pytest.raises(ValueError):
         paired_bootstrap_difference([1], [1, 0])
+
+
+def test_cluster_bootstrap_widens_for_correlated_items():
+    # four examples, each seen at five depths with the same outcome: 4 independent units, not 20
+    values = [1] * 5 + [0] * 5 + [1] * 5 + [0] * 5
+    labels = [i // 5 for i in range(20)]
+    lo_items, hi_items = bootstrap_interval(values, seed=0)
+    lo_clusters, hi_clusters = bootstrap_interval(values, seed=0, clusters=labels)
+    assert hi_clusters - lo_clusters > hi_items - lo_items
+    # singleton clusters are the plain item bootstrap, draw for draw
+    assert bootstrap_interval(values, seed=0, clusters=list(range(20))) == (lo_items, hi_items)
+    with pytest.raises(ValueError):
+        bootstrap_interval(values, clusters=labels[:3])

@@ -61,14 +61,37 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
 
 
 def bootstrap_interval(values: Sequence[float], confidence: float = 0.95, n_resamples: int = 2000,
-                       seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean, with a seeded ``random.Random``."""
+                       seed: int = 0, clusters: Sequence | None = None) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean, with a seeded ``random.Random``.
+
+    With ``clusters`` (one label per value, e.g. the example id) whole clusters are
+    resampled, so items that share an example (the same keys at several depths) are
+    not counted as independent; the statistic is the mean over all resampled items.
+    """
     vals = list(values)
     if not vals:
         return float("nan"), float("nan")
+    if clusters is None:
+        groups = [[v] for v in vals]
+    else:
+        if len(clusters) != len(vals):
+            raise ValueError(f"need one cluster label per value, got {len(clusters)} for {len(vals)}")
+        by_label: dict = {}
+        for label, v in zip(clusters, vals):
+            by_label.setdefault(label, []).append(v)
+        groups = list(by_label.values())
+    sums = [(sum(g), len(g)) for g in groups]
     rng = random.Random(seed)
-    n = len(vals)
-    means = sorted(sum(vals[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_resamples))
+    n = len(sums)
+    means = []
+    for _ in range(n_resamples):
+        total = count = 0
+        for _ in range(n):
+            s_, c_ = sums[rng.randrange(n)]
+            total += s_
+            count += c_
+        means.append(total / count)
+    means.sort()
     lo_idx = int(((1 - confidence) / 2) * n_resamples)
     hi_idx = min(n_resamples - 1, int(((1 + confidence) / 2) * n_resamples))
     return means[lo_idx], means[hi_idx]
@@ -88,13 +111,15 @@ def summarize(df, by: Iterable[str], score: str = "correct", confidence: float =
 
 
 def paired_bootstrap_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
-                                n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+                                n_resamples: int = 2000, seed: int = 0,
+                                clusters: Sequence | None = None) -> tuple[float, float, float]:
     """Mean of ``b - a`` over paired items, with a percentile bootstrap interval that
-    resamples the pairs (so both conditions always see the same items)."""
+    resamples the pairs (so both conditions always see the same items), or whole
+    ``clusters`` of pairs when items share an example."""
     if len(a) != len(b):
         raise ValueError(f"paired samples need equal lengths, got {len(a)} and {len(b)}")
     diffs = [y - x for x, y in zip(a, b)]
     if not diffs:
         return float("nan"), float("nan"), float("nan")
-    lo, hi = bootstrap_interval(diffs, confidence, n_resamples, seed)
+    lo, hi = bootstrap_interval(diffs, confidence, n_resamples, seed, clusters=clusters)
     return sum(diffs) / len(diffs), lo, hi
