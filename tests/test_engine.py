@@ -36,6 +36,7 @@ def test_lead_in_line_ending_with_a_colon_is_not_the_answer_line():
     assert StopRule().cut(text) == (f"The value corresponding to the specified key is:\n\n{VALUE}", True)
     assert StopRule().cut("**Answer:**\nParis\n") == ("**Answer:**\nParis", True)
     assert StopRule().cut("Paris: the capital\nmore") == ("Paris: the capital", True)
+    assert StopRule().cut("```\nParis\n```") == ("```\nParis", True)
 
 
 def test_buckets_sort_by_length_and_cover_everything():

@@ -60,6 +60,10 @@ def test_make_requests_conditions_and_stop_rule():
     assert r.prompt.count(exs[0].key) == 3  # before the data, in the data, after the data
     echo = f'The value of "{exs[0].key}" is "{exs[0].value}".\nMore text'
     assert r.stop.cut(echo)[0] == f'The value of "{exs[0].key}" is "{exs[0].value}'
+    # lines before the value never end the answer (SmolLM2 writes a lead-in and a code fence)
+    fenced = f'The value is:\n\n```json\n"{exs[0].value}"\n```'
+    assert r.stop.cut(fenced) == (f'The value is:\n\n```json\n"{exs[0].value}', True)
+    assert r.stop.cut("I cannot find it.\nThe key") == ("I cannot find it.\nThe key", False)
     assert get_task("kv_retrieval") is kv
 
 

@@ -1,11 +1,12 @@
 import signal
+from dataclasses import replace
 import subprocess
 import sys
 import time
 
 import pytest
 
-from longctx.engine import Generation
+from longctx.engine import Generation, StopRule
 from longctx.errors import DataFileError
 from longctx.store import Request, ResultsStore, make_row, request_key
 
@@ -27,6 +28,8 @@ def test_request_key_depends_on_every_identity_field():
     assert base != request_key("fp", _req(1), "auto")
     assert base != request_key("fp", _req(b=2), "auto")
     assert base != request_key("fp", _req(), "raw")
+    assert base != request_key("fp", replace(_req(), max_new_tokens=7), "auto")
+    assert base != request_key("fp", replace(_req(), stop=StopRule(newline=False)), "auto")
     # condition key order does not matter
     assert request_key("fp", Request("t", "e", "p", (), {"a": 1, "b": 2}), "auto") == \
         request_key("fp", Request("t", "e", "p", (), {"b": 2, "a": 1}), "auto")

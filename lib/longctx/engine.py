@@ -28,9 +28,9 @@ class StopRule:
       that is not one of ``echoes``; for key-value retrieval the pattern is a UUID
       and the echo is the query key, so a model that first repeats the key
       ("The value of key "<key>" is ...") is never stopped inside the echoed key.
-    * A completed line that is only an echo (e.g. ``Key: "<key>"``), or a lead-in that
-      ends with a colon (``The value is:``, the answer following on the next line),
-      does not count as the answer line.
+    * A completed line that is only an echo (e.g. ``Key: "<key>"``), a lead-in that
+      ends with a colon (``The value is:``, the answer following on the next line) or a
+      code fence, does not count as the answer line.
     """
 
     newline: bool = True
@@ -68,8 +68,10 @@ class StopRule:
 
 
 def _is_lead_in(line: str) -> bool:
-    """A line that announces the answer instead of giving it ("The answer is:", "**Answer:**")."""
-    return line.strip().strip("*_ ").endswith(":")
+    """A line that announces the answer instead of giving it: "The answer is:",
+    "**Answer:**", or a code fence such as "```json"."""
+    line = line.strip()
+    return line.startswith("```") or line.strip("*_ ").endswith(":")
 
 
 @dataclass

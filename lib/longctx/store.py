@@ -41,8 +41,11 @@ class Request:
 
 
 def request_key(fingerprint: str, req: Request, prompt_mode: str) -> str:
+    """Identity of a generation: model weights, task, condition, example, prompt, prompt
+    mode and decoding settings (a changed stop rule or token budget is a new row)."""
+    decoding = {"max_new_tokens": req.max_new_tokens, "stop": asdict(req.stop)}
     payload = json.dumps(
-        [fingerprint, req.task, req.condition, req.example_id, req.prompt, prompt_mode],
+        [fingerprint, req.task, req.condition, req.example_id, req.prompt, prompt_mode, decoding],
         sort_keys=True,
         ensure_ascii=False,
     )

@@ -178,7 +178,9 @@ def make_requests(examples: Sequence[KVExample], positions: Iterable[float | int
                     condition={"num_pairs": ex.num_pairs, "gold_index": idx, "query_aware": query_aware,
                                "source": source},
                     max_new_tokens=MAX_NEW_TOKENS,
-                    stop=StopRule(newline=True, answer_pattern=UUID_PATTERN, echoes=(ex.key,)),
+                    # Only a complete UUID other than the key ends the answer: models put lead-ins,
+                    # blank lines and code fences before it, and the paper scores the whole output.
+                    stop=StopRule(newline=False, answer_pattern=UUID_PATTERN, echoes=(ex.key,)),
                 )
             )
     return reqs
