@@ -25,3 +25,17 @@ def test_missing_notebook_is_a_one_line_error():
 def test_models_lists_aliases():
     done = _cli("models")
     assert done.returncode == 0 and "qwen2.5-coder-0.5b-instruct" in done.stdout
+
+
+def test_failed_run_keeps_the_last_good_notebook_and_honours_results_dir_param(tmp_path):
+    done_dir = tmp_path / "smollm2-135m-instruct" / "kv_retrieval"
+    done_dir.mkdir(parents=True)
+    (done_dir / "kv_retrieval.ipynb").write_text("last good run")
+    # a bad parameter fails while building prompts, before any model is loaded
+    done = _cli("run", "notebooks/kv_retrieval.py", "--model", "smollm2-135m-instruct",
+                "-p", "results_dir", str(tmp_path), "-p", "gold_positions", "[1.5]")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("longctx: error in notebook: ParameterError")
+    assert (done_dir / "kv_retrieval.ipynb").read_text() == "last good run"
+    assert (done_dir / "kv_retrieval.failed.ipynb").exists()
+    assert not (ROOT / "data" / "results" / "smollm2-135m-instruct" / "kv_retrieval" / "kv_retrieval.failed.ipynb").exists()

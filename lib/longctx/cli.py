@@ -38,21 +38,29 @@ def run_notebook(notebook: str | Path, model: str, params: dict | None = None,
         raise LongctxError(f"notebook '{notebook}' does not exist")
     ref = resolve_model(model)  # fail fast on an unknown model, before starting a kernel
     root = repo_root(nb_path.parent)
-    results = resolve(results_dir or "data/results", root)
     params = {"model": model, **(params or {})}
-    if results_dir:
+    # `-p results_dir X` and `--results-dir X` mean the same: results and executed notebook go to X.
+    results = resolve(results_dir or params.get("results_dir") or "data/results", root)
+    if results_dir or "results_dir" in params:
         params["results_dir"] = str(results)
     out = Path(output) if output else results / ref.slug / nb_path.stem / f"{nb_path.stem}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     nb = jupytext.read(nb_path)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     staged = out.with_suffix(".input.ipynb")
+    running = out.with_suffix(".running.ipynb")
     jupytext.write(nb, staged, fmt="ipynb")
     try:
-        papermill.execute_notebook(str(staged), str(out), parameters=params, cwd=str(nb_path.parent.resolve()),
+        papermill.execute_notebook(str(staged), str(running), parameters=params, cwd=str(nb_path.parent.resolve()),
                                    kernel_name="python3", progress_bar=progress)
+    except BaseException:
+        # Keep the last good executed notebook; leave the failed one beside it for debugging.
+        if running.exists():
+            running.replace(out.with_suffix(".failed.ipynb"))
+        raise
     finally:
         staged.unlink(missing_ok=True)
+    running.replace(out)
     return out
 
 
