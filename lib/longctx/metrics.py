@@ -33,6 +33,13 @@ def best_subspan_em(prediction: str, gold_answers: Sequence[str]) -> float:
     return float(any(normalize_answer(g) in pred for g in gold_answers))
 
 
+def qa_accuracy(response: str, gold_answers: Sequence[str]) -> float:
+    """Lost in the Middle multi-document QA accuracy: :func:`best_subspan_em` of the
+    response's first line (``response.split("\\n")[0].strip()``). Only the first line
+    counts, so a model cannot score by copying the context, which contains the answer."""
+    return best_subspan_em(response.split("\n")[0].strip(), gold_answers)
+
+
 def kv_accuracy(prediction: str, value: str) -> float:
     """Lost in the Middle key-value accuracy: 1.0 if the gold value occurs in the
     prediction, compared case-insensitively and without any other normalization."""

@@ -6,7 +6,10 @@ from importlib import import_module
 
 from ..errors import ParameterError
 
-TASKS = {"kv_retrieval": "longctx.tasks.kv_retrieval"}
+TASKS = {
+    "kv_retrieval": "longctx.tasks.kv_retrieval",
+    "multidoc_qa": "longctx.tasks.multidoc_qa",
+}
 
 
 def get_task(name: str):

@@ -1,0 +1,350 @@
+"""Lost in the Middle multi-document question answering (Liu et al., 2023, section 2).
+
+A NaturalQuestions-Open question comes with k documents: exactly one contains an
+answer (the gold document) and k-1 are distractors. The gold document is moved to
+a chosen position; the distractors keep their order (decreasing relevance).
+Accuracy (:func:`score`) is the paper's: the first line of the response, SQuAD-
+normalized, contains a normalized gold answer.
+
+Where examples come from:
+
+* :func:`read_release_file`: the paper's own inputs
+  (``nq-open-{10,20,30}_total_documents_gold_at_{i}.jsonl.gz``: question, answers,
+  ctxs with title/text/hasanswer/isgold). Contriever retrieved their distractors
+  from all of Wikipedia; those files cannot be fetched offline.
+* :func:`read_oracle` + :func:`attach_distractors`: an offline reconstruction from
+  ``nq-open-oracle.jsonl.gz`` (2,655 questions with their gold chunk). Distractors
+  are the other questions' gold chunks, ranked by BM25 against the question
+  (or drawn at random, the paper's appendix B), never containing a gold answer.
+* :func:`write_release_file`: writes any examples back in the release format,
+  byte for byte the same for the same inputs and seed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import random
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from ..data import fetch
+from ..engine import StopRule
+from ..errors import DataFileError, ParameterError
+from ..metrics import normalize_answer, qa_accuracy
+from ..prompts import load_prompt
+from ..store import Request
+
+TASK = "multidoc_qa"
+# The paper decodes up to 100 tokens; the stop rule ends the answer at its first line,
+# which is all the metric reads.
+MAX_NEW_TOKENS = 100
+DISTRACTOR_KINDS = ("bm25", "random")
+
+
+@dataclass(frozen=True)
+class Document:
+    title: str
+    text: str
+    hasanswer: bool = False
+    isgold: bool = False
+    extra: dict = field(default_factory=dict, compare=False, hash=False)  # id, score, ... from the source
+
+    def to_dict(self) -> dict:
+        return {**self.extra, "title": self.title, "text": self.text, "hasanswer": self.hasanswer,
+                "isgold": self.isgold}
+
+
+@dataclass(frozen=True)
+class QAExample:
+    example_id: str
+    question: str
+    answers: tuple[str, ...]
+    gold: Document
+    distractors: tuple[Document, ...] = ()  # in decreasing relevance
+    source: str = "oracle"
+
+    def documents(self, num_documents: int, gold_index: int) -> list[Document]:
+        """The first ``num_documents - 1`` distractors with the gold document at 0-based ``gold_index``."""
+        if num_documents < 1:
+            raise ParameterError(f"num_documents must be >= 1, got {num_documents}")
+        if num_documents - 1 > len(self.distractors):
+            raise ParameterError(
+                f"example {self.example_id} has {len(self.distractors)} distractors; "
+                f"{num_documents} documents need {num_documents - 1} (attach more with attach_distractors)"
+            )
+        if not 0 <= gold_index < num_documents:
+            raise ParameterError(f"gold index {gold_index} outside 0..{num_documents - 1}")
+        docs = list(self.distractors[: num_documents - 1])
+        docs.insert(gold_index, self.gold)
+        return docs
+
+
+def _open_text(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+
+
+def _records(path: str | Path, limit: int | None):
+    path = Path(path)
+    if not path.exists():
+        raise DataFileError(f"{path} does not exist")
+    try:
+        with _open_text(path) as f:
+            for n, line in enumerate(f):
+                if limit is not None and n >= limit:
+                    return
+                yield n, json.loads(line)
+    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DataFileError(f"{path} is not a readable JSONL file ({type(err).__name__}: {err})") from None
+
+
+def _document(ctx: dict) -> Document:
+    extra = {k: v for k, v in ctx.items() if k not in ("title", "text", "hasanswer", "isgold")}
+    return Document(ctx["title"], ctx["text"], bool(ctx.get("hasanswer", False)), bool(ctx.get("isgold", False)),
+                    extra)
+
+
+def read_release_file(path: str | Path, limit: int | None = None) -> list[QAExample]:
+    """Read a Lost in the Middle QA file (release or :func:`write_release_file` format).
+
+    Exactly one ctx must have ``isgold``; the others become distractors in file
+    order, so ``example.documents(k, i)`` with the file's own k and gold index gives
+    back the file's ctxs in their order.
+    """
+    path = Path(path)
+    out = []
+    for n, rec in _records(path, limit):
+        try:
+            ctxs = rec["ctxs"]
+            gold = [i for i, c in enumerate(ctxs) if c.get("isgold")]
+            if len(gold) != 1:
+                raise ValueError(f"expected one ctx with isgold, found {len(gold)}")
+            docs = [_document(c) for c in ctxs]
+            out.append(QAExample(
+                example_id=rec.get("example_id", f"nq-{n:04d}"),
+                question=rec["question"],
+                answers=tuple(rec["answers"]),
+                gold=docs[gold[0]],
+                distractors=tuple(d for i, d in enumerate(docs) if i != gold[0]),
+                source=path.name.split(".")[0],
+            ))
+        except (KeyError, TypeError, ValueError) as err:
+            raise DataFileError(f"{path} line {n + 1}: not a Lost in the Middle QA record ({err})") from None
+    if not out:
+        raise DataFileError(f"{path} holds no records")
+    return out
+
+
+def read_oracle(path: str | Path | None = None, limit: int | None = None) -> list[QAExample]:
+    """The 2,655 NQ-Open questions with only their gold chunk (``nq-open-oracle.jsonl.gz``).
+
+    ``path`` defaults to the registered, checksum-verified file (mirror or download).
+    Example ids are ``nq-<line number>``, stable across every file derived from it.
+    """
+    return read_release_file(path or fetch("nq-open-oracle"), limit)
+
+
+def _contains_answer(doc: Document, normalized_answers: Sequence[str]) -> bool:
+    text = normalize_answer(f"{doc.title} {doc.text}")
+    return any(a and a in text for a in normalized_answers)
+
+
+def attach_distractors(examples: Sequence[QAExample], num_distractors: int, kind: str = "bm25",
+                       seed: int = 0, pool: Sequence[QAExample] | None = None,
+                       progress: bool = False) -> list[QAExample]:
+    """Give each example ``num_distractors`` distractors drawn from the gold chunks of ``pool``.
+
+    ``pool`` defaults to ``examples`` (use the full oracle set for realistic
+    competition). A candidate is never the example's own gold chunk and never
+    contains a normalized gold answer in its title or text, so an example keeps
+    exactly one answer-bearing document.
+
+    * ``kind="bm25"``: candidates ranked by BM25 (English stopwords removed) between
+      the question and "title text", most relevant first, ties broken by pool order;
+      the paper's retrieved distractors, with BM25 over this pool in place of
+      Contriever over Wikipedia.
+    * ``kind="random"``: a uniform sample (appendix B), seeded per example.
+    """
+    if kind not in DISTRACTOR_KINDS:
+        raise ParameterError(f"unknown distractor kind '{kind}'; use one of {', '.join(DISTRACTOR_KINDS)}")
+    if num_distractors < 0:
+        raise ParameterError(f"num_distractors must be >= 0, got {num_distractors}")
+    pool = list(pool if pool is not None else examples)
+    # Each distinct chunk once, in pool order (several questions share a gold chunk).
+    seen: dict[tuple[str, str], Document] = {}
+    for ex in pool:
+        seen.setdefault((ex.gold.title, ex.gold.text), ex.gold)
+    candidates = [replace(d, hasanswer=False, isgold=False) for d in seen.values()]
+    scorer = _BM25([f"{d.title} {d.text}" for d in candidates]) if kind == "bm25" else None
+    from tqdm import tqdm
+
+    out = []
+    for ex in tqdm(examples, desc=f"{kind} distractors", disable=not progress):
+        answers = [normalize_answer(a) for a in ex.answers]
+        if scorer is not None:
+            order = scorer.ranking(ex.question)
+        else:
+            order = list(range(len(candidates)))
+            random.Random(f"{seed}:{ex.example_id}").shuffle(order)
+        chosen = []
+        for i in order:
+            doc = candidates[i]
+            if (doc.title, doc.text) == (ex.gold.title, ex.gold.text) or _contains_answer(doc, answers):
+                continue
+            chosen.append(doc)
+            if len(chosen) == num_distractors:
+                break
+        if len(chosen) < num_distractors:
+            raise ParameterError(
+                f"only {len(chosen)} eligible distractors for {ex.example_id}, {num_distractors} requested; "
+                "use a larger pool"
+            )
+        out.append(replace(ex, distractors=tuple(chosen), source=f"oracle+{kind}"))
+    return out
+
+
+class _BM25:
+    """BM25 over a fixed corpus (``bm25s``), returning a full, deterministic ranking."""
+
+    def __init__(self, texts: Sequence[str]):
+        import bm25s
+
+        self._bm25s = bm25s
+        self.size = len(texts)
+        tokens = bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+        self.retriever = bm25s.BM25()
+        self.retriever.index(tokens, show_progress=False)
+
+    def ranking(self, query: str) -> list[int]:
+        import numpy as np
+
+        tokens = self._bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
+        scores = self.retriever.get_scores(tokens) if tokens else np.zeros(self.size)
+        return np.lexsort((np.arange(len(scores)), -scores)).tolist()
+
+
+def shuffle_distractors(example: QAExample, seed: int = 0) -> QAExample:
+    """The same distractors in a seeded random order (appendix C)."""
+    docs = list(example.distractors)
+    random.Random(f"shuffle:{seed}:{example.example_id}").shuffle(docs)
+    return replace(example, distractors=tuple(docs))
+
+
+def format_documents(documents: Iterable[Document]) -> str:
+    """``Document [i](Title: <title>) <text>`` lines, numbered from 1 (the paper's Figure 2)."""
+    return "\n".join(f"Document [{i}](Title: {d.title}) {d.text}" for i, d in enumerate(documents, start=1))
+
+
+def build_prompt(question: str, documents: Sequence[Document], *, query_aware: bool = False,
+                 mention_random_ordering: bool = False) -> str:
+    """The paper's prompts: with documents (optionally the question also before them, or
+    the "ordered randomly" instruction), or closed-book when ``documents`` is empty."""
+    if not documents:
+        if query_aware or mention_random_ordering:
+            raise ParameterError("closed-book prompts have no documents to contextualize or order")
+        return load_prompt("closedbook_qa").format(question=question)
+    if query_aware and mention_random_ordering:
+        # As in the paper's code: the two variants were never combined.
+        raise ParameterError("query-aware contextualization and the random-ordering instruction cannot be combined")
+    name = ("qa_with_query_aware_contextualization" if query_aware
+            else "qa_ordered_randomly" if mention_random_ordering else "qa")
+    return load_prompt(name).format(question=question, search_results=format_documents(documents))
+
+
+def position_indices(num_documents: int, positions: Sequence[float | int]) -> list[int]:
+    """0-based gold indices. Floats in [0, 1] are relative depths (0 first, 1 last);
+    ints are 1-based positions, as the paper numbers them. Duplicates are dropped."""
+    out: list[int] = []
+    for p in positions:
+        if isinstance(p, bool):
+            raise ParameterError(f"position {p!r} is not a number")
+        if isinstance(p, int):
+            if not 1 <= p <= num_documents:
+                raise ParameterError(f"position {p} outside 1..{num_documents}")
+            idx = p - 1
+        elif isinstance(p, float) and 0.0 <= p <= 1.0:
+            idx = round(p * (num_documents - 1))
+        else:
+            raise ParameterError(f"position {p!r}: use a float depth in [0, 1] or an int position 1..{num_documents}")
+        if idx not in out:
+            out.append(idx)
+    return out
+
+
+def _stop() -> StopRule:
+    return StopRule(newline=True)
+
+
+def make_requests(examples: Sequence[QAExample], num_documents: int, positions: Sequence[float | int], *,
+                  query_aware: bool = False, mention_random_ordering: bool = False,
+                  distractors: str = "bm25") -> list[Request]:
+    """One request per (example, gold position) with ``num_documents`` documents."""
+    reqs = []
+    for ex in examples:
+        for idx in position_indices(num_documents, positions):
+            docs = ex.documents(num_documents, idx)
+            reqs.append(Request(
+                task=TASK,
+                example_id=ex.example_id,
+                prompt=build_prompt(ex.question, docs, query_aware=query_aware,
+                                    mention_random_ordering=mention_random_ordering),
+                gold=ex.answers,
+                condition={"setting": "documents", "num_documents": num_documents, "gold_index": idx,
+                           "query_aware": query_aware, "random_order": mention_random_ordering,
+                           "distractors": distractors, "source": ex.source},
+                max_new_tokens=MAX_NEW_TOKENS,
+                stop=_stop(),
+            ))
+    return reqs
+
+
+def make_baseline_requests(examples: Sequence[QAExample]) -> list[Request]:
+    """Closed-book (question only) and oracle (only the gold document) requests (Table 1)."""
+    reqs = []
+    for ex in examples:
+        for setting, docs in (("closed-book", []), ("oracle", [ex.gold])):
+            reqs.append(Request(
+                task=TASK, example_id=ex.example_id, prompt=build_prompt(ex.question, docs), gold=ex.answers,
+                condition={"setting": setting, "num_documents": len(docs), "gold_index": 0 if docs else None,
+                           "query_aware": False, "random_order": False, "distractors": "none", "source": ex.source},
+                max_new_tokens=MAX_NEW_TOKENS, stop=_stop(),
+            ))
+    return reqs
+
+
+def score(row: dict) -> float:
+    return qa_accuracy(row["output"], row["gold"])
+
+
+def write_release_file(examples: Sequence[QAExample], num_documents: int, gold_index: int,
+                       path: str | Path) -> str:
+    """Write ``examples`` in the release format (gold at ``gold_index``); return its sha256.
+
+    Gzip with a fixed mtime and no file name, and sorted JSON keys, so the same
+    examples always give the same bytes.
+    """
+    path = Path(path)
+    lines = []
+    for ex in examples:
+        docs = ex.documents(num_documents, gold_index)
+        lines.append(json.dumps({"example_id": ex.example_id, "question": ex.question, "answers": list(ex.answers),
+                                 "ctxs": [d.to_dict() for d in docs]}, ensure_ascii=False, sort_keys=True))
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    if path.suffix == ".gz":
+        buf = io.BytesIO()
+        with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
+            gz.write(data)
+        data = buf.getvalue()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return hashlib.sha256(data).hexdigest()
+
+
+def release_filename(num_documents: int, gold_index: int) -> str:
+    """The paper's file name for ``num_documents`` documents with the gold at 0-based ``gold_index``."""
+    return f"nq-open-{num_documents}_total_documents_gold_at_{gold_index}.jsonl.gz"
