@@ -214,3 +214,12 @@ def test_oracle_reconstruction_is_deterministic(data_mirror, tmp_path):
         answers = [a.lower() for a in ex.answers]
         assert len(ex.distractors) == 9
         assert not any(a in (d.title + " " + d.text).lower() for a in answers for d in ex.distractors)
+
+
+def test_positions_match_the_papers_indices():
+    assert qa.position_indices(10, [0.0, 0.5, 1.0]) == [0, 4, 9]
+    assert qa.position_indices(20, [0.0, 0.5, 1.0]) == [0, 9, 19]
+    assert qa.position_indices(30, [1, 5, 10, 15, 20, 25, 30]) == [0, 4, 9, 14, 19, 24, 29]
+    for bad in ([0], [1.5], [True], [31]):
+        with pytest.raises(ParameterError):
+            qa.position_indices(30, bad)

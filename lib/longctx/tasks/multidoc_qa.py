@@ -255,8 +255,9 @@ def build_prompt(question: str, documents: Sequence[Document], *, query_aware: b
 
 
 def position_indices(num_documents: int, positions: Sequence[float | int]) -> list[int]:
-    """0-based gold indices. Floats in [0, 1] are relative depths (0 first, 1 last);
-    ints are 1-based positions, as the paper numbers them. Duplicates are dropped."""
+    """0-based gold indices. Floats in [0, 1] are relative depths (0 first, 1 last),
+    rounded down so that 0.5 gives the paper's middle indices 4, 9 and 14 for 10, 20
+    and 30 documents; ints are 1-based positions. Duplicates are dropped."""
     out: list[int] = []
     for p in positions:
         if isinstance(p, bool):
@@ -266,7 +267,7 @@ def position_indices(num_documents: int, positions: Sequence[float | int]) -> li
                 raise ParameterError(f"position {p} outside 1..{num_documents}")
             idx = p - 1
         elif isinstance(p, float) and 0.0 <= p <= 1.0:
-            idx = round(p * (num_documents - 1))
+            idx = int(p * (num_documents - 1))
         else:
             raise ParameterError(f"position {p!r}: use a float depth in [0, 1] or an int position 1..{num_documents}")
         if idx not in out:
