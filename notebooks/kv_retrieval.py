@@ -62,11 +62,11 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from longctx import __version__
-from longctx.metrics import paired_bootstrap_difference, summarize
+from longctx.metrics import summarize
 from longctx.models import load_model, resolve_model
 from longctx.paths import repo_root, resolve
 from longctx.plots import accuracy_by_position
-from longctx.results import load_experiment, provenance
+from longctx.results import load_experiment, paired_effects, provenance
 from longctx.store import ResultsStore, run_requests
 from longctx.tasks import kv_retrieval as kv
 
@@ -182,16 +182,8 @@ display(wide)
 # examples (the five depths of one example share its keys, so they are not independent).
 
 # %%
-pairs = table.pivot_table(index=["model", "num_pairs", "example_id", "position"], columns="query",
-                          values="correct").dropna().reset_index()
-effect_rows = []
-both = {"query at end", "query-aware"} <= set(pairs.columns)  # only when both variants were run
-for m, by_model in pairs.groupby("model") if both else []:
-    for k, g in [*by_model.groupby("num_pairs"), ("all", by_model)]:
-        mean, lo, hi = paired_bootstrap_difference(g["query at end"], g["query-aware"], seed=seed,
-                                                   clusters=list(zip(g["num_pairs"], g["example_id"])))
-        effect_rows.append({"model": m, "num_pairs": k, "items": len(g),
-                            "query-aware minus end (pts)": round(100 * mean, 1), "95% CI": f"[{100 * lo:.1f}, {100 * hi:.1f}]"})
+effect_rows = paired_effects(table, condition="query", control="query at end", treatment="query-aware",
+                             length="num_pairs", item=["example_id", "position"], seed=seed)
 display(pd.DataFrame(effect_rows) if effect_rows else Markdown("Run with `query_aware = [False, True]` to compare."))
 
 # %%
@@ -296,7 +288,7 @@ if len(book) == 160:
     assert acc.loc[(10, False)].eq(100).all()
     assert acc.loc[(30, False)].tolist() == [87.5, 100.0, 75.0, 75.0, 100.0]
     effects = {(r["model"], r["num_pairs"]): r for r in effect_rows}
-    assert effects[("qwen2.5-coder-0.5b-instruct", "all")]["query-aware minus end (pts)"] == -8.8
+    assert effects[("qwen2.5-coder-0.5b-instruct", "all")]["query-aware minus query at end (pts)"] == -8.8
     assert effects[("qwen2.5-coder-0.5b-instruct", "all")]["95% CI"] == "[-16.2, -1.2]"
     qa_errors = errors[(errors["model"] == "qwen2.5-coder-0.5b-instruct") & errors["query_aware"]]
     assert len(qa_errors) == 12 and (qa_errors["kind"] == kv.ERROR_KINDS[0]).sum() == 11

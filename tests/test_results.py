@@ -1,5 +1,5 @@
 from longctx.engine import Generation
-from longctx.results import load_experiment, provenance
+from longctx.results import load_experiment, paired_effects, provenance
 from longctx.store import Request, ResultsStore, make_row
 
 
@@ -28,3 +28,25 @@ def test_load_experiment_has_every_model_scored_and_captioned(tmp_path):
 def test_load_experiment_filters_by_task(tmp_path):
     _store_rows(tmp_path, "model-a", ["abc"])
     assert load_experiment(tmp_path, "exp", score=lambda r: 1.0, task="other").empty
+
+
+def test_paired_effects_by_length_and_pooled():
+    import pandas as pd
+
+    rows = []
+    for k in (10, 20):
+        for ex in range(4):
+            for pos in (1, 2):
+                rows.append({"model": "m", "k": k, "example_id": f"e{ex}", "position": pos, "cond": "a", "correct": 1.0})
+                # treatment loses every item at k=20 only
+                rows.append({"model": "m", "k": k, "example_id": f"e{ex}", "position": pos, "cond": "b",
+                             "correct": 1.0 if k == 10 else 0.0})
+    effects = paired_effects(pd.DataFrame(rows), condition="cond", control="a", treatment="b", length="k",
+                             item=["example_id", "position"])
+    by_k = {e["k"]: e for e in effects}
+    assert by_k[10]["b minus a (pts)"] == 0.0 and by_k[10]["95% CI"] == "[0.0, 0.0]"
+    assert by_k[20]["b minus a (pts)"] == -100.0 and by_k["all"]["b minus a (pts)"] == -50.0
+    assert by_k["all"]["items"] == 16
+    only_a = pd.DataFrame([r for r in rows if r["cond"] == "a"])
+    assert paired_effects(only_a, condition="cond", control="a", treatment="b", length="k",
+                          item=["example_id", "position"]) == []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from .store import ResultsStore
 
@@ -51,3 +51,27 @@ def provenance(df, results_dir: str | Path, experiment: str) -> str:
         versions = ", ".join(sorted(group["longctx_version"].unique()))
         parts.append(f"{model}: {len(group)} generations in `{path}` (longctx {versions})")
     return "; ".join(parts)
+
+
+def paired_effects(table, *, condition: str, control: str, treatment: str, length: str, item: Sequence[str],
+                   seed: int = 0, score: str = "correct") -> list[dict]:
+    """``treatment`` minus ``control`` accuracy per model and ``length`` value, and pooled
+    over lengths ("all"), on the items (``item`` columns, e.g. example and position) run
+    under both; 95% paired bootstrap intervals resample whole examples, since the items of
+    one example share its content. Empty when either condition is missing."""
+    from .metrics import paired_bootstrap_difference
+
+    if "example_id" not in item:
+        raise ValueError("item must include 'example_id', the unit the bootstrap resamples")
+    pairs = table.pivot_table(index=["model", length, *item], columns=condition, values=score).dropna().reset_index()
+    if not {control, treatment} <= set(pairs.columns):
+        return []
+    rows = []
+    for model, by_model in pairs.groupby("model"):
+        for value, g in [*by_model.groupby(length), ("all", by_model)]:
+            mean, lo, hi = paired_bootstrap_difference(g[control], g[treatment], seed=seed,
+                                                       clusters=list(zip(g[length], g["example_id"])))
+            rows.append({"model": model, length: value, "items": len(g),
+                         f"{treatment} minus {control} (pts)": round(100 * mean, 1),
+                         "95% CI": f"[{100 * lo:.1f}, {100 * hi:.1f}]"})
+    return rows
