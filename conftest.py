@@ -21,6 +21,15 @@ CI_PARAMETERS = {
         "batch_size": 4,
         "results_dir": str(NB_DIR / "results"),
     },
+    "multidoc_qa": {
+        "model": "smollm2-135m-instruct",
+        "num_questions": 2,
+        "num_documents": [3, 4],
+        "gold_positions": [0.0, 1.0],
+        "query_aware": [False, True],
+        "batch_size": 4,
+        "results_dir": str(NB_DIR / "results"),
+    },
 }
 
 
