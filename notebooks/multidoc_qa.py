@@ -133,8 +133,10 @@ print(f"{len(rows)} rows for {model}; accuracy {sum(qa.score(r) for r in rows) /
 # %%
 wanted = {r["key"] for r in rows}
 table = load_experiment(results_path, experiment, score=qa.score, task=qa.TASK)
+# Closed-book and oracle rows do not depend on the distractors or their order.
+this_setting = (table["distractors"] == distractors) & (table["random_order"] == random_order)
 table = table[table["example_id"].isin({r.example_id for r in requests})
-              & (table["distractors"].isin([distractors, "none"])) & (table["random_order"] == random_order)]
+              & ((table["setting"] != "documents") | this_setting)]
 docs = table[table["setting"] == "documents"].assign(position=lambda d: d["gold_index"].astype(int) + 1)
 docs = docs[docs["num_documents"].isin(num_documents)]
 docs["query"] = docs["query_aware"].map({False: "question at end", True: "query-aware"})
