@@ -193,25 +193,29 @@ def score(row: dict) -> float:
 _PAIR_LINE = re.compile(r'"(' + UUID_PATTERN + r')": "(' + UUID_PATTERN + r')"')
 
 
+def _returned_and_gold(row: dict) -> tuple[int | None, int | None]:
+    """0-based indices of the returned value and of the gold value among the prompt's
+    pairs (None when absent), parsing the prompt once."""
+    values = [v.lower() for _, v in _PAIR_LINE.findall(row["prompt"])]
+    found = [m.lower() for m in re.findall(UUID_PATTERN, row["output"])]
+    # the last value from the context that the output mentions: a model may echo others first
+    returned = next((u for u in reversed(found) if u in values), None)
+    gold = row["gold"][0].lower()
+    return (None if returned is None else values.index(returned)), (values.index(gold) if gold in values else None)
+
+
 def returned_index(row: dict) -> int | None:
     """Which pair's value the output returned, as a 0-based index into the prompt's
     pairs (the last value from the context that the output mentions, since a model
     may echo other pairs before answering). None when it holds no value from the context."""
-    values = [v.lower() for _, v in _PAIR_LINE.findall(row["prompt"])]
-    found = [m.lower() for m in re.findall(UUID_PATTERN, row["output"])]
-    returned = next((u for u in reversed(found) if u in values), None)
-    return None if returned is None else values.index(returned)
+    return _returned_and_gold(row)[0]
 
 
 def returned_offset(row: dict) -> int | None:
     """For a wrong answer, which pair's value came back, as an offset from the gold pair
     (-1: the pair just before it). None when the output holds no value from the context."""
-    values = [v.lower() for _, v in _PAIR_LINE.findall(row["prompt"])]
-    gold = row["gold"][0].lower()
-    index = returned_index(row)
-    if index is None or gold not in values:
-        return None
-    return index - values.index(gold)
+    index, gold = _returned_and_gold(row)
+    return None if index is None or gold is None else index - gold
 
 
 ERROR_KINDS = ("first pair's value", "a pair within 3 of the gold pair", "another pair's value", "no value from the context")
@@ -223,10 +227,9 @@ def classify_error(row: dict) -> str:
     The first pair is its own kind because it is the pair right after the key in a
     query-aware prompt; it wins over "within 3" when both apply.
     """
-    index = returned_index(row)
+    index, gold = _returned_and_gold(row)
     if index is None:
         return ERROR_KINDS[3]
     if index == 0:
         return ERROR_KINDS[0]
-    offset = returned_offset(row)
-    return ERROR_KINDS[1] if offset is not None and abs(offset) <= 3 else ERROR_KINDS[2]
+    return ERROR_KINDS[1] if gold is not None and abs(index - gold) <= 3 else ERROR_KINDS[2]
