@@ -9,6 +9,7 @@ from ..errors import ParameterError
 TASKS = {
     "kv_retrieval": "longctx.tasks.kv_retrieval",
     "multidoc_qa": "longctx.tasks.multidoc_qa",
+    "longbench_v2": "longctx.tasks.longbench_v2",
 }
 
 

@@ -26,6 +26,7 @@ from typing import Iterable, Sequence
 
 from ..data import fetch
 from ..engine import StopRule
+from ..formats import format_identifier, identifier_pattern, infer_format
 from ..errors import DataFileError, ParameterError
 from ..metrics import kv_accuracy
 from ..prompts import load_prompt
@@ -70,6 +71,15 @@ class KVExample:
         rest.insert(index, (self.key, self.value))
         return KVExample(self.example_id, tuple(rest), self.key, self.value)
 
+    def with_format(self, delimiter: str) -> "KVExample":
+        """The same example with every key and value re-laid out with ``delimiter``
+        (``"-"`` UUID, ``""`` plain text, ``"&"`` modified UUID; see :mod:`longctx.formats`)."""
+        def fmt(x: str) -> str:
+            return format_identifier(x, delimiter)
+
+        return KVExample(self.example_id, tuple((fmt(k), fmt(v)) for k, v in self.pairs), fmt(self.key),
+                         fmt(self.value))
+
     def trimmed(self, k: int) -> "KVExample":
         """Keep the gold pair and the first k-1 distractors (in their original order)."""
         if not 2 <= k <= self.num_pairs:
@@ -84,23 +94,35 @@ def _uuid(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
-def synthetic_examples(n: int, num_pairs: int, seed: int = 0) -> list[KVExample]:
-    """``n`` examples of ``num_pairs`` unique UUID pairs; the gold key is drawn uniformly."""
+def synthetic_examples(n: int, num_pairs: int, seed: int = 0, num_hex: int = 32) -> list[KVExample]:
+    """``n`` examples of ``num_pairs`` unique pairs; the gold key is drawn uniformly.
+
+    Keys and values are version-4 UUIDs (``num_hex=32``) or, for longer ids (the C-NORM
+    paper's high-density setting: 128 characters), ``num_hex / 32`` UUIDs joined by ``-``.
+    """
     if n < 1 or num_pairs < 2:
         raise ParameterError(f"need n >= 1 and num_pairs >= 2, got n={n}, num_pairs={num_pairs}")
-    rng = random.Random(f"kv:{seed}:{num_pairs}")
+    if num_hex < 32 or num_hex % 32:
+        raise ParameterError(f"num_hex must be a multiple of 32, got {num_hex}")
+    # 32-digit ids keep the original seed string, so earlier chapters' examples are unchanged.
+    rng = random.Random(f"kv:{seed}:{num_pairs}" + ("" if num_hex == 32 else f":{num_hex}"))
+    suffix = "" if num_hex == 32 else f"-h{num_hex}"
+
+    def new_id() -> str:
+        return "-".join(_uuid(rng) for _ in range(num_hex // 32))
+
     out = []
     for i in range(n):
         seen: set[str] = set()
         pairs = []
         while len(pairs) < num_pairs:
-            k, v = _uuid(rng), _uuid(rng)
+            k, v = new_id(), new_id()
             if k in seen or v in seen:
                 continue
             seen.update((k, v))
             pairs.append((k, v))
         key, value = pairs[rng.randrange(num_pairs)]
-        out.append(KVExample(f"syn-s{seed}-k{num_pairs}-{i}", tuple(pairs), key, value))
+        out.append(KVExample(f"syn-s{seed}-k{num_pairs}{suffix}-{i}", tuple(pairs), key, value))
     return out
 
 
@@ -162,11 +184,20 @@ def position_indices(num_pairs: int, positions: Iterable[float | int]) -> list[i
     return sorted(set(out))
 
 
+def max_new_tokens_for(num_hex: int) -> int:
+    """Room for an echoed key and the value: 96 tokens per 32 hex digits."""
+    return MAX_NEW_TOKENS * max(1, num_hex // 32)
+
+
 def make_requests(examples: Sequence[KVExample], positions: Iterable[float | int], query_aware: bool = False,
-                  source: str = "synthetic") -> list[Request]:
+                  source: str = "synthetic", extra_condition: dict | None = None) -> list[Request]:
+    """One request per (example, gold position). Ids may be in any format of
+    :mod:`longctx.formats`; the stop rule waits for a complete id in that format.
+    ``extra_condition`` adds fields (format, density) to every request's condition."""
     positions = list(positions)
     reqs = []
     for ex in examples:
+        num_hex, delimiter = infer_format(ex.value)
         for idx in position_indices(ex.num_pairs, positions):
             moved = ex.with_gold_at(idx)
             reqs.append(
@@ -176,11 +207,12 @@ def make_requests(examples: Sequence[KVExample], positions: Iterable[float | int
                     prompt=build_prompt(moved, query_aware),
                     gold=(ex.value,),
                     condition={"num_pairs": ex.num_pairs, "gold_index": idx, "query_aware": query_aware,
-                               "source": source},
-                    max_new_tokens=MAX_NEW_TOKENS,
-                    # Only a complete UUID other than the key ends the answer: models put lead-ins,
+                               "source": source, **(extra_condition or {})},
+                    max_new_tokens=max_new_tokens_for(num_hex),
+                    # Only a complete id other than the key ends the answer: models put lead-ins,
                     # blank lines and code fences before it, and the paper scores the whole output.
-                    stop=StopRule(newline=False, answer_pattern=UUID_PATTERN, echoes=(ex.key,)),
+                    stop=StopRule(newline=False, answer_pattern=identifier_pattern(num_hex, delimiter),
+                                  echoes=(ex.key,)),
                 )
             )
     return reqs
@@ -190,14 +222,13 @@ def score(row: dict) -> float:
     return kv_accuracy(row["output"], row["gold"][0])
 
 
-_PAIR_LINE = re.compile(r'"(' + UUID_PATTERN + r')": "(' + UUID_PATTERN + r')"')
-
-
 def _returned_and_gold(row: dict) -> tuple[int | None, int | None]:
     """0-based indices of the returned value and of the gold value among the prompt's
-    pairs (None when absent), parsing the prompt once."""
-    values = [v.lower() for _, v in _PAIR_LINE.findall(row["prompt"])]
-    found = [m.lower() for m in re.findall(UUID_PATTERN, row["output"])]
+    pairs (None when absent), parsing the prompt once. Ids may be in any format."""
+    pattern = identifier_pattern(*infer_format(row["gold"][0]))
+    pair_line = re.compile(r'"(' + pattern + r')": "(' + pattern + r')"')
+    values = [v.lower() for _, v in pair_line.findall(row["prompt"])]
+    found = [m.lower() for m in re.findall(pattern, row["output"])]
     # the last value from the context that the output mentions: a model may echo others first
     returned = next((u for u in reversed(found) if u in values), None)
     gold = row["gold"][0].lower()

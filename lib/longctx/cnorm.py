@@ -1,0 +1,219 @@
+"""Contextual normalization (C-NORM) experiments: context formats on key-value
+retrieval and attention-guided delimiter selection for retrieved passages.
+
+Paper: "Grounding long-context reasoning with contextual normalization for RAG"
+(sections 2-5). The transforms live in :mod:`longctx.formats`, the attention
+vector and the Attention Balance Score in :mod:`longctx.attention`; this module
+builds the requests and runs the selection.
+
+Metrics:
+
+* **OAA** (overall averaged accuracy): accuracy averaged over gold positions;
+* **OPA** (optimal positioned accuracy): accuracy at the best gold position.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+from .errors import ParameterError
+from .formats import check_delimiter, format_passages
+from .store import Request
+from .tasks import kv_retrieval as kv
+from .tasks import multidoc_qa as qa
+
+# Densities of the paper's Figure 2 at the same total id length: many short ids or few long ones.
+# The paper: 40 pairs x 32 characters and 10 pairs x 128 characters; the book run scales both by 0.4.
+DENSITIES = {"low": 32, "high": 128}
+
+
+def kv_format_requests(*, delimiters: Sequence[str], density: str, num_pairs: int, positions: Sequence,
+                       examples: int, seed: int = 0, query_aware: bool = False) -> list[Request]:
+    """Key-value requests: the same seeded examples rendered in each id format.
+
+    ``density`` picks the id length (``low``: 32 hex digits, ``high``: 128). Every
+    format sees the same keys, values, order and gold positions, so format effects
+    are paired by example and position.
+    """
+    if density not in DENSITIES:
+        raise ParameterError(f"density must be one of {sorted(DENSITIES)}, got {density!r}")
+    num_hex = DENSITIES[density]
+    base = kv.synthetic_examples(examples, num_pairs, seed=seed, num_hex=num_hex)
+    reqs = []
+    for d in delimiters:
+        check_delimiter(d)
+        reqs += kv.make_requests([e.with_format(d) for e in base], positions, query_aware=query_aware,
+                                 extra_condition={"delimiter": d, "density": density, "num_hex": num_hex})
+    return reqs
+
+
+def oaa_opa(table, by: Sequence[str], position: str = "gold_index", score: str = "correct"):
+    """OAA and OPA per group of ``by``: the mean and the max over positions of the
+    per-position accuracy (positions weigh equally, as in the paper)."""
+    per_position = table.groupby([*by, position], dropna=False)[score].mean().reset_index()
+    out = per_position.groupby(list(by), dropna=False)[score].agg(OAA="mean", OPA="max",
+                                                                   position_sd="std").reset_index()
+    best = per_position.loc[per_position.groupby(list(by), dropna=False)[score].idxmax()]
+    out["best_position"] = best[position].to_numpy() + 1
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Passages
+
+NO_FORMAT = "none"  # the candidate that leaves passages as they are
+# The paper's candidate set (section 4.1: none, -, :, ., ~, +, /, &, ...), with _ added.
+QA_CANDIDATES = (NO_FORMAT, "-", ":", ".", "~", "+", "/", "&", "_")
+
+
+def _delimiter(candidate: str | None) -> str | None:
+    return None if candidate in (None, NO_FORMAT) else candidate
+
+
+def normalize_example(example: qa.QAExample, delimiter: str | None, ratio: float, seed: int | str) -> qa.QAExample:
+    """The example with every passage text (gold and distractors) C-NORM formatted; titles,
+    question and answers untouched. Each passage's sentence choice is seeded by ``seed``
+    and the passage's title and text, so the same passage is formatted alike everywhere."""
+    delimiter = _delimiter(delimiter)
+    if delimiter is None:
+        return example
+    docs = [example.gold, *example.distractors]
+    texts = format_passages([d.text for d in docs], delimiter, ratio, seed,
+                            ids=[f"{d.title}|{d.text[:64]}" for d in docs])
+    new = [replace(d, text=t) for d, t in zip(docs, texts)]
+    return replace(example, gold=new[0], distractors=tuple(new[1:]))
+
+
+def permuted_example(example: qa.QAExample, seed: int, num_distractors: int) -> qa.QAExample:
+    """The paper's controlled setting: the top ``num_distractors`` distractors in a seeded order."""
+    docs = list(example.distractors[:num_distractors])
+    random.Random(f"cnorm-order:{seed}:{example.example_id}").shuffle(docs)
+    return replace(example, distractors=tuple(docs))
+
+
+def selection_prompts(examples: Sequence[qa.QAExample], candidates: Sequence[str], *, num_documents: int,
+                      ratio: float, seed: int = 0) -> dict[str, list[str]]:
+    """Calibration prompts for each candidate format: every example once, its gold document
+    at a seeded random position, distractors in a seeded order; the same documents and
+    positions for every candidate, so only the format differs."""
+    out: dict[str, list[str]] = {c: [] for c in candidates}
+    for ex in examples:
+        base = permuted_example(ex, seed, num_documents - 1)
+        gold_index = random.Random(f"cnorm-calibration:{seed}:{ex.example_id}").randrange(num_documents)
+        for c in candidates:
+            norm = normalize_example(base, c, ratio, seed)
+            out[c].append(qa.build_prompt(norm.question, norm.documents(num_documents, gold_index)))
+    return out
+
+
+def qa_requests(examples: Sequence[qa.QAExample], *, num_documents: int, positions: Sequence, seed: int,
+                method: str, delimiter: str | None, ratio: float) -> list[Request]:
+    """Requests for one (seed, method): distractors in the seed's order, passages formatted
+    with ``delimiter`` at ratio ``ratio`` (``"none"``/``None``: the baseline, unformatted)."""
+    delimiter = _delimiter(delimiter)
+    out = []
+    for ex in examples:
+        ex = normalize_example(permuted_example(ex, seed, num_documents - 1), delimiter, ratio, seed)
+        for r in qa.make_requests([ex], num_documents, positions):
+            cond = {**r.condition, "seed": seed, "method": method, "delimiter": delimiter or NO_FORMAT,
+                    "ratio": ratio if delimiter else 0.0}
+            out.append(replace(r, condition=cond))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention-guided selection
+
+
+@dataclass(frozen=True)
+class Selection:
+    delimiter: str
+    mean_abs: dict  # delimiter -> mean ABS over the sampled prompts
+    samples: int
+    seconds: float
+
+
+def select_delimiter(abs_scores: dict[str, Sequence[float]], samples: int | None = None,
+                     rng: random.Random | None = None) -> str:
+    """``argmax_f mean_s ABS(a_s^(f))`` (paper, section 4.2) over the first ``samples``
+    prompts (or a seeded random subset of that size when ``rng`` is given). Ties go to
+    the delimiter listed first."""
+    if not abs_scores:
+        raise ParameterError("no candidate delimiters to select from")
+    sizes = {len(v) for v in abs_scores.values()}
+    if len(sizes) != 1:
+        raise ParameterError("every candidate must be scored on the same prompts")
+    n = sizes.pop()
+    s = n if samples is None else samples
+    if not 1 <= s <= n:
+        raise ParameterError(f"samples must be in 1..{n}, got {samples}")
+    idx = list(range(n)) if rng is None else rng.sample(range(n), s)
+    idx = idx[:s]
+    means = {f: sum(v[i] for i in idx) / s for f, v in abs_scores.items()}
+    return max(means, key=lambda f: (means[f], -list(abs_scores).index(f)))
+
+
+def score_candidates(prompts: dict[str, Sequence[str]], balance: Callable[[str], float],
+                     progress: Callable[[str], None] | None = None) -> tuple[dict[str, list[float]], float]:
+    """ABS of every sampled prompt under every candidate format; returns the scores and
+    the seconds the scoring took (the selection cost)."""
+    start = time.perf_counter()
+    out = {}
+    for f, ps in prompts.items():
+        out[f] = [balance(p) for p in ps]
+        if progress:
+            progress(f"scored {len(ps)} prompts for delimiter {f!r}")
+    return out, time.perf_counter() - start
+
+
+# ---------------------------------------------------------------------------------------------
+# Cached attention scoring
+
+
+def attention_key(fingerprint: str, prompt: str, prompt_mode: str, layer: int, keep_vector: bool) -> str:
+    payload = json.dumps([fingerprint, prompt, prompt_mode, layer, keep_vector], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def attention_rows(items: Sequence[dict], store, *, model: str, lm=None, load=None, prompt_mode: str = "auto",
+                   layer: int = -1, keep_vector: bool = False, progress: bool = True) -> list[dict]:
+    """Final-token attention of each item's ``prompt`` (rendered for the model), scored
+    with ABS; one cached row per prompt in ``store`` (a :class:`~longctx.store.ResultsStore`).
+
+    Each row keeps the item's other fields, the prompt's token count, the ABS, the
+    seconds the forward pass took and, with ``keep_vector``, the attention vector
+    itself (for plots). The model is loaded only when some prompt is not cached.
+    """
+    from tqdm import tqdm
+
+    from . import __version__
+    from .attention import attention_balance_score, final_token_attention
+    from .models import resolve_model
+
+    ref = resolve_model(model)
+    keys = [attention_key(ref.fingerprint, it["prompt"], prompt_mode, layer, keep_vector) for it in items]
+    existing = {r["key"]: r for r in store.rows()}
+    missing = [i for i, k in enumerate(keys) if k not in existing]
+    if missing:
+        lm = lm if lm is not None else load()
+        for i in tqdm(missing, desc=f"{model}: final-token attention", disable=not progress):
+            item = items[i]
+            ids = lm.tokenizer(lm.render(item["prompt"]), add_special_tokens=False).input_ids
+            lm.check_fits(len(ids), 0)
+            start = time.perf_counter()
+            vec = final_token_attention(lm.model, ids, layer=layer)
+            seconds = time.perf_counter() - start
+            row = {"key": keys[i], "model": model, "model_fingerprint": ref.fingerprint, "prompt_mode": prompt_mode,
+                   "layer": layer, **{k: v for k, v in item.items()}, "tokens": len(ids),
+                   "abs": attention_balance_score(vec), "seconds": round(seconds, 4),
+                   "device": lm.device, "longctx_version": __version__}
+            if keep_vector:
+                row["attention"] = [round(float(x), 7) for x in vec]
+            store.append([row])
+            existing[keys[i]] = row
+    return [existing[k] for k in keys]

@@ -1,0 +1,114 @@
+"""C-NORM experiment helpers: OAA/OPA, delimiter selection, passage normalization, cached scoring."""
+
+import random
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import torch
+
+from longctx import cnorm
+from longctx.errors import ParameterError
+from longctx.formats import restore_passage
+from longctx.store import ResultsStore
+from longctx.tasks import multidoc_qa as qa
+
+
+def test_oaa_opa_hand_worked():
+    # positions 0, 1, 2 with accuracies 1/2, 1, 0 -> OAA = 0.5, OPA = 1 at position 2 (1-based)
+    table = pd.DataFrame({"fmt": ["a"] * 6, "gold_index": [0, 0, 1, 1, 2, 2], "correct": [1, 0, 1, 1, 0, 0]})
+    out = cnorm.oaa_opa(table, ["fmt"]).iloc[0]
+    assert out.OAA == pytest.approx(0.5) and out.OPA == 1.0 and out.best_position == 2
+    assert out.position_sd == pytest.approx(pd.Series([0.5, 1.0, 0.0]).std())
+
+
+def test_select_delimiter_is_the_argmax_of_mean_abs():
+    scores = {"none": [0.1, 0.2, 0.3], "-": [0.5, 0.1, 0.0], "&": [0.2, 0.2, 0.9]}
+    assert cnorm.select_delimiter(scores) == "&"  # means .2, .2, .433
+    assert cnorm.select_delimiter(scores, samples=1) == "-"  # first prompt only: .1, .5, .2
+    assert cnorm.select_delimiter({"a": [0.5], "b": [0.5]}) == "a"  # ties: first listed
+    assert cnorm.select_delimiter(scores, samples=2, rng=random.Random(0)) in scores
+    with pytest.raises(ParameterError, match="samples"):
+        cnorm.select_delimiter(scores, samples=4)
+    with pytest.raises(ParameterError, match="same prompts"):
+        cnorm.select_delimiter({"a": [1.0], "b": [1.0, 2.0]})
+
+
+def _example(i=0):
+    docs = tuple(qa.Document(f"T{j}", f"Distractor {j} one. It has two sentences.") for j in range(4))
+    return qa.QAExample(f"q{i}", "who wrote it?", ("Ann Lee",), qa.Document("Gold", "Ann Lee wrote it. In 1990."),
+                        docs)
+
+
+def test_normalize_example_touches_only_passage_text():
+    ex = _example()
+    out = cnorm.normalize_example(ex, "&", 1.0, seed=0)
+    assert out.question == ex.question and out.answers == ex.answers
+    assert [d.title for d in out.distractors] == [d.title for d in ex.distractors]
+    assert out.gold.text == "Ann&Lee&wrote&it. In&1990."
+    assert restore_passage(out.gold.text, "&") == ex.gold.text
+    assert cnorm.normalize_example(ex, "none", 0.5, seed=0) == ex
+
+
+def test_qa_requests_share_documents_across_methods():
+    ex = _example()
+    base = cnorm.qa_requests([ex], num_documents=4, positions=[0.0, 1.0], seed=1, method="baseline",
+                             delimiter="none", ratio=0.5)
+    norm = cnorm.qa_requests([ex], num_documents=4, positions=[0.0, 1.0], seed=1, method="C-NORM",
+                             delimiter="&", ratio=1.0)
+    assert [r.condition["gold_index"] for r in base] == [0, 3]
+    assert base[0].condition["delimiter"] == "none" and base[0].condition["ratio"] == 0.0
+    assert norm[0].condition["delimiter"] == "&" and norm[0].condition["method"] == "C-NORM"
+    for b, n in zip(base, norm):
+        assert restore_passage(n.prompt, "&") == b.prompt  # same documents, same order, only the format differs
+    other_seed = cnorm.qa_requests([ex], num_documents=4, positions=[0.0], seed=2, method="baseline",
+                                   delimiter="none", ratio=0.5)
+    assert sorted(other_seed[0].prompt.splitlines()) != [] and other_seed[0].condition["seed"] == 2
+
+
+def test_selection_prompts_differ_only_in_format():
+    prompts = cnorm.selection_prompts([_example(0), _example(1)], ["none", "-", "~"], num_documents=4, ratio=0.5)
+    assert set(prompts) == {"none", "-", "~"} and all(len(v) == 2 for v in prompts.values())
+    for i in range(2):
+        assert restore_passage(prompts["~"][i], "~") == prompts["none"][i]  # the template has no "~"
+
+
+def test_kv_format_requests_pair_formats():
+    reqs = cnorm.kv_format_requests(delimiters=["-", ""], density="low", num_pairs=4, positions=[0.0, 1.0],
+                                    examples=2)
+    assert len(reqs) == 2 * 2 * 2
+    uuid_reqs = [r for r in reqs if r.condition["delimiter"] == "-"]
+    plain = [r for r in reqs if r.condition["delimiter"] == ""]
+    assert [r.prompt.replace("-", "") for r in uuid_reqs] == [r.prompt for r in plain]
+    with pytest.raises(ParameterError, match="density"):
+        cnorm.kv_format_requests(delimiters=["-"], density="medium", num_pairs=4, positions=[0.0], examples=1)
+
+
+class _Tok:
+    def __call__(self, text, add_special_tokens=False):
+        return SimpleNamespace(input_ids=[ord(c) % 97 for c in text][:40])
+
+
+def test_attention_rows_are_cached(tmp_path):
+    import transformers as tf
+
+    torch.manual_seed(0)
+    tiny = tf.Qwen2ForCausalLM(tf.Qwen2Config(vocab_size=97, hidden_size=32, intermediate_size=48,
+                                             num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1))
+    calls = []
+    lm = SimpleNamespace(model=tiny.eval(), tokenizer=_Tok(), device="cpu", render=lambda p: p,
+                         check_fits=lambda n, m: None)
+
+    def load():
+        calls.append(1)
+        return lm
+
+    store = ResultsStore(tmp_path, "smollm2-135m-instruct", "cnorm_selection")
+    items = [{"prompt": "hello world, a test", "candidate": "-"}, {"prompt": "another prompt here", "candidate": ":"}]
+    rows = cnorm.attention_rows(items, store, model="smollm2-135m-instruct", load=load, keep_vector=True,
+                                progress=False)
+    assert len(calls) == 1 and [r["candidate"] for r in rows] == ["-", ":"]
+    assert 0 <= rows[0]["abs"] <= 1 and len(rows[0]["attention"]) == rows[0]["tokens"]
+    again = cnorm.attention_rows(items, store, model="smollm2-135m-instruct", load=load, keep_vector=True,
+                                 progress=False)
+    assert len(calls) == 1 and [r["abs"] for r in again] == [r["abs"] for r in rows]
