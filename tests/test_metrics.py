@@ -87,3 +87,14 @@ def test_cluster_bootstrap_widens_for_correlated_items():
     assert bootstrap_interval(values, seed=0, clusters=list(range(20))) == (lo_items, hi_items)
     with pytest.raises(ValueError):
         bootstrap_interval(values, clusters=labels[:3])
+
+
+def test_sign_flip_test_hand_worked():
+    from longctx.metrics import sign_flip_test
+
+    # no difference at all: every flip gives the same mean, p = 1
+    assert sign_flip_test([0.0, 0.0, 0.0, 0.0]) == 1.0
+    # three +1 differences: of the 8 sign patterns only all-plus and all-minus reach |mean| = 1 -> p = 2/8
+    assert sign_flip_test([1.0, 1.0, 1.0]) == pytest.approx(0.25)
+    # symmetric differences: the observed mean 0 is the centre of the null, p = 1
+    assert sign_flip_test([1.0, -1.0, 2.0, -2.0]) == pytest.approx(1.0)

@@ -1,3 +1,5 @@
+import pytest
+
 from longctx.engine import Generation
 from longctx.results import load_experiment, paired_effects, provenance
 from longctx.store import Request, ResultsStore, make_row
@@ -50,3 +52,22 @@ def test_paired_effects_by_length_and_pooled():
     only_a = pd.DataFrame([r for r in rows if r["cond"] == "a"])
     assert paired_effects(only_a, condition="cond", control="a", treatment="b", length="k",
                           item=["example_id", "position"]) == []
+
+
+def test_paired_comparison_zero_and_known_effects():
+    import pandas as pd
+
+    from longctx.results import paired_comparison
+
+    base = pd.DataFrame({"example_id": ["a", "a", "b", "b", "c", "c"], "pos": [0, 1] * 3,
+                         "correct": [1, 0, 1, 1, 0, 0]})
+    same = pd.concat([base.assign(method="x"), base.assign(method="y")])
+    out = paired_comparison(same, condition="method", control="x", treatment="y", item=["example_id", "pos"])
+    # identical conditions: a difference of exactly zero, p = 1, an interval containing 0
+    assert out["difference"] == 0 and out["p_sign_flip"] == 1.0 and out["ci_low"] <= 0 <= out["ci_high"]
+    better = pd.concat([base.assign(method="x", correct=0), base.assign(method="y", correct=1)])
+    out = paired_comparison(better, condition="method", control="x", treatment="y", item=["example_id", "pos"])
+    # +1 on every item of 3 clusters: the exact sign-flip p is 2/8
+    assert out["difference"] == 1 and out["clusters"] == 3 and out["p_sign_flip"] == pytest.approx(0.25)
+    missing = paired_comparison(same, condition="method", control="x", treatment="z", item=["example_id", "pos"])
+    assert missing["items"] == 0

@@ -217,3 +217,41 @@ def attention_rows(items: Sequence[dict], store, *, model: str, lm=None, load=No
             store.append([row])
             existing[keys[i]] = row
     return [existing[k] for k in keys]
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+
+def unique_requests(requests: Sequence[Request]) -> list[Request]:
+    """Drop repeated requests (two experiments asking for the same prompt and condition)."""
+    seen, out = set(), []
+    for r in requests:
+        key = (r.task, json.dumps(r.condition, sort_keys=True), r.example_id, r.prompt)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def oaa_opa_table(table, by: Sequence[str], *, position: str = "gold_index", cluster: str = "example_id",
+                  score: str = "correct", seed: int = 0):
+    """:func:`oaa_opa` plus intervals: OAA's 95% bootstrap interval resamples whole
+    ``cluster`` units (an example is seen at every position); OPA's is the Wilson
+    interval at the best position (optimistic: that position was picked as the best)."""
+    from .metrics import bootstrap_interval, wilson_interval
+
+    out = oaa_opa(table, by, position, score)
+    lows, highs, opa_lo, opa_hi, n = [], [], [], [], []
+    for _, row in out.iterrows():
+        mask = (table[list(by)] == row[list(by)].to_numpy()).all(axis=1)
+        g = table[mask]
+        lo, hi = bootstrap_interval(g[score].tolist(), clusters=g[cluster].tolist(), seed=seed)
+        best = g[g[position] == row["best_position"] - 1]
+        wlo, whi = wilson_interval(int(best[score].sum()), len(best))
+        lows.append(lo), highs.append(hi), opa_lo.append(wlo), opa_hi.append(whi), n.append(len(g))
+    out["n"] = n
+    out["OAA 95% CI"] = [f"[{a:.2f}, {b:.2f}]" for a, b in zip(lows, highs)]
+    out["OPA 95% CI"] = [f"[{a:.2f}, {b:.2f}]" for a, b in zip(opa_lo, opa_hi)]
+    cols = [*by, "n", "OAA", "OAA 95% CI", "OPA", "OPA 95% CI", "best_position", "position_sd"]
+    return out[cols]

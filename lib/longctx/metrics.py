@@ -130,3 +130,24 @@ def paired_bootstrap_difference(a: Sequence[float], b: Sequence[float], confiden
         return float("nan"), float("nan"), float("nan")
     lo, hi = bootstrap_interval(diffs, confidence, n_resamples, seed, clusters=clusters)
     return sum(diffs) / len(diffs), lo, hi
+
+
+def sign_flip_test(differences: Sequence[float], n_resamples: int = 9999, seed: int = 0) -> float:
+    """Two-sided paired sign-flip randomization p-value for ``mean(differences) == 0``.
+
+    Under the null each paired difference is as likely to have the opposite sign, so
+    the mean is compared with its distribution over sign flips (scipy's
+    ``permutation_test`` with ``permutation_type="samples"`` on one sample). Exact
+    (all ``2**n`` flips) when that is at most ``n_resamples``, otherwise a seeded Monte
+    Carlo estimate. Pass one difference per independent unit (e.g. per question,
+    averaged over its positions), not per correlated item.
+    """
+    import numpy as np
+    from scipy.stats import permutation_test
+
+    d = np.asarray(list(differences), dtype=float)
+    if d.size == 0:
+        return float("nan")
+    res = permutation_test((d,), np.mean, permutation_type="samples", alternative="two-sided",
+                           n_resamples=n_resamples, random_state=np.random.default_rng(seed))
+    return float(res.pvalue)

@@ -75,3 +75,25 @@ def paired_effects(table, *, condition: str, control: str, treatment: str, lengt
                          f"{treatment} minus {control} (pts)": round(100 * mean, 1),
                          "95% CI": f"[{100 * lo:.1f}, {100 * hi:.1f}]"})
     return rows
+
+
+def paired_comparison(table, *, condition: str, control: str, treatment: str, item: Sequence[str],
+                      cluster: str = "example_id", score: str = "correct", seed: int = 0) -> dict:
+    """``treatment`` minus ``control`` on the items run under both: the mean difference,
+    its 95% paired bootstrap interval (whole ``cluster`` units resampled) and a two-sided
+    sign-flip p-value on the per-cluster mean differences (clusters are the independent
+    units; items within one share its content)."""
+    from .metrics import paired_bootstrap_difference, sign_flip_test
+
+    if cluster not in item:
+        raise ValueError(f"item must include the cluster column {cluster!r}")
+    pairs = table.pivot_table(index=list(item), columns=condition, values=score).reset_index()
+    if not {control, treatment} <= set(pairs.columns):
+        return {"items": 0, "clusters": 0, "difference": float("nan"), "ci_low": float("nan"),
+                "ci_high": float("nan"), "p_sign_flip": float("nan")}
+    pairs = pairs.dropna(subset=[control, treatment])
+    mean, lo, hi = paired_bootstrap_difference(pairs[control], pairs[treatment], seed=seed,
+                                               clusters=pairs[cluster].tolist())
+    per_cluster = (pairs[treatment] - pairs[control]).groupby(pairs[cluster]).mean()
+    return {"items": len(pairs), "clusters": int(per_cluster.size), "difference": mean, "ci_low": lo,
+            "ci_high": hi, "p_sign_flip": sign_flip_test(per_cluster.tolist(), seed=seed)}
