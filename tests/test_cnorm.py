@@ -112,3 +112,20 @@ def test_attention_rows_are_cached(tmp_path):
     again = cnorm.attention_rows(items, store, model="smollm2-135m-instruct", load=load, keep_vector=True,
                                  progress=False)
     assert len(calls) == 1 and [r["abs"] for r in again] == [r["abs"] for r in rows]
+
+
+def test_oaa_opa_table_intervals():
+    # two examples, two positions: position 0 always right, position 1 always wrong -> OAA .5, OPA 1 at position 1
+    table = pd.DataFrame({"m": "x", "example_id": ["a", "a", "b", "b"], "gold_index": [0, 1, 0, 1],
+                          "correct": [1, 0, 1, 0]})
+    row = cnorm.oaa_opa_table(table, ["m"]).iloc[0]
+    assert row.OAA == 0.5 and row.OPA == 1.0 and row.best_position == 1 and row.n == 4
+    # every example has mean .5, so resampling examples cannot move OAA
+    assert row["OAA 95% CI"] == "[0.50, 0.50]"
+    lo, hi = (float(x) for x in row["OPA 95% CI"].strip("[]").split(","))
+    assert lo < 1.0 and hi == 1.0  # Wilson at 2/2
+
+
+def test_unique_requests_drops_repeats():
+    reqs = cnorm.kv_format_requests(delimiters=["-"], density="low", num_pairs=4, positions=[0.0, 1.0], examples=1)
+    assert cnorm.unique_requests(reqs + reqs) == reqs
