@@ -75,6 +75,7 @@ ratio_sweep_samples = 4  # prompts per candidate in the p sweep
 longbench_data = ""  # LongBench-v2 data.json path or hub id; empty skips the run
 longbench_limit = 0  # questions to run; 0 means all
 longbench_max_prompt_tokens = 4096  # the paper's cap; longer prompts are cut in the middle
+seed = 0  # key-value examples, calibration prompts and the selection-stability draws
 device = "auto"  # auto: cuda if available, else cpu
 dtype = "auto"  # auto: bf16 on GPU / CPUs with native bf16, else float32
 prompt_mode = "auto"  # chat template for instruct models, raw text for base models
@@ -142,13 +143,13 @@ def fmt_ci(lo, hi, scale=100, digits=1):
 # %%
 kv_requests = (
     cnorm.kv_format_requests(delimiters=kv_formats, density="low", num_pairs=kv_low_pairs,
-                             positions=kv_low_positions, examples=kv_examples)
+                             positions=kv_low_positions, examples=kv_examples, seed=seed)
     + cnorm.kv_format_requests(delimiters=kv_formats, density="high", num_pairs=kv_high_pairs,
-                               positions=kv_high_positions, examples=kv_examples)
+                               positions=kv_high_positions, examples=kv_examples, seed=seed)
 )
 sweep_requests = cnorm.kv_format_requests(delimiters=sweep_delimiters, density="low", num_pairs=sweep_pairs,
-                                          positions=sweep_positions, examples=sweep_examples)
-rows = generate(kv_requests + sweep_requests, "cnorm_kv", seed=0)
+                                          positions=sweep_positions, examples=sweep_examples, seed=seed)
+rows = generate(kv_requests + sweep_requests, "cnorm_kv", seed=seed)
 print(f"{len(rows)} key-value generations; example prompt (modified UUID):\n")
 print(next(r.prompt for r in kv_requests if r.condition["delimiter"] == "&")[:420], "...")
 
@@ -256,7 +257,7 @@ display(Markdown(f"Pearson r between tokens and OAA: **{sweep_r:.2f}** (95% CI {
 # or last token.
 
 # %%
-att_example = kv.synthetic_examples(1, attention_pairs, seed=0)[0]
+att_example = kv.synthetic_examples(1, attention_pairs, seed=seed)[0]
 att_items = [
     {"prompt": kv.build_prompt(att_example.with_format(d).with_gold_at(p - 1)), "format": delimiter_label(d),
      "gold_position": p}
@@ -318,7 +319,8 @@ selection_store = ResultsStore(results_path, slug, "cnorm_selection")
 
 
 def score_candidates(ratio, samples, candidates):
-    prompts = cnorm.selection_prompts(calibration[:samples], candidates, num_documents=qa_documents, ratio=ratio)
+    prompts = cnorm.selection_prompts(calibration[:samples], candidates, num_documents=qa_documents, ratio=ratio,
+                                          seed=seed)
     items = [{"prompt": p, "candidate": c, "sample": i, "ratio": ratio}
              for c, ps in prompts.items() for i, p in enumerate(ps)]
     return pd.DataFrame(cnorm.attention_rows(items, selection_store, model=model, load=lm, prompt_mode=prompt_mode))
@@ -404,7 +406,7 @@ display(qa_tests)
 # `ratio_sweep_samples` prompts each; "none" is the same at every p).
 
 # %%
-rng = random.Random(0)
+rng = random.Random(seed)
 stability = []
 for S in range(1, calibration_questions + 1):
     wins = pd.Series([cnorm.select_delimiter(abs_by_candidate, samples=S, rng=rng) for _ in range(500)])

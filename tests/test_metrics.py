@@ -94,6 +94,7 @@ def test_sign_flip_test_hand_worked():
 
     # no difference at all: every flip gives the same mean, p = 1
     assert sign_flip_test([0.0, 0.0, 0.0, 0.0]) == 1.0
+    assert sign_flip_test([0.7]) == 1.0  # one unit: its flip is as extreme
     # three +1 differences: of the 8 sign patterns only all-plus and all-minus reach |mean| = 1 -> p = 2/8
     assert sign_flip_test([1.0, 1.0, 1.0]) == pytest.approx(0.25)
     # symmetric differences: the observed mean 0 is the centre of the null, p = 1

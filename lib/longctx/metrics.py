@@ -148,6 +148,8 @@ def sign_flip_test(differences: Sequence[float], n_resamples: int = 9999, seed: 
     d = np.asarray(list(differences), dtype=float)
     if d.size == 0:
         return float("nan")
+    if d.size == 1:  # the null is {d, -d}: both as extreme as the observation
+        return 1.0
     res = permutation_test((d,), np.mean, permutation_type="samples", alternative="two-sided",
                            n_resamples=n_resamples, random_state=np.random.default_rng(seed))
     return float(res.pvalue)
