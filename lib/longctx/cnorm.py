@@ -18,8 +18,8 @@ import hashlib
 import json
 import random
 import time
-from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from dataclasses import replace
+from typing import Sequence
 
 from .errors import ParameterError
 from .formats import check_delimiter, format_passages
@@ -130,14 +130,6 @@ def qa_requests(examples: Sequence[qa.QAExample], *, num_documents: int, positio
 # Attention-guided selection
 
 
-@dataclass(frozen=True)
-class Selection:
-    delimiter: str
-    mean_abs: dict  # delimiter -> mean ABS over the sampled prompts
-    samples: int
-    seconds: float
-
-
 def select_delimiter(abs_scores: dict[str, Sequence[float]], samples: int | None = None,
                      rng: random.Random | None = None) -> str:
     """``argmax_f mean_s ABS(a_s^(f))`` (paper, section 4.2) over the first ``samples``
@@ -156,19 +148,6 @@ def select_delimiter(abs_scores: dict[str, Sequence[float]], samples: int | None
     idx = idx[:s]
     means = {f: sum(v[i] for i in idx) / s for f, v in abs_scores.items()}
     return max(means, key=lambda f: (means[f], -list(abs_scores).index(f)))
-
-
-def score_candidates(prompts: dict[str, Sequence[str]], balance: Callable[[str], float],
-                     progress: Callable[[str], None] | None = None) -> tuple[dict[str, list[float]], float]:
-    """ABS of every sampled prompt under every candidate format; returns the scores and
-    the seconds the scoring took (the selection cost)."""
-    start = time.perf_counter()
-    out = {}
-    for f, ps in prompts.items():
-        out[f] = [balance(p) for p in ps]
-        if progress:
-            progress(f"scored {len(ps)} prompts for delimiter {f!r}")
-    return out, time.perf_counter() - start
 
 
 # ---------------------------------------------------------------------------------------------
