@@ -144,8 +144,7 @@ def select_delimiter(abs_scores: dict[str, Sequence[float]], samples: int | None
     s = n if samples is None else samples
     if not 1 <= s <= n:
         raise ParameterError(f"samples must be in 1..{n}, got {samples}")
-    idx = list(range(n)) if rng is None else rng.sample(range(n), s)
-    idx = idx[:s]
+    idx = list(range(s)) if rng is None else rng.sample(range(n), s)
     means = {f: sum(v[i] for i in idx) / s for f, v in abs_scores.items()}
     return max(means, key=lambda f: (means[f], -list(abs_scores).index(f)))
 
@@ -188,7 +187,7 @@ def attention_rows(items: Sequence[dict], store, *, model: str, lm=None, load=No
             vec = final_token_attention(lm.model, ids, layer=layer)
             seconds = time.perf_counter() - start
             row = {"key": keys[i], "model": model, "model_fingerprint": ref.fingerprint, "prompt_mode": prompt_mode,
-                   "layer": layer, **{k: v for k, v in item.items()}, "tokens": len(ids),
+                   "layer": layer, **item, "tokens": len(ids),
                    "abs": attention_balance_score(vec), "seconds": round(seconds, 4),
                    "device": lm.device, "longctx_version": __version__}
             if keep_vector:
