@@ -100,7 +100,7 @@ from longctx.models import load_model, resolve_model
 from longctx.paths import repo_root, resolve
 from longctx.plots import accuracy_by_position
 from longctx.results import load_experiment, paired_comparison, provenance
-from longctx.store import ResultsStore, run_requests
+from longctx.store import ResultsStore, run_requests, unique_requests
 from longctx.tasks import kv_retrieval as kv
 from longctx.tasks import longbench_v2 as lb
 from longctx.tasks import multidoc_qa as qa
@@ -123,7 +123,7 @@ def lm():
 
 def generate(requests, experiment, **params):
     store = ResultsStore(results_path, slug, experiment)
-    return run_requests(cnorm.unique_requests(requests), store, model=model, load=lm, prompt_mode=prompt_mode,
+    return run_requests(unique_requests(requests), store, model=model, load=lm, prompt_mode=prompt_mode,
                         batch_size=batch_size, params=params)
 
 

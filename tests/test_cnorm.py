@@ -124,8 +124,3 @@ def test_oaa_opa_table_intervals():
     assert row["OAA 95% CI"] == "[0.50, 0.50]"
     lo, hi = (float(x) for x in row["OPA 95% CI"].strip("[]").split(","))
     assert lo < 1.0 and hi == 1.0  # Wilson at 2/2
-
-
-def test_unique_requests_drops_repeats():
-    reqs = cnorm.kv_format_requests(delimiters=["-"], density="low", num_pairs=4, positions=[0.0, 1.0], examples=1)
-    assert cnorm.unique_requests(reqs + reqs) == reqs

@@ -8,7 +8,7 @@ import pytest
 
 from longctx.engine import Generation, StopRule
 from longctx.errors import DataFileError
-from longctx.store import Request, ResultsStore, make_row, request_key
+from longctx.store import Request, ResultsStore, make_row, request_key, unique_requests
 
 
 def _req(i=0, **kw):
@@ -94,3 +94,9 @@ def test_killed_run_resumes_without_losing_rows(tmp_path):
     after = store.rows()
     assert len(after) == 10 and len({r["key"] for r in after}) == 10
     assert after[: len(before)] == before  # finished rows were kept, not recomputed
+
+
+def test_unique_requests_drops_repeats_keeps_order():
+    a = Request(task="t", example_id="1", prompt="p", gold=("x",), condition={"k": 1})
+    b = Request(task="t", example_id="1", prompt="p", gold=("x",), condition={"k": 2})
+    assert unique_requests([a, b, a, b]) == [a, b]

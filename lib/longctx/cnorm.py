@@ -201,17 +201,6 @@ def attention_rows(items: Sequence[dict], store, *, model: str, lm=None, load=No
 # Tables
 
 
-def unique_requests(requests: Sequence[Request]) -> list[Request]:
-    """Drop repeated requests (two experiments asking for the same prompt and condition)."""
-    seen, out = set(), []
-    for r in requests:
-        key = (r.task, json.dumps(r.condition, sort_keys=True), r.example_id, r.prompt)
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
-    return out
-
-
 def oaa_opa_table(table, by: Sequence[str], *, position: str = "gold_index", cluster: str = "example_id",
                   score: str = "correct", seed: int = 0):
     """:func:`oaa_opa` plus intervals: OAA's 95% bootstrap interval resamples whole

@@ -103,6 +103,18 @@ class ResultsStore:
             f.truncate(data.rfind(b"\n") + 1)
 
 
+def unique_requests(requests: Sequence[Request]) -> list[Request]:
+    """Drop repeated requests (two experiments asking for the same prompt and condition),
+    keeping the first; :func:`run_requests` refuses duplicates."""
+    seen, out = set(), []
+    for r in requests:
+        key = (r.task, json.dumps(r.condition, sort_keys=True), r.example_id, r.prompt)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
 def make_row(key: str, req: Request, gen, *, model: str, fingerprint: str, prompt_mode: str,
              rendered_prompt: str, params: dict) -> dict:
     return {

@@ -36,6 +36,7 @@ from ..engine import StopRule
 from ..errors import DataFileError, ParameterError
 from ..metrics import normalize_answer, qa_accuracy
 from ..prompts import load_prompt
+from ..retrieval import BM25Ranker
 from ..store import Request
 
 TASK = "multidoc_qa"
@@ -178,7 +179,7 @@ def attach_distractors(examples: Sequence[QAExample], num_distractors: int, kind
     for ex in pool:
         seen.setdefault((ex.gold.title, ex.gold.text), ex.gold)
     candidates = [replace(d, hasanswer=False, isgold=False) for d in seen.values()]
-    scorer = _BM25([f"{d.title} {d.text}" for d in candidates]) if kind == "bm25" else None
+    scorer = BM25Ranker([f"{d.title} {d.text}" for d in candidates]) if kind == "bm25" else None
     from tqdm import tqdm
 
     out = []
@@ -204,26 +205,6 @@ def attach_distractors(examples: Sequence[QAExample], num_distractors: int, kind
             )
         out.append(replace(ex, distractors=tuple(chosen), source=f"oracle+{kind}"))
     return out
-
-
-class _BM25:
-    """BM25 over a fixed corpus (``bm25s``), returning a full, deterministic ranking."""
-
-    def __init__(self, texts: Sequence[str]):
-        import bm25s
-
-        self._bm25s = bm25s
-        self.size = len(texts)
-        tokens = bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
-        self.retriever = bm25s.BM25()
-        self.retriever.index(tokens, show_progress=False)
-
-    def ranking(self, query: str) -> list[int]:
-        import numpy as np
-
-        tokens = self._bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
-        scores = self.retriever.get_scores(tokens) if tokens else np.zeros(self.size)
-        return np.lexsort((np.arange(len(scores)), -scores)).tolist()
 
 
 def shuffle_distractors(example: QAExample, seed: int = 0) -> QAExample:
