@@ -40,6 +40,73 @@ def qa_accuracy(response: str, gold_answers: Sequence[str]) -> float:
     return best_subspan_em(response.split("\n")[0].strip(), gold_answers)
 
 
+def squad_exact_match(prediction: str, gold_answers: Sequence[str]) -> float:
+    """SQuAD exact match (official ``evaluate-v1.1.py``): 1.0 if the normalized
+    prediction equals some normalized gold answer (max over gold answers), else 0.0."""
+    pred = normalize_answer(prediction)
+    return float(any(pred == normalize_answer(g) for g in gold_answers))
+
+
+def squad_f1(prediction: str, gold_answers: Sequence[str]) -> float:
+    """SQuAD token F1 (official ``evaluate-v1.1.py``), max over gold answers.
+
+    Tokens are the whitespace-split normalized strings; overlap counts shared tokens
+    with multiplicity (a bag-of-words intersection). Precision = overlap / prediction
+    tokens, recall = overlap / gold tokens, F1 = 2PR / (P + R); 0.0 when nothing overlaps.
+    """
+    from collections import Counter
+
+    pred_tokens = normalize_answer(prediction).split()
+    best = 0.0
+    for gold in gold_answers:
+        gold_tokens = normalize_answer(gold).split()
+        overlap = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
+        if overlap == 0:
+            continue
+        precision, recall = overlap / len(pred_tokens), overlap / len(gold_tokens)
+        best = max(best, 2 * precision * recall / (precision + recall))
+    return best
+
+
+def answer_inclusion(prediction: str, gold_answers: Sequence[str]) -> float:
+    """Answer inclusion (semantic-competition paper): 1.0 if any normalized gold answer
+    appears anywhere in the normalized output, else 0.0 (the same test as
+    :func:`best_subspan_em`). An empty gold answer never counts as included."""
+    pred = normalize_answer(prediction)
+    return float(any(g and g in pred for g in (normalize_answer(a) for a in gold_answers)))
+
+
+def retention(scores_by_h: dict, baseline_h=0) -> dict:
+    """Retention R(H) = M(H) / M(baseline_h) for every H in ``scores_by_h`` (H -> M(H)).
+
+    R is undefined (nan) when the baseline M(0) is 0: nothing was there to retain.
+    """
+    if baseline_h not in scores_by_h:
+        raise ValueError(f"retention needs the baseline H={baseline_h}; got H in {sorted(scores_by_h)}")
+    base = scores_by_h[baseline_h]
+    return {h: (m / base if base else float("nan")) for h, m in sorted(scores_by_h.items())}
+
+
+def censored_half_life(retention_by_h: dict, threshold: float = 0.5) -> dict:
+    """K_1/2: the first tested H (in increasing order, baseline excluded) with
+    R(H) <= ``threshold``. If no tested H crosses, the half-life is right-censored at the
+    largest tested H (reported as ``"> H_max"``): no crossing is interpolated between
+    or beyond tested points. With an undefined retention (nan) nothing can be said.
+
+    Returns ``{"value": H or H_max, "censored": bool, "label": str}``.
+    """
+    hs = sorted(h for h in retention_by_h if h != 0)
+    if not hs:
+        raise ValueError("half-life needs at least one H > 0")
+    values = [retention_by_h[h] for h in hs]
+    if any(math.isnan(v) for v in values):
+        return {"value": None, "censored": False, "label": "undefined"}
+    for h, r in zip(hs, values):
+        if r <= threshold:
+            return {"value": h, "censored": False, "label": str(h)}
+    return {"value": hs[-1], "censored": True, "label": f"> {hs[-1]}"}
+
+
 def kv_accuracy(prediction: str, value: str) -> float:
     """Lost in the Middle key-value accuracy: 1.0 if the gold value occurs in the
     prediction, compared case-insensitively and without any other normalization."""

@@ -36,3 +36,32 @@ def accuracy_by_position(summary, *, x: str = "position", facet: str = "num_pair
         fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.08 + 0.06 * ((len(labels) - 1) // 3), 1, 1))
     return fig
+
+
+def retention_curves(curve, *, h: str = "num_hard", facet: str = "metric", hue: str = "retriever",
+                     threshold: float = 0.5, title: str | None = None):
+    """Retention R(H) vs H, one panel per ``facet`` value (e.g. EM, F1), one line per ``hue``,
+    with each row's ``R_low``..``R_high`` band and the half-retention line."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    facets = list(dict.fromkeys(curve[facet]))
+    fig, axes = plt.subplots(1, len(facets), figsize=(4.2 * len(facets), 3.4), squeeze=False, sharey=True)
+    palette = dict(zip(sorted(curve[hue].unique()), sns.color_palette("colorblind")))
+    for ax, value in zip(axes[0], facets):
+        for name, line in curve[curve[facet] == value].groupby(hue):
+            line = line.sort_values(h)
+            ax.plot(line[h], line["R"], marker="o", color=palette[name], label=name)
+            ax.fill_between(line[h], line["R_low"], line["R_high"], color=palette[name], alpha=0.15)
+        ax.axhline(threshold, color="grey", ls="--", lw=1)
+        ax.set_title(str(value))
+        ax.set_xlabel("Hard negatives H")
+        ax.set_xticks(sorted(curve[h].unique()))
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("Retention R(H) = M(H) / M(0)")
+    axes[0][0].set_ylim(bottom=0)
+    axes[0][-1].legend(frameon=False)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -15,28 +15,32 @@ def load_experiment(results_dir: str | Path, experiment: str, score: Callable[[d
     Condition fields become columns; ``correct`` holds ``score(row)``. Prompt, gold and
     output are kept so that per-row analyses (error kinds) work on the table.
     """
-    import pandas as pd
-
-    records = []
+    rows = []
     for path in sorted(Path(results_dir).glob(f"*/{experiment}/{ResultsStore.FILENAME}")):
         store = ResultsStore(results_dir, path.parent.parent.name, experiment)
-        for row in store.rows():
-            if task and row["task"] != task:
-                continue
-            records.append({
-                "model": row["model"],
-                "example_id": row["example_id"],
-                **row["condition"],
-                "prompt": row["prompt"],
-                "gold": row["gold"],
-                "output": row["output"],
-                "prompt_tokens": row["prompt_tokens"],
-                "new_tokens": row["new_tokens"],
-                "seconds_per_prompt": row["seconds_per_prompt"],
-                "longctx_version": row["longctx_version"],
-                "correct": score(row),
-            })
-    return pd.DataFrame.from_records(records)
+        rows += [row for row in store.rows() if not task or row["task"] == task]
+    return rows_table(rows, score)
+
+
+def rows_table(rows: Sequence[dict], score: Callable[[dict], float]):
+    """Stored rows (e.g. those :func:`~longctx.store.run_requests` returns) as a table:
+    condition fields become columns, ``correct`` holds ``score(row)``."""
+    import pandas as pd
+
+    return pd.DataFrame.from_records([{
+        "model": row["model"],
+        "example_id": row["example_id"],
+        **row["condition"],
+        "prompt": row["prompt"],
+        "gold": row["gold"],
+        "output": row["output"],
+        "prompt_tokens": row["prompt_tokens"],
+        "new_tokens": row["new_tokens"],
+        "seconds_per_prompt": row["seconds_per_prompt"],
+        "meta": row.get("meta", {}),
+        "longctx_version": row["longctx_version"],
+        "correct": score(row),
+    } for row in rows])
 
 
 def provenance(df, results_dir: str | Path, experiment: str) -> str:
@@ -97,3 +101,47 @@ def paired_comparison(table, *, condition: str, control: str, treatment: str, it
     per_cluster = (pairs[treatment] - pairs[control]).groupby(pairs[cluster]).mean()
     return {"items": len(pairs), "clusters": int(per_cluster.size), "difference": mean, "ci_low": lo,
             "ci_high": hi, "p_sign_flip": sign_flip_test(per_cluster.tolist(), seed=seed)}
+
+
+def retention_curve(table, *, metric: str, h: str = "num_hard", by: Sequence[str] = ("model",),
+                    cluster: str = "example_id", baseline=0, confidence: float = 0.95, n_resamples: int = 2000,
+                    seed: int = 0):
+    """Retention R(H) = M(H) / M(baseline) per group, with a percentile bootstrap interval
+    over ``cluster`` units (questions; only those run at every H of their group, so the
+    ratio is paired), and the censored half-life K_1/2 per group (:func:`censored_half_life`
+    on the point estimates; never interpolated).
+
+    Returns ``(curve, half_lives)``: ``curve`` has one row per group and H with columns
+    ``questions, M, R, R_low, R_high``; ``half_lives`` one row per group with
+    ``K_1/2`` (e.g. ``"> 19"``) and ``censored``.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from .metrics import censored_half_life
+
+    by = list(by)
+    curve, lives = [], []
+    for keys, group in table.groupby(by, sort=True) if by else [((), table)]:
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        wide = group.pivot_table(index=cluster, columns=h, values=metric, aggfunc="mean").dropna()
+        if baseline not in wide.columns:
+            raise ValueError(f"retention needs the baseline {h}={baseline} for {dict(zip(by, keys))}")
+        hs = sorted(wide.columns)
+        values = wide[hs].to_numpy()  # clusters x H
+        means = values.mean(axis=0)
+        base = means[hs.index(baseline)]
+        point = means / base if base else np.full(len(hs), np.nan)
+        rng = np.random.default_rng(seed)
+        draws = values[rng.integers(0, len(values), size=(n_resamples, len(values)))].mean(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = draws / draws[:, [hs.index(baseline)]]
+        lo, hi = np.nanquantile(ratios, [(1 - confidence) / 2, (1 + confidence) / 2], axis=0) \
+            if base else (np.full(len(hs), np.nan),) * 2
+        for j, hv in enumerate(hs):
+            curve.append({**dict(zip(by, keys)), h: hv, "questions": len(values), "M": means[j], "R": point[j],
+                          "R_low": lo[j], "R_high": hi[j]})
+        life = censored_half_life(dict(zip(hs, point)))
+        lives.append({**dict(zip(by, keys)), "K_1/2": life["label"], "censored": life["censored"],
+                      "R at largest H": point[-1]})
+    return pd.DataFrame(curve), pd.DataFrame(lives)
