@@ -10,6 +10,7 @@ TASKS = {
     "kv_retrieval": "longctx.tasks.kv_retrieval",
     "multidoc_qa": "longctx.tasks.multidoc_qa",
     "longbench_v2": "longctx.tasks.longbench_v2",
+    "semantic_competition": "longctx.tasks.semantic_competition",
 }
 
 
