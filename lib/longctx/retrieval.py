@@ -90,8 +90,10 @@ class DenseRanker:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(path)
             self.model = AutoModel.from_pretrained(path).to(device).eval()
-        except OSError as err:
-            raise UnknownModelError(f"could not load dense retriever '{model}' ({err})") from None
+        except (OSError, ValueError) as err:  # missing files, or a folder that holds no encoder
+            first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UnknownModelError(f"could not load dense retriever '{model}' ({first_line}); use "
+                                    f"{', '.join(DENSE_ALIASES)}, a local encoder folder or a hub id") from None
         self.model_name, self.pooling, self.query_prefix = model, pooling, query_prefix
         self.batch_size, self.max_length, self.device = batch_size, max_length, device
         self._torch = torch
