@@ -99,3 +99,7 @@ def test_sign_flip_test_hand_worked():
     assert sign_flip_test([1.0, 1.0, 1.0]) == pytest.approx(0.25)
     # symmetric differences: the observed mean 0 is the centre of the null, p = 1
     assert sign_flip_test([1.0, -1.0, 2.0, -2.0]) == pytest.approx(1.0)
+    # ties drop out: 4 improvements among 40 questions is exactly 2 / 2**4, not a Monte Carlo estimate
+    assert sign_flip_test([1.0] * 4 + [0.0] * 36) == 2 / 16
+    # 3 up, 2 down among 24: the mean is 1/24 and every sign pattern is at least as far from 0
+    assert sign_flip_test([1.0] * 3 + [-1.0] * 2 + [0.0] * 19) == 1.0

@@ -206,8 +206,10 @@ def sign_flip_test(differences: Sequence[float], n_resamples: int = 9999, seed: 
     the mean is compared with its distribution over sign flips (scipy's
     ``permutation_test`` with ``permutation_type="samples"`` on one sample). Exact
     (all ``2**n`` flips) when that is at most ``n_resamples``, otherwise a seeded Monte
-    Carlo estimate. Pass one difference per independent unit (e.g. per question,
-    averaged over its positions), not per correlated item.
+    Carlo estimate. Zero differences are dropped first (they cannot change sign, so the
+    p-value is the same), which keeps the test exact for up to log2(n_resamples) nonzero
+    differences. Pass one difference per independent unit (e.g. per question, averaged
+    over its positions), not per correlated item.
     """
     import numpy as np
     from scipy.stats import permutation_test
@@ -215,7 +217,11 @@ def sign_flip_test(differences: Sequence[float], n_resamples: int = 9999, seed: 
     d = np.asarray(list(differences), dtype=float)
     if d.size == 0:
         return float("nan")
-    if d.size == 1:  # the null is {d, -d}: both as extreme as the observation
+    # A zero difference looks the same flipped: dropping zeros rescales the mean by a
+    # constant and leaves the p-value unchanged, but makes exact enumeration reachable
+    # (with 0/1 metrics most questions tie).
+    d = d[d != 0]
+    if d.size <= 1:  # all ties (p = 1), or the null {d, -d}: both as extreme as the observation
         return 1.0
     res = permutation_test((d,), np.mean, permutation_type="samples", alternative="two-sided",
                            n_resamples=n_resamples, random_state=np.random.default_rng(seed))
