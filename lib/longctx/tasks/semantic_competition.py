@@ -550,3 +550,14 @@ def recovery_table(table, by=("model",), control: str = "hard", treatment: str =
                          "95% CI": f"[{_fmt(m, res['ci_low'])}, {_fmt(m, res['ci_high'])}]",
                          "p": res["p_sign_flip"]})
     return pd.DataFrame(rows)
+
+
+def second_reader_requests(requests: Sequence[Request], questions: Sequence[Question],
+                           num_snippets: int) -> list[Request]:
+    """The gold-only, hard and far requests of one matched control (``num_snippets``) for
+    ``questions``, picked from a larger plan: the same prompts, for another reader."""
+    ids = {q.question_id for q in questions}
+    return [r for r in requests if r.example_id in ids
+            and (r.condition["num_snippets"] == 1
+                 or (r.condition["num_snippets"] == num_snippets
+                     and r.condition["num_hard"] + r.condition["num_far"] == num_snippets - 1))]
