@@ -57,6 +57,22 @@ CI_PARAMETERS = {
         "batch_size": 4,
         "results_dir": str(NB_DIR / "results"),
     },
+    "semantic_competition": {
+        "model": "smollm2-135m-instruct",
+        "num_questions": 2,
+        "hard_counts": [0, 2],
+        "retrievers": ["bm25", "dense"],
+        "matched_size": 4,
+        "keep_hard": 1,
+        "compare_questions": 1,
+        "other_sizes": [3],
+        "nq_questions": 1,
+        "second_readers": ["qwen2.5-coder-0.5b-instruct"],
+        "second_reader_questions": 1,
+        "max_passages": 120,
+        "batch_size": 4,
+        "results_dir": str(NB_DIR / "results"),
+    },
 }
 
 
