@@ -118,7 +118,7 @@ def retention_curve(table, *, metric: str, h: str = "num_hard", by: Sequence[str
     import numpy as np
     import pandas as pd
 
-    from .metrics import censored_half_life
+    from .metrics import censored_half_life, retention
 
     by = list(by)
     curve, lives = [], []
@@ -131,7 +131,7 @@ def retention_curve(table, *, metric: str, h: str = "num_hard", by: Sequence[str
         values = wide[hs].to_numpy()  # clusters x H
         means = values.mean(axis=0)
         base = means[hs.index(baseline)]
-        point = means / base if base else np.full(len(hs), np.nan)
+        point = np.array(list(retention(dict(zip(hs, means)), baseline).values()))
         rng = np.random.default_rng(seed)
         draws = values[rng.integers(0, len(values), size=(n_resamples, len(values)))].mean(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
