@@ -136,6 +136,13 @@ def generate(
         stop_rules = [stop_rules or StopRule()] * len(prompts)
     if len(stop_rules) != len(prompts):
         raise ParameterError("need one stop rule per prompt")
+    from .padding import MASKED_GAP, expand_fillers
+
+    prompts = [expand_fillers(p, lm.tokenizer) for p in prompts]
+    masked = [i for i, p in enumerate(prompts) if MASKED_GAP.search(p)]
+    if masked:
+        return _generate_in_two_parts(lm, prompts, masked, max_new_tokens=max_new_tokens, stop_rules=stop_rules,
+                                      batch_size=batch_size, progress=progress, desc=desc, on_batch=on_batch)
     tok = lm.tokenizer
     encoded = [tok(p, add_special_tokens=False).input_ids for p in prompts]
     for i, ids in enumerate(encoded):
@@ -175,6 +182,132 @@ def generate(
         if on_batch is not None:
             on_batch(batch, gens)
         bar.update(len(batch))
+    bar.close()
+    return results  # type: ignore[return-value]
+
+
+def _generate_in_two_parts(lm, prompts, masked, *, stop_rules, on_batch, **kw) -> list[Generation]:
+    """Masked-gap prompts through :func:`generate_masked`, the others through ``model.generate``."""
+    results: list[Generation | None] = [None] * len(prompts)
+    plain = [i for i in range(len(prompts)) if i not in set(masked)]
+    for idxs, fn in ((plain, generate), (masked, generate_masked)):
+        if not idxs:
+            continue
+
+        def relay(batch, gens, idxs=idxs):
+            if on_batch is not None:
+                on_batch([idxs[b] for b in batch], gens)
+
+        gens = fn(lm, [prompts[i] for i in idxs], stop_rules=[stop_rules[i] for i in idxs], on_batch=relay, **kw)
+        for i, g in zip(idxs, gens):
+            results[i] = g
+    return results  # type: ignore[return-value]
+
+
+def masked_inputs(tokenizer, prompt: str) -> tuple[list[int], list[int]]:
+    """Token ids and position ids of a prompt with masked gaps (:func:`longctx.padding.masked_gap`).
+
+    The gaps are never tokenized: the segments around them are tokenized separately and
+    every token after a gap of ``n`` tokens gets its position shifted by ``n``. The
+    model therefore sees the evidence and the question exactly where they would sit in
+    the long input while attending to nothing in between, at the cost of the short input.
+    """
+    from .padding import split_masked
+
+    segments, gaps = split_masked(prompt)
+    ids: list[int] = []
+    positions: list[int] = []
+    offset = 0
+    for k, segment in enumerate(segments):
+        seg_ids = tokenizer(segment, add_special_tokens=False).input_ids if segment else []
+        positions.extend(range(offset + len(ids), offset + len(ids) + len(seg_ids)))
+        ids.extend(seg_ids)
+        if k < len(gaps):
+            offset += gaps[k]
+    return ids, positions
+
+
+def generate_masked(
+    lm,
+    prompts: Sequence[str],
+    *,
+    max_new_tokens: int,
+    stop_rules: Sequence[StopRule] | StopRule | None = None,
+    batch_size: int = 8,
+    progress: bool = True,
+    desc: str = "generating (masked gaps)",
+    on_batch=None,
+) -> list[Generation]:
+    """Greedy decoding with explicit position ids, for prompts with masked gaps.
+
+    A small loop over the model's forward pass with a KV cache: ``model.generate``
+    derives position ids from the attention mask and cannot take shifted ones. Rows are
+    left-padded in length-sorted batches like :func:`generate`; each generated token
+    takes the position after its row's last one. ``Generation.extra`` records the
+    computed and the masked token counts; ``prompt_tokens`` is the length the model
+    perceives (computed + masked).
+    """
+    import torch
+    from tqdm import tqdm
+    from transformers import DynamicCache
+
+    if stop_rules is None or isinstance(stop_rules, StopRule):
+        stop_rules = [stop_rules or StopRule()] * len(prompts)
+    tok = lm.tokenizer
+    inputs = [masked_inputs(tok, p) for p in prompts]
+    for i, (ids, pos) in enumerate(inputs):
+        lm.check_fits(pos[-1] + 1 if pos else 0, max_new_tokens, label=f"prompt {i} (with its masked gaps)")
+    eos = set(_eos_ids(lm))
+    pad = tok.pad_token_id
+    results: list[Generation | None] = [None] * len(prompts)
+    bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr)
+    model = lm.model
+    for batch in _buckets([len(inputs[i][0]) for i in range(len(prompts))], batch_size):
+        width = max(len(inputs[i][0]) for i in batch)
+        rows = len(batch)
+        input_ids = torch.tensor([[pad] * (width - len(inputs[i][0])) + inputs[i][0] for i in batch])
+        mask = torch.tensor([[0] * (width - len(inputs[i][0])) + [1] * len(inputs[i][0]) for i in batch])
+        positions = torch.tensor([[0] * (width - len(inputs[i][1])) + inputs[i][1] for i in batch])
+        new_tokens: list[list[int]] = [[] for _ in batch]
+        done = [False] * rows
+        started = time.perf_counter()
+        with torch.inference_mode():
+            cache = DynamicCache(config=model.config)
+            step_ids, step_pos = input_ids.to(lm.device), positions.to(lm.device)
+            mask = mask.to(lm.device)
+            for _ in range(max_new_tokens):
+                out = model(input_ids=step_ids, attention_mask=mask, position_ids=step_pos,
+                            past_key_values=cache, use_cache=True, logits_to_keep=1)
+                cache = out.past_key_values
+                nxt = out.logits[:, -1, :].argmax(-1)
+                for r in range(rows):
+                    if done[r]:
+                        continue
+                    t = int(nxt[r])
+                    new_tokens[r].append(t)
+                    if t in eos or stop_rules[batch[r]].cut(tok.decode(new_tokens[r], skip_special_tokens=True))[1]:
+                        done[r] = True
+                if all(done):
+                    break
+                step_ids = nxt[:, None]
+                step_pos = step_pos[:, -1:] + 1
+                mask = torch.cat([mask, torch.ones((rows, 1), dtype=mask.dtype, device=mask.device)], dim=1)
+        seconds = time.perf_counter() - started
+        gens = []
+        for r, i in enumerate(batch):
+            new = new_tokens[r]
+            n_new = next((k + 1 for k, t in enumerate(new) if t in eos), len(new))
+            raw = tok.decode(new[:n_new], skip_special_tokens=True)
+            text, fired = stop_rules[i].cut(raw)
+            computed = len(inputs[i][0])
+            perceived = inputs[i][1][-1] + 1 if inputs[i][1] else 0
+            gen = Generation(text.strip(), raw, perceived, n_new, fired, seconds, rows,
+                             extra={"computed_prompt_tokens": computed, "masked_tokens": perceived - computed})
+            results[i] = gen
+            gens.append(gen)
+        if on_batch is not None:
+            on_batch(batch, gens)
+        bar.update(rows)
     bar.close()
     return results  # type: ignore[return-value]
 

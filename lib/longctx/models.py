@@ -303,6 +303,37 @@ def _context_window(config) -> int:
     raise ParameterError("cannot tell the model's context window from its config")
 
 
+def _weights_source(ref: ModelRef, revision: str) -> tuple[str, dict]:
+    """``from_pretrained`` source and keyword arguments for a resolved model."""
+    common: dict = {"trust_remote_code": False}
+    if ref.kind in ("alias", "gguf"):
+        gguf = alias_gguf_path(ALIASES[ref.name]) if ref.kind == "alias" else Path(ref.name).expanduser().resolve()
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        return str(gguf.parent), {**common, "gguf_file": gguf.name}
+    source = str(Path(ref.name).expanduser()) if ref.kind == "local" else ref.name
+    if ref.kind == "hub":
+        common["revision"] = revision
+    return source, common
+
+
+def load_tokenizer(name: str, revision: str = "main"):
+    """Only the tokenizer of ``name`` (to measure filler in the model's tokens without loading
+    weights); left padding, pad token set as in :func:`load_model`."""
+    from transformers import AutoTokenizer
+
+    ref = resolve_model(name, revision)
+    source, common = _weights_source(ref, revision)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **common)
+    except OSError as err:
+        raise UnknownModelError(f"could not load the tokenizer of '{name}': {str(err).splitlines()[0]}") from None
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
 def load_model(
     name: str,
     *,
@@ -330,15 +361,7 @@ def load_model(
 
     if progress:
         progress(f"loading {name} on {dev} ({str(torch_dtype).replace('torch.', '')})")
-    common: dict = {"trust_remote_code": False}
-    if ref.kind in ("alias", "gguf"):
-        gguf = alias_gguf_path(ALIASES[name]) if ref.kind == "alias" else Path(name).expanduser().resolve()
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        source, common["gguf_file"] = str(gguf.parent), gguf.name
-    else:
-        source = str(Path(name).expanduser()) if ref.kind == "local" else name
-        if ref.kind == "hub":
-            common["revision"] = revision
+    source, common = _weights_source(ref, revision)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
         model = AutoModelForCausalLM.from_pretrained(

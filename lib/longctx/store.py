@@ -137,6 +137,7 @@ def make_row(key: str, req: Request, gen, *, model: str, fingerprint: str, promp
         "seconds_per_prompt": round(gen.batch_seconds / gen.batch_size, 4),
         "params": {**params, "max_new_tokens": req.max_new_tokens, "stop": asdict(req.stop)},
         "meta": req.meta,
+        **({"engine": gen.extra} if gen.extra else {}),
         "longctx_version": __version__,
         "host": platform.node(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

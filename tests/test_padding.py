@@ -1,0 +1,194 @@
+"""Filler construction, and masked gaps equal an explicit attention mask over the filler."""
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from longctx.engine import StopRule, generate, generate_masked, masked_inputs
+from longctx.errors import ContextTooLongError, ParameterError
+from longctx.padding import FillerMaker, masked_gap, split_masked
+
+
+class CharTokenizer:
+    """One token per character (ids 1..96), enough to drive a tiny random model."""
+
+    pad_token_id = 0
+    eos_token_id = 96
+
+    def __call__(self, text, add_special_tokens=False):
+        @dataclass
+        class Enc:
+            input_ids: list
+
+        return Enc([1 + (ord(c) % 90) for c in text])
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(ord(" ") + i) for i in ids if i not in (0, 96))
+
+
+@dataclass
+class TinyLM:
+    model: object
+    tokenizer: object
+    device: str = "cpu"
+    max_context: int = 512
+    name: str = "tiny"
+
+    def check_fits(self, n, new, label="prompt"):
+        if n + new > self.max_context:
+            raise ContextTooLongError(f"{label}: {n} + {new} > {self.max_context}")
+
+
+def _tiny(kind="qwen2"):
+    import transformers as tf
+
+    torch.manual_seed(0)
+    common = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                  eos_token_id=96, pad_token_id=0)
+    cls = {"qwen2": (tf.Qwen2ForCausalLM, tf.Qwen2Config), "llama": (tf.LlamaForCausalLM, tf.LlamaConfig)}[kind]
+    model = cls[0](cls[1](**common))
+    model.set_attn_implementation("sdpa")
+    return model.eval()
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "llama"])
+def test_shifted_positions_equal_explicit_mask(kind):
+    """Logits of [prefix][masked filler][question] computed two ways: the full input with the
+    filler masked out of the attention, and the short input with the question's positions
+    shifted by the filler length. They must agree at every question position."""
+    model = _tiny(kind)
+    g = torch.Generator().manual_seed(3)
+    prefix, filler, question = (torch.randint(1, 96, (n,), generator=g) for n in (11, 37, 9))
+    full = torch.cat([prefix, filler, question])[None]
+    mask = torch.cat([torch.ones(11), torch.zeros(37), torch.ones(9)]).long()[None]
+    with torch.no_grad():
+        ref = model(full, attention_mask=mask, position_ids=torch.arange(57)[None]).logits[0, -9:]
+        short = torch.cat([prefix, question])[None]
+        pos = torch.tensor([list(range(11)) + list(range(48, 57))])
+        ours = model(short, position_ids=pos).logits[0, -9:]
+        unshifted = model(short).logits[0, -9:]
+    assert torch.allclose(ours, ref, atol=1e-5), (ours - ref).abs().max()
+    assert not torch.allclose(unshifted, ref, atol=1e-3)  # the shift matters: positions are really moved
+
+
+def _explicit_greedy(model, ids, gap_at, gap, steps):
+    """Reference decoding: the filler is really there (token 5 repeated) and masked out;
+    the whole sequence is recomputed at every step, no cache, no position tricks."""
+    seq = ids[:gap_at] + [5] * gap + ids[gap_at:]
+    keep = [1] * gap_at + [0] * gap + [1] * (len(ids) - gap_at)
+    out = []
+    for _ in range(steps):
+        with torch.no_grad():
+            logits = model(torch.tensor([seq]), attention_mask=torch.tensor([keep]),
+                           position_ids=torch.arange(len(seq))[None]).logits
+        t = int(logits[0, -1].argmax())
+        out.append(t)
+        seq.append(t)
+        keep.append(1)
+    return out
+
+
+def test_generate_masked_matches_explicit_mask_end_to_end():
+    model, tok = _tiny(), CharTokenizer()
+    lm = TinyLM(model, tok)
+    prompts = ["evidence: x=3" + masked_gap(40) + "question?", "ab" + masked_gap(7) + "cd",
+               "no gap at all here"]
+    gens = generate_masked(lm, prompts, max_new_tokens=6, stop_rules=StopRule(newline=False), batch_size=3,
+                           progress=False)
+    for prompt, gen in zip(prompts, gens):
+        segments, gaps = split_masked(prompt)
+        ids = tok("".join(segments)).input_ids
+        gap_at = len(tok(segments[0]).input_ids)
+        want = _explicit_greedy(model, ids, gap_at, sum(gaps), 6)
+        assert gen.raw_text == tok.decode(want)
+        assert gen.prompt_tokens == len(ids) + sum(gaps)
+        assert gen.extra == {"computed_prompt_tokens": len(ids), "masked_tokens": sum(gaps)}
+
+
+def test_generate_routes_masked_prompts_and_keeps_order():
+    model, tok = _tiny(), CharTokenizer()
+    lm = TinyLM(model, tok)
+    prompts = ["plain prompt", "masked" + masked_gap(9) + "prompt", "another plain one"]
+    seen = []
+    gens = generate(lm, prompts, max_new_tokens=4, stop_rules=StopRule(newline=False), batch_size=2,
+                    progress=False, on_batch=lambda idx, g: seen.extend(idx))
+    assert sorted(seen) == [0, 1, 2]
+    assert gens[1].extra["masked_tokens"] == 9 and not gens[0].extra and not gens[2].extra
+    alone = generate_masked(lm, [prompts[1]], max_new_tokens=4, stop_rules=StopRule(newline=False), progress=False)
+    assert gens[1].raw_text == alone[0].raw_text  # batching does not change a row
+
+
+def test_masked_length_counts_against_the_window():
+    lm = TinyLM(_tiny(), CharTokenizer(), max_context=100)
+    with pytest.raises(ContextTooLongError, match="masked gaps"):
+        generate_masked(lm, ["abc" + masked_gap(95) + "d"], max_new_tokens=4, progress=False)
+
+
+def test_masked_inputs_positions():
+    ids, pos = masked_inputs(CharTokenizer(), "ab" + masked_gap(10) + "cde" + masked_gap(3) + "f")
+    assert len(ids) == 6
+    assert pos == [0, 1, 12, 13, 14, 18]
+
+
+def test_split_masked_and_zero_gap():
+    assert masked_gap(0) == ""
+    assert split_masked("a" + masked_gap(4) + "b") == (["a", "b"], [4])
+    with pytest.raises(ParameterError):
+        masked_gap(-1)
+
+
+class SpaceMergingTokenizer:
+    """Merges runs of up to 16 spaces into one token, one token per other character."""
+
+    def __call__(self, text, add_special_tokens=False):
+        import re
+
+        @dataclass
+        class Enc:
+            input_ids: list
+
+        ids = []
+        for m in re.finditer(r" {1,16}|[^ ]", text):
+            ids.append(1000 + len(m.group(0)) if m.group(0).startswith(" ") else ord(m.group(0)))
+        return Enc(ids)
+
+    def decode(self, ids):
+        return "".join(" " * (i - 1000) if i > 1000 else chr(i) for i in ids)
+
+
+def test_whitespace_filler_has_the_exact_token_count():
+    maker = FillerMaker(SpaceMergingTokenizer(), essay_text="word " * 5000)
+    assert maker.whitespace_unit == " " * 16
+    for n in (1, 10, 333):
+        f = maker.make("whitespace", n)
+        assert f.n_tokens == n and set(f.text) == {" "}
+
+
+def test_essay_filler_is_a_prefix_of_the_essays_with_the_asked_length():
+    essay = "".join(f"Sentence {i} of the essay. " for i in range(3000))
+    maker = FillerMaker(SpaceMergingTokenizer(), essay_text=essay)
+    f = maker.make("essay", 500)
+    assert f.n_tokens == 500 and essay.startswith(f.text)
+    assert maker.make("essay", 200).text == f.text[: len(maker.make("essay", 200).text)]
+    with pytest.raises(ParameterError, match="holds only"):
+        maker.make("essay", 10**6)
+
+
+def test_mask_and_zero_fillers():
+    maker = FillerMaker(SpaceMergingTokenizer(), essay_text="x")
+    assert maker.make("mask", 30).text == masked_gap(30) and maker.make("mask", 30).n_tokens == 30
+    assert maker.make("essay", 0).text == "" and maker.make("whitespace", 0).n_tokens == 0
+    with pytest.raises(ParameterError, match="unknown filler"):
+        maker.make("noise", 5)
+    with pytest.raises(ParameterError, match="non-negative"):
+        maker.make("essay", -3)
+
+
+def test_real_tokenizer_fillers(smollm2):
+    maker = FillerMaker(smollm2.tokenizer)
+    for kind in ("essay", "whitespace"):
+        f = maker.make(kind, 300)
+        assert abs(f.n_tokens - 300) <= 2, (kind, f.n_tokens)
+    assert maker.make("essay", 50).text.startswith("April 2012")
