@@ -11,6 +11,7 @@ TASKS = {
     "multidoc_qa": "longctx.tasks.multidoc_qa",
     "longbench_v2": "longctx.tasks.longbench_v2",
     "semantic_competition": "longctx.tasks.semantic_competition",
+    "length_alone": "longctx.tasks.length_alone",
 }
 
 

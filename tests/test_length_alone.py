@@ -1,0 +1,167 @@
+"""Length-alone task: problem splits, prompts, stop rules, scoring, recitation, retrieve-then-solve."""
+
+import gzip
+import json
+
+import pandas as pd
+import pytest
+
+from longctx.errors import DataFileError, ParameterError
+from longctx.padding import filler_slot, masked_gap
+from longctx.tasks import length_alone as la
+
+
+def test_varsum_is_seeded_and_its_answer_is_the_sum():
+    a, b = la.varsum_problems(3, seed=1), la.varsum_problems(3, seed=1)
+    assert a == b and a != la.varsum_problems(3, seed=2)
+    p = a[0]
+    values = dict(line.split(" = ") for line in p.evidence.splitlines())
+    assert len(values) == 50
+    names = p.question.split("What is ")[1].split("?")[0].split(" + ")
+    assert len(names) == 3 and str(sum(int(values[n]) for n in names)) == p.answer
+
+
+def test_gsm8k_split_hand_worked():
+    p = la.split_gsm8k("Tom has 3 apples. He buys 2 more. How many apples does he have?",
+                       "He has 3+2=<<3+2=5>>5 apples.\n#### 5", "g-1")
+    assert p.evidence == "Tom has 3 apples. He buys 2 more."
+    assert p.question.startswith("How many apples does he have?")
+    assert p.analysis == "He has 3+2=5 apples." and p.answer == "5"
+    assert la.split_gsm8k("How many?", "x\n#### 1", "g-2") is None
+    with pytest.raises(DataFileError, match="####"):
+        la.split_gsm8k("A. B?", "no answer line", "g-3")
+
+
+def test_gsm8k_reads_the_mirror(data_mirror):
+    problems = la.gsm8k_problems(5, seed=0)
+    assert len(problems) == 5 and all(p.answer.lstrip("-").replace(".", "").isdigit() for p in problems)
+
+
+def test_mmlu_readers_package_and_hub_formats(tmp_path):
+    path = tmp_path / "mmlu.jsonl"
+    rows = [{"question": "2+2?", "answer_a": "3", "answer_b": "4", "answer_c": "5", "answer_d": "6",
+             "correct_answer": "B", "topic": "math"},
+            {"question": "question", "answer_a": "answer_a", "answer_b": "answer_b", "answer_c": "answer_c",
+             "answer_d": "answer_d", "correct_answer": "answer", "topic": "x"},
+            {"question": "Capital of France?", "choices": ["Rome", "Paris", "Oslo", "Bern"], "answer": 1,
+             "subject": "geo"}]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    problems = la.read_mmlu_jsonl(path)
+    assert [p.answer for p in problems] == ["2", "2"]  # the header row is skipped
+    assert problems[0].question.endswith("1. 3\n2. 4\n3. 5\n4. 6")
+    path.write_text(json.dumps({"question": "q", "choices": ["a", "b"], "answer": 0}))
+    with pytest.raises(DataFileError, match="4 options"):
+        la.read_mmlu_jsonl(path)
+
+
+def _humaneval_fixture(tmp_path):
+    path = tmp_path / "he.jsonl.gz"
+    row = {"task_id": "T/0", "prompt": "def add(a, b):\n    \"\"\"Add.\"\"\"\n", "entry_point": "add",
+           "canonical_solution": "    return a + b\n", "test": "def check(c):\n    assert c(1, 2) == 3\n"}
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps(row) + "\n")
+    (p,) = la.read_humaneval(path)
+    return p
+
+
+def test_humaneval_reader_on_a_fixture(tmp_path):
+    p = _humaneval_fixture(tmp_path)
+    assert p.answer == "T/0" and "`add`" in p.question and p.evidence.startswith("def add")
+
+
+def test_prompts_place_filler_between_or_before_and_length_zero_is_the_short_problem():
+    p = la.varsum_problems(1)[0]
+    short = la.build_prompt(p)
+    assert "# Others" not in short and short.endswith("Let's think step by step.")
+    between = la.build_prompt(p, filler=filler_slot("essay", 100), filler_kind="essay")
+    assert between.index(p.evidence) < between.index("# Others") < between.index(p.question)
+    before = la.build_prompt(p, filler=filler_slot("whitespace", 100), filler_kind="whitespace", placement="before")
+    assert before.startswith("# Others\n") and before.index(p.evidence) < before.index(p.question)
+    masked = la.build_prompt(p, filler=masked_gap(100), filler_kind="mask")
+    assert masked.replace(masked_gap(100), "") == short  # visible tokens identical to length 0
+    with pytest.raises(ParameterError):
+        la.build_prompt(p, placement="middle")
+
+
+def test_make_requests_shares_length_zero_and_carries_conditions():
+    problems = la.varsum_problems(2)
+    reqs = la.make_requests(problems, filler_kinds=["essay", "mask"], lengths=[0, 50])
+    assert len(reqs) == 2 * 3  # length 0 once, then essay and mask at 50
+    conds = {(r.condition["filler"], r.condition["filler_tokens"]) for r in reqs}
+    assert conds == {("none", 0), ("essay", 50), ("mask", 50)}
+    recite = la.make_requests(problems, filler_kinds=["essay"], lengths=[50], mode="recite")
+    assert all(r.prompt.endswith("## Problem Description") for r in recite)
+
+
+@pytest.mark.parametrize("text,want", [
+    ("x = 3 + 4 = 7. The answer is 7.", "7"),
+    ("The answer is: $1,234.", "1234"),
+    ("so 12 then 15", "15"),
+    ("The answer is 18.0", "18"),
+    ("no number", None),
+])
+def test_final_number(text, want):
+    assert la.final_number(text) == want
+
+
+def test_stop_rules_fire_only_once_the_answer_is_complete():
+    rule = la.stop_rule("gsm8k", "solve")
+    assert not rule.cut("The answer is 12")[1]  # could still be 123
+    assert rule.cut("The answer is 123.\n")[1]
+    assert la.stop_rule("mmlu", "solve").cut(" 2")[1]
+    code = la.stop_rule("humaneval", "solve")
+    assert not code.cut("```python\ndef f():\n    return 1\n")[1]
+    assert code.cut("```python\ndef f():\n    return 1\n```")[1]
+    assert la.stop_rule("varsum", "recite").cut("x_1 = 3\n## Question\nWhat?\n## Answer")[1]
+
+
+def test_scoring_numbers_and_options():
+    p = la.varsum_problems(1)[0]
+    assert la.score_output(p, f"... The answer is {p.answer}.")["correct"] == 1.0
+    assert la.score_output(p, "The answer is 0.")["correct"] == 0.0
+    m = la.Problem("mmlu", "m", "q", "opts", "3")
+    assert la.score_output(m, "3. Not wrong")["correct"] == 1.0
+    assert la.score_output(m, "Option 2")["correct"] == 0.0
+
+
+def test_humaneval_scoring_runs_sandboxed(tmp_path):
+    p = _humaneval_fixture(tmp_path)
+    assert la.score_output(p, "```python\ndef add(a, b):\n    return a + b\n```")["correct"] == 1.0
+    assert la.score_output(p, "    return a + b\n")["correct"] == 1.0  # a body continuing the prompt
+    assert la.score_output(p, "```python\ndef add(a, b):\n    return a - b\n```")["correct"] == 0.0
+    loop = la.score_output(p, "```python\ndef add(a, b):\n    while True:\n        pass\n```", timeout_s=1.0)
+    assert loop == {"correct": 0.0, "parsed": "timeout"}
+
+
+def test_recitation_exact_match_hand_worked():
+    p = la.Problem("gsm8k", "g", "Tom has 3 apples.", "How many?", "3", analysis="3 apples.")
+    exact = "Tom has 3 apples.\n## Analysis\n3 apples.\n## Question\nHow many?\n## Answer"
+    assert la.recitation_exact_match(exact, p) == {"evidence_em": 1.0, "question_em": 1.0, "retrieval_em": 1.0}
+    changed = exact.replace("Tom has", "Tom had")
+    assert la.recitation_exact_match(changed, p) == {"evidence_em": 0.0, "question_em": 1.0, "retrieval_em": 0.0}
+    assert la.recitation_exact_match("", p)["retrieval_em"] == 0.0
+
+
+def test_retrieve_then_solve_uses_only_the_recited_evidence():
+    p = la.varsum_problems(1)[0]
+    recited = "x_1 = 5\n## Question\n" + p.question + "\n## Answer"
+    row = {"example_id": p.id, "key": "k1", "output": recited,
+           "condition": la.condition("varsum", "recite", "essay", "between", 500)}
+    (req,) = la.retrieve_then_solve_requests([p], [row])
+    assert req.condition["mode"] == "retrieve_then_solve" and req.condition["filler_tokens"] == 500
+    assert "x_1 = 5\n# Question" in req.prompt and "x_2 =" not in req.prompt and "# Others" not in req.prompt
+    assert req.meta["recitation_key"] == "k1"
+
+
+def test_drops_from_short_is_a_paired_difference():
+    rows = []
+    for i in range(4):
+        rows.append({"model": "m", "mode": "solve", "subtask": "s", "filler": "none", "placement": "none",
+                     "filler_tokens": 0, "example_id": f"e{i}", "correct": 1.0})
+        rows.append({"model": "m", "mode": "solve", "subtask": "s", "filler": "essay", "placement": "between",
+                     "filler_tokens": 100, "example_id": f"e{i}", "correct": float(i < 2)})
+    drops = la.drops_from_short(pd.DataFrame(rows))
+    (row,) = drops.to_dict("records")
+    assert row["change"] == -50.0 and row["n"] == 4 and row["ci_high"] <= 0
+    acc = la.accuracy_by_length(pd.DataFrame(rows))
+    assert list(acc["accuracy"]) == [1.0, 0.5]  # the length-0 baseline is copied under the essay curve
