@@ -73,6 +73,16 @@ CI_PARAMETERS = {
         "batch_size": 4,
         "results_dir": str(NB_DIR / "results"),
     },
+    "length_alone": {
+        "model": "smollm2-135m-instruct",
+        "subtasks": ["varsum", "mmlu", "humaneval"],
+        "num_problems": 1,
+        "lengths": [0, 32],
+        "recite_lengths": [32],
+        "before_kinds": ["whitespace"],
+        "batch_size": 4,
+        "results_dir": str(NB_DIR / "results"),
+    },
 }
 
 
