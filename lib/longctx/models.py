@@ -316,24 +316,6 @@ def _weights_source(ref: ModelRef, revision: str) -> tuple[str, dict]:
     return source, common
 
 
-def load_tokenizer(name: str, revision: str = "main"):
-    """Only the tokenizer of ``name`` (to measure filler in the model's tokens without loading
-    weights); left padding, pad token set as in :func:`load_model`."""
-    from transformers import AutoTokenizer
-
-    ref = resolve_model(name, revision)
-    source, common = _weights_source(ref, revision)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source, **common)
-    except OSError as err:
-        raise UnknownModelError(f"could not load the tokenizer of '{name}': {str(err).splitlines()[0]}") from None
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "left"
-    return tokenizer
-
-
 def load_model(
     name: str,
     *,
