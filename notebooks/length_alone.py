@@ -87,8 +87,11 @@ problems = {s: la.load_problems(s, num_problems, seed=seed) for s in subtasks}
 requests = la.experiment_requests(problems, lengths=lengths, between_kinds=between_kinds,
                                   before_kinds=before_kinds, recite_kinds=recite_kinds,
                                   recite_lengths=recite_lengths)
-print(f"{len(requests)} prompts. A masked 4K-token GSM8K prompt (the placeholder is never tokenized):\n")
-print(next(r.prompt for r in requests if r.condition["filler"] == "mask" and r.meta["subtask"] == "gsm8k"))
+masked = sorted((r for r in requests if r.condition["filler"] == "mask"),
+                key=lambda r: (r.meta["subtask"] != "gsm8k", r.condition["filler_tokens"]))
+if masked:
+    print(f"{len(requests)} prompts. A masked {masked[0].meta['subtask']} prompt (the placeholder is never tokenized):\n")
+    print(masked[0].prompt)
 
 # %% [markdown]
 # ## Generate (or reuse cached generations)
