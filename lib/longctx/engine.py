@@ -132,10 +132,7 @@ def generate(
         raise ParameterError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if batch_size < 1:
         raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
-    if stop_rules is None or isinstance(stop_rules, StopRule):
-        stop_rules = [stop_rules or StopRule()] * len(prompts)
-    if len(stop_rules) != len(prompts):
-        raise ParameterError("need one stop rule per prompt")
+    stop_rules = _rules_for(stop_rules, len(prompts))
     from .padding import MASKED_GAP, expand_fillers
 
     prompts = [expand_fillers(p, lm.tokenizer) for p in prompts]
@@ -172,11 +169,7 @@ def generate(
         seconds = time.perf_counter() - started
         gens = []
         for row, i in enumerate(batch):
-            new = out[row, width:].tolist()
-            n_new = next((k + 1 for k, t in enumerate(new) if t in eos), len(new))
-            raw = tok.decode(new[:n_new], skip_special_tokens=True)
-            text, fired = stop_rules[i].cut(raw)
-            gen = Generation(text.strip(), raw, len(encoded[i]), n_new, fired, seconds, len(batch))
+            gen = _finish(tok, out[row, width:].tolist(), eos, stop_rules[i], len(encoded[i]), seconds, len(batch))
             results[i] = gen
             gens.append(gen)
         if on_batch is not None:
@@ -251,8 +244,7 @@ def generate_masked(
     from tqdm import tqdm
     from transformers import DynamicCache
 
-    if stop_rules is None or isinstance(stop_rules, StopRule):
-        stop_rules = [stop_rules or StopRule()] * len(prompts)
+    stop_rules = _rules_for(stop_rules, len(prompts))
     tok = lm.tokenizer
     inputs = [masked_inputs(tok, p) for p in prompts]
     for i, (ids, pos) in enumerate(inputs):
@@ -295,14 +287,10 @@ def generate_masked(
         seconds = time.perf_counter() - started
         gens = []
         for r, i in enumerate(batch):
-            new = new_tokens[r]
-            n_new = next((k + 1 for k, t in enumerate(new) if t in eos), len(new))
-            raw = tok.decode(new[:n_new], skip_special_tokens=True)
-            text, fired = stop_rules[i].cut(raw)
             computed = len(inputs[i][0])
             perceived = inputs[i][1][-1] + 1 if inputs[i][1] else 0
-            gen = Generation(text.strip(), raw, perceived, n_new, fired, seconds, rows,
-                             extra={"computed_prompt_tokens": computed, "masked_tokens": perceived - computed})
+            gen = _finish(tok, new_tokens[r], eos, stop_rules[i], perceived, seconds, rows,
+                          extra={"computed_prompt_tokens": computed, "masked_tokens": perceived - computed})
             results[i] = gen
             gens.append(gen)
         if on_batch is not None:
@@ -310,6 +298,24 @@ def generate_masked(
         bar.update(rows)
     bar.close()
     return results  # type: ignore[return-value]
+
+
+def _rules_for(stop_rules, n: int) -> list[StopRule]:
+    """One stop rule per prompt (a single rule, or None for the default, is repeated)."""
+    if stop_rules is None or isinstance(stop_rules, StopRule):
+        return [stop_rules or StopRule()] * n
+    if len(stop_rules) != n:
+        raise ParameterError("need one stop rule per prompt")
+    return list(stop_rules)
+
+
+def _finish(tok, new: list[int], eos: set, rule: StopRule, prompt_tokens: int, seconds: float, rows: int,
+            extra: dict | None = None) -> Generation:
+    """A row's Generation: new tokens up to the first EOS, decoded, cut at its stop rule."""
+    n_new = next((k + 1 for k, t in enumerate(new) if t in eos), len(new))
+    raw = tok.decode(new[:n_new], skip_special_tokens=True)
+    text, fired = rule.cut(raw)
+    return Generation(text.strip(), raw, prompt_tokens, n_new, fired, seconds, rows, extra=extra or {})
 
 
 def _eos_ids(lm) -> list[int]:

@@ -121,18 +121,7 @@ def gsm8k_problems(n: int | None = None, seed: int = 0, path: str | Path | None 
     """GSM8K test problems (seeded sample of ``n``; all when ``n`` is None), from ``path`` or
     the data registry (``gsm8k-test``: mirror, cache or download with a sha256 check)."""
     path = Path(path) if path else fetch("gsm8k-test", download=download)
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for k, line in enumerate(f):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                problem = split_gsm8k(row["question"], row["answer"], f"gsm8k-{k}")
-            except (ValueError, KeyError, TypeError) as err:
-                raise DataFileError(f"{path}, line {k + 1}: not a GSM8K row ({type(err).__name__}: {err})") from None
-            if problem is not None:
-                rows.append(problem)
+    rows = _read_jsonl(path, "GSM8K", lambda row, k: split_gsm8k(row["question"], row["answer"], f"gsm8k-{k}"))
     return _sample(rows, n, f"gsm8k:{seed}")
 
 
@@ -148,26 +137,18 @@ def _mmlu_problem(question: str, choices: Sequence[str], answer_index: int, prob
 def read_mmlu_jsonl(path: str | Path) -> list[Problem]:
     """MMLU rows in the package's format (question, answer_a..d, correct_answer A-D, topic)
     or the hub's (question, choices, answer 0-3, subject)."""
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for k, line in enumerate(f):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if row.get("question") == "question" and row.get("correct_answer") == "answer":
-                    continue  # a CSV header row left inside the package's file (2 of them)
-                if "choices" in row:
-                    choices, answer, subject = row["choices"], int(row["answer"]), row.get("subject", "")
-                else:
-                    choices = [row[f"answer_{c}"] for c in "abcd"]
-                    answer, subject = "ABCD".index(row["correct_answer"].strip()), row.get("topic", "")
-                out.append(_mmlu_problem(row["question"], choices, answer, f"mmlu-{k}", subject))
-            except (ValueError, KeyError, TypeError) as err:
-                raise DataFileError(f"{path}, line {k + 1}: not an MMLU row ({type(err).__name__}: {err})") from None
-    if not out:
-        raise DataFileError(f"{path} holds no MMLU rows")
-    return out
+
+    def parse(row: dict, k: int) -> Problem | None:
+        if row.get("question") == "question" and row.get("correct_answer") == "answer":
+            return None  # a CSV header row left inside the package's file (2 of them)
+        if "choices" in row:
+            choices, answer, subject = row["choices"], int(row["answer"]), row.get("subject", "")
+        else:
+            choices = [row[f"answer_{c}"] for c in "abcd"]
+            answer, subject = "ABCD".index(row["correct_answer"].strip()), row.get("topic", "")
+        return _mmlu_problem(row["question"], choices, answer, f"mmlu-{k}", subject)
+
+    return _read_jsonl(path, "MMLU", parse)
 
 
 def mmlu_problems(n: int | None = None, seed: int = 0, source: str = "package",
@@ -191,6 +172,12 @@ def mmlu_problems(n: int | None = None, seed: int = 0, source: str = "package",
 
 
 def read_humaneval(path: str | Path) -> list[Problem]:
+    return _read_jsonl(path, "HumanEval", lambda row, k: _humaneval_problem(row))
+
+
+def _read_jsonl(path: str | Path, kind: str, parse) -> list[Problem]:
+    """Problems from a JSONL (or .jsonl.gz) file; ``parse(row, line_index)`` returns a Problem,
+    or None to skip the row. A bad line fails naming the file and line; no problems at all fails."""
     opener = gzip.open if str(path).endswith(".gz") else open
     out = []
     with opener(path, "rt", encoding="utf-8") as f:
@@ -198,12 +185,13 @@ def read_humaneval(path: str | Path) -> list[Problem]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-                out.append(_humaneval_problem(row))
+                problem = parse(json.loads(line), k)
             except (ValueError, KeyError, TypeError) as err:
-                raise DataFileError(f"{path}, line {k + 1}: not a HumanEval row ({type(err).__name__}: {err})") from None
+                raise DataFileError(f"{path}, line {k + 1}: not a {kind} row ({type(err).__name__}: {err})") from None
+            if problem is not None:
+                out.append(problem)
     if not out:
-        raise DataFileError(f"{path} holds no HumanEval problems")
+        raise DataFileError(f"{path} holds no {kind} problems")
     return out
 
 
