@@ -273,13 +273,17 @@ class LoadedModel:
     def name(self) -> str:
         return self.ref.name
 
-    def render(self, prompt: str) -> str:
-        """Wrap a task prompt for this model: chat template when aligned, the raw text otherwise."""
+    def render(self, prompt: str, system: str | None = None) -> str:
+        """Wrap a task prompt for this model: chat template when aligned, the raw text otherwise.
+
+        ``system`` becomes the system message (raw mode: a paragraph before the prompt);
+        ``None`` keeps the template's own default."""
         if not self.chat:
-            return prompt
-        return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
-        )
+            return prompt if system is None else f"{system}\n\n{prompt}"
+        messages = [{"role": "user", "content": prompt}]
+        if system is not None:
+            messages.insert(0, {"role": "system", "content": system})
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)
@@ -314,6 +318,20 @@ def _weights_source(ref: ModelRef, revision: str) -> tuple[str, dict]:
     if ref.kind == "hub":
         common["revision"] = revision
     return source, common
+
+
+def load_tokenizer(name: str, revision: str = "main"):
+    """Only the tokenizer of ``name`` (no weights): for measuring text in the model's tokens
+    before deciding whether the model has to run at all."""
+    ref = resolve_model(name, revision)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers import AutoTokenizer
+
+    source, common = _weights_source(ref, revision)
+    try:
+        return AutoTokenizer.from_pretrained(source, **common)
+    except OSError as err:
+        raise UnknownModelError(f"could not load the tokenizer of '{name}': {str(err).splitlines()[0]}") from None
 
 
 def load_model(

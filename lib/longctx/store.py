@@ -38,14 +38,16 @@ class Request:
     max_new_tokens: int = 64
     stop: StopRule = StopRule()
     meta: dict = field(default_factory=dict, hash=False)
+    system: str | None = None  # system message; None keeps the chat template's default
 
 
 def request_key(fingerprint: str, req: Request, prompt_mode: str) -> str:
     """Identity of a generation: model weights, task, condition, example, prompt, prompt
     mode and decoding settings (a changed stop rule or token budget is a new row)."""
     decoding = {"max_new_tokens": req.max_new_tokens, "stop": asdict(req.stop)}
+    prompt = req.prompt if req.system is None else [req.system, req.prompt]  # keys without a system stay as before
     payload = json.dumps(
-        [fingerprint, req.task, req.condition, req.example_id, req.prompt, prompt_mode, decoding],
+        [fingerprint, req.task, req.condition, req.example_id, prompt, prompt_mode, decoding],
         sort_keys=True,
         ensure_ascii=False,
     )
@@ -108,7 +110,7 @@ def unique_requests(requests: Sequence[Request]) -> list[Request]:
     keeping the first; :func:`run_requests` refuses duplicates."""
     seen, out = set(), []
     for r in requests:
-        key = (r.task, json.dumps(r.condition, sort_keys=True), r.example_id, r.prompt)
+        key = (r.task, json.dumps(r.condition, sort_keys=True), r.example_id, r.system, r.prompt)
         if key not in seen:
             seen.add(key)
             out.append(r)
@@ -180,7 +182,7 @@ def run_requests(
         run_params = {"batch_size": batch_size, "device": lm.device, "dtype": str(lm.dtype).replace("torch.", ""),
                       **(params or {})}
         for max_new, idxs in groups.items():
-            rendered = [lm.render(requests[i].prompt) for i in idxs]
+            rendered = [lm.render(requests[i].prompt, system=requests[i].system) for i in idxs]
 
             def persist(batch, gens, idxs=idxs, rendered=rendered):
                 rows = [
