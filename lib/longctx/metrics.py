@@ -76,6 +76,23 @@ def answer_inclusion(prediction: str, gold_answers: Sequence[str]) -> float:
     return float(any(g and g in pred for g in (normalize_answer(a) for a in gold_answers)))
 
 
+def nolima_contains(response: str, gold_answers: Sequence[str]) -> float:
+    """NoLiMa's ``contains`` metric, used unchanged by the TAG paper: 1.0 if any gold answer
+    occurs in the response as a substring, else 0.0. Exactly as NoLiMa's evaluator:
+    case-sensitive, no normalization, the whole response searched ("Yuki." and "It is Yuki"
+    count for gold "Yuki"; "yuki" does not)."""
+    return float(any(str(g) in response for g in gold_answers))
+
+
+def extremum_drop_rate(acc_short: float, acc_long: float) -> float:
+    """The TAG paper's extremum drop rate in percent: the relative fall in accuracy from the
+    shortest to the longest context, ``100 * (acc_short - acc_long) / acc_short`` (Table 1:
+    81.19 at 250 tokens and 32.67 at 32K give 59.76). Undefined (nan) when ``acc_short`` is 0."""
+    if acc_short == 0:
+        return float("nan")
+    return 100.0 * (acc_short - acc_long) / acc_short
+
+
 def retention(scores_by_h: dict, baseline_h=0) -> dict:
     """Retention R(H) = M(H) / M(baseline_h) for every H in ``scores_by_h`` (H -> M(H)).
 

@@ -12,6 +12,7 @@ TASKS = {
     "longbench_v2": "longctx.tasks.longbench_v2",
     "semantic_competition": "longctx.tasks.semantic_competition",
     "length_alone": "longctx.tasks.length_alone",
+    "tag_needles": "longctx.tasks.tag_needles",
 }
 
 
