@@ -247,17 +247,20 @@ class TagCache:
         return len(self._tags)
 
 
-def tag_chunks(chunks: Sequence[str], tagger, cache: TagCache | None = None) -> list[list[str]]:
-    """Tags for every chunk: distinct, non-blank chunks not in ``cache`` go to the tagger once."""
+def tag_chunks(chunks: Sequence[str], tagger, cache: TagCache | None = None, slice_size: int = 32) -> list[list[str]]:
+    """Tags for every chunk: distinct, non-blank chunks not in ``cache`` go to the tagger once,
+    ``slice_size`` at a time, each slice cached as soon as it is tagged (an interrupted run
+    keeps what it tagged)."""
     cache = cache if cache is not None else TagCache()
     todo: dict[str, str] = {}
     for c in chunks:
         if c.strip() and cache.get(tagger.id, c) is None:
             todo.setdefault(chunk_hash(c), c.strip())
-    if todo:
-        pending = list(todo.values())
-        tags, raws = tagger.tag_with_raw(pending)
-        cache.put(tagger.id, list(zip(pending, tags, raws)))
+    pending = list(todo.values())
+    for start in range(0, len(pending), slice_size):
+        part = pending[start:start + slice_size]
+        tags, raws = tagger.tag_with_raw(part)
+        cache.put(tagger.id, list(zip(part, tags, raws)))
     return [cache.get(tagger.id, c) or [] if c.strip() else [] for c in chunks]
 
 
