@@ -83,6 +83,19 @@ CI_PARAMETERS = {
         "batch_size": 4,
         "results_dir": str(NB_DIR / "results"),
     },
+    "tag_needles": {
+        "model": "smollm2-135m-instruct",
+        "num_cases": 3,
+        "lengths": [60, 120],
+        "query_aware_lengths": [120],
+        "tagger_model": "smollm2-135m-instruct",
+        "llm_tag_method": "hybrid",
+        "chunk_chars": 300,
+        "novelqa_dir": str(ROOT / "tests" / "fixtures" / "novelqa"),
+        "novelqa_max_book_tokens": 100,
+        "batch_size": 4,
+        "results_dir": str(NB_DIR / "results"),
+    },
 }
 
 
