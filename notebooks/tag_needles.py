@@ -70,9 +70,9 @@ import warnings
 
 import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 from IPython.display import Markdown, display
 
+from longctx import plots
 from longctx.models import load_model, load_tokenizer, resolve_model
 from longctx.paths import repo_root, resolve
 from longctx.results import provenance
@@ -200,13 +200,11 @@ display(main.groupby(["variant_label", "length"])[["prompt_tokens", "context_tok
 # %%
 accuracy = tn.accuracy_table(main, by=["model", "variant", "length"])
 accuracy["label"] = accuracy["variant"].map(tn.VARIANT_LABELS)
-fig, ax = plt.subplots(figsize=(6, 3.6))
-for label, g in accuracy.groupby("label", sort=False):
-    ax.errorbar(g["length"], 100 * g["accuracy"], yerr=[100 * (g["accuracy"] - g["ci_low"]),
-                100 * (g["ci_high"] - g["accuracy"])], marker="o", capsize=3, label=label)
-ax.set(xscale="log", xlabel="haystack tokens", ylabel="accuracy (%, contains)", ylim=(-2, 102))
-ax.set_xticks(lengths, [str(n) for n in lengths])
-ax.legend(fontsize=8)
+fig = plots.accuracy_by_position(accuracy, x="length", facet="model", hue="label", facet_title="{}",
+                                 xlabel="haystack tokens")
+fig.axes[0].set_xscale("log")
+fig.axes[0].set_xticks(lengths, [str(n) for n in lengths])
+fig.axes[0].minorticks_off()
 plt.show()
 ours = accuracy.pivot_table(index="variant", columns="length", values="accuracy") * 100
 display(ours.reindex([v for v in variants if v in ours.index]).rename(index=tn.VARIANT_LABELS))
@@ -256,12 +254,11 @@ display(gains.assign(variant=gains["variant"].map(tn.VARIANT_LABELS)).set_index(
 # comparison.
 
 # %%
-by_depth = tn.accuracy_table(main, by=["variant", "depth"])
+by_depth = tn.accuracy_table(main, by=["model", "variant", "depth"])
 by_depth["depth"] = (100 * by_depth["depth"]).round().astype(int)  # percent of the context before the needle
-grid = sns.catplot(data=by_depth.assign(accuracy=100 * by_depth["accuracy"],
-                                        variant=by_depth["variant"].map(tn.VARIANT_LABELS)),
-                   x="depth", y="accuracy", hue="variant", kind="point", height=3.2, aspect=1.6)
-grid.set_axis_labels("needle depth (% of the context before it)", "accuracy (%)")
+by_depth["label"] = by_depth["variant"].map(tn.VARIANT_LABELS)
+plots.accuracy_by_position(by_depth, x="depth", facet="model", hue="label", facet_title="{} (all lengths)",
+                           xlabel="needle depth (% of the context before it)")
 plt.show()
 display((by_depth.pivot_table(index="variant", columns="depth", values="accuracy") * 100)
         .rename(index=tn.VARIANT_LABELS))
