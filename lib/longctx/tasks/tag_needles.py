@@ -39,7 +39,7 @@ from ..engine import StopRule
 from ..errors import DataFileError, ParameterError
 from ..prompts import load_prompt
 from ..store import Request
-from ..tagging import (CategorySet, TagCache, chunk_text, load_categories, tag_chunks, tagged_text)
+from ..tagging import TagCache, chunk_text, load_categories, tag_chunks, tagged_text
 
 TASK = "tag_needles"
 PROJECT_NEEDLE_SET = "longctx"
@@ -540,11 +540,9 @@ def parse_choice(output: str) -> str | None:
 
 def score_novelqa(rows: Sequence[dict]) -> list[dict]:
     """Exact match of the chosen letter with the gold letter."""
-    return [{**r["condition"], "model": r["model"], "example_id": r["example_id"], "output": r["output"],
-             "choice": parse_choice(r["output"]), "correct": float(parse_choice(r["output"]) == r["gold"][0])}
-            for r in rows]
-
-
-def categories_for(variant: str) -> CategorySet | None:
-    definitions, _, _ = _variant(variant)
-    return load_categories(definitions) if definitions else None
+    out = []
+    for r in rows:
+        choice = parse_choice(r["output"])
+        out.append({**r["condition"], "model": r["model"], "example_id": r["example_id"], "output": r["output"],
+                    "choice": choice, "correct": float(choice == r["gold"][0])})
+    return out
