@@ -30,6 +30,7 @@ import re
 import time
 import warnings
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib.resources import files
 from pathlib import Path
 from typing import Callable, Sequence
@@ -252,16 +253,17 @@ def tag_chunks(chunks: Sequence[str], tagger, cache: TagCache | None = None, sli
     ``slice_size`` at a time, each slice cached as soon as it is tagged (an interrupted run
     keeps what it tagged)."""
     cache = cache if cache is not None else TagCache()
+    tagger_id = tagger.id
     todo: dict[str, str] = {}
     for c in chunks:
-        if c.strip() and cache.get(tagger.id, c) is None:
+        if c.strip() and cache.get(tagger_id, c) is None:
             todo.setdefault(chunk_hash(c), c.strip())
     pending = list(todo.values())
     for start in range(0, len(pending), slice_size):
         part = pending[start:start + slice_size]
         tags, raws = tagger.tag_with_raw(part)
-        cache.put(tagger.id, list(zip(part, tags, raws)))
-    return [cache.get(tagger.id, c) or [] if c.strip() else [] for c in chunks]
+        cache.put(tagger_id, list(zip(part, tags, raws)))
+    return [cache.get(tagger_id, c) or [] if c.strip() else [] for c in chunks]
 
 
 def tagged_text(chunks: Sequence[str], tags: Sequence[Sequence[str]]) -> str:
@@ -381,7 +383,7 @@ class LLMTagger:
         self.budget = {"classification": classification_tokens, "ie": ie_tokens}
         self._load, self._lm, self.progress = load, lm, progress
 
-    @property
+    @cached_property
     def id(self) -> str:
         from .prompts import load_prompt
 
