@@ -32,6 +32,8 @@ def main(argv=None) -> int:
     ap.add_argument("--lengths", type=int, nargs="+", default=[0, 3750, 7500, 15000, 30000])
     ap.add_argument("--between-kinds", nargs="+", default=["essay", "whitespace", "mask"])
     ap.add_argument("--before-kinds", nargs="*", default=["whitespace"])
+    ap.add_argument("--before-lengths", type=int, nargs="*", default=None, help="default: --lengths")
+    ap.add_argument("--before-subtasks", nargs="*", default=None, help="default: every subtask")
     ap.add_argument("--recite-kinds", nargs="*", default=["essay"])
     ap.add_argument("--recite-lengths", type=int, nargs="*", default=None)
     ap.add_argument("--stages", nargs="+", default=["solve", "retrieve_then_solve"])
@@ -39,13 +41,15 @@ def main(argv=None) -> int:
     ap.add_argument("--token-budget", type=int, default=None)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--results-dir", default="data/results")
+    ap.add_argument("--experiment", default=la.TASK,
+                    help="store under this experiment name (e.g. a same-request rerun on another device)")
     ap.add_argument("--copy-to", default=None, help="copy the generations file here after every block")
     ap.add_argument("--deadline-s", type=float, default=None, help="stop starting new lengths after this many seconds")
     args = ap.parse_args(argv)
 
     started = time.time()
     problems = {s: la.load_problems(s, args.num_problems, seed=args.seed) for s in args.subtasks}
-    store = ResultsStore(args.results_dir, model_slug(args.model), la.TASK)
+    store = ResultsStore(args.results_dir, model_slug(args.model), args.experiment)
     loaded = {}
 
     def load():
@@ -55,7 +59,8 @@ def main(argv=None) -> int:
 
     requests = la.experiment_requests(problems, lengths=args.lengths, between_kinds=args.between_kinds,
                                       before_kinds=args.before_kinds, recite_kinds=args.recite_kinds,
-                                      recite_lengths=args.recite_lengths)
+                                      recite_lengths=args.recite_lengths, before_lengths=args.before_lengths,
+                                      before_subtasks=args.before_subtasks)
     print(f"{len(requests)} stage-one requests, {len(store.keys())} rows already stored", flush=True)
     if "solve" in args.stages:
         # Block by block (between, recite, before), each shortest length first, so that a

@@ -165,3 +165,40 @@ def test_drops_from_short_is_a_paired_difference():
     assert row["change"] == -50.0 and row["n"] == 4 and row["ci_high"] <= 0
     acc = la.accuracy_by_length(pd.DataFrame(rows))
     assert list(acc["accuracy"]) == [1.0, 0.5]  # the length-0 baseline is copied under the essay curve
+
+
+def test_before_placement_can_have_its_own_lengths_and_subtasks():
+    problems = {"varsum": la.varsum_problems(2), "gsm8k": [la.split_gsm8k(
+        "Tom has 3 apples. He buys 4 more. How many apples does he have?", "3+4=7\n#### 7", "g1")]}
+    reqs = la.experiment_requests(problems, lengths=[0, 50, 100], between_kinds=["whitespace"],
+                                  before_kinds=["whitespace"], recite_kinds=[], before_lengths=[0, 100],
+                                  before_subtasks=["gsm8k"])
+    before = {(r.condition["subtask"], r.condition["filler_tokens"]) for r in reqs
+              if r.condition["placement"] == "before"}
+    assert before == {("gsm8k", 100)}  # length 0 is the shared short problem, not a "before" row
+    between = {(r.condition["subtask"], r.condition["filler_tokens"]) for r in reqs
+               if r.condition["placement"] == "between"}
+    assert between == {(s, n) for s in ("varsum", "gsm8k") for n in (50, 100)}
+    everywhere = la.experiment_requests(problems, lengths=[0, 50], between_kinds=[], before_kinds=["whitespace"],
+                                        recite_kinds=[])
+    assert {(r.condition["subtask"], r.condition["placement"]) for r in everywhere if r.condition["filler_tokens"]} \
+        == {("varsum", "before"), ("gsm8k", "before")}
+    with pytest.raises(ParameterError, match="mmlu"):
+        la.experiment_requests(problems, lengths=[0, 50], before_subtasks=["mmlu"])
+
+
+def test_paired_differences_compares_two_conditions_on_the_same_problems():
+    rows = []
+    for i in range(4):
+        for placement, ok in (("between", i < 1), ("before", i < 3)):
+            rows.append({"subtask": "s", "filler_tokens": 100, "placement": placement, "example_id": f"e{i}",
+                         "correct": float(ok)})
+    rows.append({"subtask": "s", "filler_tokens": 100, "placement": "before", "example_id": "only-before",
+                 "correct": 1.0})  # unpaired: left out
+    rows.append({"subtask": "t", "filler_tokens": 100, "placement": "before", "example_id": "e0", "correct": 1.0})
+    table = la.paired_differences(pd.DataFrame(rows), condition="placement", control="between", treatment="before",
+                                  by=["subtask", "filler_tokens"])
+    (row,) = table.to_dict("records")  # group "t" has no "between" side
+    assert row["subtask"] == "s" and row["n"] == 4
+    assert row["between"] == 25.0 and row["before"] == 75.0 and row["change"] == 50.0
+    assert row["ci_low"] >= 0 and 0 < row["p_sign_flip"] <= 1

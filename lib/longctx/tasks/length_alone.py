@@ -464,7 +464,7 @@ def score_rows(rows: Sequence[dict], problems: Sequence[Problem], *, workers: in
         p = by_id.get(r["example_id"])
         if p is None:
             continue
-        flat = {**r["condition"], "model": r["model"], "example_id": r["example_id"],
+        flat = {**r["condition"], "model": r["model"], "example_id": r["example_id"], "key": r.get("key"),
                 "prompt_tokens": r["prompt_tokens"], "new_tokens": r["new_tokens"], "output": r["output"],
                 "longctx_version": r["longctx_version"], "device": r["params"].get("device"),
                 "dtype": r["params"].get("dtype"), "seconds_per_prompt": r["seconds_per_prompt"]}
@@ -488,11 +488,16 @@ def _digest(problem_id: str, output: str) -> str:
 def experiment_requests(problems: dict[str, Sequence[Problem]], *, lengths: Sequence[int],
                         between_kinds: Sequence[str] = ("essay", "whitespace", "mask"),
                         before_kinds: Sequence[str] = ("whitespace",), recite_kinds: Sequence[str] = ("essay",),
-                        recite_lengths: Sequence[int] | None = None) -> list[Request]:
+                        recite_lengths: Sequence[int] | None = None, before_lengths: Sequence[int] | None = None,
+                        before_subtasks: Sequence[str] | None = None) -> list[Request]:
     """Stage one of the chapter, most important first: solving with filler between evidence and
     question (each kind), recitation with ``recite_kinds`` filler, then filler before the
-    evidence. Length 0 appears once per (problem, mode). Retrieve-then-solve is stage two
+    evidence (at ``before_lengths``, for ``before_subtasks``; ``None`` means ``lengths`` and
+    every subtask). Length 0 appears once per (problem, mode). Retrieve-then-solve is stage two
     (:func:`retrieve_then_solve_requests` on the recitation rows)."""
+    unknown = set(before_subtasks or ()) - set(problems)
+    if unknown:
+        raise ParameterError(f"before_subtasks {sorted(unknown)} are not among the loaded subtasks {sorted(problems)}")
     out: list[Request] = []
     seen: set[str] = set()
 
@@ -509,7 +514,9 @@ def experiment_requests(problems: dict[str, Sequence[Problem]], *, lengths: Sequ
         add(make_requests(items, filler_kinds=recite_kinds, lengths=recite_lengths or lengths,
                           placements=("between",), mode="recite"))
     for subtask, items in problems.items():
-        add(make_requests(items, filler_kinds=before_kinds, lengths=lengths, placements=("before",)))
+        if before_subtasks is None or subtask in before_subtasks:
+            add(make_requests(items, filler_kinds=before_kinds, lengths=lengths if before_lengths is None
+                              else before_lengths, placements=("before",)))
     return out
 
 
@@ -572,24 +579,46 @@ def accuracy_by_length(scored, score: str = "correct"):
                      score=score)
 
 
+def paired_differences(scored, *, condition: str, control, treatment, by: Sequence[str],
+                       score: str = "correct", seed: int = 0):
+    """``treatment`` minus ``control`` of column ``condition`` within each ``by`` group, on the
+    problems run under both (e.g. filler before vs between the evidence at each length, or one
+    device against another): accuracy of each side and the paired change in points with its
+    95% bootstrap interval over problems and a sign-flip p. Groups missing a side are left out."""
+    import pandas as pd
+
+    from ..results import paired_comparison
+
+    out = []
+    for key, group in scored.groupby(list(by)):
+        key = key if isinstance(key, tuple) else (key,)
+        sides = group[group[condition].isin([control, treatment])]
+        res = paired_comparison(sides, condition=condition, control=control, treatment=treatment,
+                                item=["example_id"], score=score, seed=seed)
+        if not res["items"]:
+            continue
+        paired = sides.pivot_table(index="example_id", columns=condition, values=score).dropna()
+        out.append({**dict(zip(by, key)), "n": res["items"], str(control): 100 * paired[control].mean(),
+                    str(treatment): 100 * paired[treatment].mean(), "change": 100 * res["difference"],
+                    "ci_low": 100 * res["ci_low"], "ci_high": 100 * res["ci_high"],
+                    "p_sign_flip": res["p_sign_flip"]})
+    return pd.DataFrame(out)
+
+
 def drops_from_short(scored, score: str = "correct", seed: int = 0):
     """Paired change from length 0 at each longer length (same problems): mean difference in
     points, 95% paired bootstrap interval over problems, sign-flip p."""
     import pandas as pd
 
-    from ..results import paired_comparison
-
     table = with_baseline(scored)
-    out = []
     keys = ["model", "mode", "subtask", "filler", "placement"]
-    for key, group in table.groupby(keys):
-        for length in sorted(group["filler_tokens"].unique()):
-            if length == 0:
-                continue
-            sub = group[group["filler_tokens"].isin([0, length])]
-            res = paired_comparison(sub, condition="filler_tokens", control=0, treatment=length,
-                                    item=["example_id"], score=score, seed=seed)
-            out.append({**dict(zip(keys, key)), "filler_tokens": length, "n": res["items"],
-                        "change": 100 * res["difference"], "ci_low": 100 * res["ci_low"],
-                        "ci_high": 100 * res["ci_high"], "p_sign_flip": res["p_sign_flip"]})
-    return pd.DataFrame(out)
+    parts = []
+    for length in sorted(set(table["filler_tokens"]) - {0}):
+        part = paired_differences(table[table["filler_tokens"].isin([0, length])], condition="filler_tokens",
+                                  control=0, treatment=length, by=keys, score=score, seed=seed)
+        if not part.empty:
+            parts.append(part.assign(filler_tokens=length))
+    columns = [*keys, "filler_tokens", "n", "change", "ci_low", "ci_high", "p_sign_flip"]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)[columns].sort_values([*keys, "filler_tokens"], ignore_index=True)
