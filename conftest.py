@@ -80,6 +80,7 @@ CI_PARAMETERS = {
         "lengths": [0, 32],
         "recite_lengths": [32],
         "before_kinds": ["whitespace"],
+        "before_subtasks": ["varsum"],
         "batch_size": 4,
         "results_dir": str(NB_DIR / "results"),
     },
