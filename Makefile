@@ -6,8 +6,6 @@ TORCH  ?= torch==2.13.0
 NB     ?= notebooks/kv_retrieval.py
 MODEL  ?= qwen2.5-coder-0.5b-instruct
 PARAMS ?=
-# CI and offline machines read the public data files from this mirror.
-export LONGCTX_DATA_MIRROR ?= $(abspath ../shared/data)
 
 .PHONY: install book test run bench clean
 

@@ -108,7 +108,7 @@ from longctx.tasks import multidoc_qa as qa
 warnings.filterwarnings("ignore", category=FutureWarning)
 pd.set_option("display.precision", 3)
 results_path = resolve(results_dir)
-slug = resolve_model(model).slug
+slug = resolve_model(model).results_slug(results_path)
 paper = pd.read_csv(repo_root() / "data" / "paper" / "cnorm_reported.csv")
 _lm = None
 

@@ -63,7 +63,7 @@ from IPython.display import Markdown, display
 
 from longctx import __version__
 from longctx.metrics import summarize
-from longctx.models import load_model, resolve_model
+from longctx.models import load_model
 from longctx.paths import repo_root, resolve
 from longctx.plots import accuracy_by_position
 from longctx.results import load_experiment, paired_effects, provenance
@@ -106,7 +106,7 @@ print(requests[0].prompt[:600], "...")
 # build, which finds every row committed, never loads the model.
 
 # %%
-store = ResultsStore(results_path, resolve_model(model).slug, experiment)
+store = ResultsStore.for_model(results_path, model, experiment)
 rows = run_requests(
     requests,
     store,

@@ -68,7 +68,7 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from longctx.models import load_model, resolve_model
+from longctx.models import load_model
 from longctx.paths import repo_root, resolve
 from longctx.results import provenance
 from longctx.store import ResultsStore
@@ -105,7 +105,7 @@ if masked:
 # rerun only generates what is missing, and the model is loaded only then.
 
 # %%
-store = ResultsStore(results_path, resolve_model(model).slug, experiment)
+store = ResultsStore.for_model(results_path, model, experiment)
 
 
 def load():
@@ -188,7 +188,7 @@ display(paper[paper["table"].isin([7, 8]) & paper["subtask"].isin(placed.get("su
 # the chapter) and are paired with the original rows request by request.
 
 # %%
-check_store = ResultsStore(results_path, resolve_model(model).slug, f"{experiment}_device_check")
+check_store = ResultsStore.for_model(results_path, model, f"{experiment}_device_check")
 check_rows = check_store.rows() if check_store.path.exists() else []
 if check_rows:
     rerun = pd.DataFrame(la.score_rows(check_rows, [p for ps in problems.values() for p in ps]))

@@ -69,7 +69,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from longctx.metrics import paired_bootstrap_difference, summarize
-from longctx.models import load_model, resolve_model
+from longctx.models import load_model
 from longctx.paths import repo_root, resolve
 from longctx.plots import accuracy_by_position
 from longctx.results import load_experiment, paired_effects, provenance
@@ -115,7 +115,7 @@ print(next(r for r in requests if r.condition["setting"] == "documents").prompt[
 # that ends a non-blank line.
 
 # %%
-store = ResultsStore(results_path, resolve_model(model).slug, experiment)
+store = ResultsStore.for_model(results_path, model, experiment)
 rows = run_requests(
     requests, store, model=model,
     load=lambda: load_model(model, device=device, dtype=dtype, prompt_mode=prompt_mode, progress=print),

@@ -80,7 +80,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from longctx.models import load_model, resolve_model
+from longctx.models import load_model
 from longctx.paths import repo_root, resolve
 from longctx.plots import retention_curves
 from longctx.results import provenance, retention_curve, rows_table
@@ -141,7 +141,7 @@ print(far_prompt.prompt[:1400], "...")
 # 32 tokens), and the metrics read that line.
 
 # %%
-store = ResultsStore(results_path, resolve_model(model).slug, experiment)
+store = ResultsStore.for_model(results_path, model, experiment)
 rows = run_requests(
     requests, store, model=model,
     load=lambda: load_model(model, device=device, dtype=dtype, prompt_mode=prompt_mode, progress=print),
@@ -154,7 +154,7 @@ matched_requests = sc.second_reader_requests(plans["squad, bm25"][0], questions[
 for reader in second_readers:
     if reader != model:
         rows += run_requests(
-            matched_requests, ResultsStore(results_path, resolve_model(reader).slug, experiment), model=reader,
+            matched_requests, ResultsStore.for_model(results_path, reader, experiment), model=reader,
             load=lambda reader=reader: load_model(reader, device=device, dtype=dtype, prompt_mode=prompt_mode,
                                                   progress=print),
             prompt_mode=prompt_mode, batch_size=batch_size,

@@ -73,7 +73,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from longctx import plots
-from longctx.models import load_model, load_tokenizer, resolve_model
+from longctx.models import load_model, load_tokenizer
 from longctx.paths import repo_root, resolve
 from longctx.results import provenance
 from longctx.store import ResultsStore, run_requests
@@ -183,7 +183,7 @@ if taggers.llm is not None:
 # system prompt, the tagger's id, the needle's depth and chunk, and the tag token count.
 
 # %%
-store = ResultsStore(results_path, resolve_model(model).slug, experiment)
+store = ResultsStore.for_model(results_path, model, experiment)
 rows = run_requests(requests, store, model=model, load=load, batch_size=batch_size)
 scored = pd.DataFrame(tn.score_rows(rows))
 display(Markdown(provenance(scored, results_path, experiment) + "; generated on "
@@ -306,7 +306,7 @@ if novelqa_dir:
     nq_variants = [v for v in variants if v != "td_tc_llm"]  # the paper tags NovelQA with spaCy only
     nq_requests = tn.novelqa_requests(questions, books, tokenizer=tokenizer, variants=nq_variants,
                                       max_book_tokens=novelqa_max_book_tokens, taggers=taggers)
-    nq_store = ResultsStore(results_path, resolve_model(model).slug, "novelqa")
+    nq_store = ResultsStore.for_model(results_path, model, "novelqa")
     nq = pd.DataFrame(tn.score_novelqa(run_requests(nq_requests, nq_store, model=model, load=load,
                                                     batch_size=batch_size)))
     display((nq.pivot_table(index="variant", columns="complexity", values="correct") * 100)

@@ -1,19 +1,17 @@
-import os
-from pathlib import Path
-
 import pytest
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.fixture
-def data_mirror(monkeypatch):
-    """The public data mirror: $LONGCTX_DATA_MIRROR, else ../shared/data beside the checkout."""
-    mirror = os.environ.get("LONGCTX_DATA_MIRROR") or str(SHARED_DATA)
-    if not Path(mirror).is_dir():
-        pytest.fail(f"data mirror {mirror} not found; set LONGCTX_DATA_MIRROR to a folder with the mirrored files")
-    monkeypatch.setenv("LONGCTX_DATA_MIRROR", mirror)
-    return Path(mirror)
+def public_data(monkeypatch):
+    """The public data files committed in data/public, read with no mirror override
+    (a fresh clone has nothing else)."""
+    from longctx import data
+
+    monkeypatch.delenv(data.MIRROR_ENV, raising=False)
+    missing = [f.filename for f in data.DATA_FILES.values() if not (data.COMMITTED_DIR / f.filename).exists()]
+    if missing:
+        pytest.fail(f"{data.COMMITTED_DIR} lacks {missing}; they are committed with the project")
+    return data.COMMITTED_DIR
 
 
 @pytest.fixture(scope="session")

@@ -94,7 +94,7 @@ def test_release_reader_rejects_corrupt_file(tmp_path):
         kv.read_release_file(bad)
 
 
-def test_release_examples_from_mirror(data_mirror):
+def test_release_examples_from_mirror(public_data):
     exs = kv.release_examples(75, limit=4, num_pairs=20)
     assert len(exs) == 4 and all(e.num_pairs == 20 for e in exs)
     full = kv.release_examples(75, limit=1)

@@ -32,7 +32,7 @@ def test_gsm8k_split_hand_worked():
         la.split_gsm8k("A. B?", "no answer line", "g-3")
 
 
-def test_gsm8k_reads_the_mirror(data_mirror):
+def test_gsm8k_reads_the_mirror(public_data):
     problems = la.gsm8k_problems(5, seed=0)
     assert len(problems) == 5 and all(p.answer.lstrip("-").replace(".", "").isdigit() for p in problems)
 

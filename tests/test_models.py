@@ -46,11 +46,17 @@ def test_missing_package_names_pip_command(monkeypatch, tmp_path):
 def test_dtype_and_device_choices(monkeypatch):
     import torch
 
+    monkeypatch.delenv(models.CPU_DTYPE_ENV, raising=False)
     assert models.pick_dtype("auto", "cuda") == torch.bfloat16
-    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(models, "cpu_bf16_is_faster", lambda: False)
     assert models.pick_dtype("auto", "cpu") == torch.float32
-    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(models, "cpu_bf16_is_faster", lambda: True)
     assert models.pick_dtype("auto", "cpu") == torch.bfloat16
+    monkeypatch.setenv(models.CPU_DTYPE_ENV, "float32")
+    assert models.pick_dtype("auto", "cpu") == torch.float32
+    monkeypatch.setenv(models.CPU_DTYPE_ENV, "int3")
+    with pytest.raises(ParameterError, match="LONGCTX_CPU_DTYPE"):
+        models.pick_dtype("auto", "cpu")
     assert models.pick_dtype("float32", "cuda") == torch.float32
     with pytest.raises(ParameterError):
         models.pick_dtype("int3", "cpu")
@@ -90,3 +96,57 @@ def test_loaded_model_chat_window_and_render(smollm2):
     assert smollm2.chat and smollm2.max_context == 8192
     assert smollm2.render("Hi").endswith("assistant\n") and "Hi" in smollm2.render("Hi")
     assert smollm2.tokenizer.padding_side == "left"
+
+
+def test_without_native_bf16_no_benchmark_and_float32(monkeypatch):
+    models.cpu_bf16_is_faster.cache_clear()
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: False)
+    assert models.cpu_bf16_is_faster() is False
+    models.cpu_bf16_is_faster.cache_clear()
+
+
+def test_local_checkpoint_follows_the_cpu_dtype_rule(tmp_path, monkeypatch):
+    """A checkpoint saved in bfloat16 still loads in float32 where bf16 is slow on the CPU,
+    exactly like a GGUF alias (the rule does not depend on the kind of model)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=1, vocab_size=64, max_position_embeddings=128)
+    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(tmp_path / "tiny-ckpt")
+    _tiny_tokenizer().save_pretrained(tmp_path / "tiny-ckpt")
+    monkeypatch.delenv(models.CPU_DTYPE_ENV, raising=False)
+    monkeypatch.setattr(models, "cpu_bf16_is_faster", lambda: False)
+    lm = models.load_model(str(tmp_path / "tiny-ckpt"), device="cpu")
+    assert lm.dtype == torch.float32 and next(lm.model.parameters()).dtype == torch.float32
+    monkeypatch.setattr(models, "cpu_bf16_is_faster", lambda: True)
+    assert next(models.load_model(str(tmp_path / "tiny-ckpt"), device="cpu").model.parameters()).dtype == torch.bfloat16
+
+
+def _tiny_tokenizer():
+    from tokenizers import Tokenizer, models as tok_models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {f"w{i}": i for i in range(60)} | {"<unk>": 60, "<s>": 61, "</s>": 62}
+    tok = Tokenizer(tok_models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+
+
+def test_local_checkpoint_results_folder_is_named_after_it(tmp_path):
+    for name in ("tiny-llama-qwentok", "other"):
+        (tmp_path / "a" / name).mkdir(parents=True)
+        (tmp_path / "a" / name / "config.json").write_text('{"model_type": "llama"}')
+    (tmp_path / "b" / "tiny-llama-qwentok").mkdir(parents=True)
+    (tmp_path / "b" / "tiny-llama-qwentok" / "config.json").write_text('{"model_type": "qwen2"}')
+    first = models.resolve_model(str(tmp_path / "a" / "tiny-llama-qwentok"))
+    assert first.slug == "tiny-llama-qwentok"
+    results = tmp_path / "results"
+    assert first.results_slug(results) == "tiny-llama-qwentok"
+    from longctx.store import ResultsStore
+
+    ResultsStore(results, first.results_slug(results), "kv").append([{"key": "k", "model_fingerprint": first.fingerprint}])
+    assert first.results_slug(results) == "tiny-llama-qwentok"  # the same checkpoint keeps its folder
+    second = models.resolve_model(str(tmp_path / "b" / "tiny-llama-qwentok"))
+    other = second.results_slug(results)
+    assert other.startswith("tiny-llama-qwentok-") and len(other) == len("tiny-llama-qwentok-") + 6

@@ -202,7 +202,7 @@ def test_baseline_requests_are_closed_book_and_oracle():
 
 # --- the real oracle file (mirror) -------------------------------------------------------
 
-def test_oracle_reconstruction_is_deterministic(data_mirror, tmp_path):
+def test_oracle_reconstruction_is_deterministic(public_data, tmp_path):
     oracle = qa.read_oracle()
     assert len(oracle) == 2655
     assert oracle[0].question == "who got the first nobel prize in physics"

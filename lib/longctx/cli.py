@@ -43,7 +43,7 @@ def run_notebook(notebook: str | Path, model: str, params: dict | None = None,
     results = resolve(results_dir or params.get("results_dir") or "data/results", root)
     if results_dir or "results_dir" in params:
         params["results_dir"] = str(results)
-    out = Path(output) if output else results / ref.slug / nb_path.stem / f"{nb_path.stem}.ipynb"
+    out = Path(output) if output else results / ref.results_slug(results) / nb_path.stem / f"{nb_path.stem}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     nb = jupytext.read(nb_path)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

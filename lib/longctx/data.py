@@ -2,10 +2,13 @@
 
 Resolution order for :func:`fetch`:
 
-1. ``$LONGCTX_DATA_MIRROR/<filename>`` when that variable is set (CI points it at
-   ``../shared/data``);
-2. the download cache ``$LONGCTX_CACHE/data/<filename>`` (default ``~/.cache/longctx``);
-3. a download from the original URL into that cache (only when ``download=True``).
+1. ``$LONGCTX_DATA_MIRROR/<filename>`` when that variable is set (an override, e.g. a
+   folder of newer or larger files on an offline machine);
+2. the copy committed with the project in ``data/public/`` (the small public files the
+   book and tests need, as the Lost in the Middle repository ships its own data; see
+   ``data/README.md`` for source, licence and sha256);
+3. the download cache ``$LONGCTX_CACHE/data/<filename>`` (default ``~/.cache/longctx``);
+4. a download from the original URL into that cache (only when ``download=True``).
 
 Every file is checked against its registered sha256 before it is returned, so a
 truncated or edited file fails loudly instead of silently changing results.
@@ -24,6 +27,8 @@ from .errors import DataFileError
 
 MIRROR_ENV = "LONGCTX_DATA_MIRROR"
 CACHE_ENV = "LONGCTX_CACHE"
+# lib/longctx/data.py -> the repository's data/public (absent in a non-editable install).
+COMMITTED_DIR = Path(__file__).resolve().parents[2] / "data" / "public"
 _LITM = "https://github.com/nelson-liu/lost-in-the-middle/raw/main/"
 
 
@@ -103,10 +108,14 @@ def fetch(name: str, download: bool = True) -> Path:
         candidate = Path(mirror) / spec.filename
         if candidate.exists():
             return _verified(candidate, spec)
+    committed = COMMITTED_DIR / spec.filename
+    if committed.exists():
+        return _verified(committed, spec)
     cached = cache_dir() / "data" / spec.filename
     if cached.exists():
         return _verified(cached, spec)
-    where = f"{MIRROR_ENV}={mirror!r} has no {spec.filename}; " if mirror else f"{MIRROR_ENV} is not set; "
+    where = (f"{MIRROR_ENV}={mirror!r} has no {spec.filename}, " if mirror else f"{MIRROR_ENV} is not set, ") + \
+        f"{COMMITTED_DIR} has no copy; "
     if not download:
         raise DataFileError(f"'{name}' is not available offline: {where}download it from {spec.url}")
     cached.parent.mkdir(parents=True, exist_ok=True)

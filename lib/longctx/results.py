@@ -47,11 +47,16 @@ def provenance(df, results_dir: str | Path, experiment: str) -> str:
     """A one-paragraph caption naming files, models, sizes and library versions behind a figure."""
     if df.empty:
         return "no results"
+    from .errors import LongctxError
+    from .models import model_slug, resolve_model
+
     parts = []
     for model, group in df.groupby("model"):
-        from .models import model_slug
-
-        path = Path(results_dir).name + f"/{model_slug(model)}/{experiment}/{ResultsStore.FILENAME}"
+        try:
+            slug = resolve_model(model).results_slug(results_dir)
+        except LongctxError:  # a local checkpoint that has since moved: its plain name
+            slug = model_slug(model)
+        path = Path(results_dir).name + f"/{slug}/{experiment}/{ResultsStore.FILENAME}"
         versions = ", ".join(sorted(group["longctx_version"].unique()))
         parts.append(f"{model}: {len(group)} generations in `{path}` (longctx {versions})")
     return "; ".join(parts)

@@ -63,6 +63,14 @@ class ResultsStore:
         self.dir = Path(root) / model_slug / experiment
         self.path = self.dir / self.FILENAME
 
+    @classmethod
+    def for_model(cls, root: str | os.PathLike, model: str, experiment: str) -> "ResultsStore":
+        """The store of ``model`` (any name :func:`~longctx.models.resolve_model` takes) under
+        ``root``, in the folder :meth:`~longctx.models.ModelRef.results_slug` names."""
+        from .models import resolve_model
+
+        return cls(root, resolve_model(model).results_slug(root), experiment)
+
     def rows(self) -> list[dict]:
         if not self.path.exists():
             return []

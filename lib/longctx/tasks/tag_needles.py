@@ -275,7 +275,7 @@ def chapter_taggers(variants: Sequence[str], *, results_dir: str | Path, tagger_
         taggers.spacy = SpacyTagger()
     if "llm" in kinds:
         taggers.llm = LLMTagger(tagger_model, "privileged", method=llm_method, load=load, batch_size=batch_size)
-        path = Path(results_dir) / resolve_model(tagger_model).slug / "tags" / f"{llm_method}.jsonl"
+        path = Path(results_dir) / resolve_model(tagger_model).results_slug(results_dir) / "tags" / f"{llm_method}.jsonl"
         taggers.caches["llm"] = TagCache(path)
     return taggers
 
