@@ -202,3 +202,37 @@ def test_paired_differences_compares_two_conditions_on_the_same_problems():
     assert row["subtask"] == "s" and row["n"] == 4
     assert row["between"] == 25.0 and row["before"] == 75.0 and row["change"] == 50.0
     assert row["ci_low"] >= 0 and 0 < row["p_sign_flip"] <= 1
+
+
+def test_gsm8k_without_final_step_drops_the_answer_line(public_data):
+    full = la.load_problems("gsm8k", 5, seed=0)
+    cut = la.load_problems("gsm8k_no_final_step", 5, seed=0)
+    for p, q in zip(full, cut):
+        steps = [s for s in p.analysis.splitlines() if s.strip()]
+        assert q.id == p.id + ":no-final-step" and q.extra["source_id"] == p.id
+        assert q.analysis == "\n".join(steps[:-1]) and steps[-1] not in q.analysis
+        assert (q.evidence, q.question, q.answer) == (p.evidence, p.question, p.answer)
+    req, = la.make_requests(cut[:1], filler_kinds=["essay"], lengths=[0])
+    assert req.condition["subtask"] == "gsm8k_no_final_step" and cut[0].analysis in req.prompt
+    assert req.stop == la.stop_rule("gsm8k", "solve") and req.max_new_tokens == la.budget("gsm8k", "solve")
+    assert la.score_output(cut[0], f"So the answer is {cut[0].answer}.")["correct"] == 1.0
+
+
+def test_hand_worked_final_step_removal():
+    p = la.Problem("gsm8k", "g-1", "Ann has 2 apples and buys 3.", "How many? x", "5",
+                   analysis="She buys 3 more.\nShe has 2 + 3 = 5 apples.")
+    q = la.without_final_step(p)
+    assert q.analysis == "She buys 3 more." and q.subtask == "gsm8k_no_final_step"
+    assert la.without_final_step(la.Problem("gsm8k", "g-2", "e", "q", "1", analysis="1 apple.")).analysis == ""
+
+
+def test_budgets_leave_room_for_the_answer():
+    assert la.budget("varsum", "solve") >= 512 and la.budget("humaneval", "solve") >= 768
+    assert all(la.budget(s, "recite") >= 1024 for s in ("varsum", "gsm8k", "mmlu", "humaneval"))
+
+
+def test_problem_samples_are_prefix_stable(public_data):
+    small = {p.id for p in la.gsm8k_problems(12, seed=0)}
+    large = {p.id for p in la.gsm8k_problems(120, seed=0)}
+    assert len(small) == 12 and small <= large
+    assert {p.id for p in la.gsm8k_problems(12, seed=1)} != small

@@ -192,3 +192,73 @@ def test_real_tokenizer_fillers(smollm2):
         f = maker.make(kind, 300)
         assert abs(f.n_tokens - 300) <= 2, (kind, f.n_tokens)
     assert maker.make("essay", 50).text.startswith("April 2012")
+
+
+class MergingTokenizer(CharTokenizer):
+    """Like CharTokenizer, but a run of spaces or newlines is one token (as BPE merges them)."""
+
+    def __call__(self, text, add_special_tokens=False):
+        import re as _re
+
+        @dataclass
+        class Enc:
+            input_ids: list
+
+        ids = []
+        for m in _re.finditer(r" +|\n+|.", text, flags=_re.S):
+            piece = m.group(0)
+            ids.append(1 + (ord(piece[0]) % 90) if len(piece) == 1 else 90 + (ord(piece[0]) % 5))
+        return Enc(ids)
+
+
+@pytest.mark.parametrize("kind,unit", [("space_tokens", " "), ("newline_tokens", "\n")])
+def test_token_level_filler_is_exactly_n_single_tokens(kind, unit):
+    """Text filler of n spaces would merge into one token; the token-level filler is n copies
+    of the single-space (newline) token, spliced between the separately tokenized parts."""
+    from longctx.padding import encode_prompt, filler_slot
+
+    tok = MergingTokenizer()
+    assert len(tok(unit * 50).input_ids) == 1  # why text filler cannot do this
+    prompt = f"evidence{filler_slot(kind, 50)}question"
+    ids = encode_prompt(tok, prompt)
+    one = tok(unit).input_ids[0]
+    assert ids == tok("evidence").input_ids + [one] * 50 + tok("question").input_ids
+    assert encode_prompt(tok, "no filler here") == tok("no filler here").input_ids
+    assert filler_slot(kind, 0) == "" and FillerMaker(tok).make(kind, 7).n_tokens == 7
+
+
+def test_token_level_filler_needs_a_single_token_unit():
+    from longctx.padding import encode_prompt, filler_slot
+
+    class Split(CharTokenizer):
+        def __call__(self, text, add_special_tokens=False):
+            enc = super().__call__(text)
+            enc.input_ids = enc.input_ids * 2 if text == " " else enc.input_ids
+            return enc
+
+    with pytest.raises(ParameterError, match="single space as 2 tokens"):
+        encode_prompt(Split(), "a" + filler_slot("space_tokens", 3) + "b")
+
+
+def test_token_level_filler_reaches_the_model_in_generate():
+    """The engine counts the filler tokens in the prompt length it reports."""
+    from longctx.padding import filler_slot
+
+    lm = TinyLM(_tiny(), MergingTokenizer())
+    short, = generate(lm, ["evidence question"], max_new_tokens=2, stop_rules=StopRule(newline=False), progress=False)
+    padded, = generate(lm, ["evidence " + filler_slot("space_tokens", 40) + "question"], max_new_tokens=2,
+                       stop_rules=StopRule(newline=False), progress=False)
+    assert padded.prompt_tokens == short.prompt_tokens + 40
+
+
+def test_whitespace_placeholder_becomes_unit_ids_without_tokenizing_the_spaces():
+    """The engine splices n copies of the whitespace unit's id instead of tokenizing n units
+    of text (megabytes of spaces at 16K tokens); essay placeholders are still expanded to text."""
+    from longctx.padding import encode_prompt, expand_fillers, filler_slot
+
+    tok = SpaceMergingTokenizer()
+    prompt = "evidence\n" + filler_slot("whitespace", 40) + "\nquestion"
+    assert expand_fillers(prompt, tok) == prompt  # left for encode_prompt
+    unit = tok(FillerMaker(tok).whitespace_unit).input_ids
+    assert len(unit) == 1
+    assert encode_prompt(tok, prompt) == tok("evidence\n").input_ids + unit * 40 + tok("\nquestion").input_ids

@@ -64,6 +64,35 @@ def run_notebook(notebook: str | Path, model: str, params: dict | None = None,
     return out
 
 
+def _reproduce(args) -> int:
+    from .chapters import CHAPTERS
+    from .errors import ParameterError
+    from .models import load_model
+    from .paths import resolve
+    from .reproduce import chapter_blocks, run_blocks
+
+    chapters = args.chapters or list(CHAPTERS)
+    overrides: dict = {}
+    for name, value in args.set:
+        chapter, _, param = name.partition(".")
+        if chapter not in chapters or not param:
+            raise ParameterError(f"--set {name}: use CHAPTER.PARAM with a chapter among {chapters}")
+        overrides.setdefault(chapter, {})[param] = _literal(value)
+    default = next((s for s in args.scale if ":" not in s), "book")
+    per_chapter = dict(s.split(":", 1) for s in args.scale if ":" in s)
+    blocks = chapter_blocks(chapters, default, overrides, per_chapter)
+    report = run_blocks(blocks, model=args.model, results_dir=resolve(args.results_dir or "data/results"),
+                        load=lambda: load_model(args.model, device=args.device, dtype=args.dtype, progress=print),
+                        batch_size=args.batch_size, token_budget=args.token_budget, deadline_s=args.deadline_s,
+                        copy_to=args.copy_to, dry_run=args.dry_run, progress=False)
+    total = sum(b["requests"] for b in report.blocks)
+    stored = sum(b["stored"] for b in report.blocks)
+    generated = sum(b["generated"] for b in report.blocks)
+    print(f"{len(report.blocks)} blocks, {total} requests: {stored} already stored, {generated} generated, "
+          f"{report.missing} missing" + (f" ({report.stopped_early})" if report.stopped_early else ""))
+    return 0 if args.dry_run or not report.missing else 3
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="longctx", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -75,8 +104,26 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--results-dir", help="results root (default data/results in the repository)")
     run.add_argument("--output", help="where to write the executed notebook")
     sub.add_parser("models", help="list model aliases")
+    rep = sub.add_parser("reproduce", help="generate chapters' rows at a named scale (headline first, resumable)")
+    rep.add_argument("--chapters", nargs="+", default=None, help="default: every chapter")
+    rep.add_argument("--scale", nargs="+", default=["book"], metavar="SCALE",
+                     help="a parameter set in lib/longctx/scales/<chapter>.json for every chapter, and/or "
+                          "CHAPTER:SCALE for one (e.g. --scale book kv_retrieval:paper)")
+    rep.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    rep.add_argument("--set", nargs=2, action="append", default=[], metavar=("CHAPTER.PARAM", "VALUE"),
+                     help="override one parameter of a chapter's scale (value parsed as a Python literal)")
+    rep.add_argument("--batch-size", type=int, default=8)
+    rep.add_argument("--token-budget", type=int, default=None, help="rows x tokens per batch (long prompts batch less)")
+    rep.add_argument("--deadline-s", type=float, default=None, help="start no new chunk after this many seconds")
+    rep.add_argument("--copy-to", default=None, help="copy each generations file here, flat, after every chunk")
+    rep.add_argument("--device", default="auto")
+    rep.add_argument("--dtype", default="auto")
+    rep.add_argument("--results-dir", default=None)
+    rep.add_argument("--dry-run", action="store_true", help="count stored and missing rows; generate nothing")
     args = parser.parse_args(argv)
     try:
+        if args.command == "reproduce":
+            return _reproduce(args)
         if args.command == "models":
             from .models import describe_aliases
 

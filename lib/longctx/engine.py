@@ -101,8 +101,9 @@ class _RowStop:
         import torch
 
         done = []
-        for row, rule in zip(input_ids, self.rules):
-            text = self.tokenizer.decode(row[self.prompt_len :], skip_special_tokens=True)
+        new = input_ids[:, self.prompt_len :].tolist()  # one device-to-host copy per step, not one per row
+        for row, rule in zip(new, self.rules):
+            text = self.tokenizer.decode(row, skip_special_tokens=True)
             done.append(rule.cut(text)[1])
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
@@ -133,7 +134,7 @@ def generate(
     if batch_size < 1:
         raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
     stop_rules = _rules_for(stop_rules, len(prompts))
-    from .padding import MASKED_GAP, expand_fillers
+    from .padding import MASKED_GAP, encode_prompt, expand_fillers
 
     prompts = [expand_fillers(p, lm.tokenizer) for p in prompts]
     masked = [i for i, p in enumerate(prompts) if MASKED_GAP.search(p)]
@@ -141,7 +142,7 @@ def generate(
         return _generate_in_two_parts(lm, prompts, masked, max_new_tokens=max_new_tokens, stop_rules=stop_rules,
                                       batch_size=batch_size, progress=progress, desc=desc, on_batch=on_batch)
     tok = lm.tokenizer
-    encoded = [tok(p, add_special_tokens=False).input_ids for p in prompts]
+    encoded = [encode_prompt(tok, p) for p in prompts]
     for i, ids in enumerate(encoded):
         lm.check_fits(len(ids), max_new_tokens, label=f"prompt {i}")
     results: list[Generation | None] = [None] * len(prompts)
@@ -205,14 +206,14 @@ def masked_inputs(tokenizer, prompt: str) -> tuple[list[int], list[int]]:
     model therefore sees the evidence and the question exactly where they would sit in
     the long input while attending to nothing in between, at the cost of the short input.
     """
-    from .padding import split_masked
+    from .padding import encode_prompt, split_masked
 
     segments, gaps = split_masked(prompt)
     ids: list[int] = []
     positions: list[int] = []
     offset = 0
     for k, segment in enumerate(segments):
-        seg_ids = tokenizer(segment, add_special_tokens=False).input_ids if segment else []
+        seg_ids = encode_prompt(tokenizer, segment) if segment else []
         positions.extend(range(offset + len(ids), offset + len(ids) + len(seg_ids)))
         ids.extend(seg_ids)
         if k < len(gaps):

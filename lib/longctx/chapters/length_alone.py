@@ -1,0 +1,59 @@
+"""Context-length-alone chapter (Du et al.): filler between or before the evidence,
+recitation, retrieve-then-solve.
+
+The grid is a list of *arms*, each a set of subtasks solved (or recited) with some filler
+kinds at some lengths and one placement, so a chapter can run the expensive long fillers
+only where they answer a question (e.g. before-vs-between for GSM8K alone). Arms marked
+``headline`` run first; within an arm, shorter lengths run first, so a deadline leaves
+whole curves. Length 0 is the short problem, shared by every arm that names it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import ParameterError
+from ..tasks import length_alone as la
+from . import Block
+
+NOTEBOOK = "notebooks/length_alone.py"
+EXPERIMENT = la.TASK
+ARM_FIELDS = {"subtasks", "mode", "placement", "kinds", "lengths", "headline"}
+
+
+def problems_for(params: dict) -> dict[str, list[la.Problem]]:
+    """Every subtask any arm names, ``num_problems`` seeded problems each (prefix-stable)."""
+    names = list(dict.fromkeys(s for arm in params["arms"] for s in arm["subtasks"]))
+    return {s: la.load_problems(s, params["num_problems"], seed=params["seed"]) for s in names}
+
+
+def plan(params: dict) -> list[Block]:
+    problems = problems_for(params)
+    every = [p for ps in problems.values() for p in ps]
+    seen: set[str] = set()
+    headline, rest = [], []
+    for k, arm in enumerate(params["arms"]):
+        unknown = set(arm) - ARM_FIELDS
+        if unknown or not {"subtasks", "kinds", "lengths"} <= set(arm):
+            raise ParameterError(f"arm {k}: needs subtasks, kinds, lengths (optional mode, placement, headline); "
+                                 f"unknown fields {sorted(unknown)}")
+        mode, placement = arm.get("mode", "solve"), arm.get("placement", "between")
+        for length in sorted(arm["lengths"]):
+            reqs = []
+            for subtask in arm["subtasks"]:
+                for r in la.make_requests(problems[subtask], filler_kinds=arm["kinds"], lengths=[length],
+                                          placements=(placement,), mode=mode):
+                    key = r.example_id + json.dumps(r.condition, sort_keys=True)
+                    if key not in seen:
+                        seen.add(key)
+                        reqs.append(r)
+            if not reqs:
+                continue
+            followup = None
+            if mode == "recite" and params.get("retrieve_then_solve", True):
+                def followup(rows, every=every):
+                    return la.retrieve_then_solve_requests(every, [r for r in rows if r["condition"]["mode"] == "recite"])
+            name = f"{mode} {'/'.join(arm['subtasks'])} {'/'.join(arm['kinds'])} {placement} {length}"
+            (headline if arm.get("headline") else rest).append(
+                Block(name, EXPERIMENT, reqs, bool(arm.get("headline")), followup))
+    return headline + rest

@@ -1,0 +1,141 @@
+"""``longctx reproduce``: every chapter's generations at a named scale, outside the notebooks.
+
+For each chapter, :func:`longctx.chapters.get_chapter` gives the plan (the same requests the
+notebook builds, so the same store keys), cut into blocks with the headline comparison
+first. Blocks run in that order, in chunks, until a deadline; rows already stored are
+skipped, so an interrupted run resumes, and a run with everything stored loads no model
+and reports only cache hits. After every chunk the generations files can be copied flat to
+a folder (the GPU machine returns files from one folder level only).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .chapters import Block, get_chapter, scale
+from .store import Request, ResultsStore, request_key, run_requests
+
+
+@dataclass
+class Report:
+    """What a reproduce run did, per block: requests, already stored, generated, seconds."""
+
+    blocks: list[dict] = field(default_factory=list)
+    stopped_early: str | None = None
+
+    @property
+    def missing(self) -> int:
+        return sum(b["requests"] - b["stored"] - b["generated"] for b in self.blocks)
+
+
+def approx_tokens(req: Request) -> int:
+    """A cheap prompt length estimate for batching: filler tokens (placeholders) plus about
+    one token per 3.5 characters of the rest."""
+    import re
+
+    from .padding import FILLER_SLOT, TOKEN_SLOT
+
+    # Masked gaps (MASKED_GAP) are never computed, so they add nothing.
+    filler = sum(int(m.group(2)) for rx in (FILLER_SLOT, TOKEN_SLOT) for m in rx.finditer(req.prompt))
+    text = re.sub(r"<\|longctx_[^|]*\|>", "", req.prompt)
+    return filler + int(len(text) / 3.5)
+
+
+def chunks(requests: Sequence[Request], chunk_prompts: int) -> list[list[Request]]:
+    """Requests sorted by length and cut into chunks of at most ``chunk_prompts``, so each
+    chunk's batches pad little and a deadline is checked often."""
+    ordered = sorted(requests, key=approx_tokens)
+    out, current = [], []
+    for r in ordered:
+        current.append(r)
+        if len(current) >= chunk_prompts:
+            out.append(current)
+            current = []
+    if current:
+        out.append(current)
+    return out
+
+
+def batch_for(reqs: Sequence[Request], batch_size: int, token_budget: int | None) -> int:
+    if not token_budget:
+        return batch_size
+    longest = max(approx_tokens(r) + r.max_new_tokens for r in reqs)
+    return max(1, min(batch_size, token_budget // max(1, longest)))
+
+
+def run_blocks(blocks: Sequence[Block], *, model: str, results_dir: str | Path, load: Callable | None = None,
+               batch_size: int = 8, token_budget: int | None = None, chunk_prompts: int = 256,
+               deadline_s: float | None = None, copy_to: str | Path | None = None, dry_run: bool = False,
+               progress: bool = True, log: Callable[[str], None] = print, params: dict | None = None) -> Report:
+    """Run ``blocks`` in order (see module docstring); returns a :class:`Report`."""
+    from .models import resolve_model
+
+    started = time.time()
+    ref = resolve_model(model)
+    loaded: dict = {}
+
+    def lazy():
+        if "lm" not in loaded:
+            loaded["lm"] = load()
+        return loaded["lm"]
+
+    report = Report()
+    queue = list(blocks)
+    while queue:
+        block = queue.pop(0)
+        store = ResultsStore.for_model(results_dir, model, block.experiment)
+        stored = store.keys()
+        keys = [request_key(ref.fingerprint, r, "auto") for r in block.requests]
+        todo = [r for r, k in zip(block.requests, keys) if k not in stored]
+        entry = {"block": block.name, "experiment": block.experiment, "requests": len(block.requests),
+                 "stored": len(block.requests) - len(todo), "generated": 0, "seconds": 0.0}
+        report.blocks.append(entry)
+        log(f"[{time.time() - started:7.0f} s] {block.name}: {len(block.requests)} requests, "
+            f"{entry['stored']} stored, {len(todo)} to generate")
+        if todo and not dry_run:
+            for part in chunks(todo, chunk_prompts):
+                if deadline_s is not None and time.time() - started > deadline_s:
+                    report.stopped_early = f"deadline of {deadline_s:.0f} s reached in block '{block.name}'"
+                    log(report.stopped_early)
+                    return report
+                t0 = time.time()
+                run_requests(part, store, model=model, load=lazy, lm=loaded.get("lm"),
+                             batch_size=batch_for(part, batch_size, token_budget), progress=progress, params=params)
+                entry["generated"] += len(part)
+                entry["seconds"] += time.time() - t0
+                if copy_to:
+                    copy_flat(store, copy_to)
+        if block.followup is not None:
+            rows = store.rows()
+            mine = {request_key(ref.fingerprint, r, "auto") for r in block.requests}
+            second = block.followup([r for r in rows if r["key"] in mine])
+            if second:
+                queue.insert(0, Block(f"{block.name} -> stage two", block.experiment, second, block.headline))
+    return report
+
+
+def copy_flat(store: ResultsStore, folder: str | Path) -> Path:
+    """Copy a store's generations file to ``folder/<model>__<experiment>.jsonl``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{store.dir.parent.name}__{store.dir.name}.jsonl"
+    shutil.copy(store.path, target)
+    return target
+
+
+def chapter_blocks(chapters: Sequence[str], scale_name: str, overrides: dict | None = None,
+                   per_chapter: dict[str, str] | None = None) -> list[Block]:
+    """Every named chapter's blocks at a scale (``per_chapter`` may name another scale for
+    some chapters): all headline blocks first (chapter order), then the rest. ``overrides``
+    maps a chapter to parameter overrides."""
+    head, rest = [], []
+    for chapter in chapters:
+        name = (per_chapter or {}).get(chapter, scale_name)
+        blocks = get_chapter(chapter).plan(scale(chapter, name, **(overrides or {}).get(chapter, {})))
+        head += [b for b in blocks if b.headline]
+        rest += [b for b in blocks if not b.headline]
+    return head + rest
