@@ -13,11 +13,14 @@ ROOT = Path(__file__).parent
 NB_DIR = ROOT / "tests" / "_nb"
 
 CI_PARAMETERS = {
+    # The findings page reads the committed rows; nothing is generated.
+    "findings": {},
     "kv_retrieval": {
         "model": "smollm2-135m-instruct",
         "num_pairs": [4, 6],
-        "gold_positions": [0.0, 1.0],
+        "gold_positions": [0.0, 0.5, 1.0],
         "examples_per_cell": 2,
+        "kv_source": "synthetic",
         "batch_size": 4,
         "results_dir": str(NB_DIR / "results"),
     },
@@ -75,12 +78,14 @@ CI_PARAMETERS = {
     },
     "length_alone": {
         "model": "smollm2-135m-instruct",
-        "subtasks": ["varsum", "mmlu", "humaneval"],
-        "num_problems": 1,
-        "lengths": [0, 32],
-        "recite_lengths": [32],
-        "before_kinds": ["whitespace"],
-        "before_subtasks": ["varsum"],
+        "num_problems": 2,
+        "arms": [
+            {"subtasks": ["gsm8k"], "kinds": ["essay", "whitespace", "mask"], "lengths": [0, 32]},
+            {"subtasks": ["gsm8k"], "kinds": ["whitespace"], "lengths": [32], "placement": "before"},
+            {"subtasks": ["gsm8k"], "kinds": ["space_tokens", "newline_tokens"], "lengths": [32]},
+            {"subtasks": ["gsm8k_no_final_step"], "kinds": ["essay", "whitespace", "mask"], "lengths": [0, 32]},
+            {"subtasks": ["mmlu"], "kinds": ["essay"], "lengths": [32], "mode": "recite"},
+        ],
         "batch_size": 4,
         "results_dir": str(NB_DIR / "results"),
     },

@@ -103,3 +103,25 @@ def test_sign_flip_test_hand_worked():
     assert sign_flip_test([1.0] * 4 + [0.0] * 36) == 2 / 16
     # 3 up, 2 down among 24: the mean is 1/24 and every sign pattern is at least as far from 0
     assert sign_flip_test([1.0] * 3 + [-1.0] * 2 + [0.0] * 19) == 1.0
+
+
+def test_summary_of_repeated_items_is_clustered_not_wilson():
+    """Pooling several rows of one question (its positions) must not count them as
+    independent: the interval resamples questions, and is wider than a Wilson interval over rows."""
+    import pandas as pd
+
+    from longctx.metrics import summarize, wilson_interval
+
+    # 10 questions x 5 positions; a question is either always right or always wrong.
+    rows = [{"example_id": f"q{q}", "position": p, "correct": float(q < 6)} for q in range(10) for p in range(5)]
+    table = summarize(pd.DataFrame(rows), ["position"])
+    assert (table["interval"] == "wilson").all() and (table["units"] == table["n"]).all()
+    pooled = summarize(pd.DataFrame(rows).assign(all="all"), ["all"]).iloc[0]
+    assert pooled["interval"] == "cluster bootstrap" and pooled["n"] == 50 and pooled["units"] == 10
+    naive_lo, naive_hi = wilson_interval(30, 50)
+    assert pooled["ci_high"] - pooled["ci_low"] > 1.5 * (naive_hi - naive_lo)
+    # the clustered interval equals the Wilson interval of the 10 questions' own outcomes, roughly
+    lo10, hi10 = wilson_interval(6, 10)
+    assert abs((pooled["ci_high"] - pooled["ci_low"]) - (hi10 - lo10)) < 0.2
+    independent = summarize(pd.DataFrame(rows).assign(all="all"), ["all"], unit=None).iloc[0]
+    assert independent["interval"] == "wilson"

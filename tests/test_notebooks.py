@@ -20,7 +20,8 @@ def test_parameters_cell_is_fully_parsed_by_papermill(path):
     # papermill drops a line it cannot parse (e.g. an '=' inside a comment) from --help-notebook
     parsed = [p.name for p in PythonTranslator.inspect(cells[0])]
     assert parsed == assigned
-    assert {"model", "seed", "device", "batch_size", "results_dir"} <= set(parsed)
+    if path.stem != "findings":  # the findings page only reads committed rows
+        assert {"model", "seed", "device", "batch_size", "results_dir"} <= set(parsed)
 
 
 def test_there_are_notebooks():

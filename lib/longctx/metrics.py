@@ -188,16 +188,35 @@ def bootstrap_interval(values: Sequence[float], confidence: float = 0.95, n_resa
     return means[lo_idx], means[hi_idx]
 
 
-def summarize(df, by: Iterable[str], score: str = "correct", confidence: float = 0.95):
-    """Accuracy per group with its Wilson interval: columns n, accuracy, ci_low, ci_high."""
+def summarize(df, by: Iterable[str], score: str = "correct", confidence: float = 0.95,
+              unit: str | None = "example_id"):
+    """Accuracy per group with its interval: columns n, units, accuracy, ci_low, ci_high, interval.
+
+    When every row of a group is a different ``unit`` (question, problem, example), rows are
+    independent and the interval is Wilson's. When a group pools several rows of one unit
+    (e.g. overall accuracy over the positions of the same questions), the rows are not
+    independent: the interval is then a percentile bootstrap that resamples whole units
+    (:func:`bootstrap_interval` with clusters), never a Wilson interval over rows. ``unit=None``
+    (or a table without that column) treats rows as independent.
+    """
     import pandas as pd
 
+    by = list(by)
+    clustered = unit is not None and unit in df.columns
     rows = []
-    for keys, group in df.groupby(list(by), sort=True):
+    for keys, group in df.groupby(by, sort=True):
         keys = keys if isinstance(keys, tuple) else (keys,)
-        k, n = int(group[score].sum()), len(group)
-        lo, hi = wilson_interval(k, n, confidence)
-        rows.append({**dict(zip(by, keys)), "n": n, "accuracy": k / n, "ci_low": lo, "ci_high": hi})
+        values = group[score].astype(float).tolist()
+        n = len(values)
+        units = group[unit].nunique() if clustered else n
+        if clustered and units < n:
+            lo, hi = bootstrap_interval(values, confidence, clusters=group[unit].tolist())
+            method = "cluster bootstrap"
+        else:
+            lo, hi = wilson_interval(int(round(sum(values))), n, confidence)
+            method = "wilson"
+        rows.append({**dict(zip(by, keys)), "n": n, "units": units, "accuracy": sum(values) / n,
+                     "ci_low": lo, "ci_high": hi, "interval": method})
     return pd.DataFrame(rows)
 
 

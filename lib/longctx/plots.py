@@ -65,3 +65,78 @@ def retention_curves(curve, *, h: str = "num_hard", facet: str = "metric", hue: 
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+VERDICT_COLOURS = {"reproduced": "#1b7837", "opposite direction": "#b2182b", "not reproduced": "#d6604d",
+                   "inconclusive at this n": "#878787"}
+
+
+def forest(table, *, title: str | None = None):
+    """One row per claim: our difference with its 95% interval (coloured by verdict) and the
+    paper's effect as a diamond where it reports one (``paper_effect`` column, optional)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    rows = table.reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(rows) + 1.4))
+    ys = list(range(len(rows)))[::-1]
+    for y, r in zip(ys, rows.itertuples()):
+        colour = VERDICT_COLOURS.get(r.verdict, "black")
+        ax.plot([r.ci_low, r.ci_high], [y, y], color=colour, lw=2.2)
+        ax.plot(r.difference, y, "o", color=colour)
+        effect = getattr(r, "paper_effect", None)
+        if effect is not None and effect == effect:
+            ax.plot(effect, y, "D", mfc="white", mec="black", ms=6)
+    ax.axvline(0, color="grey", lw=1)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([f"{r.paper}: {r.comparison}" for r in rows.itertuples()], fontsize=8)
+    ax.set_xlabel("Difference (points)")
+    ax.grid(axis="x", alpha=0.3)
+    handles = [Line2D([], [], color=c, lw=2.2, marker="o", label=v) for v, c in VERDICT_COLOURS.items()]
+    handles.append(Line2D([], [], ls="", marker="D", mfc="white", mec="black", label="paper's effect"))
+    ax.legend(handles=handles, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def condition_bars(summary, *, order, hue: str, value: str = "accuracy", xlabel: str = "Accuracy (%)",
+                   title: str | None = None):
+    """Horizontal bars of ``value`` per condition (in ``order``), grouped by ``hue``, with
+    each row's ``ci_low``..``ci_high`` as a whisker (values are shares, drawn in %)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import seaborn as sns
+
+    hues = list(dict.fromkeys(summary[hue]))
+    palette = dict(zip(hues, sns.color_palette("colorblind")))
+    conditions = [c for c in order if c in set(summary["condition"])]
+    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(conditions) * max(1, len(hues)) ** 0.5 + 1.3))
+    height = 0.8 / len(hues)
+    for k, h in enumerate(hues):
+        part = summary[summary[hue] == h].set_index("condition")
+        ys, vals, los, his = [], [], [], []
+        for i, c in enumerate(conditions):
+            if c in part.index:
+                ys.append(len(conditions) - 1 - i + (len(hues) - 1 - k - (len(hues) - 1) / 2) * height)
+                vals.append(100 * part.loc[c, value])
+                los.append(100 * part.loc[c, "ci_low"])
+                his.append(100 * part.loc[c, "ci_high"])
+        vals, los, his = map(np.asarray, (vals, los, his))
+        ax.barh(ys, vals, height=height * 0.9, color=palette[h], label=h)
+        ax.errorbar(vals, ys, xerr=[vals - los, his - vals], fmt="none", ecolor="black", capsize=2, lw=1)
+        for y, v, hi in zip(ys, vals, his):
+            ax.text(min(hi + 1.5, 101), y, f"{v:.0f}", va="center", fontsize=8)
+    ax.set_yticks(range(len(conditions)))
+    ax.set_yticklabels(conditions[::-1])
+    ax.set_xlim(0, 106)
+    ax.set_xticks(range(0, 101, 20))
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", alpha=0.3)
+    if len(hues) > 1:
+        ax.legend(frameon=False, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(hues))
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig

@@ -118,6 +118,25 @@ def run_blocks(blocks: Sequence[Block], *, model: str, results_dir: str | Path, 
     return report
 
 
+def stored_rows(blocks: Sequence[Block], *, model: str, results_dir: str | Path) -> list[dict]:
+    """The stored rows of every request in ``blocks`` (and of their stage-two requests, built
+    from the stored first-stage rows), in plan order; requests not yet run are left out."""
+    from .models import resolve_model
+
+    ref = resolve_model(model)
+    out, queue = [], list(blocks)
+    while queue:
+        block = queue.pop(0)
+        rows = {r["key"]: r for r in ResultsStore.for_model(results_dir, model, block.experiment).rows()}
+        mine = [rows[k] for k in (request_key(ref.fingerprint, r, "auto") for r in block.requests) if k in rows]
+        out += mine
+        if block.followup is not None:
+            second = block.followup(mine)
+            if second:
+                queue.insert(0, Block(f"{block.name} -> stage two", block.experiment, second, block.headline))
+    return out
+
+
 def copy_flat(store: ResultsStore, folder: str | Path) -> Path:
     """Copy a store's generations file to ``folder/<model>__<experiment>.jsonl``."""
     folder = Path(folder)

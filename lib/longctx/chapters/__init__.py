@@ -24,6 +24,7 @@ from ..store import Request
 CHAPTERS = {
     "kv_retrieval": "longctx.chapters.kv_retrieval",
     "length_alone": "longctx.chapters.length_alone",
+    "multidoc_qa": "longctx.chapters.multidoc_qa",
 }
 
 

@@ -2,6 +2,10 @@
 
 Headline: gold pair first vs in the middle at the largest number of pairs, with and
 without query-aware contextualization; the rest of the position grid follows.
+
+``gold_positions``, ``examples_per_cell`` and ``kv_source`` take one value for every size or
+a mapping from a number of pairs (as a string, JSON-style) to its own value, so one run can
+hold a large headline cell from the paper's records and a small full grid of short contexts.
 """
 
 from __future__ import annotations
@@ -15,13 +19,23 @@ EXPERIMENT = "kv_retrieval"
 HEADLINE_DEPTHS = (0.0, 0.5)
 
 
+def per_size(params: dict, name: str, k: int):
+    """``params[name]`` for ``k`` pairs: the value itself, or its entry for ``k`` in a mapping."""
+    value = params[name]
+    if isinstance(value, dict):
+        if str(k) not in value and k not in value:
+            raise ParameterError(f"{name} has no entry for {k} pairs: {sorted(value)}")
+        return value.get(str(k), value.get(k))
+    return value
+
+
 def examples_for(num_pairs: int, params: dict) -> tuple[list[kv.KVExample], str]:
     """The examples of one context size and the ``source`` label their rows carry.
 
     ``kv_source``: ``synthetic`` (seeded UUIDs), ``release-75`` / ``release-140`` (that
     file, trimmed to ``num_pairs``), or ``release`` (the smallest release file that holds
     ``num_pairs`` pairs, so 75 and 140 pairs both come from the paper's own records)."""
-    source, n = params["kv_source"], params["examples_per_cell"]
+    source, n = per_size(params, "kv_source", num_pairs), per_size(params, "examples_per_cell", num_pairs)
     if source == "synthetic":
         return kv.synthetic_examples(n, num_pairs, seed=params["seed"]), source
     if source == "release":
@@ -41,8 +55,9 @@ def plan(params: dict) -> list[Block]:
         examples, source = examples_for(k, params)
         for qa in params["query_aware"]:
             # Split the positions so that first-vs-middle at the largest size runs first.
-            top = [p for p in params["gold_positions"] if k == largest and p in HEADLINE_DEPTHS]
-            others = [p for p in params["gold_positions"] if p not in top]
+            positions = per_size(params, "gold_positions", k)
+            top = [p for p in positions if k == largest and p in HEADLINE_DEPTHS]
+            others = [p for p in positions if p not in top]
             label = f"{k} pairs, {'query-aware' if qa else 'query at end'}"
             if top:
                 headline.append(Block(f"{label}, depths {top}", EXPERIMENT,

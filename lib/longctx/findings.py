@@ -1,0 +1,369 @@
+"""The book's findings page: each paper's headline claims, the paper's number, ours with a
+95% interval and n, and a verdict, all computed from the committed rows.
+
+Every claim is a paired difference (treatment minus control, in points) on the same items,
+with a percentile bootstrap interval over the independent units (questions, problems or
+key-value examples; rows that share one are resampled together) and a two-sided sign-flip
+p-value on the per-unit differences. The verdict rule (:func:`verdict`):
+
+* **reproduced**: the interval excludes 0 on the side of the paper's effect;
+* **opposite direction**: the interval excludes 0 on the other side;
+* **not reproduced**: the interval includes 0 and excludes the paper's reported effect
+  (an effect as large as the paper's is ruled out);
+* **inconclusive at this n**: the interval includes both 0 and the paper's effect (or the
+  paper gives no size to rule out).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .errors import DataFileError
+
+DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
+VERDICTS = ("reproduced", "opposite direction", "not reproduced", "inconclusive at this n")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Our number for a claim: ``difference`` (points) with its 95% interval, the number of
+    independent units ``n``, a sign-flip ``p``, and the two sides in words."""
+
+    difference: float
+    ci_low: float
+    ci_high: float
+    n: int
+    p: float
+    detail: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    paper: str
+    chapter: str  # notebook name, e.g. "kv_retrieval"
+    label: str  # MyST label of the chapter section that shows it
+    claim: str
+    comparison: str  # what our difference is, e.g. "middle minus first (pts)"
+    paper_value: str
+    direction: int  # +1 / -1: the sign of the paper's effect on our difference
+    paper_effect: float | None  # the paper's effect in points, if it reports one
+    setting: str  # our model/setting in words
+    compute: Callable[[Path], Estimate]
+
+
+def verdict(est: Estimate, claim: Claim) -> str:
+    """One of :data:`VERDICTS` by the rule in the module docstring."""
+    lo, hi = est.ci_low, est.ci_high
+    if lo > 0 or hi < 0:
+        return "reproduced" if (lo > 0) == (claim.direction > 0) else "opposite direction"
+    if claim.paper_effect is not None and not lo <= claim.paper_effect <= hi:
+        return "not reproduced"
+    return "inconclusive at this n"
+
+
+# ---------------------------------------------------------------- shared helpers
+
+
+def _rows(results_dir: Path, experiment: str, model: str = DEFAULT_MODEL) -> list[dict]:
+    path = Path(results_dir) / model / experiment / "generations.jsonl"
+    if not path.exists():
+        raise DataFileError(f"{path} is missing: the findings need the committed rows of '{experiment}'")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _matches(cond: dict, where: dict) -> bool:
+    return all(cond.get(k) == v for k, v in where.items())
+
+
+def paired_estimate(control: dict, treatment: dict, *, side_names: tuple[str, str] = ("control", "treatment"),
+                    seed: int = 0) -> Estimate:
+    """``treatment`` minus ``control`` in points, over the units in both. Each side maps a unit
+    (question, problem, example) to its score, already averaged over the unit's items."""
+    from .metrics import paired_bootstrap_difference, sign_flip_test
+
+    units = sorted(set(control) & set(treatment))
+    if not units:
+        raise DataFileError("no unit was run under both conditions of this claim")
+    a = [control[u] for u in units]
+    b = [treatment[u] for u in units]
+    mean, lo, hi = paired_bootstrap_difference(a, b, seed=seed)
+    p = sign_flip_test([y - x for x, y in zip(a, b)], seed=seed)
+    detail = (f"{side_names[1]} {100 * sum(b) / len(b):.1f}% vs {side_names[0]} {100 * sum(a) / len(a):.1f}%")
+    return Estimate(100 * mean, 100 * lo, 100 * hi, len(units), p, detail)
+
+
+def _by_unit(rows, where: dict, score: Callable[[dict], float], unit=lambda r: r["example_id"]) -> dict:
+    """Mean score per unit over the rows whose condition matches ``where``."""
+    sums: dict = {}
+    for r in rows:
+        if _matches(r["condition"], where):
+            total, count = sums.get(unit(r), (0.0, 0))
+            sums[unit(r)] = (total + score(r), count + 1)
+    return {u: t / c for u, (t, c) in sums.items()}
+
+
+# ---------------------------------------------------------------- Lost in the Middle
+
+
+def _kv_score(row):
+    from .tasks.kv_retrieval import score
+
+    return score(row)
+
+
+def kv_middle_vs_first(results_dir: Path) -> Estimate:
+    rows = _rows(results_dir, "kv_retrieval")
+    base = {"source": "release-140", "num_pairs": 140, "query_aware": False}
+    return paired_estimate(_by_unit(rows, {**base, "gold_index": 0}, _kv_score),
+                           _by_unit(rows, {**base, "gold_index": 70}, _kv_score), side_names=("first", "middle"))
+
+
+def kv_query_aware_middle(results_dir: Path) -> Estimate:
+    rows = _rows(results_dir, "kv_retrieval")
+    base = {"source": "release-140", "num_pairs": 140, "gold_index": 70}
+    return paired_estimate(_by_unit(rows, {**base, "query_aware": False}, _kv_score),
+                           _by_unit(rows, {**base, "query_aware": True}, _kv_score),
+                           side_names=("query at end", "query-aware"))
+
+
+def _qa_score(row):
+    from .tasks.multidoc_qa import score
+
+    return score(row)
+
+
+def _multidoc_headline(results_dir: Path, num_questions: int | None = None):
+    """Rows of the multi-document headline: 20 documents, query at end, BM25 distractors from
+    the oracle reconstruction, on the first ``num_questions`` questions (all when None)."""
+    rows = _rows(results_dir, "multidoc_qa")
+    keep = None
+    if num_questions:
+        from .tasks.multidoc_qa import read_oracle
+
+        keep = {q.example_id for q in read_oracle(limit=num_questions)}
+    return [r for r in rows if keep is None or r["example_id"] in keep]
+
+
+def _multidoc_sides(results_dir: Path):
+    from .chapters import scale
+
+    n = scale("multidoc_qa", "book")["num_questions"]
+    rows = _multidoc_headline(results_dir, n)
+    docs = {"setting": "documents", "num_documents": 20, "query_aware": False, "distractors": "bm25",
+            "random_order": False}
+    first = _by_unit(rows, {**docs, "gold_index": 0}, _qa_score)
+    middle = _by_unit(rows, {**docs, "gold_index": 9}, _qa_score)
+    last = _by_unit(rows, {**docs, "gold_index": 19}, _qa_score)
+    closed = _by_unit(rows, {"setting": "closed-book"}, _qa_score)
+    return first, middle, last, closed
+
+
+def qa_middle_vs_edges(results_dir: Path) -> Estimate:
+    """The U-shape as a contrast fixed in advance: middle minus the mean of first and last."""
+    first, middle, last, _ = _multidoc_sides(results_dir)
+    edge = {u: (first[u] + last[u]) / 2 for u in set(first) & set(last)}
+    return paired_estimate(edge, middle, side_names=("edges (mean of first and last)", "middle"))
+
+
+def qa_middle_vs_closed_book(results_dir: Path) -> Estimate:
+    _, middle, _, closed = _multidoc_sides(results_dir)
+    return paired_estimate(closed, middle, side_names=("closed-book", "middle of 20"))
+
+
+# ---------------------------------------------------------------- C-NORM
+
+
+def cnorm_vs_baseline(results_dir: Path) -> Estimate:
+    """C-NORM minus baseline OAA on 10-document NQ: per question, accuracy averaged over its
+    positions and seeds (the seeds reorder the same questions' distractors, so the question
+    is the unit)."""
+    rows = _rows(results_dir, "cnorm_qa")
+    return paired_estimate(_by_unit(rows, {"method": "baseline"}, _qa_score),
+                           _by_unit(rows, {"method": "C-NORM"}, _qa_score), side_names=("baseline", "C-NORM"))
+
+
+def cnorm_plain_vs_uuid(results_dir: Path) -> Estimate:
+    rows = _rows(results_dir, "cnorm_kv")
+    base = {"density": "high", "num_pairs": 4, "query_aware": False}
+    return paired_estimate(_by_unit(rows, {**base, "delimiter": "-"}, _kv_score),
+                           _by_unit(rows, {**base, "delimiter": ""}, _kv_score), side_names=("UUID", "plain text"))
+
+
+# ---------------------------------------------------------------- semantic competition
+
+_SQUAD = {"corpus": "squad-v2-dev", "snippet_words": 50}
+
+
+def _em(row):
+    from .tasks.semantic_competition import score
+
+    return score(row)["em"]
+
+
+def far_minus_hard(results_dir: Path) -> Estimate:
+    rows = _rows(results_dir, "semantic_competition")
+    hard = {**_SQUAD, "retriever": "bm25", "num_hard": 19, "num_far": 0, "num_snippets": 20}
+    far = {**_SQUAD, "retriever": "bm25", "num_hard": 4, "num_far": 15, "num_snippets": 20}
+    return paired_estimate(_by_unit(rows, hard, _em), _by_unit(rows, far, _em),
+                           side_names=("19 hard", "4 hard + 15 far-rank"))
+
+
+def hard_minus_gold(results_dir: Path) -> Estimate:
+    rows = _rows(results_dir, "semantic_competition")
+    gold = {**_SQUAD, "num_snippets": 1, "num_hard": 0}
+    hard = {**_SQUAD, "retriever": "bm25", "num_hard": 19, "num_far": 0, "num_snippets": 20}
+    return paired_estimate(_by_unit(rows, gold, _em), _by_unit(rows, hard, _em),
+                           side_names=("gold snippet only", "gold + 19 hard"))
+
+
+# ---------------------------------------------------------------- context length alone
+
+
+def _gsm8k_correct(row):
+    from .tasks.length_alone import final_number
+
+    got = final_number(row["output"])
+    try:
+        return float(got is not None and float(got) == float(row["gold"][0]))
+    except ValueError:
+        return 0.0
+
+
+def _length_alone_rows(results_dir: Path) -> list[dict]:
+    """The book-scale GSM8K rows (the committed store also holds an earlier 12-problem run)."""
+    from .chapters import get_chapter, scale
+
+    keep = {p.id for p in get_chapter("length_alone").problems_for(scale("length_alone", "book"))["gsm8k"]}
+    return [r for r in _rows(results_dir, "length_alone") if r["example_id"] in keep]
+
+
+def _gsm8k_drop(results_dir: Path, filler: str, placement: str = "between") -> Estimate:
+    rows = _length_alone_rows(results_dir)
+    short = {"subtask": "gsm8k", "mode": "solve", "filler_tokens": 0}
+    long = {"subtask": "gsm8k", "mode": "solve", "filler": filler, "placement": placement, "filler_tokens": 16000}
+    return paired_estimate(_by_unit(rows, short, _gsm8k_correct), _by_unit(rows, long, _gsm8k_correct),
+                           side_names=("no filler", f"16K {filler} {placement}"))
+
+
+# ---------------------------------------------------------------- tagging
+
+
+def _contains(row):
+    from .metrics import nolima_contains
+
+    return nolima_contains(row["output"], row["gold"])
+
+
+def _tag_vs_baseline(results_dir: Path, variant: str, length: int) -> Estimate:
+    rows = _rows(results_dir, "tag_needles")
+    base = {"length": length, "query_aware": False}
+    return paired_estimate(_by_unit(rows, {**base, "variant": "baseline"}, _contains),
+                           _by_unit(rows, {**base, "variant": variant}, _contains),
+                           side_names=("baseline", variant.replace("_", " ")))
+
+
+# ---------------------------------------------------------------- the claims
+
+_LITM, _CNORM, _SC = "Lost in the Middle", "C-NORM", "Semantic competition"
+_LA, _TAG = "Context length alone", "Tagging-Augmented Generation"
+_READER = "Qwen2.5-Coder-0.5B-Instruct"
+
+CLAIMS: list[Claim] = [
+    Claim("litm-kv-middle", _LITM, "kv_retrieval", "kv-headline",
+          "Key-value retrieval is worse with the gold pair in the middle than first.",
+          "middle minus first (pts)", "worst case 45.6% in the middle; several models near-perfect at the edges "
+          "(75-300 pairs, Figure 7)", -1, None, f"{_READER}, 140 pairs (~9.6K tokens), the paper's records",
+          kv_middle_vs_first),
+    Claim("litm-kv-query-aware", _LITM, "kv_retrieval", "kv-headline",
+          "Query-aware contextualization makes key-value retrieval near-perfect.",
+          "query-aware minus query at end, gold in the middle (pts)",
+          "near-perfect for every model (worst case without it 45.6%, so up to +54.4)", +1, 54.4,
+          f"{_READER}, 140 pairs, gold in the middle", kv_query_aware_middle),
+    Claim("litm-qa-u-shape", _LITM, "multidoc_qa", "multidoc-headline",
+          "Multi-document QA is worse with the answer in the middle than at the edges (U-shape).",
+          "middle minus mean of first and last (pts)", "GPT-3.5-Turbo, 20 documents: 53.8 vs 69.5 = -15.7",
+          -1, -15.7, f"{_READER}, 20 documents, BM25 distractors over the NQ-Open gold chunks", qa_middle_vs_edges),
+    Claim("litm-qa-closed-book", _LITM, "multidoc_qa", "multidoc-headline",
+          "With the answer in the middle of 20 documents, accuracy falls below closed-book.",
+          "middle of 20 minus closed-book (pts)", "GPT-3.5-Turbo: 53.8 vs 56.1 = -2.3", -1, -2.3,
+          f"{_READER}, 20 documents", qa_middle_vs_closed_book),
+    Claim("cnorm-qa", _CNORM, "cnorm", "cnorm-headline",
+          "C-NORM (delimiters chosen by attention balance) raises accuracy on 10-document NQ.",
+          "C-NORM minus baseline OAA (pts)", "about +30% for LLaMA-2-7B (stated in words, Figure 6)", +1, None,
+          f"{_READER}, 10 documents, 5 positions x 3 orderings per question", cnorm_vs_baseline),
+    Claim("cnorm-format", _CNORM, "cnorm", "cnorm-formats",
+          "At high id density, plain text ids are retrieved better than UUIDs.",
+          "plain minus UUID OAA (pts)", "Qwen2.5-1.5B: 0.949 vs 0.854 = +9.5", +1, 9.5,
+          f"{_READER}, 4 pairs of 128-hex ids", cnorm_plain_vs_uuid),
+    Claim("sc-far-minus-hard", _SC, "semantic_competition", "sc-headline",
+          "At matched length, far-rank distractors hurt less than hard (BM25 top-ranked) ones.",
+          "far minus hard EM (pts)", "Qwen2.5-1.5B-Instruct: +4.5 [-0.5, 9.5]; Phi-2: +6.0 [1.0, 11.0]", +1, 4.5,
+          f"{_READER}, SQuAD v2.0 dev, 20 snippets of 50 words", far_minus_hard),
+    Claim("sc-hard-hurts", _SC, "semantic_competition", "sc-headline",
+          "Hard negatives around the gold snippet cut exact match.",
+          "gold + 19 hard minus gold only EM (pts)", "Qwen2.5-1.5B-Instruct: 22.0 vs 51.5 = -29.5", -1, -29.5,
+          f"{_READER}, SQuAD v2.0 dev", hard_minus_gold),
+    Claim("la-essay", _LA, "length_alone", "la-headline",
+          "Essay filler between evidence and question lowers GSM8K accuracy.",
+          "16K essay minus no filler (pts)", "Llama-3-8B, 15K: -9.0 (Mistral-7B: -28.9)", -1, -9.0,
+          f"{_READER}, GSM8K", lambda d: _gsm8k_drop(d, "essay")),
+    Claim("la-whitespace", _LA, "length_alone", "la-headline",
+          "Whitespace filler, minimally distracting, still lowers accuracy.",
+          "16K whitespace minus no filler (pts)", "Llama-3-8B, 15K: -3.2", -1, -3.2,
+          f"{_READER}, GSM8K, whitespace = a 128-space token", lambda d: _gsm8k_drop(d, "whitespace")),
+    Claim("la-mask", _LA, "length_alone", "la-headline",
+          "Masked filler (attention only to evidence and question) still lowers accuracy.",
+          "16K masked minus no filler (pts)", "Llama-3-8B, 15K: -4.3", -1, -4.3,
+          f"{_READER}, GSM8K", lambda d: _gsm8k_drop(d, "mask")),
+    Claim("la-before", _LA, "length_alone", "la-placement",
+          "Filler before the evidence (question next to it) still lowers accuracy.",
+          "16K whitespace before minus no filler (pts)", "Llama-3-8B, 15K: -8.1 (Mistral-7B: -9.3)", -1, -8.1,
+          f"{_READER}, GSM8K", lambda d: _gsm8k_drop(d, "whitespace", "before")),
+    Claim("tag-td", _TAG, "tag_needles", "tag-headline",
+          "Tag definitions in the prompt (TD) raise needle accuracy.",
+          "TD minus baseline at 250 tokens (pts)", "Claude 3.5 Sonnet: 91.3 vs 81.2 = +10.2", +1, 10.2,
+          f"{_READER}, 30 needle questions", lambda d: _tag_vs_baseline(d, "td", 250)),
+    Claim("tag-spacy", _TAG, "tag_needles", "tag-headline",
+          "spaCy tags with their definitions (TD+TC) raise needle accuracy.",
+          "TD+TC (spaCy) minus baseline at 250 tokens (pts)", "Claude 3.5 Sonnet: 88.8 vs 81.2 = +7.6", +1, 7.6,
+          f"{_READER}, 30 needle questions", lambda d: _tag_vs_baseline(d, "td_tc_spacy", 250)),
+]
+
+
+def findings_table(results_dir: str | Path, claims: list[Claim] | None = None):
+    """One row per claim: paper, claim, the paper's number, ours (difference, interval, n, p,
+    the two sides), model/setting, verdict, and the chapter section that shows it."""
+    import pandas as pd
+
+    out = []
+    for c in claims or CLAIMS:
+        est = c.compute(Path(results_dir))
+        out.append({"id": c.id, "paper": c.paper, "claim": c.claim, "comparison": c.comparison,
+                    "paper_value": c.paper_value, "paper_effect": c.paper_effect, "difference": est.difference, "ci_low": est.ci_low,
+                    "ci_high": est.ci_high, "n": est.n, "p": est.p, "detail": est.detail, "setting": c.setting,
+                    "verdict": verdict(est, c), "chapter": c.chapter, "label": c.label})
+    return pd.DataFrame(out)
+
+
+VERDICT_MARK = {"reproduced": "✔ reproduced", "opposite direction": "✘ opposite direction",
+                "not reproduced": "✘ not reproduced", "inconclusive at this n": "? inconclusive at this n"}
+
+
+def as_markdown(table) -> str:
+    """The findings table as MyST Markdown, one table per paper; each row links to the chapter
+    section that shows its data (``{ref}`` roles, so a missing section fails the book build)."""
+    parts = []
+    for paper, rows in table.groupby("paper", sort=False):
+        lines = [f"**{paper}**", "", "| claim | paper | ours: difference [95% CI] | n | verdict | shown in |",
+                 "|---|---|---|---|---|---|"]
+        for r in rows.itertuples():
+            ours = (f"{r.comparison}: **{r.difference:+.1f}** [{r.ci_low:+.1f}, {r.ci_high:+.1f}], "
+                    f"p = {r.p:.3g}; {r.detail}; {r.setting}")
+            lines.append(f"| {r.claim} | {r.paper_value} | {ours} | {r.n} | {VERDICT_MARK[r.verdict]} | "
+                         f"{{ref}}`{r.chapter.replace('_', ' ')} <{r.label}>` |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)

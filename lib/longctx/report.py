@@ -1,0 +1,60 @@
+"""Tables for readers: rounded numbers, intervals in brackets, a dash for what a paper does
+not report, and the sample-size arithmetic behind each headline comparison."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+MISSING = "—"
+
+
+def pct(value: float, digits: int = 1) -> str:
+    """A share in [0, 1] as a percentage string; NaN becomes the dash."""
+    return MISSING if value is None or value != value else f"{100 * value:.{digits}f}"
+
+
+def pct_ci(value: float, low: float, high: float, digits: int = 1) -> str:
+    """``88.0 [80.2, 93.1]`` from shares in [0, 1]."""
+    if value is None or value != value:
+        return MISSING
+    return f"{100 * value:.{digits}f} [{100 * low:.{digits}f}, {100 * high:.{digits}f}]"
+
+
+def points_ci(diff: float, low: float, high: float, digits: int = 1) -> str:
+    """``-55.0 [-67.0, -43.0]`` from differences already in points."""
+    if diff is None or diff != diff:
+        return MISSING
+    return f"{diff:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+def n_for_half_width(differences: Sequence[float], half_width: float = 0.10, z: float = 1.96) -> int:
+    """Units needed for a 95% interval of +-``half_width`` on the mean of paired per-unit
+    differences, from their observed standard deviation: n = (z s / h)^2, rounded up. For
+    0/1 outcomes s^2 = d - m^2, with d the share of discordant units and m the mean
+    difference, so the paired design needs fewer units the fewer units change."""
+    values = list(differences)
+    if len(values) < 2:
+        return 0
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return math.ceil((z * math.sqrt(var) / half_width) ** 2)
+
+
+def show(df, *, notes: str | None = None, index: bool = False):
+    """Display ``df`` as a clean HTML table (no index, NaN as a dash, a footnote if any cell
+    is the dash or ``notes`` is given)."""
+    from IPython.display import HTML, display
+
+    table = df.copy()
+    has_missing = bool(table.isna().to_numpy().any()) or (table.astype(str) == MISSING).to_numpy().any()
+    table = table.astype(object).where(table.notna(), MISSING)
+    html = table.to_html(index=index, escape=True, border=0, classes="longctx-table")
+    foot = []
+    if has_missing:
+        foot.append(f"{MISSING}: not reported or not run.")
+    if notes:
+        foot.append(notes)
+    if foot:
+        html += f'<p class="longctx-note"><small>{" ".join(foot)}</small></p>'
+    display(HTML(html))

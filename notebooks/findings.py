@@ -1,0 +1,66 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# (findings)=
+# # Findings at a glance
+#
+# Each row is one headline claim of one paper, tested on the committed generations of this
+# book: the claim, the paper's number, ours as a paired difference with its 95% interval
+# and the number of independent units *n* (questions, problems or examples; rows that share
+# one are resampled together), and a verdict. Nothing on this page is typed by hand: it is
+# computed by `longctx.findings.findings_table` from `data/results/`, and a unit test
+# recomputes every verdict.
+#
+# **The verdict rule.** For a claim whose paper reports an effect in a given direction:
+#
+# * **reproduced**: our 95% interval excludes 0 on the paper's side;
+# * **opposite direction**: our interval excludes 0 on the other side;
+# * **not reproduced**: our interval includes 0 but excludes the paper's reported effect, so
+#   an effect as large as the paper's is ruled out for this reader;
+# * **inconclusive at this n**: our interval includes 0 and the paper's effect (or the paper
+#   gives no size to rule out).
+#
+# Our reader is a 0.5B coder model (Qwen2.5-Coder-0.5B-Instruct), where the papers use 7B
+# to frontier models, and several of our settings are smaller than the papers'; each
+# chapter says how. A verdict is about this reader in this setting, not about the paper.
+
+# %% tags=["parameters"]
+results_dir = "data/results"  # the committed generations
+
+# %% tags=["remove-cell"]
+import warnings
+
+import matplotlib.pyplot as plt
+from IPython.display import Markdown, display
+
+from longctx import __version__
+from longctx.findings import as_markdown, findings_table
+from longctx.paths import resolve
+from longctx.plots import forest
+
+warnings.filterwarnings("ignore", category=FutureWarning)
+table = findings_table(resolve(results_dir))
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Every headline claim as a paired difference in points (treatment minus control, as named on the left). Bars: our 95% bootstrap interval over independent units; diamonds: the paper's reported effect where it gives one. Colour: the verdict.", "name": "fig-findings"}, "image": {"alt": "Forest plot of fourteen paired differences, one per claim, with the paper's effects as diamonds."}}
+fig = forest(table)
+plt.show()
+
+# %% [markdown]
+# {numref}`fig-findings` shows every claim on one axis; the table below gives the numbers
+# and links each claim to the chapter section that shows its data.
+
+# %% tags=["remove-input"]
+display(Markdown(as_markdown(table)))
+display(Markdown(f"Computed from `{results_dir}` with longctx {__version__}. Differences in points; "
+                 "p: two-sided sign-flip test on the per-unit differences."))
