@@ -73,7 +73,7 @@ batch_size = 4
 results_dir = "data/results"
 experiment = "semantic_competition"
 
-# %%
+# %% tags=["remove-cell"]
 import warnings
 
 import matplotlib.pyplot as plt
@@ -83,6 +83,7 @@ from IPython.display import Markdown, display
 from longctx.models import load_model
 from longctx.paths import repo_root, resolve
 from longctx.plots import retention_curves
+from longctx.report import show
 from longctx.results import provenance, retention_curve, rows_table
 from longctx.store import ResultsStore, run_requests, unique_requests
 from longctx.tasks import semantic_competition as sc
@@ -127,12 +128,9 @@ if nq_questions:
                                                sc.plan_conditions([], [matched_size], keep_hard),
                                                far_from=far_from, seed=seed)
 requests = unique_requests([r for reqs, _, _ in plans.values() for r in reqs])
-display(pd.DataFrame([{"experiment": name, "questions": len(exs), "left out (answer not locatable)": len(skipped),
-                       "prompts": len(reqs)} for name, (reqs, exs, skipped) in plans.items()]))
-example = plans["squad, bm25"][1][0]
-print(f"{len(requests)} distinct prompts. One far-control prompt:\n")
-far_prompt = next(r for r in plans["squad, bm25"][0] if r.condition["num_far"] and r.example_id == example.question.question_id)
-print(far_prompt.prompt[:1400], "...")
+show(pd.DataFrame([{"experiment": name, "questions": len(exs), "left out (answer not locatable)": len(skipped),
+                    "prompts": len(reqs)} for name, (reqs, exs, skipped) in plans.items()]),
+     notes=f"{len(requests)} distinct prompts in all.")
 
 # %% [markdown]
 # ## Generate (or reuse cached generations)
@@ -163,10 +161,10 @@ for reader in second_readers:
 everything = sc.add_metrics(rows_table(rows, score=lambda row: sc.score(row)["em"]))
 table = everything[everything["model"] == model]
 squad_name = squad.name
-print(f"{len(rows)} rows. Source: {provenance(everything, results_path, experiment)}")
+display(Markdown(f"{len(rows)} rows. **Data.** {provenance(everything, results_path, experiment)}"))
 
 
-# %%
+# %% tags=["hide-input"]
 def select(df, *, corpus_name=squad_name, words=snippet_words):
     return df[(df["corpus"] == corpus_name) & (df["snippet_words"] == words)]
 
@@ -179,54 +177,7 @@ def with_far(part):
 readers = with_far(sc.matched_rows(select(everything), matched_size))
 main = readers[readers["model"] == model]
 
-# %% [markdown]
-# ## Table 1: the matched control
-#
-# Gold only, hard (gold + 19 BM25 negatives) and far (gold + the top 4 + 15 far-rank
-# snippets), with 95% bootstrap intervals over questions, for the default reader (all
-# questions) and the second readers (the first `second_reader_questions`). "Tok." is the mean prompt length
-# in the reader's tokens (chat template included): the hard and far contexts are matched.
-
-# %%
-table1 = sc.condition_summary(readers, by=["model", "condition"], seed=seed)
-display(table1)
-display(Markdown("**The paper's Table 1** (SQuAD v1.1, 200 questions):"))
-display(paper[paper["source"] == "Table 1"].pivot_table(index=["reader", "condition"], columns="metric",
-                                                        values="value", aggfunc="first", sort=False))
-
-# %% [markdown]
-# ## Table 2: paired hard-to-far recovery
-#
-# Far minus hard on the same questions: EM and inclusion in percentage points, F1 on
-# [0, 1]; 95% paired bootstrap intervals over question ids and two-sided sign-flip
-# randomization p-values.
-
-# %%
-table2 = sc.recovery_table(readers, by=["model"], seed=seed)
-display(table2.drop(columns=["delta"]))
-display(Markdown("**The paper's Table 2:**"))
-display(paper[paper["source"] == "Table 2"][["reader", "metric", "value"]])
-
-# %% [markdown]
-# **How far is "far"?** The ranks the far snippets were drawn from, among the eligible
-# snippets of each question (hard negatives are ranks 0-18):
-
-# %%
-far_rows = main[main["condition"] == "far"]
-far_ranks = pd.Series([rk for m in far_rows["meta"] for rk in m["far_ranks"]])
-eligible = pd.Series([m["eligible"] for m in far_rows["meta"]])
-display(pd.DataFrame([{"eligible snippets per question (median)": int(eligible.median()),
-                       "far ranks: min": int(far_ranks.min()), "median": int(far_ranks.median()),
-                       "max": int(far_ranks.max())}]))
-
-# %% [markdown]
-# ## Retention curves and censored half-life
-#
-# R(H) = M(H)/M(0) on the questions run at every H, for BM25 and dense (all-MiniLM-L6-v2)
-# hard negatives; bands are 95% bootstrap intervals over questions. K_1/2 is the first
-# tested H with R <= 0.5, otherwise right-censored at the largest tested H.
-
-# %%
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Retention R(H) = M(H)/M(0) of EM and F1 as H hard negatives (BM25 or dense top-ranked snippets) join the gold snippet, on the questions run at every H (40 SQuAD v2.0 questions); bands are 95% bootstrap intervals over questions; dashed: half retention.", "name": "fig-sc-retention"}, "image": {"alt": "Two panels of retention against the number of hard negatives, for BM25 and dense retrieval. EM retention falls below one half by H = 4 (BM25) or 9 (dense); F1 stays above one half up to H = 19."}}
 sweep = select(table)
 sweep = sweep[(sweep["num_far"] == 0) & sweep["num_hard"].isin(hard_counts)]
 curves, lives = [], []
@@ -237,13 +188,76 @@ for r in retrievers:
         curves.append(curve.assign(metric=label))
         lives.append(life.assign(metric=label))
 curves, lives = pd.concat(curves), pd.concat(lives)
-fig = retention_curves(curves[curves["metric"].isin(["EM", "F1"])],
-                       title=f"{model}: retention as hard negatives accumulate ({snippet_words}-word snippets)")
+fig = retention_curves(curves[curves["metric"].isin(["EM", "F1"])])
 plt.show()
-display(curves.pivot_table(index=["retriever", "num_hard"], columns="metric", values=["M", "R"]).round(3))
-display(lives.pivot_table(index="retriever", columns="metric", values="K_1/2", aggfunc="first"))
+
+# %% [markdown]
+# {numref}`fig-sc-retention` shows what hard negatives do to this reader as they
+# accumulate. The paper's point is that some of this loss is competition, not length: the
+# matched control below holds length fixed and swaps most hard negatives for far-rank ones.
+
+
+# %% [markdown]
+# (sc-headline)=
+# ## Table 1: the matched control
+#
+# Gold only, hard (gold + 19 BM25 negatives) and far (gold + the top 4 + 15 far-rank
+# snippets), with 95% bootstrap intervals over questions, for the default reader (all
+# questions) and the second readers (the first `second_reader_questions`). "Tok." is the mean prompt length
+# in the reader's tokens (chat template included): the hard and far contexts are matched.
+
+# %% tags=["hide-input"]
+table1 = sc.condition_summary(readers, by=["model", "condition"], seed=seed)
+show(table1)
+display(Markdown("**The paper's Table 1** (SQuAD v1.1, 200 questions):"))
+show(paper[paper["source"] == "Table 1"].pivot_table(index=["reader", "condition"], columns="metric",
+                                                     values="value", aggfunc="first", sort=False).reset_index())
+
+# %% [markdown]
+# ## Table 2: paired hard-to-far recovery
+#
+# Far minus hard on the same questions: EM and inclusion in percentage points, F1 on
+# [0, 1]; 95% paired bootstrap intervals over question ids and two-sided sign-flip
+# randomization p-values.
+
+# %% tags=["hide-input"]
+table2 = sc.recovery_table(readers, by=["model"], seed=seed)
+show(table2.drop(columns=["delta"]))
+display(Markdown("**The paper's Table 2:**"))
+show(paper[paper["source"] == "Table 2"][["reader", "metric", "value"]])
+
+# %% [markdown]
+# **How far is "far"?** The ranks the far snippets were drawn from, among the eligible
+# snippets of each question (hard negatives are ranks 0-18):
+
+# %% tags=["hide-input"]
+far_rows = main[main["condition"] == "far"]
+far_ranks = pd.Series([rk for m in far_rows["meta"] for rk in m["far_ranks"]])
+eligible = pd.Series([m["eligible"] for m in far_rows["meta"]])
+show(pd.DataFrame([{"eligible snippets per question (median)": int(eligible.median()),
+                       "far ranks: min": int(far_ranks.min()), "median": int(far_ranks.median()),
+                       "max": int(far_ranks.max())}]))
+
+# %% [markdown]
+# One far-control prompt, as the reader sees it (before the chat template):
+
+# %% tags=["hide-input"]
+example = plans["squad, bm25"][1][0]
+far_prompt = next(r for r in plans["squad, bm25"][0] if r.condition["num_far"] and r.example_id == example.question.question_id)
+display(Markdown("```text\n" + far_prompt.prompt[:1400] + "\n...\n```"))
+
+# %% [markdown]
+# ## Retention curves and censored half-life
+#
+# R(H) = M(H)/M(0) on the questions run at every H, for BM25 and dense (all-MiniLM-L6-v2)
+# hard negatives; bands are 95% bootstrap intervals over questions. K_1/2 is the first
+# tested H with R <= 0.5, otherwise right-censored at the largest tested H.
+
+# %% tags=["hide-input"]
+show(curves.pivot_table(index=["retriever", "num_hard"], columns="metric", values=["M", "R"]).round(3).reset_index())
+show(lives.pivot_table(index="retriever", columns="metric", values="K_1/2", aggfunc="first").reset_index())
 display(Markdown("**The paper** (Qwen2.5-1.5B-Instruct, 80-word snippets, not answer-filtered):"))
-display(paper[paper["source"] == "Section 4.1"][["setting", "condition", "metric", "value"]])
+show(paper[paper["source"] == "Section 4.1"][["setting", "condition", "metric", "value"]])
 
 # %% [markdown]
 # ## Snippet length: 50 vs 80 words
@@ -251,7 +265,7 @@ display(paper[paper["source"] == "Section 4.1"][["setting", "condition", "metric
 # The same questions (the first `compare_questions` of the sample) under the matched
 # control at both snippet lengths.
 
-# %%
+# %% tags=["hide-input"]
 length_rows, length_recovery = [], []
 for words in [snippet_words, compare_snippet_words]:
     part = sc.matched_rows(select(table, words=words), matched_size)
@@ -259,10 +273,10 @@ for words in [snippet_words, compare_snippet_words]:
     length_rows.append(sc.condition_summary(part, by=["condition"], seed=seed).assign(snippet_words=words))
     length_recovery.append(sc.recovery_table(part, by=[], seed=seed).assign(snippet_words=words))
 length_rows, length_recovery = pd.concat(length_rows), pd.concat(length_recovery)
-display(length_rows.pivot_table(index="condition", columns="snippet_words", values=["EM", "Incl.", "F1", "Tok."],
-                                aggfunc="first", sort=False))
-display(length_recovery.drop(columns=["delta"]).set_index(["snippet_words", "metric"]))
-display(paper[paper["source"] == "Section 4.4"][["setting", "condition", "metric", "value"]])
+show(length_rows.pivot_table(index="condition", columns="snippet_words", values=["EM", "Incl.", "F1", "Tok."],
+                             aggfunc="first", sort=False).reset_index())
+show(length_recovery.drop(columns=["delta"]))
+show(paper[paper["source"] == "Section 4.4"][["setting", "condition", "metric", "value"]])
 
 # %% [markdown]
 # ## Beyond the paper: the matched control at other N, and on NQ-Open
@@ -272,7 +286,7 @@ display(paper[paper["source"] == "Section 4.4"][["setting", "condition", "metric
 # chunks (answers located by string search; questions whose answer is not in their
 # chunk's text are left out).
 
-# %%
+# %% tags=["hide-input"]
 sizes = []
 for n in sorted({matched_size, *other_sizes}):
     part = sc.matched_rows(select(table), n)
@@ -281,7 +295,7 @@ for n in sorted({matched_size, *other_sizes}):
     rec = sc.recovery_table(part, by=[], seed=seed)
     sizes.append(rec.assign(N=n, tokens=" / ".join(str(t) for t in summary["Tok."])))
 sizes = pd.concat(sizes)
-display(sizes.drop(columns=["delta"]).rename(columns={"tokens": "Tok. hard / far"}).set_index(["N", "metric"]))
+show(sizes.drop(columns=["delta"]).rename(columns={"tokens": "Tok. hard / far"}))
 
 nq_table = nq_recovery = None
 if nq_questions:
@@ -289,8 +303,8 @@ if nq_questions:
     nq_table = sc.condition_summary(nq_main, by=["condition"], seed=seed)
     nq_recovery = sc.recovery_table(nq_main, by=[], seed=seed)
     display(Markdown(f"**NQ-Open gold chunks, {snippet_words}-word snippets, N = {matched_size}:**"))
-    display(nq_table)
-    display(nq_recovery.drop(columns=["delta"]))
+    show(nq_table)
+    show(nq_recovery.drop(columns=["delta"]))
 
 # %% [markdown]
 # ## What we found
@@ -346,6 +360,7 @@ def _one(df, **where):
     return df.iloc[0]
 
 
+checked = 0
 if (model == "qwen2.5-coder-0.5b-instruct" and corpus == "squad-v2-dev" and num_questions == 40 and seed == 0
         and hard_counts == [0, 4, 9, 19] and matched_size == 20 and keep_hard == 4):
     t1 = {c: _one(table1, model=model, condition=c) for c in ["gold", "hard", "far"]}
@@ -384,3 +399,5 @@ if (model == "qwen2.5-coder-0.5b-instruct" and corpus == "squad-v2-dev" and num_
     assert nq_em.tolist() == ["45.8", "8.3", "8.3"]
     nqr = nq_recovery.set_index("metric")
     assert nqr.loc["F1", "Δ"] == "+0.016" and round(nqr.loc["F1", "p"], 2) == 0.81
+    checked = 60
+print(f"quoted numbers checked: {checked}")

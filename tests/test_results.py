@@ -71,3 +71,43 @@ def test_paired_comparison_zero_and_known_effects():
     assert out["difference"] == 1 and out["clusters"] == 3 and out["p_sign_flip"] == pytest.approx(0.25)
     missing = paired_comparison(same, condition="method", control="x", treatment="z", item=["example_id", "pos"])
     assert missing["items"] == 0
+
+
+def test_position_gap_permutation_repeats_the_selection():
+    import numpy as np
+    import pandas as pd
+
+    from longctx.results import position_gap_permutation
+
+    rng = np.random.default_rng(1)
+    # No position effect: 12 questions, 3 positions, independent coin flips.
+    noise = pd.DataFrame(rng.integers(0, 2, size=(12, 3)), columns=[1, 10, 20])
+    res = position_gap_permutation(noise, n_resamples=2000)
+    assert res["null_mean"] > 5  # selecting best and worst after the fact makes a gap from nothing
+    assert res["p"] > 0.05
+    # A strong effect: first position always right, others always wrong.
+    strong = pd.DataFrame({1: [1.0] * 30, 10: [0.0] * 30, 20: [0.0] * 30})
+    res = position_gap_permutation(strong, n_resamples=2000)
+    assert res["gap"] == 100.0 and res["p"] < 0.001 and res["units"] == 30
+
+
+def test_pooled_paired_effect_clusters_by_example_across_lengths():
+    """The pooled ('all') row must resample examples, not (length, example) pairs: an example
+    asked at two lengths counts once."""
+    import pandas as pd
+
+    from longctx.results import paired_effects
+
+    rows = []
+    for q in range(8):
+        for k in (10, 20):
+            for cond in ("a", "b"):
+                rows.append({"model": "m", "example_id": f"q{q}", "num_documents": k, "position": 1,
+                             "query": cond, "correct": float(cond == "b" and q < 4)})
+    effects = {e["num_documents"]: e for e in paired_effects(pd.DataFrame(rows), condition="query", control="a",
+                                                             treatment="b", length="num_documents",
+                                                             item=["example_id", "position"])}
+    lo, hi = [float(x) for x in effects["all"]["95% CI"].strip("[]").split(",")]
+    lo10, hi10 = [float(x) for x in effects[10]["95% CI"].strip("[]").split(",")]
+    # Duplicating every example across two lengths adds no information: same width as one length.
+    assert abs((hi - lo) - (hi10 - lo10)) < 8

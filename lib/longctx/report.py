@@ -46,7 +46,14 @@ def show(df, *, notes: str | None = None, index: bool = False):
     is the dash or ``notes`` is given)."""
     from IPython.display import HTML, display
 
+    import pandas as pd
+
     table = df.copy()
+    if isinstance(table.columns, pd.MultiIndex):  # ("OAA", "mean") -> "OAA mean": no stacked headers
+        table.columns = [" ".join(str(p) for p in col if str(p)) for col in table.columns]
+    table.columns.name = None
+    if not isinstance(table.index, pd.MultiIndex):
+        table.index.name = None
     has_missing = bool(table.isna().to_numpy().any()) or (table.astype(str) == MISSING).to_numpy().any()
     table = table.astype(object).where(table.notna(), MISSING)
     html = table.to_html(index=index, escape=True, border=0, classes="longctx-table")
