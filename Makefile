@@ -7,7 +7,7 @@ NB     ?= notebooks/kv_retrieval.py
 MODEL  ?= qwen2.5-coder-0.5b-instruct
 PARAMS ?=
 
-.PHONY: install book test run bench clean
+.PHONY: install book check-book test run reproduce bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,11 +22,27 @@ install: $(BIN)/python
 book: install
 	$(BIN)/jupyter-book build . -W --keep-going
 
+# Headless Chromium over the built book: console errors, images, MathJax, internal links.
+# Installs Debian's chromium and chromium-driver when they are missing (needs root or sudo).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+check-book: install
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver)
+	$(BIN)/python scripts/check_book.py --html _build/html
+
 test: install
 	$(BIN)/pytest --nbval-lax -q
 
 run:
 	$(BIN)/longctx run $(NB) --model $(MODEL) $(PARAMS)
+
+# Every chapter's generations at a named scale, headline comparisons first, resumable:
+#   make reproduce SCALE=paper CHAPTERS="kv_retrieval length_alone" ARGS="--batch-size 64"
+SCALE    ?= book
+CHAPTERS ?=
+ARGS     ?=
+reproduce:
+	$(BIN)/longctx reproduce --scale $(SCALE) --model $(MODEL) $(if $(CHAPTERS),--chapters $(CHAPTERS)) $(ARGS)
 
 bench:
 	$(BIN)/python scripts/bench_engine.py

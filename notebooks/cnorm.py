@@ -48,7 +48,7 @@
 # make run NB=notebooks/cnorm.py MODEL=Qwen/Qwen2.5-1.5B-Instruct
 # ```
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 kv_formats = ["-", "", "&"]  # id delimiters: UUID, plain text, modified UUID (the paper's Figure 2)
 kv_low_pairs = 16  # low density: pairs of 32-hex-digit ids (the paper: 40)
@@ -348,6 +348,8 @@ ax.set_title(f"{sweep_pairs} pairs, {model}: r = {sweep_r:.2f}, 95% CI [{sweep_r
              fontsize=9)
 ax.grid(alpha=0.3)
 plt.show()
+
+# %% tags=["remove-input"]
 display(Markdown(f"Pearson r between tokens and OAA: **{sweep_r:.2f}** (95% CI {sweep_r_ci[0]:.2f} to "
                  f"{sweep_r_ci[1]:.2f}, {len(by_delim)} delimiters). The paper: r = -0.82 for Qwen2.5-1.5B at "
                  "40 pairs."))
@@ -388,6 +390,8 @@ for ax, fmt in zip(axes, ["UUID (-)", "plain text"]):
 axes[0].set_ylabel("Final-token attention (last layer)")
 fig.tight_layout()
 plt.show()
+
+# %% tags=["hide-input"]
 att_table = pd.DataFrame(att_rows)[["format", "gold_position", "tokens", "abs", "seconds"]]
 show(att_table.round(3))
 

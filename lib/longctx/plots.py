@@ -78,7 +78,7 @@ def forest(table, *, title: str | None = None):
     from matplotlib.lines import Line2D
 
     rows = table.reset_index(drop=True)
-    fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(rows) + 1.4))
+    fig, ax = plt.subplots(figsize=(7.5, 0.38 * len(rows) + 1.4))
     ys = list(range(len(rows)))[::-1]
     for y, r in zip(ys, rows.itertuples()):
         colour = VERDICT_COLOURS.get(r.verdict, "black")
@@ -89,7 +89,8 @@ def forest(table, *, title: str | None = None):
             ax.plot(effect, y, "D", mfc="white", mec="black", ms=6)
     ax.axvline(0, color="grey", lw=1)
     ax.set_yticks(ys)
-    ax.set_yticklabels([f"{r.paper}: {r.comparison}" for r in rows.itertuples()], fontsize=8)
+    ax.set_yticklabels([getattr(r, "short", None) or f"{r.paper}: {r.comparison}" for r in rows.itertuples()],
+                       fontsize=9)
     ax.set_xlabel("Difference (points)")
     ax.grid(axis="x", alpha=0.3)
     handles = [Line2D([], [], color=c, lw=2.2, marker="o", label=v) for v, c in VERDICT_COLOURS.items()]

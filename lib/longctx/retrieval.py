@@ -88,8 +88,17 @@ class DenseRanker:
             raise ParameterError("cannot index an empty corpus")
         path = dense_model_dir(model)
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(path)
-            self.model = AutoModel.from_pretrained(path).to(device).eval()
+            from transformers.utils import logging as hf_logging
+
+            # No "Loading weights" bar: in a notebook it becomes a widget for a one-second load.
+            shown = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()
+            try:
+                self.tokenizer = AutoTokenizer.from_pretrained(path)
+                self.model = AutoModel.from_pretrained(path).to(device).eval()
+            finally:
+                if shown:
+                    hf_logging.enable_progress_bar()
         except (OSError, ValueError) as err:  # missing files, or a folder that holds no encoder
             first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise UnknownModelError(f"could not load dense retriever '{model}' ({first_line}); use "

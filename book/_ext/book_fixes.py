@@ -1,0 +1,26 @@
+"""Small fixes to the built pages, found by scripts/check_book.py in headless Chromium.
+
+* sphinx-thebe and sphinx-book-theme both add the inline ``const THEBE_JS_URL = ...``
+  script, and the second declaration is a SyntaxError on every page: keep one copy of each
+  identical inline script.
+"""
+
+
+def _dedupe_inline_scripts(app, pagename, templatename, context, doctree):
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, kept = set(), []
+    for script in scripts:
+        body = getattr(script, "attributes", {}).get("body") if hasattr(script, "attributes") else None
+        key = ("body", body) if body else ("src", str(script))
+        if body and key in seen:
+            continue
+        seen.add(key)
+        kept.append(script)
+    context["script_files"] = kept
+
+
+def setup(app):
+    app.connect("html-page-context", _dedupe_inline_scripts, priority=900)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

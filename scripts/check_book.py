@@ -1,0 +1,227 @@
+"""Open every page of the built book in headless Chromium and fail on what a reader would see.
+
+Serves ``_build/html`` on 127.0.0.1 and, for every page:
+
+* no console errors (Chromium's SEVERE log entries: failed scripts, missing files, ...);
+* every image loaded (``naturalWidth > 0``);
+* MathJax rendered: no raw TeX delimiters left in the visible text, and a page that had math
+  holds MathJax output;
+* every internal link resolves: the target file exists and, for ``#anchor`` links, the
+  target page has an element with that id;
+* every chapter's hidden check cell verified its quoted numbers in this build: it prints
+  "quoted numbers checked: N", read from the build's execution cache, and N = 0 (a guard
+  that no longer matches the committed run) fails like a broken page.
+
+Needs Debian's ``chromium`` and ``chromium-driver`` and the ``selenium`` package (``make
+check-book`` installs them). Exit status 1 lists every problem; 0 prints a summary.
+
+    python scripts/check_book.py [--html _build/html]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import re
+import shutil
+import sys
+import threading
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urldefrag, urlparse
+
+RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{")
+CHECKED = re.compile(r"quoted numbers checked: (\d+)")
+NOT_CHAPTERS = {"findings"}  # pages that quote no numbers of their own
+
+
+class _Links(HTMLParser):
+    """Hrefs and element ids of one HTML file."""
+
+    def __init__(self):
+        super().__init__()
+        self.hrefs: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("href"):
+            self.hrefs.append(attrs["href"])
+
+
+def parse(path: Path) -> _Links:
+    links = _Links()
+    links.feed(path.read_text(encoding="utf-8", errors="replace"))
+    return links
+
+
+def broken_links(root: Path, pages: list[Path]) -> list[str]:
+    """Internal links whose file or anchor does not exist."""
+    parsed = {p: parse(p) for p in pages}
+    problems = []
+    for page, links in parsed.items():
+        for href in links.hrefs:
+            url = urlparse(href)
+            if url.scheme or url.netloc or href.startswith(("mailto:", "javascript:")):
+                continue  # external links are not the book's to check offline
+            target_path, anchor = urldefrag(href)
+            target = page if not target_path else (page.parent / unquote(target_path)).resolve()
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                problems.append(f"{page.relative_to(root)}: link to missing {href}")
+                continue
+            if anchor and target.suffix == ".html":
+                ids = parsed[target].ids if target in parsed else parse(target).ids
+                if unquote(anchor) not in ids:
+                    problems.append(f"{page.relative_to(root)}: link to missing anchor {href}")
+    return problems
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    missing: list[str] = []
+
+    def log_message(self, *args):  # no access log on stderr
+        pass
+
+    def send_error(self, code, message=None, explain=None):
+        if code == 404:
+            _QuietHandler.missing.append(self.path)
+        super().send_error(code, message, explain)
+
+
+def checks_in_notebook(nb) -> int | None:
+    """The N of a notebook's "quoted numbers checked: N" output, or None if it printed none."""
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            m = CHECKED.search(out.get("text", "") if out.get("output_type") == "stream" else "")
+            if m:
+                return int(m.group(1))
+    return None
+
+
+def quoted_number_problems(build: Path) -> list[str]:
+    """Chapters whose executed notebook (in the build's jupyter cache) checked no quoted number."""
+    cache_dir = build / ".jupyter_cache"
+    if not cache_dir.exists():
+        return [f"no execution cache at {cache_dir}: cannot tell whether the chapters checked their numbers"]
+    from jupyter_cache import get_cache
+
+    cache = get_cache(str(cache_dir))
+    # The newest cached execution of each source file is the one this build used.
+    latest: dict[str, object] = {}
+    for record in cache.list_cache_records():
+        if record.uri not in latest or record.created > latest[record.uri].created:
+            latest[record.uri] = record
+    problems = []
+    for record in cache.list_project_records():
+        name = Path(record.uri).stem
+        if Path(record.uri).parent.name != "notebooks" or name in NOT_CHAPTERS:
+            continue
+        cached = latest.get(record.uri)
+        if cached is None:
+            problems.append(f"{name}: not executed in this build")
+            continue
+        count = checks_in_notebook(cache.get_cache_bundle(cached.pk).nb)
+        if not count:
+            problems.append(f"{name}: its check cell verified {count or 0} quoted numbers (is its guard stale?)")
+    return problems
+
+
+def serve(root: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        raise SystemExit("check_book: needs chromium and chromedriver (Debian: apt-get install chromium "
+                         "chromium-driver); `make check-book` installs them")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-extensions"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+
+
+PAGE_STATE = """
+const images = Array.from(document.images).map(img => ({src: img.currentSrc || img.src,
+    ok: img.complete && img.naturalWidth > 0}));
+const text = document.body ? document.body.innerText : "";
+const math = document.querySelectorAll("mjx-container").length;
+const hadMath = document.querySelectorAll(".math, .MathJax, mjx-container").length;
+return {images: images, text: text, math: math, hadMath: hadMath,
+        mathjax: typeof window.MathJax !== "undefined"};
+"""
+
+
+def check_page(driver, url: str) -> list[str]:
+    import time
+
+    driver.get(url)
+    # Wait for MathJax's typesetting promise when the page loads it.
+    driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+            MathJax.startup.promise.then(() => done(true)).catch(() => done(false));
+        } else { done(true); }""")
+    time.sleep(0.2)
+    state = driver.execute_script(PAGE_STATE)
+    problems = [f"image not loaded: {img['src']}" for img in state["images"] if not img["ok"]]
+    visible = state["text"]
+    if RAW_TEX.search(visible):
+        snippet = RAW_TEX.search(visible)
+        problems.append(f"raw TeX left in the page: ...{visible[max(0, snippet.start() - 40):snippet.end() + 40]!r}...")
+    if state["hadMath"] and not state["math"]:
+        problems.append("math on the page but no MathJax output")
+    for entry in driver.get_log("browser"):
+        if entry.get("level") == "SEVERE":
+            problems.append(f"console error: {entry.get('message')}")
+    return problems
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--html", default="_build/html", help="the built book")
+    args = ap.parse_args(argv)
+    root = Path(args.html).resolve()
+    pages = sorted(p for p in root.rglob("*.html") if "_static" not in p.parts and "_sources" not in p.parts)
+    if not pages:
+        print(f"check_book: no HTML pages under {root}; build the book first (make book)", file=sys.stderr)
+        return 1
+    problems = broken_links(root, pages) + quoted_number_problems(root.parent)
+    server, base = serve(root)
+    driver = browser()
+    try:
+        for page in pages:
+            rel = page.relative_to(root).as_posix()
+            problems += [f"{rel}: {p}" for p in check_page(driver, f"{base}/{rel}")]
+    finally:
+        driver.quit()
+        server.shutdown()
+    problems += [f"a page asked for a missing file: {path}" for path in sorted(set(_QuietHandler.missing))]
+    if problems:
+        print(f"check_book: {len(problems)} problem(s) in {len(pages)} pages:", file=sys.stderr)
+        for p in problems:
+            print(f"  {p}", file=sys.stderr)
+        return 1
+    print(f"check_book: {len(pages)} pages loaded in headless Chromium: no console errors, every image loaded, "
+          "math rendered, every internal link resolves, every chapter checked its quoted numbers")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,86 @@
+"""Chapter plans: the notebooks use the book scale, the book scale is fully committed (a
+reproduce run is all cache hits), and every paper-scale command a chapter prints builds."""
+
+import ast
+import re
+from pathlib import Path
+
+import jupytext
+import pytest
+
+from longctx.chapters import CHAPTERS, all_requests, get_chapter, scale, scales
+from longctx.errors import ParameterError
+from longctx.reproduce import chapter_blocks, run_blocks
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "qwen2.5-coder-0.5b-instruct"
+# Paper scale at a few items, so the test builds every size, position and arm quickly.
+SMALL = {"kv_retrieval": {"examples_per_cell": 3}, "multidoc_qa": {"num_questions": 3, "detail_questions": 3},
+         "length_alone": {"num_problems": 2}}
+
+
+def notebook_parameters(name):
+    nb = jupytext.read(ROOT / get_chapter(name).NOTEBOOK)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    return {t.id: ast.literal_eval(node.value) for node in ast.parse(cell.source).body
+            if isinstance(node, ast.Assign) for t in node.targets}
+
+
+@pytest.mark.parametrize("name", sorted(CHAPTERS))
+def test_notebook_parameters_are_the_book_scale(name):
+    params = notebook_parameters(name)
+    for key, value in scale(name, "book").items():
+        assert params[key] == value, f"{name}: notebook {key}={params[key]!r}, book scale {value!r}"
+
+
+@pytest.mark.parametrize("name", sorted(CHAPTERS))
+def test_book_scale_is_all_cache_hits(name):
+    """`longctx reproduce --scale book` finds every row committed: nothing to generate."""
+    report = run_blocks(chapter_blocks([name], "book"), model=MODEL, results_dir=ROOT / "data" / "results",
+                        dry_run=True, log=lambda m: None)
+    assert report.blocks and report.missing == 0, [b for b in report.blocks if b["stored"] < b["requests"]]
+
+
+@pytest.mark.parametrize("name", sorted(CHAPTERS))
+def test_paper_scale_plan_builds(name):
+    requests = all_requests(get_chapter(name).plan(scale(name, "paper", **SMALL[name])))
+    assert requests and len({(r.example_id, repr(sorted(r.condition.items()))) for r in requests}) == len(requests)
+
+
+def test_printed_reproduce_commands_name_real_chapters_and_scales():
+    found = 0
+    for path in sorted((ROOT / "notebooks").glob("*.py")):
+        for command in re.findall(r"longctx reproduce[^\n`]*", path.read_text()):
+            chapters = re.search(r"--chapters ([\w ]+?)(?: --|$)", command)
+            names = chapters.group(1).split() if chapters else list(CHAPTERS)
+            wanted = re.search(r"--scale (\w+)", command)
+            for name in names:
+                assert name in CHAPTERS, f"{path.name}: {command}"
+                assert (wanted.group(1) if wanted else "book") in scales(name), f"{path.name}: {command}"
+                found += 1
+    assert found
+
+
+def test_multidoc_positions_per_size():
+    """The paper's positions only exist at 30 documents; a size without its own list is an error."""
+    from longctx.chapters import multidoc_qa
+
+    params = scale("multidoc_qa", "paper", num_questions=2, detail_questions=2)
+    by_size = {}
+    for r in all_requests(multidoc_qa.plan(params)):
+        if r.condition["setting"] == "documents":
+            by_size.setdefault(r.condition["num_documents"], set()).add(r.condition["gold_index"] + 1)
+    assert by_size == {10: {1, 5, 10}, 20: {1, 5, 10, 15, 20}, 30: {1, 5, 10, 15, 20, 25, 30}}
+    with pytest.raises(ParameterError, match="position 15 outside 1..10"):
+        multidoc_qa.plan({**params, "gold_positions": [1, 5, 10, 15, 20, 25, 30]})
+    with pytest.raises(ParameterError, match="no positions for 30 documents"):
+        multidoc_qa.plan({**params, "gold_positions": {"10": [1], "20": [1]}})
+
+
+def test_unknown_scale_and_parameter_are_clear_errors():
+    with pytest.raises(ParameterError, match="no scale 'huge'"):
+        scale("kv_retrieval", "huge")
+    with pytest.raises(ParameterError, match="unknown parameters"):
+        scale("kv_retrieval", "book", num_pair=[3])
+    with pytest.raises(ParameterError, match="unknown chapter"):
+        get_chapter("nope")
