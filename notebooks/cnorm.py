@@ -99,7 +99,7 @@ from longctx.metrics import summarize
 from longctx.models import load_model, resolve_model
 from longctx.paths import repo_root, resolve
 from longctx.plots import accuracy_by_position
-from longctx.report import show
+from longctx.report import n_for_half_width, show
 from longctx.results import load_experiment, paired_comparison, provenance
 from longctx.store import ResultsStore, run_requests, unique_requests
 from longctx.tasks import kv_retrieval as kv
@@ -225,6 +225,18 @@ for treatment in ["C-NORM", "shortest tokenization"]:
                           "95% CI": fmt_ci(res["ci_low"], res["ci_high"]), "sign-flip p": round(res["p_sign_flip"], 3)})
 qa_tests = pd.DataFrame(tests)
 show(qa_tests)
+
+# %% [markdown]
+# **Sample size.** From the observed per-question differences (averaged over positions and
+# orderings), the questions a 95% interval of at most 10 points on each side would need:
+
+# %% tags=["hide-input"]
+per_question = (qa_table[qa_table["method"].isin(["baseline", "C-NORM"])]
+                .pivot_table(index="example_id", columns="method", values="correct", aggfunc="mean"))
+show(pd.DataFrame([{"comparison": "C-NORM minus baseline", "questions": len(per_question),
+                    "questions for +-10 pts": n_for_half_width(per_question["C-NORM"] - per_question["baseline"])}]),
+     notes="Six questions are a demonstration; the larger run is a parameter change (qa_questions), "
+           "best made on a GPU.")
 
 # %% [markdown]
 # **OAA and OPA per seed and method.** Intervals: OAA bootstraps whole questions, OPA is

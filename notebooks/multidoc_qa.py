@@ -24,7 +24,7 @@
 # **What we test.** The same prompts (their Figure 2 template), metric (any normalized
 # gold answer contained in the first line of the output) and data (NaturalQuestions-Open
 # with the gold passage from their release), with Qwen2.5-Coder-0.5B-Instruct on a 2-core
-# CPU. The headline runs 200 questions with the answer first, in the middle and last among
+# CPU. The headline runs 150 questions with the answer first, in the middle and last among
 # 20 documents, plus closed-book and oracle (gold passage only), and tests the U-shape as a
 # contrast fixed in advance: the middle minus the mean of the two edges.
 #
@@ -35,7 +35,7 @@
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
-num_questions = 200  # questions in the headline (the paper: all 2,655)
+num_questions = 150  # questions in the headline (the paper: all 2,655)
 detail_questions = 12  # questions in the rest of the grid (query-aware, other sizes)
 num_documents = [10, 20]  # documents per prompt (the paper: 10, 20, 30)
 # Relative depth of the gold document (0 first, 1 last) or 1-based positions: one list for
@@ -105,7 +105,7 @@ largest = max(num_documents)
 head = docs[(docs["num_documents"] == largest) & ~docs["query_aware"]]
 n_head = head["example_id"].nunique()
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the position of the document with the answer, 10 and 20 documents. Solid: question at the end; dashed: query-aware. Dotted line: closed-book; dash-dot: oracle (gold document only). 200 questions per point at 20 documents with the question at the end, 12 elsewhere; bands are 95% Wilson intervals.", "name": "fig-multidoc-position"}, "image": {"alt": "Two panels of accuracy against gold position. At 20 documents with 200 questions the line is nearly flat; the closed-book line lies far below and the oracle line above."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the position of the document with the answer, 10 and 20 documents. Solid: question at the end; dashed: query-aware. Dotted line: closed-book; dash-dot: oracle (gold document only). 150 questions per point at 20 documents with the question at the end, 12 elsewhere; bands are 95% Wilson intervals.", "name": "fig-multidoc-position"}, "image": {"alt": "Two panels of accuracy against gold position. At 20 documents with 200 questions the line is nearly flat; the closed-book line lies far below and the oracle line above."}}
 fig = accuracy_by_position(summary, facet="num_documents", facet_title="{} documents", style="query",
                            xlabel="Position of the document with the answer")
 for ax in fig.axes:

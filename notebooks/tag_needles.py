@@ -79,7 +79,7 @@ from IPython.display import Markdown, display
 from longctx import plots
 from longctx.models import load_model, load_tokenizer
 from longctx.paths import repo_root, resolve
-from longctx.report import points_ci, show
+from longctx.report import n_for_half_width, points_ci, show
 from longctx.results import provenance
 from longctx.store import ResultsStore, run_requests
 from longctx.tagging import load_categories, tagging_report
@@ -165,6 +165,13 @@ show(pd.DataFrame([{"length": r.length, "variant": tn.VARIANT_LABELS[r.variant],
                     "sign-flip p": f"{r.p_sign_flip:.3g}", "paper, Claude 3.5 Sonnet": paper_change(r.variant, r.length)}
                    for r in gains.itertuples()]),
      notes="The paper reports 250, 500, 16K and 32K tokens; we run 250 to 1,000.")
+pairs = main[main["variant"].isin(["baseline", "td_tc_spacy"])].pivot_table(
+    index=["example_id", "length"], columns="variant", values="correct")
+need = {k: n_for_half_width(g["td_tc_spacy"] - g["baseline"]) for k, g in pairs.groupby(level="length")}
+show(pd.DataFrame([{"comparison": "TD+TC (spaCy) minus baseline", "length": k, "questions": len(g),
+                    "questions for +-10 pts": need[k]} for k, g in pairs.groupby(level="length")]),
+     notes="From the observed per-question differences. The project's needle set has 48 questions; more pairs "
+           "(same rules: no literal overlap, one-hop and two-hop) are needed to reach these sizes.")
 
 # %% [markdown]
 # The paper's Table 1 in full (Claude 3.5 / 3.7 Sonnet on NoLiMa+; "td_tc_llm" is its
