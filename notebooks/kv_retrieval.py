@@ -96,7 +96,8 @@ table["query"] = table["query_aware"].map({False: "query at end", True: "query-a
 summary = summarize(table, ["model", "num_pairs", "query", "depth"])
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the gold pair's relative depth (0 = first, 1 = last) for 10, 30 and 140 key-value pairs; solid: query after the data, dashed: query-aware. Bands: 95% Wilson intervals (8 examples per point at 10 and 30 pairs, 100 at 140 pairs).", "name": "fig-kv-position"}, "image": {"alt": "Three panels of accuracy against gold depth. At 10 and 30 pairs accuracy stays between 50 and 100 percent; at 140 pairs it falls from 88 percent with the gold pair first to 33 percent in the middle, with or without the query before the data."}}
-fig = accuracy_by_position(summary, x="depth", style="query", xlabel="Relative depth of the gold pair")
+fig = accuracy_by_position(summary, x="depth", style="query", xlabel="Relative depth of the gold pair",
+                           panel_width=3.3, xlim=(-0.05, 1.05))
 plt.show()
 
 # %% [markdown]

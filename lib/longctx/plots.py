@@ -5,14 +5,14 @@ from __future__ import annotations
 
 def accuracy_by_position(summary, *, x: str = "position", facet: str = "num_pairs", hue: str = "model",
                          style: str | None = None, facet_title: str = "{} pairs", xlabel: str = "Position of gold item",
-                         title: str | None = None):
+                         title: str | None = None, panel_width: float = 4.2, xlim: tuple | None = None):
     """Accuracy vs gold position, one panel per ``facet`` value, one line per ``hue``
     (and ``style``), with a shaded band for each row's ``ci_low``..``ci_high``."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     facets = sorted(summary[facet].unique())
-    fig, axes = plt.subplots(1, len(facets), figsize=(4.2 * len(facets), 3.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(facets), figsize=(panel_width * len(facets), 3.4), squeeze=False, sharey=True)
     palette = dict(zip(sorted(summary[hue].unique()), sns.color_palette("colorblind")))
     styles = sorted(summary[style].unique()) if style else [None]
     dashes = dict(zip(styles, ["-", "--", ":", "-."]))
@@ -27,6 +27,8 @@ def accuracy_by_position(summary, *, x: str = "position", facet: str = "num_pair
         ax.set_title(facet_title.format(value))
         ax.set_xlabel(xlabel)
         ax.set_ylim(-2, 102)
+        if xlim:
+            ax.set_xlim(*xlim)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("Accuracy (%)")
     handles, labels = axes[0][0].get_legend_handles_labels()
