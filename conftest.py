@@ -28,7 +28,7 @@ CI_PARAMETERS = {
         "model": "smollm2-135m-instruct",
         "num_questions": 2,
         "num_documents": [3, 4],
-        "gold_positions": [0.0, 1.0],
+        "gold_positions": [0.0, 0.5, 1.0],
         "query_aware": [False, True],
         "batch_size": 4,
         "results_dir": str(NB_DIR / "results"),
