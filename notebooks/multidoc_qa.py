@@ -108,7 +108,7 @@ largest = max(num_documents)
 head = docs[(docs["num_documents"] == largest) & ~docs["query_aware"]]
 n_head = head["example_id"].nunique()
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the position of the document with the answer, 10 and 20 documents. Solid: question at the end; dashed: query-aware. Dotted line: closed-book; dash-dot: oracle (gold document only). 12 questions per point; bands are 95% Wilson intervals.", "name": "fig-multidoc-position"}, "image": {"alt": "Two panels of accuracy against gold position. With 12 questions the lines move within wide bands; the closed-book line lies far below the others and the oracle line above."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the position of the document with the answer, 10 and 20 documents. Solid: query-aware; dashed: question at the end (the paper's prompt). Dotted line: closed-book; dash-dot: oracle (gold document only). 12 questions per point; bands are 95% Wilson intervals.", "name": "fig-multidoc-position"}, "image": {"alt": "Two panels of accuracy against gold position. With 12 questions the lines move within wide bands; the closed-book line lies far below the others and the oracle line above."}}
 fig = accuracy_by_position(summary, facet="num_documents", facet_title="{} documents", style="query",
                            xlabel="Position of the document with the answer")
 for ax in fig.axes:
