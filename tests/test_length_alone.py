@@ -167,24 +167,27 @@ def test_drops_from_short_is_a_paired_difference():
     assert list(acc["accuracy"]) == [1.0, 0.5]  # the length-0 baseline is copied under the essay curve
 
 
-def test_before_placement_can_have_its_own_lengths_and_subtasks():
-    problems = {"varsum": la.varsum_problems(2), "gsm8k": [la.split_gsm8k(
-        "Tom has 3 apples. He buys 4 more. How many apples does he have?", "3+4=7\n#### 7", "g1")]}
-    reqs = la.experiment_requests(problems, lengths=[0, 50, 100], between_kinds=["whitespace"],
-                                  before_kinds=["whitespace"], recite_kinds=[], before_lengths=[0, 100],
-                                  before_subtasks=["gsm8k"])
+def test_chapter_arms_give_each_placement_its_own_lengths_and_subtasks(public_data):
+    """The chapter plan (longctx.chapters.length_alone) builds one request per problem and
+    condition; length 0 is the shared short problem, never a "before" row."""
+    from longctx.chapters import all_requests
+    from longctx.chapters import length_alone as chapter
+
+    params = {"num_problems": 2, "seed": 0, "retrieve_then_solve": True, "arms": [
+        {"subtasks": ["varsum", "gsm8k"], "kinds": ["whitespace"], "lengths": [0, 50, 100]},
+        {"subtasks": ["gsm8k"], "kinds": ["whitespace"], "lengths": [0, 100], "placement": "before"}]}
+    reqs = all_requests(chapter.plan(params))
     before = {(r.condition["subtask"], r.condition["filler_tokens"]) for r in reqs
               if r.condition["placement"] == "before"}
-    assert before == {("gsm8k", 100)}  # length 0 is the shared short problem, not a "before" row
+    assert before == {("gsm8k", 100)}
     between = {(r.condition["subtask"], r.condition["filler_tokens"]) for r in reqs
                if r.condition["placement"] == "between"}
     assert between == {(s, n) for s in ("varsum", "gsm8k") for n in (50, 100)}
-    everywhere = la.experiment_requests(problems, lengths=[0, 50], between_kinds=[], before_kinds=["whitespace"],
-                                        recite_kinds=[])
-    assert {(r.condition["subtask"], r.condition["placement"]) for r in everywhere if r.condition["filler_tokens"]} \
-        == {("varsum", "before"), ("gsm8k", "before")}
-    with pytest.raises(ParameterError, match="mmlu"):
-        la.experiment_requests(problems, lengths=[0, 50], before_subtasks=["mmlu"])
+    assert len(reqs) == len({(r.example_id, repr(sorted(r.condition.items()))) for r in reqs}) == 2 * 2 * 3 + 2
+    with pytest.raises(ParameterError, match="unknown subtask 'nope'"):
+        chapter.plan({**params, "arms": [{"subtasks": ["nope"], "kinds": ["essay"], "lengths": [0]}]})
+    with pytest.raises(ParameterError, match="arm 0"):
+        chapter.plan({**params, "arms": [{"subtasks": ["gsm8k"], "lengths": [0]}]})
 
 
 def test_paired_differences_compares_two_conditions_on_the_same_problems():
