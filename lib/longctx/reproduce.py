@@ -112,10 +112,19 @@ def run_blocks(blocks: Sequence[Block], *, model: str, results_dir: str | Path, 
         if block.followup is not None:
             rows = store.rows()
             mine = {request_key(ref.fingerprint, r, "auto") for r in block.requests}
-            second = block.followup([r for r in rows if r["key"] in mine])
+            second = stage_two(block, [r for r in rows if r["key"] in mine])
             if second:
-                queue.insert(0, Block(f"{block.name} -> stage two", block.experiment, second, block.headline))
+                queue.insert(0, second)
     return report
+
+
+def stage_two(block: Block, rows: list[dict]) -> Block | None:
+    """The block of second-stage requests (e.g. retrieve-then-solve) that ``block``'s stored
+    ``rows`` call for, or None when it has no follow-up or nothing to ask."""
+    if block.followup is None:
+        return None
+    second = block.followup(rows)
+    return Block(f"{block.name} -> stage two", block.experiment, second, block.headline) if second else None
 
 
 def stored_rows(blocks: Sequence[Block], *, model: str, results_dir: str | Path) -> list[dict]:
@@ -130,10 +139,9 @@ def stored_rows(blocks: Sequence[Block], *, model: str, results_dir: str | Path)
         rows = {r["key"]: r for r in ResultsStore.for_model(results_dir, model, block.experiment).rows()}
         mine = [rows[k] for k in (request_key(ref.fingerprint, r, "auto") for r in block.requests) if k in rows]
         out += mine
-        if block.followup is not None:
-            second = block.followup(mine)
-            if second:
-                queue.insert(0, Block(f"{block.name} -> stage two", block.experiment, second, block.headline))
+        second = stage_two(block, mine)
+        if second:
+            queue.insert(0, second)
     return out
 
 
