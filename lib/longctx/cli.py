@@ -36,14 +36,20 @@ def run_notebook(notebook: str | Path, model: str, params: dict | None = None,
     nb_path = Path(notebook)
     if not nb_path.exists():
         raise LongctxError(f"notebook '{notebook}' does not exist")
-    ref = resolve_model(model)  # fail fast on an unknown model, before starting a kernel
+    from .backends import spec
+
+    ref = resolve_model(model)  # fail fast on an unknown model or backend, before starting a kernel
+    spec(params.get("backend") if params else None, params.get("backend_url") if params else None)
     root = repo_root(nb_path.parent)
     params = {"model": model, **(params or {})}
     # `-p results_dir X` and `--results-dir X` mean the same: results and executed notebook go to X.
     results = resolve(results_dir or params.get("results_dir") or "data/results", root)
     if results_dir or "results_dir" in params:
         params["results_dir"] = str(results)
-    out = Path(output) if output else results / ref.results_slug(results) / nb_path.stem / f"{nb_path.stem}.ipynb"
+    from .backends import results_folder
+
+    folder = results_folder(ref.results_slug(results), params.get("backend") or "hf")
+    out = Path(output) if output else results / folder / nb_path.stem / f"{nb_path.stem}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     nb = jupytext.read(nb_path)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -65,9 +71,9 @@ def run_notebook(notebook: str | Path, model: str, params: dict | None = None,
 
 
 def _reproduce(args) -> int:
+    from .backends import loader, spec
     from .chapters import CHAPTERS
     from .errors import ParameterError
-    from .models import load_model
     from .paths import resolve
     from .reproduce import chapter_blocks, run_blocks
 
@@ -81,9 +87,14 @@ def _reproduce(args) -> int:
     default = next((s for s in args.scale if ":" not in s), "book")
     per_chapter = dict(s.split(":", 1) for s in args.scale if ":" in s)
     blocks = chapter_blocks(chapters, default, overrides, per_chapter)
+    if args.only:
+        blocks = [b for b in blocks if any(part in b.name for part in args.only)]
+        if not blocks:
+            raise ParameterError(f"--only {' '.join(args.only)} matches no block; --dry-run without it lists them")
+    backend = spec(args.backend, args.url, served_model=args.served_model, concurrency=args.concurrency)
     report = run_blocks(blocks, model=args.model, results_dir=resolve(args.results_dir or "data/results"),
-                        load=lambda: load_model(args.model, device=args.device, dtype=args.dtype, progress=print),
-                        batch_size=args.batch_size, token_budget=args.token_budget, deadline_s=args.deadline_s,
+                        load=loader(args.model, backend, device=args.device, dtype=args.dtype, progress=print),
+                        backend=backend, batch_size=args.batch_size, token_budget=args.token_budget, deadline_s=args.deadline_s,
                         copy_to=args.copy_to, dry_run=args.dry_run, progress=False)
     total = sum(b["requests"] for b in report.blocks)
     stored = sum(b["stored"] for b in report.blocks)
@@ -91,6 +102,16 @@ def _reproduce(args) -> int:
     print(f"{len(report.blocks)} blocks, {total} requests: {stored} already stored, {generated} generated, "
           f"{report.missing} missing" + (f" ({report.stopped_early})" if report.stopped_early else ""))
     return 0 if args.dry_run or not report.missing else 3
+
+
+def _backend_arguments(parser) -> None:
+    parser.add_argument("--backend", default="hf", help="hf (transformers), llamacpp (GGUF in process) or openai "
+                                                        "(an OpenAI-compatible server at --url)")
+    parser.add_argument("--url", default=None, help="server URL for --backend openai, e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument("--served-model", default=None, help="the model id the server serves (default: --model)")
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight for --backend openai")
+    parser.add_argument("--device", default="auto", help="hf only: auto, cpu or cuda[:N]")
+    parser.add_argument("--dtype", default="auto", help="hf only: auto, bfloat16, float16 or float32")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="override a notebook parameter (value parsed as a Python literal)")
     run.add_argument("--results-dir", help="results root (default data/results in the repository)")
+    run.add_argument("--backend", default=None, help="hf (default), llamacpp or openai (sets the notebook's backend)")
+    run.add_argument("--url", default=None, help="server URL for --backend openai, e.g. http://127.0.0.1:8000/v1")
     run.add_argument("--output", help="where to write the executed notebook")
     sub.add_parser("models", help="list model aliases")
     rep = sub.add_parser("reproduce", help="generate chapters' rows at a named scale (headline first, resumable)")
@@ -116,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--token-budget", type=int, default=None, help="rows x tokens per batch (long prompts batch less)")
     rep.add_argument("--deadline-s", type=float, default=None, help="start no new chunk after this many seconds")
     rep.add_argument("--copy-to", default=None, help="copy each generations file here, flat, after every chunk")
-    rep.add_argument("--device", default="auto")
-    rep.add_argument("--dtype", default="auto")
+    rep.add_argument("--only", nargs="+", default=None, metavar="TEXT",
+                     help="run only the blocks whose name contains one of these strings")
+    _backend_arguments(rep)
     rep.add_argument("--results-dir", default=None)
     rep.add_argument("--dry-run", action="store_true", help="count stored and missing rows; generate nothing")
     args = parser.parse_args(argv)
@@ -129,8 +153,12 @@ def main(argv: list[str] | None = None) -> int:
 
             print(describe_aliases())
             return 0
-        out = run_notebook(args.notebook, args.model, {k: _literal(v) for k, v in args.param},
-                           args.results_dir, args.output)
+        params = {k: _literal(v) for k, v in args.param}
+        if args.backend:
+            params["backend"] = args.backend
+        if args.url:
+            params["backend_url"] = args.url
+        out = run_notebook(args.notebook, args.model, params, args.results_dir, args.output)
         print(f"executed notebook: {out}")
         return 0
     except LongctxError as err:

@@ -159,13 +159,14 @@ def attention_key(fingerprint: str, prompt: str, prompt_mode: str, layer: int, k
 
 
 def attention_rows(items: Sequence[dict], store, *, model: str, lm=None, load=None, prompt_mode: str = "auto",
-                   layer: int = -1, keep_vector: bool = False, progress: bool = True) -> list[dict]:
+                   layer: int = -1, keep_vector: bool = False, progress: bool = True, backend="hf") -> list[dict]:
     """Final-token attention of each item's ``prompt`` (rendered for the model), scored
     with ABS; one cached row per prompt in ``store`` (a :class:`~longctx.store.ResultsStore`).
 
     Each row keeps the item's other fields, the prompt's token count, the ABS, the
     seconds the forward pass took and, with ``keep_vector``, the attention vector
-    itself (for plots). The model is loaded only when some prompt is not cached.
+    itself (for plots). The model is loaded only when some prompt is not cached; attention
+    needs its weights in torch, so any ``backend`` but ``hf`` is a one-line error then.
     """
     from tqdm import tqdm
 
@@ -178,6 +179,9 @@ def attention_rows(items: Sequence[dict], store, *, model: str, lm=None, load=No
     existing = {r["key"]: r for r in store.rows()}
     missing = [i for i, k in enumerate(keys) if k not in existing]
     if missing:
+        from .backends import require
+
+        require(backend, "attention")
         lm = lm if lm is not None else load()
         for i in tqdm(missing, desc=f"{model}: final-token attention", disable=not progress):
             item = items[i]

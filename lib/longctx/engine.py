@@ -84,6 +84,7 @@ class Generation:
     batch_seconds: float
     batch_size: int
     extra: dict = field(default_factory=dict)
+    stop_reason: str = ""  # stop_rule | eos | max_new_tokens
 
 
 def _buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -313,10 +314,13 @@ def _rules_for(stop_rules, n: int) -> list[StopRule]:
 def _finish(tok, new: list[int], eos: set, rule: StopRule, prompt_tokens: int, seconds: float, rows: int,
             extra: dict | None = None) -> Generation:
     """A row's Generation: new tokens up to the first EOS, decoded, cut at its stop rule."""
-    n_new = next((k + 1 for k, t in enumerate(new) if t in eos), len(new))
+    first_eos = next((k for k, t in enumerate(new) if t in eos), None)
+    n_new = len(new) if first_eos is None else first_eos + 1
     raw = tok.decode(new[:n_new], skip_special_tokens=True)
     text, fired = rule.cut(raw)
-    return Generation(text.strip(), raw, prompt_tokens, n_new, fired, seconds, rows, extra=extra or {})
+    reason = "stop_rule" if fired else "eos" if first_eos is not None else "max_new_tokens"
+    return Generation(text.strip(), raw, prompt_tokens, n_new, fired, seconds, rows, extra=extra or {},
+                      stop_reason=reason)
 
 
 def _eos_ids(lm) -> list[int]:

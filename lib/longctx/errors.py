@@ -27,3 +27,11 @@ class DataFileError(LongctxError):
 
 class ParameterError(LongctxError, ValueError):
     pass
+
+
+class CapabilityError(LongctxError, ValueError):
+    """A backend asked for something it cannot do (e.g. attention weights from a server)."""
+
+
+class BackendError(LongctxError):
+    """An inference backend failed: a server unreachable, serving another model, or erroring."""

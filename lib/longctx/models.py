@@ -310,16 +310,16 @@ def pick_dtype(dtype: str, device: str):
     return table[dtype]
 
 
-@dataclass
-class LoadedModel:
+class PromptReader:
+    """What every backend shares: rendering a task prompt for the model (chat template or raw
+    text), counting tokens and checking the context window, all with the model's own
+    tokenizer. Subclasses set ``ref``, ``tokenizer``, ``chat`` and ``max_context``."""
+
     ref: ModelRef
-    model: object
     tokenizer: object
-    device: str
-    dtype: object
     chat: bool
     max_context: int
-    extra: dict = field(default_factory=dict)
+    backend: str = "hf"
 
     @property
     def name(self) -> str:
@@ -346,6 +346,45 @@ class LoadedModel:
                 f"{label} has {n_prompt_tokens} tokens + {max_new_tokens} new tokens, over the "
                 f"{self.max_context}-token window of {self.name}; use fewer items or a longer-context model"
             )
+
+
+def chat_mode(tokenizer, ref: ModelRef, prompt_mode: str, name: str) -> bool:
+    """Whether prompts go through the chat template (see :func:`load_model`'s ``prompt_mode``)."""
+    if prompt_mode not in ("auto", "chat", "raw"):
+        raise ParameterError(f"prompt_mode must be auto, chat or raw, got {prompt_mode!r}")
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if prompt_mode == "chat" and not has_template:
+        raise ParameterError(f"prompt_mode='chat' but {name} has no chat template; use prompt_mode='raw'")
+    chat = has_template if prompt_mode == "auto" else prompt_mode == "chat"
+    if ref.chat_default is False and prompt_mode == "auto":
+        chat = False
+    return chat
+
+
+@dataclass
+class LoadedModel(PromptReader):
+    """The ``hf`` backend: transformers weights in torch, generation by :mod:`longctx.engine`."""
+
+    ref: ModelRef
+    model: object
+    tokenizer: object
+    device: str
+    dtype: object
+    chat: bool
+    max_context: int
+    extra: dict = field(default_factory=dict)
+    backend = "hf"
+    capabilities = frozenset({"generate", "masked_padding", "attention"})
+
+    def generate(self, prompts, **kw):
+        """Greedy generation of rendered prompts (:func:`longctx.engine.generate`)."""
+        from .engine import generate
+
+        return generate(self, prompts, **kw)
+
+    def run_params(self) -> dict:
+        """Provenance of this backend's runs, stored with every row."""
+        return {"backend": "hf", "device": self.device, "dtype": str(self.dtype).replace("torch.", "")}
 
 
 def _context_window(config) -> int:
@@ -425,12 +464,7 @@ def load_model(
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
-    has_template = bool(getattr(tokenizer, "chat_template", None))
-    if prompt_mode == "chat" and not has_template:
-        raise ParameterError(f"prompt_mode='chat' but {name} has no chat template; use prompt_mode='raw'")
-    chat = has_template if prompt_mode == "auto" else prompt_mode == "chat"
-    if ref.chat_default is False and prompt_mode == "auto":
-        chat = False
+    chat = chat_mode(tokenizer, ref, prompt_mode, name)
     window = _context_window(model.config)
     if max_context:
         window = min(window, max_context)

@@ -70,12 +70,14 @@ def batch_for(reqs: Sequence[Request], batch_size: int, token_budget: int | None
 def run_blocks(blocks: Sequence[Block], *, model: str, results_dir: str | Path, load: Callable | None = None,
                batch_size: int = 8, token_budget: int | None = None, chunk_prompts: int = 256,
                deadline_s: float | None = None, copy_to: str | Path | None = None, dry_run: bool = False,
-               progress: bool = True, log: Callable[[str], None] = print, params: dict | None = None) -> Report:
-    """Run ``blocks`` in order (see module docstring); returns a :class:`Report`."""
+               progress: bool = True, log: Callable[[str], None] = print, params: dict | None = None,
+               backend="hf") -> Report:
+    """Run ``blocks`` in order (see module docstring) on ``backend``; returns a :class:`Report`."""
+    from .backends import fingerprint
     from .models import resolve_model
 
     started = time.time()
-    ref = resolve_model(model)
+    fp = fingerprint(resolve_model(model).fingerprint, backend, model)
     loaded: dict = {}
 
     def lazy():
@@ -87,9 +89,9 @@ def run_blocks(blocks: Sequence[Block], *, model: str, results_dir: str | Path, 
     queue = list(blocks)
     while queue:
         block = queue.pop(0)
-        store = ResultsStore.for_model(results_dir, model, block.experiment)
+        store = ResultsStore.for_model(results_dir, model, block.experiment, backend)
         stored = store.keys()
-        keys = [request_key(ref.fingerprint, r, "auto") for r in block.requests]
+        keys = [request_key(fp, r, "auto") for r in block.requests]
         todo = [r for r, k in zip(block.requests, keys) if k not in stored]
         entry = {"block": block.name, "experiment": block.experiment, "requests": len(block.requests),
                  "stored": len(block.requests) - len(todo), "generated": 0, "seconds": 0.0}
@@ -103,7 +105,7 @@ def run_blocks(blocks: Sequence[Block], *, model: str, results_dir: str | Path, 
                     log(report.stopped_early)
                     return report
                 t0 = time.time()
-                run_requests(part, store, model=model, load=lazy, lm=loaded.get("lm"),
+                run_requests(part, store, model=model, load=lazy, lm=loaded.get("lm"), backend=backend,
                              batch_size=batch_for(part, batch_size, token_budget), progress=progress, params=params)
                 entry["generated"] += len(part)
                 entry["seconds"] += time.time() - t0
@@ -111,7 +113,7 @@ def run_blocks(blocks: Sequence[Block], *, model: str, results_dir: str | Path, 
                     copy_flat(store, copy_to)
         if block.followup is not None:
             rows = store.rows()
-            mine = {request_key(ref.fingerprint, r, "auto") for r in block.requests}
+            mine = {request_key(fp, r, "auto") for r in block.requests}
             second = stage_two(block, [r for r in rows if r["key"] in mine])
             if second:
                 queue.insert(0, second)
@@ -127,17 +129,18 @@ def stage_two(block: Block, rows: list[dict]) -> Block | None:
     return Block(f"{block.name} -> stage two", block.experiment, second, block.headline) if second else None
 
 
-def stored_rows(blocks: Sequence[Block], *, model: str, results_dir: str | Path) -> list[dict]:
+def stored_rows(blocks: Sequence[Block], *, model: str, results_dir: str | Path, backend="hf") -> list[dict]:
     """The stored rows of every request in ``blocks`` (and of their stage-two requests, built
     from the stored first-stage rows), in plan order; requests not yet run are left out."""
+    from .backends import fingerprint
     from .models import resolve_model
 
-    ref = resolve_model(model)
+    fp = fingerprint(resolve_model(model).fingerprint, backend, model)
     out, queue = [], list(blocks)
     while queue:
         block = queue.pop(0)
-        rows = {r["key"]: r for r in ResultsStore.for_model(results_dir, model, block.experiment).rows()}
-        mine = [rows[k] for k in (request_key(ref.fingerprint, r, "auto") for r in block.requests) if k in rows]
+        rows = {r["key"]: r for r in ResultsStore.for_model(results_dir, model, block.experiment, backend).rows()}
+        mine = [rows[k] for k in (request_key(fp, r, "auto") for r in block.requests) if k in rows]
         out += mine
         second = stage_two(block, mine)
         if second:

@@ -176,3 +176,43 @@ def position_gap_permutation(by_position, *, n_resamples: int = 9999, seed: int 
     gaps = perm.mean(axis=1).max(axis=1) - perm.mean(axis=1).min(axis=1)
     p = (int((gaps >= observed - 1e-12).sum()) + 1) / (n_resamples + 1)
     return {"gap": 100 * observed, "p": p, "null_mean": 100 * float(gaps.mean()), "units": values.shape[0]}
+
+
+def backend_agreement(rows_a: Sequence[dict], rows_b: Sequence[dict], score: Callable[[dict], float], *,
+                      names: tuple[str, str] = ("hf", "llamacpp"), seed: int = 0) -> dict:
+    """How far two backends' answers to the same requests agree.
+
+    Rows are matched by request (task, condition, example id); the rendered prompts of a
+    match must be identical, else the comparison would not be of backends. Returns the
+    number of matched requests ``n``, the share with identical (cut) outputs, each
+    backend's accuracy, and ``b`` minus ``a`` in points with a paired 95% bootstrap
+    interval and a sign-flip p-value over examples (requests of one example are averaged
+    first, so an example that appears at several positions counts once)."""
+    import json
+
+    from .errors import DataFileError
+    from .findings import paired_estimate
+
+    def ident(r):
+        return (r["task"], json.dumps(r["condition"], sort_keys=True), r["example_id"])
+
+    b_by = {ident(r): r for r in rows_b}
+    pairs = [(a, b_by[ident(a)]) for a in rows_a if ident(a) in b_by]
+    if not pairs:
+        raise DataFileError(f"no request was answered by both {names[0]} and {names[1]}")
+    for a, b in pairs:
+        if a["prompt"] != b["prompt"]:
+            raise DataFileError(f"{names[0]} and {names[1]} rendered request {ident(a)} differently")
+    same = sum(a["output"] == b["output"] for a, b in pairs)
+    unit_a: dict = {}
+    unit_b: dict = {}
+    for a, b in pairs:
+        unit = (a["task"], a["example_id"])
+        unit_a.setdefault(unit, []).append(score(a))
+        unit_b.setdefault(unit, []).append(score(b))
+    est = paired_estimate({u: sum(v) / len(v) for u, v in unit_a.items()},
+                          {u: sum(v) / len(v) for u, v in unit_b.items()}, side_names=names, seed=seed)
+    return {"n": len(pairs), "units": est.n, "identical": same / len(pairs),
+            f"accuracy_{names[0]}": sum(score(a) for a, _ in pairs) / len(pairs),
+            f"accuracy_{names[1]}": sum(score(b) for _, b in pairs) / len(pairs),
+            "difference": est.difference, "low": est.ci_low, "high": est.ci_high, "p": est.p}

@@ -5,8 +5,11 @@ Each generation becomes one JSON row keyed by a hash of
 key already in the file, so an interrupted run resumes where it stopped and a
 book build with committed results never needs the model at all.
 
-Rows are appended and flushed per batch; a run killed mid-write leaves at most
-one truncated last line, which :meth:`ResultsStore.rows` skips with a warning.
+Rows are appended and flushed per batch, under an exclusive lock on a ``.lock`` file
+beside the store, so two processes (two ``make run`` of one chapter) or the concurrent
+requests of the ``openai`` backend never interleave or lose a row; a run killed mid-write
+leaves at most one truncated last line, which :meth:`ResultsStore.rows` skips with a
+warning.
 """
 
 from __future__ import annotations
@@ -64,12 +67,14 @@ class ResultsStore:
         self.path = self.dir / self.FILENAME
 
     @classmethod
-    def for_model(cls, root: str | os.PathLike, model: str, experiment: str) -> "ResultsStore":
+    def for_model(cls, root: str | os.PathLike, model: str, experiment: str, backend="hf") -> "ResultsStore":
         """The store of ``model`` (any name :func:`~longctx.models.resolve_model` takes) under
-        ``root``, in the folder :meth:`~longctx.models.ModelRef.results_slug` names."""
+        ``root``, in the folder :meth:`~longctx.models.ModelRef.results_slug` names
+        (suffixed ``--<backend>`` for backends other than ``hf``)."""
+        from .backends import results_folder
         from .models import resolve_model
 
-        return cls(root, resolve_model(model).results_slug(root), experiment)
+        return cls(root, results_folder(resolve_model(model).results_slug(root), backend), experiment)
 
     def rows(self) -> list[dict]:
         if not self.path.exists():
@@ -96,11 +101,19 @@ class ResultsStore:
         text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
         if not text:
             return
-        self._drop_torn_tail()
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        with self.lock():
+            self._drop_torn_tail()
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+
+    def lock(self):
+        """An exclusive inter-process lock on this store (a ``.lock`` file beside it)."""
+        from filelock import FileLock
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(self.path) + ".lock")
 
     def _drop_torn_tail(self) -> None:
         """Cut a partial last line left by a killed run, so the next row starts on a clean line."""
@@ -126,11 +139,15 @@ def unique_requests(requests: Sequence[Request]) -> list[Request]:
 
 
 def make_row(key: str, req: Request, gen, *, model: str, fingerprint: str, prompt_mode: str,
-             rendered_prompt: str, params: dict) -> dict:
+             rendered_prompt: str, params: dict, backend: str = "hf") -> dict:
+    """One stored generation with its provenance. ``backend`` is the backend's identity
+    (``hf``, ``llamacpp``, ``openai:<served model>``); rows stored before backends existed
+    have none and came from ``hf``."""
     return {
         "key": key,
         "model": model,
         "model_fingerprint": fingerprint,
+        "backend": backend,
         "prompt_mode": prompt_mode,
         "task": req.task,
         "condition": req.condition,
@@ -142,6 +159,7 @@ def make_row(key: str, req: Request, gen, *, model: str, fingerprint: str, promp
         "prompt_tokens": gen.prompt_tokens,
         "new_tokens": gen.new_tokens,
         "stopped_by_rule": gen.stopped,
+        "stop_reason": gen.stop_reason,
         "batch_seconds": round(gen.batch_seconds, 4),
         "batch_size": gen.batch_size,
         "seconds_per_prompt": round(gen.batch_seconds / gen.batch_size, 4),
@@ -165,44 +183,54 @@ def run_requests(
     batch_size: int = 8,
     progress: bool = True,
     params: dict | None = None,
+    backend="hf",
 ) -> list[dict]:
     """Answer every request, reusing rows already in ``store``; return one row per request.
 
-    The model is loaded (via ``load()``) only if some request is missing, so a
-    notebook whose results are committed runs without the model's weights.
+    The model is loaded (via ``load()``, which returns a backend of
+    :mod:`longctx.backends`) only if some request is missing, so a notebook whose results
+    are committed runs without the model's weights. ``backend`` (a name or
+    :class:`~longctx.backends.BackendSpec`) enters the store key of non-``hf`` rows; a
+    request the backend cannot serve (masked padding outside ``hf``) fails before loading.
     """
-    from .engine import generate
+    from .backends import fingerprint, identity, prompts_need, require, spec
     from .models import resolve_model
 
+    chosen = spec(backend)
     ref = resolve_model(model)
-    keys = [request_key(ref.fingerprint, r, prompt_mode) for r in requests]
+    fp = fingerprint(ref.fingerprint, chosen, model)
+    keys = [request_key(fp, r, prompt_mode) for r in requests]
     if len(set(keys)) != len(keys):
         raise ValueError("duplicate requests: two requests share task, condition, example id and prompt")
     existing = {r["key"]: r for r in store.rows()}
     missing = [i for i, k in enumerate(keys) if k not in existing]
     if missing:
+        for need in prompts_need(requests[i].prompt for i in missing):
+            require(chosen, need)
         if lm is None:
             lm = load()
+        if getattr(lm, "backend", "hf") != chosen.name:
+            raise ValueError(f"load() gave a {getattr(lm, 'backend', 'hf')!r} backend for backend={chosen.name!r}")
         # Group by generation settings, since one batch shares max_new_tokens.
         groups: dict[int, list[int]] = {}
         for i in missing:
             groups.setdefault(requests[i].max_new_tokens, []).append(i)
-        run_params = {"batch_size": batch_size, "device": lm.device, "dtype": str(lm.dtype).replace("torch.", ""),
-                      **(params or {})}
+        run_params = {"batch_size": batch_size, **lm.run_params(), **(params or {})}
         for max_new, idxs in groups.items():
             rendered = [lm.render(requests[i].prompt, system=requests[i].system) for i in idxs]
 
             def persist(batch, gens, idxs=idxs, rendered=rendered):
                 rows = [
                     make_row(keys[idxs[b]], requests[idxs[b]], g, model=model, fingerprint=ref.fingerprint,
-                             prompt_mode=prompt_mode, rendered_prompt=rendered[b], params=run_params)
+                             prompt_mode=prompt_mode, rendered_prompt=rendered[b], params=run_params,
+                             backend=identity(chosen, model) or "hf")
                     for b, g in zip(batch, gens)
                 ]
                 store.append(rows)
                 existing.update({r["key"]: r for r in rows})
 
-            generate(
-                lm, rendered, max_new_tokens=max_new, stop_rules=[requests[i].stop for i in idxs],
+            lm.generate(
+                rendered, max_new_tokens=max_new, stop_rules=[requests[i].stop for i in idxs],
                 batch_size=batch_size, progress=progress, on_batch=persist,
                 desc=f"{model} ({len(idxs)} new prompts)",
             )

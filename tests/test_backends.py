@@ -1,0 +1,299 @@
+"""Inference backends: the interface, capability errors, store identity, the in-process
+llama.cpp backend, and the OpenAI client against a real llama.cpp server."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from longctx import backends
+from longctx.engine import StopRule
+from longctx.errors import BackendError, CapabilityError, ParameterError
+from longctx.padding import filler_slot, masked_gap
+from longctx.store import Request, ResultsStore, request_key, run_requests
+
+SMOKE = "smollm2-135m-instruct"
+
+
+# ----------------------------------------------------------------- interface, no model
+
+
+def test_spec_rejects_bad_choices_in_one_line():
+    with pytest.raises(ParameterError, match="unknown backend 'vllm'; use one of hf, llamacpp, openai"):
+        backends.spec("vllm")
+    with pytest.raises(ParameterError, match="needs the server's URL"):
+        backends.spec("openai")
+    with pytest.raises(ParameterError, match="only used by backend 'openai'"):
+        backends.spec("llamacpp", url="http://x/v1")
+    assert backends.spec(None).name == "hf"
+
+
+def test_backend_identity_enters_key_and_folder_but_hf_keys_stay_as_before():
+    fp = "m@sha256:abc"
+    assert backends.fingerprint(fp, "hf", "m") == fp  # rows stored before backends existed are found
+    llama = backends.fingerprint(fp, "llamacpp", "m")
+    served = backends.fingerprint(fp, backends.spec("openai", "http://h:1/v1"), "m")
+    other = backends.fingerprint(fp, backends.spec("openai", "http://h:1/v1", served_model="x"), "m")
+    elsewhere = backends.fingerprint(fp, backends.spec("openai", "http://other:2/v1"), "m")
+    assert len({fp, llama, served, other}) == 4
+    assert served == elsewhere  # where a model is served does not change its answers' identity
+    req = Request("t", "e", "p", ("g",))
+    assert len({request_key(f, req, "auto") for f in (fp, llama, served)}) == 3
+    assert backends.results_folder("m", "hf") == "m"
+    assert backends.results_folder("m", "llamacpp") == "m--llamacpp"
+    assert backends.results_folder("m", backends.spec("openai", "http://h/v1")) == "m--openai"
+
+
+def test_store_for_model_keeps_backends_apart(tmp_path):
+    hf = ResultsStore.for_model(tmp_path, SMOKE, "kv")
+    llama = ResultsStore.for_model(tmp_path, SMOKE, "kv", "llamacpp")
+    assert hf.dir.parent.name == SMOKE and llama.dir.parent.name == f"{SMOKE}--llamacpp"
+
+
+@pytest.mark.parametrize("backend", ["llamacpp", backends.BackendSpec("openai", url="http://127.0.0.1:9/v1")])
+def test_masked_padding_outside_hf_fails_before_loading(tmp_path, backend):
+    req = Request("t", "e", f"evidence {masked_gap(100)} question", ("g",))
+
+    def load():
+        raise AssertionError("the model must not be loaded")
+
+    with pytest.raises(CapabilityError, match="masked padding needs the model's weights in torch.*use backend='hf'"):
+        run_requests([req], ResultsStore(tmp_path, "m", "x"), model=SMOKE, load=load, backend=backend)
+
+
+def test_attention_outside_hf_is_a_one_line_error(tmp_path):
+    from longctx import cnorm
+
+    with pytest.raises(CapabilityError, match="attention weights need the model's weights in torch.*backend='hf'"):
+        cnorm.attention_rows([{"prompt": "p"}], ResultsStore(tmp_path, "m", "a"), model=SMOKE,
+                             load=lambda: None, backend="llamacpp")
+
+
+def test_llamacpp_refuses_models_that_are_not_gguf():
+    from longctx.backends.llamacpp import LlamaCppBackend
+
+    with pytest.raises(CapabilityError, match="runs GGUF files; 'Qwen/Qwen2.5-1.5B-Instruct' is a hub model"):
+        LlamaCppBackend("Qwen/Qwen2.5-1.5B-Instruct", backends.spec("llamacpp"))
+
+
+def test_unreachable_server_is_a_one_line_error():
+    port = _free_port()
+    with pytest.raises(BackendError, match=f"cannot reach an OpenAI-compatible server at http://127.0.0.1:{port}/v1"):
+        backends.load_backend(SMOKE, backends.spec("openai", f"http://127.0.0.1:{port}/v1"))
+
+
+def _append_many(path: str, writer: int, batches: int) -> None:
+    store = ResultsStore(path, "m", "x")
+    for b in range(batches):
+        store.append([{"key": f"{writer}-{b}-{i}", "writer": writer, "pad": "x" * 3000} for i in range(5)])
+
+
+def test_two_processes_appending_to_one_store_lose_no_row(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_append_many, args=(str(tmp_path), w, 150)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    rows = ResultsStore(tmp_path, "m", "x").rows()  # raises on any interleaved (invalid) line
+    assert len(rows) == 4 * 150 * 5
+    assert len({r["key"] for r in rows}) == len(rows)
+
+
+def test_backend_agreement_by_hand():
+    from longctx.results import backend_agreement
+
+    def row(ex, pos, out, ok):
+        return {"task": "kv", "condition": {"pos": pos}, "example_id": ex, "prompt": f"p{ex}{pos}",
+                "output": out, "ok": ok}
+
+    a = [row("e1", 0, "x", 1), row("e1", 1, "y", 1), row("e2", 0, "z", 0), row("e3", 0, "w", 1)]
+    b = [row("e1", 0, "x", 1), row("e1", 1, "q", 0), row("e2", 0, "z", 0), row("e3", 0, "v", 0)]
+    out = backend_agreement(a, b, lambda r: r["ok"])
+    assert out["n"] == 4 and out["units"] == 3
+    assert out["identical"] == 0.5
+    assert out["accuracy_hf"] == 0.75 and out["accuracy_llamacpp"] == 0.25
+    # per example: e1 1.0 -> 0.5, e2 0 -> 0, e3 1 -> 0: mean difference -50 points
+    assert out["difference"] == pytest.approx(-50.0)
+    b[0] = {**b[0], "prompt": "other"}
+    with pytest.raises(Exception, match="rendered request"):
+        backend_agreement(a, b, lambda r: r["ok"])
+
+
+# ----------------------------------------------------------------- llama.cpp in process
+
+@pytest.fixture(scope="module")
+def llama():
+    return backends.load_backend(SMOKE, "llamacpp")
+
+
+PROMPTS = ["What is the capital of France? Answer in one word.", "Count: 1, 2, 3,",
+           "Write the word 'blue' three times, one per line."]
+
+
+@pytest.mark.model
+def test_llamacpp_matches_hf_on_the_smoke_model(llama, smollm2):
+    rendered = [smollm2.render(p) for p in PROMPTS]
+    assert [llama.render(p) for p in PROMPTS] == rendered  # byte-identical prompts
+    rules = [StopRule(), StopRule(newline=False), StopRule()]
+    ours = llama.generate(rendered, max_new_tokens=24, stop_rules=rules, progress=False)
+    ref = smollm2.generate(rendered, max_new_tokens=24, stop_rules=rules, progress=False)
+    assert [g.text for g in ours] == [g.text for g in ref]
+    assert [g.prompt_tokens for g in ours] == [g.prompt_tokens for g in ref]
+    assert [g.stopped for g in ours] == [g.stopped for g in ref]
+    assert [g.stop_reason for g in ours] == [g.stop_reason for g in ref]
+    assert ours[1].new_tokens == 24 and ours[1].stop_reason == "max_new_tokens"  # no rule: the budget ends it
+    assert ours[2].stop_reason == "stop_rule" and "\n" not in ours[2].text  # the newline rule cuts at line one
+
+
+@pytest.mark.model
+def test_llamacpp_reuses_shared_prefixes_and_measures_filler_in_model_tokens(llama, smollm2):
+    base = smollm2.render("Repeat the last word. " + "alpha beta gamma " * 20)
+    prompts = [base + "one", base + "two"]
+    gens = llama.generate(prompts, max_new_tokens=4, progress=False)
+    assert max(g.extra["prefix_reused"] for g in gens) > 100  # the second prompt skips the shared prefix
+    padded = smollm2.render(f"Note. {filler_slot('whitespace', 50)} Say hi.")
+    (g,) = llama.generate([padded], max_new_tokens=2, progress=False)
+    (h,) = smollm2.generate([padded], max_new_tokens=2, progress=False)
+    assert g.prompt_tokens == h.prompt_tokens > 50
+
+
+@pytest.mark.model
+def test_llamacpp_rows_carry_backend_and_resume(tmp_path, llama):
+    reqs = [Request("t", f"e{i}", p, ("Paris",), max_new_tokens=8) for i, p in enumerate(PROMPTS)]
+    store = ResultsStore.for_model(tmp_path, SMOKE, "x", "llamacpp")
+    rows = run_requests(reqs, store, model=SMOKE, lm=llama, backend="llamacpp")
+    assert {r["backend"] for r in rows} == {"llamacpp"} and rows[0]["params"]["backend"] == "llamacpp"
+    assert rows[0]["params"]["gguf"].endswith(".gguf")
+    again = run_requests(reqs, store, model=SMOKE, load=lambda: pytest.fail("all rows are stored"), backend="llamacpp")
+    assert [r["key"] for r in again] == [r["key"] for r in rows]
+    with pytest.raises(ValueError, match="gave a 'llamacpp' backend for backend='hf'"):
+        run_requests(reqs, ResultsStore(tmp_path, "other", "x"), model=SMOKE, lm=llama)
+
+
+# ----------------------------------------------------------------- OpenAI client, real server
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, serving the smoke model."""
+
+    def __init__(self, alias: str = SMOKE):
+        from longctx.models import ALIASES, alias_gguf_path
+
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(alias_gguf_path(ALIASES[SMOKE])),
+                    "--model_alias", alias, "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "8192",
+                    "--n_threads", str(os.cpu_count() or 1), "--verbose", "False"]
+        self.proc = None
+
+    def start(self):
+        import httpx
+
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(240):
+            try:
+                if httpx.get(f"{self.url}/models", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama.cpp server exited with {self.proc.returncode}")
+            time.sleep(0.5)
+        raise RuntimeError("llama.cpp server did not come up in 120 s")
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def server():
+    srv = Server().start()
+    yield srv
+    srv.kill()
+
+
+def _kv_requests(n: int):
+    from longctx.tasks import kv_retrieval as kv
+
+    return kv.make_requests(kv.synthetic_examples(n, 6, seed=3), [0.0, 1.0])
+
+
+@pytest.mark.model
+def test_openai_backend_answers_a_chapter_request_set_like_llamacpp(tmp_path, server, llama):
+    reqs = _kv_requests(3)
+    srv = backends.spec("openai", server.url)
+    rows = run_requests(reqs, ResultsStore.for_model(tmp_path, SMOKE, "kv", srv), model=SMOKE, backend=srv,
+                        load=backends.loader(SMOKE, srv))
+    direct = run_requests(reqs, ResultsStore.for_model(tmp_path, SMOKE, "kv", "llamacpp"), model=SMOKE,
+                          backend="llamacpp", lm=llama)
+    assert [r["prompt"] for r in rows] == [r["prompt"] for r in direct]
+    assert [r["output"] for r in rows] == [r["output"] for r in direct]  # same engine, same greedy answers
+    assert {r["backend"] for r in rows} == {f"openai:{SMOKE}"} and rows[0]["params"]["url"] == server.url
+    assert all(r["prompt_tokens"] > 0 and r["new_tokens"] > 0 for r in rows)
+
+
+@pytest.mark.model
+def test_openai_server_serving_another_model_is_a_one_line_error(tmp_path):
+    srv = Server(alias="some-other-model").start()
+    try:
+        with pytest.raises(BackendError, match=f"serves some-other-model, not '{SMOKE}'"):
+            backends.load_backend(SMOKE, backends.spec("openai", srv.url))
+    finally:
+        srv.kill()
+
+
+@pytest.mark.model
+def test_openai_server_killed_mid_run_stores_only_answers_and_a_rerun_completes(tmp_path):
+    reqs = _kv_requests(8)  # 16 prompts, 4 per group
+    srv = Server().start()
+    spec = backends.spec("openai", srv.url, concurrency=1, retries=1)
+    store = ResultsStore.for_model(tmp_path, SMOKE, "kv", spec)
+    backend = backends.load_backend(SMOKE, spec)
+    original = backend._one
+    calls = {"n": 0}
+
+    def dying(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 7:  # the server dies while the second group is under way
+            srv.kill()
+        return original(*args, **kwargs)
+
+    backend._one = dying
+    with pytest.raises(BackendError, match="failed after 2 tries"):
+        run_requests(reqs, store, model=SMOKE, lm=backend, backend=spec, batch_size=4)
+    stored = store.rows()
+    assert 4 <= len(stored) < len(reqs)
+    assert all(r["output"] is not None and r["new_tokens"] > 0 for r in stored)  # no failure stored as an answer
+    restarted = Server()
+    restarted.port, restarted.url = srv.port, srv.url
+    restarted.cmd = srv.cmd
+    restarted.start()
+    try:
+        generated = []
+        again = backends.load_backend(SMOKE, spec)
+        original_again = again._one
+        again._one = lambda *a, **k: generated.append(1) or original_again(*a, **k)
+        rows = run_requests(reqs, store, model=SMOKE, lm=again, backend=spec, batch_size=4)
+        assert len(generated) == len(reqs) - len(stored)  # only the missing requests were sent
+        assert len(rows) == len(reqs) and len(store.rows()) == len(reqs)
+    finally:
+        restarted.kill()
