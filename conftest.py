@@ -15,6 +15,8 @@ NB_DIR = ROOT / "tests" / "_nb"
 CI_PARAMETERS = {
     # The findings page reads the committed rows; nothing is generated.
     "findings": {},
+    # The backends page reads committed rows and the committed benchmark; nothing is generated.
+    "backends": {},
     "kv_retrieval": {
         "model": "smollm2-135m-instruct",
         "num_pairs": [4, 6],

@@ -77,6 +77,8 @@ longbench_limit = 0  # questions to run; 0 means all
 longbench_max_prompt_tokens = 4096  # the paper's cap; longer prompts are cut in the middle
 seed = 0  # key-value examples, calibration prompts and the selection-stability draws
 device = "auto"  # auto: cuda if available, else cpu
+backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
+backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
 dtype = "auto"  # auto: bf16 on GPU / CPUs with native bf16, else float32
 prompt_mode = "auto"  # chat template for instruct models, raw text for base models
 batch_size = 8
@@ -96,7 +98,8 @@ from scipy.stats import pearsonr
 from longctx import __version__, cnorm
 from longctx.formats import delimiter_label
 from longctx.metrics import summarize
-from longctx.models import load_model, resolve_model
+from longctx.backends import load_backend, results_folder, spec
+from longctx.models import resolve_model
 from longctx.paths import repo_root, resolve
 from longctx.plots import accuracy_by_position
 from longctx.report import n_for_half_width, show
@@ -109,7 +112,8 @@ from longctx.tasks import multidoc_qa as qa
 warnings.filterwarnings("ignore", category=FutureWarning)
 pd.set_option("display.precision", 3)
 results_path = resolve(results_dir)
-slug = resolve_model(model).results_slug(results_path)
+backend_spec = spec(backend, backend_url)
+slug = results_folder(resolve_model(model).results_slug(results_path), backend_spec)
 paper = pd.read_csv(repo_root() / "data" / "paper" / "cnorm_reported.csv")
 _lm = None
 
@@ -118,13 +122,13 @@ def lm():
     """The model, loaded on first use only: with every row cached the chapter never loads it."""
     global _lm
     if _lm is None:
-        _lm = load_model(model, device=device, dtype=dtype, prompt_mode=prompt_mode, progress=print)
+        _lm = load_backend(model, backend_spec, device=device, dtype=dtype, prompt_mode=prompt_mode, progress=print)
     return _lm
 
 
 def generate(requests, experiment, **params):
     store = ResultsStore(results_path, slug, experiment)
-    return run_requests(unique_requests(requests), store, model=model, load=lm, prompt_mode=prompt_mode,
+    return run_requests(unique_requests(requests), store, model=model, load=lm, prompt_mode=prompt_mode, backend=backend_spec,
                         batch_size=batch_size, params=params)
 
 
@@ -160,7 +164,8 @@ def score_candidates(ratio, samples, candidates):
                                           seed=seed)
     items = [{"prompt": p, "candidate": c, "sample": i, "ratio": ratio}
              for c, ps in prompts.items() for i, p in enumerate(ps)]
-    return pd.DataFrame(cnorm.attention_rows(items, selection_store, model=model, load=lm, prompt_mode=prompt_mode))
+    return pd.DataFrame(cnorm.attention_rows(items, selection_store, model=model, load=lm, prompt_mode=prompt_mode,
+                                             backend=backend_spec))
 
 
 selection = score_candidates(cnorm_ratio, calibration_questions, cnorm_candidates)
@@ -389,7 +394,7 @@ att_items = [
     for d in ["-", ""] for p in attention_positions
 ]
 att_rows = cnorm.attention_rows(att_items, ResultsStore(results_path, slug, "cnorm_attention"), model=model, load=lm,
-                                prompt_mode=prompt_mode, keep_vector=True)
+                                prompt_mode=prompt_mode, keep_vector=True, backend=backend_spec)
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
 for ax, fmt in zip(axes, ["UUID (-)", "plain text"]):
     for r in [r for r in att_rows if r["format"] == fmt]:
@@ -532,7 +537,7 @@ show(key_numbers)
 # %% tags=["remove-cell"]
 # The prose below quotes the book run; fail loudly if the committed results stop saying it.
 checked = 0
-if model == "qwen2.5-coder-0.5b-instruct" and qa_questions == 6 and kv_examples == 5 and qa_seeds == [0, 1, 2]:
+if model == "qwen2.5-coder-0.5b-instruct" and backend == "hf" and qa_questions == 6 and kv_examples == 5 and qa_seeds == [0, 1, 2]:
     tokens_by_method = qa_table.groupby("method")["prompt_tokens"].mean().round(0)
     assert (tokens_by_method["C-NORM"], tokens_by_method["baseline"]) == (1710, 1292), tokens_by_method
     low = {f: round(_row(mine, density="low", format=f).OAA, 2) for f in ["UUID (-)", "plain text", "modified UUID (&)"]}

@@ -41,6 +41,8 @@ query_aware = [False, True]  # run without and with query-aware contextualizatio
 kv_source = {"10": "synthetic", "30": "synthetic", "140": "release"}
 seed = 0
 device = "auto"  # auto: cuda if available, else cpu
+backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
+backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
 dtype = "auto"  # auto: bf16 on GPU, and on CPUs where it measures faster than float32
 prompt_mode = "auto"  # chat template for instruct models, raw text for base models
 batch_size = 8
@@ -59,7 +61,7 @@ from longctx.chapters import all_requests
 from longctx.chapters import kv_retrieval as chapter
 from longctx.findings import paired_estimate
 from longctx.metrics import summarize
-from longctx.models import load_model
+from longctx.backends import load_backend, spec
 from longctx.paths import repo_root, resolve
 from longctx.plots import accuracy_by_position
 from longctx.report import n_for_half_width, pct_ci, points_ci, show
@@ -69,6 +71,7 @@ from longctx.tasks import kv_retrieval as kv
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 results_path = resolve(results_dir)
+backend_spec = spec(backend, backend_url)
 params = dict(num_pairs=num_pairs, gold_positions=gold_positions, examples_per_cell=examples_per_cell,
               query_aware=query_aware, kv_source=kv_source, seed=seed)
 
@@ -80,9 +83,10 @@ params = dict(num_pairs=num_pairs, gold_positions=gold_positions, examples_per_c
 
 # %%
 requests = all_requests(chapter.plan(params))
-store = ResultsStore.for_model(results_path, model, experiment)
-rows = run_requests(requests, store, model=model, prompt_mode=prompt_mode, batch_size=batch_size,
-                    load=lambda: load_model(model, device=device, dtype=dtype, prompt_mode=prompt_mode, progress=print),
+store = ResultsStore.for_model(results_path, model, experiment, backend_spec)
+rows = run_requests(requests, store, model=model, prompt_mode=prompt_mode, batch_size=batch_size, backend=backend_spec,
+                    load=lambda: load_backend(model, backend_spec, device=device, dtype=dtype, prompt_mode=prompt_mode,
+                                              progress=print),
                     params={"seed": seed})
 
 # %% tags=["remove-cell"]
@@ -234,7 +238,7 @@ show(kinds.reset_index().rename(columns={"num_pairs": "pairs"}), notes="Wrong an
 # The prose above quotes the committed rows; fail loudly if they stop saying it, and say
 # how many numbers were checked (a test fails if a book build checks none).
 checked = 0
-if model == "qwen2.5-coder-0.5b-instruct" and examples_per_cell == {"10": 8, "30": 8, "140": 100}:
+if model == "qwen2.5-coder-0.5b-instruct" and backend == "hf" and examples_per_cell == {"10": 8, "30": 8, "140": 100}:
     mid, qa_mid = headline["middle minus first (query at end)"], headline["query-aware minus query at end (gold in the middle)"]
     assert (round(mid.difference, 1), round(mid.ci_low, 1), round(mid.ci_high, 1), mid.n) == (-55.0, -67.0, -43.0, 100)
     assert mid.p < 0.001 and mid.detail == "middle 33.0% vs first 88.0%"

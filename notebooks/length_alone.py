@@ -55,6 +55,8 @@ arms = [
      "headline": True},
 ]
 device = "auto"
+backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
+backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
 dtype = "auto"
 batch_size = 8
 token_budget = 262144  # rows x prompt tokens per batch, so long prompts get smaller batches
@@ -70,7 +72,7 @@ from IPython.display import Markdown, display
 
 from longctx.chapters import length_alone as chapter
 from longctx.metrics import summarize
-from longctx.models import load_model
+from longctx.backends import load_backend, spec
 from longctx.paths import repo_root, resolve
 from longctx.plots import condition_bars
 from longctx.report import n_for_half_width, pct_ci, points_ci, show
@@ -80,6 +82,7 @@ from longctx.tasks import length_alone as la
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 results_path = resolve(results_dir)
+backend_spec = spec(backend, backend_url)
 paper = pd.read_csv(repo_root() / "data" / "paper" / "length_alone.csv")
 params = dict(num_problems=num_problems, seed=seed, retrieve_then_solve=retrieve_then_solve, arms=arms)
 
@@ -90,9 +93,10 @@ params = dict(num_problems=num_problems, seed=seed, retrieve_then_solve=retrieve
 # %%
 blocks = chapter.plan(params)
 run_blocks(blocks, model=model, results_dir=results_path, batch_size=batch_size, token_budget=token_budget,
-           load=lambda: load_model(model, device=device, dtype=dtype), progress=True, log=lambda message: None)
+           backend=backend_spec, load=lambda: load_backend(model, backend_spec, device=device, dtype=dtype),
+           progress=True, log=lambda message: None)
 problems = [p for ps in chapter.problems_for(params).values() for p in ps]
-rows = stored_rows(blocks, model=model, results_dir=results_path)
+rows = stored_rows(blocks, model=model, results_dir=results_path, backend=backend_spec)
 scored = pd.DataFrame(la.score_rows(rows, problems))
 scored["problem"] = scored["example_id"].str.replace(":no-final-step", "", regex=False)
 
@@ -280,7 +284,7 @@ display(Markdown("Outputs with no filler: " + "; ".join(f"`{o}` (answer {answer[
 
 # %% tags=["remove-cell"]
 checked = 0
-if model == "qwen2.5-coder-0.5b-instruct" and num_problems == 120 and seed == 0:
+if model == "qwen2.5-coder-0.5b-instruct" and backend == "hf" and num_problems == 120 and seed == 0:
     acc = gsm.groupby("condition")["correct"].mean().mul(100).round(1).to_dict()
     assert acc == {"no filler": 96.7, "essay": 56.7, "whitespace": 38.3, "masked": 26.7,
                    "whitespace, before the evidence": 99.2, "single-space tokens": 0.0, "newline tokens": 0.0}, acc

@@ -51,6 +51,8 @@ source = "oracle"  # "oracle" (offline reconstruction) or "release" (the paper's
 release_dir = ""  # folder holding the nq-open-<k>_total_documents_gold_at_<i>.jsonl.gz files (source "release")
 seed = 0
 device = "auto"
+backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
+backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
 dtype = "auto"
 prompt_mode = "auto"
 batch_size = 4
@@ -68,7 +70,7 @@ from longctx.chapters import all_requests
 from longctx.chapters import multidoc_qa as chapter
 from longctx.findings import paired_estimate
 from longctx.metrics import summarize
-from longctx.models import load_model
+from longctx.backends import load_backend, spec
 from longctx.paths import repo_root, resolve
 from longctx.plots import accuracy_by_position
 from longctx.report import n_for_half_width, pct_ci, points_ci, show
@@ -78,6 +80,7 @@ from longctx.tasks import multidoc_qa as qa
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 results_path = resolve(results_dir)
+backend_spec = spec(backend, backend_url)
 paper = pd.read_csv(repo_root() / "data" / "paper" / "lost_in_the_middle_qa.csv")
 params = dict(num_questions=num_questions, detail_questions=detail_questions, num_documents=num_documents,
               gold_positions=gold_positions, query_aware=query_aware, distractors=distractors,
@@ -91,9 +94,11 @@ params = dict(num_questions=num_questions, detail_questions=detail_questions, nu
 
 # %%
 requests = all_requests(chapter.plan(params))
-rows = run_requests(requests, ResultsStore.for_model(results_path, model, experiment), model=model,
+rows = run_requests(requests, ResultsStore.for_model(results_path, model, experiment, backend_spec), model=model,
+                    backend=backend_spec,
                     prompt_mode=prompt_mode, batch_size=batch_size,
-                    load=lambda: load_model(model, device=device, dtype=dtype, prompt_mode=prompt_mode, progress=print),
+                    load=lambda: load_backend(model, backend_spec, device=device, dtype=dtype, prompt_mode=prompt_mode,
+                                              progress=print),
                     params={"seed": seed, "source": source})
 
 # %% tags=["remove-cell"]
@@ -269,7 +274,7 @@ display(Markdown("**Data.** " + provenance(table, results_path, experiment)))
 
 # %% tags=["remove-cell"]
 checked = 0
-if model == "qwen2.5-coder-0.5b-instruct" and num_questions == 12 and detail_questions == 12 and seed == 0:
+if model == "qwen2.5-coder-0.5b-instruct" and backend == "hf" and num_questions == 12 and detail_questions == 12 and seed == 0:
     assert (round(u_shape.difference, 1), round(u_shape.ci_low, 1), round(u_shape.ci_high, 1)) == (12.5, -4.2, 33.3)
     assert u_shape.p == 0.5 and u_shape.detail == "middle 50.0% vs edges 37.5%"
     assert (round(vs_closed.difference, 1), round(vs_closed.ci_low, 1), round(vs_closed.ci_high, 1)) == (41.7, 16.7, 66.7)

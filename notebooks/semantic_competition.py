@@ -67,6 +67,8 @@ second_reader_questions = 24  # questions (first of the sample) the second reade
 max_passages = 0  # keep only the first passages of each corpus (0 keeps all; small values for CI)
 seed = 0
 device = "auto"
+backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
+backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
 dtype = "auto"
 prompt_mode = "auto"
 batch_size = 4
@@ -80,7 +82,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from longctx.models import load_model
+from longctx.backends import load_backend, spec
 from longctx.paths import repo_root, resolve
 from longctx.plots import retention_curves
 from longctx.report import n_for_half_width, show
@@ -90,6 +92,7 @@ from longctx.tasks import semantic_competition as sc
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 results_path = resolve(results_dir)
+backend_spec = spec(backend, backend_url)
 pd.set_option("display.precision", 3)
 paper = pd.read_csv(repo_root() / "data" / "paper" / "semantic_competition.csv")
 
@@ -139,10 +142,10 @@ show(pd.DataFrame([{"experiment": name, "questions": len(exs), "left out (answer
 # 32 tokens), and the metrics read that line.
 
 # %%
-store = ResultsStore.for_model(results_path, model, experiment)
+store = ResultsStore.for_model(results_path, model, experiment, backend_spec)
 rows = run_requests(
-    requests, store, model=model,
-    load=lambda: load_model(model, device=device, dtype=dtype, prompt_mode=prompt_mode, progress=print),
+    requests, store, model=model, backend=backend_spec,
+    load=lambda: load_backend(model, backend_spec, device=device, dtype=dtype, prompt_mode=prompt_mode, progress=print),
     prompt_mode=prompt_mode, batch_size=batch_size,
     params={"seed": seed, "num_questions": num_questions, "corpus": corpus},
 )
@@ -152,9 +155,10 @@ matched_requests = sc.second_reader_requests(plans["squad, bm25"][0], questions[
 for reader in second_readers:
     if reader != model:
         rows += run_requests(
-            matched_requests, ResultsStore.for_model(results_path, reader, experiment), model=reader,
-            load=lambda reader=reader: load_model(reader, device=device, dtype=dtype, prompt_mode=prompt_mode,
-                                                  progress=print),
+            matched_requests, ResultsStore.for_model(results_path, reader, experiment, backend_spec), model=reader,
+            backend=backend_spec,
+            load=lambda reader=reader: load_backend(reader, backend_spec, device=device, dtype=dtype,
+                                                    prompt_mode=prompt_mode, progress=print),
             prompt_mode=prompt_mode, batch_size=batch_size,
             params={"seed": seed, "num_questions": num_questions, "corpus": corpus},
         )
@@ -368,7 +372,7 @@ def _one(df, **where):
 
 
 checked = 0
-if (model == "qwen2.5-coder-0.5b-instruct" and corpus == "squad-v2-dev" and num_questions == 40 and seed == 0
+if (model == "qwen2.5-coder-0.5b-instruct" and backend == "hf" and corpus == "squad-v2-dev" and num_questions == 40 and seed == 0
         and hard_counts == [0, 4, 9, 19] and matched_size == 20 and keep_hard == 4):
     t1 = {c: _one(table1, model=model, condition=c) for c in ["gold", "hard", "far"]}
     assert [t1[c]["EM"] for c in t1] == ["47.5", "17.5", "27.5"]

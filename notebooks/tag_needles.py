@@ -64,6 +64,8 @@ novelqa_dir = None  # a NovelQA checkout (Data/, Books/) to run the multiple-cho
 novelqa_max_book_tokens = 6000
 seed = 0
 device = "auto"
+backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
+backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
 dtype = "auto"
 batch_size = 8
 results_dir = "data/results"
@@ -77,6 +79,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from longctx import plots
+from longctx.backends import load_backend, spec
 from longctx.models import load_model, load_tokenizer
 from longctx.paths import repo_root, resolve
 from longctx.report import n_for_half_width, points_ci, show
@@ -90,17 +93,19 @@ results_path = resolve(results_dir)
 pd.set_option("display.precision", 1)
 paper = pd.read_csv(repo_root() / "data" / "paper" / "tag_needles.csv")
 loaded = {}
+backend_spec = spec(backend, backend_url)
 
 
 def load():
     """The reader, loaded once and only if some generation or tag is missing."""
     if "lm" not in loaded:
-        loaded["lm"] = load_model(model, device=device, dtype=dtype)
+        loaded["lm"] = load_backend(model, backend_spec, device=device, dtype=dtype)
     return loaded["lm"]
 
 
 def load_tagger():
-    return load() if tagger_model == model else load_model(tagger_model, device=device, dtype=dtype)
+    # The LLM tagger runs on hf (its tags are cached by chunk, whatever reads them).
+    return load() if tagger_model == model and backend == "hf" else load_model(tagger_model, device=device, dtype=dtype)
 
 
 # %% [markdown]
@@ -121,7 +126,8 @@ requests = tn.make_requests(cases, tokenizer=tokenizer, lengths=lengths, variant
                             depths=depths, depth_mode=depth_mode, query_aware_variants=query_aware_variants,
                             query_aware_lengths=query_aware_lengths, strategy=chunk_strategy, max_chars=chunk_chars,
                             text=text)
-rows = run_requests(requests, ResultsStore.for_model(results_path, model, experiment), model=model, load=load,
+rows = run_requests(requests, ResultsStore.for_model(results_path, model, experiment, backend_spec), model=model,
+                    load=load, backend=backend_spec,
                     batch_size=batch_size)
 scored = pd.DataFrame(tn.score_rows(rows))
 main = scored[~scored["query_aware"]]
@@ -351,8 +357,8 @@ if novelqa_dir:
     nq_variants = [v for v in variants if v != "td_tc_llm"]  # the paper tags NovelQA with spaCy only
     nq_requests = tn.novelqa_requests(questions, books, tokenizer=tokenizer, variants=nq_variants,
                                       max_book_tokens=novelqa_max_book_tokens, taggers=taggers)
-    nq_store = ResultsStore.for_model(results_path, model, "novelqa")
-    nq = pd.DataFrame(tn.score_novelqa(run_requests(nq_requests, nq_store, model=model, load=load,
+    nq_store = ResultsStore.for_model(results_path, model, "novelqa", backend_spec)
+    nq = pd.DataFrame(tn.score_novelqa(run_requests(nq_requests, nq_store, model=model, load=load, backend=backend_spec,
                                                     batch_size=batch_size)))
     show((nq.pivot_table(index="variant", columns="complexity", values="correct") * 100).round(1)
          .rename(index=tn.VARIANT_LABELS).reset_index(), notes="Ours: accuracy (%) by question complexity.")
@@ -363,7 +369,7 @@ show(paper[paper["table"] == 2].pivot_table(index=["model", "variant"], columns=
 
 # %% tags=["remove-cell"]
 # The findings below quote these numbers; fail the build if the committed results change them.
-BOOK_RUN = (model == "qwen2.5-coder-0.5b-instruct" and num_cases == 30 and lengths == [250, 500, 1000]
+BOOK_RUN = (model == "qwen2.5-coder-0.5b-instruct" and backend == "hf" and num_cases == 30 and lengths == [250, 500, 1000]
             and needle_set == "longctx" and llm_tag_method == "ie")
 checked = 0
 if BOOK_RUN:

@@ -7,6 +7,7 @@ import jupytext
 import pytest
 from papermill.translators import PythonTranslator
 
+READ_ONLY_PAGES = {"findings", "backends"}  # pages that only read committed rows: no model to choose
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.py"))
 
 
@@ -20,8 +21,8 @@ def test_parameters_cell_is_fully_parsed_by_papermill(path):
     # papermill drops a line it cannot parse (e.g. an '=' inside a comment) from --help-notebook
     parsed = [p.name for p in PythonTranslator.inspect(cells[0])]
     assert parsed == assigned
-    if path.stem != "findings":  # the findings page only reads committed rows
-        assert {"model", "seed", "device", "batch_size", "results_dir"} <= set(parsed)
+    if path.stem not in READ_ONLY_PAGES:
+        assert {"model", "seed", "device", "batch_size", "results_dir", "backend", "backend_url"} <= set(parsed)
 
 
 def test_there_are_notebooks():
