@@ -103,7 +103,7 @@ from longctx.models import resolve_model
 from longctx.paths import repo_root, resolve
 from longctx.plots import accuracy_by_position
 from longctx.report import n_for_half_width, show
-from longctx.results import load_experiment, paired_comparison, provenance
+from longctx.results import load_experiment, model_label, paired_comparison, provenance
 from longctx.store import ResultsStore, run_requests, unique_requests
 from longctx.tasks import kv_retrieval as kv
 from longctx.tasks import longbench_v2 as lb
@@ -192,7 +192,7 @@ if shortest != chosen:
                                      method="shortest tokenization", delimiter=shortest, ratio=cnorm_ratio)
 qa_rows = generate(qa_requests, "cnorm_qa")
 qa_table = load_experiment(results_path, "cnorm_qa", score=qa.score, task=qa.TASK)
-qa_table = qa_table[(qa_table["model"] == model) & (qa_table["num_documents"] == qa_documents)]
+qa_table = qa_table[(qa_table["model"] == model_label(model, backend)) & (qa_table["num_documents"] == qa_documents)]
 qa_table = qa_table[qa_table["example_id"].isin([e.example_id for e in evaluated]) & qa_table["seed"].isin(qa_seeds)]
 qa_table = qa_table[(qa_table["method"] == "baseline") | (qa_table["delimiter"].isin([chosen, shortest]))]
 print(f"{len(qa_rows)} QA generations; mean prompt tokens by method:")
@@ -303,7 +303,7 @@ show(paper[paper["source"].str.startswith("Figure 2")].drop(columns=["source"]))
 summary = summarize(fig2, ["model", "density", "format", "position"])
 summary["panel"] = summary["density"].map({"low": f"low density ({kv_low_pairs} x 32 hex)",
                                            "high": f"high density ({kv_high_pairs} x 128 hex)"})
-accuracy_by_position(summary[summary["model"] == model], x="position", facet="panel", hue="format",
+accuracy_by_position(summary[summary["model"] == model_label(model, backend)], x="position", facet="panel", hue="format",
                      facet_title="{}", xlabel="Position of the gold pair",
                      title=f"Key-value retrieval by id format ({model})")
 plt.show()
@@ -337,7 +337,7 @@ show(format_effects(fig2))
 
 # %% tags=["hide-input"]
 sweep = kv_table[(kv_table["density"] == "low") & (kv_table["num_pairs"] == sweep_pairs)
-                 & kv_table["delimiter"].isin(sweep_delimiters) & (kv_table["model"] == model)]
+                 & kv_table["delimiter"].isin(sweep_delimiters) & (kv_table["model"] == model_label(model, backend))]
 sweep = sweep[sweep["gold_index"].isin({r.condition["gold_index"] for r in sweep_requests})]
 by_delim = cnorm.oaa_opa_table(sweep, ["delimiter"]).merge(
     sweep.groupby("delimiter")["prompt_tokens"].mean().rename("prompt tokens").reset_index(), on="delimiter")
@@ -498,7 +498,7 @@ if longbench_data:
                                             ratio=cnorm_ratio, method=method)
     generate(lb_requests, "cnorm_longbench_v2")
     lb_table = load_experiment(results_path, "cnorm_longbench_v2", score=lb.score, task=lb.TASK)
-    lb_table = lb_table[lb_table["model"] == model]
+    lb_table = lb_table[lb_table["model"] == model_label(model, backend)]
     show(lb.breakdown(lb_table).round(1).reset_index())
 else:
     display(Markdown("`longbench_data` is empty: LongBench-v2 did not run (the data is not reachable offline)."))
@@ -516,7 +516,7 @@ def _row(df, **where):
     return df[mask].iloc[0]
 
 
-mine = fig2_summary[fig2_summary["model"] == model]
+mine = fig2_summary[fig2_summary["model"] == model_label(model, backend)]
 cn_all = _row(qa_tests, comparison="C-NORM - baseline", seeds="all seeds")
 key_numbers = pd.DataFrame([
     {"finding": "key-value OAA, low density (UUID / plain / &)",

@@ -86,7 +86,7 @@ from longctx.backends import load_backend, spec
 from longctx.paths import repo_root, resolve
 from longctx.plots import retention_curves
 from longctx.report import n_for_half_width, show
-from longctx.results import provenance, retention_curve, rows_table
+from longctx.results import model_label, provenance, retention_curve, rows_table
 from longctx.store import ResultsStore, run_requests, unique_requests
 from longctx.tasks import semantic_competition as sc
 
@@ -163,7 +163,7 @@ for reader in second_readers:
             params={"seed": seed, "num_questions": num_questions, "corpus": corpus},
         )
 everything = sc.add_metrics(rows_table(rows, score=lambda row: sc.score(row)["em"]))
-table = everything[everything["model"] == model]
+table = everything[everything["model"] == model_label(model, backend)]
 squad_name = squad.name
 display(Markdown(f"{len(rows)} rows. **Data.** {provenance(everything, results_path, experiment)}"))
 
@@ -179,7 +179,7 @@ def with_far(part):
 
 
 readers = with_far(sc.matched_rows(select(everything), matched_size))
-main = readers[readers["model"] == model]
+main = readers[readers["model"] == model_label(model, backend)]
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Retention R(H) = M(H)/M(0) of EM and F1 as H hard negatives (BM25 or dense top-ranked snippets) join the gold snippet, on the questions run at every H (40 SQuAD v2.0 questions); bands are 95% bootstrap intervals over questions; dashed: half retention.", "name": "fig-sc-retention"}, "image": {"alt": "Two panels of retention against the number of hard negatives, for BM25 and dense retrieval. EM retention falls below one half by H = 4 (BM25) or 9 (dense); F1 stays above one half up to H = 19."}}
 sweep = select(table)

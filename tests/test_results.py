@@ -5,14 +5,15 @@ from longctx.results import load_experiment, paired_effects, provenance
 from longctx.store import Request, ResultsStore, make_row
 
 
-def _store_rows(root, model, outputs):
-    store = ResultsStore(root, model.replace("/", "--"), "exp")
+def _store_rows(root, model, outputs, backend="hf"):
+    folder = model.replace("/", "--") + ("" if backend == "hf" else f"--{backend}")
+    store = ResultsStore(root, folder, "exp")
     rows = []
     for i, out in enumerate(outputs):
         req = Request(task="kv", example_id=f"e{i}", prompt=f"p{i}", gold=("abc",), condition={"num_pairs": 3})
         gen = Generation(out, out, 10 + i, 2, True, 1.0, 1)
         rows.append(make_row(f"{model}-{i}", req, gen, model=model, fingerprint="fp", prompt_mode="auto",
-                             rendered_prompt=req.prompt, params={}))
+                             rendered_prompt=req.prompt, params={}, backend=backend))
     store.append(rows)
 
 
@@ -25,6 +26,17 @@ def test_load_experiment_has_every_model_scored_and_captioned(tmp_path):
     assert set(table.columns) >= {"num_pairs", "prompt", "gold", "output", "prompt_tokens", "longctx_version"}
     caption = provenance(table, tmp_path, "exp")
     assert "model-a: 2 generations" in caption and "org/model-b: 1 generations" in caption
+
+
+def test_two_backends_of_one_model_are_two_lines_with_their_own_files(tmp_path):
+    _store_rows(tmp_path, "model-a", ["ABC", "xyz"])
+    _store_rows(tmp_path, "model-a", ["abc", "abc"], backend="llamacpp")
+    table = load_experiment(tmp_path, "exp", score=lambda r: float(r["gold"][0] in r["output"].lower()))
+    assert table.groupby("model")["correct"].mean().to_dict() == {"model-a": 0.5, "model-a (llamacpp)": 1.0}
+    assert set(table["backend"]) == {"hf", "llamacpp"} and set(table["model_name"]) == {"model-a"}
+    caption = provenance(table, tmp_path, "exp")
+    assert "model-a: 2 generations in `" + tmp_path.name + "/model-a/exp/" in caption
+    assert "model-a (llamacpp): 2 generations in `" + tmp_path.name + "/model-a--llamacpp/exp/" in caption
 
 
 def test_load_experiment_filters_by_task(tmp_path):

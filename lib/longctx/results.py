@@ -22,13 +22,29 @@ def load_experiment(results_dir: str | Path, experiment: str, score: Callable[[d
     return rows_table(rows, score)
 
 
+def row_backend(row: dict) -> str:
+    """The backend that generated a stored row (``hf`` for rows stored before backends existed)."""
+    return row.get("backend", "hf").split(":", 1)[0]
+
+
+def model_label(model: str, backend="hf") -> str:
+    """How tables and figures name a model's rows: the model for ``hf`` rows, ``model
+    (backend)`` otherwise, so two backends of one model are two lines, never one."""
+    from .backends import spec
+
+    name = spec(backend).name if not isinstance(backend, str) else backend.split(":", 1)[0]
+    return model if name == "hf" else f"{model} ({name})"
+
+
 def rows_table(rows: Sequence[dict], score: Callable[[dict], float]):
     """Stored rows (e.g. those :func:`~longctx.store.run_requests` returns) as a table:
     condition fields become columns, ``correct`` holds ``score(row)``."""
     import pandas as pd
 
     return pd.DataFrame.from_records([{
-        "model": row["model"],
+        "model": model_label(row["model"], row_backend(row)),
+        "model_name": row["model"],
+        "backend": row_backend(row),
         "example_id": row["example_id"],
         **row["condition"],
         "prompt": row["prompt"],
@@ -47,18 +63,21 @@ def provenance(df, results_dir: str | Path, experiment: str) -> str:
     """A one-paragraph caption naming files, models, sizes and library versions behind a figure."""
     if df.empty:
         return "no results"
+    from .backends import results_folder
     from .errors import LongctxError
     from .models import model_slug, resolve_model
 
+    df = df.assign(model_name=df["model_name"] if "model_name" in df else df["model"],
+                   backend=df["backend"] if "backend" in df else "hf")
     parts = []
-    for model, group in df.groupby("model"):
+    for (model, backend), group in df.groupby(["model_name", "backend"]):
         try:
             slug = resolve_model(model).results_slug(results_dir)
         except LongctxError:  # a local checkpoint that has since moved: its plain name
             slug = model_slug(model)
-        path = Path(results_dir).name + f"/{slug}/{experiment}/{ResultsStore.FILENAME}"
+        path = Path(results_dir).name + f"/{results_folder(slug, backend)}/{experiment}/{ResultsStore.FILENAME}"
         versions = ", ".join(sorted(group["longctx_version"].unique()))
-        parts.append(f"{model}: {len(group)} generations in `{path}` (longctx {versions})")
+        parts.append(f"{model_label(model, backend)}: {len(group)} generations in `{path}` (longctx {versions})")
     return "; ".join(parts)
 
 
