@@ -163,9 +163,13 @@ class OpenAIBackend(PromptReader):
                     pieces.append(choice.get("text") or "")
                     finish = choice.get("finish_reason") or finish
                     if rule.cut("".join(pieces))[1]:
-                        break  # leaving the block closes the stream: the server stops decoding
+                        return "".join(pieces), finish  # leaving the block closes the stream: decoding stops
         except httpx.HTTPError as err:
             raise _Retryable(f"{type(err).__name__}: {err}") from None
+        if finish is None:
+            # A stream that ends with no finish reason was cut off (llama.cpp's server, for one,
+            # interrupts a request when another arrives): never store it as an answer.
+            raise _Retryable("the stream ended before the server said why it finished")
         return "".join(pieces), finish
 
 

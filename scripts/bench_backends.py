@@ -1,0 +1,157 @@
+"""The same key-value prompts through every way this project can generate, in one run.
+
+1. ``naive``: a plain one-prompt-at-a-time ``model.generate(max_new_tokens=N)`` loop on the
+   transformers weights (what one writes first; no stop rule);
+2. ``hf``: the longctx engine (length-sorted batches, per-row stop rules);
+3. ``llamacpp``: llama.cpp in process on the GGUF file (``longctx.backends.llamacpp``);
+4. ``openai``: the OpenAI client against a local llama.cpp server started by this script
+   (``python -m llama_cpp.server``), which is how vLLM or SGLang are used at scale.
+
+Only one of them computes at a time (the server is idle until the client sends). Ratios
+against ``naive`` and ``hf`` are the numbers to quote; seconds depend on the machine. The
+answers of each arm are scored and compared with ``hf``'s.
+
+    python scripts/bench_backends.py --json data/bench/backends-cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+
+from longctx import __version__
+from longctx.backends import load_backend, spec
+from longctx.metrics import kv_accuracy
+from longctx.models import ALIASES, alias_gguf_path, load_model
+from longctx.tasks import kv_retrieval as kv
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: str, threads: int) -> tuple[subprocess.Popen, str]:
+    import httpx
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(alias_gguf_path(ALIASES[model])),
+                             "--model_alias", model, "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "32768",
+                             "--n_threads", str(threads), "--verbose", "False", "--interrupt_requests", "False"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(240):
+        try:
+            if httpx.get(f"{url}/models", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("the llama.cpp server did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="a package-shipped GGUF alias")
+    parser.add_argument("--per-cell", type=int, default=2, help="examples per (pairs, depth) cell")
+    parser.add_argument("--pairs", type=int, nargs="+", default=[10, 30])
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--dtype", default="auto", help="hf arms: auto, bfloat16 or float32")
+    parser.add_argument("--arms", nargs="+", default=["naive", "hf", "llamacpp", "openai"])
+    parser.add_argument("--json", help="also write the numbers to this file")
+    args = parser.parse_args()
+
+    import torch
+
+    reqs = [r for k in args.pairs for r in kv.make_requests(kv.synthetic_examples(args.per_cell, k, seed=123),
+                                                             [0.0, 1.0])]
+    max_new = kv.MAX_NEW_TOKENS
+    threads = os.cpu_count() or 1
+    arms: dict[str, dict] = {}
+
+    def record(name, seconds, outputs, prompt_tokens, **extra):
+        arms[name] = {"seconds": round(seconds, 1), "prompts_per_s": round(len(reqs) / seconds, 4),
+                      "accuracy": sum(kv_accuracy(o, r.gold[0]) for o, r in zip(outputs, reqs)) / len(reqs),
+                      "mean_prompt_tokens": round(sum(prompt_tokens) / len(prompt_tokens), 1),
+                      "outputs": outputs, **extra}
+        print(f"{name}: {seconds:.1f} s", file=sys.stderr)
+
+    if {"naive", "hf"} & set(args.arms):
+        lm = load_model(args.model, device="cpu", dtype=args.dtype)
+        prompts = [lm.render(r.prompt) for r in reqs]
+        if "naive" in args.arms:
+            start, outs, lens = time.perf_counter(), [], []
+            with torch.inference_mode():
+                for p in prompts:
+                    ids = lm.tokenizer(p, return_tensors="pt", add_special_tokens=False)
+                    out = lm.model.generate(**ids, max_new_tokens=max_new, do_sample=False, temperature=None,
+                                            top_p=None, top_k=None, pad_token_id=lm.tokenizer.pad_token_id)
+                    outs.append(lm.tokenizer.decode(out[0, ids.input_ids.shape[1]:], skip_special_tokens=True))
+                    lens.append(ids.input_ids.shape[1])
+            record("naive", time.perf_counter() - start, outs, lens, dtype=str(lm.dtype).replace("torch.", ""))
+        if "hf" in args.arms:
+            start = time.perf_counter()
+            gens = lm.generate(prompts, max_new_tokens=max_new, stop_rules=[r.stop for r in reqs],
+                               batch_size=args.batch_size, progress=False)
+            record("hf", time.perf_counter() - start, [g.text for g in gens], [g.prompt_tokens for g in gens],
+                   dtype=str(lm.dtype).replace("torch.", ""), batch_size=args.batch_size)
+        del lm
+    if "llamacpp" in args.arms:
+        backend = load_backend(args.model, "llamacpp")
+        prompts = [backend.render(r.prompt) for r in reqs]
+        start = time.perf_counter()
+        gens = backend.generate(prompts, max_new_tokens=max_new, stop_rules=[r.stop for r in reqs], progress=False)
+        record("llamacpp", time.perf_counter() - start, [g.text for g in gens], [g.prompt_tokens for g in gens],
+               threads=backend.threads)
+        del backend
+    if "openai" in args.arms:
+        proc, url = start_server(args.model, threads)
+        try:
+            backend = load_backend(args.model, spec("openai", url, concurrency=1))
+            prompts = [backend.render(r.prompt) for r in reqs]
+            start = time.perf_counter()
+            gens = backend.generate(prompts, max_new_tokens=max_new, stop_rules=[r.stop for r in reqs],
+                                    progress=False)
+            record("openai", time.perf_counter() - start, [g.text for g in gens], [g.prompt_tokens for g in gens],
+                   server="llama_cpp.server (local)", threads=threads)
+        finally:
+            proc.kill()
+
+    reference = arms.get("hf") or next(iter(arms.values()))
+    for name, arm in arms.items():
+        if "naive" in arms:
+            arm["speedup_vs_naive"] = round(arms["naive"]["seconds"] / arm["seconds"], 2)
+        if "hf" in arms:
+            arm["speedup_vs_hf"] = round(arms["hf"]["seconds"] / arm["seconds"], 2)
+        # the naive loop has no stop rule: compare every arm's answer cut at the request's rule
+        arm["same_answer_as_hf"] = sum(r.stop.cut(a)[0].strip() == r.stop.cut(b)[0].strip()
+                                       for a, b, r in zip(arm["outputs"], reference["outputs"], reqs))
+    result = {"model": args.model, "prompts": len(reqs), "pairs": args.pairs, "max_new_tokens": max_new,
+              "threads": threads, "machine": platform.machine(), "cpu": _cpu_name(), "longctx": __version__,
+              "date": time.strftime("%Y-%m-%d"),
+              "arms": {k: {f: v for f, v in a.items() if f != "outputs"} for k, a in arms.items()}}
+    print(json.dumps(result, indent=1))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    main()
