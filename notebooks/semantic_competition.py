@@ -83,11 +83,13 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from longctx.backends import load_backend, spec
+from longctx.chapters import all_requests
+from longctx.chapters import semantic_competition as chapter
 from longctx.paths import repo_root, resolve
 from longctx.plots import retention_curves
 from longctx.report import n_for_half_width, show
 from longctx.results import model_label, provenance, retention_curve, rows_table
-from longctx.store import ResultsStore, run_requests, unique_requests
+from longctx.store import ResultsStore, run_requests
 from longctx.tasks import semantic_competition as sc
 
 warnings.filterwarnings("ignore", category=FutureWarning)
@@ -102,35 +104,20 @@ paper = pd.read_csv(repo_root() / "data" / "paper" / "semantic_competition.csv")
 # Every passage is cut into `snippet_words`-word windows, which the retrievers rank
 # against the question. For each question the eligible distractors are the windows
 # outside the gold passage that contain no normalized gold answer; hard negatives are
-# the top of that ranking, far-rank snippets a seeded draw from its lower half.
+# the top of that ranking, far-rank snippets a seeded draw from its lower half. The prompts
+# come from `longctx.chapters.semantic_competition`, which `longctx reproduce` also uses
+# (the matched control first), so a run outside the notebook stores the rows it looks up.
 
 # %%
+params = dict(corpus=corpus, num_questions=num_questions, snippet_words=snippet_words, hard_counts=hard_counts,
+              retrievers=retrievers, dense_model=dense_model, matched_size=matched_size, keep_hard=keep_hard,
+              far_from=far_from, compare_snippet_words=compare_snippet_words, compare_questions=compare_questions,
+              other_sizes=other_sizes, nq_questions=nq_questions, max_passages=max_passages, seed=seed)
+plans = chapter.build(params)  # experiment -> (requests, examples, questions left out)
 squad = sc.load_corpus(corpus).limit_passages(max_passages or None)
-questions = sc.sample_questions(squad, num_questions, seed)
-index = {r: sc.SnippetIndex(squad, snippet_words, r, **({"model": dense_model} if r == "dense" else {}))
-         for r in sorted(set(retrievers) | {"bm25"})}
-plans = {}  # experiment -> (requests, examples, questions left out)
-plans["squad, bm25"] = sc.experiment_requests(index["bm25"], questions,
-                                              sc.plan_conditions(hard_counts, [matched_size], keep_hard),
-                                              far_from=far_from, seed=seed)
-for r in retrievers:
-    if r != "bm25":
-        plans[f"squad, {r}"] = sc.experiment_requests(index[r], questions, sc.plan_conditions(hard_counts),
-                                                      far_from=far_from, seed=seed)
-subset = questions[:compare_questions]
-plans["squad, other N"] = sc.experiment_requests(index["bm25"], subset,
-                                                 sc.plan_conditions([], other_sizes, keep_hard),
-                                                 far_from=far_from, seed=seed)
-plans[f"squad, {compare_snippet_words} words"] = sc.experiment_requests(
-    sc.SnippetIndex(squad, compare_snippet_words, "bm25"), subset,
-    sc.plan_conditions([], [matched_size], keep_hard), far_from=far_from, seed=seed)
-if nq_questions:
-    nq = sc.load_corpus("nq-open-oracle").limit_passages(max_passages or None)
-    plans["nq, bm25"] = sc.experiment_requests(sc.SnippetIndex(nq, snippet_words, "bm25"),
-                                               sc.sample_questions(nq, nq_questions, seed),
-                                               sc.plan_conditions([], [matched_size], keep_hard),
-                                               far_from=far_from, seed=seed)
-requests = unique_requests([r for reqs, _, _ in plans.values() for r in reqs])
+questions = sc.sample_questions(squad, num_questions, seed)  # the sample, including any left out
+subset = questions[:compare_questions]  # the questions of the snippet-length and other-N checks
+requests = all_requests(chapter.plan(params, built=plans))
 show(pd.DataFrame([{"experiment": name, "questions": len(exs), "left out (answer not locatable)": len(skipped),
                     "prompts": len(reqs)} for name, (reqs, exs, skipped) in plans.items()]),
      notes=f"{len(requests)} distinct prompts in all.")

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL = "qwen2.5-coder-0.5b-instruct"
 # Paper scale at a few items, so the test builds every size, position and arm quickly.
 SMALL = {"kv_retrieval": {"examples_per_cell": 3}, "multidoc_qa": {"num_questions": 3, "detail_questions": 3},
-         "length_alone": {"num_problems": 2}}
+         "length_alone": {"num_problems": 2},
+         "semantic_competition": {"num_questions": 3, "compare_questions": 2, "nq_questions": 2, "max_passages": 300}}
 
 
 def notebook_parameters(name):

@@ -25,6 +25,7 @@ CHAPTERS = {
     "kv_retrieval": "longctx.chapters.kv_retrieval",
     "length_alone": "longctx.chapters.length_alone",
     "multidoc_qa": "longctx.chapters.multidoc_qa",
+    "semantic_competition": "longctx.chapters.semantic_competition",
 }
 
 

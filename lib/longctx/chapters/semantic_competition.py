@@ -1,0 +1,76 @@
+"""Semantic competition vs context length chapter.
+
+Headline: the matched control at ``matched_size`` snippets on SQuAD with BM25 (gold only,
+hard negatives, far-rank snippets at the same length), whose far-minus-hard difference is
+the paper's central comparison; then the retention curves (hard-negative sweeps per
+retriever), the control at other sizes and snippet lengths, and the control on NQ-Open.
+
+:func:`build` returns every experiment's requests with the examples behind them and the
+questions left out (the notebook tabulates them); :func:`plan` cuts the same requests into
+blocks, so the notebook and ``longctx reproduce`` send identical prompts. Second readers
+(another model answering the matched control) are not part of a plan, which is per model:
+the notebook sends them, and ``longctx reproduce --model <reader> --only matched`` runs
+the same headline for any reader.
+"""
+
+from __future__ import annotations
+
+from ..store import Request, unique_requests
+from ..tasks import semantic_competition as sc
+from . import Block
+
+NOTEBOOK = "notebooks/semantic_competition.py"
+EXPERIMENT = "semantic_competition"
+HEADLINE = "squad, bm25"
+
+
+def build(params: dict, progress: bool = False) -> dict[str, tuple[list[Request], list, list[str]]]:
+    """experiment name -> (requests, examples, ids of questions left out), in priority order."""
+    squad = sc.load_corpus(params["corpus"]).limit_passages(params["max_passages"] or None)
+    questions = sc.sample_questions(squad, params["num_questions"], params["seed"])
+    words = params["snippet_words"]
+    index = {r: sc.SnippetIndex(squad, words, r, **({"model": params["dense_model"]} if r == "dense" else {}))
+             for r in sorted(set(params["retrievers"]) | {"bm25"})}
+    far_from, seed, keep = params["far_from"], params["seed"], params["keep_hard"]
+    plans = {HEADLINE: sc.experiment_requests(
+        index["bm25"], questions, sc.plan_conditions(params["hard_counts"], [params["matched_size"]], keep),
+        far_from=far_from, seed=seed, progress=progress)}
+    for r in params["retrievers"]:
+        if r != "bm25":
+            plans[f"squad, {r}"] = sc.experiment_requests(index[r], questions, sc.plan_conditions(params["hard_counts"]),
+                                                          far_from=far_from, seed=seed)
+    subset = questions[:params["compare_questions"]]
+    plans["squad, other N"] = sc.experiment_requests(index["bm25"], subset,
+                                                     sc.plan_conditions([], params["other_sizes"], keep),
+                                                     far_from=far_from, seed=seed)
+    plans[f"squad, {params['compare_snippet_words']} words"] = sc.experiment_requests(
+        sc.SnippetIndex(squad, params["compare_snippet_words"], "bm25"), subset,
+        sc.plan_conditions([], [params["matched_size"]], keep), far_from=far_from, seed=seed)
+    if params["nq_questions"]:
+        nq = sc.load_corpus("nq-open-oracle").limit_passages(params["max_passages"] or None)
+        plans["nq, bm25"] = sc.experiment_requests(sc.SnippetIndex(nq, words, "bm25"),
+                                                   sc.sample_questions(nq, params["nq_questions"], seed),
+                                                   sc.plan_conditions([], [params["matched_size"]], keep),
+                                                   far_from=far_from, seed=seed)
+    return plans
+
+
+def plan(params: dict, built: dict | None = None) -> list[Block]:
+    """The chapter's requests (from :func:`build`, or ``built`` if the caller has it) in
+    blocks: the matched control at ``matched_size`` first, then everything else once."""
+    plans = built if built is not None else build(params)
+    head_reqs, examples, _ = plans[HEADLINE]
+    size = params["matched_size"]
+    matched = unique_requests(sc.second_reader_requests(head_reqs, [e.question for e in examples], size))
+    keys = {_identity(r) for r in matched}
+    rest = [r for r in unique_requests([r for reqs, _, _ in plans.values() for r in reqs]) if _identity(r) not in keys]
+    blocks = [Block(f"matched control, {size} snippets (gold, hard, far)", EXPERIMENT, matched, True)]
+    if rest:
+        blocks.append(Block("retention curves, other sizes, snippet length, NQ", EXPERIMENT, rest))
+    return blocks
+
+
+def _identity(r: Request) -> tuple:
+    import json
+
+    return r.task, json.dumps(r.condition, sort_keys=True), r.example_id, r.system, r.prompt
