@@ -74,7 +74,7 @@ from longctx.backends import load_backend, spec
 from longctx.paths import repo_root, resolve
 from longctx.plots import accuracy_by_position
 from longctx.report import n_for_half_width, pct_ci, points_ci, show
-from longctx.results import paired_effects, position_gap_permutation, provenance, rows_table
+from longctx.results import comparable_rows, paired_effects, position_gap_permutation, provenance, rows_table
 from longctx.store import ResultsStore, run_requests
 from longctx.tasks import multidoc_qa as qa
 
@@ -108,13 +108,26 @@ docs["depth"] = (docs["gold_index"] / (docs["num_documents"] - 1)).round(2)
 docs["position"] = docs["gold_index"].astype(int) + 1
 docs["query"] = docs["query_aware"].map({False: "question at end", True: "query-aware"})
 summary = summarize(docs, ["model", "num_documents", "query", "position"])
+# Other models and backends that answered these same prompts: one more line each.
+others = [r for r in comparable_rows(results_path, experiment, requests,
+                                     exclude=ResultsStore.for_model(results_path, model, experiment,
+                                                                    backend_spec).dir.parent.name)
+          if r["condition"]["setting"] == "documents"]
+if others:
+    other_docs = rows_table(others, qa.score)
+    other_docs["position"] = other_docs["gold_index"].astype(int) + 1
+    other_docs["query"] = other_docs["query_aware"].map({False: "question at end", True: "query-aware"})
+    shown = pd.concat([summary, summarize(other_docs, ["model", "num_documents", "query", "position"])],
+                      ignore_index=True)
+else:
+    shown = summary
 baselines = summarize(table[table["setting"] != "documents"], ["model", "setting"])
 largest = max(num_documents)
 head = docs[(docs["num_documents"] == largest) & ~docs["query_aware"]]
 n_head = head["example_id"].nunique()
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the position of the document with the answer, 10 and 20 documents. Solid: query-aware; dashed: question at the end (the paper's prompt). Dotted line: closed-book; dash-dot: oracle (gold document only). 12 questions per point; bands are 95% Wilson intervals.", "name": "fig-multidoc-position"}, "image": {"alt": "Two panels of accuracy against gold position. With 12 questions the lines move within wide bands; the closed-book line lies far below the others and the oracle line above."}}
-fig = accuracy_by_position(summary, facet="num_documents", facet_title="{} documents", style="query",
+fig = accuracy_by_position(shown, facet="num_documents", facet_title="{} documents", style="query",
                            xlabel="Position of the document with the answer")
 for ax in fig.axes:
     for b in baselines.itertuples():

@@ -123,3 +123,18 @@ def test_pooled_paired_effect_clusters_by_example_across_lengths():
     lo10, hi10 = [float(x) for x in effects[10]["95% CI"].strip("[]").split(",")]
     # Duplicating every example across two lengths adds no information: same width as one length.
     assert abs((hi - lo) - (hi10 - lo10)) < 8
+
+
+def test_comparable_rows_are_other_runs_of_the_same_requests(tmp_path):
+    from longctx.results import comparable_rows
+
+    _store_rows(tmp_path, "model-a", ["abc", "x"])
+    _store_rows(tmp_path, "model-a", ["abc", "abc"], backend="llamacpp")
+    _store_rows(tmp_path, "model-b", ["abc", "abc", "abc"])
+    asked = [Request(task="kv", example_id="e0", prompt="p0", gold=("abc",), condition={"num_pairs": 3}),
+             Request(task="kv", example_id="e1", prompt="p1", gold=("abc",), condition={"num_pairs": 3})]
+    rows = comparable_rows(tmp_path, "exp", asked, exclude="model-a")
+    assert sorted((r["model"], r.get("backend"), r["example_id"]) for r in rows) == [
+        ("model-a", "llamacpp", "e0"), ("model-a", "llamacpp", "e1"), ("model-b", "hf", "e0"), ("model-b", "hf", "e1")]
+    other_condition = [Request(task="kv", example_id="e0", prompt="p0", gold=("abc",), condition={"num_pairs": 4})]
+    assert comparable_rows(tmp_path, "exp", other_condition) == []

@@ -235,3 +235,21 @@ def backend_agreement(rows_a: Sequence[dict], rows_b: Sequence[dict], score: Cal
             f"accuracy_{names[0]}": sum(score(a) for a, _ in pairs) / len(pairs),
             f"accuracy_{names[1]}": sum(score(b) for _, b in pairs) / len(pairs),
             "difference": est.difference, "low": est.ci_low, "high": est.ci_high, "p": est.p}
+
+
+def comparable_rows(results_dir: str | Path, experiment: str, requests: Sequence, *, exclude: str | None = None) -> list[dict]:
+    """Rows of *other* runs (models or backends) under ``results_dir`` that answer any of
+    ``requests``: same task, condition and example, whatever model or backend wrote them.
+    ``exclude`` names the results folder of the run already in hand. A chapter adds these to
+    its figure, so ``make run ... MODEL=<another> BACKEND=<another>`` draws one more line."""
+    import json
+
+    wanted = {(r.task, json.dumps(r.condition, sort_keys=True), r.example_id) for r in requests}
+    out = []
+    for path in sorted(Path(results_dir).glob(f"*/{experiment}/{ResultsStore.FILENAME}")):
+        folder = path.parent.parent.name
+        if folder == exclude:
+            continue
+        out += [row for row in ResultsStore(results_dir, folder, experiment).rows()
+                if (row["task"], json.dumps(row["condition"], sort_keys=True), row["example_id"]) in wanted]
+    return out
