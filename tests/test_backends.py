@@ -321,3 +321,36 @@ def test_a_stream_cut_off_by_the_server_is_never_stored(tmp_path, llama):
               run_requests(reqs, ResultsStore(tmp_path, "direct", "kv"), model=SMOKE, backend="llamacpp", lm=llama)}
     for row in store.rows():  # whatever was stored is the complete answer
         assert row["output"] == direct[row["example_id"] + json.dumps(row["condition"], sort_keys=True)]
+
+
+@pytest.mark.model
+def test_make_run_with_llamacpp_then_openai_adds_a_line_each(tmp_path):
+    """`longctx run` (what `make run ... BACKEND=` calls) of the key-value chapter, at CI size,
+    through llama.cpp in process and then through a local OpenAI-compatible server."""
+    small = ["-p", "num_pairs", "[4, 6]", "-p", "gold_positions", "[0.0, 0.5, 1.0]", "-p", "examples_per_cell", "2",
+             "-p", "kv_source", "'synthetic'", "-p", "results_dir", str(tmp_path)]
+    root = Path(__file__).resolve().parents[1]
+
+    def run(*extra):
+        done = subprocess.run([sys.executable, "-m", "longctx.cli", "run", "notebooks/kv_retrieval.py", "--model", SMOKE,
+                               *extra, *small], capture_output=True, text=True, cwd=root, timeout=900)
+        assert done.returncode == 0, done.stderr[-2000:]
+
+    run("--backend", "llamacpp")
+    srv = Server().start()
+    try:
+        run("--backend", "openai", "--url", srv.url)
+    finally:
+        srv.kill()
+    llama = ResultsStore(tmp_path, f"{SMOKE}--llamacpp", "kv_retrieval").rows()
+    served = ResultsStore(tmp_path, f"{SMOKE}--openai", "kv_retrieval").rows()
+    assert len(llama) == len(served) == 2 * 3 * 2 * 2  # sizes x depths x examples x query-aware
+    assert sorted(r["output"] for r in llama) == sorted(r["output"] for r in served)
+    assert (tmp_path / f"{SMOKE}--openai" / "kv_retrieval" / "kv_retrieval.ipynb").exists()
+    # the second run's figure drew the first run as one more line
+    from longctx.results import comparable_rows
+    from longctx.store import Request
+
+    asked = [Request(r["task"], r["example_id"], "", tuple(r["gold"]), r["condition"]) for r in served]
+    assert {r["backend"] for r in comparable_rows(tmp_path, "kv_retrieval", asked, exclude=f"{SMOKE}--openai")} \
+        == {"llamacpp"}

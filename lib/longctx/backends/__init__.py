@@ -98,8 +98,10 @@ def fingerprint(model_fingerprint: str, backend: "str | BackendSpec", model: str
 def results_folder(model_slug: str, backend: "str | BackendSpec") -> str:
     """The results folder of a model's rows from ``backend``: the model's slug for ``hf``,
     ``<slug>--<backend>`` otherwise."""
-    s = spec(backend)
-    return model_slug if s.name == "hf" else f"{model_slug}--{s.name}"
+    name = backend.name if isinstance(backend, BackendSpec) else (backend or "hf")
+    if name not in BACKENDS:
+        raise ParameterError(f"unknown backend {name!r}; use one of {', '.join(BACKENDS)}")
+    return model_slug if name == "hf" else f"{model_slug}--{name}"
 
 
 def require(backend: "str | BackendSpec", capability: str) -> None:
