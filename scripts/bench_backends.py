@@ -1,4 +1,9 @@
-"""The same key-value prompts through every way this project can generate, in one run.
+"""The same prompts through every way this project can generate, in one run.
+
+Two workloads, because the backends differ most in the phase that dominates: ``kv``
+(key-value retrieval, about 1,400 prompt tokens and a short answer: prefill-bound) and
+``varsum`` (the context-length-alone paper's variable sums with no filler: a short prompt
+and up to 512 new tokens of working: decode-bound).
 
 1. ``naive``: a plain one-prompt-at-a-time ``model.generate(max_new_tokens=N)`` loop on the
    transformers weights (what one writes first; no stop rule);
@@ -57,35 +62,43 @@ def start_server(model: str, threads: int) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("the llama.cpp server did not start")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="a package-shipped GGUF alias")
-    parser.add_argument("--per-cell", type=int, default=2, help="examples per (pairs, depth) cell")
-    parser.add_argument("--pairs", type=int, nargs="+", default=[10, 30])
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--dtype", default="auto", help="hf arms: auto, bfloat16 or float32")
-    parser.add_argument("--arms", nargs="+", default=["naive", "hf", "llamacpp", "openai"])
-    parser.add_argument("--json", help="also write the numbers to this file")
-    args = parser.parse_args()
+def workload(name: str, n: int, pairs: list[int]):
+    """(requests, score(request, output) -> 0/1) of one workload."""
+    if name == "kv":
+        per = max(1, n // (2 * len(pairs)))
+        reqs = [r for k in pairs for r in kv.make_requests(kv.synthetic_examples(per, k, seed=123), [0.0, 1.0])]
+        return reqs, lambda r, out: kv_accuracy(out, r.gold[0])
+    if name == "varsum":
+        from longctx.chapters import all_requests, get_chapter, scale
+        from longctx.tasks import length_alone as la
 
+        chapter = get_chapter("length_alone")
+        params = scale("length_alone", "book", num_problems=n, retrieve_then_solve=False,
+                       arms=[{"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [0]}])
+        reqs = all_requests(chapter.plan(params))
+        problems = {p.id: p for ps in chapter.problems_for(params).values() for p in ps}
+        return reqs, lambda r, out: la.score_output(problems[r.example_id], out)["correct"]
+    raise SystemExit(f"unknown workload {name!r}; use kv or varsum")
+
+
+def run_workload(name: str, args) -> dict:
     import torch
 
-    reqs = [r for k in args.pairs for r in kv.make_requests(kv.synthetic_examples(args.per_cell, k, seed=123),
-                                                             [0.0, 1.0])]
-    max_new = kv.MAX_NEW_TOKENS
+    reqs, score = workload(name, args.prompts, args.pairs)
+    max_new = max(r.max_new_tokens for r in reqs)
     threads = os.cpu_count() or 1
     arms: dict[str, dict] = {}
 
-    def record(name, seconds, outputs, prompt_tokens, **extra):
-        arms[name] = {"seconds": round(seconds, 1), "prompts_per_s": round(len(reqs) / seconds, 4),
-                      "accuracy": sum(kv_accuracy(o, r.gold[0]) for o, r in zip(outputs, reqs)) / len(reqs),
-                      "mean_prompt_tokens": round(sum(prompt_tokens) / len(prompt_tokens), 1),
-                      "outputs": outputs, **extra}
-        print(f"{name}: {seconds:.1f} s", file=sys.stderr)
+    def record(arm, seconds, outputs, prompt_tokens, **extra):
+        arms[arm] = {"seconds": round(seconds, 1), "prompts_per_s": round(len(reqs) / seconds, 4),
+                     "accuracy": sum(score(r, o) for r, o in zip(reqs, outputs)) / len(reqs),
+                     "mean_prompt_tokens": round(sum(prompt_tokens) / len(prompt_tokens), 1),
+                     "outputs": outputs, **extra}
+        print(f"{name} / {arm}: {seconds:.1f} s", file=sys.stderr)
 
     if {"naive", "hf"} & set(args.arms):
         lm = load_model(args.model, device="cpu", dtype=args.dtype)
-        prompts = [lm.render(r.prompt) for r in reqs]
+        prompts = [lm.render(r.prompt, system=r.system) for r in reqs]
         if "naive" in args.arms:
             start, outs, lens = time.perf_counter(), [], []
             with torch.inference_mode():
@@ -105,7 +118,7 @@ def main() -> None:
         del lm
     if "llamacpp" in args.arms:
         backend = load_backend(args.model, "llamacpp")
-        prompts = [backend.render(r.prompt) for r in reqs]
+        prompts = [backend.render(r.prompt, system=r.system) for r in reqs]
         start = time.perf_counter()
         gens = backend.generate(prompts, max_new_tokens=max_new, stop_rules=[r.stop for r in reqs], progress=False)
         record("llamacpp", time.perf_counter() - start, [g.text for g in gens], [g.prompt_tokens for g in gens],
@@ -115,7 +128,7 @@ def main() -> None:
         proc, url = start_server(args.model, threads)
         try:
             backend = load_backend(args.model, spec("openai", url, concurrency=1))
-            prompts = [backend.render(r.prompt) for r in reqs]
+            prompts = [backend.render(r.prompt, system=r.system) for r in reqs]
             start = time.perf_counter()
             gens = backend.generate(prompts, max_new_tokens=max_new, stop_rules=[r.stop for r in reqs],
                                     progress=False)
@@ -125,7 +138,7 @@ def main() -> None:
             proc.kill()
 
     reference = arms.get("hf") or next(iter(arms.values()))
-    for name, arm in arms.items():
+    for arm in arms.values():
         if "naive" in arms:
             arm["speedup_vs_naive"] = round(arms["naive"]["seconds"] / arm["seconds"], 2)
         if "hf" in arms:
@@ -133,10 +146,25 @@ def main() -> None:
         # the naive loop has no stop rule: compare every arm's answer cut at the request's rule
         arm["same_answer_as_hf"] = sum(r.stop.cut(a)[0].strip() == r.stop.cut(b)[0].strip()
                                        for a, b, r in zip(arm["outputs"], reference["outputs"], reqs))
-    result = {"model": args.model, "prompts": len(reqs), "pairs": args.pairs, "max_new_tokens": max_new,
-              "threads": threads, "machine": platform.machine(), "cpu": _cpu_name(), "longctx": __version__,
-              "date": time.strftime("%Y-%m-%d"),
-              "arms": {k: {f: v for f, v in a.items() if f != "outputs"} for k, a in arms.items()}}
+    return {"prompts": len(reqs), "max_new_tokens": max_new,
+            "arms": {k: {f: v for f, v in a.items() if f != "outputs"} for k, a in arms.items()}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="a package-shipped GGUF alias")
+    parser.add_argument("--workloads", nargs="+", default=["kv", "varsum"])
+    parser.add_argument("--prompts", type=int, default=8, help="prompts per workload")
+    parser.add_argument("--pairs", type=int, nargs="+", default=[10, 30], help="kv: pairs per prompt")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--dtype", default="auto", help="hf arms: auto, bfloat16 or float32")
+    parser.add_argument("--arms", nargs="+", default=["naive", "hf", "llamacpp", "openai"])
+    parser.add_argument("--json", help="also write the numbers to this file")
+    args = parser.parse_args()
+
+    result = {"model": args.model, "threads": os.cpu_count() or 1, "machine": platform.machine(), "cpu": _cpu_name(),
+              "longctx": __version__, "date": time.strftime("%Y-%m-%d"), "pairs": args.pairs,
+              "workloads": {w: run_workload(w, args) for w in args.workloads}}
     print(json.dumps(result, indent=1))
     if args.json:
         with open(args.json, "w") as f:
