@@ -117,12 +117,19 @@ def run_workload(name: str, args) -> dict:
                    dtype=str(lm.dtype).replace("torch.", ""), batch_size=args.batch_size)
         del lm
     if "llamacpp" in args.arms:
-        backend = load_backend(args.model, "llamacpp")
+        backend = load_backend(args.model, spec("llamacpp", prefix_cache="llamacpp_cold" in args.arms))
         prompts = [backend.render(r.prompt, system=r.system) for r in reqs]
         start = time.perf_counter()
         gens = backend.generate(prompts, max_new_tokens=max_new, stop_rules=[r.stop for r in reqs], progress=False)
         record("llamacpp", time.perf_counter() - start, [g.text for g in gens], [g.prompt_tokens for g in gens],
-               threads=backend.threads)
+               threads=backend.threads, prefix_reused=sum(g.extra["prefix_reused"] for g in gens))
+        if "llamacpp_cold" in args.arms:  # the arm above reused prefixes; the same without (the default)
+            start, outs = time.perf_counter(), []
+            for p, r in zip(prompts, reqs):
+                backend.llm.reset()  # n_tokens = 0: the next prompt reuses nothing
+                outs.append(backend.generate([p], max_new_tokens=max_new, stop_rules=[r.stop], progress=False)[0].text)
+            record("llamacpp_cold", time.perf_counter() - start, outs, [g.prompt_tokens for g in gens],
+                   threads=backend.threads)
         del backend
     if "openai" in args.arms:
         proc, url = start_server(args.model, threads)

@@ -160,13 +160,16 @@ def test_llamacpp_reads_what_hf_reads_and_applies_the_same_stop_rules(llama, smo
 
 
 @pytest.mark.model
-def test_llamacpp_reuses_shared_prefixes_and_measures_filler_in_model_tokens(llama, smollm2):
+def test_llamacpp_reuses_shared_prefixes_only_when_asked_and_measures_filler_in_model_tokens(llama, smollm2):
     base = smollm2.render("Repeat the last word. " + "alpha beta gamma " * 20)
     prompts = [base + "one", base + "two"]
-    gens = llama.generate(prompts, max_new_tokens=4, progress=False)
+    assert all(g.extra["prefix_reused"] == 0 for g in llama.generate(prompts, max_new_tokens=4, progress=False))
+    cached = backends.load_backend(SMOKE, backends.spec("llamacpp", prefix_cache=True))
+    gens = cached.generate(prompts, max_new_tokens=4, progress=False)
     shared = smollm2.count_tokens(base)
     # the second prompt skips the shared prefix (the last shared token may merge with what follows)
     assert shared - 2 <= max(g.extra["prefix_reused"] for g in gens) <= shared
+    assert cached.run_params()["prefix_cache"] is True and llama.run_params()["prefix_cache"] is False
     padded = smollm2.render(f"Note. {filler_slot('whitespace', 50)} Say hi.")
     (g,) = llama.generate([padded], max_new_tokens=2, progress=False)
     (h,) = smollm2.generate([padded], max_new_tokens=2, progress=False)

@@ -47,7 +47,9 @@ class BackendSpec:
     * ``served_model``: the model id the server serves (``openai``); defaults to the model
       name. It is part of the rows' identity; the URL is not (one model answers the same
       wherever it is served).
-    * ``threads``: CPU threads for ``llamacpp`` (default: every core).
+    * ``threads``: CPU threads for ``llamacpp`` (default: every core); ``prefix_cache``: let
+      ``llamacpp`` reuse the prompt prefix shared with the previous prompt (off: see
+      :mod:`longctx.backends.llamacpp`).
     * ``concurrency``, ``timeout_s``, ``retries``: request handling of ``openai``.
     """
 
@@ -55,6 +57,7 @@ class BackendSpec:
     url: str | None = None
     served_model: str | None = None
     threads: int | None = None
+    prefix_cache: bool = False
     concurrency: int = 8
     timeout_s: float = 600.0
     retries: int = 5
