@@ -48,6 +48,7 @@ from longctx.paths import repo_root, resolve
 from longctx.report import pct, points_ci, show
 from longctx.reproduce import stored_rows
 from longctx.results import backend_agreement
+from longctx.store import request_identity
 from longctx.tasks import kv_retrieval as kv
 from longctx.tasks import multidoc_qa as qa
 
@@ -55,7 +56,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 
 
 def row_identity(row):
-    return row["task"], json.dumps(row["condition"], sort_keys=True), row["example_id"]
+    return request_identity(row["task"], row["condition"], row["example_id"])
 
 
 results_path = resolve(results_dir)

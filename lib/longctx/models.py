@@ -374,7 +374,6 @@ class LoadedModel(PromptReader):
     max_context: int
     extra: dict = field(default_factory=dict)
     backend = "hf"
-    capabilities = frozenset({"generate", "masked_padding", "attention"})
 
     def generate(self, prompts, **kw):
         """Greedy generation of rendered prompts (:func:`longctx.engine.generate`)."""

@@ -207,13 +207,12 @@ def backend_agreement(rows_a: Sequence[dict], rows_b: Sequence[dict], score: Cal
     backend's accuracy, and ``b`` minus ``a`` in points with a paired 95% bootstrap
     interval and a sign-flip p-value over examples (requests of one example are averaged
     first, so an example that appears at several positions counts once)."""
-    import json
-
     from .errors import DataFileError
     from .findings import paired_estimate
+    from .store import request_identity
 
     def ident(r):
-        return (r["task"], json.dumps(r["condition"], sort_keys=True), r["example_id"])
+        return request_identity(r["task"], r["condition"], r["example_id"])
 
     b_by = {ident(r): r for r in rows_b}
     pairs = [(a, b_by[ident(a)]) for a in rows_a if ident(a) in b_by]
@@ -242,14 +241,14 @@ def comparable_rows(results_dir: str | Path, experiment: str, requests: Sequence
     ``requests``: same task, condition and example, whatever model or backend wrote them.
     ``exclude`` names the results folder of the run already in hand. A chapter adds these to
     its figure, so ``make run ... MODEL=<another> BACKEND=<another>`` draws one more line."""
-    import json
+    from .store import request_identity
 
-    wanted = {(r.task, json.dumps(r.condition, sort_keys=True), r.example_id) for r in requests}
+    wanted = {request_identity(r.task, r.condition, r.example_id) for r in requests}
     out = []
     for path in sorted(Path(results_dir).glob(f"*/{experiment}/{ResultsStore.FILENAME}")):
         folder = path.parent.parent.name
         if folder == exclude:
             continue
         out += [row for row in ResultsStore(results_dir, folder, experiment).rows()
-                if (row["task"], json.dumps(row["condition"], sort_keys=True), row["example_id"]) in wanted]
+                if request_identity(row["task"], row["condition"], row["example_id"]) in wanted]
     return out

@@ -119,11 +119,23 @@ class ResultsStore:
         """Cut a partial last line left by a killed run, so the next row starts on a clean line."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             return
-        data = self.path.read_bytes()
-        if data.endswith(b"\n"):
-            return
         with open(self.path, "r+b") as f:
-            f.truncate(data.rfind(b"\n") + 1)
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) == b"\n":  # the usual case: one byte read, not the whole store per batch
+                return
+            f.seek(0)
+            f.truncate(f.read().rfind(b"\n") + 1)
+
+
+def request_identity(task: str, condition: dict, example_id: str) -> tuple:
+    """Which request a row answers, whatever model or backend wrote it (rows of different
+    models or backends have different store keys but the same identity)."""
+    return task, json.dumps(condition, sort_keys=True), example_id
+
+
+def dedupe_key(r: Request) -> tuple:
+    """Two requests with this key are the same prompt asked twice."""
+    return (*request_identity(r.task, r.condition, r.example_id), r.system, r.prompt)
 
 
 def unique_requests(requests: Sequence[Request]) -> list[Request]:
@@ -131,7 +143,7 @@ def unique_requests(requests: Sequence[Request]) -> list[Request]:
     keeping the first; :func:`run_requests` refuses duplicates."""
     seen, out = set(), []
     for r in requests:
-        key = (r.task, json.dumps(r.condition, sort_keys=True), r.example_id, r.system, r.prompt)
+        key = dedupe_key(r)
         if key not in seen:
             seen.add(key)
             out.append(r)

@@ -13,8 +13,8 @@ backend        what runs the model                                          can 
 Every backend object offers the same calls: ``render(prompt, system)`` (the chat template,
 from the model's own tokenizer, so prompts are byte-identical across backends),
 ``generate(rendered_prompts, max_new_tokens=, stop_rules=, batch_size=, progress=, desc=,
-on_batch=)`` returning :class:`longctx.engine.Generation` objects, ``run_params()`` (the
-provenance stored with each row) and ``capabilities``.
+on_batch=)`` returning :class:`longctx.engine.Generation` objects, and ``run_params()`` (the
+provenance stored with each row). What each can do beyond generation is :data:`CAPABILITIES`.
 
 Rows from different backends never mix: the store key of a non-``hf`` row carries the
 backend's identity (:func:`fingerprint`), and its rows live in their own results folder

@@ -38,7 +38,6 @@ DEFAULT_WINDOW = 32768  # KV cache allocated up front: cap it unless the caller 
 
 class LlamaCppBackend(PromptReader):
     backend = "llamacpp"
-    capabilities = frozenset({"generate"})
 
     def __init__(self, model: str, spec: BackendSpec, *, prompt_mode: str = "auto", max_context: int | None = None,
                  progress: Callable[[str], None] | None = None):

@@ -36,7 +36,6 @@ RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 class OpenAIBackend(PromptReader):
     backend = "openai"
-    capabilities = frozenset({"generate"})
 
     def __init__(self, model: str, spec: BackendSpec, *, prompt_mode: str = "auto", max_context: int | None = None,
                  progress: Callable[[str], None] | None = None, tokenizer=None):

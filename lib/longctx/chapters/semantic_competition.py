@@ -15,7 +15,7 @@ the same headline for any reader.
 
 from __future__ import annotations
 
-from ..store import Request, unique_requests
+from ..store import Request, dedupe_key, unique_requests
 from ..tasks import semantic_competition as sc
 from . import Block
 
@@ -62,15 +62,10 @@ def plan(params: dict, built: dict | None = None) -> list[Block]:
     head_reqs, examples, _ = plans[HEADLINE]
     size = params["matched_size"]
     matched = unique_requests(sc.second_reader_requests(head_reqs, [e.question for e in examples], size))
-    keys = {_identity(r) for r in matched}
-    rest = [r for r in unique_requests([r for reqs, _, _ in plans.values() for r in reqs]) if _identity(r) not in keys]
+    keys = {dedupe_key(r) for r in matched}
+    rest = [r for r in unique_requests([r for reqs, _, _ in plans.values() for r in reqs]) if dedupe_key(r) not in keys]
     blocks = [Block(f"matched control, {size} snippets (gold, hard, far)", EXPERIMENT, matched, True)]
     if rest:
         blocks.append(Block("retention curves, other sizes, snippet length, NQ", EXPERIMENT, rest))
     return blocks
 
-
-def _identity(r: Request) -> tuple:
-    import json
-
-    return r.task, json.dumps(r.condition, sort_keys=True), r.example_id, r.system, r.prompt
