@@ -81,7 +81,9 @@ class LlamaCppBackend(PromptReader):
         from tqdm import tqdm
 
         prepared, rules = prepare(self, prompts, max_new_tokens, stop_rules, batch_size, "llamacpp")
-        order = sorted(range(len(prompts)), key=lambda i: prepared[i].ids)
+        order = range(len(prompts))
+        if self.spec.prefix_cache:  # neighbours in token order share the longest prefixes
+            order = sorted(order, key=lambda i: prepared[i].ids)
         results: list[Generation | None] = [None] * len(prompts)
         bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr)
         pending: list[int] = []
@@ -109,14 +111,13 @@ class LlamaCppBackend(PromptReader):
                 reused += 1
         started = time.perf_counter()
         new: list[int] = []
-        fired = eog = False
+        eog = False
         for token in self.llm.generate(ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True):
             if self._is_eog(token):
                 eog = True
                 break
             new.append(token)
             if rule.cut(decode(self.tokenizer, new))[1]:
-                fired = True
                 break
             if len(new) >= max_new_tokens:
                 break

@@ -155,7 +155,11 @@ class OpenAIBackend(PromptReader):
                     data = line[5:].strip()
                     if data == "[DONE]":
                         break
-                    chunk = json.loads(data)
+                    try:
+                        chunk = json.loads(data)
+                    except ValueError:
+                        raise BackendError(f"{self.url}/completions streamed something that is not JSON: "
+                                           f"{data[:200]!r}") from None
                     if "error" in chunk:
                         raise _Retryable(f"server error: {str(chunk['error'])[:200]}")
                     choice = (chunk.get("choices") or [{}])[0]
