@@ -96,6 +96,8 @@ from IPython.display import Markdown, display
 from scipy.stats import pearsonr
 
 from longctx import __version__, cnorm
+from longctx.chapters import cnorm as chapter
+from longctx.chapters import scale
 from longctx.formats import delimiter_label
 from longctx.metrics import summarize
 from longctx.backends import load_backend, results_folder, spec
@@ -115,6 +117,9 @@ results_path = resolve(results_dir)
 backend_spec = spec(backend, backend_url)
 slug = results_folder(resolve_model(model).results_slug(results_path), backend_spec)
 paper = pd.read_csv(repo_root() / "data" / "paper" / "cnorm_reported.csv")
+# The chapter's prompts come from `longctx.chapters.cnorm`, which `longctx reproduce` also
+# uses, so a run outside the notebook stores exactly the rows looked up here.
+params = {name: globals()[name] for name in scale("cnorm", "book")}
 _lm = None
 
 
@@ -152,27 +157,19 @@ def fmt_ci(lo, hi, scale=100, digits=1):
 # takes the reformatting delimiter whose prompts have the fewest tokens instead.
 
 # %%
-oracle = qa.read_oracle()
-evaluated = qa.attach_distractors(oracle[:qa_questions], qa_documents - 1, pool=oracle, progress=True)
-calibration = qa.attach_distractors(oracle[calibration_offset:calibration_offset + calibration_questions],
-                                    qa_documents - 1, pool=oracle)
+evaluated, calibration = chapter.qa_examples(params)
 selection_store = ResultsStore(results_path, slug, "cnorm_selection")
 
 
 def score_candidates(ratio, samples, candidates):
-    prompts = cnorm.selection_prompts(calibration[:samples], candidates, num_documents=qa_documents, ratio=ratio,
-                                          seed=seed)
-    items = [{"prompt": p, "candidate": c, "sample": i, "ratio": ratio}
-             for c, ps in prompts.items() for i, p in enumerate(ps)]
+    items = chapter.selection_items(params, calibration, ratio=ratio, samples=samples, candidates=candidates)
     return pd.DataFrame(cnorm.attention_rows(items, selection_store, model=model, load=lm, prompt_mode=prompt_mode,
                                              backend=backend_spec))
 
 
 selection = score_candidates(cnorm_ratio, calibration_questions, cnorm_candidates)
 abs_by_candidate = {c: g.sort_values("sample")["abs"].tolist() for c, g in selection.groupby("candidate", sort=False)}
-chosen = cnorm.select_delimiter(abs_by_candidate)
-token_means = selection.groupby("candidate")["tokens"].mean()
-shortest = token_means.drop("none", errors="ignore").idxmin()
+chosen, shortest, _ = chapter.choices(selection.to_dict("records"))
 selection_summary = selection.groupby("candidate", sort=False).agg(
     mean_ABS=("abs", "mean"), sd_ABS=("abs", "std"), prompt_tokens=("tokens", "mean"), seconds=("seconds", "sum"))
 show(selection_summary.round(3).reset_index())
@@ -181,15 +178,7 @@ display(Markdown(f"ABS selects **{chosen!r}**; the shortest tokenization is **{s
                  f"{selection['seconds'].sum():.0f} s of forward passes on {selection['device'].iloc[0]}."))
 
 # %%
-qa_requests = []
-for s in qa_seeds:
-    qa_requests += cnorm.qa_requests(evaluated, num_documents=qa_documents, positions=qa_positions, seed=s,
-                                     method="baseline", delimiter="none", ratio=cnorm_ratio)
-    qa_requests += cnorm.qa_requests(evaluated, num_documents=qa_documents, positions=qa_positions, seed=s,
-                                     method="C-NORM", delimiter=chosen, ratio=cnorm_ratio)
-if shortest != chosen:
-    qa_requests += cnorm.qa_requests(evaluated, num_documents=qa_documents, positions=qa_positions, seed=qa_seeds[0],
-                                     method="shortest tokenization", delimiter=shortest, ratio=cnorm_ratio)
+qa_requests = chapter.qa_requests(params, evaluated, chosen, shortest)
 qa_rows = generate(qa_requests, "cnorm_qa")
 qa_table = load_experiment(results_path, "cnorm_qa", score=qa.score, task=qa.TASK)
 qa_table = qa_table[(qa_table["model"] == model_label(model, backend)) & (qa_table["num_documents"] == qa_documents)]
@@ -269,14 +258,7 @@ display(Markdown("**Data.** " + provenance(qa_table, results_path, "cnorm_qa")))
 # paired by example and position.
 
 # %%
-kv_requests = (
-    cnorm.kv_format_requests(delimiters=kv_formats, density="low", num_pairs=kv_low_pairs,
-                             positions=kv_low_positions, examples=kv_examples, seed=seed)
-    + cnorm.kv_format_requests(delimiters=kv_formats, density="high", num_pairs=kv_high_pairs,
-                               positions=kv_high_positions, examples=kv_examples, seed=seed)
-)
-sweep_requests = cnorm.kv_format_requests(delimiters=sweep_delimiters, density="low", num_pairs=sweep_pairs,
-                                          positions=sweep_positions, examples=sweep_examples, seed=seed)
+kv_requests, sweep_requests = chapter.kv_requests(params)
 rows = generate(kv_requests + sweep_requests, "cnorm_kv", seed=seed)
 print(f"{len(rows)} key-value generations; example prompt (modified UUID):\n")
 print(next(r.prompt for r in kv_requests if r.condition["delimiter"] == "&")[:420], "...")
@@ -387,12 +369,7 @@ display(Markdown(f"Pearson r between tokens and OAA: **{sweep_r:.2f}** (95% CI {
 # or last token.
 
 # %% mystnb={"figure": {"caption": "Last-layer final-token attention over the prompt (log scale) for UUID and plain-text ids, gold pair at each position; ABS in the legend.", "name": "fig-cnorm-attention"}, "image": {"alt": "Two panels of attention weight against relative token position; mass concentrates at the start and the end of the prompt in both formats."}}
-att_example = kv.synthetic_examples(1, attention_pairs, seed=seed)[0]
-att_items = [
-    {"prompt": kv.build_prompt(att_example.with_format(d).with_gold_at(p - 1)), "format": delimiter_label(d),
-     "gold_position": p}
-    for d in ["-", ""] for p in attention_positions
-]
+att_items = chapter.attention_items(params)
 att_rows = cnorm.attention_rows(att_items, ResultsStore(results_path, slug, "cnorm_attention"), model=model, load=lm,
                                 prompt_mode=prompt_mode, keep_vector=True, backend=backend_spec)
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)

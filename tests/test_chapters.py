@@ -17,7 +17,9 @@ MODEL = "qwen2.5-coder-0.5b-instruct"
 # Paper scale at a few items, so the test builds every size, position and arm quickly.
 SMALL = {"kv_retrieval": {"examples_per_cell": 3}, "multidoc_qa": {"num_questions": 3, "detail_questions": 3},
          "length_alone": {"num_problems": 2},
-         "semantic_competition": {"num_questions": 3, "compare_questions": 2, "nq_questions": 2, "max_passages": 300}}
+         "semantic_competition": {"num_questions": 3, "compare_questions": 2, "nq_questions": 2, "max_passages": 300},
+         "cnorm": {"qa_questions": 2, "kv_examples": 1, "sweep_examples": 1, "calibration_questions": 2,
+                   "ratio_sweep_samples": 2}}
 
 
 def notebook_parameters(name):
@@ -85,3 +87,50 @@ def test_unknown_scale_and_parameter_are_clear_errors():
         scale("kv_retrieval", "book", num_pair=[3])
     with pytest.raises(ParameterError, match="unknown chapter"):
         get_chapter("nope")
+
+
+def test_cnorm_choices_follow_the_paper_rule():
+    """ABS: argmax of the mean over samples, ties to the candidate listed first; shortest:
+    fewest mean tokens among reformatting candidates ("none" excluded), ties by name."""
+    from longctx.chapters.cnorm import choices
+
+    rows = [{"candidate": c, "sample": s, "abs": a, "tokens": t} for c, s, a, t in [
+        ("none", 0, 0.9, 100), ("none", 1, 0.1, 100),   # mean 0.5, fewest tokens but not a format
+        (":", 1, 0.2, 130), (":", 0, 0.8, 130),         # mean 0.5: ties with "none", listed later
+        ("/", 0, 0.4, 120), ("/", 1, 0.4, 120),
+        (".", 0, 0.1, 120), (".", 1, 0.2, 120)]]        # same tokens as "/": "." sorts first
+    chosen, shortest, scores = choices(rows)
+    assert chosen == "none" and shortest == "." and scores[":"] == [0.8, 0.2]
+    rows[0]["abs"] = 0.5  # none now 0.3: ":" wins
+    assert choices(rows)[0] == ":"
+
+
+def test_attention_stage_builds_the_second_block_only_once_every_item_is_stored(tmp_path):
+    """C-NORM's QA prompts depend on the delimiter its calibration rows choose: a dry run
+    with part of the calibration stored must not guess; with all of it, the QA block exists."""
+    from longctx.chapters import Block
+    from longctx.cnorm import attention_key
+    from longctx.models import resolve_model
+    from longctx.reproduce import stored_rows
+    from longctx.store import Request, ResultsStore
+
+    items = [{"prompt": f"{c} {i}", "candidate": c, "sample": i} for c in ("none", ":") for i in range(2)]
+    made = []
+
+    def followup(rows):
+        made.append([r["candidate"] for r in rows])
+        return Block("qa", "qa_exp", [Request(task="t", example_id="e", prompt="x", gold=("a",), condition={})], True)
+
+    block = Block("select", "sel", [], True, followup, attention=items)
+    store = ResultsStore.for_model(tmp_path, MODEL, "sel")
+    fp = resolve_model(MODEL).fingerprint
+    store.append([{"key": attention_key(fp, it["prompt"], "auto", -1, False), **it, "abs": 0.5, "tokens": 9}
+                  for it in items[:3]])
+    report = run_blocks([block], model=MODEL, results_dir=tmp_path, dry_run=True, log=lambda m: None)
+    assert [(b["block"], b["stored"], b["requests"]) for b in report.blocks] == [("select", 3, 4)] and not made
+    store.append([{"key": attention_key(fp, items[3]["prompt"], "auto", -1, False), **items[3], "abs": 0.9,
+                   "tokens": 9}])
+    report = run_blocks([block], model=MODEL, results_dir=tmp_path, dry_run=True, log=lambda m: None)
+    assert [(b["block"], b["stored"], b["requests"]) for b in report.blocks] == [("select", 4, 4), ("qa", 0, 1)]
+    assert made == [["none", "none", ":", ":"]]
+    assert len(stored_rows([block], model=MODEL, results_dir=tmp_path)) == 4

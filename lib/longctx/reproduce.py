@@ -91,41 +91,79 @@ def run_blocks(blocks: Sequence[Block], *, model: str, results_dir: str | Path, 
         block = queue.pop(0)
         store = ResultsStore.for_model(results_dir, model, block.experiment, backend)
         stored = store.keys()
-        keys = [request_key(fp, r, "auto") for r in block.requests]
-        todo = [r for r, k in zip(block.requests, keys) if k not in stored]
-        entry = {"block": block.name, "experiment": block.experiment, "requests": len(block.requests),
-                 "stored": len(block.requests) - len(todo), "generated": 0, "seconds": 0.0}
+        keys = block_keys(block, fp, model)
+        todo = [i for i, k in enumerate(keys) if k not in stored]
+        entry = {"block": block.name, "experiment": block.experiment, "requests": block.size,
+                 "stored": block.size - len(todo), "generated": 0, "seconds": 0.0}
         report.blocks.append(entry)
-        log(f"[{time.time() - started:7.0f} s] {block.name}: {len(block.requests)} requests, "
-            f"{entry['stored']} stored, {len(todo)} to generate")
+        log(f"[{time.time() - started:7.0f} s] {block.name}: {block.size} "
+            f"{'attention prompts' if block.attention is not None else 'requests'}, "
+            f"{entry['stored']} stored, {len(todo)} to {'score' if block.attention is not None else 'generate'}")
         if todo and not dry_run:
-            for part in chunks(todo, chunk_prompts):
+            if block.attention is not None:
                 if deadline_s is not None and time.time() - started > deadline_s:
                     report.stopped_early = f"deadline of {deadline_s:.0f} s reached in block '{block.name}'"
                     log(report.stopped_early)
                     return report
+                from .cnorm import attention_rows
+
                 t0 = time.time()
-                run_requests(part, store, model=model, load=lazy, lm=loaded.get("lm"), backend=backend,
-                             batch_size=batch_for(part, batch_size, token_budget), progress=progress, params=params)
-                entry["generated"] += len(part)
+                attention_rows(block.attention, store, model=model, load=lazy, lm=loaded.get("lm"),
+                               keep_vector=block.keep_vector, progress=progress, backend=backend)
+                entry["generated"] += len(todo)
                 entry["seconds"] += time.time() - t0
                 if copy_to:
                     copy_flat(store, copy_to)
+            else:
+                for part in chunks([block.requests[i] for i in todo], chunk_prompts):
+                    if deadline_s is not None and time.time() - started > deadline_s:
+                        report.stopped_early = f"deadline of {deadline_s:.0f} s reached in block '{block.name}'"
+                        log(report.stopped_early)
+                        return report
+                    t0 = time.time()
+                    run_requests(part, store, model=model, load=lazy, lm=loaded.get("lm"), backend=backend,
+                                 batch_size=batch_for(part, batch_size, token_budget), progress=progress,
+                                 params=params)
+                    entry["generated"] += len(part)
+                    entry["seconds"] += time.time() - t0
+                    if copy_to:
+                        copy_flat(store, copy_to)
         if block.followup is not None:
-            rows = store.rows()
-            mine = {request_key(fp, r, "auto") for r in block.requests}
-            second = stage_two(block, [r for r in rows if r["key"] in mine])
+            second = stage_two(block, block_rows(block, store, keys))
             if second:
                 queue.insert(0, second)
     return report
 
 
+def block_keys(block: Block, fingerprint: str, model: str) -> list[str]:
+    """Store keys of a block's requests (generations) or attention items, in order."""
+    if block.attention is not None:
+        from .cnorm import attention_key
+        from .models import resolve_model
+
+        ref = resolve_model(model).fingerprint
+        return [attention_key(ref, it["prompt"], "auto", -1, block.keep_vector) for it in block.attention]
+    return [request_key(fingerprint, r, "auto") for r in block.requests]
+
+
+def block_rows(block: Block, store: ResultsStore, keys: list[str]) -> list[dict]:
+    """The block's stored rows. For an attention block: in item order, and only once every
+    item is stored (a choice made from part of the calibration set would be another choice)."""
+    rows = {r["key"]: r for r in store.rows()}
+    if block.attention is not None:
+        return [rows[k] for k in keys] if all(k in rows for k in keys) else []
+    return [rows[k] for k in keys if k in rows]
+
+
 def stage_two(block: Block, rows: list[dict]) -> Block | None:
-    """The block of second-stage requests (e.g. retrieve-then-solve) that ``block``'s stored
-    ``rows`` call for, or None when it has no follow-up or nothing to ask."""
-    if block.followup is None:
+    """The second-stage block (e.g. retrieve-then-solve requests, or C-NORM's QA block) that
+    ``block``'s stored ``rows`` call for, or None when it has no follow-up or nothing to ask
+    (an attention block whose items are not all stored has no rows, hence no second stage)."""
+    if block.followup is None or (block.attention is not None and not rows):
         return None
     second = block.followup(rows)
+    if isinstance(second, Block):
+        return second if second.size else None
     return Block(f"{block.name} -> stage two", block.experiment, second, block.headline) if second else None
 
 
@@ -139,8 +177,8 @@ def stored_rows(blocks: Sequence[Block], *, model: str, results_dir: str | Path,
     out, queue = [], list(blocks)
     while queue:
         block = queue.pop(0)
-        rows = {r["key"]: r for r in ResultsStore.for_model(results_dir, model, block.experiment, backend).rows()}
-        mine = [rows[k] for k in (request_key(fp, r, "auto") for r in block.requests) if k in rows]
+        store = ResultsStore.for_model(results_dir, model, block.experiment, backend)
+        mine = block_rows(block, store, block_keys(block, fp, model))
         out += mine
         second = stage_two(block, mine)
         if second:

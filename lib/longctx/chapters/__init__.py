@@ -26,19 +26,32 @@ CHAPTERS = {
     "length_alone": "longctx.chapters.length_alone",
     "multidoc_qa": "longctx.chapters.multidoc_qa",
     "semantic_competition": "longctx.chapters.semantic_competition",
+    "cnorm": "longctx.chapters.cnorm",
 }
 
 
 @dataclass
 class Block:
     """A group of requests run together: one experiment (results folder), a name for logs, and
-    optionally a second stage built from this block's stored rows (retrieve-then-solve)."""
+    optionally a second stage built from this block's stored rows (retrieve-then-solve, or
+    C-NORM's QA prompts built with the delimiter its attention rows chose). ``followup``
+    returns requests (same experiment) or a whole :class:`Block`.
+
+    An *attention* block has no generations: ``attention`` lists items (a ``prompt`` plus
+    fields to keep) whose final-token attention is scored and cached, hf only
+    (:func:`longctx.cnorm.attention_rows`)."""
 
     name: str
     experiment: str
     requests: list[Request]
     headline: bool = False
-    followup: Callable[[list[dict]], list[Request]] | None = field(default=None, repr=False)
+    followup: Callable[[list[dict]], "list[Request] | Block"] | None = field(default=None, repr=False)
+    attention: list[dict] | None = field(default=None, repr=False)
+    keep_vector: bool = False
+
+    @property
+    def size(self) -> int:
+        return len(self.attention) if self.attention is not None else len(self.requests)
 
 
 def get_chapter(name: str):
