@@ -80,6 +80,8 @@ from IPython.display import Markdown, display
 
 from longctx import plots
 from longctx.backends import load_backend, spec
+from longctx.chapters import scale
+from longctx.chapters import tag_needles as chapter
 from longctx.models import load_model, load_tokenizer
 from longctx.paths import repo_root, resolve
 from longctx.report import n_for_half_width, points_ci, show
@@ -115,17 +117,12 @@ def load_tagger():
 # are reused; the reader is loaded only if something is missing.
 
 # %%
-text = tn.haystack_text()
+params = {name: globals()[name] for name in scale("tag_needles", "book")}
+text, cases = chapter.cases_for(params)
 all_cases = tn.load_cases(needle_set, avoid_text=text, seed=seed)
-cases = tn.load_cases(needle_set, n=num_cases, avoid_text=text, seed=seed)
 tokenizer = load_tokenizer(model)
-taggers = tn.chapter_taggers(variants + query_aware_variants, results_dir=results_path,
-                             tagger_model=tagger_model, llm_method=llm_tag_method, load=load_tagger,
-                             batch_size=batch_size)
-requests = tn.make_requests(cases, tokenizer=tokenizer, lengths=lengths, variants=variants, taggers=taggers,
-                            depths=depths, depth_mode=depth_mode, query_aware_variants=query_aware_variants,
-                            query_aware_lengths=query_aware_lengths, strategy=chunk_strategy, max_chars=chunk_chars,
-                            text=text)
+taggers = chapter.taggers_for(params, results_path, load_tagger=load_tagger, batch_size=batch_size)
+requests = chapter.requests_for(params, tokenizer=tokenizer, taggers=taggers, cases=cases, text=text)
 rows = run_requests(requests, ResultsStore.for_model(results_path, model, experiment, backend_spec), model=model,
                     load=load, backend=backend_spec,
                     batch_size=batch_size)

@@ -18,6 +18,9 @@ MODEL = "qwen2.5-coder-0.5b-instruct"
 SMALL = {"kv_retrieval": {"examples_per_cell": 3}, "multidoc_qa": {"num_questions": 3, "detail_questions": 3},
          "length_alone": {"num_problems": 2},
          "semantic_competition": {"num_questions": 3, "compare_questions": 2, "nq_questions": 2, "max_passages": 300},
+         # No LLM-tag variant here: its tagger (the 1.5B model at paper scale) would run at plan time.
+         "tag_needles": {"num_cases": 3, "lengths": [250, 4000], "variants": ["baseline", "td_tc_spacy"],
+                         "query_aware_variants": ["baseline"], "query_aware_lengths": [4000]},
          "cnorm": {"qa_questions": 2, "kv_examples": 1, "sweep_examples": 1, "calibration_questions": 2,
                    "ratio_sweep_samples": 2}}
 
@@ -39,14 +42,14 @@ def test_notebook_parameters_are_the_book_scale(name):
 @pytest.mark.parametrize("name", sorted(CHAPTERS))
 def test_book_scale_is_all_cache_hits(name):
     """`longctx reproduce --scale book` finds every row committed: nothing to generate."""
-    report = run_blocks(chapter_blocks([name], "book"), model=MODEL, results_dir=ROOT / "data" / "results",
+    report = run_blocks(chapter_blocks([name], "book", model=MODEL), model=MODEL, results_dir=ROOT / "data" / "results",
                         dry_run=True, log=lambda m: None)
     assert report.blocks and report.missing == 0, [b for b in report.blocks if b["stored"] < b["requests"]]
 
 
 @pytest.mark.parametrize("name", sorted(CHAPTERS))
 def test_paper_scale_plan_builds(name):
-    requests = all_requests(get_chapter(name).plan(scale(name, "paper", **SMALL[name])))
+    requests = all_requests(chapter_blocks([name], "paper", {name: SMALL[name]}, model=MODEL))
     assert requests and len({(r.example_id, repr(sorted(r.condition.items()))) for r in requests}) == len(requests)
 
 

@@ -86,7 +86,7 @@ def _reproduce(args) -> int:
         overrides.setdefault(chapter, {})[param] = _literal(value)
     default = next((s for s in args.scale if ":" not in s), "book")
     per_chapter = dict(s.split(":", 1) for s in args.scale if ":" in s)
-    blocks = chapter_blocks(chapters, default, overrides, per_chapter)
+    blocks = chapter_blocks(chapters, default, overrides, per_chapter, model=args.model)
     if args.only:
         blocks = [b for b in blocks if any(part in b.name for part in args.only)]
         if not blocks:

@@ -196,14 +196,19 @@ def copy_flat(store: ResultsStore, folder: str | Path) -> Path:
 
 
 def chapter_blocks(chapters: Sequence[str], scale_name: str, overrides: dict | None = None,
-                   per_chapter: dict[str, str] | None = None) -> list[Block]:
+                   per_chapter: dict[str, str] | None = None, model: str | None = None) -> list[Block]:
     """Every named chapter's blocks at a scale (``per_chapter`` may name another scale for
     some chapters): all headline blocks first (chapter order), then the rest. ``overrides``
-    maps a chapter to parameter overrides."""
+    maps a chapter to parameter overrides. A chapter whose prompts depend on the reader
+    (``NEEDS_MODEL``: token-counted haystacks) gets ``model`` as ``params["model"]``."""
     head, rest = [], []
     for chapter in chapters:
         name = (per_chapter or {}).get(chapter, scale_name)
-        blocks = get_chapter(chapter).plan(scale(chapter, name, **(overrides or {}).get(chapter, {})))
+        module = get_chapter(chapter)
+        params = scale(chapter, name, **(overrides or {}).get(chapter, {}))
+        if getattr(module, "NEEDS_MODEL", False):
+            params["model"] = model
+        blocks = module.plan(params)
         head += [b for b in blocks if b.headline]
         rest += [b for b in blocks if not b.headline]
     return head + rest

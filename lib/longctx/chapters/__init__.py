@@ -27,6 +27,7 @@ CHAPTERS = {
     "multidoc_qa": "longctx.chapters.multidoc_qa",
     "semantic_competition": "longctx.chapters.semantic_competition",
     "cnorm": "longctx.chapters.cnorm",
+    "tag_needles": "longctx.chapters.tag_needles",
 }
 
 

@@ -1,0 +1,69 @@
+"""Tagging-augmented generation chapter (needle questions in tagged haystacks).
+
+Headline: the tag variants against the untagged baseline at the longest haystack. Two
+things make this plan depend on models: haystack lengths are counted in the *reader's*
+tokens (so the plan needs the reader, ``params["model"]``, which ``longctx reproduce``
+fills in), and the LLM-tag variants need the tagger's tags, which are generations of
+``tagger_model`` cached per chunk under ``<results>/<tagger>/tags/``. Building the plan
+therefore runs the tagger on any chunk whose tags are not cached yet (on hf); with the
+tags committed it loads nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ParameterError
+from ..tasks import tag_needles as tn
+from . import Block
+
+NOTEBOOK = "notebooks/tag_needles.py"
+EXPERIMENT = "tag_needles"
+NEEDS_MODEL = True  # chapter_blocks passes the reader as params["model"]
+
+
+def cases_for(params: dict) -> tuple[str, list[tn.NeedleCase]]:
+    """(haystack text, the first ``num_cases`` seeded needle questions)."""
+    text = tn.haystack_text()
+    return text, tn.load_cases(params["needle_set"], n=params["num_cases"], avoid_text=text, seed=params["seed"])
+
+
+def taggers_for(params: dict, results_dir: str | Path, load_tagger=None, batch_size: int = 8) -> tn.Taggers:
+    """The taggers the variants need; the LLM tagger loads ``tagger_model`` (hf) only for
+    chunks whose tags are not cached."""
+    if load_tagger is None:
+        def load_tagger():
+            from ..models import load_model
+
+            return load_model(params["tagger_model"])
+    return tn.chapter_taggers(params["variants"] + params["query_aware_variants"], results_dir=results_dir,
+                              tagger_model=params["tagger_model"], llm_method=params["llm_tag_method"],
+                              load=load_tagger, batch_size=batch_size)
+
+
+def requests_for(params: dict, *, tokenizer, taggers: tn.Taggers, cases=None, text=None, lengths=None):
+    if cases is None:
+        text, cases = cases_for(params)
+    return tn.make_requests(cases, tokenizer=tokenizer, lengths=lengths or params["lengths"],
+                            variants=params["variants"], taggers=taggers, depths=params["depths"],
+                            depth_mode=params["depth_mode"], query_aware_variants=params["query_aware_variants"],
+                            query_aware_lengths=params["query_aware_lengths"], strategy=params["chunk_strategy"],
+                            max_chars=params["chunk_chars"], text=text)
+
+
+def plan(params: dict, results_dir: str | Path | None = None) -> list[Block]:
+    from ..models import load_tokenizer
+    from ..paths import resolve
+
+    if not params.get("model"):
+        raise ParameterError("the tagging chapter's haystack lengths are counted in the reader's tokens: "
+                             "pass the reader as params['model'] (longctx reproduce --model does)")
+    tokenizer = load_tokenizer(params["model"])
+    taggers = taggers_for(params, results_dir or resolve("data/results"))
+    text, cases = cases_for(params)
+    longest = max(params["lengths"])
+    every = requests_for(params, tokenizer=tokenizer, taggers=taggers, cases=cases, text=text)
+    head = [r for r in every if r.condition["length"] == longest and not r.condition["query_aware"]]
+    rest = [r for r in every if r.condition["length"] != longest or r.condition["query_aware"]]
+    return [Block(f"{longest} tokens, every variant", EXPERIMENT, head, True),
+            *([Block("other lengths and query-aware prompts", EXPERIMENT, rest)] if rest else [])]
