@@ -1,0 +1,578 @@
+"""One interface for the papers' context manipulations.
+
+A :class:`Example` is a task instance in structured form: the ordered context items (one
+marked gold), the ranked pool of items that could compete with it, the question and the
+gold answers. A :class:`Transform` takes an example and returns a new one; transforms are
+frozen dataclasses whose fields are their declared parameters, deterministic (every random
+choice is seeded from the transform's ``seed`` and the example id) and composable in order:
+
+>>> ex = from_qa_example(question)                       # doctest: +SKIP
+>>> request = render(apply(ex, [Competitors(9), Normalize(":", 0.5, seed=0), Position(0.5)]))
+
+The manipulations, with the paper each comes from:
+
+=====================  ===========================================================
+``Competitors``        which distractors compete with the gold item: the top of the
+                       ranking (``hard``), a seeded draw from its far part (``far``),
+                       or a uniform draw (``random``); semantic competition, Lost in
+                       the Middle (retrieved vs random distractors)
+``Shuffle``            seeded order of the candidates or of the chosen distractors
+``Position``           the gold item's place: a relative depth or a 1-based index
+                       (Lost in the Middle)
+``Normalize``          C-NORM: a fraction of each passage's sentences rewritten with
+                       a delimiter (C-NORM, section 4)
+``IdFormat``           key-value ids written as UUID / plain / other delimiters
+                       (C-NORM, section 3)
+``Tags``               XML tags around tagged chunks, with or without the tag
+                       definitions in the system prompt (TAG)
+``Padding``            essay / whitespace / token / masked filler between the context
+                       and the question, or before the context (context length alone)
+``QueryAware``         the question also before the context (Lost in the Middle)
+``ClosedBook``         no context at all (Lost in the Middle's closed-book baseline)
+=====================  ===========================================================
+
+:func:`render` turns an example into a :class:`~longctx.store.Request` with the task's own
+prompt builder. The condition it records is the task's established one (so rebuilding a
+committed chapter through transforms gives the same store keys, which a test checks for
+every committed row) plus one field per transform the chapters never used (``tags``,
+``filler`` ...), so new combinations get new keys and old ones keep theirs.
+
+Adding a manipulation means adding one transform (see ``book/methods.md``): subclass
+:class:`Transform`, declare parameters as fields, implement :meth:`Transform.apply`, and
+register it with :func:`register`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, fields, replace
+from typing import Callable, ClassVar, Sequence
+
+from .errors import ParameterError
+from .store import Request
+
+# ---------------------------------------------------------------------------------------------
+# Examples
+
+
+@dataclass(frozen=True)
+class Item:
+    """One context item: a document (``title``, ``text``), a key-value pair (``title`` is the
+    key, ``text`` the value) or a snippet / chunk."""
+
+    text: str
+    title: str = ""
+    gold: bool = False
+    kind: str = "document"
+
+
+@dataclass(frozen=True)
+class Example:
+    """A task instance. ``items`` is the context in order; ``candidates`` the competitors not
+    (yet) in it, most relevant first under ``ranking``; ``fields`` are condition fields fixed
+    by where the example came from; ``settings`` what the transforms applied so far set."""
+
+    task: str
+    example_id: str
+    question: str
+    answers: tuple[str, ...]
+    items: tuple[Item, ...]
+    candidates: tuple[Item, ...] = ()
+    ranking: str = ""
+    fields: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def gold_index(self) -> int | None:
+        idx = [i for i, it in enumerate(self.items) if it.gold]
+        if len(idx) > 1:
+            raise ParameterError(f"example {self.example_id} has {len(idx)} gold items")
+        return idx[0] if idx else None
+
+    @property
+    def gold(self) -> Item:
+        idx = self.gold_index
+        if idx is None:
+            raise ParameterError(f"example {self.example_id} has no gold item in its context")
+        return self.items[idx]
+
+    def set(self, **settings) -> "Example":
+        return replace(self, settings={**self.settings, **settings})
+
+
+# ---------------------------------------------------------------------------------------------
+# Transforms
+
+
+class Transform:
+    """Base class: subclasses are frozen dataclasses; their fields are the parameters."""
+
+    name: ClassVar[str] = ""
+
+    def apply(self, example: Example) -> Example:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __call__(self, example: Example) -> Example:
+        return self.apply(example)
+
+    @classmethod
+    def parameters(cls) -> dict[str, object]:
+        """Declared parameters and their defaults (``...`` when required)."""
+        from dataclasses import MISSING
+
+        return {f.name: (... if f.default is MISSING else f.default) for f in fields(cls)}
+
+
+TRANSFORMS: dict[str, type[Transform]] = {}
+
+
+def register(cls: type[Transform]) -> type[Transform]:
+    if not cls.name or cls.name in TRANSFORMS:
+        raise ParameterError(f"transform {cls.__name__} needs a unique name, got {cls.name!r}")
+    TRANSFORMS[cls.name] = cls
+    return cls
+
+
+def make(name: str, **params) -> Transform:
+    """A transform from data: ``make("position", at=0.5)``; unknown names or parameters are
+    one-line errors that list what exists."""
+    if name not in TRANSFORMS:
+        raise ParameterError(f"unknown transform '{name}'; known: {', '.join(sorted(TRANSFORMS))}")
+    cls = TRANSFORMS[name]
+    unknown = set(params) - set(cls.parameters())
+    if unknown:
+        raise ParameterError(f"transform '{name}' has no parameter {sorted(unknown)}; "
+                             f"its parameters: {cls.parameters()}")
+    return cls(**params)
+
+
+def apply(example: Example, transforms: Sequence[Transform]) -> Example:
+    for t in transforms:
+        example = t.apply(example)
+    return example
+
+
+def _rng(*parts) -> random.Random:
+    return random.Random(":".join(str(p) for p in parts))
+
+
+@register
+@dataclass(frozen=True)
+class Competitors(Transform):
+    """The context becomes the gold item plus ``count`` candidates.
+
+    * ``hard``: the first ``count`` in ranking order (retrieved distractors; BM25 hard
+      negatives);
+    * ``far``: a seeded draw of ``count`` from the candidates ranked at or beyond
+      ``far_from`` x (number of candidates), in draw order (the semantic-competition
+      paper's far-rank control: as many items, as long, but not competing);
+    * ``random``: a seeded uniform draw (Lost in the Middle, appendix B).
+
+    The chosen items keep the order they are drawn in; ``Position`` then places the gold.
+    """
+
+    count: int
+    kind: str = "hard"
+    far_from: float = 0.5
+    seed: int = 0
+    name: ClassVar[str] = "competitors"
+
+    def apply(self, example: Example) -> Example:
+        if self.kind not in ("hard", "far", "random"):
+            raise ParameterError(f"competitors kind must be hard, far or random, got {self.kind!r}")
+        if not isinstance(self.count, int) or self.count < 0:
+            raise ParameterError(f"competitors count must be a non-negative integer, got {self.count!r}")
+        pool = list(example.candidates)
+        if self.kind == "hard":
+            start, order = 0, list(range(len(pool)))
+        else:
+            if not 0.0 <= self.far_from < 1.0:
+                raise ParameterError(f"far_from must be in [0, 1), got {self.far_from}")
+            start = int(self.far_from * len(pool)) if self.kind == "far" else 0
+            order = list(range(start, len(pool)))
+            _rng(self.seed, self.kind, example.example_id).shuffle(order)
+        if len(order) < self.count:
+            raise ParameterError(f"example {example.example_id} has {len(order)} {self.kind} candidates "
+                                 f"(from rank {start}), {self.count} requested; attach a larger pool")
+        chosen = [pool[i] for i in order[:self.count]]
+        out = replace(example, items=(example.gold, *chosen))
+        return out.set(competitors=self.kind, competitor_seed=self.seed, far_from=self.far_from)
+
+
+@register
+@dataclass(frozen=True)
+class Shuffle(Transform):
+    """A seeded order. ``of="candidates"`` shuffles the pool before ``Competitors`` picks
+    from it (Lost in the Middle's randomly ordered distractors, appendix C; ``mention``
+    adds its "ordered randomly" instruction); ``of="distractors"`` shuffles the non-gold
+    items already in the context (C-NORM's permuted setting). The random streams are the
+    chapters' own (``stream``), so their prompts are unchanged."""
+
+    seed: int = 0
+    of: str = "distractors"
+    mention: bool = False
+    stream: str = ""
+    name: ClassVar[str] = "shuffle"
+
+    def apply(self, example: Example) -> Example:
+        if self.of == "candidates":
+            pool = list(example.candidates)
+            random.Random(f"{self.stream or 'shuffle'}:{self.seed}:{example.example_id}").shuffle(pool)
+            return replace(example, candidates=tuple(pool)).set(random_order=self.mention)
+        if self.of != "distractors":
+            raise ParameterError(f"shuffle of must be candidates or distractors, got {self.of!r}")
+        if self.mention:
+            raise ParameterError("the ordered-randomly instruction goes with of='candidates' (as in the paper)")
+        rest = [it for it in example.items if not it.gold]
+        random.Random(f"{self.stream or 'cnorm-order'}:{self.seed}:{example.example_id}").shuffle(rest)
+        gold = example.gold_index
+        items = rest if gold is None else [example.items[gold], *rest]  # Position places the gold item
+        return replace(example, items=tuple(items)).set(order_seed=self.seed)
+
+
+@register
+@dataclass(frozen=True)
+class Position(Transform):
+    """Move the gold item: ``at`` a float depth in [0, 1] (0 first, 1 last) or an int
+    1-based position; the other items keep their order.
+
+    Depths map to indices the way each paper's code does, which differ: documents round
+    *down* (``int(d * (n - 1))``: Lost in the Middle's 10/20/30-document middles 4, 9, 14),
+    key-value pairs round to the *nearest* index. ``rounding`` (``floor`` / ``nearest``)
+    overrides the item kind's convention."""
+
+    at: float | int
+    rounding: str = ""
+    name: ClassVar[str] = "position"
+
+    def index(self, n: int, kind: str) -> int:
+        rounding = self.rounding or ("nearest" if kind == "pair" else "floor")
+        if rounding not in ("floor", "nearest"):
+            raise ParameterError(f"rounding must be floor or nearest, got {self.rounding!r}")
+        if isinstance(self.at, bool):
+            raise ParameterError(f"position {self.at!r} is not a number")
+        if isinstance(self.at, int):
+            if not 1 <= self.at <= n:
+                raise ParameterError(f"position {self.at} outside 1..{n}")
+            return self.at - 1
+        if isinstance(self.at, float) and 0.0 <= self.at <= 1.0:
+            return int(self.at * (n - 1)) if rounding == "floor" else round(self.at * (n - 1))
+        raise ParameterError(f"position {self.at!r}: use a float depth in [0, 1] or an int position 1..{n}")
+
+    def apply(self, example: Example) -> Example:
+        gold = example.gold
+        idx = self.index(len(example.items), gold.kind)
+        rest = [it for it in example.items if not it.gold]
+        rest.insert(idx, gold)
+        return replace(example, items=tuple(rest)).set(position=self.at)
+
+
+@register
+@dataclass(frozen=True)
+class Normalize(Transform):
+    """C-NORM: in every context passage (and candidate), a seeded fraction ``ratio`` of the
+    sentences get ``delimiter`` in place of spaces; ``"none"`` leaves them as they are (the
+    baseline). Titles, question and answers are untouched. Each passage's choice is seeded
+    by ``seed`` and the passage, so it is formatted alike wherever it appears. ``label``
+    names the arm in tables (C-NORM, baseline, shortest tokenization ...)."""
+
+    delimiter: str
+    ratio: float = 0.5
+    seed: int = 0
+    label: str = ""
+    name: ClassVar[str] = "normalize"
+
+    def apply(self, example: Example) -> Example:
+        from .formats import format_passages
+
+        delimiter = None if self.delimiter in ("none", None) else self.delimiter
+        label = self.label or ("baseline" if delimiter is None else "C-NORM")
+        out = example.set(method=label, delimiter=delimiter or "none", ratio=self.ratio if delimiter else 0.0,
+                          format_seed=self.seed)
+        if delimiter is None:
+            return out
+
+        def fmt(items):
+            texts = format_passages([it.text for it in items], delimiter, self.ratio, self.seed,
+                                    ids=[f"{it.title}|{it.text[:64]}" for it in items])
+            return tuple(replace(it, text=t) for it, t in zip(items, texts))
+
+        return replace(out, items=fmt(example.items), candidates=fmt(example.candidates))
+
+
+@register
+@dataclass(frozen=True)
+class IdFormat(Transform):
+    """Key-value ids (keys and values) re-laid out with ``delimiter``: ``-`` UUID, ``""``
+    plain hex, ``&`` modified UUID (C-NORM, Figure 2)."""
+
+    delimiter: str
+    name: ClassVar[str] = "id_format"
+
+    def apply(self, example: Example) -> Example:
+        from .formats import check_delimiter, format_identifier
+
+        check_delimiter(self.delimiter)
+
+        def fmt(it: Item) -> Item:
+            if it.kind != "pair":
+                raise ParameterError("id_format applies to key-value pairs; use normalize for passages")
+            return replace(it, title=format_identifier(it.title, self.delimiter),
+                           text=format_identifier(it.text, self.delimiter))
+
+        answers = tuple(format_identifier(a, self.delimiter) for a in example.answers)
+        question = format_identifier(example.question, self.delimiter)
+        return replace(example, items=tuple(fmt(i) for i in example.items),
+                       candidates=tuple(fmt(i) for i in example.candidates), answers=answers,
+                       question=question).set(delimiter=self.delimiter)
+
+
+_SPACY = {}
+
+
+def tagger_for(name: str):
+    """The tagger behind ``Tags(tagger=name)``: ``spacy`` (en_core_web_sm entities), or a
+    tagger registered with :func:`register_tagger` (e.g. an LLM tagger with its cache)."""
+    if name in _TAGGERS:
+        return _TAGGERS[name]
+    if name == "spacy":
+        if "spacy" not in _SPACY:
+            from .tagging import SpacyTagger
+
+            _SPACY["spacy"] = SpacyTagger()
+        return _SPACY["spacy"]
+    raise ParameterError(f"unknown tagger '{name}'; use spacy or register one with register_tagger")
+
+
+_TAGGERS: dict[str, object] = {}
+
+
+def register_tagger(name: str, tagger) -> None:
+    _TAGGERS[name] = tagger
+
+
+@register
+@dataclass(frozen=True)
+class Tags(Transform):
+    """TAG: each context item's text is cut into chunks (sentences packed up to
+    ``chunk_chars``), each chunk tagged by ``tagger`` and wrapped in its XML tags; with
+    ``definitions`` the tag definitions go in the system prompt (TD+TC), without them the
+    tags stand alone (TC)."""
+
+    tagger: str = "spacy"
+    definitions: bool = True
+    chunk_chars: int = 500
+    name: ClassVar[str] = "tags"
+
+    def apply(self, example: Example) -> Example:
+        from .tagging import chunk_text, tag_chunks, tagged_text
+
+        tagger = tagger_for(self.tagger)
+
+        def tag(it: Item) -> Item:
+            chunks = chunk_text(it.text, "sentence", self.chunk_chars)
+            lead = it.text[: len(it.text) - len(it.text.lstrip())]
+            return replace(it, text=lead + tagged_text(chunks, tag_chunks(chunks, tagger)).strip())
+
+        return replace(example, items=tuple(tag(i) for i in example.items)).set(
+            tags=self.tagger + ("+definitions" if self.definitions else ""), tag_definitions=self.definitions,
+            tag_categories=getattr(tagger, "categories_name", self.tagger))
+
+
+@register
+@dataclass(frozen=True)
+class Padding(Transform):
+    """Context-length-alone filler: ``tokens`` of ``kind`` (essay, whitespace,
+    space_tokens, newline_tokens, mask) ``between`` the context and the question or
+    ``before`` the context. The prompt carries a placeholder the engine expands in the
+    reading model's own tokens (so the length is the same for every model)."""
+
+    kind: str = "whitespace"
+    tokens: int = 0
+    placement: str = "between"
+    name: ClassVar[str] = "padding"
+
+    def apply(self, example: Example) -> Example:
+        from .padding import filler_slot
+
+        if self.placement not in ("between", "before"):
+            raise ParameterError(f"padding placement must be between or before, got {self.placement!r}")
+        filler_slot(self.kind, self.tokens)  # validates kind and length
+        return example.set(filler=self.kind, filler_tokens=self.tokens, placement=self.placement)
+
+
+@register
+@dataclass(frozen=True)
+class QueryAware(Transform):
+    """The question also before the context (Lost in the Middle, section 4.2)."""
+
+    on: bool = True
+    name: ClassVar[str] = "query_aware"
+
+    def apply(self, example: Example) -> Example:
+        return example.set(query_aware=self.on)
+
+
+@register
+@dataclass(frozen=True)
+class ClosedBook(Transform):
+    """No context: the question alone (Lost in the Middle's closed-book baseline)."""
+
+    name: ClassVar[str] = "closed_book"
+
+    def apply(self, example: Example) -> Example:
+        return replace(example, items=()).set(closed_book=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Adapters from the task modules' examples
+
+
+def from_qa_example(example) -> Example:
+    """A multi-document QA example (:class:`longctx.tasks.multidoc_qa.QAExample`): the gold
+    document alone in the context, its distractors the ranked candidates."""
+    def item(d, gold=False):
+        return Item(d.text, d.title, gold, "document")
+
+    ranking = example.source.split("+", 1)[1] if "+" in example.source else example.source
+    return Example("multidoc_qa", example.example_id, example.question, tuple(example.answers),
+                   (item(example.gold, True),), tuple(item(d) for d in example.distractors), ranking,
+                   {"source": example.source})
+
+
+def from_kv_example(example, source: str = "synthetic", **fields) -> Example:
+    """A key-value example (:class:`longctx.tasks.kv_retrieval.KVExample`): every pair in the
+    context in its order, the gold pair marked; ``fields`` (density, num_hex ...) are recorded
+    in the condition as the C-NORM chapter does."""
+    items = tuple(Item(v, k, (k, v) == (example.key, example.value), "pair") for k, v in example.pairs)
+    return Example("kv_retrieval", example.example_id, example.key, (example.value,), items, (), "given",
+                   {"source": source, **fields})
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+RENDERERS: dict[str, Callable[[Example], Request]] = {}
+
+
+def renderer(task: str):
+    def deco(fn):
+        RENDERERS[task] = fn
+        return fn
+    return deco
+
+
+def render(example: Example) -> Request:
+    """The request for ``example`` with its task's prompt and condition."""
+    if example.task not in RENDERERS:
+        raise ParameterError(f"no renderer for task '{example.task}'; known: {', '.join(sorted(RENDERERS))}")
+    return RENDERERS[example.task](example)
+
+
+
+
+def _new_fields(example: Example) -> dict:
+    """Condition fields of transforms no committed chapter used (absent when unused, so the
+    chapters' keys are unchanged)."""
+    s = example.settings
+    out = {}
+    if "tags" in s:
+        out["tags"] = s["tags"]
+    if s.get("filler_tokens"):
+        out.update(filler=s["filler"], filler_tokens=s["filler_tokens"], placement=s["placement"])
+    if s.get("competitors") in ("far", "random"):
+        out["competitors"] = s["competitors"]
+        out["competitor_seed"] = s["competitor_seed"]
+        if s["competitors"] == "far":
+            out["far_from"] = s["far_from"]
+    return out
+
+
+def _system(example: Example) -> str | None:
+    if not example.settings.get("tag_definitions"):
+        return None
+    from .tasks import tag_needles as tn
+
+    return tn.system_prompt("td_tc_spacy" if example.settings["tags"].startswith("spacy") else "td_tc_llm")
+
+
+def _pad(example: Example, context: str) -> tuple[str, str]:
+    """(text before the context, text between context and question) for the filler."""
+    from .padding import filler_slot
+
+    s = example.settings
+    if not s.get("filler_tokens"):
+        return "", ""
+    slot = filler_slot(s["filler"], s["filler_tokens"])
+    return (slot + "\n", "") if s["placement"] == "before" else ("", "\n" + slot)
+
+
+@renderer("multidoc_qa")
+def _render_multidoc(example: Example) -> Request:
+    """Lost in the Middle's prompts through :func:`longctx.tasks.multidoc_qa.make_requests`
+    (documents), or its closed-book / oracle baselines. Condition: the chapter's (setting,
+    number of documents, gold index, query-aware, random order, distractor ranking, source),
+    C-NORM's (order seed, method, delimiter, ratio) when those transforms ran, and the new
+    fields of :func:`_new_fields`."""
+    from .tasks import multidoc_qa as qa
+
+    s = example.settings
+    docs = [qa.Document(it.title, it.text, hasanswer=it.gold, isgold=it.gold) for it in example.items]
+    qa_ex = qa.QAExample(example.example_id, example.question, example.answers,
+                         next((d for d in docs if d.isgold), qa.Document("", "")),
+                         tuple(d for d in docs if not d.isgold), example.fields["source"])
+    if s.get("closed_book") or (len(docs) == 1 and docs[0].isgold):
+        # No context, or the gold document alone: the paper's closed-book and oracle baselines.
+        setting = "closed-book" if s.get("closed_book") else "oracle"
+        req = next(r for r in qa.make_baseline_requests([qa_ex]) if r.condition["setting"] == setting)
+    else:
+        req = qa.make_requests([qa_ex], len(docs), [example.gold_index + 1], query_aware=s.get("query_aware", False),
+                               mention_random_ordering=s.get("random_order", False),
+                               distractors=example.ranking)[0]
+    cond = dict(req.condition)
+    if "order_seed" in s:
+        cond["seed"] = s["order_seed"]
+    if "method" in s:
+        cond.update(method=s["method"], delimiter=s["delimiter"], ratio=s["ratio"])
+    cond.update(_new_fields(example))
+    prompt = req.prompt
+    before, between = _pad(example, prompt)
+    if before or between:
+        prompt = _splice_filler(prompt, docs, before, between)
+    return replace(req, prompt=prompt, condition=cond, system=_system(example))
+
+
+def _splice_filler(prompt: str, docs, before: str, between: str) -> str:
+    """Put the filler right before the first document or right after the last one."""
+    from .tasks import multidoc_qa as qa
+
+    block = qa.format_documents(docs)
+    at = prompt.rfind(block)
+    if at < 0 or not block:
+        raise ParameterError("padding needs a context to pad around")
+    return prompt[:at] + before + block + between + prompt[at + len(block):]
+
+
+@renderer("kv_retrieval")
+def _render_kv(example: Example) -> Request:
+    """Key-value prompts through :func:`longctx.tasks.kv_retrieval.make_requests`, with the
+    example's fields (source, and density / num_hex / delimiter for C-NORM's grid)."""
+    from .tasks import kv_retrieval as kv
+
+    pairs = tuple((it.title, it.text) for it in example.items)
+    gold = example.gold
+    kv_ex = kv.KVExample(example.example_id, pairs, gold.title, gold.text)
+    extra = {k: v for k, v in example.fields.items() if k != "source"}
+    if "delimiter" in example.settings:
+        extra["delimiter"] = example.settings["delimiter"]
+    req = kv.make_requests([kv_ex], [example.gold_index + 1], query_aware=example.settings.get("query_aware", False),
+                           source=example.fields.get("source", "synthetic"), extra_condition=extra or None)[0]
+    cond = {**req.condition, **_new_fields(example)}
+    prompt = req.prompt
+    before, between = _pad(example, prompt)
+    if before or between:
+        block = kv.format_pairs(pairs)
+        at = prompt.rfind(block)
+        prompt = prompt[:at] + before + block + between + prompt[at + len(block):]
+    return replace(req, prompt=prompt, condition=cond, system=_system(example))

@@ -1,0 +1,171 @@
+"""longctx.transforms: each manipulation on hand-made examples, and every committed row of
+the chapters built on documents and key-value pairs rebuilt through the interface with the
+same store key (so moving a chapter onto transforms regenerates nothing)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from longctx import transforms as T
+from longctx.backends import fingerprint
+from longctx.chapters import scale
+from longctx.chapters.kv_retrieval import examples_for as kv_examples_for
+from longctx.errors import ParameterError
+from longctx.store import request_key
+from longctx.tasks import kv_retrieval as kv
+from longctx.tasks import multidoc_qa as qa
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def doc(i, gold=False):
+    return T.Item(f"Text {i}. Second sentence {i}. Third one {i}.", f"Title {i}", gold)
+
+
+def example(n=6):
+    return T.Example("multidoc_qa", "q1", "who?", ("ans",), (doc(0, True),), tuple(doc(i) for i in range(1, n + 1)),
+                     "bm25", {"source": "oracle+bm25"})
+
+
+def test_competitors_hard_far_random_are_distinct_seeded_and_sized():
+    ex = example(10)
+    hard = T.Competitors(3).apply(ex)
+    assert [it.title for it in hard.items] == ["Title 0", "Title 1", "Title 2", "Title 3"]
+    far = T.Competitors(3, "far", far_from=0.5, seed=1).apply(ex)
+    assert len(far.items) == 4 and all(int(it.title.split()[1]) >= 6 for it in far.items[1:])
+    assert far == T.Competitors(3, "far", far_from=0.5, seed=1).apply(ex)  # deterministic
+    assert far != T.Competitors(3, "far", far_from=0.5, seed=2).apply(ex)
+    with pytest.raises(ParameterError, match="5 far candidates .* 6 requested"):
+        T.Competitors(6, "far").apply(ex)
+    with pytest.raises(ParameterError, match="hard, far or random"):
+        T.Competitors(2, "near").apply(ex)
+
+
+def test_position_conventions_follow_each_papers_code():
+    ex = T.Competitors(9).apply(example(9))  # 10 documents
+    assert T.Position(0.5).apply(ex).gold_index == 4  # LitM: floor, middle of 10 is index 4
+    assert T.Position(0.75).apply(ex).gold_index == 6
+    assert T.Position(0.75, rounding="nearest").apply(ex).gold_index == 7
+    assert T.Position(10).apply(ex).gold_index == 9
+    moved = T.Position(3).apply(ex)
+    assert [it.title for it in moved.items if not it.gold] == [it.title for it in ex.items if not it.gold]
+    with pytest.raises(ParameterError, match="position 11 outside 1..10"):
+        T.Position(11).apply(ex)
+
+
+def test_normalize_changes_only_passage_text_and_is_seeded():
+    ex = T.Competitors(3).apply(example())
+    norm = T.Normalize(":", ratio=1.0, seed=0).apply(ex)
+    assert all(":" in it.text and it.title == o.title for it, o in zip(norm.items, ex.items))
+    assert norm.question == ex.question and norm.answers == ex.answers
+    assert T.Normalize("none").apply(ex).items == ex.items
+    assert norm.settings["method"] == "C-NORM" and T.Normalize("none").apply(ex).settings["method"] == "baseline"
+
+
+def test_compose_render_and_new_fields_only_when_used():
+    chain = [T.Competitors(3), T.Position(0.5), T.QueryAware()]
+    req = T.render(T.apply(example(), chain))
+    assert req.condition == {"setting": "documents", "num_documents": 4, "gold_index": 1, "query_aware": True,
+                             "random_order": False, "distractors": "bm25", "source": "oracle+bm25"}
+    assert req.prompt.count("who?") == 2  # query-aware: before and after the documents
+    padded = T.render(T.apply(example(), [*chain, T.Padding("whitespace", 500)]))
+    assert padded.condition["filler_tokens"] == 500 and "<|longctx_filler:whitespace:500|>" in padded.prompt
+    at = padded.prompt.index("<|longctx_filler")
+    assert padded.prompt.rfind("Document [4]") < at < padded.prompt.rfind("Question")
+    before = T.render(T.apply(example(), [*chain, T.Padding("essay", 100, "before")]))
+    assert before.prompt.index("<|longctx_filler:essay:100|>") < before.prompt.index("Document [1]")
+    far = T.render(T.apply(example(), [T.Competitors(2, "far"), T.Position(1)]))
+    assert far.condition["competitors"] == "far" and far.condition["far_from"] == 0.5
+    assert T.render(T.apply(example(), [T.Competitors(0)])).condition["setting"] == "oracle"
+    assert T.render(T.apply(example(), [T.ClosedBook()])).condition["setting"] == "closed-book"
+
+
+def test_tags_wrap_chunks_and_definitions_go_to_the_system_prompt():
+    ex = T.Example("multidoc_qa", "q1", "who?", ("ans",),
+                   (T.Item("Barack Obama visited Paris in 2009.", "Visit", True),),
+                   (T.Item("The weather was mild that year.", "Weather"),), "bm25", {"source": "oracle+bm25"})
+    tagged = T.apply(ex, [T.Competitors(1), T.Tags("spacy", definitions=True)])
+    assert "<" in tagged.items[0].text and "Barack Obama" in tagged.items[0].text
+    assert tagged.items[0].text.replace("<", "").count("Obama") == 1
+    req = T.render(tagged)
+    assert req.condition["tags"] == "spacy+definitions" and req.system and "person" in req.system.lower()
+    bare = T.render(T.apply(ex, [T.Competitors(1), T.Tags("spacy", definitions=False)]))
+    assert bare.system is None and bare.condition["tags"] == "spacy" and bare.prompt != T.render(
+        T.apply(ex, [T.Competitors(1)])).prompt
+
+
+def test_make_declares_parameters_and_rejects_unknown_ones():
+    assert T.make("position", at=0.5) == T.Position(0.5)
+    assert T.Competitors.parameters() == {"count": ..., "kind": "hard", "far_from": 0.5, "seed": 0}
+    with pytest.raises(ParameterError, match="unknown transform 'pad'"):
+        T.make("pad")
+    with pytest.raises(ParameterError, match="no parameter \\['depth'\\]"):
+        T.make("position", depth=0.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Committed rows, rebuilt
+
+
+def committed(experiment):
+    for path in sorted((ROOT / "data" / "results").glob(f"*/{experiment}/generations.jsonl")):
+        for line in path.read_text().splitlines():
+            yield json.loads(line)
+
+
+def key_of(row, request):
+    fp = fingerprint(row["model_fingerprint"], row.get("backend") or "hf", row["model"])
+    return request_key(fp, request, row.get("prompt_mode", "auto"))
+
+
+def test_every_committed_document_row_is_rebuilt_with_its_key():
+    rows = [*committed("multidoc_qa"), *committed("cnorm_qa")]
+    oracle = qa.read_oracle()
+    raw = {e.example_id: e for e in oracle}
+    ids = sorted({r["example_id"] for r in rows})
+    attached = {e.example_id: e for e in qa.attach_distractors([raw[i] for i in ids], 29, pool=oracle)}
+    checked = 0
+    for row in rows:
+        c = row["condition"]
+        if c["setting"] == "closed-book":
+            ex, chain = T.from_qa_example(raw[row["example_id"]]), [T.ClosedBook()]
+        elif c["setting"] == "oracle":
+            ex, chain = T.from_qa_example(raw[row["example_id"]]), [T.Competitors(0)]
+        else:
+            ex = T.from_qa_example(attached[row["example_id"]])
+            chain = [T.Competitors(c["num_documents"] - 1)]
+            if "method" in c:  # the C-NORM chapter: permuted order, then the format
+                chain += [T.Shuffle(c["seed"]), T.Normalize(c["delimiter"], c["ratio"] or 0.5, seed=c["seed"],
+                                                            label=c["method"])]
+            chain += [T.Position(c["gold_index"] + 1), T.QueryAware(c["query_aware"])]
+        assert key_of(row, T.render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
+        checked += 1
+    assert checked == len(rows) > 1000
+
+
+def test_every_committed_key_value_row_is_rebuilt_with_its_key():
+    params = scale("kv_retrieval", "book")
+    by_id = {}
+    for k in params["num_pairs"]:
+        examples, source = kv_examples_for(k, params)
+        by_id.update({(e.example_id, k, source): e for e in examples})
+    cn = scale("cnorm", "book")
+    for density, pairs, n in [("low", cn["kv_low_pairs"], cn["kv_examples"]), ("high", cn["kv_high_pairs"], cn["kv_examples"]),
+                              ("low", cn["sweep_pairs"], cn["sweep_examples"])]:
+        num_hex = {"low": 32, "high": 128}[density]
+        by_id.update({(e.example_id, pairs, f"synthetic-{num_hex}"): e
+                      for e in kv.synthetic_examples(n, pairs, seed=cn["seed"], num_hex=num_hex)})
+    checked = 0
+    for row in [*committed("kv_retrieval"), *committed("cnorm_kv")]:
+        c = row["condition"]
+        if "density" in c:
+            base = by_id[(row["example_id"], c["num_pairs"], f"synthetic-{c['num_hex']}")]
+            ex = T.from_kv_example(base, c["source"], density=c["density"], num_hex=c["num_hex"])
+            chain = [T.IdFormat(c["delimiter"])]
+        else:
+            ex, chain = T.from_kv_example(by_id[(row["example_id"], c["num_pairs"], c["source"])], c["source"]), []
+        chain += [T.Position(c["gold_index"] + 1), T.QueryAware(c["query_aware"])]
+        assert key_of(row, T.render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
+        checked += 1
+    assert checked > 1000
