@@ -97,7 +97,7 @@ def test_tags_wrap_chunks_and_definitions_go_to_the_system_prompt():
 
 def test_make_declares_parameters_and_rejects_unknown_ones():
     assert T.make("position", at=0.5) == T.Position(0.5)
-    assert T.Competitors.parameters() == {"count": ..., "kind": "hard", "far_from": 0.5, "seed": 0}
+    assert T.Competitors.parameters() == {"count": ..., "kind": "hard", "far_from": 0.5, "min_rank": 0, "seed": 0}
     with pytest.raises(ParameterError, match="unknown transform 'pad'"):
         T.make("pad")
     with pytest.raises(ParameterError, match="no parameter \\['depth'\\]"):
@@ -169,3 +169,77 @@ def test_every_committed_key_value_row_is_rebuilt_with_its_key():
         assert key_of(row, T.render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
         checked += 1
     assert checked > 1000
+
+
+def test_every_committed_competition_row_is_rebuilt_with_its_key():
+    from longctx.tasks import semantic_competition as sc
+
+    params = scale("semantic_competition", "book")
+    rows = list(committed("semantic_competition"))
+    corpora = {name: sc.load_corpus(name).limit_passages(params["max_passages"] or None)
+               for name in {r["condition"]["corpus"] for r in rows}}
+    questions = {q.question_id: q for name, corpus in corpora.items()
+                 for q in sc.sample_questions(corpus, params["num_questions"] if name == params["corpus"]
+                                              else params["nq_questions"], params["seed"])}
+    indexes, examples, checked = {}, {}, 0
+    for row in rows:
+        c = row["condition"]
+        retriever = "bm25" if c["retriever"] == "none" else c["retriever"]
+        where = (c["corpus"], c["snippet_words"], retriever)
+        if where not in indexes:
+            options = {"model": params["dense_model"]} if retriever == "dense" else {}
+            indexes[where] = sc.SnippetIndex(corpora[c["corpus"]], c["snippet_words"], retriever, **options)
+        if (where, row["example_id"]) not in examples:
+            examples[(where, row["example_id"])] = T.from_snippet_index(indexes[where], questions[row["example_id"]])
+        ex = examples[(where, row["example_id"])]
+        chain = []
+        if c["num_hard"] + c["num_far"]:
+            chain = [T.Competitors(c["num_hard"]), T.Competitors(c["num_far"], "far", c.get("far_from", 0.5),
+                                                                   seed=c["seed"]), T.Scatter(c["seed"])]
+        assert key_of(row, T.render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
+        checked += 1
+    assert checked == len(rows) > 400
+
+
+def test_every_committed_length_alone_row_is_rebuilt_with_its_key():
+    from longctx.chapters import length_alone as chapter
+
+    params = scale("length_alone", "book")
+    problems = {p.id: p for ps in chapter.problems_for(params).values() for p in ps}
+    checked = 0
+    for row in committed("length_alone"):
+        c = row["condition"]
+        chain = [T.Padding(c["filler"], c["filler_tokens"], c["placement"])] if c["filler_tokens"] else []
+        assert key_of(row, T.render(T.apply(T.from_problem(problems[row["example_id"]]), chain))) == row["key"], c
+        checked += 1
+    assert checked > 1000
+
+
+def test_every_committed_needle_row_is_rebuilt_with_its_key():
+    from longctx.chapters import tag_needles as chapter
+    from longctx.models import load_tokenizer
+    from longctx.tasks import tag_needles as tn
+
+    params = {**scale("tag_needles", "book"), "model": "qwen2.5-coder-0.5b-instruct"}
+
+    def no_model():
+        raise AssertionError("every LLM tag is committed; the tagger must not load")
+
+    taggers = chapter.taggers_for(params, ROOT / "data" / "results", load_tagger=no_model)
+    for kind in ("spacy", "llm"):
+        T.register_tagger(kind, getattr(taggers, kind), taggers.caches.get(kind))
+    text, cases = chapter.cases_for(params)
+    by_id = {c.id: c for c in cases}
+    tokenizer = load_tokenizer(params["model"])
+    chunks = {n: tn.haystack_chunks(tokenizer, n, strategy=params["chunk_strategy"], max_chars=params["chunk_chars"],
+                                    text=text) for n in params["lengths"]}
+    tags = {"baseline": [], "td": [T.Tags("", True)], "td_tc_spacy": [T.Tags("spacy", True, chunk_chars=0)],
+            "td_tc_llm": [T.Tags("llm", True, chunk_chars=0)]}
+    checked = 0
+    for row in committed("tag_needles"):
+        c = row["condition"]
+        ex = T.from_needle_case(by_id[row["example_id"]], chunks[c["length"]], c["length"])
+        chain = [T.Position(c["depth"]), *tags[c["variant"]], T.QueryAware(c["query_aware"])]
+        assert key_of(row, T.render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
+        checked += 1
+    assert checked > 300

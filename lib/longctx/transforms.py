@@ -81,6 +81,7 @@ class Example:
     ranking: str = ""
     fields: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
+    native: object = field(default=None, compare=False, repr=False)  # the task module's own example
 
     @property
     def gold_index(self) -> int | None:
@@ -159,21 +160,24 @@ def _rng(*parts) -> random.Random:
 @register
 @dataclass(frozen=True)
 class Competitors(Transform):
-    """The context becomes the gold item plus ``count`` candidates.
+    """Add ``count`` candidates to the context, after the items already there.
 
     * ``hard``: the first ``count`` in ranking order (retrieved distractors; BM25 hard
       negatives);
     * ``far``: a seeded draw of ``count`` from the candidates ranked at or beyond
-      ``far_from`` x (number of candidates), in draw order (the semantic-competition
-      paper's far-rank control: as many items, as long, but not competing);
+      max(``min_rank``, ``far_from`` x number of candidates), in draw order (the
+      semantic-competition paper's far-rank control: as many items, as long, but not
+      competing); the first k of a draw do not depend on ``count``, so sizes nest;
     * ``random``: a seeded uniform draw (Lost in the Middle, appendix B).
 
-    The chosen items keep the order they are drawn in; ``Position`` then places the gold.
+    Two in a row mix kinds (semantic competition's matched control: 4 hard, then 15 far).
+    ``Position`` or ``Scatter`` then places the gold item.
     """
 
     count: int
     kind: str = "hard"
     far_from: float = 0.5
+    min_rank: int = 0
     seed: int = 0
     name: ClassVar[str] = "competitors"
 
@@ -188,15 +192,22 @@ class Competitors(Transform):
         else:
             if not 0.0 <= self.far_from < 1.0:
                 raise ParameterError(f"far_from must be in [0, 1), got {self.far_from}")
-            start = int(self.far_from * len(pool)) if self.kind == "far" else 0
+            start = max(self.min_rank, int(self.far_from * len(pool))) if self.kind == "far" else 0
             order = list(range(start, len(pool)))
             _rng(self.seed, self.kind, example.example_id).shuffle(order)
         if len(order) < self.count:
             raise ParameterError(f"example {example.example_id} has {len(order)} {self.kind} candidates "
                                  f"(from rank {start}), {self.count} requested; attach a larger pool")
         chosen = [pool[i] for i in order[:self.count]]
-        out = replace(example, items=(example.gold, *chosen))
-        return out.set(competitors=self.kind, competitor_seed=self.seed, far_from=self.far_from)
+        counts = dict(example.settings.get("competitor_counts", {}))
+        counts[self.kind] = counts.get(self.kind, 0) + self.count
+        settings = {"competitors": "+".join(k for k in ("hard", "far", "random") if counts.get(k)) or "none",
+                    "competitor_counts": counts}
+        if self.kind != "hard":
+            settings.update(competitor_seed=self.seed, competitor_ranks=[start, len(pool)])
+        if self.kind == "far":
+            settings["far_from"] = self.far_from
+        return replace(example, items=(*example.items, *chosen)).set(**settings)
 
 
 @register
@@ -238,7 +249,7 @@ class Position(Transform):
 
     Depths map to indices the way each paper's code does, which differ: documents round
     *down* (``int(d * (n - 1))``: Lost in the Middle's 10/20/30-document middles 4, 9, 14),
-    key-value pairs round to the *nearest* index. ``rounding`` (``floor`` / ``nearest``)
+    key-value pairs and haystack chunks round to the *nearest* index. ``rounding`` (``floor`` / ``nearest``)
     overrides the item kind's convention."""
 
     at: float | int
@@ -246,7 +257,7 @@ class Position(Transform):
     name: ClassVar[str] = "position"
 
     def index(self, n: int, kind: str) -> int:
-        rounding = self.rounding or ("nearest" if kind == "pair" else "floor")
+        rounding = self.rounding or ("nearest" if kind in ("pair", "chunk") else "floor")
         if rounding not in ("floor", "nearest"):
             raise ParameterError(f"rounding must be floor or nearest, got {self.rounding!r}")
         if isinstance(self.at, bool):
@@ -265,6 +276,26 @@ class Position(Transform):
         rest = [it for it in example.items if not it.gold]
         rest.insert(idx, gold)
         return replace(example, items=tuple(rest)).set(position=self.at)
+
+
+@register
+@dataclass(frozen=True)
+class Scatter(Transform):
+    """A seeded random gold position *and* distractor order from one stream (the semantic
+    competition chapter's contexts): the gold index is drawn first, so two contexts of the
+    same size (hard vs far) put the gold item at the same place."""
+
+    seed: int = 0
+    name: ClassVar[str] = "scatter"
+
+    def apply(self, example: Example) -> Example:
+        gold = example.gold
+        rest = [it for it in example.items if not it.gold]
+        rng = random.Random(f"{self.seed}:context:{example.example_id}:{len(example.items)}")
+        at = rng.randrange(len(example.items))
+        rng.shuffle(rest)
+        rest.insert(at, gold)
+        return replace(example, items=tuple(rest)).set(scatter_seed=self.seed)
 
 
 @register
@@ -327,37 +358,35 @@ class IdFormat(Transform):
                        question=question).set(delimiter=self.delimiter)
 
 
-_SPACY = {}
+_TAGGERS: dict[str, tuple[object, object]] = {}
+
+
+def register_tagger(name: str, tagger, cache=None) -> None:
+    """Make ``Tags(tagger=name)`` use ``tagger`` (anything with ``id`` and ``tag_with_raw``,
+    e.g. :class:`longctx.tagging.LLMTagger`) and its :class:`~longctx.tagging.TagCache`."""
+    _TAGGERS[name] = (tagger, cache)
 
 
 def tagger_for(name: str):
-    """The tagger behind ``Tags(tagger=name)``: ``spacy`` (en_core_web_sm entities), or a
-    tagger registered with :func:`register_tagger` (e.g. an LLM tagger with its cache)."""
-    if name in _TAGGERS:
-        return _TAGGERS[name]
-    if name == "spacy":
-        if "spacy" not in _SPACY:
-            from .tagging import SpacyTagger
+    """(tagger, cache) behind ``Tags(tagger=name)``: ``spacy`` (en_core_web_sm entities,
+    built once), or one registered with :func:`register_tagger`."""
+    if name not in _TAGGERS:
+        if name != "spacy":
+            raise ParameterError(f"unknown tagger '{name}'; use spacy or register one with register_tagger")
+        from .tagging import SpacyTagger, TagCache
 
-            _SPACY["spacy"] = SpacyTagger()
-        return _SPACY["spacy"]
-    raise ParameterError(f"unknown tagger '{name}'; use spacy or register one with register_tagger")
-
-
-_TAGGERS: dict[str, object] = {}
-
-
-def register_tagger(name: str, tagger) -> None:
-    _TAGGERS[name] = tagger
+        _TAGGERS["spacy"] = (SpacyTagger(), TagCache())
+    return _TAGGERS[name]
 
 
 @register
 @dataclass(frozen=True)
 class Tags(Transform):
     """TAG: each context item's text is cut into chunks (sentences packed up to
-    ``chunk_chars``), each chunk tagged by ``tagger`` and wrapped in its XML tags; with
-    ``definitions`` the tag definitions go in the system prompt (TD+TC), without them the
-    tags stand alone (TC)."""
+    ``chunk_chars``; 0 tags each item whole, as the needle chapter's haystack chunks are),
+    each chunk tagged by ``tagger`` and wrapped in its XML tags. ``definitions`` puts the
+    tag definitions in the system prompt (TD+TC); ``tagger=""`` with definitions is TD
+    alone (definitions, untagged context)."""
 
     tagger: str = "spacy"
     definitions: bool = True
@@ -367,16 +396,25 @@ class Tags(Transform):
     def apply(self, example: Example) -> Example:
         from .tagging import chunk_text, tag_chunks, tagged_text
 
-        tagger = tagger_for(self.tagger)
+        label = (self.tagger or "none") + ("+definitions" if self.definitions else "")
+        if not self.tagger:
+            if not self.definitions:
+                raise ParameterError("tags with no tagger and no definitions change nothing")
+            return example.set(tags=label, tag_definitions=True, tagger="")
+        tagger, cache = tagger_for(self.tagger)
 
-        def tag(it: Item) -> Item:
-            chunks = chunk_text(it.text, "sentence", self.chunk_chars)
-            lead = it.text[: len(it.text) - len(it.text.lstrip())]
-            return replace(it, text=lead + tagged_text(chunks, tag_chunks(chunks, tagger)).strip())
-
-        return replace(example, items=tuple(tag(i) for i in example.items)).set(
-            tags=self.tagger + ("+definitions" if self.definitions else ""), tag_definitions=self.definitions,
-            tag_categories=getattr(tagger, "categories_name", self.tagger))
+        if self.chunk_chars:
+            def tag(it: Item) -> Item:
+                chunks = chunk_text(it.text, "sentence", self.chunk_chars)
+                lead = it.text[: len(it.text) - len(it.text.lstrip())]
+                return replace(it, text=lead + tagged_text(chunks, tag_chunks(chunks, tagger, cache)).strip())
+            items = tuple(tag(i) for i in example.items)
+        else:
+            tags = tag_chunks([it.text for it in example.items], tagger, cache)
+            items = tuple(replace(it, text=tagged_text([it.text], [t])) for it, t in zip(example.items, tags))
+            example = example.set(item_tags=[list(t) for t in tags])
+        return replace(example, items=items).set(tags=label, tag_definitions=self.definitions,
+                                                  tagger=getattr(tagger, "id", self.tagger))
 
 
 @register
@@ -481,10 +519,10 @@ def _new_fields(example: Example) -> dict:
         out["tags"] = s["tags"]
     if s.get("filler_tokens"):
         out.update(filler=s["filler"], filler_tokens=s["filler_tokens"], placement=s["placement"])
-    if s.get("competitors") in ("far", "random"):
-        out["competitors"] = s["competitors"]
-        out["competitor_seed"] = s["competitor_seed"]
-        if s["competitors"] == "far":
+    counts = s.get("competitor_counts", {})
+    if counts.get("far") or counts.get("random"):
+        out.update(competitors=s["competitors"], competitor_counts=counts, competitor_seed=s["competitor_seed"])
+        if counts.get("far"):
             out["far_from"] = s["far_from"]
     return out
 
@@ -576,3 +614,131 @@ def _render_kv(example: Example) -> Request:
         at = prompt.rfind(block)
         prompt = prompt[:at] + before + block + between + prompt[at + len(block):]
     return replace(req, prompt=prompt, condition=cond, system=_system(example))
+
+
+# ---------------------------------------------------------------------------------------------
+# Semantic competition: snippets of a corpus ranked by a retriever
+
+
+def from_snippet_index(index, question) -> Example | None:
+    """One question of a :class:`longctx.tasks.semantic_competition.SnippetIndex`: its
+    answer-centred gold snippet in the context, every *eligible* snippet (not from the gold
+    passage, not containing an answer) as a candidate in the retriever's order. ``None``
+    when the gold snippet cannot be cut (the chapter leaves such questions out)."""
+    from .tasks import semantic_competition as sc
+
+    passage = index.corpus.passage(question.passage_id)
+    gold = sc.gold_snippet(passage.text, question.answers, question.answer_start, index.snippet_words)
+    if gold is None:
+        return None
+    eligible = [index.snippets[i] for i in index.ranker.ranking(question.question)
+                if index.snippets[i].passage_id != question.passage_id
+                and not sc.contains_answer(index.snippets[i].text, question.answers)]
+    return Example("semantic_competition", question.question_id, question.question, tuple(question.answers),
+                   (Item(gold, gold=True, kind="snippet"),), tuple(Item(s.text, kind="snippet") for s in eligible),
+                   index.retriever, {"corpus": index.corpus.name, "snippet_words": index.snippet_words},
+                   native=question)
+
+
+@renderer("semantic_competition")
+def _render_competition(example: Example) -> Request:
+    """The competition prompt (numbered passages, then the question). Condition: the
+    chapter's (corpus, snippet length, retriever, hard and far counts, size, gold index,
+    and the context seed and far_from when used)."""
+    from .engine import StopRule
+    from .tasks import semantic_competition as sc
+
+    s = example.settings
+    counts = s.get("competitor_counts", {})
+    num_hard, num_far = counts.get("hard", 0), counts.get("far", 0)
+    if counts.get("random"):
+        raise ParameterError("the competition prompt takes hard and far competitors, not random ones")
+    cond = {**example.fields, "retriever": example.ranking if num_hard + num_far else "none",
+            "num_hard": num_hard, "num_far": num_far, "num_snippets": len(example.items),
+            "gold_index": example.gold_index}
+    if num_hard + num_far:
+        cond["seed"] = s.get("scatter_seed", s.get("competitor_seed", 0))
+    if num_far:
+        cond["far_from"] = s["far_from"]
+    cond.update({k: v for k, v in _new_fields(example).items()
+                 if k not in ("competitors", "competitor_counts", "competitor_seed", "far_from")})
+    prompt = sc.build_prompt(example.question, [it.text for it in example.items])
+    before, between = _pad(example, prompt)
+    if before or between:
+        first, last = prompt.find("Passage [1]:"), prompt.rfind(example.items[-1].text) + len(example.items[-1].text)
+        prompt = prompt[:first] + before + prompt[first:last] + between + prompt[last:]
+    return Request(task=sc.TASK, example_id=example.example_id, prompt=prompt, gold=example.answers, condition=cond,
+                   max_new_tokens=sc.MAX_NEW_TOKENS, stop=StopRule(newline=True), system=_system(example))
+
+
+# ---------------------------------------------------------------------------------------------
+# Context length alone: one evidence block, filler, a question
+
+
+def from_problem(problem) -> Example:
+    """A :class:`longctx.tasks.length_alone.Problem`: the evidence as the one (gold) item."""
+    return Example("length_alone", problem.id, problem.question, (problem.answer,),
+                   (Item(problem.evidence, gold=True, kind="evidence"),), fields={"subtask": problem.subtask},
+                   native=problem)
+
+
+@renderer("length_alone")
+def _render_length_alone(example: Example) -> Request:
+    """The paper's prompt (evidence, filler at its placement, question) through
+    :func:`longctx.tasks.length_alone.build_prompt`; the condition is the chapter's."""
+    from .padding import filler_slot
+    from .tasks import length_alone as la
+
+    problem, s = example.native, example.settings
+    mode = "solve"  # recitation and retrieve-then-solve stay in the task module (they chain two prompts)
+    kind, tokens, placement = s.get("filler", "essay"), int(s.get("filler_tokens", 0)), s.get("placement", "between")
+    prompt = la.build_prompt(problem, mode=mode, filler=filler_slot(kind, tokens), filler_kind=kind,
+                             placement=placement, evidence=example.gold.text)
+    cond = {**la.condition(problem.subtask, mode, kind, placement, tokens),
+            **{k: v for k, v in _new_fields(example).items() if k not in ("filler", "filler_tokens", "placement")}}
+    return Request(la.TASK, problem.id, prompt, (problem.answer,), cond, max_new_tokens=la.budget(problem.subtask, mode),
+                   stop=la.stop_rule(problem.subtask, mode), meta={"subtask": problem.subtask}, system=_system(example))
+
+
+# ---------------------------------------------------------------------------------------------
+# Tagged needles: a haystack of chunks with one needle chunk
+
+
+def from_needle_case(case, chunks: Sequence[str], length: int) -> Example:
+    """A needle question (:class:`longctx.tasks.tag_needles.NeedleCase`) in a haystack of
+    ``chunks`` (counted to ``length`` reader tokens): the needle first, then the chunks;
+    ``Position`` with a depth puts it at the chunk boundary the chapter uses (nearest)."""
+    items = (Item(case.needle, gold=True, kind="chunk"), *(Item(c, kind="chunk") for c in chunks))
+    return Example("tag_needles", case.id, case.question, (case.answer,), items,
+                   fields={"length": int(length), "hop": case.hop}, native=case)
+
+
+VARIANT_OF_TAGS = {"none": "baseline", "none+definitions": "td", "spacy+definitions": "td_tc_spacy",
+                   "llm+definitions": "td_tc_llm"}
+
+
+@renderer("tag_needles")
+def _render_needles(example: Example) -> Request:
+    """The needle chapter's prompt: chunks joined (the needle spaced from its neighbours),
+    tagged when ``Tags`` ran, the variant's system prompt. Condition: the chapter's
+    (variant, length, depth, query-aware, hop, tagger id)."""
+    from .engine import StopRule
+    from .tasks import tag_needles as tn
+
+    s, case = example.settings, example.native
+    k = example.gold_index
+    texts = [it.text for it in example.items]
+    lead = " " if k > 0 and texts[k - 1] and not texts[k - 1][-1].isspace() else ""
+    trail = " " if k < len(texts) - 1 else ""
+    texts[k] = f"{lead}{texts[k]}{trail}"
+    context = "".join(texts).strip()
+    tags_label = s.get("tags", "none")
+    variant = VARIANT_OF_TAGS.get(tags_label)
+    if variant is None:
+        raise ParameterError(f"the needle chapter has no variant for tags {tags_label!r}")
+    cond = {"variant": variant, "length": example.fields["length"], "depth": float(s.get("position", 0.0)),
+            "query_aware": bool(s.get("query_aware", False)), "hop": example.fields["hop"],
+            "tagger": s.get("tagger") or "none"}
+    return Request(tn.TASK, case.id, tn.build_prompt(case, context, query_aware=cond["query_aware"]), (case.answer,),
+                   cond, max_new_tokens=tn.MAX_NEW_TOKENS, stop=StopRule(newline=True),
+                   system=case.system_prompt or tn.system_prompt(variant))
