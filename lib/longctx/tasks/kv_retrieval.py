@@ -167,21 +167,16 @@ def build_prompt(example: KVExample, query_aware: bool = False) -> str:
 
 
 def position_indices(num_pairs: int, positions: Iterable[float | int]) -> list[int]:
-    """Map gold positions to 0-based indices.
+    """Map gold positions to 0-based indices, sorted and without repeats.
 
     Integers >= 1 are 1-based positions (1 = first); floats in [0, 1] are relative
-    depths (0 = first, 1 = last), rounded to the nearest index.
+    depths (0 = first, 1 = last), rounded to the *nearest* index (the multi-document
+    chapter rounds down; both are :class:`longctx.transforms.Position` conventions, kept
+    apart because merging them would move committed prompts, e.g. depth 0.75 of 10).
     """
-    out = []
-    for p in positions:
-        if isinstance(p, float) and 0.0 <= p <= 1.0:
-            idx = round(p * (num_pairs - 1))
-        elif isinstance(p, int) and 1 <= p <= num_pairs:
-            idx = p - 1
-        else:
-            raise ParameterError(f"gold position {p!r}: use a 1-based int <= {num_pairs} or a float depth in [0, 1]")
-        out.append(idx)
-    return sorted(set(out))
+    from ..transforms import Position
+
+    return sorted({Position(p, "nearest").index(num_pairs, "pair") for p in positions})
 
 
 def max_new_tokens_for(num_hex: int) -> int:

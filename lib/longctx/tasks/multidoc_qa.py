@@ -238,19 +238,13 @@ def build_prompt(question: str, documents: Sequence[Document], *, query_aware: b
 def position_indices(num_documents: int, positions: Sequence[float | int]) -> list[int]:
     """0-based gold indices. Floats in [0, 1] are relative depths (0 first, 1 last),
     rounded down so that 0.5 gives the paper's middle indices 4, 9 and 14 for 10, 20
-    and 30 documents; ints are 1-based positions. Duplicates are dropped."""
+    and 30 documents; ints are 1-based positions. Duplicates are dropped. (One rule with
+    :class:`longctx.transforms.Position`, whose ``floor`` convention this is.)"""
+    from ..transforms import Position
+
     out: list[int] = []
     for p in positions:
-        if isinstance(p, bool):
-            raise ParameterError(f"position {p!r} is not a number")
-        if isinstance(p, int):
-            if not 1 <= p <= num_documents:
-                raise ParameterError(f"position {p} outside 1..{num_documents}")
-            idx = p - 1
-        elif isinstance(p, float) and 0.0 <= p <= 1.0:
-            idx = int(p * (num_documents - 1))
-        else:
-            raise ParameterError(f"position {p!r}: use a float depth in [0, 1] or an int position 1..{num_documents}")
+        idx = Position(p, "floor").index(num_documents, "document")
         if idx not in out:
             out.append(idx)
     return out
