@@ -1,0 +1,75 @@
+"""Crossing chapter: six manipulations from the five papers, two levels each, crossed on
+10-document NQ-Open QA in a 2^(6-1) half fraction (resolution VI), every question in
+every cell.
+
+Factors (low vs high level, and the paper whose claim the high level tests):
+
+* ``position``: gold document first vs in the middle (Lost in the Middle: middle hurts);
+* ``format``: passages as they are vs C-NORM with ``cnorm_delimiter`` at p = 0.5 (C-NORM:
+  helps);
+* ``tags``: untagged vs spaCy tags with their definitions in the system prompt (TAG: helps);
+* ``distractors``: the BM25 top ranks (hard) vs a seeded draw from the bottom half of the
+  ranking (far; semantic competition: far distractors hurt less than hard ones);
+* ``filler``: none vs ``filler_tokens`` whitespace tokens between the documents and the
+  question (context length alone: hurts);
+* ``query_aware``: question after the documents only vs also before them (Lost in the
+  Middle: little effect on multi-document QA).
+"""
+
+from __future__ import annotations
+
+from .. import crossing as X
+from .. import transforms as T
+from ..errors import ParameterError
+from ..tasks import multidoc_qa as qa
+from . import Block
+
+NOTEBOOK = "notebooks/crossing.py"
+EXPERIMENT = "crossing"
+ORDER = ("distractors", "format", "tags", "position", "filler", "query_aware")
+
+
+def factors(params: dict) -> list[X.Factor]:
+    k = params["num_documents"] - 1
+    seed = params["seed"]
+    every = {
+        "position": X.Factor("position", "first", "middle", (T.Position(1),), (T.Position(0.5),),
+                             "Lost in the Middle", -1, "the middle of the context is read worst"),
+        "format": X.Factor("format", "as is", "C-NORM", (),
+                           (T.Normalize(params["cnorm_delimiter"], params["cnorm_ratio"], seed=seed),),
+                           "C-NORM", +1, "normalized passages are read better"),
+        "tags": X.Factor("tags", "none", "spaCy + definitions", (), (T.Tags("spacy", True),),
+                         "TAG", +1, "tags with definitions help retrieval from long contexts"),
+        "distractors": X.Factor("distractors", "hard", "far", (T.Competitors(k, "hard"),),
+                                (T.Competitors(k, "far", params["far_from"], seed=seed),),
+                                "semantic competition", +1, "far-ranked distractors hurt less than hard ones"),
+        "filler": X.Factor("filler", "none", f"{params['filler_tokens']} whitespace", (),
+                           (T.Padding("whitespace", params["filler_tokens"], "between"),),
+                           "context length alone", -1, "length alone hurts"),
+        "query_aware": X.Factor("query_aware", "off", "on", (), (T.QueryAware(),), "Lost in the Middle", 0,
+                                "query-aware contextualization barely changes multi-document QA"),
+    }
+    unknown = set(params["factors"]) - set(every)
+    if unknown:
+        raise ParameterError(f"unknown crossing factors {sorted(unknown)}; known: {', '.join(every)}")
+    if "distractors" not in params["factors"]:
+        raise ParameterError("the distractors factor builds the context; keep it among the factors")
+    return [every[name] for name in ORDER if name in params["factors"]]
+
+
+def design(params: dict) -> X.Design:
+    return X.two_level_design(factors(params), params["fraction"])
+
+
+def examples(params: dict) -> list[T.Example]:
+    """The first ``num_questions`` NQ-Open oracle questions with the ``pool_size`` BM25-ranked
+    chunks of the oracle pool as candidates (far draws come from its bottom half)."""
+    oracle = qa.read_oracle()
+    attached = qa.attach_distractors(oracle[:params["num_questions"]], params["pool_size"], pool=oracle)
+    return [T.from_qa_example(e) for e in attached]
+
+
+def plan(params: dict) -> list[Block]:
+    d = design(params)
+    reqs = X.requests(d, examples(params), order=[f.name for f in d.factors])
+    return [Block(f"{len(d.cells)} cells x {params['num_questions']} questions", EXPERIMENT, reqs, True)]

@@ -1,0 +1,219 @@
+"""Crossing the papers: several context manipulations varied together on one task.
+
+Each factor has two levels, each level a list of :mod:`longctx.transforms`. The design is a
+two-level factorial, full (2^k cells) or the half fraction whose defining relation is the
+product of all k factors (2^(k-1) cells; for k = 6 that is resolution VI: main effects and
+two-way interactions are aliased only with five- and four-way interactions, which we
+assume negligible). Every question is asked in every cell, so all comparisons are paired
+within question.
+
+Effects are estimated by a linear probability model on the +-1/2-coded factors, fitted by
+GEE with an independence working correlation and the robust (sandwich) covariance
+clustered by question (statsmodels): a main effect's coefficient is the accuracy
+difference high minus low, in points, averaged over the other factors; a two-way
+coefficient is the difference of that factor's effect between the two levels of the
+other. A logistic GEE on the same design gives the same signs as a check.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from . import transforms as T
+from .errors import ParameterError
+
+
+@dataclass(frozen=True)
+class Factor:
+    """A named two-level factor: the transforms each level adds, and the paper's claim
+    about the high level (``expected``: +1 helps, -1 hurts, 0 no effect)."""
+
+    name: str
+    low: str
+    high: str
+    low_transforms: tuple = ()
+    high_transforms: tuple = ()
+    source: str = ""
+    expected: int = 0
+    claim: str = ""
+
+
+@dataclass(frozen=True)
+class Design:
+    factors: tuple[Factor, ...]
+    cells: tuple[tuple[int, ...], ...]  # each cell: one level (0 low, 1 high) per factor
+    fraction: str  # "full" or the defining relation, e.g. "I = ABCDEF"
+    resolution: int | None = None
+    notes: str = field(default="", compare=False)
+
+    def levels(self, cell: Sequence[int]) -> dict[str, str]:
+        return {f.name: (f.high if x else f.low) for f, x in zip(self.factors, cell)}
+
+
+LETTERS = "ABCDEFGHIJ"
+
+
+def two_level_design(factors: Sequence[Factor], fraction: str = "half") -> Design:
+    """The full 2^k design, or (``fraction="half"``) the 2^(k-1) cells whose levels' product
+    (in +-1 coding) is +1, i.e. the defining relation I = AB...K (resolution k)."""
+    k = len(factors)
+    if k < 2 or k > len(LETTERS):
+        raise ParameterError(f"a crossing needs 2 to {len(LETTERS)} factors, got {k}")
+    if len({f.name for f in factors}) != k:
+        raise ParameterError("factor names must be distinct")
+    full = list(itertools.product((0, 1), repeat=k))
+    if fraction == "full":
+        return Design(tuple(factors), tuple(full), "full", None)
+    if fraction != "half":
+        raise ParameterError(f"fraction must be full or half, got {fraction!r}")
+    half = [c for c in full if _product(c) == 1]
+    relation = "I = " + LETTERS[:k]
+    return Design(tuple(factors), tuple(half), relation, k,
+                  notes=f"2^({k}-1) half fraction, {relation}: each main effect is aliased with the "
+                        f"{k - 1}-way interaction of the others, each two-way with a {k - 2}-way one")
+
+
+def _product(cell: Sequence[int]) -> int:
+    out = 1
+    for x in cell:
+        out *= 1 if x else -1
+    return out
+
+
+def aliases(design: Design, max_order: int = 2) -> dict[str, str]:
+    """For a half fraction: the effect each main effect and two-way interaction is aliased
+    with (its complement in the defining word)."""
+    if design.fraction == "full":
+        return {}
+    k = len(design.factors)
+    names = [f.name for f in design.factors]
+    out = {}
+    for order in range(1, max_order + 1):
+        for combo in itertools.combinations(range(k), order):
+            rest = [names[i] for i in range(k) if i not in combo]
+            out[" x ".join(names[i] for i in combo)] = " x ".join(rest)
+    return out
+
+
+def cell_transforms(design: Design, cell: Sequence[int], order: Sequence[str] | None = None) -> list:
+    """The transforms of one cell, in the order the factors are listed (or ``order``)."""
+    chosen = {f.name: (f.high_transforms if x else f.low_transforms) for f, x in zip(design.factors, cell)}
+    names = list(order) if order is not None else [f.name for f in design.factors]
+    return [t for n in names for t in chosen[n]]
+
+
+def requests(design: Design, examples: Sequence[T.Example], order: Sequence[str] | None = None,
+             base: Sequence = ()) -> list:
+    """One request per (example, cell): ``base`` transforms, then the cell's; each
+    request's condition also names the cell's levels (``crossing``)."""
+    from dataclasses import replace
+
+    out = []
+    for ex in examples:
+        for cell in design.cells:
+            req = T.render(T.apply(ex, [*base, *cell_transforms(design, cell, order)]))
+            out.append(replace(req, condition={**req.condition, "crossing": design.levels(cell)}))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Analysis
+
+
+def coded(table, design: Design):
+    """The rows with one +-1/2 column per factor (+1/2 at the high level)."""
+    import pandas as pd
+
+    out = table.copy()
+    for f in design.factors:
+        levels = out["crossing"].map(lambda c: c[f.name])
+        unknown = set(levels) - {f.low, f.high}
+        if unknown:
+            raise ParameterError(f"factor {f.name}: rows at unknown levels {sorted(unknown)}")
+        out[f.name] = (levels == f.high).astype(float) - 0.5
+    return pd.DataFrame(out)
+
+
+def effects(table, design: Design, *, cluster: str = "example_id", score: str = "correct",
+            interactions: bool = True, family: str = "linear"):
+    """Main effects (and two-way interactions) with 95% intervals clustered by ``cluster``.
+
+    ``family="linear"``: GEE linear probability model, coefficients in points (x100);
+    ``"logistic"``: GEE logit, coefficients as log odds ratios. Returns one row per term:
+    estimate, ci_low, ci_high, p, n (rows) and clusters.
+    """
+    import numpy as np
+    import pandas as pd
+    import statsmodels.api as sm
+    from statsmodels.genmod.cov_struct import Independence
+
+    data = coded(table, design).sort_values(cluster, kind="stable")
+    names = [f.name for f in design.factors]
+    X = data[names].copy()
+    if interactions:
+        for a, b in itertools.combinations(names, 2):
+            # On the +-1/4 product, the coefficient is a's effect at b high minus at b low.
+            X[f"{a} x {b}"] = data[a] * data[b]
+    X = sm.add_constant(X)
+    fam = sm.families.Gaussian() if family == "linear" else sm.families.Binomial()
+    groups = pd.factorize(data[cluster])[0]
+    fit = sm.GEE(data[score].astype(float), X, groups=groups, family=fam, cov_struct=Independence()).fit()
+    ci = fit.conf_int()
+    scale = 100.0 if family == "linear" else 1.0
+    rows = []
+    for term in X.columns[1:]:
+        rows.append({"term": term, "kind": "interaction" if " x " in term else "main",
+                     "estimate": scale * fit.params[term], "ci_low": scale * ci.loc[term, 0],
+                     "ci_high": scale * ci.loc[term, 1], "p": float(fit.pvalues[term]),
+                     "n": len(data), "clusters": int(np.unique(groups).size)})
+    return pd.DataFrame(rows)
+
+
+def cell_means(table, design: Design, a: str, b: str, *, cluster: str = "example_id", score: str = "correct"):
+    """Accuracy (%) at the four level combinations of factors ``a`` and ``b``, averaged over
+    the others, with 95% intervals resampling whole clusters (for the interaction plot)."""
+    import pandas as pd
+
+    from .metrics import bootstrap_interval
+
+    data = table.copy()
+    data[a] = data["crossing"].map(lambda c: c[a])
+    data[b] = data["crossing"].map(lambda c: c[b])
+    rows = []
+    for (la, lb), g in data.groupby([a, b]):
+        lo, hi = bootstrap_interval(g[score].tolist(), clusters=g[cluster].tolist())
+        rows.append({a: la, b: lb, "accuracy": 100 * g[score].mean(), "ci_low": 100 * lo, "ci_high": 100 * hi,
+                     "n": len(g)})
+    return pd.DataFrame(rows)
+
+
+def verdicts(main_effects, design: Design, margin: float = 0.0):
+    """Each main effect against its paper's claimed direction: ``agrees`` when the interval
+    excludes 0 on the claimed side, ``opposite`` when it excludes 0 on the other side,
+    ``no effect`` when the claim is no effect and the interval includes 0, else
+    ``undecided``."""
+    import pandas as pd
+
+    by_name = {f.name: f for f in design.factors}
+    rows = []
+    for r in main_effects[main_effects["kind"] == "main"].itertuples():
+        f = by_name[r.term]
+        if r.ci_low > margin:
+            side = 1
+        elif r.ci_high < -margin:
+            side = -1
+        else:
+            side = 0
+        if f.expected == 0:
+            verdict = "agrees (no effect)" if side == 0 else "differs"
+        elif side == f.expected:
+            verdict = "agrees"
+        elif side == -f.expected:
+            verdict = "opposite"
+        else:
+            verdict = "undecided"
+        rows.append({"factor": f.name, "levels": f"{f.high} vs {f.low}", "paper": f.source, "claim": f.claim,
+                     "estimate": r.estimate, "ci_low": r.ci_low, "ci_high": r.ci_high, "verdict": verdict})
+    return pd.DataFrame(rows)

@@ -1,0 +1,86 @@
+"""The crossing design and its analysis: balance and aliasing of the half fraction, effects
+recovered from data with planted effects, and the chapter's requests."""
+
+import itertools
+import json
+import random
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from longctx import crossing as X
+from longctx.errors import ParameterError
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMES = ["position", "format", "tags", "distractors", "filler", "query_aware"]
+
+
+def factors(expected=(0,) * 6):
+    return [X.Factor(n, "lo", "hi", expected=e, source="paper") for n, e in zip(NAMES, expected)]
+
+
+def test_half_fraction_is_balanced_and_resolution_six():
+    d = X.two_level_design(factors(), "half")
+    assert len(d.cells) == 32 and d.resolution == 6 and d.fraction == "I = ABCDEF"
+    for i in range(6):
+        assert sum(c[i] for c in d.cells) == 16
+    for i, j in itertools.combinations(range(6), 2):  # every pair of factors sees all four combinations equally
+        assert sorted((c[i], c[j]) for c in d.cells) == sorted([(a, b) for a in (0, 1) for b in (0, 1)] * 8)
+    assert X.aliases(d)["position"] == "format x tags x distractors x filler x query_aware"
+    assert len(X.two_level_design(factors(), "full").cells) == 64
+    with pytest.raises(ParameterError, match="full or half"):
+        X.two_level_design(factors(), "quarter")
+
+
+def simulated(d, n=300, seed=0):
+    """Accuracy 50% + 20 points when position is high, -10 when filler is high, and +10 more
+    for filler only when tags are high (a tags x filler interaction of +10 points)."""
+    rng = random.Random(seed)
+    rows = []
+    for q in range(n):
+        base = rng.uniform(-0.15, 0.15)  # question difficulty: why the errors are clustered
+        for cell in d.cells:
+            lv = dict(zip(NAMES, cell))
+            p = 0.5 + base + 0.2 * lv["position"] - 0.1 * lv["filler"] + 0.1 * lv["filler"] * lv["tags"]
+            rows.append({"example_id": f"q{q}", "crossing": d.levels(cell), "correct": int(rng.random() < p)})
+    return pd.DataFrame(rows)
+
+
+def test_effects_recover_planted_main_effects_and_interaction():
+    d = X.two_level_design(factors(expected=(1, 1, 0, 0, -1, 0)), "half")
+    fx = X.effects(simulated(d), d).set_index("term")
+    assert fx.loc["position", "ci_low"] < 20 < fx.loc["position", "ci_high"]
+    assert fx.loc["filler", "ci_low"] < -5 < fx.loc["filler", "ci_high"]  # -10 + 5 (tags half the time)
+    assert fx.loc["tags x filler", "ci_low"] < 10 < fx.loc["tags x filler", "ci_high"]
+    assert abs(fx.loc["format", "estimate"]) < 4 and fx.loc["format", "clusters"] == 300
+    verdict = X.verdicts(fx.reset_index(), d).set_index("factor")["verdict"]
+    assert verdict["position"] == "agrees" and verdict["filler"] == "agrees" and verdict["format"] == "undecided"
+    logit = X.effects(simulated(d), d, family="logistic", interactions=False).set_index("term")
+    assert logit.loc["position", "estimate"] > 0 > logit.loc["filler", "estimate"]
+
+
+def test_rows_at_an_unknown_level_are_an_error():
+    d = X.two_level_design(factors(), "half")
+    table = simulated(d, n=3)
+    table.at[0, "crossing"] = {**table.at[0, "crossing"], "tags": "maybe"}
+    with pytest.raises(ParameterError, match="tags: rows at unknown levels \\['maybe'\\]"):
+        X.effects(table, d)
+
+
+def test_chapter_requests_vary_exactly_their_factors():
+    from longctx.chapters import crossing as chapter
+
+    params = {**json.loads((ROOT / "lib/longctx/scales/crossing.json").read_text())["book"], "num_questions": 2}
+    reqs = chapter.plan(params)[0].requests
+    assert len(reqs) == 64 and len({(r.example_id, r.prompt, r.system) for r in reqs}) == 64
+    for r in reqs:
+        lv = r.condition["crossing"]
+        assert r.condition["gold_index"] == (4 if lv["position"] == "middle" else 0)
+        assert ("<|longctx_filler:whitespace:2000|>" in r.prompt) == (lv["filler"] != "none")
+        assert (r.system is not None) == (lv["tags"] != "none")
+        assert (r.condition.get("delimiter") == ":") == (lv["format"] == "C-NORM")
+        assert r.prompt.count("Question:") == (2 if lv["query_aware"] == "on" else 1)
+        assert (r.condition.get("competitors") == "far") == (lv["distractors"] == "far")
+    with pytest.raises(ParameterError, match="unknown crossing factors \\['color'\\]"):
+        chapter.plan({**params, "factors": ["distractors", "color"]})
