@@ -91,6 +91,15 @@ CI_PARAMETERS = {
         "batch_size": 4,
         "results_dir": str(NB_DIR / "results"),
     },
+    "crossing": {
+        "model": "smollm2-135m-instruct",
+        "num_questions": 3,
+        "num_documents": 3,
+        "pool_size": 40,
+        "filler_tokens": 32,
+        "batch_size": 8,
+        "results_dir": str(NB_DIR / "results"),
+    },
     "tag_needles": {
         "model": "smollm2-135m-instruct",
         "num_cases": 3,

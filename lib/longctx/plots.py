@@ -143,3 +143,57 @@ def condition_bars(summary, *, order, hue: str, value: str = "accuracy", xlabel:
         ax.set_title(title)
     fig.tight_layout()
     return fig
+
+
+def effects_forest(effects, *, title: str | None = None, expected: dict | None = None):
+    """Main effects and two-way interactions (``longctx.crossing.effects``) as a forest plot:
+    estimate and 95% interval in points; main effects on top. ``expected`` maps a main
+    effect to its paper's claimed sign, drawn as an arrow at the right."""
+    import matplotlib.pyplot as plt
+
+    import pandas as pd
+
+    by_size = effects.assign(size=effects["estimate"].abs()).sort_values("size", ascending=False)
+    rows = pd.concat([by_size[by_size["kind"] == "main"], by_size[by_size["kind"] != "main"]], ignore_index=True)
+    fig, ax = plt.subplots(figsize=(7.5, 0.3 * len(rows) + 1.4))
+    ys = list(range(len(rows)))[::-1]
+    for y, r in zip(ys, rows.itertuples()):
+        colour = "C0" if r.kind == "main" else "C7"
+        ax.plot([r.ci_low, r.ci_high], [y, y], color=colour, lw=2.2 if r.kind == "main" else 1.4)
+        ax.plot(r.estimate, y, "o" if r.kind == "main" else ".", color=colour)
+        claim = (expected or {}).get(r.term)
+        if claim is not None:
+            ax.annotate({1: "paper: +", -1: "paper: -", 0: "paper: 0"}[claim], (1.0, y), xycoords=("axes fraction", "data"),
+                        xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.axvline(0, color="grey", lw=1)
+    ax.set_yticks(ys)
+    ax.set_yticklabels(rows["term"], fontsize=8)
+    ax.set_xlabel("Effect on accuracy (points, 95% CI clustered by question)")
+    ax.grid(axis="x", alpha=0.3)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def interaction_plot(means, a: str, b: str, *, title: str | None = None):
+    """Accuracy at the four level combinations of two factors (``longctx.crossing.cell_means``):
+    one line per level of ``b`` across the levels of ``a``; parallel lines mean no interaction."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    levels_a = list(dict.fromkeys(means[a]))
+    for i, (level, g) in enumerate(means.groupby(b, sort=False)):
+        g = g.set_index(a).reindex(levels_a)
+        xs = [j + (i - 0.5) * 0.06 for j in range(len(levels_a))]
+        ax.errorbar(xs, g["accuracy"], yerr=[g["accuracy"] - g["ci_low"], g["ci_high"] - g["accuracy"]],
+                    marker="o", capsize=3, label=f"{b}: {level}")
+    ax.set_xticks(range(len(levels_a)), levels_a)
+    ax.set_xlabel(a)
+    ax.set_ylabel("Accuracy (%)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig

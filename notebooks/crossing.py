@@ -1,0 +1,166 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Crossing the papers: which manipulation matters most?
+#
+# **What the papers claim, one manipulation each.** Lost in the Middle: a document in the
+# middle of the context is read worse than one at the start, and asking the question
+# before the documents as well (query-aware contextualization) barely changes
+# multi-document QA. C-NORM: rewriting part of each passage with a chosen delimiter helps.
+# TAG: XML tags with their definitions in the prompt help. Semantic competition: what
+# hurts is distractors that resemble the question, not their number, so far-ranked
+# distractors hurt less than the retriever's top hits. Context length alone: filler
+# between the evidence and the question hurts by itself.
+#
+# **What we test.** Each paper changes one thing with the rest fixed, so none can say
+# which of these matters most for a given reader, or whether they add up. Here all six
+# vary together on one task, 10-document NQ-Open QA, two levels each, in a 2^(6-1) half
+# fraction (32 of the 64 combinations, defining relation I = ABCDEF: resolution VI, so
+# every main effect and two-way interaction is estimable, aliased only with five- and
+# four-way interactions, which we assume negligible). Every question is asked in all 32
+# cells, so every comparison is paired within question. Effects come from a linear
+# probability model fitted by GEE with standard errors clustered by question: a main
+# effect is the change in accuracy (points) from its low to its high level, averaged over
+# the other five; a two-way interaction is how much one factor's effect changes between
+# the levels of another.
+#
+# All manipulations are `longctx.transforms` (see {doc}`../book/methods`), the same ones
+# the other chapters use, so any other reader runs this chapter with one command:
+#
+# ```bash
+# make run NB=notebooks/crossing.py MODEL=Qwen/Qwen2.5-1.5B-Instruct
+# ```
+
+# %% tags=["parameters", "hide-input"]
+model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
+num_questions = 40  # NQ-Open questions, each asked in every cell
+num_documents = 10  # documents per prompt: the gold one and num_documents - 1 distractors
+pool_size = 1000  # BM25-ranked candidates per question; far distractors come from its bottom half
+factors = ["position", "format", "tags", "distractors", "filler", "query_aware"]
+fraction = "half"  # "half" (2^(k-1), resolution k) or "full" (2^k)
+cnorm_delimiter = ":"  # the delimiter the C-NORM chapter's attention selection chose for this reader
+cnorm_ratio = 0.5
+far_from = 0.5  # far distractors: ranks at or beyond this fraction of the pool
+filler_tokens = 2000  # whitespace tokens between the documents and the question (high level)
+seed = 0
+device = "auto"
+backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
+backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
+dtype = "auto"
+batch_size = 8
+token_budget = 65536  # rows x prompt tokens per batch
+results_dir = "data/results"
+
+# %% tags=["remove-cell"]
+import warnings
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import Markdown, display
+
+from longctx import crossing as X
+from longctx.backends import load_backend, spec
+from longctx.chapters import crossing as chapter
+from longctx.paths import resolve
+from longctx.plots import effects_forest, interaction_plot
+from longctx.report import points_ci, show
+from longctx.reproduce import run_blocks, stored_rows
+from longctx.results import provenance, rows_table
+from longctx.tasks import multidoc_qa as qa
+
+warnings.filterwarnings("ignore", category=FutureWarning)
+results_path = resolve(results_dir)
+backend_spec = spec(backend, backend_url)
+params = dict(num_questions=num_questions, num_documents=num_documents, pool_size=pool_size, factors=factors,
+              fraction=fraction, cnorm_delimiter=cnorm_delimiter, cnorm_ratio=cnorm_ratio, far_from=far_from,
+              filler_tokens=filler_tokens, seed=seed)
+design = chapter.design(params)
+
+# %% [markdown]
+# The prompts come from `longctx.chapters.crossing.plan` (shared with `longctx
+# reproduce`); stored rows are reused, and the model is loaded only for missing ones.
+
+# %%
+blocks = chapter.plan(params)
+run_blocks(blocks, model=model, results_dir=results_path, batch_size=batch_size, token_budget=token_budget,
+           backend=backend_spec, load=lambda: load_backend(model, backend_spec, device=device, dtype=dtype),
+           progress=True, log=lambda message: None)
+table = rows_table(stored_rows(blocks, model=model, results_dir=results_path, backend=backend_spec), qa.score)
+fx = X.effects(table, design)
+expected = {f.name: f.expected for f in design.factors}
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Effects on accuracy of the six manipulations (main effects, blue) and of their two-way interactions (grey), with 95% intervals clustered by question, from one reader on 10-document NQ-Open QA. At the right: the direction each paper claims for its manipulation.", "name": "fig-crossing-forest"}, "image": {"alt": "Forest plot of six main effects and fifteen two-way interactions in accuracy points, with intervals."}}
+effects_forest(fx, expected=expected, title=f"{model}: {len(design.cells)} cells x "
+                                            f"{table['example_id'].nunique()} questions")
+plt.show()
+
+# %% [markdown]
+# (crossing-main)=
+# ## Main effects against each paper's claim
+#
+# Each main effect compares the 16 cells at the factor's high level with the 16 at its
+# low level, for the same questions. The verdict compares the interval with the paper's
+# claimed direction: *agrees* when it excludes zero on the claimed side, *opposite* when it
+# excludes zero on the other side, *undecided* when it includes zero (for the one claim of
+# no effect, query-aware contextualization, an interval around zero agrees).
+
+# %% tags=["hide-input"]
+verdicts = X.verdicts(fx, design)
+show(verdicts.assign(**{"effect (pts, 95% CI)": [points_ci(e, lo, hi) for e, lo, hi in
+                                                 zip(verdicts["estimate"], verdicts["ci_low"], verdicts["ci_high"])],
+                        "half-width": ((verdicts["ci_high"] - verdicts["ci_low"]) / 2).round(1)})
+     [["factor", "levels", "paper", "claim", "effect (pts, 95% CI)", "half-width", "verdict"]],
+     notes=f"{table['example_id'].nunique()} questions x {len(design.cells)} cells = {len(table)} answers; "
+           "GEE linear probability model, independence working correlation, robust errors clustered by question.")
+
+# %% [markdown]
+# **Interactions.** The largest two-way interaction, drawn as accuracy at its four level
+# combinations (averaged over the other four factors): parallel lines would mean the two
+# manipulations simply add up.
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy at the four combinations of the two factors with the largest interaction, averaged over the other factors; 95% intervals resample whole questions.", "name": "fig-crossing-interaction"}, "image": {"alt": "Interaction plot: accuracy for two levels of one factor, one line per level of the other."}}
+interactions = fx[fx["kind"] == "interaction"]
+top = interactions.loc[interactions["estimate"].abs().idxmax()]
+a, b = top["term"].split(" x ")
+interaction_plot(X.cell_means(table, design, a, b), a, b,
+                 title=f"{a} x {b}: {points_ci(top['estimate'], top['ci_low'], top['ci_high'])} pts")
+plt.show()
+show(interactions.assign(**{"interaction (pts, 95% CI)": [points_ci(e, lo, hi) for e, lo, hi in
+                                                          zip(interactions["estimate"], interactions["ci_low"],
+                                                              interactions["ci_high"])]})
+     .sort_values("p")[["term", "interaction (pts, 95% CI)", "p"]].round(3).head(6),
+     notes="The six interactions with the smallest p-values of fifteen; with fifteen tests, one p below 0.05 "
+           "is expected by chance alone.")
+
+# %% [markdown]
+# **What the fraction cannot separate.** Each estimate below is really the sum of the
+# effect named and its alias; the design assumes the higher-order alias is zero.
+
+# %% tags=["hide-input"]
+show(pd.DataFrame([{"effect": k, "aliased with": v} for k, v in X.aliases(design).items()][:6])
+     if design.fraction != "full" else pd.DataFrame([{"design": "full factorial: no aliasing"}]))
+
+# %% [markdown]
+# **Check with a logistic model.** The same design fitted by a logistic GEE (log odds
+# ratios): the signs should agree with the linear model's wherever its interval excludes
+# zero.
+
+# %% tags=["hide-input"]
+logit = X.effects(table, design, family="logistic", interactions=False)
+show(logit.assign(**{"log odds ratio (95% CI)": [f"{e:+.2f} [{lo:+.2f}, {hi:+.2f}]" for e, lo, hi in
+                                                 zip(logit["estimate"], logit["ci_low"], logit["ci_high"])]})
+     [["term", "log odds ratio (95% CI)", "p"]].round(3))
+
+# %% tags=["hide-input"]
+display(Markdown("**Data.** " + provenance(table, results_path, chapter.EXPERIMENT)))
