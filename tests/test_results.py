@@ -138,3 +138,25 @@ def test_comparable_rows_are_other_runs_of_the_same_requests(tmp_path):
         ("model-a", "llamacpp", "e0"), ("model-a", "llamacpp", "e1"), ("model-b", "hf", "e0"), ("model-b", "hf", "e1")]
     other_condition = [Request(task="kv", example_id="e0", prompt="p0", gold=("abc",), condition={"num_pairs": 4})]
     assert comparable_rows(tmp_path, "exp", other_condition) == []
+
+
+def test_reader_contrast_hand_worked():
+    """Reader A: first 1, middle 0 on both examples (effect -1); reader B: first 1, middle 1
+    on e1 and first 1, middle 0 on e2 (effect -0.5): B - A = +0.5."""
+    import pandas as pd
+
+    from longctx.results import reader_contrast
+
+    rows = [("A", "e1", "first", 1), ("A", "e1", "middle", 0), ("A", "e2", "first", 1), ("A", "e2", "middle", 0),
+            ("B", "e1", "first", 1), ("B", "e1", "middle", 1), ("B", "e2", "first", 1), ("B", "e2", "middle", 0),
+            ("B", "e3", "first", 1)]  # e3: B alone, left out
+    table = pd.DataFrame(rows, columns=["model", "example_id", "depth", "correct"])
+    out = reader_contrast(table, readers=["A", "B"], condition="depth", control="first", treatment="middle",
+                          item=["example_id"])
+    assert out["items"] == 2 and out["A"]["effect"] == -1.0 and out["B"]["effect"] == -0.5
+    assert out["difference"]["effect"] == 0.5 and out["difference"]["ci_low"] <= 0.5 <= out["difference"]["ci_high"]
+    import pytest
+
+    with pytest.raises(ValueError, match="both readers need both conditions"):
+        reader_contrast(table[table["depth"] == "first"], readers=["A", "B"], condition="depth", control="first",
+                        treatment="middle", item=["example_id"])

@@ -129,6 +129,37 @@ def paired_comparison(table, *, condition: str, control: str, treatment: str, it
             "ci_high": hi, "p_sign_flip": sign_flip_test(per_cluster.tolist(), seed=seed)}
 
 
+def reader_contrast(table, *, readers: Sequence[str], condition: str, control, treatment, item: Sequence[str],
+                    reader: str = "model", cluster: str = "example_id", score: str = "correct", seed: int = 0) -> dict:
+    """How two readers differ in one paired effect (e.g. base vs instruction-tuned on gold
+    first minus middle): each reader's ``treatment`` minus ``control`` and the second
+    reader's effect minus the first's, on the items both readers answered under both
+    conditions. Intervals resample whole ``cluster`` units; the sign-flip p tests the
+    per-cluster differences of effects."""
+    from .metrics import bootstrap_interval, sign_flip_test
+
+    if len(readers) != 2:
+        raise ValueError("reader_contrast compares exactly two readers")
+    if cluster not in item:
+        raise ValueError(f"item must include the cluster column {cluster!r}")
+    sub = table[table[reader].isin(readers) & table[condition].isin([control, treatment])]
+    wide = sub.pivot_table(index=list(item), columns=[reader, condition], values=score)
+    cols = [(r, c) for r in readers for c in (control, treatment)]
+    if not set(cols) <= set(wide.columns):
+        missing = sorted(set(cols) - set(wide.columns))
+        raise ValueError(f"no rows for {missing}: both readers need both conditions")
+    wide = wide[cols].dropna().reset_index()
+    effects = {r: wide[(r, treatment)] - wide[(r, control)] for r in readers}
+    out = {"items": len(wide), "clusters": int(wide[cluster].nunique())}
+    for label, values in [(readers[0], effects[readers[0]]), (readers[1], effects[readers[1]]),
+                          ("difference", effects[readers[1]] - effects[readers[0]])]:
+        lo, hi = bootstrap_interval(values.tolist(), seed=seed, clusters=wide[cluster].tolist())
+        out[label] = {"effect": float(values.mean()), "ci_low": lo, "ci_high": hi}
+    per_cluster = (effects[readers[1]] - effects[readers[0]]).groupby(wide[cluster]).mean()
+    out["p_sign_flip"] = sign_flip_test(per_cluster.tolist(), seed=seed)
+    return out
+
+
 def retention_curve(table, *, metric: str, h: str = "num_hard", by: Sequence[str] = ("model",),
                     cluster: str = "example_id", baseline=0, confidence: float = 0.95, n_resamples: int = 2000,
                     seed: int = 0):
