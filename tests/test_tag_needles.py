@@ -326,3 +326,14 @@ def test_system_prompt_reaches_the_chat_template(smollm2):
     rendered = smollm2.render("Question?", system="You tag entities.")
     assert "You tag entities." in rendered and rendered.index("You tag entities.") < rendered.index("Question?")
     assert "You tag entities." not in smollm2.render("Question?")
+
+
+def test_extra_needle_set_adds_cases_without_literal_overlap_or_id_clashes():
+    from longctx.tasks import tag_needles as tn
+
+    base = tn.load_cases("longctx")
+    extra = tn.load_cases("longctx-extra")
+    assert len(base) == 48 and len(extra) == 106
+    assert not {c.id for c in base} & {c.id for c in extra}
+    assert not [c.id for c in extra if tn.literal_overlap(c)]
+    assert {c.hop for c in extra} == {"onehop", "twohop"}

@@ -43,6 +43,9 @@ from ..tagging import TagCache, chunk_text, load_categories, tag_chunks, tagged_
 
 TASK = "tag_needles"
 PROJECT_NEEDLE_SET = "longctx"
+# Named sets shipped with the package. "longctx-extra" holds 106 more cases of the same
+# kinds (new experiment ids, so "longctx" cases and their seeded sample are unchanged).
+SHIPPED_NEEDLE_SETS = {"longctx": "tag_needle_set.json", "longctx-extra": "tag_needle_set_extra.json"}
 VARIANTS = {
     # name: (category set in the system prompt, tagger of the context, system prompt template)
     "baseline": (None, None, None),
@@ -98,11 +101,12 @@ def _fill(template: str, character: str, args: Sequence[str], where: str) -> str
 def read_needle_set(source: str | Path = PROJECT_NEEDLE_SET) -> list[dict]:
     """Experiments of a needle set in NoLiMa's ``needle_set.json`` format (a list of
     ``{id, needle, questions: {onehop, twohop}, character_set, tests: {id: {input_args}}}``);
-    ``longctx`` is the project's own set shipped with the package."""
-    path = files("longctx.tasks").joinpath("tag_needle_set.json") if source == PROJECT_NEEDLE_SET else Path(source)
+    ``longctx`` and ``longctx-extra`` are the project's own sets shipped with the package."""
+    shipped = SHIPPED_NEEDLE_SETS.get(str(source))
+    path = files("longctx.tasks").joinpath(shipped) if shipped else Path(source)
     if not path.is_file():
-        raise DataFileError(f"needle set {path} not found; pass '{PROJECT_NEEDLE_SET}' or the path of a "
-                            "NoLiMa-format needle_set.json")
+        raise DataFileError(f"needle set {path} not found; pass one of {', '.join(SHIPPED_NEEDLE_SETS)} or the "
+                            "path of a NoLiMa-format needle_set.json")
     try:
         experiments = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as err:
