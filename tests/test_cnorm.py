@@ -124,3 +124,20 @@ def test_oaa_opa_table_intervals():
     assert row["OAA 95% CI"] == "[0.50, 0.50]"
     lo, hi = (float(x) for x in row["OPA 95% CI"].strip("[]").split(","))
     assert lo < 1.0 and hi == 1.0  # Wilson at 2/2
+
+
+def test_tokens_accuracy_correlation_is_paired_and_handles_the_ceiling():
+    import pandas as pd
+
+    from longctx.cnorm import tokens_accuracy_correlation
+
+    rows = []
+    for ex in range(30):
+        for d, tokens, p_right in [("-", 100, 0.9), ("", 80, 1.0), ("&", 130, 0.5), (":", 120, 0.6)]:
+            rows.append({"delimiter": d, "example_id": ex, "prompt_tokens": tokens,
+                         "correct": int((ex * 7 % 10) / 10 < p_right)})
+    out = tokens_accuracy_correlation(pd.DataFrame(rows), n_resamples=300)
+    assert out["r"] < -0.9 and out["ci_high"] < 0 and out["formats"] == 4 and out["examples"] == 30
+    ceiling = pd.DataFrame(rows).assign(correct=1)
+    flat = tokens_accuracy_correlation(ceiling, n_resamples=50)
+    assert flat["r"] != flat["r"] and flat["undefined_share"] == 1.0
