@@ -137,3 +137,14 @@ def test_attention_stage_builds_the_second_block_only_once_every_item_is_stored(
     assert [(b["block"], b["stored"], b["requests"]) for b in report.blocks] == [("select", 4, 4), ("qa", 0, 1)]
     assert made == [["none", "none", ":", ":"]]
     assert len(stored_rows([block], model=MODEL, results_dir=tmp_path)) == 4
+
+
+def test_multidoc_open_domain_block_is_optional_and_builds_every_k():
+    from longctx.chapters import multidoc_qa
+
+    params = scale("multidoc_qa", "book", num_questions=2, detail_questions=2)
+    assert not any(b.experiment == "open_domain" for b in multidoc_qa.plan(params))
+    blocks = multidoc_qa.plan({**params, "open_domain_ks": [5, 20], "open_domain_questions": 3})
+    od = [b for b in blocks if b.experiment == "open_domain"]
+    assert len(od) == 1 and [r.condition["k"] for r in od[0].requests] == [5, 20] * 3
+    assert all(r.prompt.count("Document [") == r.condition["k"] for r in od[0].requests)

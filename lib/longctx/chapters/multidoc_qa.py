@@ -84,4 +84,20 @@ def plan(params: dict) -> list[Block]:
                       if r.condition["gold_index"] not in top_idx] if [p for p in positions if p not in top] else []
             if others:
                 rest.append(Block(f"{label}, other positions", EXPERIMENT, others))
+    if params.get("open_domain_ks"):
+        rest.append(open_domain_block(params, pool))
     return head + rest
+
+
+OPEN_DOMAIN = "open_domain"
+
+
+def open_domain_block(params: dict, pool) -> Block:
+    """Section 5's retriever-reader runs (optional parameters ``open_domain_ks`` and
+    ``open_domain_questions``): the first questions, each with its top k BM25 chunks of the
+    oracle collection for every k."""
+    from ..tasks import open_domain as od
+
+    n = params.get("open_domain_questions") or params["num_questions"]
+    return Block(f"open-domain, k = {params['open_domain_ks']}", OPEN_DOMAIN,
+                 od.make_requests(pool[:n], od.ChunkRetriever(pool), params["open_domain_ks"]))
