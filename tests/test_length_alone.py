@@ -239,3 +239,12 @@ def test_problem_samples_are_prefix_stable(public_data):
     large = {p.id for p in la.gsm8k_problems(120, seed=0)}
     assert len(small) == 12 and small <= large
     assert {p.id for p in la.gsm8k_problems(12, seed=1)} != small
+
+
+def test_varsum_values_read_counts_stated_and_correct_values_of_asked_variables():
+    from longctx.tasks.length_alone import varsum_values_read
+
+    prompt = "# Problem Description\nx_1 = 13\nx_2 = 27\nx_3 = 87\n# Question\nWhat is x_1 + x_3?"
+    output = "We have \\( x_1 = 13 \\), x_3 = 3 and x_2 = 27. So 13 + 3 = 16."
+    assert varsum_values_read(prompt, output) == (2, 1)  # x_2 is not asked; x_3 is misread
+    assert varsum_values_read(prompt, "The answer is 100.") == (0, 0)

@@ -5,7 +5,9 @@ The grid is a list of *arms*, each a set of subtasks solved (or recited) with so
 kinds at some lengths and one placement, so a chapter can run the expensive long fillers
 only where they answer a question (e.g. before-vs-between for GSM8K alone). Arms marked
 ``headline`` run first; within an arm, shorter lengths run first, so a deadline leaves
-whole curves. Length 0 is the short problem, shared by every arm that names it.
+whole curves. Length 0 is the short problem, shared by every arm that names it. An arm may
+take only the first ``num_problems`` of the seeded problems (the list is prefix-stable, so
+its rows are the same rows a larger run makes): long fillers on CPU need a smaller n.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from . import Block
 
 NOTEBOOK = "notebooks/length_alone.py"
 EXPERIMENT = la.TASK
-ARM_FIELDS = {"subtasks", "mode", "placement", "kinds", "lengths", "headline"}
+ARM_FIELDS = {"subtasks", "mode", "placement", "kinds", "lengths", "headline", "num_problems"}
 
 
 def problems_for(params: dict) -> dict[str, list[la.Problem]]:
@@ -35,13 +37,16 @@ def plan(params: dict) -> list[Block]:
     for k, arm in enumerate(params["arms"]):
         unknown = set(arm) - ARM_FIELDS
         if unknown or not {"subtasks", "kinds", "lengths"} <= set(arm):
-            raise ParameterError(f"arm {k}: needs subtasks, kinds, lengths (optional mode, placement, headline); "
-                                 f"unknown fields {sorted(unknown)}")
+            raise ParameterError(f"arm {k}: needs subtasks, kinds, lengths (optional mode, placement, headline, "
+                                 f"num_problems); unknown fields {sorted(unknown)}")
+        limit = arm.get("num_problems", params["num_problems"])
+        if not isinstance(limit, int) or not 1 <= limit <= params["num_problems"]:
+            raise ParameterError(f"arm {k}: num_problems must be an integer in 1..{params['num_problems']}, got {limit!r}")
         mode, placement = arm.get("mode", "solve"), arm.get("placement", "between")
         for length in sorted(arm["lengths"]):
             reqs = []
             for subtask in arm["subtasks"]:
-                for r in la.make_requests(problems[subtask], filler_kinds=arm["kinds"], lengths=[length],
+                for r in la.make_requests(problems[subtask][:limit], filler_kinds=arm["kinds"], lengths=[length],
                                           placements=(placement,), mode=mode):
                     key = r.example_id + json.dumps(r.condition, sort_keys=True)
                     if key not in seen:

@@ -520,6 +520,18 @@ def _digest(problem_id: str, output: str) -> str:
 # ---------------------------------------------------------------- tables
 
 
+def varsum_values_read(prompt: str, output: str) -> tuple[int, int]:
+    """(values stated, values right): every ``x_i = n`` the output writes for a variable the
+    question asks about, and how many of those match the evidence in the prompt. Tells a
+    reader that cannot find the values from one that cannot add them."""
+    evidence, _, question = prompt.rpartition("# Question")
+    values = dict(re.findall(r"x_(\d+) = (-?\d+)", evidence))
+    asked = set(re.findall(r"x_(\d+)", question))
+    plain = re.sub(r"[\\{}()]", "", output)
+    stated = [(i, n) for i, n in re.findall(r"x_(\d+)\s*=\s*(-?\d+)", plain) if i in asked]
+    return len(stated), sum(values.get(i) == n for i, n in stated)
+
+
 def with_baseline(scored, kinds: Sequence[str] | None = None):
     """The scored table with the shared length-0 rows copied under each filler kind (and
     placement), so every curve starts at the short problem."""
