@@ -148,3 +148,17 @@ def test_multidoc_open_domain_block_is_optional_and_builds_every_k():
     od = [b for b in blocks if b.experiment == "open_domain"]
     assert len(od) == 1 and [r.condition["k"] for r in od[0].requests] == [5, 20] * 3
     assert all(r.prompt.count("Document [") == r.condition["k"] for r in od[0].requests)
+
+
+def test_length_alone_arm_takes_a_prefix_of_the_problems():
+    from longctx.chapters import length_alone
+
+    params = {"num_problems": 4, "seed": 0, "retrieve_then_solve": False,
+              "arms": [{"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [0]},
+                       {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [64], "num_problems": 2}]}
+    blocks = length_alone.plan(params)
+    ids = {b.name: [r.example_id for r in b.requests] for b in blocks}
+    short, long = ids["solve varsum essay between 0"], ids["solve varsum essay between 64"]
+    assert len(short) == 4 and long == short[:2]
+    with pytest.raises(ParameterError, match="num_problems must be an integer in 1..4"):
+        length_alone.plan({**params, "arms": [{**params["arms"][1], "num_problems": 5}]})
