@@ -243,3 +243,32 @@ def test_every_committed_needle_row_is_rebuilt_with_its_key():
         assert key_of(row, T.render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
         checked += 1
     assert checked > 300
+
+
+def test_the_methods_page_example_of_a_new_transform_works_as_written():
+    """The ten-line example in book/methods.md, executed from the page itself."""
+    import re
+
+    page = (ROOT / "book" / "methods.md").read_text()
+    code = next(block for block in re.findall(r"```python\n(.*?)```", page, re.S) if "DropTitles" in block)
+    namespace = {"T": T}
+    try:
+        exec(code, namespace)
+        req = T.render(T.apply(example(), [T.Competitors(2), T.make("drop_titles"), T.Position(1)]))
+        assert req.condition["titles"] == "dropped" and "(Title: )" in req.prompt
+        assert "titles" not in T.render(T.apply(example(), [T.Competitors(2), T.Position(1)])).condition
+    finally:
+        T.TRANSFORMS.pop("drop_titles", None)
+        T.RECORDED.remove("titles")
+
+
+def test_the_methods_page_example_of_composing_runs_as_written():
+    import re
+
+    page = (ROOT / "book" / "methods.md").read_text()
+    code = next(block for block in re.findall(r"```python\n(.*?)```", page, re.S) if "T.render(T.apply" in block)
+    namespace = {}
+    exec(code, namespace)
+    req = namespace["request"]
+    assert req.condition["num_documents"] == 20 and req.condition["method"] == "C-NORM"
+    assert req.condition["filler_tokens"] == 2000 and req.condition["query_aware"] and req.condition["gold_index"] == 9

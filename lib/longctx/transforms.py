@@ -109,6 +109,7 @@ class Transform:
     """Base class: subclasses are frozen dataclasses; their fields are the parameters."""
 
     name: ClassVar[str] = ""
+    records: ClassVar[tuple[str, ...]] = ()  # settings a new transform adds to the condition
 
     def apply(self, example: Example) -> Example:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -125,12 +126,16 @@ class Transform:
 
 
 TRANSFORMS: dict[str, type[Transform]] = {}
+RECORDED: list[str] = []  # settings of registered transforms that every renderer puts in the condition
 
 
 def register(cls: type[Transform]) -> type[Transform]:
+    """Make a transform buildable by name (:func:`make`); the settings it lists in
+    ``records`` go into every rendered request's condition, so its rows get their own keys."""
     if not cls.name or cls.name in TRANSFORMS:
         raise ParameterError(f"transform {cls.__name__} needs a unique name, got {cls.name!r}")
     TRANSFORMS[cls.name] = cls
+    RECORDED.extend(k for k in cls.records if k not in RECORDED)
     return cls
 
 
@@ -524,6 +529,7 @@ def _new_fields(example: Example) -> dict:
         out.update(competitors=s["competitors"], competitor_counts=counts, competitor_seed=s["competitor_seed"])
         if counts.get("far"):
             out["far_from"] = s["far_from"]
+    out.update({k: s[k] for k in RECORDED if k in s})
     return out
 
 
