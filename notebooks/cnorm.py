@@ -188,7 +188,7 @@ qa_table = qa_table[(qa_table["method"] == "baseline") | (qa_table["delimiter"].
 print(f"{len(qa_rows)} QA generations; mean prompt tokens by method:")
 show(qa_table.groupby("method")["prompt_tokens"].mean().round(1).reset_index(), notes="Mean prompt tokens by method.")
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy of baseline and C-NORM prompts against the gold document's position among 10 NQ-Open documents, pooled over three distractor orderings of the same 20 questions (60 items per point; bands resample questions). C-NORM rewrites half of each passage's sentences with the delimiter that attention balance selected.", "name": "fig-cnorm-qa"}, "image": {"alt": "Line chart of accuracy against gold position for baseline and C-NORM; the C-NORM line lies below the baseline at most positions."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy of baseline and C-NORM prompts against the gold document's position among 10 NQ-Open documents, pooled over three distractor orderings of the same 20 questions (60 items per point; bands resample questions); the shortest-tokenization control ran on one ordering (20 per point). C-NORM rewrites half of each passage's sentences with the delimiter that attention balance selected.", "name": "fig-cnorm-qa"}, "image": {"alt": "Line chart of accuracy against gold position: the baseline falls from 65 to 45 percent across positions; C-NORM and the shortest-tokenization control lie below it at every position, between 25 and 45 percent."}}
 qa_summary = summarize(qa_table, ["model", "method", "gold_index"])
 qa_summary["position"] = qa_summary["gold_index"] + 1
 qa_summary["panel"] = f"{qa_documents} documents, seeds {qa_seeds}"
