@@ -294,10 +294,6 @@ else:
     show(reads.assign(share=lambda d: (100 * d["right"] / d["stated"]).round(1)).reset_index()
          .rename(columns={"filler_tokens": "essay tokens", "stated": "values of asked variables stated",
                           "right": "of which match the evidence", "share": "share right (%)"}))
-    sample = varsum[varsum["filler_tokens"] == 0].iloc[0]
-    display(Markdown(f"A typical answer with no filler (the true sum is "
-                     f"{ {p.id: p.answer for p in problems}[sample['example_id']]}): "
-                     f"`{ascii(sample['output'][-160:])}`"))
 
 # %% [markdown]
 # With no filler no output reaches the cap: the longest has 261 tokens and the longest
