@@ -262,8 +262,8 @@ display(Markdown("Outputs with no filler: " + "; ".join(f"`{o}` (answer {answer[
 # A first run of it was withdrawn because its 192-token budget cut off 61% of the outputs.
 # The budget is now 512 tokens. Whether that is enough is measured, not assumed: the
 # table gives the longest output and the longest *correct* output against the cap. All
-# 120 problems run with no filler; the first 24 also with 16,000 essay tokens between
-# evidence and question (a 16K prompt takes about two minutes on this CPU, and the
+# 120 problems run with no filler; the first 16 also with 16,000 essay tokens between
+# evidence and question (a 16K prompt takes about four minutes on this CPU, and the
 # reader turns out to be at the floor, so more problems would not change the verdict).
 
 # %% tags=["hide-input"]
