@@ -541,15 +541,25 @@ def _system(example: Example) -> str | None:
     return tn.system_prompt("td_tc_spacy" if example.settings["tags"].startswith("spacy") else "td_tc_llm")
 
 
-def _pad(example: Example, context: str) -> tuple[str, str]:
-    """(text before the context, text between context and question) for the filler."""
+def _with_filler(example: Example, prompt: str, start: int, end: int) -> str:
+    """``prompt`` with the example's filler (if ``Padding`` ran) put right before the context,
+    which spans ``prompt[start:end]``, or right after it (between context and question)."""
     from .padding import filler_slot
 
     s = example.settings
     if not s.get("filler_tokens"):
-        return "", ""
+        return prompt
+    if start < 0 or end <= start:
+        raise ParameterError("padding needs a context to pad around")
     slot = filler_slot(s["filler"], s["filler_tokens"])
-    return (slot + "\n", "") if s["placement"] == "before" else ("", "\n" + slot)
+    if s["placement"] == "before":
+        return prompt[:start] + slot + "\n" + prompt[start:]
+    return prompt[:end] + "\n" + slot + prompt[end:]
+
+
+def _block_span(prompt: str, block: str) -> tuple[int, int]:
+    at = prompt.rfind(block) if block else -1
+    return at, at + len(block)
 
 
 @renderer("multidoc_qa")
@@ -580,22 +590,8 @@ def _render_multidoc(example: Example) -> Request:
     if "method" in s:
         cond.update(method=s["method"], delimiter=s["delimiter"], ratio=s["ratio"])
     cond.update(_new_fields(example))
-    prompt = req.prompt
-    before, between = _pad(example, prompt)
-    if before or between:
-        prompt = _splice_filler(prompt, docs, before, between)
+    prompt = _with_filler(example, req.prompt, *_block_span(req.prompt, qa.format_documents(docs)))
     return replace(req, prompt=prompt, condition=cond, system=_system(example))
-
-
-def _splice_filler(prompt: str, docs, before: str, between: str) -> str:
-    """Put the filler right before the first document or right after the last one."""
-    from .tasks import multidoc_qa as qa
-
-    block = qa.format_documents(docs)
-    at = prompt.rfind(block)
-    if at < 0 or not block:
-        raise ParameterError("padding needs a context to pad around")
-    return prompt[:at] + before + block + between + prompt[at + len(block):]
 
 
 @renderer("kv_retrieval")
@@ -613,12 +609,7 @@ def _render_kv(example: Example) -> Request:
     req = kv.make_requests([kv_ex], [example.gold_index + 1], query_aware=example.settings.get("query_aware", False),
                            source=example.fields.get("source", "synthetic"), extra_condition=extra or None)[0]
     cond = {**req.condition, **_new_fields(example)}
-    prompt = req.prompt
-    before, between = _pad(example, prompt)
-    if before or between:
-        block = kv.format_pairs(pairs)
-        at = prompt.rfind(block)
-        prompt = prompt[:at] + before + block + between + prompt[at + len(block):]
+    prompt = _with_filler(example, req.prompt, *_block_span(req.prompt, kv.format_pairs(pairs)))
     return replace(req, prompt=prompt, condition=cond, system=_system(example))
 
 
@@ -669,10 +660,8 @@ def _render_competition(example: Example) -> Request:
     cond.update({k: v for k, v in _new_fields(example).items()
                  if k not in ("competitors", "competitor_counts", "competitor_seed", "far_from")})
     prompt = sc.build_prompt(example.question, [it.text for it in example.items])
-    before, between = _pad(example, prompt)
-    if before or between:
-        first, last = prompt.find("Passage [1]:"), prompt.rfind(example.items[-1].text) + len(example.items[-1].text)
-        prompt = prompt[:first] + before + prompt[first:last] + between + prompt[last:]
+    last = example.items[-1].text
+    prompt = _with_filler(example, prompt, prompt.find("Passage [1]:"), prompt.rfind(last) + len(last))
     return Request(task=sc.TASK, example_id=example.example_id, prompt=prompt, gold=example.answers, condition=cond,
                    max_new_tokens=sc.MAX_NEW_TOKENS, stop=StopRule(newline=True), system=_system(example))
 
