@@ -105,6 +105,8 @@ CI_PARAMETERS = {
         "num_cases": 3,
         "lengths": [60, 120],
         "query_aware_lengths": [120],
+        "long_length": 150,
+        "long_num_cases": 2,
         "tagger_model": "smollm2-135m-instruct",
         "llm_tag_method": "hybrid",
         "chunk_chars": 300,

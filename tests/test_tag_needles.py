@@ -337,3 +337,27 @@ def test_extra_needle_set_adds_cases_without_literal_overlap_or_id_clashes():
     assert not {c.id for c in base} & {c.id for c in extra}
     assert not [c.id for c in extra if tn.literal_overlap(c)]
     assert {c.hop for c in extra} == {"onehop", "twohop"}
+
+
+def test_long_headline_asks_every_case_of_both_sets_in_two_variants():
+    from longctx.chapters import scale
+    from longctx.chapters import tag_needles as chapter
+
+    params = {**scale("tag_needles", "book"), "long_length": 120, "long_num_cases": 3}
+    cases = chapter.long_cases(params, HAYSTACK)
+    assert len(cases) == 6 and len({c.id for c in cases}) == 6
+    assert {c.id for c in cases[:3]} <= {c.id for c in tn.load_cases("longctx")}
+    reqs = chapter.long_requests(params, tokenizer=WordTokenizer(), taggers=tn.Taggers(spacy=SpacyTagger()),
+                                 text=HAYSTACK)
+    assert len(reqs) == 6 * 2
+    assert {r.condition["variant"] for r in reqs} == {"baseline", "td_tc_spacy"}
+    assert {r.condition["length"] for r in reqs} == {120} and not any(r.condition["query_aware"] for r in reqs)
+    # Each case keeps one rotating depth in both variants (the comparison is paired).
+    depth = {}
+    for r in reqs:
+        assert depth.setdefault(r.example_id, r.condition["depth"]) == r.condition["depth"]
+    assert chapter.long_requests({**params, "long_length": None}, tokenizer=WordTokenizer(),
+                                 taggers=tn.Taggers(), text=HAYSTACK) == []
+    clash = {**params, "long_needle_sets": ["longctx", "longctx"]}
+    with pytest.raises(ParameterError, match="share case ids"):
+        chapter.long_cases(clash, HAYSTACK)

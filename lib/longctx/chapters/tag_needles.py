@@ -1,6 +1,9 @@
 """Tagging-augmented generation chapter (needle questions in tagged haystacks).
 
-Headline: the tag variants against the untagged baseline at the longest haystack. Two
+Headline: TD+TC against the untagged baseline at ``long_length`` tokens (2,000 at book
+scale), on every case of the ``long_needle_sets`` (the project's 48 and 106 extra needle
+questions: the paired interval needs 100+ cases), then every variant at the grid's
+``lengths`` on ``num_cases`` cases. Two
 things make this plan depend on models: haystack lengths are counted in the *reader's*
 tokens (so the plan needs the reader, ``params["model"]``, which ``longctx reproduce``
 fills in), and the LLM-tag variants need the tagger's tags, which are generations of
@@ -36,7 +39,7 @@ def taggers_for(params: dict, results_dir: str | Path, load_tagger=None, batch_s
             from ..models import load_model
 
             return load_model(params["tagger_model"])
-    return tn.chapter_taggers(params["variants"] + params["query_aware_variants"], results_dir=results_dir,
+    return tn.chapter_taggers(params["variants"] + params["query_aware_variants"] + list(params.get("long_variants") or []), results_dir=results_dir,
                               tagger_model=params["tagger_model"], llm_method=params["llm_tag_method"],
                               load=load_tagger, batch_size=batch_size)
 
@@ -49,6 +52,28 @@ def requests_for(params: dict, *, tokenizer, taggers: tn.Taggers, cases=None, te
                             depth_mode=params["depth_mode"], query_aware_variants=params["query_aware_variants"],
                             query_aware_lengths=params["query_aware_lengths"], strategy=params["chunk_strategy"],
                             max_chars=params["chunk_chars"], text=text)
+
+
+def long_cases(params: dict, text: str) -> list[tn.NeedleCase]:
+    """Every case (or the first ``long_num_cases`` seeded ones) of each ``long_needle_sets``
+    set, in set order; case ids differ across the shipped sets."""
+    out = []
+    for source in params["long_needle_sets"]:
+        out += tn.load_cases(source, n=params["long_num_cases"], avoid_text=text, seed=params["seed"])
+    ids = [c.id for c in out]
+    if len(set(ids)) != len(ids):
+        raise ParameterError(f"needle sets {params['long_needle_sets']} share case ids; pairing needs distinct ids")
+    return out
+
+
+def long_requests(params: dict, *, tokenizer, taggers: tn.Taggers, text: str):
+    """The headline pair at ``long_length`` tokens (none when it is null)."""
+    if not params.get("long_length"):
+        return []
+    return tn.make_requests(long_cases(params, text), tokenizer=tokenizer, lengths=[params["long_length"]],
+                            variants=params["long_variants"], taggers=taggers, depths=params["depths"],
+                            depth_mode="rotate", strategy=params["chunk_strategy"], max_chars=params["chunk_chars"],
+                            text=text)
 
 
 def plan(params: dict, results_dir: str | Path | None = None) -> list[Block]:
@@ -65,5 +90,8 @@ def plan(params: dict, results_dir: str | Path | None = None) -> list[Block]:
     every = requests_for(params, tokenizer=tokenizer, taggers=taggers, cases=cases, text=text)
     head = [r for r in every if r.condition["length"] == longest and not r.condition["query_aware"]]
     rest = [r for r in every if r.condition["length"] != longest or r.condition["query_aware"]]
-    return [Block(f"{longest} tokens, every variant", EXPERIMENT, head, True),
+    headline = long_requests(params, tokenizer=tokenizer, taggers=taggers, text=text)
+    return [*([Block(f"{params['long_length']} tokens, {' vs '.join(params['long_variants'])}", EXPERIMENT, headline,
+                     True)] if headline else []),
+            Block(f"{longest} tokens, every variant", EXPERIMENT, head, not headline),
             *([Block("other lengths and query-aware prompts", EXPERIMENT, rest)] if rest else [])]
