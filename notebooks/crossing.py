@@ -52,7 +52,7 @@ fraction = "half"  # "half" (2^(k-1), resolution k) or "full" (2^k)
 cnorm_delimiter = ":"  # the delimiter the C-NORM chapter's attention selection chose for this reader
 cnorm_ratio = 0.5
 far_from = 0.5  # far distractors: ranks at or beyond this fraction of the pool
-filler_tokens = 2000  # whitespace tokens between the documents and the question (high level)
+filler_tokens = 1000  # whitespace tokens between the documents and the question (high level; 8000 at paper scale)
 seed = 0
 device = "auto"
 backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
@@ -74,7 +74,7 @@ from longctx.backends import load_backend, spec
 from longctx.chapters import crossing as chapter
 from longctx.paths import resolve
 from longctx.plots import effects_forest, interaction_plot
-from longctx.report import points_ci, show
+from longctx.report import n_for_half_width, points_ci, show
 from longctx.reproduce import run_blocks, stored_rows
 from longctx.results import provenance, rows_table
 from longctx.tasks import multidoc_qa as qa
@@ -125,6 +125,21 @@ show(verdicts.assign(**{"effect (pts, 95% CI)": [points_ci(e, lo, hi) for e, lo,
            "GEE linear probability model, independence working correlation, robust errors clustered by question.")
 
 # %% [markdown]
+# **How many questions.** The book asks every question in all 32 cells, so each main
+# effect is, per question, the mean over 16 cells minus the mean over the other 16. The
+# size needed for a ±10-point interval follows from the spread of those per-question
+# differences (n = (1.96 s / 10)², s their standard deviation), computed here from the run:
+
+# %% tags=["hide-input"]
+unit_diffs = X.unit_differences(table, design)
+sizing = pd.DataFrame([{"factor": f, "questions": int(unit_diffs[f].notna().sum()),
+                        "sd of per-question effects (pts)": round(100 * unit_diffs[f].std(), 1),
+                        "questions for +-10 pts": n_for_half_width(unit_diffs[f].dropna())}
+                       for f in unit_diffs.columns])
+show(sizing, notes="Averaging over 16 cells per level makes each question's difference far less noisy than "
+                   "one 0/1 comparison, which is why 40 questions suffice for six effects at once.")
+
+# %% [markdown]
 # **Interactions.** The largest two-way interaction, drawn as accuracy at its four level
 # combinations (averaged over the other four factors): parallel lines would mean the two
 # manipulations simply add up.
@@ -164,3 +179,20 @@ show(logit.assign(**{"log odds ratio (95% CI)": [f"{e:+.2f} [{lo:+.2f}, {hi:+.2f
 
 # %% tags=["hide-input"]
 display(Markdown("**Data.** " + provenance(table, results_path, chapter.EXPERIMENT)))
+
+# %% [markdown]
+# ## What we found
+#
+# The key numbers of this run, computed from the tables above:
+
+# %% tags=["hide-input"]
+main_fx = fx[fx["kind"] == "main"].set_index("term")
+ranked = main_fx["estimate"].abs().sort_values(ascending=False).index
+key_numbers = pd.DataFrame(
+    [{"finding": "accuracy over all cells", "value": f"{100 * table['correct'].mean():.1f}% of {len(table)} answers"}]
+    + [{"finding": f"{f}: {design.factor(f).high} minus {design.factor(f).low} (pts, 95% CI)",
+        "value": f"{points_ci(main_fx.loc[f, 'estimate'], main_fx.loc[f, 'ci_low'], main_fx.loc[f, 'ci_high'])}"
+                 f" ({verdicts.set_index('factor').loc[f, 'verdict']})"} for f in ranked]
+    + [{"finding": f"largest interaction: {top['term']} (pts, 95% CI)",
+        "value": points_ci(top["estimate"], top["ci_low"], top["ci_high"])}])
+show(key_numbers)

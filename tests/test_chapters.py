@@ -22,7 +22,8 @@ SMALL = {"kv_retrieval": {"examples_per_cell": 3}, "multidoc_qa": {"num_question
          "tag_needles": {"num_cases": 3, "lengths": [250, 4000], "variants": ["baseline", "td_tc_spacy"],
                          "query_aware_variants": ["baseline"], "query_aware_lengths": [4000]},
          "cnorm": {"qa_questions": 2, "kv_examples": 1, "sweep_examples": 1, "calibration_questions": 2,
-                   "ratio_sweep_samples": 2}}
+                   "ratio_sweep_samples": 2},
+         "crossing": {"num_questions": 2, "pool_size": 300}}
 
 
 def notebook_parameters(name):

@@ -84,3 +84,16 @@ def test_chapter_requests_vary_exactly_their_factors():
         assert (r.condition.get("competitors") == "far") == (lv["distractors"] == "far")
     with pytest.raises(ParameterError, match="unknown crossing factors \\['color'\\]"):
         chapter.plan({**params, "factors": ["distractors", "color"]})
+
+
+def test_unit_differences_are_high_minus_low_per_question():
+    design = X.two_level_design([X.Factor(n, "lo", "hi", source="paper") for n in "ab"], "full")
+    rows = []
+    # q1: a high adds 1 in both cells of b; q2: nothing changes.
+    for q, bump in [("q1", 1.0), ("q2", 0.0)]:
+        for cell in design.cells:
+            levels = design.levels(cell)
+            rows.append({"example_id": q, "crossing": levels, "correct": bump * (levels["a"] == "hi")})
+    diffs = X.unit_differences(pd.DataFrame(rows), design)
+    assert diffs.loc["q1", "a"] == 1.0 and diffs.loc["q2", "a"] == 0.0
+    assert (diffs["b"] == 0.0).all()

@@ -51,6 +51,12 @@ class Design:
     def levels(self, cell: Sequence[int]) -> dict[str, str]:
         return {f.name: (f.high if x else f.low) for f, x in zip(self.factors, cell)}
 
+    def factor(self, name: str) -> Factor:
+        for f in self.factors:
+            if f.name == name:
+                return f
+        raise ParameterError(f"no factor '{name}' in this design; factors: {', '.join(f.name for f in self.factors)}")
+
 
 LETTERS = "ABCDEFGHIJ"
 
@@ -169,6 +175,20 @@ def effects(table, design: Design, *, cluster: str = "example_id", score: str = 
                      "ci_high": scale * ci.loc[term, 1], "p": float(fit.pvalues[term]),
                      "n": len(data), "clusters": int(np.unique(groups).size)})
     return pd.DataFrame(rows)
+
+
+def unit_differences(table, design: Design, *, cluster: str = "example_id", score: str = "correct"):
+    """Per cluster (question) and factor: mean score at the high level minus at the low level,
+    over the cluster's cells. Their mean is the main effect (in a balanced design) and their
+    spread sizes the study (:func:`longctx.report.n_for_half_width`)."""
+    import pandas as pd
+
+    data = coded(table, design)
+    out = {}
+    for f in design.factors:
+        means = data.groupby([cluster, f.name])[score].mean().unstack()
+        out[f.name] = means[0.5] - means[-0.5]
+    return pd.DataFrame(out)
 
 
 def cell_means(table, design: Design, a: str, b: str, *, cluster: str = "example_id", score: str = "correct"):
