@@ -40,3 +40,26 @@ def test_requests_per_k_record_recall_and_keep_retrieval_order():
     assert reqs[0].meta["answer_ranks"] == [1]
     with pytest.raises(ParameterError, match="positive"):
         od.make_requests(POOL, retriever, [0])
+
+
+def test_curve_and_saturation_hand_worked():
+    import pandas as pd
+
+    # Three questions, k = 5 and 10: recall rises from 1/3 to 3/3, accuracy stays at 1/3.
+    table = pd.DataFrame([
+        {"example_id": "a", "k": 5, "recall": True, "correct": 1.0},
+        {"example_id": "a", "k": 10, "recall": True, "correct": 1.0},
+        {"example_id": "b", "k": 5, "recall": False, "correct": 0.0},
+        {"example_id": "b", "k": 10, "recall": True, "correct": 0.0},
+        {"example_id": "c", "k": 5, "recall": False, "correct": 0.0},
+        {"example_id": "c", "k": 10, "recall": True, "correct": 0.0},
+    ])
+    c = od.curve(table).set_index(["measure", "k"])
+    assert c.loc[("retriever recall@k", 5), "accuracy"] == pytest.approx(1 / 3)
+    assert c.loc[("retriever recall@k", 10), "accuracy"] == 1.0
+    assert c.loc[("reader accuracy", 10), "accuracy"] == pytest.approx(1 / 3)
+    assert (c["n"] == 3).all() and (c["ci_low"] <= c["accuracy"]).all()
+    s = od.saturation(table).set_index("measure")
+    assert s.loc["retriever recall@k", "change"] == pytest.approx(200 / 3)
+    assert s.loc["reader accuracy", "change"] == 0.0 and (s["questions"] == 3).all()
+    assert (s["from k"] == 5).all() and (s["to k"] == 10).all()
