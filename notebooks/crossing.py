@@ -44,7 +44,7 @@
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
-num_questions = 40  # NQ-Open questions, each asked in every cell
+num_questions = 30  # NQ-Open questions, each asked in every cell
 num_documents = 10  # documents per prompt: the gold one and num_documents - 1 distractors
 pool_size = 1000  # BM25-ranked candidates per question; far distractors come from its bottom half
 factors = ["position", "format", "tags", "distractors", "filler", "query_aware"]
@@ -137,7 +137,7 @@ sizing = pd.DataFrame([{"factor": f, "questions": int(unit_diffs[f].notna().sum(
                         "questions for +-10 pts": n_for_half_width(unit_diffs[f].dropna())}
                        for f in unit_diffs.columns])
 show(sizing, notes="Averaging over 16 cells per level makes each question's difference far less noisy than "
-                   "one 0/1 comparison, which is why 40 questions suffice for six effects at once.")
+                   f"one 0/1 comparison, which is why {len(unit_diffs)} questions can decide six effects at once.")
 
 # %% [markdown]
 # **Interactions.** The largest two-way interaction, drawn as accuracy at its four level
