@@ -60,6 +60,9 @@ arms = [
     {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [0]},
     {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [16000], "num_problems": 16},
 ]
+# RULER QA1 (SQuAD) / QA2 (HotpotQA), Table 5: e.g. {"subtasks": ["qa1", "qa2"], "lengths": [4000],
+# "num_questions": 100}; contexts are sized in the reader's tokens. None: not run.
+ruler = None
 device = "auto"
 backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
 backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
@@ -90,7 +93,8 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 results_path = resolve(results_dir)
 backend_spec = spec(backend, backend_url)
 paper = pd.read_csv(repo_root() / "data" / "paper" / "length_alone.csv")
-params = dict(num_problems=num_problems, seed=seed, retrieve_then_solve=retrieve_then_solve, arms=arms)
+params = dict(num_problems=num_problems, seed=seed, retrieve_then_solve=retrieve_then_solve, arms=arms, ruler=ruler,
+              model=model)
 
 # %% [markdown]
 # The chapter's prompts come from `longctx.chapters.length_alone.plan`, shared with

@@ -248,3 +248,36 @@ def test_varsum_values_read_counts_stated_and_correct_values_of_asked_variables(
     output = "We have \\( x_1 = 13 \\), x_3 = 3 and x_2 = 27. So 13 + 3 = 16."
     assert varsum_values_read(prompt, output) == (2, 1)  # x_2 is not asked; x_3 is misread
     assert varsum_values_read(prompt, "The answer is 100.") == (0, 0)
+
+
+def test_ruler_blocks_ask_answer_and_recite_then_answer_from_the_recitation():
+    from longctx.chapters import length_alone as chapter
+    from longctx.chapters import scale
+
+    params = {**scale("length_alone", "book"),
+              "ruler": {"subtasks": ["qa1"], "lengths": [1500, 800], "num_questions": 2}}
+    words = lambda text: len(text.split())  # noqa: E731 - a stand-in tokenizer: one token per word
+    blocks = chapter.ruler_blocks(params, count_tokens=words)
+    assert [b.name for b in blocks] == ["RULER qa1 800", "RULER qa1 1500"]  # shorter first
+    block = blocks[0]
+    assert block.experiment == "ruler_qa" and not block.headline
+    assert sorted(r.condition["mode"] for r in block.requests) == ["answer", "answer", "recite", "recite"]
+    assert all(words(r.prompt) <= 800 for r in block.requests)
+    recite = next(r for r in block.requests if r.condition["mode"] == "recite")
+    row = {"example_id": recite.example_id, "condition": recite.condition,
+           "output": "# Document 3\nThe recited text.\n"}
+    second = block.followup([row])
+    assert len(second) == 1 and second[0].condition["mode"] == "retrieve_then_answer"
+    assert "The recited text." in second[0].prompt and words(second[0].prompt) < 800
+
+
+def test_ruler_parameters_are_checked():
+    from longctx.chapters import length_alone as chapter
+    from longctx.chapters import scale
+
+    book = scale("length_alone", "book")
+    assert book["ruler"] is None and chapter.ruler_blocks(book) == []
+    with pytest.raises(ParameterError, match="exactly"):
+        chapter.ruler_blocks({**book, "ruler": {"subtasks": ["qa1"], "lengths": [300]}})
+    with pytest.raises(ParameterError, match="reader's tokens"):
+        chapter.ruler_blocks({**book, "ruler": {"subtasks": ["qa1"], "lengths": [300], "num_questions": 1}})

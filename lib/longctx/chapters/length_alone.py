@@ -8,6 +8,11 @@ only where they answer a question (e.g. before-vs-between for GSM8K alone). Arms
 whole curves. Length 0 is the short problem, shared by every arm that names it. An arm may
 take only the first ``num_problems`` of the seeded problems (the list is prefix-stable, so
 its rows are the same rows a larger run makes): long fillers on CPU need a smaller n.
+
+Optional ``ruler`` (Table 5): ``{"subtasks": ["qa1", "qa2"], "lengths": [...],
+"num_questions": n}`` adds RULER QA1/QA2 blocks, the baseline answer and the recitation
+prompt per question and length, then the answer from the recited documents. RULER sizes
+contexts in the reader's tokens, so the plan then needs the reader (``params["model"]``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from . import Block
 NOTEBOOK = "notebooks/length_alone.py"
 EXPERIMENT = la.TASK
 ARM_FIELDS = {"subtasks", "mode", "placement", "kinds", "lengths", "headline", "num_problems"}
+RULER_FIELDS = {"subtasks", "lengths", "num_questions"}
+NEEDS_MODEL = True  # only the optional RULER blocks use it (contexts sized in the reader's tokens)
 
 
 def problems_for(params: dict) -> dict[str, list[la.Problem]]:
@@ -61,4 +68,46 @@ def plan(params: dict) -> list[Block]:
             name = f"{mode} {'/'.join(arm['subtasks'])} {'/'.join(arm['kinds'])} {placement} {length}"
             (headline if arm.get("headline") else rest).append(
                 Block(name, EXPERIMENT, reqs, bool(arm.get("headline")), followup))
-    return headline + rest
+    return headline + rest + ruler_blocks(params)
+
+
+def ruler_questions(params: dict) -> dict:
+    """{subtask: (RULER set, the seeded questions asked)} for the ``ruler`` parameters."""
+    from ..tasks import ruler_qa as rq
+
+    cfg = params["ruler"]
+    return {s: (ruler, rq.sample(ruler, cfg["num_questions"], seed=params["seed"]))
+            for s in cfg["subtasks"] for ruler in [rq.load(s)]}
+
+
+def ruler_blocks(params: dict, count_tokens=None) -> list[Block]:
+    """RULER QA blocks, shorter lengths first; each block's followup answers from the
+    recitations once they are stored (retrieve-then-answer, the paper's Figure 12)."""
+    from ..tasks import ruler_qa as rq
+
+    cfg = params.get("ruler")
+    if not cfg:
+        return []
+    if not isinstance(cfg, dict) or set(cfg) != RULER_FIELDS:
+        raise ParameterError(f"ruler must be a mapping with exactly {sorted(RULER_FIELDS)}, got {cfg!r}")
+    if count_tokens is None:
+        if not params.get("model"):
+            raise ParameterError("RULER contexts are sized in the reader's tokens: pass the reader as "
+                                 "params['model'] (longctx reproduce --model does)")
+        from ..models import load_tokenizer
+
+        tokenizer = load_tokenizer(params["model"])
+
+        def count_tokens(text):
+            return len(tokenizer(text, add_special_tokens=False).input_ids)
+
+    blocks = []
+    for subtask, (ruler, questions) in ruler_questions(params).items():
+        for length in sorted(cfg["lengths"]):
+            def followup(rows, questions=questions):
+                return rq.answer_from_recitation_requests(questions,
+                                                          [r for r in rows if r["condition"]["mode"] == "recite"])
+            blocks.append(Block(f"RULER {subtask} {length}", rq.TASK,
+                                rq.make_requests(ruler, questions, lengths=[length], count_tokens=count_tokens,
+                                                 seed=params["seed"]), False, followup))
+    return blocks
