@@ -44,7 +44,7 @@
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
-num_questions = 30  # NQ-Open questions, each asked in every cell
+num_questions = 24  # NQ-Open questions, each asked in every cell
 num_documents = 10  # documents per prompt: the gold one and num_documents - 1 distractors
 pool_size = 1000  # BM25-ranked candidates per question; far distractors come from its bottom half
 factors = ["position", "format", "tags", "distractors", "filler", "query_aware"]
