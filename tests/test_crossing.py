@@ -77,7 +77,7 @@ def test_chapter_requests_vary_exactly_their_factors():
     for r in reqs:
         lv = r.condition["crossing"]
         assert r.condition["gold_index"] == (4 if lv["position"] == "middle" else 0)
-        assert ("<|longctx_filler:whitespace:2000|>" in r.prompt) == (lv["filler"] != "none")
+        assert (f"<|longctx_filler:whitespace:{params['filler_tokens']}|>" in r.prompt) == (lv["filler"] != "none")
         assert (r.system is not None) == (lv["tags"] != "none")
         assert (r.condition.get("delimiter") == ":") == (lv["format"] == "C-NORM")
         assert r.prompt.count("Question:") == (2 if lv["query_aware"] == "on" else 1)

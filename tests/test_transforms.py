@@ -229,10 +229,11 @@ def test_every_committed_needle_row_is_rebuilt_with_its_key():
     for kind in ("spacy", "llm"):
         T.register_tagger(kind, getattr(taggers, kind), taggers.caches.get(kind))
     text, cases = chapter.cases_for(params)
-    by_id = {c.id: c for c in cases}
+    # The grid's cases, and every case of both needle sets for the headline pair at long_length.
+    by_id = {c.id: c for c in [*cases, *chapter.long_cases(params, text)]}
     tokenizer = load_tokenizer(params["model"])
     chunks = {n: tn.haystack_chunks(tokenizer, n, strategy=params["chunk_strategy"], max_chars=params["chunk_chars"],
-                                    text=text) for n in params["lengths"]}
+                                    text=text) for n in [*params["lengths"], params["long_length"]]}
     tags = {"baseline": [], "td": [T.Tags("", True)], "td_tc_spacy": [T.Tags("spacy", True, chunk_chars=0)],
             "td_tc_llm": [T.Tags("llm", True, chunk_chars=0)]}
     checked = 0
