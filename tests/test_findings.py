@@ -55,7 +55,8 @@ def test_every_verdict_follows_the_rule(table):
 
 
 def test_at_least_two_claims_per_paper(table):
-    assert (table.groupby("paper").size() >= 2).all() and table["paper"].nunique() == 5
+    # The five papers and the crossing chapter.
+    assert (table.groupby("paper").size() >= 2).all() and table["paper"].nunique() == 6
 
 
 def _rows(experiment):
@@ -73,6 +74,23 @@ def test_kv_numbers_match_an_independent_scorer(table):
     want = 100 * (sum(middle) - sum(first)) / len(first)
     row = table.set_index("id").loc["litm-kv-middle"]
     assert row["n"] == len(first) and row["difference"] == pytest.approx(want)
+
+
+def test_crossing_main_effects_equal_the_gee_fit(table):
+    """In the balanced half fraction the paired high-minus-low difference per question is the
+    GEE main effect of the chapter's model (fitted on all six factors and their interactions)."""
+    from longctx import crossing as X
+    from longctx.chapters import crossing as chapter
+    from longctx.chapters import scale
+    from longctx.results import rows_table
+    from longctx.tasks import multidoc_qa as qa
+
+    design = chapter.design(scale("crossing", "book"))
+    fx = X.effects(rows_table(_rows("crossing"), qa.score), design).set_index("term")
+    by_id = table.set_index("id")
+    for f in ("position", "format", "tags", "distractors", "filler"):
+        assert by_id.loc[f"crossing-{f}", "difference"] == pytest.approx(fx.loc[f, "estimate"]), f
+        assert by_id.loc[f"crossing-{f}", "n"] == scale("crossing", "book")["num_questions"]
 
 
 def test_gsm8k_numbers_match_an_independent_scorer(table):

@@ -361,11 +361,6 @@ CLAIMS: list[Claim] = [
           "Claude 3.5 Sonnet: +2.2 at 500 tokens, 47.7 vs 46.0 = +1.7 at 16K",
           +1, 1.7, f"{_READER}, 154 needle questions (48 + 106 extra), 2,000 haystack tokens",
           lambda d: _tag_vs_baseline(d, "td_tc_spacy", 2000), short="TAG: TD+TC spaCy - baseline (2K)"),
-]
-
-# The crossing chapter's main effects; they join CLAIMS (and the findings page) with the
-# chapter, once its book-scale rows are complete.
-CROSSING_CLAIMS: list[Claim] = [
     *[Claim(f"crossing-{factor}", _CROSS, "crossing", "crossing-main", claim, comparison, paper_value, direction,
             effect, f"{_READER}, 10-document NQ-Open, 2^(6-1) design, averaged over the other five factors",
             lambda d, factor=factor: crossing_main_effect(d, factor), short=f"Crossing: {factor}")

@@ -28,6 +28,7 @@ CHAPTERS = {
     "semantic_competition": "longctx.chapters.semantic_competition",
     "cnorm": "longctx.chapters.cnorm",
     "tag_needles": "longctx.chapters.tag_needles",
+    "crossing": "longctx.chapters.crossing",
 }
 
 
