@@ -281,8 +281,12 @@ def crossing_main_effect(results_dir: Path, factor: str) -> Estimate:
     design = chapter.design(params)
     factor_def = design.factor(factor)
     cells = {tuple(sorted(design.levels(c).items())) for c in design.cells}
+    from .tasks.multidoc_qa import read_oracle
+
+    # The book's questions only: the store also holds rows of larger, unfinished plans.
+    keep = {q.example_id for q in read_oracle(limit=params["num_questions"])}
     rows = [r for r in _rows(results_dir, "crossing")
-            if r["condition"].get("num_documents") == params["num_documents"]
+            if r["example_id"] in keep and r["condition"].get("num_documents") == params["num_documents"]
             and tuple(sorted(r["condition"].get("crossing", {}).items())) in cells]
     side = {lvl: _by_unit([r for r in rows if r["condition"]["crossing"][factor] == lvl], {}, _qa_score)
             for lvl in (factor_def.low, factor_def.high)}
