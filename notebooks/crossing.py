@@ -151,6 +151,8 @@ a, b = top["term"].split(" x ")
 interaction_plot(X.cell_means(table, design, a, b), a, b,
                  title=f"{a} x {b}: {points_ci(top['estimate'], top['ci_low'], top['ci_high'])} pts")
 plt.show()
+
+# %% tags=["hide-input"]
 show(interactions.assign(**{"interaction (pts, 95% CI)": [points_ci(e, lo, hi) for e, lo, hi in
                                                           zip(interactions["estimate"], interactions["ci_low"],
                                                               interactions["ci_high"])]})
