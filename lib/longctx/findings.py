@@ -276,13 +276,12 @@ def crossing_main_effect(results_dir: Path, factor: str) -> Estimate:
     the balanced fraction this is the GEE main effect; the interval here resamples questions)."""
     from .chapters import crossing as chapter
     from .chapters import scale
+    from .tasks.multidoc_qa import read_oracle
 
     params = scale("crossing", "book")
     design = chapter.design(params)
     factor_def = design.factor(factor)
     cells = {tuple(sorted(design.levels(c).items())) for c in design.cells}
-    from .tasks.multidoc_qa import read_oracle
-
     # The book's questions only: the store also holds rows of larger, unfinished plans.
     keep = {q.example_id for q in read_oracle(limit=params["num_questions"])}
     rows = [r for r in _rows(results_dir, "crossing")

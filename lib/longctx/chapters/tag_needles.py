@@ -39,7 +39,8 @@ def taggers_for(params: dict, results_dir: str | Path, load_tagger=None, batch_s
             from ..models import load_model
 
             return load_model(params["tagger_model"])
-    return tn.chapter_taggers(params["variants"] + params["query_aware_variants"] + list(params.get("long_variants") or []), results_dir=results_dir,
+    variants = params["variants"] + params["query_aware_variants"] + list(params.get("long_variants") or [])
+    return tn.chapter_taggers(variants, results_dir=results_dir,
                               tagger_model=params["tagger_model"], llm_method=params["llm_tag_method"],
                               load=load_tagger, batch_size=batch_size)
 
