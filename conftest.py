@@ -32,6 +32,8 @@ CI_PARAMETERS = {
         "num_documents": [3, 4],
         "gold_positions": [0.0, 0.5, 1.0],
         "query_aware": [False, True],
+        "open_domain_ks": [1, 2],
+        "open_domain_questions": 2,
         "batch_size": 4,
         "results_dir": str(NB_DIR / "results"),
     },

@@ -144,7 +144,7 @@ def test_attention_stage_builds_the_second_block_only_once_every_item_is_stored(
 def test_multidoc_open_domain_block_is_optional_and_builds_every_k():
     from longctx.chapters import multidoc_qa
 
-    params = scale("multidoc_qa", "book", num_questions=2, detail_questions=2)
+    params = scale("multidoc_qa", "book", num_questions=2, detail_questions=2, open_domain_ks=[])
     assert not any(b.experiment == "open_domain" for b in multidoc_qa.plan(params))
     blocks = multidoc_qa.plan({**params, "open_domain_ks": [5, 20], "open_domain_questions": 3})
     od = [b for b in blocks if b.experiment == "open_domain"]

@@ -76,6 +76,27 @@ def test_kv_numbers_match_an_independent_scorer(table):
     assert row["n"] == len(first) and row["difference"] == pytest.approx(want)
 
 
+def test_open_domain_numbers_match_an_independent_scorer(table):
+    """Lost in the Middle's QA metric written out again: lowercase, drop punctuation and the
+    words a/an/the, then look for a gold answer in the first line. 50 minus 20 documents."""
+    import string
+
+    from longctx.chapters import scale
+
+    def norm(text):
+        text = "".join(ch for ch in text.lower() if ch not in string.punctuation)
+        return " ".join(w for w in text.split() if w not in {"a", "an", "the"})
+
+    n = scale("multidoc_qa", "book")["open_domain_questions"]
+    keep = {f"nq-{i:04d}" for i in range(n)}
+    hit = {(r["example_id"], r["condition"]["k"]): any(norm(g) in norm(r["output"].split("\n")[0]) for g in r["gold"])
+           for r in _rows("open_domain") if r["example_id"] in keep}
+    both = [e for e in keep if (e, 20) in hit and (e, 50) in hit]
+    want = 100 * (sum(hit[(e, 50)] for e in both) - sum(hit[(e, 20)] for e in both)) / len(both)
+    row = table.set_index("id").loc["litm-open-domain"]
+    assert row["n"] == len(both) == n and row["difference"] == pytest.approx(want)
+
+
 def test_crossing_main_effects_equal_the_gee_fit(table):
     """In the balanced half fraction the paired high-minus-low difference per question is the
     GEE main effect of the chapter's model (fitted on all six factors and their interactions)."""
@@ -124,3 +145,27 @@ def test_every_link_target_is_a_section_of_its_chapter(table):
         assert f"# ({row.label})=" in source, f"{row.chapter} has no section labelled {row.label}"
     markdown = findings.as_markdown(table)
     assert markdown.count("{ref}`section <") == len(table)
+
+
+def test_cnorm_token_contrast_on_hand_made_rows(tmp_path):
+    """The four delimiters with the most prompt tokens against the four with the fewest, per
+    example: rows where only the short formats answer give -100 points."""
+    from longctx.chapters import cnorm as chapter
+    from longctx.chapters import scale
+
+    _, sweep = chapter.kv_requests(scale("cnorm", "book"))
+    tokens = {d: 100 + i for i, d in enumerate(sorted({r.condition["delimiter"] for r in sweep}))}
+    order = sorted(tokens, key=tokens.get)
+    short = set(order[:len(order) // 2])
+    folder = tmp_path / findings.DEFAULT_MODEL / "cnorm_kv"
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"example_id": r.example_id, "condition": r.condition, "gold": list(r.gold),
+                         "prompt_tokens": tokens[r.condition["delimiter"]],
+                         "output": r.gold[0] if r.condition["delimiter"] in short else "no idea"}) for r in sweep]
+    # A row outside the sweep (another size) must not count.
+    lines.append(json.dumps({"example_id": sweep[0].example_id, "condition": {**sweep[0].condition, "num_pairs": 16},
+                             "gold": list(sweep[0].gold), "prompt_tokens": 1, "output": "no idea"}))
+    (folder / "generations.jsonl").write_text("\n".join(lines) + "\n")
+    est = findings.cnorm_longer_formats(tmp_path)
+    assert est.difference == -100.0 and est.n == len({r.example_id for r in sweep})
+    assert est.detail == "4 longest formats 0.0% vs 4 shortest formats 100.0%"

@@ -63,3 +63,18 @@ def test_curve_and_saturation_hand_worked():
     assert s.loc["retriever recall@k", "change"] == pytest.approx(200 / 3)
     assert s.loc["reader accuracy", "change"] == 0.0 and (s["questions"] == 3).all()
     assert (s["from k"] == 5).all() and (s["to k"] == 10).all()
+
+
+def test_recall_table_covers_every_question_without_a_reader():
+    retriever = od.ChunkRetriever(POOL)
+    table = od.recall_table(POOL, retriever, [2, 1])
+    assert list(table.columns) == ["example_id", "k", "recall"] and len(table) == 8
+    by = table.set_index(["example_id", "k"])["recall"]
+    # "hamlet setting" asks for Denmark, which no chunk contains: never recalled.
+    assert not by[("nq-3", 1)] and not by[("nq-3", 2)]
+    assert by[("nq-1", 1)] and by[("nq-1", 2)]
+    # Agrees with the recall the requests record.
+    reqs = od.make_requests(POOL, retriever, [1, 2])
+    assert {(r.example_id, r.condition["k"]): r.condition["recall"] for r in reqs} == by.to_dict()
+    with pytest.raises(ParameterError, match="positive"):
+        od.recall_table(POOL, retriever, [0])

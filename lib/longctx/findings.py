@@ -175,6 +175,36 @@ def qa_middle_vs_closed_book(results_dir: Path) -> Estimate:
     return paired_estimate(closed, middle, side_names=("closed-book", "middle of 20"))
 
 
+def _open_domain_sides(results_dir: Path, score, low: int = 20, high: int = 50):
+    """Per question, ``score`` with the top ``low`` and the top ``high`` BM25 chunks, on the
+    book's open-domain questions (the first ``open_domain_questions`` of the oracle)."""
+    from .chapters import multidoc_qa as chapter
+    from .chapters import scale
+    from .tasks.multidoc_qa import read_oracle
+
+    n = scale("multidoc_qa", "book")["open_domain_questions"]
+    keep = {q.example_id for q in read_oracle(limit=n)}
+    rows = [r for r in _rows(results_dir, chapter.OPEN_DOMAIN) if r["example_id"] in keep]
+    return (_by_unit(rows, {"k": low, "retriever": "bm25"}, score),
+            _by_unit(rows, {"k": high, "retriever": "bm25"}, score))
+
+
+def open_domain_accuracy(results_dir: Path) -> Estimate:
+    low, high = _open_domain_sides(results_dir, _qa_score)
+    return paired_estimate(low, high, side_names=("20 documents", "50 documents"))
+
+
+def open_domain_recall(results_dir: Path) -> Estimate:
+    """Recall needs no reader, so it is measured on every NQ-Open question of the collection."""
+    from .chapters import multidoc_qa as chapter
+    from .tasks import open_domain as od
+
+    _, pool = chapter.questions_for({"num_questions": 0})
+    table = od.recall_table(pool, od.ChunkRetriever(pool), [20, 50])
+    side = {k: dict(zip(g["example_id"], g["recall"].astype(float))) for k, g in table.groupby("k")}
+    return paired_estimate(side[20], side[50], side_names=("recall@20", "recall@50"))
+
+
 # ---------------------------------------------------------------- C-NORM
 
 
@@ -192,6 +222,35 @@ def cnorm_plain_vs_uuid(results_dir: Path) -> Estimate:
     base = {"density": "high", "num_pairs": 4, "query_aware": False}
     return paired_estimate(_by_unit(rows, {**base, "delimiter": "-"}, _kv_score),
                            _by_unit(rows, {**base, "delimiter": ""}, _kv_score), side_names=("UUID", "plain text"))
+
+
+def cnorm_longer_formats(results_dir: Path) -> Estimate:
+    """The book's delimiter sweep (Figure 3's question as a paired contrast): per example, mean
+    accuracy under the half of the delimiters with the most prompt tokens minus the half with
+    the fewest (formats ranked by their mean prompt tokens over the sweep)."""
+    from .chapters import cnorm as chapter
+    from .chapters import scale
+
+    params = scale("cnorm", "book")
+    _, sweep = chapter.kv_requests(params)
+    planned = {(r.example_id, r.condition["gold_index"], r.condition["delimiter"]) for r in sweep}
+    rows = [r for r in _rows(results_dir, "cnorm_kv")
+            if r["condition"].get("density") == "low" and r["condition"].get("num_pairs") == params["sweep_pairs"]
+            and (r["example_id"], r["condition"]["gold_index"], r["condition"]["delimiter"]) in planned]
+    tokens: dict = {}
+    for r in rows:
+        tokens.setdefault(r["condition"]["delimiter"], []).append(r["prompt_tokens"])
+    order = sorted(tokens, key=lambda d: sum(tokens[d]) / len(tokens[d]))
+    half = len(order) // 2
+    if half < 1:
+        raise DataFileError("the delimiter sweep needs at least two delimiters with committed rows")
+
+    def side(delimiters):
+        picked = [r for r in rows if r["condition"]["delimiter"] in delimiters]
+        return _by_unit(picked, {}, _kv_score)
+
+    return paired_estimate(side(set(order[:half])), side(set(order[-half:])),
+                           side_names=(f"{half} shortest formats", f"{half} longest formats"))
 
 
 # ---------------------------------------------------------------- semantic competition
@@ -318,6 +377,17 @@ CLAIMS: list[Claim] = [
           "With the answer in the middle of 20 documents, accuracy falls below closed-book.",
           "middle of 20 minus closed-book (pts)", "GPT-3.5-Turbo: 53.8 vs 56.1 = -2.3", -1, -2.3,
           f"{_READER}, 20 documents", qa_middle_vs_closed_book, short="LitM QA: middle - closed-book"),
+    Claim("litm-open-domain", _LITM, "multidoc_qa", "multidoc-open-domain",
+          "Open-domain QA: beyond 20 retrieved documents reader accuracy barely improves.",
+          "accuracy with the top 50 minus the top 20 retrieved documents (pts)",
+          "about +1.5 for GPT-3.5-Turbo, about +1 for Claude-1.3 (Contriever over Wikipedia)", +1, 1.5,
+          f"{_READER}, BM25 over the 2,655 NQ-Open gold chunks", open_domain_accuracy,
+          short="LitM open-domain: 50 - 20 docs"),
+    Claim("litm-open-domain-recall", _LITM, "multidoc_qa", "multidoc-open-domain",
+          "Retriever recall keeps rising from 20 to 50 documents.",
+          "recall@50 minus recall@20 (pts)", "rising (Figure 11; no number in the text)", +1, None,
+          "BM25 over the 2,655 NQ-Open gold chunks, every question (no reader)", open_domain_recall,
+          short="LitM open-domain: recall@50 - @20"),
     Claim("cnorm-qa", _CNORM, "cnorm", "cnorm-headline",
           "C-NORM (delimiters chosen by attention balance) raises accuracy on 10-document NQ.",
           "C-NORM minus baseline OAA (pts)", "about +30% for LLaMA-2-7B (stated in words, Figure 6)", +1, None,
@@ -326,6 +396,12 @@ CLAIMS: list[Claim] = [
           "At high id density, plain text ids are retrieved better than UUIDs.",
           "plain minus UUID OAA (pts)", "Qwen2.5-1.5B: 0.949 vs 0.854 = +9.5", +1, 9.5,
           f"{_READER}, 4 pairs of 128-hex ids", cnorm_plain_vs_uuid, short="C-NORM: plain - UUID ids"),
+    Claim("cnorm-tokens", _CNORM, "cnorm", "cnorm-tokens",
+          "Formats that cost more tokens are retrieved worse (Figure 3).",
+          "4 longest- minus 4 shortest-tokenizing delimiters, key-value OAA (pts)",
+          "Qwen2.5-1.5B, 40 pairs: Pearson r = -0.82 between tokens and accuracy", -1, None,
+          f"{_READER}, 75 pairs of 32-hex ids, gold in the middle, 8 delimiters on the same examples",
+          cnorm_longer_formats, short="C-NORM: longer - shorter formats"),
     Claim("sc-far-minus-hard", _SC, "semantic_competition", "sc-headline",
           "At matched length, far-rank distractors hurt less than hard (BM25 top-ranked) ones.",
           "far minus hard EM (pts)", "Qwen2.5-1.5B-Instruct: +4.5 [-0.5, 9.5]; Phi-2: +6.0 [1.0, 11.0]", +1, 4.5,

@@ -110,3 +110,24 @@ def saturation(table, ks: Sequence[int] | None = None, *, score: str = "correct"
                         "change": 100 * res["difference"], "ci_low": 100 * res["ci_low"],
                         "ci_high": 100 * res["ci_high"], "p_sign_flip": res["p_sign_flip"]})
     return pd.DataFrame(out)
+
+
+def recall_table(examples: Sequence[qa.QAExample], retriever: ChunkRetriever, ks: Sequence[int], *,
+                 progress: bool = False):
+    """Retriever recall@k for every question of ``examples`` (no reader, so it is cheap to run
+    on the whole collection): one row per (question, k) with columns ``example_id``, ``k``
+    and ``recall``, the same test :func:`make_requests` records."""
+    import pandas as pd
+
+    from tqdm import tqdm
+
+    ks = sorted(set(ks))
+    if not ks or ks[0] < 1:
+        raise ParameterError(f"ks must be positive numbers of documents, got {list(ks)}")
+    rows = []
+    for ex in tqdm(examples, desc="BM25 recall@k", disable=not progress):
+        ranked = retriever.top(ex.question, ks[-1])
+        hits = [has_answer(d, ex.answers) for d in ranked]
+        first = hits.index(True) + 1 if any(hits) else None
+        rows += [{"example_id": ex.example_id, "k": k, "recall": first is not None and first <= k} for k in ks]
+    return pd.DataFrame(rows)
