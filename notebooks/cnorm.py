@@ -354,13 +354,14 @@ sweep_fisher = fisher_interval(by_delim["prompt tokens"].to_numpy(), by_delim["O
 # Post hoc: the plain-text ids are ~500 tokens shorter than every UUID-shaped format.
 uuid_shaped = cnorm.tokens_accuracy_correlation(sweep[sweep["delimiter"] != ""], n_resamples=2000, seed=seed)
 ci_bounds = by_delim["OAA 95% CI"].str.strip("[]").str.split(", ", expand=True).astype(float)
-fig, ax = plt.subplots(figsize=(5.6, 3.8))
-ax.errorbar(by_delim["prompt tokens"], 100 * by_delim["OAA"],
-            yerr=[100 * (by_delim["OAA"] - ci_bounds[0]), 100 * (ci_bounds[1] - by_delim["OAA"])],
-            fmt="o", capsize=3, lw=1)
-for _, row in by_delim.iterrows():
-    ax.annotate(row["format"], (row["prompt tokens"], 100 * row["OAA"]), fontsize=8, xytext=(4, 3),
-                textcoords="offset points")
+fig, ax = plt.subplots(figsize=(6.4, 3.8))
+# One colour and marker per delimiter, named in the legend: several points nearly coincide.
+markers = "osD^vP*X"
+for i, (_, row) in enumerate(by_delim.sort_values("prompt tokens").iterrows()):
+    lo, hi = ci_bounds.loc[row.name]
+    ax.errorbar([row["prompt tokens"]], [100 * row["OAA"]], yerr=[[100 * (row["OAA"] - lo)], [100 * (hi - row["OAA"])]],
+                fmt=markers[i % len(markers)], capsize=3, lw=1, color=f"C{i}", label=row["format"])
+ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
 ax.set_xlabel("Prompt tokens (mean)")
 ax.set_ylabel("OAA (%)")
 ax.set_title(f"{sweep_pairs} pairs, {model}: r = {sweep_r:.2f}, bootstrap 95% CI [{sweep_r_ci[0]:.2f}, {sweep_r_ci[1]:.2f}]",
