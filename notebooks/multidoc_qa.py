@@ -300,13 +300,8 @@ if od_table is not None:
 # %% tags=["hide-input"]
 if od_table is not None:
     k_lo, k_hi = (20, 50) if {20, 50} <= set(open_domain_ks) else (min(open_domain_ks), max(open_domain_ks))
-    od_wide = od_table.pivot_table(index="example_id", columns="k", values=["correct", "recall"])
-    od_head = {m: paired_estimate(dict(od_wide[(col, k_lo)]), dict(od_wide[(col, k_hi)]),
-                                  side_names=(f"k = {k_lo}", f"k = {k_hi}"))
-               for m, col in (("reader accuracy", "correct"), ("retriever recall@k", "recall"))}
-    steps = pd.concat([od_steps, pd.DataFrame([
-        {"from k": k_lo, "to k": k_hi, "measure": m, "questions": e.n, "change": e.difference, "ci_low": e.ci_low,
-         "ci_high": e.ci_high, "p_sign_flip": e.p} for m, e in od_head.items()])], ignore_index=True)
+    od_head = od.saturation(od_table, [k_lo, k_hi]).set_index("measure")
+    steps = pd.concat([od_steps, od_head.reset_index()], ignore_index=True)
     show(steps.assign(**{"change (pts, 95% CI)": [points_ci(c, lo, hi) for c, lo, hi in
                                                      zip(steps["change"], steps["ci_low"], steps["ci_high"])],
                          "sign-flip p": steps["p_sign_flip"].map(lambda p: f"{p:.3g}")})
@@ -410,13 +405,13 @@ if model == "qwen2.5-coder-0.5b-instruct" and backend == "hf" and num_questions 
         assert (round(rise.difference, 1), round(rise.ci_low, 1), round(rise.ci_high, 1), rise.n) == (1.4, 1.0, 1.9, 2655)
         toks = od_table.groupby("k")["prompt_tokens"].mean().round(0)
         assert (toks[10], toks[50]) == (1284, 6083)
-        e = od_head["reader accuracy"]
-        assert (round(e.difference, 1), round(e.ci_low, 1), round(e.ci_high, 1), e.n) == (-2.5, -12.5, 7.5, 40)
-        assert round(e.p, 2) == 1.0 and e.ci_high - e.ci_low <= 20
+        e = od_head.loc["reader accuracy"]
+        assert (round(e["change"], 1), round(e["ci_low"], 1), round(e["ci_high"], 1), e["questions"]) == (-2.5, -12.5, 7.5, 40)
+        assert round(e["p_sign_flip"], 2) == 1.0 and e["ci_high"] - e["ci_low"] <= 20
         step = od_steps[(od_steps["from k"] == 10) & (od_steps["measure"] == "reader accuracy")].iloc[0]
         assert (round(step["change"], 1), round(step["ci_low"], 1), round(step["ci_high"], 1)) == (-10.0, -20.0, -2.5)
         assert round(step["p_sign_flip"], 3) == 0.125
-        w = od_wide["correct"]
+        w = od_table.pivot_table(index="example_id", columns="k", values="correct")
         assert ((w[20] - w[10]) != 0).sum() == 4 and ((w[20] - w[10]) > 0).sum() == 0
         checked += 17
 print(f"quoted numbers checked: {checked}")

@@ -137,15 +137,19 @@ def _qa_score(row):
     return score(row)
 
 
+def _oracle_ids(n: int) -> set[str]:
+    """Ids of the first ``n`` NQ-Open oracle questions: a chapter's book questions, since the
+    stores can also hold rows of larger, unfinished plans."""
+    from .tasks.multidoc_qa import read_oracle
+
+    return {q.example_id for q in read_oracle(limit=n)}
+
+
 def _multidoc_headline(results_dir: Path, num_questions: int | None = None):
     """Rows of the multi-document headline: 20 documents, query at end, BM25 distractors from
     the oracle reconstruction, on the first ``num_questions`` questions (all when None)."""
     rows = _rows(results_dir, "multidoc_qa")
-    keep = None
-    if num_questions:
-        from .tasks.multidoc_qa import read_oracle
-
-        keep = {q.example_id for q in read_oracle(limit=num_questions)}
+    keep = _oracle_ids(num_questions) if num_questions else None
     return [r for r in rows if keep is None or r["example_id"] in keep]
 
 
@@ -180,10 +184,8 @@ def _open_domain_sides(results_dir: Path, score, low: int = 20, high: int = 50):
     book's open-domain questions (the first ``open_domain_questions`` of the oracle)."""
     from .chapters import multidoc_qa as chapter
     from .chapters import scale
-    from .tasks.multidoc_qa import read_oracle
 
-    n = scale("multidoc_qa", "book")["open_domain_questions"]
-    keep = {q.example_id for q in read_oracle(limit=n)}
+    keep = _oracle_ids(scale("multidoc_qa", "book")["open_domain_questions"])
     rows = [r for r in _rows(results_dir, chapter.OPEN_DOMAIN) if r["example_id"] in keep]
     return (_by_unit(rows, {"k": low, "retriever": "bm25"}, score),
             _by_unit(rows, {"k": high, "retriever": "bm25"}, score))
@@ -335,14 +337,12 @@ def crossing_main_effect(results_dir: Path, factor: str) -> Estimate:
     the balanced fraction this is the GEE main effect; the interval here resamples questions)."""
     from .chapters import crossing as chapter
     from .chapters import scale
-    from .tasks.multidoc_qa import read_oracle
 
     params = scale("crossing", "book")
     design = chapter.design(params)
     factor_def = design.factor(factor)
     cells = {tuple(sorted(design.levels(c).items())) for c in design.cells}
-    # The book's questions only: the store also holds rows of larger, unfinished plans.
-    keep = {q.example_id for q in read_oracle(limit=params["num_questions"])}
+    keep = _oracle_ids(params["num_questions"])
     rows = [r for r in _rows(results_dir, "crossing")
             if r["example_id"] in keep and r["condition"].get("num_documents") == params["num_documents"]
             and tuple(sorted(r["condition"].get("crossing", {}).items())) in cells]

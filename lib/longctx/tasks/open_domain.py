@@ -54,11 +54,15 @@ def recall_at_k(docs: Sequence[qa.Document], answers: Sequence[str], k: int) -> 
     return any(has_answer(d, answers) for d in docs[:k])
 
 
+def _check_ks(ks: Sequence[int]) -> None:
+    if not ks or any(k < 1 for k in ks):
+        raise ParameterError(f"ks must be positive numbers of documents, got {list(ks)}")
+
+
 def make_requests(examples: Sequence[qa.QAExample], retriever: ChunkRetriever, ks: Sequence[int]) -> list[Request]:
     """One request per (question, k): the top k chunks in retrieval order. The condition
     records whether the retriever found an answer-bearing chunk (recall at k)."""
-    if not ks or any(k < 1 for k in ks):
-        raise ParameterError(f"ks must be positive numbers of documents, got {list(ks)}")
+    _check_ks(ks)
     out = []
     for ex in examples:
         ranked = retriever.top(ex.question, max(ks))
@@ -121,9 +125,8 @@ def recall_table(examples: Sequence[qa.QAExample], retriever: ChunkRetriever, ks
 
     from tqdm import tqdm
 
+    _check_ks(ks)
     ks = sorted(set(ks))
-    if not ks or ks[0] < 1:
-        raise ParameterError(f"ks must be positive numbers of documents, got {list(ks)}")
     rows = []
     for ex in tqdm(examples, desc="BM25 recall@k", disable=not progress):
         ranked = retriever.top(ex.question, ks[-1])
