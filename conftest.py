@@ -90,6 +90,7 @@ CI_PARAMETERS = {
             {"subtasks": ["gsm8k_no_final_step"], "kinds": ["essay", "whitespace", "mask"], "lengths": [0, 32]},
             {"subtasks": ["mmlu"], "kinds": ["essay"], "lengths": [32], "mode": "recite"},
         ],
+        "ruler": {"subtasks": ["qa1", "qa2"], "lengths": [2000], "num_questions": 1},
         "batch_size": 4,
         "results_dir": str(NB_DIR / "results"),
     },

@@ -52,7 +52,7 @@ from longctx.plots import forest
 warnings.filterwarnings("ignore", category=FutureWarning)
 table = findings_table(resolve(results_dir))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Every headline claim as a paired difference in points (treatment minus control, as named on the left). Bars: our 95% bootstrap interval over independent units; diamonds: the paper's reported effect where it gives one. Colour: the verdict.", "name": "fig-findings"}, "image": {"alt": "Forest plot of twenty-three paired differences, one per claim, with the paper's effects as diamonds."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Every headline claim as a paired difference in points (treatment minus control, as named on the left). Bars: our 95% bootstrap interval over independent units; diamonds: the paper's reported effect where it gives one. Colour: the verdict.", "name": "fig-findings"}, "image": {"alt": "Forest plot of twenty-five paired differences, one per claim, with the paper's effects as diamonds."}}
 fig = forest(table)
 plt.show()
 

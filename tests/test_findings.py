@@ -139,6 +139,19 @@ def test_gsm8k_numbers_match_an_independent_scorer(table):
     assert table.set_index("id").loc["la-essay", "difference"] == pytest.approx(want)
 
 
+@pytest.mark.parametrize("subtask", ["qa1", "qa2"])
+def test_ruler_numbers_match_an_independent_scorer(table, subtask):
+    """RULER's string_match_part: some gold answer, lower-cased, inside the lower-cased output."""
+    rows = [r for r in _rows("ruler_qa") if r["condition"]["subtask"] == subtask and r["condition"]["length"] == 4000]
+    asked = {r["example_id"] for r in rows if r["condition"]["mode"] == "answer"}
+    by_mode = {m: {r["example_id"]: any(g.lower() in r["output"].lower() for g in r["gold"])
+                   for r in rows if r["condition"]["mode"] == m} for m in ("answer", "retrieve_then_answer")}
+    both = sorted(set(by_mode["answer"]) & set(by_mode["retrieve_then_answer"]))
+    want = 100 * sum(by_mode["retrieve_then_answer"][k] - by_mode["answer"][k] for k in both) / len(both)
+    got = table.set_index("id").loc[f"la-ruler-{subtask}"]
+    assert got["difference"] == pytest.approx(want) and got["n"] == len(both) == len(asked)
+
+
 def test_every_link_target_is_a_section_of_its_chapter(table):
     for row in table.itertuples():
         source = (ROOT / "notebooks" / f"{row.chapter}.py").read_text()

@@ -267,8 +267,9 @@ def test_ruler_blocks_ask_answer_and_recite_then_answer_from_the_recitation():
     row = {"example_id": recite.example_id, "condition": recite.condition,
            "output": "# Document 3\nThe recited text.\n"}
     second = block.followup([row])
-    assert len(second) == 1 and second[0].condition["mode"] == "retrieve_then_answer"
+    assert [r.condition["mode"] for r in second] == ["retrieve_then_answer", "answer_from_named"]
     assert "The recited text." in second[0].prompt and words(second[0].prompt) < 800
+    assert second[1].meta == {"named_documents": [3]} and "The recited text." not in second[1].prompt
 
 
 def test_ruler_parameters_are_checked():
@@ -276,7 +277,7 @@ def test_ruler_parameters_are_checked():
     from longctx.chapters import scale
 
     book = scale("length_alone", "book")
-    assert book["ruler"] is None and chapter.ruler_blocks(book) == []
+    assert chapter.ruler_blocks({**book, "ruler": None}) == []
     with pytest.raises(ParameterError, match="exactly"):
         chapter.ruler_blocks({**book, "ruler": {"subtasks": ["qa1"], "lengths": [300]}})
     with pytest.raises(ParameterError, match="reader's tokens"):

@@ -33,11 +33,12 @@ def test_squad_reading_keeps_answerable_questions_and_article_neighbours(squad):
 
 
 def test_hotpot_documents_are_title_newline_text(tmp_path):
-    data = [{"_id": "h1", "question": "Q?", "answer": "yes",
+    data = [{"_id": "h1", "question": "Q?", "answer": "yes", "supporting_facts": [["T2", 0]],
              "context": [["T1", ["a.", " b."]], ["T2", ["c."]]]}]
     (tmp_path / "h.json").write_text(json.dumps(data))
     ruler = rq.read_hotpotqa(tmp_path / "h.json")
     assert ruler.documents == ("T1\na. b.", "T2\nc.") and ruler.questions[0].gold == (0, 1)
+    assert ruler.questions[0].supporting == (1,)  # the paragraph the supporting facts cite
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(DataFileError, match="not valid JSON"):
         rq.read_hotpotqa(tmp_path / "bad.json")
@@ -81,9 +82,76 @@ def test_retrieve_then_answer_uses_only_the_recited_documents(squad):
     assert "Document 1:\nParis is the capital of France." in second.prompt and "Document 2:" not in second.prompt
 
 
+def test_named_documents_reads_header_numbers_once_in_order():
+    assert rq.named_documents("# Document 21") == [21]
+    assert rq.named_documents("# Document 3\ntext\n\nDocument 7:\nmore\n# Document 3\n") == [3, 7]
+    assert rq.named_documents("The answer is 3 documents.") == []
+    assert rq.named_documents("Document 11: The region is home to 2.5 million insect species.") == [11]
+
+
+def test_answer_from_named_documents_copies_them_verbatim_from_the_context(squad):
+    q = squad.questions[0]
+    reqs = rq.make_requests(squad, [q], lengths=[400], count_tokens=lambda t: len(t.split()))
+    recite = reqs[1]
+    docs = rq.context_documents(squad, q, recite.condition["num_documents"])
+    gold_number = docs.index("Paris is the capital of France.") + 1
+    # The reader names the gold document but copies nothing; 99 is not in the context.
+    row = {"example_id": q.id, "condition": recite.condition, "output": f"# Document {gold_number}\n# Document 99"}
+    named = rq.answer_from_named_documents_requests(squad, [q], [row])[0]
+    assert named.condition["mode"] == "answer_from_named" and named.meta == {"named_documents": [gold_number]}
+    assert "Document 1:\nParis is the capital of France." in named.prompt and "Document 2:" not in named.prompt
+    # The paper's second step sees only the header: no document text at all.
+    copied = rq.answer_from_recitation_requests([q], [row])[0]
+    assert "Paris is the capital" not in copied.prompt
+    nothing = rq.answer_from_named_documents_requests(squad, [q], [{**row, "output": "Paris"}])[0]
+    assert nothing.meta == {"named_documents": []} and "Document 1:" not in nothing.prompt
+
+
+def test_recitation_diagnostics_on_hand_worked_recitations(squad):
+    q = squad.questions[0]
+    recite = rq.make_requests(squad, [q], lengths=[400], count_tokens=lambda t: len(t.split()))[1]
+    docs = rq.context_documents(squad, q, recite.condition["num_documents"])
+    gold, other = docs.index("Paris is the capital of France.") + 1, docs.index("France is in Europe.") + 1
+
+    def diag(output):
+        return rq.recitation_diagnostics(squad, q, {"condition": recite.condition, "output": output})
+
+    assert diag(f"# Document {gold}") == {"named": 1, "names_a_supporting": True, "copies_text": False,
+                                          "copies_supporting": False, "answer_in_recitation": False}
+    # A wrong number over the right text still copies the supporting document.
+    assert diag(f"Document {other}: Paris is the capital of France.") == {
+        "named": 1, "names_a_supporting": False, "copies_text": True, "copies_supporting": True,
+        "answer_in_recitation": True}
+    # A paraphrase holds the answer but copies nothing verbatim.
+    assert diag("# Document 1\nThe French capital is Paris.") == {
+        "named": 1, "names_a_supporting": gold == 1, "copies_text": False, "copies_supporting": False,
+        "answer_in_recitation": True}
+    # A distractor copied word by word (20 characters, the minimum): copied, but not the one that holds the answer.
+    assert diag(f"# Document {other}\nFrance is in Europe.") == {
+        "named": 1, "names_a_supporting": False, "copies_text": True, "copies_supporting": False,
+        "answer_in_recitation": False}
+    assert diag("# Document 1\nFrance is Europe.")["copies_text"] is False  # too short to count
+
+
 def test_the_shipped_sets_load():
     qa1, qa2 = rq.load("qa1"), rq.load("qa2")
     assert len(qa1.questions) == 5928 and len(qa2.questions) == 7405
     assert all(2 <= len(q.gold) <= 10 for q in qa2.questions) and len(qa2.questions[0].gold) == 10
+    assert all(1 <= len(q.supporting) <= 2 and set(q.supporting) <= set(q.gold) for q in qa2.questions)
+    assert all(q.supporting == q.gold for q in qa1.questions)
     with pytest.raises(ParameterError, match="unknown RULER QA subtask"):
         rq.load("qa3")
+
+
+def test_score_rows_scores_answers_and_diagnoses_recitations(squad):
+    q = squad.questions[0]
+    answer, recite = rq.make_requests(squad, [q], lengths=[400], count_tokens=lambda t: len(t.split()))
+    rows = [{"example_id": q.id, "condition": answer.condition, "output": "It is Paris.", "gold": list(q.answers),
+             "new_tokens": 4},
+            {"example_id": q.id, "condition": recite.condition, "output": "# Document 1", "gold": list(q.answers),
+             "new_tokens": 5}]
+    scored = rq.score_rows(rows, {"qa1": (squad, [q])})
+    assert [(s["mode"], s["correct"]) for s in scored] == [("answer", 1.0), ("recite", 0.0)]
+    assert "names_a_supporting" not in scored[0] and scored[1]["named"] == 1 and not scored[1]["copies_text"]
+    with pytest.raises(ParameterError, match="not among"):
+        rq.score_rows([{**rows[0], "example_id": "qa1-other"}], {"qa1": (squad, [q])})

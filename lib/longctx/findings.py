@@ -311,6 +311,21 @@ def _gsm8k_drop(results_dir: Path, filler: str, placement: str = "between") -> E
                            side_names=("no filler", f"16K {filler} {placement}"))
 
 
+def ruler_recite_then_answer(results_dir: Path, subtask: str, length: int = 4000) -> Estimate:
+    """Table 5: the paper's two steps (recite, then answer from the recitation) minus RULER's
+    prompt over the whole context, on the book run's questions, RULER's string_match_part."""
+    from .chapters import scale
+    from .tasks import ruler_qa as rq
+
+    cfg = scale("length_alone", "book")["ruler"]
+    asked = {q.id for q in rq.sample(rq.load(subtask), cfg["num_questions"], seed=scale("length_alone", "book")["seed"])}
+    rows = [r for r in _rows(results_dir, rq.TASK) if r["example_id"] in asked]
+    where = {"subtask": subtask, "length": length}
+    return paired_estimate(_by_unit(rows, {**where, "mode": "answer"}, rq.score),
+                           _by_unit(rows, {**where, "mode": "retrieve_then_answer"}, rq.score),
+                           side_names=("whole context", "recite, then answer"))
+
+
 # ---------------------------------------------------------------- tagging
 
 
@@ -426,6 +441,18 @@ CLAIMS: list[Claim] = [
           "Filler before the evidence (question next to it) still lowers accuracy.",
           "16K whitespace before minus no filler (pts)", "Llama-3-8B, 15K: -8.1 (Mistral-7B: -9.3)", -1, -8.1,
           f"{_READER}, GSM8K", lambda d: _gsm8k_drop(d, "whitespace", "before"), short="Length: 16K before evidence - none"),
+    Claim("la-ruler-qa1", _LA, "length_alone", "la-ruler",
+          "Reciting the relevant documents, then answering from them alone, beats answering from the "
+          "whole context (RULER QA1).",
+          "recite-then-answer minus whole context, QA1 at 4K (pts)", "GPT-4o, 4K: 90.4 -> 92.2 = +1.8", +1, 1.8,
+          f"{_READER}, RULER QA1 (SQuAD), 4K tokens", lambda d: ruler_recite_then_answer(d, "qa1"),
+          short="Length: recite first, RULER QA1"),
+    Claim("la-ruler-qa2", _LA, "length_alone", "la-ruler",
+          "The same on multi-hop questions (RULER QA2), where the paper's gain is largest.",
+          "recite-then-answer minus whole context, QA2 at 4K (pts)",
+          "GPT-4o, 4K: 71.2 -> 73.2 = +2.0 (+4.0 at 32K)", +1, 2.0,
+          f"{_READER}, RULER QA2 (HotpotQA), 4K tokens", lambda d: ruler_recite_then_answer(d, "qa2"),
+          short="Length: recite first, RULER QA2"),
     Claim("tag-td", _TAG, "tag_needles", "tag-headline",
           "Tag definitions in the prompt (TD) raise needle accuracy.",
           "TD minus baseline at 250 tokens (pts)", "Claude 3.5 Sonnet: 91.3 vs 81.2 = +10.2", +1, 10.2,

@@ -11,7 +11,8 @@ its rows are the same rows a larger run makes): long fillers on CPU need a small
 
 Optional ``ruler`` (Table 5): ``{"subtasks": ["qa1", "qa2"], "lengths": [...],
 "num_questions": n}`` adds RULER QA1/QA2 blocks, the baseline answer and the recitation
-prompt per question and length, then the answer from the recited documents. RULER sizes
+prompt per question and length, then two second steps: the answer from the recited
+documents (the paper's), and from the documents the recitation names (ours). RULER sizes
 contexts in the reader's tokens, so the plan then needs the reader (``params["model"]``).
 """
 
@@ -104,9 +105,10 @@ def ruler_blocks(params: dict, count_tokens=None) -> list[Block]:
     blocks = []
     for subtask, (ruler, questions) in ruler_questions(params).items():
         for length in sorted(cfg["lengths"]):
-            def followup(rows, questions=questions):
-                return rq.answer_from_recitation_requests(questions,
-                                                          [r for r in rows if r["condition"]["mode"] == "recite"])
+            def followup(rows, questions=questions, ruler=ruler):
+                recited = [r for r in rows if r["condition"]["mode"] == "recite"]
+                return (rq.answer_from_recitation_requests(questions, recited)
+                        + rq.answer_from_named_documents_requests(ruler, questions, recited))
             blocks.append(Block(f"RULER {subtask} {length}", rq.TASK,
                                 rq.make_requests(ruler, questions, lengths=[length], count_tokens=count_tokens,
                                                  seed=params["seed"]), False, followup))

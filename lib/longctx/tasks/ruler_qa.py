@@ -22,7 +22,10 @@ Built as RULER's ``synthetic/qa.py`` builds them (Hsieh et al., 2024):
 
 Retrieve-then-answer (the paper's Figure 12): first the reader copies the relevant
 documents (``# Document <n>`` blocks) given the same context and the recite prompt; then
-RULER's own prompt is asked with only the recited documents as context.
+RULER's own prompt is asked with only the recited documents as context. A variant of the
+second step (ours, not the paper's) separates choosing from copying: the pipeline copies the
+documents the recitation *names* verbatim from the context, so a reader that picks the right
+document but does not copy it still gets its text (:func:`answer_from_named_documents_requests`).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class RulerQuestion:
     answers: tuple[str, ...]
     gold: tuple[int, ...]  # indices into the set's documents
     more: tuple[int, ...] = ()  # QA1: the other paragraphs of the same article
+    supporting: tuple[int, ...] = ()  # the documents holding the answer (QA1: gold; QA2: supporting facts)
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,8 @@ def read_squad(path: str | Path) -> RulerSet:
                         continue
                     questions.append(RulerQuestion(
                         f"qa1-{qa['id']}", qa["question"], tuple(a["text"] for a in qa["answers"]),
-                        (index[p["context"]],), tuple(i for i in article if i != index[p["context"]])))
+                        (index[p["context"]],), tuple(i for i in article if i != index[p["context"]]),
+                        (index[p["context"]],)))
     except (KeyError, TypeError) as err:
         raise DataFileError(f"{path}: not a SQuAD v2 file ({type(err).__name__}: {err})") from None
     return RulerSet("qa1", tuple(docs), tuple(questions))
@@ -100,8 +105,12 @@ def read_hotpotqa(path: str | Path) -> RulerSet:
     try:
         docs = sorted({f"{t}\n{''.join(p)}" for d in data for t, p in d["context"]})
         index = {c: i for i, c in enumerate(docs)}
-        questions = [RulerQuestion(f"qa2-{d['_id']}", d["question"], (d["answer"],),
-                                   tuple(index[f"{t}\n{''.join(p)}"] for t, p in d["context"])) for d in data]
+        questions = []
+        for d in data:
+            own = [(t, index[f"{t}\n{''.join(p)}"]) for t, p in d["context"]]
+            facts = {t for t, _ in d["supporting_facts"]}
+            questions.append(RulerQuestion(f"qa2-{d['_id']}", d["question"], (d["answer"],), tuple(i for _, i in own),
+                                           supporting=tuple(i for t, i in own if t in facts)))
     except (KeyError, TypeError, ValueError) as err:
         raise DataFileError(f"{path}: not a HotpotQA file ({type(err).__name__}: {err})") from None
     return RulerSet("qa2", tuple(docs), tuple(questions))
@@ -232,6 +241,63 @@ def answer_from_recitation_requests(questions: Sequence[RulerQuestion], recite_r
     return out
 
 
+_NAMED = re.compile(r"(?m)^\s*#*\s*Document\s+(\d+)\b")
+
+
+def named_documents(output: str) -> list[int]:
+    """The document numbers a recitation names at the start of a line (``# Document <n>``,
+    also ``Document <n>: text`` on one line), in order, each once."""
+    seen = []
+    for h in _NAMED.finditer(output):
+        n = int(h.group(1))
+        if n not in seen:
+            seen.append(n)
+    return seen
+
+
+def answer_from_named_documents_requests(ruler: RulerSet, questions: Sequence[RulerQuestion],
+                                         recite_rows: Sequence[dict]) -> list[Request]:
+    """A variant of the second step that separates choosing from copying: the reader's
+    recitation only *names* documents; the pipeline copies the named ones verbatim from the
+    context (numbers outside it are ignored) and asks RULER's answer prompt with them."""
+    by_id = {q.id: q for q in questions}
+    out = []
+    for row in recite_rows:
+        q, cond = by_id[row["example_id"]], row["condition"]
+        docs = context_documents(ruler, q, cond["num_documents"], cond["seed"])
+        chosen = [n for n in named_documents(row["output"]) if 1 <= n <= len(docs)]
+        out.append(Request(TASK, q.id, build_prompt(q.query, [docs[n - 1] for n in chosen]), q.answers,
+                           {**cond, "mode": "answer_from_named"}, max_new_tokens=MAX_NEW_TOKENS,
+                           stop=StopRule(newline=True), meta={"named_documents": chosen}))
+    return out
+
+
+COPIED_LINE_CHARS = 20  # a recited line this long found verbatim in a document counts as copied
+
+
+def copied_lines(output: str, documents: Sequence[str]) -> list[str]:
+    """The recitation's lines (headers and ``Document <n>:`` prefixes removed) of at least
+    :data:`COPIED_LINE_CHARS` characters that appear verbatim in one of ``documents``."""
+    lines = [_NAMED.sub("", line).lstrip(" :#").strip() for line in output.splitlines()]
+    return [line for line in lines if len(line) >= COPIED_LINE_CHARS and any(line in d for d in documents)]
+
+
+def recitation_diagnostics(ruler: RulerSet, q: RulerQuestion, row: dict) -> dict:
+    """What one recitation retrieved, whatever numbers it writes: how many documents it
+    names and whether it names one of those holding the answer (by number), whether it
+    copies any line verbatim from the context and from a document holding the answer, and
+    whether a gold answer appears in it (so the second step can see it)."""
+    cond = row["condition"]
+    docs = context_documents(ruler, q, cond["num_documents"], cond["seed"])
+    holding = [ruler.documents[i] for i in (q.supporting or q.gold)]
+    numbers = {docs.index(d) + 1 for d in holding}
+    named = set(named_documents(row["output"]))
+    return {"named": len(named), "names_a_supporting": bool(named & numbers),
+            "copies_text": bool(copied_lines(row["output"], docs)),
+            "copies_supporting": bool(copied_lines(row["output"], holding)),
+            "answer_in_recitation": string_match_part(row["output"], q.answers) == 1.0}
+
+
 def string_match_part(output: str, answers: Sequence[str]) -> float:
     """RULER's ``string_match_part`` for one output: 1.0 when some gold answer, lower-cased,
     is a substring of the lower-cased output."""
@@ -241,3 +307,23 @@ def string_match_part(output: str, answers: Sequence[str]) -> float:
 
 def score(row: dict) -> float:
     return string_match_part(row["output"], row["gold"])
+
+
+def score_rows(rows: Sequence[dict], sets: dict) -> list[dict]:
+    """One line per RULER row: ``subtask``, ``length``, ``mode``, ``example_id``,
+    ``new_tokens`` and ``correct`` (:func:`string_match_part`; for a recitation, whether a
+    gold answer appears in it). Recitations add :func:`recitation_diagnostics`.
+    ``sets`` maps a subtask to ``(RulerSet, questions asked)``."""
+    by_id = {q.id: (ruler, q) for ruler, questions in sets.values() for q in questions}
+    out = []
+    for row in rows:
+        if row["example_id"] not in by_id:
+            raise ParameterError(f"row {row['example_id']} is not among the RULER questions asked")
+        ruler, q = by_id[row["example_id"]]
+        cond = row["condition"]
+        line = {"subtask": cond["subtask"], "length": cond["length"], "mode": cond["mode"],
+                "example_id": row["example_id"], "new_tokens": row["new_tokens"], "correct": score(row)}
+        if cond["mode"] == "recite":
+            line.update(recitation_diagnostics(ruler, q, row))
+        out.append(line)
+    return out
