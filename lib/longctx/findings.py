@@ -314,11 +314,12 @@ def _gsm8k_drop(results_dir: Path, filler: str, placement: str = "between") -> E
 def ruler_recite_then_answer(results_dir: Path, subtask: str, length: int = 4000) -> Estimate:
     """Table 5: the paper's two steps (recite, then answer from the recitation) minus RULER's
     prompt over the whole context, on the book run's questions, RULER's string_match_part."""
-    from .chapters import scale
+    from .chapters import get_chapter, scale
     from .tasks import ruler_qa as rq
 
-    cfg = scale("length_alone", "book")["ruler"]
-    asked = {q.id for q in rq.sample(rq.load(subtask), cfg["num_questions"], seed=scale("length_alone", "book")["seed"])}
+    book = scale("length_alone", "book")
+    one = {**book, "ruler": {**book["ruler"], "subtasks": [subtask]}}  # load only this task's set
+    asked = {q.id for q in get_chapter("length_alone").ruler_questions(one)[subtask][1]}
     rows = [r for r in _rows(results_dir, rq.TASK) if r["example_id"] in asked]
     where = {"subtask": subtask, "length": length}
     return paired_estimate(_by_unit(rows, {**where, "mode": "answer"}, rq.score),
