@@ -337,7 +337,7 @@ else:
 # recitation names and pastes those documents verbatim, so a reader that picks the right
 # document but cannot copy it still gets its text.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "RULER QA1 and QA2 at 4,000 tokens, Qwen2.5-Coder-0.5B-Instruct (CPU, bfloat16; rows in data/results/qwen2.5-coder-0.5b-instruct/ruler_qa/): RULER's string_match_part with its prompt over the whole context, with the paper's recite-then-answer, and with the documents the recitation names pasted verbatim (100 questions per bar, the same questions in every bar of a task). Whiskers: 95% Wilson intervals.", "name": "fig-la-ruler"}, "image": {"alt": "Bar chart. QA1: 37 percent with the whole context, 20 with recite-then-answer, 9 from the named documents. QA2: 24, 15 and 9 percent."}}
 RULER_MODES = {"answer": "RULER's prompt, whole context", "retrieve_then_answer": "recite, then answer (paper)",
                "answer_from_named": "answer from the named documents (ours)"}
 RULER_TASKS = {"qa1": "QA1 (SQuAD)", "qa2": "QA2 (HotpotQA)"}
@@ -353,7 +353,7 @@ else:
     plt.show()
 
 # %% [markdown]
-# Both second steps lose to RULER's prompt over the whole context, on both tasks. The
+# In {numref}`fig-la-ruler` both second steps lose to RULER's prompt over the whole context, on both tasks. The
 # paired changes, with Table 5's GPT-4o numbers at the same length:
 
 # %% tags=["hide-input"]
