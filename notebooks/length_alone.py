@@ -33,7 +33,7 @@
 # * VarSum (the paper's synthetic sums) with a budget that no longer cuts answers off:
 #   120 problems without filler, 16 with 16,000 essay tokens;
 # * the paper's remedy, recite-then-answer, on RULER's QA1 and QA2 at 4,000 tokens (Table 5),
-#   100 questions each, with a variant that separates choosing documents from copying them.
+#   110 questions each, with a variant that separates choosing documents from copying them.
 #
 # Filler is measured in the reader's own tokens; masking is done without computing the
 # masked tokens (positions after the gap are shifted; equivalence with an explicit
@@ -42,7 +42,7 @@
 # reproduce`, which builds the same requests as this notebook.
 #
 # **What differs.** One small reader, Qwen2.5-Coder-0.5B-Instruct (the paper's are 7-8B,
-# and GPT-4o for RULER), two lengths, 120 of GSM8K's 1,319 test problems, 100 of RULER's
+# and GPT-4o for RULER), two lengths, 120 of GSM8K's 1,319 test problems, 110 of RULER's
 # questions per task at its shortest length.
 
 # %% tags=["parameters", "hide-input"]
@@ -88,7 +88,6 @@ from longctx.paths import repo_root, resolve
 from longctx.plots import condition_bars
 from longctx.report import n_for_half_width, pct_ci, points_ci, show
 from longctx.reproduce import run_blocks, stored_rows
-from longctx.results import provenance
 from longctx.tasks import length_alone as la
 from longctx.tasks import ruler_qa as rq
 
