@@ -57,3 +57,8 @@ def test_reproduce_dry_run_counts_a_backend_apart_and_only_selects_blocks(tmp_pa
     assert "0 already stored" in done.stdout
     done = _cli("reproduce", "--chapters", "kv_retrieval", "--only", "no such block", "--dry-run")
     assert done.returncode == 2 and "matches no block" in done.stderr
+
+
+def test_reproduce_rejects_an_empty_chunk_before_loading_anything():
+    done = _cli("reproduce", "--chapters", "kv_retrieval", "--chunk-prompts", "0", "--dry-run")
+    assert done.returncode == 2 and "--chunk-prompts must be at least 1" in done.stderr

@@ -85,6 +85,8 @@ def _reproduce(args) -> int:
             raise ParameterError(f"--set {name}: use CHAPTER.PARAM with a chapter among {chapters}")
         overrides.setdefault(chapter, {})[param] = _literal(value)
     default = next((s for s in args.scale if ":" not in s), "book")
+    if args.chunk_prompts < 1:
+        raise ParameterError(f"--chunk-prompts must be at least 1, not {args.chunk_prompts}")
     per_chapter = dict(s.split(":", 1) for s in args.scale if ":" in s)
     blocks = chapter_blocks(chapters, default, overrides, per_chapter, model=args.model)
     if args.only:
@@ -95,6 +97,7 @@ def _reproduce(args) -> int:
     report = run_blocks(blocks, model=args.model, results_dir=resolve(args.results_dir or "data/results"),
                         load=loader(args.model, backend, device=args.device, dtype=args.dtype, progress=print),
                         backend=backend, batch_size=args.batch_size, token_budget=args.token_budget, deadline_s=args.deadline_s,
+                        chunk_prompts=args.chunk_prompts,
                         copy_to=args.copy_to, dry_run=args.dry_run, progress=False)
     total = sum(b["requests"] for b in report.blocks)
     stored = sum(b["stored"] for b in report.blocks)
@@ -138,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--batch-size", type=int, default=8)
     rep.add_argument("--token-budget", type=int, default=None, help="rows x tokens per batch (long prompts batch less)")
     rep.add_argument("--deadline-s", type=float, default=None, help="start no new chunk after this many seconds")
+    rep.add_argument("--chunk-prompts", type=int, default=256,
+                     help="prompts per chunk; the deadline is checked between chunks, so lower this where one "
+                          "prompt takes a minute (long contexts on a CPU)")
     rep.add_argument("--copy-to", default=None, help="copy each generations file here, flat, after every chunk")
     rep.add_argument("--only", nargs="+", default=None, metavar="TEXT",
                      help="run only the blocks whose name contains one of these strings")
