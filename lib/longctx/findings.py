@@ -120,10 +120,10 @@ def _kv_release_rows(results_dir: Path) -> list[dict]:
     """The 140-pair rows of the book run's records only: the store may already hold more
     records (an extension in progress), which the chapter does not read yet."""
     from .chapters import scale
-    from .tasks.kv_retrieval import release_examples
+    from .chapters.kv_retrieval import examples_for
 
-    limit = scale("kv_retrieval", "book")["examples_per_cell"]["140"]
-    keep = {ex.example_id for ex in release_examples(140, limit=limit)}
+    examples, _ = examples_for(140, scale("kv_retrieval", "book"))
+    keep = {ex.example_id for ex in examples}
     return [r for r in _rows(results_dir, "kv_retrieval") if r["example_id"] in keep]
 
 
