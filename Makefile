@@ -25,7 +25,8 @@ install: $(BIN)/python
 # the built pages were executed with.
 BOOK_STAMP := _build/lib-data.sha256
 book: install
-	@digest=$$(find lib data -type f -not -path '*/__pycache__/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1); \
+	@digest=$$(find lib data -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*' -print0 | LC_ALL=C sort -z \
+		| xargs -0 sha256sum | sha256sum | cut -d' ' -f1); \
 	if [ -d _build ] && [ "$$(cat $(BOOK_STAMP) 2>/dev/null)" != "$$digest" ]; then \
 		echo "lib/ or data/ changed since the book was built: re-executing every page"; rm -rf _build; fi; \
 	$(BIN)/jupyter-book build . -W --keep-going && echo $$digest > $(BOOK_STAMP)
