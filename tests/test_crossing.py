@@ -97,3 +97,33 @@ def test_unit_differences_are_high_minus_low_per_question():
     diffs = X.unit_differences(pd.DataFrame(rows), design)
     assert diffs.loc["q1", "a"] == 1.0 and diffs.loc["q2", "a"] == 0.0
     assert (diffs["b"] == 0.0).all()
+
+
+@pytest.mark.filterwarnings("ignore")  # the fixture is noiseless, so the GEE's errors are degenerate
+def test_reader_effects_pair_readers_on_shared_complete_questions():
+    design = X.two_level_design([X.Factor(n, "lo", "hi", source="paper") for n in "ab"], "full")
+    rows = []
+    # Reader A: a high always adds 1. Reader B: a does nothing, b high adds 1. q3 is missing
+    # one of B's cells, so only q1 and q2 are compared.
+    for q in ["q1", "q2", "q3"]:
+        for cell in design.cells:
+            levels = design.levels(cell)
+            rows.append({"model": "A", "example_id": q, "crossing": levels, "correct": float(levels["a"] == "hi")})
+            if q == "q3" and levels == {"a": "hi", "b": "hi"}:
+                continue
+            rows.append({"model": "B", "example_id": q, "crossing": levels, "correct": float(levels["b"] == "hi")})
+    out = X.reader_effects(pd.DataFrame(rows), design, ["A", "B"]).set_index(["factor", "reader"])
+    assert (out["questions"] == 2).all()
+    assert out.loc[("a", "A"), "estimate"] == pytest.approx(100)
+    assert out.loc[("a", "B"), "estimate"] == pytest.approx(0)
+    assert out.loc[("b", "B"), "estimate"] == pytest.approx(100)
+    # The difference is B minus A, per question: -100 points on a, +100 on b, no spread.
+    assert (out.loc[("a", "difference"), ["estimate", "ci_low", "ci_high"]] == -100).all()
+    assert (out.loc[("b", "difference"), ["estimate", "ci_low", "ci_high"]] == 100).all()
+    with pytest.raises(ParameterError, match="no rows for reader\\(s\\) \\['C'\\]"):
+        X.reader_effects(pd.DataFrame(rows), design, ["A", "C"])
+    with pytest.raises(ParameterError, match="two different readers"):
+        X.reader_effects(pd.DataFrame(rows), design, ["A", "A"])
+    only_q3 = pd.DataFrame(rows).query("example_id == 'q3'")
+    with pytest.raises(ParameterError, match="no question was answered in all 4 cells by both A and B"):
+        X.reader_effects(only_q3, design, ["A", "B"])

@@ -237,3 +237,51 @@ def verdicts(main_effects, design: Design, margin: float = 0.0):
         rows.append({"factor": f.name, "levels": f"{f.high} vs {f.low}", "paper": f.source, "claim": f.claim,
                      "estimate": r.estimate, "ci_low": r.ci_low, "ci_high": r.ci_high, "verdict": verdict})
     return pd.DataFrame(rows)
+
+
+def reader_effects(table, design: Design, readers: Sequence[str], *, reader: str = "model",
+                   cluster: str = "example_id", score: str = "correct", seed: int = 0):
+    """The main effects of two readers side by side, and how they differ, on the questions
+    both readers answered in every cell of the design (so the comparison is paired).
+
+    Each reader's effects come from :func:`effects` (GEE, main effects only) on those
+    questions. The difference (second reader minus first) is, per question, the
+    difference of the two readers' :func:`unit_differences`; its mean is the difference
+    of the main effects, with a percentile bootstrap over questions and a sign-flip p.
+    Returns one row per factor and reader (``reader`` = a reader's name or
+    ``"difference"``): estimate, ci_low, ci_high (points), p and questions.
+    """
+    import pandas as pd
+
+    from .metrics import bootstrap_interval, sign_flip_test
+
+    if len(readers) != 2 or readers[0] == readers[1]:
+        raise ParameterError(f"reader_effects compares two different readers, got {list(readers)}")
+    missing = [r for r in readers if not (table[reader] == r).any()]
+    if missing:
+        raise ParameterError(f"no rows for reader(s) {missing}; readers in the table: "
+                             f"{sorted(table[reader].unique())}")
+    cells = len(design.cells)
+    complete = []
+    for r in readers:
+        sub = table[table[reader] == r]
+        per_question = sub.groupby(cluster)["crossing"].apply(lambda c: len({tuple(sorted(x.items())) for x in c}))
+        complete.append(set(per_question[per_question == cells].index))
+    shared = sorted(complete[0] & complete[1])
+    if not shared:
+        raise ParameterError(f"no question was answered in all {cells} cells by both {readers[0]} and {readers[1]}")
+    names = [f.name for f in design.factors]
+    rows, units = [], {}
+    for r in readers:
+        sub = table[(table[reader] == r) & table[cluster].isin(shared)]
+        fx = effects(sub, design, cluster=cluster, score=score, interactions=False).set_index("term")
+        units[r] = unit_differences(sub, design, cluster=cluster, score=score).loc[shared]
+        rows += [{"factor": f, "reader": r, "estimate": fx.loc[f, "estimate"], "ci_low": fx.loc[f, "ci_low"],
+                  "ci_high": fx.loc[f, "ci_high"], "p": fx.loc[f, "p"], "questions": len(shared)} for f in names]
+    for f in names:
+        diff = (units[readers[1]][f] - units[readers[0]][f]).tolist()
+        lo, hi = bootstrap_interval(diff, seed=seed)
+        rows.append({"factor": f, "reader": "difference", "estimate": 100 * sum(diff) / len(diff),
+                     "ci_low": 100 * lo, "ci_high": 100 * hi, "p": sign_flip_test(diff, seed=seed),
+                     "questions": len(shared)})
+    return pd.DataFrame(rows)

@@ -176,6 +176,39 @@ def effects_forest(effects, *, title: str | None = None, expected: dict | None =
     return fig
 
 
+def readers_forest(reader_effects, readers, *, title: str | None = None, expected: dict | None = None):
+    """Two readers' main effects (``longctx.crossing.reader_effects``) on one forest plot: per
+    factor one interval per reader, offset vertically; factors ordered by the first
+    reader's effect size. ``expected`` maps a factor to its paper's claimed sign."""
+    import matplotlib.pyplot as plt
+
+    first = reader_effects[reader_effects["reader"] == readers[0]]
+    order = list(first.assign(size=first["estimate"].abs()).sort_values("size", ascending=False)["factor"])
+    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(order) + 1.6))
+    ys = list(range(len(order)))[::-1]
+    for i, (name, marker) in enumerate(zip(readers, ["o", "s"])):
+        part = reader_effects[reader_effects["reader"] == name].set_index("factor").loc[order]
+        offset = 0.15 - 0.3 * i
+        for y, r in zip(ys, part.itertuples()):
+            ax.plot([r.ci_low, r.ci_high], [y + offset, y + offset], color=f"C{i}", lw=2)
+        ax.plot(part["estimate"], [y + offset for y in ys], marker, color=f"C{i}", ls="none", label=name)
+    for y, name in zip(ys, order):
+        claim = (expected or {}).get(name)
+        if claim is not None:
+            ax.annotate({1: "paper: +", -1: "paper: -", 0: "paper: 0"}[claim], (1.0, y), xycoords=("axes fraction", "data"),
+                        xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.axvline(0, color="grey", lw=1)
+    ax.set_yticks(ys)
+    ax.set_yticklabels(order, fontsize=9)
+    ax.set_xlabel("Main effect on accuracy (points, 95% CI clustered by question)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def interaction_plot(means, a: str, b: str, *, title: str | None = None):
     """Accuracy at the four level combinations of two factors (``longctx.crossing.cell_means``):
     one line per level of ``b`` across the levels of ``a``; parallel lines mean no interaction."""

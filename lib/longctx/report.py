@@ -25,6 +25,7 @@ def points_ci(diff: float, low: float, high: float, digits: int = 1) -> str:
     """``-55.0 [-67.0, -43.0]`` from differences already in points."""
     if diff is None or diff != diff:
         return MISSING
+    diff, low, high = (round(v, digits) + 0.0 for v in (diff, low, high))  # + 0.0: never "-0.0"
     return f"{diff:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
