@@ -188,7 +188,7 @@ show(logit.assign(**{"log odds ratio (95% CI)": [f"{e:+.2f} [{lo:+.2f}, {hi:+.2f
 # ## A second reader
 #
 # Does what matters most depend on the reader? When a second reader (`second_reader`, by
-# default Qwen2.5-Coder-1.5B-Instruct, the papers' model size) has rows for the same
+# default Qwen2.5-Coder-1.5B-Instruct, three times this reader's size) has rows for the same
 # prompts, its main effects are fitted the same way on the questions both readers answered
 # in every cell, and the difference between the readers is paired by question (bootstrap
 # interval over questions, sign-flip p).
