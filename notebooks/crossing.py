@@ -200,7 +200,9 @@ others = comparable_rows(results_path, chapter.EXPERIMENT, [q for b in blocks fo
 other_table = rows_table(others, qa.score) if others else table.iloc[:0]
 other_table = other_table[other_table["model"] == second_reader]
 both_readers = None
-if second_reader == this_reader or other_table.empty:
+if second_reader == this_reader:
+    display(Markdown(f"`second_reader` is this chapter's own reader (`{this_reader}`); name another one to compare."))
+elif other_table.empty:
     display(Markdown(
         f"No stored rows of `{second_reader}` answer these {sum(b.size for b in blocks)} prompts yet, so this "
         "section shows one reader. Make them with `longctx reproduce --chapters crossing --scale book "

@@ -145,6 +145,13 @@ def condition_bars(summary, *, order, hue: str, value: str = "accuracy", xlabel:
     return fig
 
 
+def _claim_label(ax, y: float, claim: int | None) -> None:
+    """The paper's claimed sign of an effect, written just right of the axes at height ``y``."""
+    if claim is not None:
+        ax.annotate({1: "paper: +", -1: "paper: -", 0: "paper: 0"}[claim], (1.0, y), xycoords=("axes fraction", "data"),
+                    xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+
+
 def effects_forest(effects, *, title: str | None = None, expected: dict | None = None):
     """Main effects and two-way interactions (``longctx.crossing.effects``) as a forest plot:
     estimate and 95% interval in points; main effects on top. ``expected`` maps a main
@@ -161,10 +168,7 @@ def effects_forest(effects, *, title: str | None = None, expected: dict | None =
         colour = "C0" if r.kind == "main" else "C7"
         ax.plot([r.ci_low, r.ci_high], [y, y], color=colour, lw=2.2 if r.kind == "main" else 1.4)
         ax.plot(r.estimate, y, "o" if r.kind == "main" else ".", color=colour)
-        claim = (expected or {}).get(r.term)
-        if claim is not None:
-            ax.annotate({1: "paper: +", -1: "paper: -", 0: "paper: 0"}[claim], (1.0, y), xycoords=("axes fraction", "data"),
-                        xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+        _claim_label(ax, y, (expected or {}).get(r.term))
     ax.axvline(0, color="grey", lw=1)
     ax.set_yticks(ys)
     ax.set_yticklabels(rows["term"], fontsize=8)
@@ -193,10 +197,7 @@ def readers_forest(reader_effects, readers, *, title: str | None = None, expecte
             ax.plot([r.ci_low, r.ci_high], [y + offset, y + offset], color=f"C{i}", lw=2)
         ax.plot(part["estimate"], [y + offset for y in ys], marker, color=f"C{i}", ls="none", label=name)
     for y, name in zip(ys, order):
-        claim = (expected or {}).get(name)
-        if claim is not None:
-            ax.annotate({1: "paper: +", -1: "paper: -", 0: "paper: 0"}[claim], (1.0, y), xycoords=("axes fraction", "data"),
-                        xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+        _claim_label(ax, y, (expected or {}).get(name))
     ax.axvline(0, color="grey", lw=1)
     ax.set_yticks(ys)
     ax.set_yticklabels(order, fontsize=9)
