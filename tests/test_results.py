@@ -39,6 +39,14 @@ def test_two_backends_of_one_model_are_two_lines_with_their_own_files(tmp_path):
     assert "model-a (llamacpp): 2 generations in `" + tmp_path.name + "/model-a--llamacpp/exp/" in caption
 
 
+def test_provenance_names_the_committed_folder_from_the_repository_root():
+    from longctx.paths import repo_root
+
+    table = load_experiment(repo_root() / "data" / "results", "kv_retrieval", score=lambda r: 1.0)
+    caption = provenance(table, repo_root() / "data" / "results", "kv_retrieval")
+    assert "generations in `data/results/qwen2.5-coder-0.5b-instruct/kv_retrieval/generations.jsonl`" in caption
+
+
 def test_load_experiment_filters_by_task(tmp_path):
     _store_rows(tmp_path, "model-a", ["abc"])
     assert load_experiment(tmp_path, "exp", score=lambda r: 1.0, task="other").empty

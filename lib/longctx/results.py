@@ -59,6 +59,18 @@ def rows_table(rows: Sequence[dict], score: Callable[[dict], float]):
     } for row in rows])
 
 
+def _shown(results_dir: str | Path) -> str:
+    """The results folder as a reader finds it: relative to the repository when inside it
+    (``data/results``), else by its own name."""
+    from .paths import repo_root
+
+    folder = Path(results_dir).resolve()
+    try:
+        return folder.relative_to(repo_root().resolve()).as_posix()
+    except ValueError:
+        return folder.name
+
+
 def provenance(df, results_dir: str | Path, experiment: str) -> str:
     """A one-paragraph caption naming files, models, sizes and library versions behind a figure."""
     if df.empty:
@@ -75,7 +87,7 @@ def provenance(df, results_dir: str | Path, experiment: str) -> str:
             slug = resolve_model(model).results_slug(results_dir)
         except LongctxError:  # a local checkpoint that has since moved: its plain name
             slug = model_slug(model)
-        path = Path(results_dir).name + f"/{results_folder(slug, backend)}/{experiment}/{ResultsStore.FILENAME}"
+        path = f"{_shown(results_dir)}/{results_folder(slug, backend)}/{experiment}/{ResultsStore.FILENAME}"
         versions = ", ".join(sorted(group["longctx_version"].unique()))
         parts.append(f"{model_label(model, backend)}: {len(group)} generations in `{path}` (longctx {versions})")
     return "; ".join(parts)
