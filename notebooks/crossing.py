@@ -61,9 +61,11 @@ dtype = "auto"
 batch_size = 8
 token_budget = 65536  # rows x prompt tokens per batch
 results_dir = "data/results"
-# A second reader whose stored rows answer the same prompts, shown beside this one (run it
-# first: `longctx reproduce --chapters crossing --scale book --model <it>`).
+# A second reader whose stored rows answer the same prompts, shown beside this one, and the
+# backend that made them (run it first: `longctx reproduce --chapters crossing --scale book
+# --model <it> --backend <backend>`). llama.cpp: about 2x faster than transformers on a CPU.
 second_reader = "qwen2.5-coder-1.5b-instruct"
+second_backend = "llamacpp"
 
 # %% tags=["remove-cell"]
 import warnings
@@ -188,41 +190,48 @@ show(logit.assign(**{"log odds ratio (95% CI)": [f"{e:+.2f} [{lo:+.2f}, {hi:+.2f
 # ## A second reader
 #
 # Does what matters most depend on the reader? When a second reader (`second_reader`, by
-# default Qwen2.5-Coder-1.5B-Instruct, three times this reader's size) has rows for the same
-# prompts, its main effects are fitted the same way on the questions both readers answered
+# default Qwen2.5-Coder-1.5B-Instruct, three times this reader's size, run through llama.cpp:
+# `second_backend`) has rows for the same prompts, its main effects are fitted the same way on the questions both readers answered
 # in every cell, and the difference between the readers is paired by question (bootstrap
 # interval over questions, sign-flip p).
 
 # %% tags=["hide-input"]
-this_reader = model_label(model, backend)
+this_reader, other_reader = model_label(model, backend), model_label(second_reader, second_backend)
+MIN_SHARED = 8  # fewer questions give intervals too wide to compare effects of 10-30 points
 own_folder = ResultsStore.for_model(results_path, model, chapter.EXPERIMENT, backend_spec).dir.parent.name
 others = comparable_rows(results_path, chapter.EXPERIMENT, [q for b in blocks for q in b.requests], exclude=own_folder)
 other_table = rows_table(others, qa.score) if others else table.iloc[:0]
-other_table = other_table[other_table["model"] == second_reader]
+other_table = other_table[other_table["model"] == other_reader]
 both_readers = None
-if second_reader == this_reader:
+if other_reader == this_reader:
     display(Markdown(f"`second_reader` is this chapter's own reader (`{this_reader}`); name another one to compare."))
 elif other_table.empty:
     display(Markdown(
-        f"No stored rows of `{second_reader}` answer these {sum(b.size for b in blocks)} prompts yet, so this "
+        f"No stored rows of `{other_reader}` answer these {sum(b.size for b in blocks)} prompts yet, so this "
         "section shows one reader. Make them with `longctx reproduce --chapters crossing --scale book "
-        f"--model {second_reader}` (the store resumes) and rebuild the page."))
+        f"--model {second_reader} --backend {second_backend}` (the store resumes) and rebuild the page."))
+elif len(shared := X.complete_units(table, design) & X.complete_units(other_table, design)) < MIN_SHARED:
+    display(Markdown(
+        f"`{other_reader}` has answered {len(shared)} of these questions in all {len(design.cells)} cells so far "
+        f"(a run stores whole questions in turn); the comparison waits for {MIN_SHARED}. Resume it with "
+        f"`longctx reproduce --chapters crossing --scale book --model {second_reader} --backend {second_backend}`."))
 else:
     both_readers = X.reader_effects(pd.concat([table, other_table], ignore_index=True), design,
-                                    [this_reader, second_reader])
+                                    [this_reader, other_reader])
     shared = int(both_readers["questions"].iloc[0])
     show(both_readers.assign(ci=[points_ci(e, lo, hi) for e, lo, hi in zip(
         both_readers["estimate"], both_readers["ci_low"], both_readers["ci_high"])])
-         .pivot(index="factor", columns="reader", values="ci")[[this_reader, second_reader, "difference"]]
+         .pivot(index="factor", columns="reader", values="ci")[[this_reader, other_reader, "difference"]]
          .reset_index(),
          notes=f"Main effects in points (95% CI); {shared} questions answered by both readers in all "
-               f"{len(design.cells)} cells; difference = {second_reader} minus {this_reader}.")
-    readers_forest(both_readers, [this_reader, second_reader], expected=expected,
+               f"{len(design.cells)} cells; difference = {other_reader} minus {this_reader}.")
+    readers_forest(both_readers, [this_reader, other_reader], expected=expected,
                    title=f"Main effects of two readers, {shared} shared questions")
     plt.show()
 
 # %% tags=["hide-input"]
-display(Markdown("**Data.** " + provenance(table, results_path, chapter.EXPERIMENT)))
+display(Markdown("**Data.** " + provenance(pd.concat([table, other_table], ignore_index=True), results_path,
+                                          chapter.EXPERIMENT)))
 
 # %% [markdown]
 # ## What we found
@@ -291,13 +300,14 @@ print(f"quoted numbers checked: {checked}")
 #
 # For a practitioner with this reader: put the answer-bearing document first and prefer
 # less similar distractors; reformatting, tagging or padding the context are not worth
-# it. Whether the ranking holds for a larger reader is open here: the book's 768 prompts
-# took the 0.5B reader 1.6 hours on this 2-core CPU and would take the 1.5B reader about
-# three times that (minutes on a GPU). Once its rows are stored, {ref}`crossing-readers`
-# shows both readers and their difference:
+# it. Whether the ranking holds for a larger reader is still open: the book's 768 prompts
+# took the 0.5B reader 1.6 hours on this 2-core CPU and take the 1.5B reader, through
+# llama.cpp, about 21 seconds each, some 4.5 hours (minutes on a GPU). That run is in
+# progress, one question (32 prompts) at a time, and resumes where it stopped; once 8
+# questions are complete, {ref}`crossing-readers` shows both readers and their difference:
 #
 # ```bash
-# longctx reproduce --chapters crossing --scale book --model qwen2.5-coder-1.5b-instruct
+# longctx reproduce --chapters crossing --scale book --model qwen2.5-coder-1.5b-instruct --backend llamacpp
 # ```
 #
 # The paper scale (20 documents, 8,000 filler tokens, all 64 cells, 200 questions) needs a

@@ -164,3 +164,21 @@ def test_length_alone_arm_takes_a_prefix_of_the_problems():
     assert len(short) == 4 and long == short[:2]
     with pytest.raises(ParameterError, match="num_problems must be an integer in 1..4"):
         length_alone.plan({**params, "arms": [{**params["arms"][1], "num_problems": 5}]})
+
+
+def test_whole_unit_chunks_finish_one_example_before_the_next():
+    from longctx.reproduce import approx_tokens, chunks
+    from longctx.store import Request
+
+    def req(example, prompt):
+        return Request("t", example, prompt, ("g",))
+
+    # b has one request left, a three: b first (fewest missing), each example by length.
+    reqs = [req("a", "x" * 300), req("a", "x" * 10), req("b", "x" * 50), req("a", "x" * 100)]
+    got = [[(r.example_id, len(r.prompt)) for r in part] for part in chunks(reqs, 2, whole_units=True)]
+    assert got == [[("b", 50), ("a", 10)], [("a", 100), ("a", 300)]]
+    # Without it, length alone orders the prompts across examples.
+    plain = [r for part in chunks(reqs, 2) for r in part]
+    assert [approx_tokens(r) for r in plain] == sorted(approx_tokens(r) for r in reqs)
+    # The crossing chapter runs question by question.
+    assert all(b.whole_units for b in get_chapter("crossing").plan(scale("crossing", "book")))

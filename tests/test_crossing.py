@@ -127,3 +127,15 @@ def test_reader_effects_pair_readers_on_shared_complete_questions():
     only_q3 = pd.DataFrame(rows).query("example_id == 'q3'")
     with pytest.raises(ParameterError, match="no question was answered in all 4 cells by both A and B"):
         X.reader_effects(only_q3, design, ["A", "B"])
+
+
+def test_complete_units_are_the_questions_with_a_row_in_every_cell():
+    design = X.two_level_design([X.Factor(n, "lo", "hi", source="paper") for n in "ab"], "full")
+    rows = [{"example_id": q, "crossing": design.levels(cell), "correct": 1.0}
+            for q in ["q1", "q2"] for cell in design.cells]
+    rows += [{"example_id": "q3", "crossing": design.levels(cell), "correct": 1.0} for cell in design.cells[:3]]
+    rows.append(dict(rows[0]))  # a repeated row does not stand in for a missing cell
+    rows[-1]["example_id"] = "q3"
+    table = pd.DataFrame(rows)
+    assert X.complete_units(table, design) == {"q1", "q2"}
+    assert X.complete_units(table.iloc[:0], design) == set()

@@ -239,6 +239,16 @@ def verdicts(main_effects, design: Design, margin: float = 0.0):
     return pd.DataFrame(rows)
 
 
+def complete_units(table, design: Design, *, cluster: str = "example_id") -> set:
+    """The units (questions) of ``table`` that have a row in every cell of ``design``: a run
+    in progress stores whole questions one after another, and only these can be compared."""
+    cells = len(design.cells)
+    if table.empty:
+        return set()
+    per_unit = table.groupby(cluster)["crossing"].apply(lambda c: len({tuple(sorted(x.items())) for x in c}))
+    return set(per_unit[per_unit == cells].index)
+
+
 def reader_effects(table, design: Design, readers: Sequence[str], *, reader: str = "model",
                    cluster: str = "example_id", score: str = "correct", seed: int = 0):
     """The main effects of two readers side by side, and how they differ, on the questions
@@ -262,11 +272,7 @@ def reader_effects(table, design: Design, readers: Sequence[str], *, reader: str
         raise ParameterError(f"no rows for reader(s) {missing}; readers in the table: "
                              f"{sorted(table[reader].unique())}")
     cells = len(design.cells)
-    complete = []
-    for r in readers:
-        sub = table[table[reader] == r]
-        per_question = sub.groupby(cluster)["crossing"].apply(lambda c: len({tuple(sorted(x.items())) for x in c}))
-        complete.append(set(per_question[per_question == cells].index))
+    complete = [complete_units(table[table[reader] == r], design, cluster=cluster) for r in readers]
     shared = sorted(complete[0] & complete[1])
     if not shared:
         raise ParameterError(f"no question was answered in all {cells} cells by both {readers[0]} and {readers[1]}")

@@ -45,10 +45,21 @@ def approx_tokens(req: Request) -> int:
     return filler + int(len(text) / 3.5)
 
 
-def chunks(requests: Sequence[Request], chunk_prompts: int) -> list[list[Request]]:
+def chunks(requests: Sequence[Request], chunk_prompts: int, whole_units: bool = False) -> list[list[Request]]:
     """Requests sorted by length and cut into chunks of at most ``chunk_prompts``, so each
-    chunk's batches pad little and a deadline is checked often."""
-    ordered = sorted(requests, key=approx_tokens)
+    chunk's batches pad little and a deadline is checked often.
+
+    ``whole_units``: finish one example (all its conditions) before the next, so a run
+    stopped early leaves complete examples for a clustered analysis, not a thin layer over
+    all of them. Examples with the fewest missing requests come first (then plan order),
+    each sorted by length."""
+    if whole_units:
+        units: dict[str, list[Request]] = {}
+        for r in requests:
+            units.setdefault(r.example_id, []).append(r)
+        ordered = [r for unit in sorted(units.values(), key=len) for r in sorted(unit, key=approx_tokens)]
+    else:
+        ordered = sorted(requests, key=approx_tokens)
     out, current = [], []
     for r in ordered:
         current.append(r)
@@ -115,7 +126,7 @@ def run_blocks(blocks: Sequence[Block], *, model: str, results_dir: str | Path, 
                 if copy_to:
                     copy_flat(store, copy_to)
             else:
-                for part in chunks([block.requests[i] for i in todo], chunk_prompts):
+                for part in chunks([block.requests[i] for i in todo], chunk_prompts, block.whole_units):
                     if deadline_s is not None and time.time() - started > deadline_s:
                         report.stopped_early = f"deadline of {deadline_s:.0f} s reached in block '{block.name}'"
                         log(report.stopped_early)

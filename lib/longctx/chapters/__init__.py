@@ -49,6 +49,7 @@ class Block:
     headline: bool = False
     followup: Callable[[list[dict]], "list[Request] | Block"] | None = field(default=None, repr=False)
     attention: list[dict] | None = field(default=None, repr=False)
+    whole_units: bool = False  # run example by example (see longctx.reproduce.chunks)
     keep_vector: bool = False
 
     @property

@@ -72,4 +72,6 @@ def examples(params: dict) -> list[T.Example]:
 def plan(params: dict) -> list[Block]:
     d = design(params)
     reqs = X.requests(d, examples(params), order=[f.name for f in d.factors])
-    return [Block(f"{len(d.cells)} cells x {params['num_questions']} questions", EXPERIMENT, reqs, True)]
+    # Example by example: effects are clustered by question, so a partial run must hold whole ones.
+    return [Block(f"{len(d.cells)} cells x {params['num_questions']} questions", EXPERIMENT, reqs, True,
+                  whole_units=True)]
