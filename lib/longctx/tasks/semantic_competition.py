@@ -37,7 +37,7 @@ from typing import Iterable, Sequence
 from ..engine import StopRule
 from ..data import package_file
 from ..errors import DataFileError, ParameterError
-from ..metrics import answer_inclusion, normalize_answer, squad_exact_match, squad_f1
+from ..metrics import answer_inclusion, squad_exact_match, squad_f1
 from ..prompts import load_prompt
 from ..store import Request
 
