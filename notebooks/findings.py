@@ -31,6 +31,10 @@
 # * **inconclusive at this n**: our interval includes 0 and the paper's effect (or the paper
 #   gives no size to rule out).
 #
+# Each chapter's headline comparisons are sized so that their interval is at most 10 points
+# on each side (or use the paper's full n); a dagger (†) marks the secondary claims whose
+# interval is still wider, whose verdicts are provisional.
+#
 # Our reader is a 0.5B coder model (Qwen2.5-Coder-0.5B-Instruct), where the papers use 7B
 # to frontier models, and several of our settings are smaller than the papers'; each
 # chapter says how. A verdict is about this reader in this setting, not about the paper.

@@ -182,6 +182,13 @@ def test_every_link_target_is_a_section_of_its_chapter(table):
     assert markdown.count("{ref}`section <") == len(table)
 
 
+def test_intervals_wider_than_the_precision_target_are_marked(table):
+    row = table.iloc[[0]].assign(difference=-20.0, ci_low=-30.04, ci_high=-10.0)  # rounds to 10.0: meets it
+    assert "†" not in findings.as_markdown(row)
+    marked = findings.as_markdown(row.assign(ci_low=-30.2))
+    assert marked.count("†") == 2 and "Wider than ±10 points" in marked
+
+
 def test_cnorm_token_contrast_on_hand_made_rows(tmp_path):
     """The four delimiters with the most prompt tokens against the four with the fewest, per
     example: rows where only the short formats answer give -100 points."""

@@ -516,19 +516,32 @@ VERDICT_MARK = {"reproduced": "✔ reproduced", "opposite direction": "✘ oppos
                 "not reproduced": "✘ not reproduced", "inconclusive at this n": "? inconclusive at this n"}
 
 
+PRECISION_TARGET = 10.0  # points: the book sizes each headline comparison to this 95% half-width
+
+
+def half_width(row) -> float:
+    """The wider side of a row's 95% interval, in points."""
+    return max(row.ci_high - row.difference, row.difference - row.ci_low)
+
+
 def as_markdown(table) -> str:
     """The findings table as MyST Markdown, one table per paper; each row links to the chapter
     section that shows its data (``{ref}`` roles, so a missing section fails the book build).
-    The settings behind each row follow its table as notes."""
+    The settings behind each row follow its table as notes. A dagger marks an interval wider
+    than :data:`PRECISION_TARGET` on a side (a secondary claim not sized for it)."""
     parts = []
     for paper, rows in table.groupby("paper", sort=False):
         lines = [f"**{paper}**", "", "| # | claim | paper | ours [95% CI] | n | p | verdict | data |",
                  "|---|---|---|---|---|---|---|---|"]
         notes = []
         for k, r in enumerate(rows.itertuples(), 1):
-            ours = f"**{r.difference:+.1f}** [{r.ci_low:+.1f}, {r.ci_high:+.1f}]"
+            # Intervals print to 0.1: a half-width that rounds to the target meets it.
+            wide = round(half_width(r), 1) > PRECISION_TARGET
+            ours = f"**{r.difference:+.1f}** [{r.ci_low:+.1f}, {r.ci_high:+.1f}]" + (" †" if wide else "")
             lines.append(f"| {k} | {r.claim} | {r.paper_value} | {ours} | {r.n} | {r.p:.2g} | "
                          f"{VERDICT_MARK[r.verdict]} | {{ref}}`section <{r.label}>` |")
-            notes.append(f"{k}. {r.comparison}: {r.detail}; {r.setting}.")
+            notes.append(f"{k}. {r.comparison}: {r.detail}; {r.setting}."
+                         + (f" † Wider than ±{PRECISION_TARGET:g} points: a secondary claim, not sized for "
+                            "the book's precision target; read its verdict as provisional." if wide else ""))
         parts.append("\n".join(lines) + "\n\n" + "\n".join(notes))
     return "\n\n".join(parts)
