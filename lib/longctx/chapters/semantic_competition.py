@@ -64,7 +64,9 @@ def plan(params: dict, built: dict | None = None) -> list[Block]:
     matched = unique_requests(sc.second_reader_requests(head_reqs, [e.question for e in examples], size))
     keys = {dedupe_key(r) for r in matched}
     rest = [r for r in unique_requests([r for reqs, _, _ in plans.values() for r in reqs]) if dedupe_key(r) not in keys]
-    blocks = [Block(f"matched control, {size} snippets (gold, hard, far)", EXPERIMENT, matched, True)]
+    # Question by question, so a run stopped early leaves whole paired questions.
+    blocks = [Block(f"matched control, {size} snippets (gold, hard, far)", EXPERIMENT, matched, True,
+                    whole_units=True)]
     if rest:
         blocks.append(Block("retention curves, other sizes, snippet length, NQ", EXPERIMENT, rest))
     return blocks
