@@ -24,12 +24,18 @@
 #
 # **The verdict rule.** For a claim whose paper reports an effect in a given direction:
 #
-# * **reproduced**: our 95% interval excludes 0 on the paper's side;
-# * **opposite direction**: our interval excludes 0 on the other side;
-# * **not reproduced**: our interval includes 0 but excludes the paper's reported effect, so
-#   an effect as large as the paper's is ruled out for this reader;
-# * **inconclusive at this n**: our interval includes 0 and the paper's effect (or the paper
-#   gives no size to rule out).
+# * **reproduced**: our 95% interval excludes 0 on the paper's side, and the sign-flip test
+#   agrees (p < 0.05);
+# * **opposite direction**: the same on the other side;
+# * **not reproduced**: no direction called, and our interval excludes the paper's reported
+#   effect, so an effect as large as the paper's is ruled out for this reader;
+# * **inconclusive at this n**: no direction called, and our interval holds the paper's
+#   effect (or the paper gives no size to rule out).
+#
+# Why both the interval and the test: when only a few units change between conditions, the
+# percentile bootstrap can exclude 0 where the exact test cannot. The competition headline
+# is the case in point: 4 of 40 questions changed, all one way, so the interval is
+# [+2.5, +20.0] but p = 2/16 = 0.125.
 #
 # Each chapter's headline comparisons are sized so that their interval is at most 10 points
 # on each side (or use the paper's full n); a dagger (†) marks the secondary claims whose

@@ -18,17 +18,21 @@ def _claim(direction, effect):
     return Claim("x", "p", "kv_retrieval", "kv-headline", "c", "d", "v", direction, effect, "s", lambda d: None)
 
 
-@pytest.mark.parametrize("ci,direction,effect,want", [
-    ((-67.0, -43.0), -1, None, "reproduced"),
-    ((-67.0, -43.0), +1, 10.0, "opposite direction"),
-    ((2.0, 9.0), -1, -8.1, "opposite direction"),
-    ((0.0, 5.8), -1, -8.1, "not reproduced"),  # touches 0, rules out the paper's -8.1
-    ((-16.0, 9.0), +1, 54.4, "not reproduced"),
-    ((-4.2, 33.3), -1, -2.3, "inconclusive at this n"),
-    ((-16.0, 9.0), +1, None, "inconclusive at this n"),  # no size to rule out
+@pytest.mark.parametrize("ci,p,direction,effect,want", [
+    ((-67.0, -43.0), 0.001, -1, None, "reproduced"),
+    ((-67.0, -43.0), 0.001, +1, 10.0, "opposite direction"),
+    ((2.0, 9.0), 0.01, -1, -8.1, "opposite direction"),
+    ((0.0, 5.8), 0.25, -1, -8.1, "not reproduced"),  # touches 0, rules out the paper's -8.1
+    ((-16.0, 9.0), 0.6, +1, 54.4, "not reproduced"),
+    ((-4.2, 33.3), 0.3, -1, -2.3, "inconclusive at this n"),
+    ((-16.0, 9.0), 0.6, +1, None, "inconclusive at this n"),  # no size to rule out
+    # 4 of 40 questions changed, all one way: the bootstrap excludes 0, the exact test
+    # cannot (p = 2/16), so no direction is called; the paper's +4.5 is inside.
+    ((2.5, 20.0), 0.125, +1, 4.5, "inconclusive at this n"),
+    ((2.5, 20.0), 0.125, +1, 30.0, "not reproduced"),
 ])
-def test_verdict_rule(ci, direction, effect, want):
-    est = Estimate(sum(ci) / 2, ci[0], ci[1], 50, 0.5, "")
+def test_verdict_rule(ci, p, direction, effect, want):
+    est = Estimate(sum(ci) / 2, ci[0], ci[1], 50, p, "")
     assert verdict(est, _claim(direction, effect)) == want
 
 

@@ -6,12 +6,17 @@ with a percentile bootstrap interval over the independent units (questions, prob
 key-value examples; rows that share one are resampled together) and a two-sided sign-flip
 p-value on the per-unit differences. The verdict rule (:func:`verdict`):
 
-* **reproduced**: the interval excludes 0 on the side of the paper's effect;
-* **opposite direction**: the interval excludes 0 on the other side;
-* **not reproduced**: the interval includes 0 and excludes the paper's reported effect
+* **reproduced**: the interval excludes 0 on the side of the paper's effect and the
+  sign-flip p is below 0.05;
+* **opposite direction**: the same on the other side;
+* **not reproduced**: otherwise, when the interval excludes the paper's reported effect
   (an effect as large as the paper's is ruled out);
-* **inconclusive at this n**: the interval includes both 0 and the paper's effect (or the
+* **inconclusive at this n**: otherwise (the interval holds the paper's effect, or the
   paper gives no size to rule out).
+
+Why both: when only a few units change between conditions, the percentile bootstrap can
+exclude 0 where the exact test cannot (4 changed questions, all one way: p = 2/16), so a
+direction is called only when the two agree.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from .errors import DataFileError
 
 DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
 VERDICTS = ("reproduced", "opposite direction", "not reproduced", "inconclusive at this n")
+ALPHA = 0.05  # the sign-flip test's level, which must agree with the interval to call a direction
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class Claim:
 def verdict(est: Estimate, claim: Claim) -> str:
     """One of :data:`VERDICTS` by the rule in the module docstring."""
     lo, hi = est.ci_low, est.ci_high
-    if lo > 0 or hi < 0:
+    if (lo > 0 or hi < 0) and est.p < ALPHA:
         return "reproduced" if (lo > 0) == (claim.direction > 0) else "opposite direction"
     if claim.paper_effect is not None and not lo <= claim.paper_effect <= hi:
         return "not reproduced"
