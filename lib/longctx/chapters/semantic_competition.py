@@ -2,7 +2,8 @@
 
 Headline: the matched control at ``matched_size`` snippets on SQuAD with BM25 (gold only,
 hard negatives, far-rank snippets at the same length), whose far-minus-hard difference is
-the paper's central comparison; then the retention curves (hard-negative sweeps per
+the paper's central comparison, on ``headline_questions`` questions (default
+``num_questions``; the book runs more, since few questions change between conditions); then the retention curves (hard-negative sweeps per
 retriever), the control at other sizes and snippet lengths, and the control on NQ-Open.
 
 :func:`build` returns every experiment's requests with the examples behind them and the
@@ -15,6 +16,7 @@ the same headline for any reader.
 
 from __future__ import annotations
 
+from ..errors import ParameterError
 from ..store import Request, dedupe_key, unique_requests
 from ..tasks import semantic_competition as sc
 from . import Block
@@ -27,14 +29,28 @@ HEADLINE = "squad, bm25"
 def build(params: dict, progress: bool = False) -> dict[str, tuple[list[Request], list, list[str]]]:
     """experiment name -> (requests, examples, ids of questions left out), in priority order."""
     squad = sc.load_corpus(params["corpus"]).limit_passages(params["max_passages"] or None)
-    questions = sc.sample_questions(squad, params["num_questions"], params["seed"])
+    num_questions = params["num_questions"]
+    headline_questions = params.get("headline_questions") or num_questions
+    if headline_questions < num_questions:
+        raise ParameterError(f"headline_questions ({headline_questions}) must be at least num_questions "
+                             f"({num_questions}): the retention sweeps run on the first num_questions of them")
+    # The sample is prefix-stable, so the sweep's questions are the first of the headline's.
+    sampled = sc.sample_questions(squad, headline_questions, params["seed"])
+    questions = sampled[:num_questions]
     words = params["snippet_words"]
     index = {r: sc.SnippetIndex(squad, words, r, **({"model": params["dense_model"]} if r == "dense" else {}))
              for r in sorted(set(params["retrievers"]) | {"bm25"})}
-    far_from, seed, keep = params["far_from"], params["seed"], params["keep_hard"]
-    plans = {HEADLINE: sc.experiment_requests(
-        index["bm25"], questions, sc.plan_conditions(params["hard_counts"], [params["matched_size"]], keep),
-        far_from=far_from, seed=seed, progress=progress)}
+    far_from, seed, keep, size = params["far_from"], params["seed"], params["keep_hard"], params["matched_size"]
+    head_reqs, head_examples, head_skipped = sc.experiment_requests(
+        index["bm25"], sampled, sc.plan_conditions(params["hard_counts"], [size], keep),
+        far_from=far_from, seed=seed, progress=progress)
+    if headline_questions > num_questions:
+        # Beyond the first num_questions only the matched control (gold, hard, far) runs: the
+        # headline comparison gets the larger n, the sweeps keep theirs.
+        sweep_ids = {q.question_id for q in questions}
+        matched = {dedupe_key(r) for r in sc.second_reader_requests(head_reqs, sampled, size)}
+        head_reqs = [r for r in head_reqs if r.example_id in sweep_ids or dedupe_key(r) in matched]
+    plans = {HEADLINE: (head_reqs, head_examples, head_skipped)}
     for r in params["retrievers"]:
         if r != "bm25":
             plans[f"squad, {r}"] = sc.experiment_requests(index[r], questions, sc.plan_conditions(params["hard_counts"]),
