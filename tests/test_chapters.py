@@ -18,7 +18,7 @@ MODEL = "qwen2.5-coder-0.5b-instruct"
 SMALL = {"kv_retrieval": {"examples_per_cell": 3}, "multidoc_qa": {"num_questions": 3, "detail_questions": 3},
          "length_alone": {"num_problems": 2,
                           "ruler": {"subtasks": ["qa1", "qa2"], "lengths": [4000], "num_questions": 2}},
-         "semantic_competition": {"num_questions": 3, "compare_questions": 2, "nq_questions": 2, "max_passages": 300},
+         "semantic_competition": {"num_questions": 3, "headline_questions": 4, "compare_questions": 2, "nq_questions": 2, "max_passages": 300},
          # No LLM-tag variant here: its tagger (the 1.5B model at paper scale) would run at plan time.
          "tag_needles": {"num_cases": 3, "lengths": [250, 4000], "variants": ["baseline", "td_tc_spacy"],
                          "query_aware_variants": ["baseline"], "query_aware_lengths": [4000]},

@@ -214,6 +214,20 @@ def test_snippet_index_excludes_gold_and_answer_bearing_snippets():
         index.example(question, max_hard=1, max_far=1, far_from=1.0)
 
 
+def test_question_whose_answer_is_in_most_snippets_is_left_out_not_fatal():
+    """A one-letter answer ("L") is a substring of almost every normalized snippet, so the
+    distractor filter leaves nothing: that question is skipped; a small corpus still raises."""
+    corpus, _ = _toy_corpus()
+    letter = sc.Question("l", "Which class is solved in logarithmic space?", ("L",), "gold")
+    gold = sc.Passage("gold", "The class L is solved in logarithmic space by deterministic machines.")
+    assert sc.gold_snippet(gold.text, ["L"], None, 50)  # the gold snippet is fine; the filter is not
+    corpus = sc.Corpus("toy", (gold, *corpus.passages[1:]), (letter,))
+    index = sc.SnippetIndex(corpus, 50, "bm25")
+    assert index.example(letter, max_hard=4, max_far=5, far_from=0.5) is None
+    examples, skipped = index.examples([letter], max_hard=4, max_far=5)
+    assert examples == [] and skipped == ["l"]
+
+
 def test_contexts_share_gold_position_and_size():
     corpus, question = _toy_corpus()
     ex = sc.SnippetIndex(corpus, 50, "bm25").example(question, max_hard=5, max_far=4, seed=0)

@@ -322,7 +322,10 @@ class SnippetIndex:
     def example(self, question: Question, *, max_hard: int, max_far: int, far_from: float = 0.5,
                 seed: int = 0) -> CompetitionExample | None:
         """Hard and far candidates for one question; ``None`` when its gold snippet cannot
-        be cut (see :func:`gold_snippet`).
+        be cut (see :func:`gold_snippet`), or when too few snippets are left for the
+        conditions because the answer occurs in most of them (a one-letter answer such as
+        "L" is a substring of nearly every normalized snippet). Too few for any other reason
+        (a small corpus) is a :class:`ParameterError`.
 
         Far snippets are a seeded random draw of ``max_far`` from eligible ranks at or beyond
         ``far_from`` x (number eligible), never among the first ``max_hard``; the first k of
@@ -334,11 +337,15 @@ class SnippetIndex:
         gold = gold_snippet(passage.text, question.answers, question.answer_start, self.snippet_words)
         if gold is None:
             return None
-        eligible = [self.snippets[i] for i in self.ranker.ranking(question.question)
-                    if self.snippets[i].passage_id != question.passage_id
-                    and not contains_answer(self.snippets[i].text, question.answers)]
+        others = [self.snippets[i] for i in self.ranker.ranking(question.question)
+                  if self.snippets[i].passage_id != question.passage_id]
+        eligible = [s for s in others if not contains_answer(s.text, question.answers)]
         far_start = max(max_hard, int(far_from * len(eligible)))
         if len(eligible) < max_hard or len(eligible) - far_start < max_far:
+            if len(eligible) < len(others) / 2:
+                # The answer (say the one-letter "L") is a substring of most snippets, so the
+                # distractor filter cannot work for this question: leave it out, not the run.
+                return None
             raise ParameterError(
                 f"{self.corpus.name}: question {question.question_id} has {len(eligible)} eligible snippets, "
                 f"too few for {max_hard} hard and {max_far} far from rank {far_start} on; use a larger corpus"
@@ -353,7 +360,7 @@ class SnippetIndex:
 
     def examples(self, questions: Sequence[Question], *, max_hard: int, max_far: int, far_from: float = 0.5,
                  seed: int = 0, progress: bool = False) -> tuple[list[CompetitionExample], list[str]]:
-        """Examples for every question whose gold snippet can be cut, and the ids left out."""
+        """Examples for every question :meth:`example` can build, and the ids left out."""
         from tqdm import tqdm
 
         out, skipped = [], []
