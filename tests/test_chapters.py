@@ -184,10 +184,10 @@ def test_whole_unit_chunks_finish_one_example_before_the_next():
     assert all(b.whole_units for b in get_chapter("crossing").plan(scale("crossing", "book")))
 
 
-def test_competition_headline_questions_extend_only_the_matched_control():
-    """headline_questions > num_questions: the matched control (gold, hard, far) runs on the
-    larger sample with the same prompts a run at that num_questions makes; the sweeps keep
-    the smaller sample's prompts exactly."""
+def test_competition_headline_questions_extend_only_the_bm25_experiment():
+    """headline_questions > num_questions: the matched control (gold, hard, far) and the BM25
+    retention sweep run on the larger sample with the same prompts a run at that
+    num_questions makes; everything else keeps the smaller sample's prompts exactly."""
     from longctx.store import dedupe_key
 
     chapter = get_chapter("semantic_competition")
@@ -198,7 +198,8 @@ def test_competition_headline_questions_extend_only_the_matched_control():
         return [{dedupe_key(r) for r in b.requests} for b in chapter.plan(params)]
 
     extended, small, large = keys({**base, "headline_questions": 6}), keys(base), keys({**base, "num_questions": 6})
-    assert extended[0] == large[0] and len(extended[0]) > len(small[0]) > 0
-    assert extended[1] == small[1]
+    assert len(extended) == len(small) == 3  # matched control, BM25 sweep, the rest
+    assert extended[:2] == large[:2] and len(extended[0]) > len(small[0]) > 0 and len(extended[1]) > len(small[1]) > 0
+    assert extended[2] == small[2]
     with pytest.raises(ParameterError, match="headline_questions \\(2\\) must be at least num_questions \\(3\\)"):
         chapter.plan({**base, "headline_questions": 2})
