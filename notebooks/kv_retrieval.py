@@ -116,6 +116,9 @@ shown = summarize(kv_table(rows + others), ["model", "num_pairs", "query", "dept
 fig = accuracy_by_position(shown, x="depth", style="query", xlabel="Relative depth of the gold pair",
                            panel_width=3.3, xlim=(-0.05, 1.05))
 plt.show()
+
+# %% tags=["remove-input"]
+# Its own cell: a second output in the figure cell would be labelled as the figure again.
 display(Markdown(f"**Data.** {provenance(kv_table(rows + others), results_path, experiment)}. Greedy decoding, "
                  f"prompts from `lib/longctx/prompts/`, parameters: `{params}`."))
 
