@@ -254,8 +254,11 @@ display(Markdown("```text\n" + far_prompt.prompt[:1400] + "\n...\n```"))
 # tested H with R <= 0.5, otherwise right-censored at the largest tested H.
 
 # %% tags=["hide-input"]
-show(curves.pivot_table(index=["retriever", "num_hard", "questions"], columns="metric",
-                        values=["M", "R", "R_low", "R_high"]).round(3).reset_index())
+show(curves.assign(cell=[f"{m:.3f} / {r:.3f} [{lo:.3f}, {hi:.3f}]" for m, r, lo, hi in
+                         zip(curves["M"], curves["R"], curves["R_low"], curves["R_high"])])
+     .pivot(index=["retriever", "num_hard", "questions"], columns="metric", values="cell").reset_index()
+     .rename(columns={"num_hard": "H"}),
+     notes="Each cell: M(H) / R(H) [95% CI].")
 show(lives.pivot_table(index="retriever", columns="metric", values="K_1/2", aggfunc="first").reset_index())
 display(Markdown("**The paper** (Qwen2.5-1.5B-Instruct, 80-word snippets, not answer-filtered):"))
 show(paper[paper["source"] == "Section 4.1"][["setting", "condition", "metric", "value"]])
