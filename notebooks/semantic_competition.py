@@ -314,9 +314,9 @@ if nq_questions:
 # ## What we found
 #
 # *Numbers below are from the book run (seed 0; default reader on 200 SQuAD v2.0
-# questions for the matched control and the first 40 of them for the retention curves,
-# Qwen2.5-Coder-1.5B-Instruct on the first 24) and are checked against the committed
-# results whenever the book is built.*
+# questions for the matched control and the BM25 curve, the first 40 of them for the
+# dense curve, Qwen2.5-Coder-1.5B-Instruct on the first 24) and are checked against the
+# committed results whenever the book is built.*
 #
 # - **Hard negatives hurt, and far-rank snippets at matched length give part of it
 #   back.** Default reader, n = 200: EM 43.5 (gold only) -> 18.5 (hard) -> 23.5 (far),
