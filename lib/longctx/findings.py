@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -275,6 +276,8 @@ def cnorm_longer_formats(results_dir: Path) -> Estimate:
 # ---------------------------------------------------------------- semantic competition
 
 _SQUAD = {"corpus": "squad-v2-dev", "snippet_words": 50}
+_SC_HARD = {**_SQUAD, "retriever": "bm25", "num_hard": 19, "num_far": 0, "num_snippets": 20}
+_SC_FAR = {**_SQUAD, "retriever": "bm25", "num_hard": 4, "num_far": 15, "num_snippets": 20}
 
 
 def _em(row):
@@ -289,23 +292,28 @@ def _inclusion(row):
     return score(row)["inclusion"]
 
 
-def _sc_headline_rows(results_dir: Path) -> list[dict]:
-    """Rows of the book's headline questions only (``headline_questions`` of the seeded
-    sample): the store can hold more once an extension is under way."""
+@lru_cache(maxsize=1)
+def _sc_headline_ids() -> frozenset[str]:
+    """The book's headline questions (``headline_questions`` of the seeded sample); cached,
+    since three claims ask and each would load the corpus again."""
     from .chapters import scale
     from .tasks import semantic_competition as sc
 
     book = scale("semantic_competition", "book")
     corpus = sc.load_corpus(book["corpus"])
-    keep = {q.question_id for q in sc.sample_questions(corpus, book["headline_questions"], book["seed"])}
+    return frozenset(q.question_id for q in sc.sample_questions(corpus, book["headline_questions"], book["seed"]))
+
+
+def _sc_headline_rows(results_dir: Path) -> list[dict]:
+    """Rows of the book's headline questions only: the store can hold more once an
+    extension is under way."""
+    keep = _sc_headline_ids()
     return [r for r in _rows(results_dir, "semantic_competition") if r["example_id"] in keep]
 
 
 def _far_minus_hard(results_dir: Path, metric) -> Estimate:
     rows = _sc_headline_rows(results_dir)
-    hard = {**_SQUAD, "retriever": "bm25", "num_hard": 19, "num_far": 0, "num_snippets": 20}
-    far = {**_SQUAD, "retriever": "bm25", "num_hard": 4, "num_far": 15, "num_snippets": 20}
-    return paired_estimate(_by_unit(rows, hard, metric), _by_unit(rows, far, metric),
+    return paired_estimate(_by_unit(rows, _SC_HARD, metric), _by_unit(rows, _SC_FAR, metric),
                            side_names=("19 hard", "4 hard + 15 far-rank"))
 
 
@@ -320,8 +328,7 @@ def far_minus_hard_inclusion(results_dir: Path) -> Estimate:
 def hard_minus_gold(results_dir: Path) -> Estimate:
     rows = _sc_headline_rows(results_dir)
     gold = {**_SQUAD, "num_snippets": 1, "num_hard": 0}
-    hard = {**_SQUAD, "retriever": "bm25", "num_hard": 19, "num_far": 0, "num_snippets": 20}
-    return paired_estimate(_by_unit(rows, gold, _em), _by_unit(rows, hard, _em),
+    return paired_estimate(_by_unit(rows, gold, _em), _by_unit(rows, _SC_HARD, _em),
                            side_names=("gold snippet only", "gold + 19 hard"))
 
 
