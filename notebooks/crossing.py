@@ -218,7 +218,7 @@ elif len(shared := X.complete_units(table, design) & X.complete_units(other_tabl
 else:
     both_readers = X.reader_effects(pd.concat([table, other_table], ignore_index=True), design,
                                     [this_reader, other_reader])
-    shared = int(both_readers["questions"].iloc[0])
+    shared_ids, shared = shared, int(both_readers["questions"].iloc[0])
     show(both_readers.assign(ci=[points_ci(e, lo, hi) for e, lo, hi in zip(
         both_readers["estimate"], both_readers["ci_low"], both_readers["ci_high"])])
          .pivot(index="factor", columns="reader", values="ci")[[this_reader, other_reader, "difference"]]
@@ -300,15 +300,32 @@ print(f"quoted numbers checked: {checked}")
 #
 # For a practitioner with this reader: put the answer-bearing document first and prefer
 # less similar distractors; reformatting, tagging or padding the context are not worth
-# it. Whether the ranking holds for a larger reader is still open: the book's 768 prompts
-# took the 0.5B reader 1.6 hours on this 2-core CPU and take the 1.5B reader, through
-# llama.cpp, about 21 seconds each, some 4.5 hours (minutes on a GPU). That run is in
-# progress, one question (32 prompts) at a time, and resumes where it stopped; once 8
-# questions are complete, {ref}`crossing-readers` shows both readers and their difference:
+# it.
+#
+# **Does the ranking hold for a larger reader?** The book's 768 prompts took the 0.5B
+# reader 1.6 hours on this 2-core CPU; the 1.5B reader, through llama.cpp, takes about 21
+# seconds a prompt, some 4.5 hours (minutes on a GPU). Its run stores one question (32
+# prompts) at a time and resumes where it stopped:
 #
 # ```bash
 # longctx reproduce --chapters crossing --scale book --model qwen2.5-coder-1.5b-instruct --backend llamacpp
 # ```
 #
+# Where it stands in this build, computed from the stored rows ({ref}`crossing-readers`
+# has the table and the figure):
+
+# %% tags=["hide-input"]
+if both_readers is None:
+    display(Markdown(f"Not compared yet: `{other_reader}` has answered too few questions in every cell "
+                     f"(the comparison waits for {MIN_SHARED})."))
+else:
+    display(Markdown(f"On the {shared} questions both readers answered in all {len(design.cells)} cells "
+                     f"({len(other_table)} stored `{other_reader}` rows so far), accuracy over all cells is "
+                     f"{100 * table[table['example_id'].isin(shared_ids)]['correct'].mean():.1f}% for `{this_reader}` "
+                     f"and {100 * other_table[other_table['example_id'].isin(shared_ids)]['correct'].mean():.1f}% "
+                     f"for `{other_reader}`.\n\n"
+                     + X.describe_reader_comparison(both_readers, [this_reader, other_reader])))
+
+# %% [markdown]
 # The paper scale (20 documents, 8,000 filler tokens, all 64 cells, 200 questions) needs a
 # GPU: `--scale paper`.

@@ -139,3 +139,28 @@ def test_complete_units_are_the_questions_with_a_row_in_every_cell():
     table = pd.DataFrame(rows)
     assert X.complete_units(table, design) == {"q1", "q2"}
     assert X.complete_units(table.iloc[:0], design) == set()
+
+
+def test_describe_reader_comparison_states_effects_differences_and_width():
+    both = pd.DataFrame([
+        # Reader A: position hurts, clearly. Reader B: position and tags both hold zero.
+        {"factor": "position", "reader": "A", "estimate": -14.0, "ci_low": -22.0, "ci_high": -6.0, "p": 0.001},
+        {"factor": "tags", "reader": "A", "estimate": 2.0, "ci_low": -5.0, "ci_high": 9.0, "p": 0.6},
+        {"factor": "position", "reader": "B", "estimate": -3.0, "ci_low": -12.0, "ci_high": 6.0, "p": 0.5},
+        {"factor": "tags", "reader": "B", "estimate": 5.0, "ci_low": -4.0, "ci_high": 14.0, "p": 0.3},
+        {"factor": "position", "reader": "difference", "estimate": 11.0, "ci_low": 1.0, "ci_high": 23.0, "p": 0.03},
+        {"factor": "tags", "reader": "difference", "estimate": 3.0, "ci_low": -8.0, "ci_high": 14.0, "p": 0.6},
+    ]).assign(questions=9)
+    text = X.describe_reader_comparison(both, ["A", "B"])
+    assert "**A**: the largest main effect is position, -14.0 (95% CI -22.0 to -6.0) points." in text
+    assert "**B**: the largest main effect is tags, +5.0 (95% CI -4.0 to +14.0) points, an interval that holds zero." in text
+    assert "the readers differ on position, +11.0 (95% CI +1.0 to +23.0) points, p=0.030." in text
+    assert "tags, +3.0" not in text  # its difference holds zero
+    assert "n = 9 questions is a demo" in text and "±11.0 points" in text  # (23 - 1) / 2
+    # A difference interval that excludes zero but whose sign-flip p does not agree is not a difference.
+    disagree = both.assign(p=both["p"].where(both["reader"] != "difference", 0.08))
+    assert "no factor's difference excludes zero" in X.describe_reader_comparison(disagree, ["A", "B"])
+    narrow = both.assign(ci_low=both["estimate"] - 4, ci_high=both["estimate"] + 4)
+    assert "Every difference interval is within ±4.0 points (n = 9 questions)." in X.describe_reader_comparison(narrow, ["A", "B"])
+    with pytest.raises(ParameterError, match="no rows for \\['difference'\\]"):
+        X.describe_reader_comparison(both[both["reader"] != "difference"], ["A", "B"])

@@ -291,3 +291,47 @@ def reader_effects(table, design: Design, readers: Sequence[str], *, reader: str
                      "ci_low": 100 * lo, "ci_high": 100 * hi, "p": sign_flip_test(diff, seed=seed),
                      "questions": len(shared)})
     return pd.DataFrame(rows)
+
+
+def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 10.0) -> str:
+    """Plain-language summary (Markdown bullets) of :func:`reader_effects`' output, so the
+    chapter's text about two readers is computed from the rows it describes.
+
+    It names each reader's largest main effect, the factors on which the readers' paired
+    difference excludes zero (95% bootstrap interval and sign-flip p < 0.05 must agree),
+    and, when the widest difference interval is wider than ±``margin`` points, says that
+    this n is a demo for differences smaller than that width.
+    """
+    if len(readers) != 2:
+        raise ParameterError(f"describe_reader_comparison compares two readers, got {list(readers)}")
+    missing = [r for r in [*readers, "difference"] if not (both["reader"] == r).any()]
+    if missing:
+        raise ParameterError(f"no rows for {missing} in the reader comparison; pass reader_effects' output")
+    n = int(both["questions"].iloc[0])
+
+    def ci(row) -> str:
+        return f"{row.estimate:+.1f} (95% CI {row.ci_low:+.1f} to {row.ci_high:+.1f})"
+
+    lines = []
+    for r in readers:
+        sub = both[both["reader"] == r]
+        top = sub.loc[sub["estimate"].abs().idxmax()]
+        excludes = top.ci_low > 0 or top.ci_high < 0
+        lines.append(f"* **{r}**: the largest main effect is {top.factor}, {ci(top)} points"
+                     f"{'' if excludes else ', an interval that holds zero'}.")
+    diff = both[both["reader"] == "difference"]
+    decided = diff[((diff["ci_low"] > 0) | (diff["ci_high"] < 0)) & (diff["p"] < 0.05)]
+    if decided.empty:
+        lines.append(f"* **Difference ({readers[1]} minus {readers[0]})**: no factor's difference excludes zero.")
+    else:
+        lines.append(f"* **Difference ({readers[1]} minus {readers[0]})**: the readers differ on "
+                     + "; ".join(f"{row.factor}, {ci(row)} points, p={row.p:.3f}" for row in decided.itertuples())
+                     + ".")
+    widest = float(((diff["ci_high"] - diff["ci_low"]) / 2).max())
+    if widest > margin:
+        lines.append(f"* **n = {n} questions is a demo for the differences.** The widest difference interval is "
+                     f"±{widest:.1f} points, wider than ±{margin:g}; a difference smaller than that is not "
+                     "resolved at this n, and more questions narrow it.")
+    else:
+        lines.append(f"* Every difference interval is within ±{widest:.1f} points (n = {n} questions).")
+    return "\n".join(lines)
