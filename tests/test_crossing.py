@@ -159,7 +159,10 @@ def test_describe_reader_comparison_states_effects_differences_and_width():
     assert "n = 9 questions is a demo" in text and "±11.0 points" in text  # (23 - 1) / 2
     # A difference interval that excludes zero but whose sign-flip p does not agree is not a difference.
     disagree = both.assign(p=both["p"].where(both["reader"] != "difference", 0.08))
-    assert "no factor's difference excludes zero" in X.describe_reader_comparison(disagree, ["A", "B"])
+    text = X.describe_reader_comparison(disagree, ["A", "B"])
+    assert "no factor's difference is decided" in text
+    assert "Undecided: position's interval, +11.0 (95% CI +1.0 to +23.0) points, excludes zero but its sign-flip p=0.080" in text
+    assert "Undecided" not in X.describe_reader_comparison(both, ["A", "B"])
     narrow = both.assign(ci_low=both["estimate"] - 4, ci_high=both["estimate"] + 4)
     assert "Every difference interval is within ±4.0 points (n = 9 questions)." in X.describe_reader_comparison(narrow, ["A", "B"])
     with pytest.raises(ParameterError, match="no rows for \\['difference'\\]"):

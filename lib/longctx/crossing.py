@@ -321,12 +321,18 @@ def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 
                      f"{'' if excludes else ', an interval that holds zero'}.")
     diff = both[both["reader"] == "difference"]
     decided = diff[((diff["ci_low"] > 0) | (diff["ci_high"] < 0)) & (diff["p"] < 0.05)]
+    split = diff[((diff["ci_low"] > 0) | (diff["ci_high"] < 0)) & (diff["p"] >= 0.05)]
     if decided.empty:
-        lines.append(f"* **Difference ({readers[1]} minus {readers[0]})**: no factor's difference excludes zero.")
+        lines.append(f"* **Difference ({readers[1]} minus {readers[0]})**: no factor's difference is decided "
+                     "(its interval must exclude zero and its sign-flip p be below 0.05).")
     else:
         lines.append(f"* **Difference ({readers[1]} minus {readers[0]})**: the readers differ on "
                      + "; ".join(f"{row.factor}, {ci(row)} points, p={row.p:.3f}" for row in decided.itertuples())
                      + ".")
+    if not split.empty:
+        lines.append("* Undecided: " + "; ".join(
+            f"{row.factor}'s interval, {ci(row)} points, excludes zero but its sign-flip p={row.p:.3f} does not agree"
+            for row in split.itertuples()) + ".")
     widest = float(((diff["ci_high"] - diff["ci_low"]) / 2).max())
     if widest > margin:
         lines.append(f"* **n = {n} questions is a demo for the differences.** The widest difference interval is "
