@@ -298,10 +298,13 @@ def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 
     chapter's text about two readers is computed from the rows it describes.
 
     It names each reader's largest main effect, the factors on which the readers' paired
-    difference excludes zero (95% bootstrap interval and sign-flip p < 0.05 must agree),
+    difference excludes zero (95% bootstrap interval and sign-flip p must agree: the findings
+    page's rule, :data:`longctx.findings.ALPHA`),
     and, when the widest difference interval is wider than ±``margin`` points, says that
     this n is a demo for differences smaller than that width.
     """
+    from .findings import ALPHA
+
     if len(readers) != 2:
         raise ParameterError(f"describe_reader_comparison compares two readers, got {list(readers)}")
     missing = [r for r in [*readers, "difference"] if not (both["reader"] == r).any()]
@@ -320,11 +323,11 @@ def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 
         lines.append(f"* **{r}**: the largest main effect is {top.factor}, {ci(top)} points"
                      f"{'' if excludes else ', an interval that holds zero'}.")
     diff = both[both["reader"] == "difference"]
-    decided = diff[((diff["ci_low"] > 0) | (diff["ci_high"] < 0)) & (diff["p"] < 0.05)]
-    split = diff[((diff["ci_low"] > 0) | (diff["ci_high"] < 0)) & (diff["p"] >= 0.05)]
+    excludes_zero = (diff["ci_low"] > 0) | (diff["ci_high"] < 0)
+    decided, split = diff[excludes_zero & (diff["p"] < ALPHA)], diff[excludes_zero & (diff["p"] >= ALPHA)]
     if decided.empty:
         lines.append(f"* **Difference ({readers[1]} minus {readers[0]})**: no factor's difference is decided "
-                     "(its interval must exclude zero and its sign-flip p be below 0.05).")
+                     f"(its interval must exclude zero and its sign-flip p be below {ALPHA:g}).")
     else:
         lines.append(f"* **Difference ({readers[1]} minus {readers[0]})**: the readers differ on "
                      + "; ".join(f"{row.factor}, {ci(row)} points, p={row.p:.3f}" for row in decided.itertuples())
