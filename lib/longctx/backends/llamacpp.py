@@ -32,7 +32,8 @@ from ..models import ALIASES, PromptReader, alias_gguf_path, chat_mode, load_tok
 from . import BackendSpec
 from ._common import decode, prepare
 
-INSTALL = 'pip install "llama-cpp-python[server]==0.3.36"  (compiles llama.cpp: about 3-15 minutes)'
+INSTALL = ("scripts/install_llamacpp.sh .venv/bin/pip  (compiles llama.cpp without its AMX kernels, which "
+           "crash in VMs: about 4 minutes; or pip install \"llama-cpp-python[server]==0.3.36\")")
 DEFAULT_WINDOW = 32768  # KV cache allocated up front: cap it unless the caller asks for more
 
 
