@@ -107,6 +107,52 @@ def _reproduce(args) -> int:
     return 0 if args.dry_run or not report.missing else 3
 
 
+def _replay(args) -> int:
+    import json
+
+    from .backends import load_backend, spec
+    from .errors import DataFileError
+    from .models import resolve_model
+    from .replay import machine, reader_of, replay, sample_rows
+    from .store import ResultsStore
+    from .tasks import get_task
+
+    path = Path(args.results)
+    if not path.is_file():
+        raise DataFileError(f"{path} is not a results file (data/results/<model>/<experiment>/generations.jsonl)")
+    rows = ResultsStore(path.parents[2], path.parent.parent.name, path.parent.name).rows()
+    sample = sample_rows(rows, args.n, args.seed)
+    model, backend = reader_of(sample)
+    if resolve_model(model).fingerprint != sample[0]["model_fingerprint"]:
+        raise DataFileError(f"'{model}' here is not the weights that wrote {path} "
+                            f"({sample[0]['model_fingerprint']}); replaying would compare two models")
+    # hf rows replay in the dtype they were made in unless asked otherwise (auto picks per machine).
+    stored_dtype = sample[0]["params"].get("dtype") if backend == "hf" else None
+    dtype = stored_dtype if args.dtype == "auto" and stored_dtype else args.dtype
+    lm = load_backend(model, spec(backend, args.url), device=args.device, dtype=dtype, progress=print)
+    result = replay(sample, lm, batch_size=args.batch_size)
+    task = get_task(sample[0]["task"])
+    scorer = getattr(task, "score", None)
+    summary = result.summary(scorer) if scorer and isinstance(scorer(sample[0]), (int, float)) else {
+        "n": len(sample), "identical": 1 - len(result.changed()) / len(sample)}
+    print(f"{path}: {len(sample)} of {len(rows)} rows replayed with {model} ({backend}) on {machine()['cpu']}: "
+          f"{summary['identical']:.1%} identical outputs"
+          + (f"; accuracy stored {summary['accuracy_stored']:.1%}, replayed {summary['accuracy_replayed']:.1%}"
+             if "accuracy_stored" in summary else ""))
+    for a, b in result.changed():
+        print(f"  {a['example_id']}: stored {a['output'][:70]!r}\n  {'':{len(a['example_id'])}}  here   {b['output'][:70]!r}")
+    if args.json:
+        report = {"results": str(path), "rows_stored": len(rows), "seed": args.seed, "model": model, "backend": backend,
+                  "machine": machine(), "run_params": result.run_params, "summary": summary,
+                  "rows": [{"key": a["key"], "example_id": a["example_id"], "condition": a["condition"],
+                            "stored": a["output"], "replayed": b["output"], "identical": a["output"] == b["output"],
+                            "seconds_per_prompt": b["seconds_per_prompt"]}
+                           for a, b in zip(result.stored, result.replayed)]}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    return 0
+
+
 def _backend_arguments(parser) -> None:
     parser.add_argument("--backend", default="hf", help="hf (transformers), llamacpp (GGUF in process) or openai "
                                                         "(an OpenAI-compatible server at --url)")
@@ -150,10 +196,21 @@ def main(argv: list[str] | None = None) -> int:
     _backend_arguments(rep)
     rep.add_argument("--results-dir", default=None)
     rep.add_argument("--dry-run", action="store_true", help="count stored and missing rows; generate nothing")
+    rp = sub.add_parser("replay", help="answer a seeded sample of stored rows again on this machine and compare")
+    rp.add_argument("results", help="a results file, data/results/<model>/<experiment>/generations.jsonl")
+    rp.add_argument("--n", type=int, default=16, help="rows to replay")
+    rp.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    rp.add_argument("--json", default=None, help="write the report (every replayed answer) here")
+    rp.add_argument("--batch-size", type=int, default=8)
+    rp.add_argument("--url", default=None, help="server URL, for rows of the openai backend")
+    rp.add_argument("--device", default="auto", help="hf only: auto, cpu or cuda[:N]")
+    rp.add_argument("--dtype", default="auto", help="hf only: bfloat16, float16 or float32 (default: the rows' own)")
     args = parser.parse_args(argv)
     try:
         if args.command == "reproduce":
             return _reproduce(args)
+        if args.command == "replay":
+            return _replay(args)
         if args.command == "models":
             from .models import describe_aliases
 

@@ -1,0 +1,101 @@
+"""Does this machine give the committed answers? Regenerate a seeded sample of stored rows.
+
+Committed rows come from several machines (a lent H100, an AMD EPYC CPU, an Intel Xeon),
+and one greedy decoding can round differently on another CPU, GPU or build of llama.cpp, so
+an answer can change. Before a run adds rows to a results file from a new machine, replay a
+sample of the rows already there with the same model, backend, rendered prompt, token budget
+and stop rule, and count the answers that come back byte for byte and those that score the
+same (:func:`longctx.results.backend_agreement`).
+
+    longctx replay data/results/qwen2.5-coder-1.5b-instruct--llamacpp/crossing/generations.jsonl \\
+        --n 16 --json data/bench/replay-crossing-1.5b.json
+"""
+
+from __future__ import annotations
+
+import platform
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .engine import StopRule
+from .errors import DataFileError, ParameterError
+from .results import row_backend
+
+
+def sample_rows(rows: Sequence[dict], n: int, seed: int = 0) -> list[dict]:
+    """``n`` rows drawn without replacement by a seeded ``random.Random`` (all of them when
+    there are fewer), in the order they were stored, so one seed names one sample."""
+    if n < 1:
+        raise ParameterError(f"n must be at least 1, not {n}")
+    if not rows:
+        raise DataFileError("no stored rows to replay")
+    chosen = sorted(random.Random(seed).sample(range(len(rows)), min(n, len(rows))))
+    return [rows[i] for i in chosen]
+
+
+def reader_of(rows: Sequence[dict]) -> tuple[str, str]:
+    """The (model, backend) that wrote ``rows``; rows of two readers cannot be replayed as one."""
+    readers = {(r["model"], row_backend(r)) for r in rows}
+    if len(readers) != 1:
+        raise DataFileError(f"rows of {len(readers)} readers ({sorted(readers)}); replay one results file at a time")
+    return next(iter(readers))
+
+
+def stop_rule(row: dict) -> StopRule:
+    """The stop rule a row was generated with (stored as a dict in its parameters)."""
+    stop = dict(row["params"]["stop"])
+    stop["echoes"] = tuple(stop.get("echoes") or ())
+    return StopRule(**stop)
+
+
+@dataclass
+class Replay:
+    """Stored rows beside the same requests answered again here."""
+
+    stored: list[dict]
+    replayed: list[dict]
+    run_params: dict = field(default_factory=dict)
+
+    def changed(self) -> list[tuple[dict, dict]]:
+        return [(a, b) for a, b in zip(self.stored, self.replayed) if a["output"] != b["output"]]
+
+    def summary(self, score: Callable[[dict], float]) -> dict:
+        from .results import backend_agreement
+
+        return backend_agreement(self.stored, self.replayed, score, names=("stored", "replayed"))
+
+
+def replay(rows: Sequence[dict], lm, *, batch_size: int = 8, progress: bool = True) -> Replay:
+    """Answer each stored row's rendered prompt again with ``lm`` (a backend of
+    :mod:`longctx.backends` for the rows' model), with the row's token budget and stop rule.
+    The replayed rows are the stored ones with the new output, token counts and timings."""
+    if not rows:
+        raise DataFileError("no stored rows to replay")
+    reader_of(rows)
+    by_budget: dict[int, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_budget.setdefault(row["params"]["max_new_tokens"], []).append(i)
+    out: list[dict | None] = [None] * len(rows)
+    for budget, idxs in by_budget.items():
+        gens = lm.generate([rows[i]["prompt"] for i in idxs], max_new_tokens=budget,
+                           stop_rules=[stop_rule(rows[i]) for i in idxs], batch_size=batch_size, progress=progress,
+                           desc=f"replaying {len(idxs)} rows")
+        for i, g in zip(idxs, gens):
+            out[i] = {**rows[i], "output": g.text, "raw_output": g.raw_text, "prompt_tokens": g.prompt_tokens,
+                      "new_tokens": g.new_tokens, "stop_reason": g.stop_reason,
+                      "seconds_per_prompt": round(g.batch_seconds / g.batch_size, 4)}
+    return Replay(list(rows), out, lm.run_params())  # type: ignore[arg-type]
+
+
+def machine() -> dict:
+    """What this machine is, for the report: the CPU model is what differs between our hosts."""
+    cpu = platform.processor()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {"cpu": cpu, "machine": platform.machine(), "python": platform.python_version()}

@@ -1,0 +1,96 @@
+"""Replaying stored rows on this machine: the seeded sample, the settings each row is
+answered again with, the comparison, and the command."""
+
+import json
+
+import pytest
+
+from longctx.cli import main
+from longctx.engine import Generation, StopRule
+from longctx.errors import DataFileError, ParameterError
+from longctx.replay import replay, sample_rows, stop_rule
+from longctx.store import Request, ResultsStore, run_requests
+
+
+def _row(i, *, output="Paris", budget=16, model="m", backend="llamacpp", stop=None):
+    return {"key": f"k{i}", "model": model, "model_fingerprint": "fp", "backend": backend, "task": "multidoc_qa",
+            "condition": {"gold_index": i}, "example_id": f"q{i}", "gold": ["Paris"], "prompt": f"prompt {i}",
+            "output": output, "params": {"max_new_tokens": budget,
+                                         "stop": stop or {"newline": True, "answer_pattern": None, "echoes": []}}}
+
+
+class EchoReader:
+    """Answers 'Paris' except to the prompts it is told to get wrong; records every call."""
+
+    backend = "llamacpp"
+
+    def __init__(self, wrong=()):
+        self.wrong, self.calls = set(wrong), []
+
+    def generate(self, prompts, *, max_new_tokens, stop_rules, batch_size, progress, desc):
+        self.calls.append((list(prompts), max_new_tokens, list(stop_rules)))
+        return [Generation("Lyon" if p in self.wrong else "Paris", "raw", 10, 2, True, 0.5, 1) for p in prompts]
+
+    def run_params(self):
+        return {"backend": "llamacpp", "threads": 2}
+
+
+def test_sample_is_seeded_in_stored_order_and_capped():
+    rows = [_row(i) for i in range(50)]
+    first, again = sample_rows(rows, 8, seed=3), sample_rows(rows, 8, seed=3)
+    assert first == again and len(first) == 8
+    assert [r["key"] for r in first] == sorted((r["key"] for r in first), key=lambda k: int(k[1:]))
+    assert sample_rows(rows, 8, seed=4) != first
+    assert len(sample_rows(rows[:5], 8)) == 5
+    with pytest.raises(ParameterError):
+        sample_rows(rows, 0)
+    with pytest.raises(DataFileError):
+        sample_rows([], 3)
+
+
+def test_stop_rule_is_rebuilt_from_the_row():
+    rule = stop_rule(_row(0, stop={"newline": False, "answer_pattern": "[0-9a-f-]{36}", "echoes": ["abc"]}))
+    assert rule == StopRule(newline=False, answer_pattern="[0-9a-f-]{36}", echoes=("abc",))
+
+
+def test_replay_answers_each_prompt_with_its_own_budget_and_reports_changes():
+    rows = [_row(0), _row(1, budget=32), _row(2), _row(3, output="Lyon")]
+    reader = EchoReader(wrong={"prompt 2"})
+    result = replay(rows, reader)
+    # one call per token budget, each with the rows' own prompts and stop rules
+    assert sorted((c[1], c[0]) for c in reader.calls) == [(16, ["prompt 0", "prompt 2", "prompt 3"]), (32, ["prompt 1"])]
+    assert all(isinstance(r, StopRule) for c in reader.calls for r in c[2])
+    assert [r["output"] for r in result.replayed] == ["Paris", "Paris", "Lyon", "Paris"]
+    assert [(a["key"], b["output"]) for a, b in result.changed()] == [("k2", "Lyon"), ("k3", "Paris")]
+    summary = result.summary(lambda r: float(r["output"] == "Paris"))
+    assert summary["n"] == 4 and summary["identical"] == 0.5
+    assert summary["accuracy_stored"] == 0.75 and summary["accuracy_replayed"] == 0.75
+    assert result.run_params == {"backend": "llamacpp", "threads": 2}
+
+
+def test_rows_of_two_readers_are_refused():
+    with pytest.raises(DataFileError, match="2 readers"):
+        replay([_row(0), _row(1, model="other")], EchoReader())
+
+
+def test_missing_results_file_is_a_one_line_error(tmp_path, capsys):
+    assert main(["replay", str(tmp_path / "generations.jsonl")]) == 2
+    assert "is not a results file" in capsys.readouterr().err
+
+
+@pytest.mark.model
+def test_replay_on_the_machine_that_made_the_rows_finds_every_answer_again(tmp_path):
+    """hf on CPU in float32 is deterministic, so rows made here come back byte for byte."""
+    from longctx.backends import load_backend
+
+    model = "smollm2-135m-instruct"
+    store = ResultsStore(tmp_path, model, "toy")
+    requests = [Request("multidoc_qa", f"q{i}", f"What is the capital of {c}? Answer in one word.", (a,),
+                        condition={"i": i}, max_new_tokens=8)
+                for i, (c, a) in enumerate([("France", "Paris"), ("Italy", "Rome"), ("Spain", "Madrid")])]
+    run_requests(requests, store, model=model, lm=load_backend(model, device="cpu", dtype="float32"), progress=False)
+    report = tmp_path / "replay.json"
+    assert main(["replay", str(store.path), "--n", "2", "--json", str(report), "--device", "cpu"]) == 0
+    data = json.loads(report.read_text())
+    assert data["rows_stored"] == 3 and data["summary"]["n"] == 2 and data["summary"]["identical"] == 1.0
+    assert all(r["identical"] for r in data["rows"]) and data["run_params"]["dtype"] == "float32"
