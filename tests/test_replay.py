@@ -93,4 +93,6 @@ def test_replay_on_the_machine_that_made_the_rows_finds_every_answer_again(tmp_p
     assert main(["replay", str(store.path), "--n", "2", "--json", str(report), "--device", "cpu"]) == 0
     data = json.loads(report.read_text())
     assert data["rows_stored"] == 3 and data["summary"]["n"] == 2 and data["summary"]["identical"] == 1.0
+    # rows made before a date only: none here, which is a one-line error
+    assert main(["replay", str(store.path), "--created-before", "2000-01-01"]) == 2
     assert all(r["identical"] for r in data["rows"]) and data["run_params"]["dtype"] == "float32"

@@ -121,6 +121,10 @@ def _replay(args) -> int:
     if not path.is_file():
         raise DataFileError(f"{path} is not a results file (data/results/<model>/<experiment>/generations.jsonl)")
     rows = ResultsStore(path.parents[2], path.parent.parent.name, path.parent.name).rows()
+    if args.created_before:  # e.g. only the rows another machine made, before this one joined
+        rows = [r for r in rows if r.get("created", "") < args.created_before]
+        if not rows:
+            raise DataFileError(f"no row of {path} was created before {args.created_before}")
     sample = sample_rows(rows, args.n, args.seed)
     model, backend = reader_of(sample)
     if resolve_model(model).fingerprint != sample[0]["model_fingerprint"]:
@@ -142,7 +146,7 @@ def _replay(args) -> int:
     for a, b in result.changed():
         print(f"  {a['example_id']}: stored {a['output'][:70]!r}\n  {'':{len(a['example_id'])}}  here   {b['output'][:70]!r}")
     if args.json:
-        report = {"results": str(path), "rows_stored": len(rows), "seed": args.seed, "model": model, "backend": backend,
+        report = {"results": str(path), "rows_stored": len(rows), "created_before": args.created_before, "seed": args.seed, "model": model, "backend": backend,
                   "machine": machine(), "run_params": result.run_params, "summary": summary,
                   "rows": [{"key": a["key"], "example_id": a["example_id"], "condition": a["condition"],
                             "stored": a["output"], "replayed": b["output"], "identical": a["output"] == b["output"],
@@ -201,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--n", type=int, default=16, help="rows to replay")
     rp.add_argument("--seed", type=int, default=0, help="seed of the sample")
     rp.add_argument("--json", default=None, help="write the report (every replayed answer) here")
+    rp.add_argument("--created-before", default=None, metavar="DATE",
+                    help="sample only rows created before this ISO date (e.g. 2026-11-25: another machine's rows)")
     rp.add_argument("--batch-size", type=int, default=8)
     rp.add_argument("--url", default=None, help="server URL, for rows of the openai backend")
     rp.add_argument("--device", default="auto", help="hf only: auto, cpu or cuda[:N]")
