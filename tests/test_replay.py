@@ -96,3 +96,21 @@ def test_replay_on_the_machine_that_made_the_rows_finds_every_answer_again(tmp_p
     # rows made before a date only: none here, which is a one-line error
     assert main(["replay", str(store.path), "--created-before", "2000-01-01"]) == 2
     assert all(r["identical"] for r in data["rows"]) and data["run_params"]["dtype"] == "float32"
+
+
+def test_report_text_counts_identical_answers_and_names_the_changed_ones(tmp_path):
+    from longctx.replay import describe_report, replay_summary
+
+    report = {"rows_stored": 648, "created_before": "2026-11-25", "model": "m", "backend": "llamacpp",
+              "machine": {"cpu": "Some CPU"}, "summary": {"accuracy_stored": 0.75, "accuracy_replayed": 0.5},
+              "rows": [{"example_id": "q1", "identical": True, "stored": "Paris", "replayed": "Paris"},
+                       {"example_id": "q2", "identical": False, "stored": "Paris", "replayed": "Lyon"}]}
+    text = describe_report(report)
+    assert text.startswith("1 of 2 replayed answers came back byte for byte on Some CPU")
+    assert "648 rows made before 2026-11-25" in text and "75.0% as stored, 50.0% replayed" in text
+    assert 'q2: "Paris" became "Lyon"' in text and "q1" not in text
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report))
+    assert replay_summary(path) == text
+    with pytest.raises(DataFileError, match="longctx replay"):
+        replay_summary(tmp_path / "none.json")

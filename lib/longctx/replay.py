@@ -99,3 +99,33 @@ def machine() -> dict:
                 cpu = line.split(":", 1)[1].strip()
                 break
     return {"cpu": cpu, "machine": platform.machine(), "python": platform.python_version()}
+
+
+def describe_report(report: dict) -> str:
+    """One paragraph (Markdown) on a ``longctx replay --json`` report: how many answers came
+    back byte for byte, on which machine, the accuracy both ways, and each changed answer."""
+    s, rows = report["summary"], report["rows"]
+    same = sum(r["identical"] for r in rows)
+    text = (f"{same} of {len(rows)} replayed answers came back byte for byte on {report['machine']['cpu']} "
+            f"(`{report['backend']}`, {report['model']}; seeded sample of {report['rows_stored']} rows"
+            + (f" made before {report['created_before']}" if report.get("created_before") else "") + ").")
+    if "accuracy_stored" in s:
+        text += (f" Accuracy on the sample: {100 * s['accuracy_stored']:.1f}% as stored, "
+                 f"{100 * s['accuracy_replayed']:.1f}% replayed.")
+    changed = [r for r in rows if not r["identical"]]
+    if changed:
+        text += " Changed: " + "; ".join(f"{r['example_id']}: \"{r['stored'][:60]}\" became \"{r['replayed'][:60]}\""
+                                         for r in changed) + "."
+    return text
+
+
+def replay_summary(path) -> str:
+    """:func:`describe_report` of a committed report file (relative paths from the repository root)."""
+    import json
+
+    from .paths import resolve
+
+    file = resolve(path)
+    if not file.exists():
+        raise DataFileError(f"{file} is missing; make it with `longctx replay <results file> --json {path}`")
+    return describe_report(json.loads(file.read_text(encoding="utf-8")))
