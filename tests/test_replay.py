@@ -66,6 +66,19 @@ def test_replay_answers_each_prompt_with_its_own_budget_and_reports_changes():
     assert summary["n"] == 4 and summary["identical"] == 0.5
     assert summary["accuracy_stored"] == 0.75 and summary["accuracy_replayed"] == 0.75
     assert result.run_params == {"backend": "llamacpp", "threads": 2}
+    assert result.summary(None) == {"n": 4, "identical": 0.5}
+    report = result.report(None, seed=3)
+    assert report["seed"] == 3 and report["model"] == "m" and report["backend"] == "llamacpp"
+    assert [r["identical"] for r in report["rows"]] == [True, True, False, False]
+
+
+def test_row_scorer_is_the_tasks_own_or_none():
+    from longctx.replay import row_scorer
+    from longctx.tasks import multidoc_qa
+
+    assert row_scorer("multidoc_qa", _row(0)) is multidoc_qa.score
+    competition = {**_row(0), "task": "semantic_competition", "gold": ["Paris"]}
+    assert row_scorer("semantic_competition", competition) is None  # EM, F1 and inclusion at once
 
 
 def test_rows_of_two_readers_are_refused():
@@ -93,9 +106,9 @@ def test_replay_on_the_machine_that_made_the_rows_finds_every_answer_again(tmp_p
     assert main(["replay", str(store.path), "--n", "2", "--json", str(report), "--device", "cpu"]) == 0
     data = json.loads(report.read_text())
     assert data["rows_stored"] == 3 and data["summary"]["n"] == 2 and data["summary"]["identical"] == 1.0
+    assert all(r["identical"] for r in data["rows"]) and data["run_params"]["dtype"] == "float32"
     # rows made before a date only: none here, which is a one-line error
     assert main(["replay", str(store.path), "--created-before", "2000-01-01"]) == 2
-    assert all(r["identical"] for r in data["rows"]) and data["run_params"]["dtype"] == "float32"
 
 
 def test_report_text_counts_identical_answers_and_names_the_changed_ones(tmp_path):

@@ -113,9 +113,8 @@ def _replay(args) -> int:
     from .backends import load_backend, spec
     from .errors import DataFileError
     from .models import resolve_model
-    from .replay import machine, reader_of, replay, sample_rows
+    from .replay import reader_of, replay, row_scorer, sample_rows
     from .store import ResultsStore
-    from .tasks import get_task
 
     path = Path(args.results)
     if not path.is_file():
@@ -135,23 +134,16 @@ def _replay(args) -> int:
     dtype = stored_dtype if args.dtype == "auto" and stored_dtype else args.dtype
     lm = load_backend(model, spec(backend, args.url), device=args.device, dtype=dtype, progress=print)
     result = replay(sample, lm, batch_size=args.batch_size)
-    task = get_task(sample[0]["task"])
-    scorer = getattr(task, "score", None)
-    summary = result.summary(scorer) if scorer and isinstance(scorer(sample[0]), (int, float)) else {
-        "n": len(sample), "identical": 1 - len(result.changed()) / len(sample)}
-    print(f"{path}: {len(sample)} of {len(rows)} rows replayed with {model} ({backend}) on {machine()['cpu']}: "
+    report = result.report(row_scorer(sample[0]["task"], sample[0]), results=str(path), rows_stored=len(rows),
+                           created_before=args.created_before, seed=args.seed)
+    summary = report["summary"]
+    print(f"{path}: {len(sample)} of {len(rows)} rows replayed with {model} ({backend}) on {report['machine']['cpu']}: "
           f"{summary['identical']:.1%} identical outputs"
           + (f"; accuracy stored {summary['accuracy_stored']:.1%}, replayed {summary['accuracy_replayed']:.1%}"
              if "accuracy_stored" in summary else ""))
     for a, b in result.changed():
         print(f"  {a['example_id']}: stored {a['output'][:70]!r}\n  {'':{len(a['example_id'])}}  here   {b['output'][:70]!r}")
     if args.json:
-        report = {"results": str(path), "rows_stored": len(rows), "created_before": args.created_before, "seed": args.seed, "model": model, "backend": backend,
-                  "machine": machine(), "run_params": result.run_params, "summary": summary,
-                  "rows": [{"key": a["key"], "example_id": a["example_id"], "condition": a["condition"],
-                            "stored": a["output"], "replayed": b["output"], "identical": a["output"] == b["output"],
-                            "seconds_per_prompt": b["seconds_per_prompt"]}
-                           for a, b in zip(result.stored, result.replayed)]}
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     return 0

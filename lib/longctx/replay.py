@@ -61,10 +61,33 @@ class Replay:
     def changed(self) -> list[tuple[dict, dict]]:
         return [(a, b) for a, b in zip(self.stored, self.replayed) if a["output"] != b["output"]]
 
-    def summary(self, score: Callable[[dict], float]) -> dict:
+    def summary(self, score: Callable[[dict], float] | None) -> dict:
+        """:func:`~longctx.results.backend_agreement` of stored and replayed rows; with no
+        per-row scorer (``None``) only ``n`` and the share of identical outputs."""
+        if score is None:
+            return {"n": len(self.stored), "identical": 1 - len(self.changed()) / len(self.stored)}
         from .results import backend_agreement
 
         return backend_agreement(self.stored, self.replayed, score, names=("stored", "replayed"))
+
+    def report(self, score: Callable[[dict], float] | None, **context) -> dict:
+        """What ``longctx replay --json`` writes and :func:`describe_report` reads: ``context``
+        (results file, seed, ...), the reader, this machine, the summary and every answer."""
+        return {**context, "model": self.stored[0]["model"], "backend": row_backend(self.stored[0]),
+                "machine": machine(), "run_params": self.run_params, "summary": self.summary(score),
+                "rows": [{"key": a["key"], "example_id": a["example_id"], "condition": a["condition"],
+                          "stored": a["output"], "replayed": b["output"], "identical": a["output"] == b["output"],
+                          "seconds_per_prompt": b["seconds_per_prompt"]}
+                         for a, b in zip(self.stored, self.replayed)]}
+
+
+def row_scorer(task_name: str, row: dict) -> Callable[[dict], float] | None:
+    """The task's per-row accuracy scorer, or None where it has none that returns one number
+    (semantic competition scores EM, F1 and inclusion at once)."""
+    from .tasks import get_task
+
+    score = getattr(get_task(task_name), "score", None)
+    return score if score is not None and isinstance(score(row), (int, float)) else None
 
 
 def replay(rows: Sequence[dict], lm, *, batch_size: int = 8, progress: bool = True) -> Replay:
