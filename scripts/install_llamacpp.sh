@@ -43,9 +43,10 @@ if ! ls "$wheels"/llama_cpp_python-"$version"-*.whl >/dev/null 2>&1; then
   CFLAGS="${CFLAGS:-} $flags" CXXFLAGS="${CXXFLAGS:-} $flags" \
     "$pip" wheel -q --no-deps --no-cache-dir --no-binary llama-cpp-python -w "$wheels" "llama-cpp-python==$version"
 fi
-"$pip" install -q --find-links "$wheels" --only-binary llama-cpp-python "llama-cpp-python[server]==$version"
-# An environment that already held 0.3.36 from another build (pip's cache) keeps it above.
+# Our build replaces any 0.3.36 already there (one from pip's cache would count as installed);
+# the second call then adds only its dependencies and the server extras.
 "$pip" install -q --no-deps --force-reinstall "$wheels"/llama_cpp_python-"$version"-*.whl
+"$pip" install -q --find-links "$wheels" --only-binary llama-cpp-python "llama-cpp-python[server]==$version"
 "$python" - <<'PY'
 import llama_cpp
 info = llama_cpp.llama_print_system_info().decode()
