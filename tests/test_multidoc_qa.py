@@ -142,6 +142,25 @@ def test_bm25_distractors_rank_by_relevance_and_never_hold_an_answer():
     assert qa.attach_distractors(pool[:1], 3, pool=pool) == [ex]  # deterministic
 
 
+def test_a_one_letter_answer_falls_back_to_whole_word_matching_for_that_example_only():
+    # NQ-Open nq-1840 asks which letter the Atlantic is shaped like ("S"): as a substring, "s"
+    # is in every chunk, so no distractor would be eligible.
+    pool = _pool()
+    letter = qa.QAExample("nq-0100", "atlantic ocean shape is similar to which english letter", ("S",),
+                          qa.Document("Atlantic", "The Atlantic has the shape of an S"))
+    with_s = qa.QAExample("nq-0101", "q", ("x",), qa.Document("Letters", "The letter S in the alphabet"))
+    (ex,) = qa.attach_distractors([letter], 4, pool=[letter, with_s, *pool])
+    titles = [d.title for d in ex.distractors]
+    assert len(titles) == 4 and "Letters" not in titles and "Atlantic" not in titles  # "S" as a word: excluded
+    # "Nobel Foundation" ("prizes") holds the letter only inside words, which whole-word matching allows
+    assert qa._contains_answer(pool[5].gold, ["s"]) and not qa._contains_answer(pool[5].gold, ["s"], whole_words=True)
+    # An example with enough candidates keeps the substring rule: "Parisian" holds "paris" as a
+    # substring only, and is still excluded.
+    cafes = qa.QAExample("nq-0102", "q", ("y",), qa.Document("Cafes", "Parisian cafes of the capital of France"))
+    (fr,) = qa.attach_distractors(pool[1:2], 3, pool=[*pool, cafes])
+    assert "Cafes" not in [d.title for d in fr.distractors]
+
+
 def test_random_distractors_are_seeded():
     pool = _pool()
     a = qa.attach_distractors(pool, 2, kind="random", seed=1, pool=pool)

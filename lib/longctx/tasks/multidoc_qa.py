@@ -148,8 +148,14 @@ def read_oracle(path: str | Path | None = None, limit: int | None = None) -> lis
     return read_release_file(path or fetch("nq-open-oracle"), limit)
 
 
-def _contains_answer(doc: Document, normalized_answers: Sequence[str]) -> bool:
+def _contains_answer(doc: Document, normalized_answers: Sequence[str], whole_words: bool = False) -> bool:
+    """Whether a normalized answer occurs in the document's normalized "title text": as a
+    substring, or with ``whole_words`` only as a run of whole words (the token-level match
+    of the paper's DPR-style ``hasanswer``)."""
     text = normalize_answer(f"{doc.title} {doc.text}")
+    if whole_words:
+        text = f" {text} "
+        return any(a and f" {a} " in text for a in normalized_answers)
     return any(a and a in text for a in normalized_answers)
 
 
@@ -168,6 +174,11 @@ def attach_distractors(examples: Sequence[QAExample], num_distractors: int, kind
       the paper's retrieved distractors, with BM25 over this pool in place of
       Contriever over Wikipedia.
     * ``kind="random"``: a uniform sample (appendix B), seeded per example.
+
+    An answer so short that nearly every chunk holds it as a substring (NQ-Open's "S", the
+    letter the Atlantic is shaped like) would leave too few candidates; for such an example
+    alone the answer is matched as whole words instead, as the paper's token-level
+    ``hasanswer`` labels do. Every other example keeps the substring rule.
     """
     if kind not in DISTRACTOR_KINDS:
         raise ParameterError(f"unknown distractor kind '{kind}'; use one of {', '.join(DISTRACTOR_KINDS)}")
@@ -190,14 +201,9 @@ def attach_distractors(examples: Sequence[QAExample], num_distractors: int, kind
         else:
             order = list(range(len(candidates)))
             random.Random(f"{seed}:{ex.example_id}").shuffle(order)
-        chosen = []
-        for i in order:
-            doc = candidates[i]
-            if (doc.title, doc.text) == (ex.gold.title, ex.gold.text) or _contains_answer(doc, answers):
-                continue
-            chosen.append(doc)
-            if len(chosen) == num_distractors:
-                break
+        chosen = _eligible(candidates, order, ex, answers, num_distractors)
+        if len(chosen) < num_distractors:
+            chosen = _eligible(candidates, order, ex, answers, num_distractors, whole_words=True)
         if len(chosen) < num_distractors:
             raise ParameterError(
                 f"only {len(chosen)} eligible distractors for {ex.example_id}, {num_distractors} requested; "
@@ -205,6 +211,19 @@ def attach_distractors(examples: Sequence[QAExample], num_distractors: int, kind
             )
         out.append(replace(ex, distractors=tuple(chosen), source=f"oracle+{kind}"))
     return out
+
+
+def _eligible(candidates: Sequence[Document], order: Sequence[int], ex: QAExample, answers: Sequence[str],
+              limit: int, whole_words: bool = False) -> list[Document]:
+    """Up to ``limit`` candidates in ``order`` that are not ``ex``'s gold chunk and hold no answer."""
+    chosen = []
+    for i in order:
+        if len(chosen) == limit:
+            break
+        doc = candidates[i]
+        if (doc.title, doc.text) != (ex.gold.title, ex.gold.text) and not _contains_answer(doc, answers, whole_words):
+            chosen.append(doc)
+    return chosen
 
 
 def shuffle_distractors(example: QAExample, seed: int = 0) -> QAExample:
