@@ -155,3 +155,34 @@ def test_score_rows_scores_answers_and_diagnoses_recitations(squad):
     assert "names_a_supporting" not in scored[0] and scored[1]["named"] == 1 and not scored[1]["copies_text"]
     with pytest.raises(ParameterError, match="not among"):
         rq.score_rows([{**rows[0], "example_id": "qa1-other"}], {"qa1": (squad, [q])})
+
+
+def _search_fit(ruler, q, length, count_tokens, seed=0):
+    """The largest k whose prompt fits, by trying every k (the definition ContextSizer meets)."""
+    budget = length - rq.MAX_NEW_TOKENS
+    fitting = [k for k in range(len(q.gold), len(ruler.documents) + 1)
+               if count_tokens(rq.build_prompt(q.query, rq.context_documents(ruler, q, k, seed))) <= budget]
+    return max(fitting)
+
+
+@pytest.mark.parametrize("count_tokens", [lambda t: len(t.split()), lambda t: len(t) // 4 + t.count("\n")],
+                         ids=["words", "characters"])
+def test_context_sizer_finds_the_largest_fitting_context_in_few_whole_prompt_counts(squad, count_tokens):
+    q = squad.questions[0]
+    sizer = rq.ContextSizer(squad, count_tokens)
+    least = count_tokens(rq.build_prompt(q.query, rq.context_documents(squad, q, 1))) + rq.MAX_NEW_TOKENS
+    for length in (least, least + 5, least + 17, least + 40, least + 90):
+        before = sizer.exact_counts
+        assert sizer.fit(q, length) == _search_fit(squad, q, length, count_tokens) == \
+            rq.fit_documents(squad, q, length, count_tokens)
+        # The estimate lands on the answer or next to it: the smallest prompt, the candidate
+        # and its neighbour, a step or two more where the estimate was off; a search takes ~8.
+        assert sizer.exact_counts - before <= 5
+    assert sizer.fit(q, 10_000) == len(squad.documents)  # everything fits
+
+
+def test_context_documents_from_saved_draws_equal_a_fresh_draw(squad):
+    q = squad.questions[0]
+    draws = rq._draws(squad, q, 3)
+    for k in range(len(q.gold), len(squad.documents) + 2):
+        assert rq.context_documents(squad, q, k, 3, draws) == rq.context_documents(squad, q, k, 3)

@@ -135,25 +135,45 @@ def sample(ruler: RulerSet, n: int, seed: int = 0) -> list[RulerQuestion]:
     return [ruler.questions[i] for i in order[:n]]
 
 
-def context_documents(ruler: RulerSet, q: RulerQuestion, num_docs: int, seed: int = 0) -> list[str]:
-    """RULER's context for ``num_docs`` documents: the question's own, then its article's
-    (QA1), then random others; shuffled. Seeded by (seed, question), and nested: the
-    documents of a smaller context are among those of a larger one."""
-    if num_docs < len(q.gold):
-        raise ParameterError(f"{q.id} needs at least {len(q.gold)} documents, got {num_docs}")
+@dataclass(frozen=True)
+class _Draws:
+    """One question's seeded draws, made once: ``order`` lists document indices in the order
+    contexts take them (the question's own, its article's shuffled, then the rest shuffled),
+    so a context of k documents holds the first k; the two random states are those the final
+    shuffle starts from (before and after the rest was drawn)."""
+    order: tuple[int, ...]
+    own: int  # gold + article documents at the head of ``order``
+    after_more: tuple
+    after_rest: tuple
+
+
+def _draws(ruler: RulerSet, q: RulerQuestion, seed: int) -> _Draws:
     rng = random.Random(f"ruler:{seed}:{q.id}")
     more = list(q.more)
     rng.shuffle(more)
+    after_more = rng.getstate()
+    own = set(q.gold) | set(more)
+    rest = [i for i in range(len(ruler.documents)) if i not in own]
+    rng.shuffle(rest)  # a shuffle cut to length, so a larger context holds a smaller one's documents
+    return _Draws((*q.gold, *more, *rest), len(q.gold) + len(more), after_more, rng.getstate())
+
+
+def context_documents(ruler: RulerSet, q: RulerQuestion, num_docs: int, seed: int = 0,
+                      draws: _Draws | None = None) -> list[str]:
+    """RULER's context for ``num_docs`` documents: the question's own, then its article's
+    (QA1), then random others; shuffled. Seeded by (seed, question), and nested: the
+    documents of a smaller context are among those of a larger one. ``draws`` (from
+    :func:`_draws`) saves redrawing when one question is sized many times."""
+    if num_docs < len(q.gold):
+        raise ParameterError(f"{q.id} needs at least {len(q.gold)} documents, got {num_docs}")
+    d = draws or _draws(ruler, q, seed)
     if num_docs >= len(ruler.documents):
-        chosen = list(range(len(ruler.documents)))
-    elif num_docs - len(q.gold) > len(more):
-        own = set(q.gold) | set(more)
-        rest = [i for i in range(len(ruler.documents)) if i not in own]
-        rng.shuffle(rest)  # a shuffle cut to length, so a larger context holds a smaller one's documents
-        chosen = [*q.gold, *more, *rest[:num_docs - len(q.gold) - len(more)]]
+        chosen, state = list(range(len(ruler.documents))), d.after_more
     else:
-        chosen = [*q.gold, *more[:num_docs - len(q.gold)]]
+        chosen, state = list(d.order[:num_docs]), d.after_rest if num_docs > d.own else d.after_more
     docs = [ruler.documents[i] for i in chosen]
+    rng = random.Random()
+    rng.setstate(state)
     rng.shuffle(docs)
     return docs
 
@@ -169,39 +189,82 @@ def build_prompt(query: str, docs: Sequence[str], mode: str = "answer") -> str:
     return load_prompt(name).format(context=format_context(docs), query=query)
 
 
+class ContextSizer:
+    """Sizes RULER contexts as :func:`fit_documents` does, in two or three tokenizations per
+    (question, length) instead of one per step of a search.
+
+    A prompt's token count is estimated as the empty prompt's, plus each ``Document i:``
+    header's, plus each document's followed by its blank line (each counted once and
+    cached); exact for Qwen2.5's tokenizer, close for others. The estimate picks the
+    candidate; exact counts of the candidate's prompt and its neighbour's then decide,
+    stepping a document at a time where the estimate was off. Since a context of k + 1
+    documents holds those of k, the prompt grows with k and the answer is the same largest
+    fitting k that a search over exact counts finds."""
+
+    def __init__(self, ruler: RulerSet, count_tokens, seed: int = 0):
+        self.ruler, self.count_tokens, self.seed = ruler, count_tokens, seed
+        self._document_tokens: dict[int, int] = {}
+        self._header_tokens: list[int] = [0]  # cumulative over Document 1..i headers
+        self._empty_prompt: dict[str, int] = {}
+        self.exact_counts = 0  # tokenizations of whole prompts, for tests and logs
+
+    def _headers(self, k: int) -> int:
+        while len(self._header_tokens) <= k:
+            i = len(self._header_tokens)
+            self._header_tokens.append(self._header_tokens[-1] + self.count_tokens(f"Document {i}:\n"))
+        return self._header_tokens[k]
+
+    def _document(self, index: int) -> int:
+        if index not in self._document_tokens:
+            self._document_tokens[index] = self.count_tokens(f"{self.ruler.documents[index]}\n\n")
+        return self._document_tokens[index]
+
+    def _fits(self, q: RulerQuestion, k: int, budget: int, draws: _Draws) -> bool:
+        self.exact_counts += 1
+        prompt = build_prompt(q.query, context_documents(self.ruler, q, k, self.seed, draws))
+        return self.count_tokens(prompt) <= budget
+
+    def fit(self, q: RulerQuestion, length: int, draws: _Draws | None = None) -> int:
+        """The largest number of documents whose answer prompt fits ``length - 32`` tokens."""
+        draws = draws or _draws(self.ruler, q, self.seed)
+        budget = length - MAX_NEW_TOKENS
+        n, least = len(self.ruler.documents), len(q.gold)
+        if not self._fits(q, least, budget, draws):
+            raise ParameterError(f"{q.id}: its own documents alone exceed {length} tokens; use a longer length")
+        if q.query not in self._empty_prompt:
+            self._empty_prompt[q.query] = self.count_tokens(build_prompt(q.query, []))
+        total, k = self._empty_prompt[q.query], 0
+        for index in draws.order:  # the estimate's largest fitting k
+            nxt = total + self._document(index) + self._headers(k + 1) - self._headers(k)
+            if nxt > budget:
+                break
+            total, k = nxt, k + 1
+        k = max(k, least)
+        while k > least and not self._fits(q, k, budget, draws):
+            k -= 1
+        while k < n and self._fits(q, k + 1, budget, draws):
+            k += 1
+        return k
+
+
 def fit_documents(ruler: RulerSet, q: RulerQuestion, length: int, count_tokens, seed: int = 0) -> int:
     """The largest number of documents whose answer prompt fits ``length - 32`` tokens
-    (``count_tokens(text) -> int``, the reader's tokenizer), as RULER sizes its contexts."""
-    budget = length - MAX_NEW_TOKENS
-
-    def fits(k):
-        return count_tokens(build_prompt(q.query, context_documents(ruler, q, k, seed))) <= budget
-
-    n = len(ruler.documents)
-    lo = hi = len(q.gold)
-    if not fits(lo):
-        raise ParameterError(f"{q.id}: its own documents alone exceed {length} tokens; use a longer length")
-    while hi < n:  # double until a size does not fit (or every document does)
-        nxt = min(2 * hi, n)
-        if not fits(nxt):
-            hi = nxt
-            break
-        lo = hi = nxt
-    while hi - lo > 1:  # fits(lo), not fits(hi)
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    (``count_tokens(text) -> int``, the reader's tokenizer), as RULER sizes its contexts.
+    Sizing many questions or lengths, keep one :class:`ContextSizer`: it caches counts."""
+    return ContextSizer(ruler, count_tokens, seed).fit(q, length)
 
 
 def make_requests(ruler: RulerSet, questions: Sequence[RulerQuestion], *, lengths: Sequence[int], count_tokens,
                   seed: int = 0, modes: Sequence[str] = ("answer", "recite")) -> list[Request]:
     """One request per (question, length, mode): the baseline answer prompt, and the recite
     prompt that starts retrieve-then-answer (see :func:`answer_from_recitation_requests`)."""
-    out = []
-    for length in lengths:
-        for q in questions:
-            k = fit_documents(ruler, q, int(length), count_tokens, seed)
-            docs = context_documents(ruler, q, k, seed)
+    sizer = ContextSizer(ruler, count_tokens, seed)
+    by_length: list[list[Request]] = [[] for _ in lengths]
+    for q in questions:  # question by question, so its draws are made once for every length
+        draws = _draws(ruler, q, seed)
+        for out, length in zip(by_length, lengths):
+            k = sizer.fit(q, int(length), draws)
+            docs = context_documents(ruler, q, k, seed, draws)
             for mode in modes:
                 out.append(Request(
                     TASK, q.id, build_prompt(q.query, docs, mode), q.answers,
@@ -209,7 +272,7 @@ def make_requests(ruler: RulerSet, questions: Sequence[RulerQuestion], *, length
                     max_new_tokens=MAX_NEW_TOKENS if mode == "answer" else RECITE_TOKENS,
                     stop=StopRule(newline=True) if mode == "answer" else StopRule(newline=False),
                     meta={"gold_documents": [docs.index(ruler.documents[i]) + 1 for i in q.gold]}))
-    return out
+    return [r for out in by_length for r in out]
 
 
 _DOC_HEADER = re.compile(r"(?m)^\s*#*\s*Document\s+(\d+)\s*:?\s*$")
