@@ -203,3 +203,69 @@ def test_competition_headline_questions_extend_only_the_bm25_experiment():
     assert extended[2] == small[2]
     with pytest.raises(ParameterError, match="headline_questions \\(2\\) must be at least num_questions \\(3\\)"):
         chapter.plan({**base, "headline_questions": 2})
+
+
+def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
+    """A run on a lent GPU starts on the first headline block at once: a chapter's plan is
+    built when the iteration first needs one of its blocks, a LazyRequests block when its
+    requests are first used, and nothing after the deadline is built at all."""
+    import types
+
+    from longctx import reproduce
+    from longctx.chapters import Block, LazyRequests
+    from longctx.store import Request
+
+    built = []
+
+    def chapter(name, blocks):
+        return types.SimpleNamespace(plan=lambda params: built.append(name) or blocks)
+
+    def req(i):
+        return Request("t", f"e{i}", f"prompt {i}", ("g",))
+
+    lazy = LazyRequests(lambda: built.append("b requests") or [req(3), req(4)])
+    modules = {"a": chapter("a", [Block("a head", "x", [req(1)], True), Block("a rest", "x", [req(2)])]),
+               "b": chapter("b", [Block("b head", "x", lazy, True)])}
+    monkeypatch.setattr(reproduce, "get_chapter", lambda name: modules[name])
+    monkeypatch.setattr(reproduce, "scale", lambda chapter, name, **overrides: {})
+
+    blocks = reproduce.chapter_blocks(["a", "b"], "book")
+    assert built == []
+    assert next(blocks).name == "a head" and built == ["a"]
+    assert next(blocks).name == "b head" and built == ["a", "b"] and not lazy.built
+    assert [r.example_id for r in lazy] == ["e3", "e4"] and len(lazy) == 2 and lazy[1].prompt == "prompt 4"
+    assert built == ["a", "b", "b requests"]
+    assert [b.name for b in blocks] == ["a rest"]
+
+    built.clear()
+    report = run_blocks(reproduce.chapter_blocks(["a", "b"], "book"), model=MODEL, results_dir=tmp_path,
+                        deadline_s=-1, log=lambda m: None)
+    assert built == [] and report.blocks == [] and "before the next block" in report.stopped_early
+    # A dry run has no deadline: it builds and counts everything.
+    report = run_blocks(reproduce.chapter_blocks(["a", "b"], "book"), model=MODEL, results_dir=tmp_path,
+                        deadline_s=-1, dry_run=True, log=lambda m: None)
+    assert [(b["block"], b["requests"]) for b in report.blocks] == [("a head", 1), ("b head", 2), ("a rest", 1)]
+
+
+def test_a_dry_run_never_loads_the_llm_tagger(tmp_path):
+    from longctx.chapters import tag_needles
+
+    params = {**scale("tag_needles", "book"), "model": MODEL, "num_cases": 2, "lengths": [250],
+              "variants": ["baseline", "td_tc_llm"], "query_aware_variants": [], "long_length": None}
+    (block,) = tag_needles.plan({**params, "dry_run": True}, results_dir=tmp_path)  # no tags cached there
+    assert block.requests == [] and "not cached" in block.name and "loads no model" in block.name
+    # Without an LLM-tag variant nothing needs the tagger, and the dry run plans as usual.
+    blocks = tag_needles.plan({**params, "variants": ["baseline", "td_tc_spacy"], "dry_run": True},
+                              results_dir=tmp_path)
+    assert sum(len(b.requests) for b in blocks) == 4
+
+
+def test_paper_scale_multidoc_finds_29_distractors_for_every_oracle_question():
+    """All 2,655 questions, including nq-1840, whose answer "S" is a substring of every chunk."""
+    from longctx.tasks import multidoc_qa as qa
+
+    oracle = qa.read_oracle()
+    examples = qa.attach_distractors(oracle, 29, pool=oracle)
+    assert len(examples) == 2655 and all(len(e.distractors) == 29 for e in examples)
+    letter = next(e for e in examples if e.example_id == "nq-1840")
+    assert all(" s " not in f" {qa.normalize_answer(d.title + ' ' + d.text)} " for d in letter.distractors)

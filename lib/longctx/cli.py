@@ -70,6 +70,20 @@ def run_notebook(notebook: str | Path, model: str, params: dict | None = None,
     return out
 
 
+def _only(blocks, parts):
+    """The blocks whose name holds one of ``parts``, lazily (plans are built as they are
+    reached); an error, once every plan is seen, when none matched."""
+    from .errors import ParameterError
+
+    matched = False
+    for block in blocks:
+        if any(part in block.name for part in parts):
+            matched = True
+            yield block
+    if not matched:
+        raise ParameterError(f"--only {' '.join(parts)} matches no block; --dry-run without it lists them")
+
+
 def _reproduce(args) -> int:
     from .backends import loader, spec
     from .chapters import CHAPTERS
@@ -88,11 +102,9 @@ def _reproduce(args) -> int:
     if args.chunk_prompts < 1:
         raise ParameterError(f"--chunk-prompts must be at least 1, not {args.chunk_prompts}")
     per_chapter = dict(s.split(":", 1) for s in args.scale if ":" in s)
-    blocks = chapter_blocks(chapters, default, overrides, per_chapter, model=args.model)
+    blocks = chapter_blocks(chapters, default, overrides, per_chapter, model=args.model, dry_run=args.dry_run)
     if args.only:
-        blocks = [b for b in blocks if any(part in b.name for part in args.only)]
-        if not blocks:
-            raise ParameterError(f"--only {' '.join(args.only)} matches no block; --dry-run without it lists them")
+        blocks = _only(blocks, args.only)
     backend = spec(args.backend, args.url, served_model=args.served_model, concurrency=args.concurrency)
     report = run_blocks(blocks, model=args.model, results_dir=resolve(args.results_dir or "data/results"),
                         load=loader(args.model, backend, device=args.device, dtype=args.dtype, progress=print),

@@ -14,7 +14,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from .chapters import Block, get_chapter, scale
 from .store import Request, ResultsStore, request_key, run_requests
@@ -78,7 +78,7 @@ def batch_for(reqs: Sequence[Request], batch_size: int, token_budget: int | None
     return max(1, min(batch_size, token_budget // max(1, longest)))
 
 
-def run_blocks(blocks: Sequence[Block], *, model: str, results_dir: str | Path, load: Callable | None = None,
+def run_blocks(blocks: Iterable[Block], *, model: str, results_dir: str | Path, load: Callable | None = None,
                batch_size: int = 8, token_budget: int | None = None, chunk_prompts: int = 256,
                deadline_s: float | None = None, copy_to: str | Path | None = None, dry_run: bool = False,
                progress: bool = True, log: Callable[[str], None] = print, params: dict | None = None,
@@ -97,9 +97,19 @@ def run_blocks(blocks: Sequence[Block], *, model: str, results_dir: str | Path, 
         return loaded["lm"]
 
     report = Report()
-    queue = list(blocks)
-    while queue:
-        block = queue.pop(0)
+    planned, second_stages = iter(blocks), []
+    while True:
+        if second_stages:
+            block = second_stages.pop(0)
+        else:
+            if deadline_s is not None and not dry_run and time.time() - started > deadline_s:
+                # Before taking the next block: building it may be the costly part.
+                report.stopped_early = f"deadline of {deadline_s:.0f} s reached before the next block"
+                log(report.stopped_early)
+                return report
+            block = next(planned, None)
+            if block is None:
+                break
         store = ResultsStore.for_model(results_dir, model, block.experiment, backend)
         stored = store.keys()
         keys = block_keys(block, fp, model)
@@ -142,7 +152,7 @@ def run_blocks(blocks: Sequence[Block], *, model: str, results_dir: str | Path, 
         if block.followup is not None:
             second = stage_two(block, block_rows(block, store, keys))
             if second:
-                queue.insert(0, second)
+                second_stages.insert(0, second)
     return report
 
 
@@ -207,19 +217,36 @@ def copy_flat(store: ResultsStore, folder: str | Path) -> Path:
 
 
 def chapter_blocks(chapters: Sequence[str], scale_name: str, overrides: dict | None = None,
-                   per_chapter: dict[str, str] | None = None, model: str | None = None) -> list[Block]:
+                   per_chapter: dict[str, str] | None = None, model: str | None = None,
+                   dry_run: bool = False) -> Iterator[Block]:
     """Every named chapter's blocks at a scale (``per_chapter`` may name another scale for
     some chapters): all headline blocks first (chapter order), then the rest. ``overrides``
     maps a chapter to parameter overrides. A chapter whose prompts depend on the reader
-    (``NEEDS_MODEL``: token-counted haystacks) gets ``model`` as ``params["model"]``."""
-    head, rest = [], []
+    (``NEEDS_MODEL``: token-counted haystacks) gets ``model`` as ``params["model"]``; one
+    whose plan may run a model (``PLANS_RUN_MODELS``: the LLM tagger) gets ``dry_run``.
+
+    Chapters, scales and overrides are checked at once; each chapter's plan is built when
+    the iteration first reaches one of its blocks, so a run starts on the first headline
+    block without waiting for plans that run the LLM tagger or size long contexts."""
+    params = {}
     for chapter in chapters:
-        name = (per_chapter or {}).get(chapter, scale_name)
         module = get_chapter(chapter)
-        params = scale(chapter, name, **(overrides or {}).get(chapter, {}))
+        params[chapter] = scale(chapter, (per_chapter or {}).get(chapter, scale_name),
+                                **(overrides or {}).get(chapter, {}))
         if getattr(module, "NEEDS_MODEL", False):
-            params["model"] = model
-        blocks = module.plan(params)
-        head += [b for b in blocks if b.headline]
-        rest += [b for b in blocks if not b.headline]
-    return head + rest
+            params[chapter]["model"] = model
+        if getattr(module, "PLANS_RUN_MODELS", False):
+            params[chapter]["dry_run"] = dry_run
+    plans: dict[str, list[Block]] = {}
+
+    def blocks_of(chapter: str) -> list[Block]:
+        if chapter not in plans:
+            plans[chapter] = get_chapter(chapter).plan(params[chapter])
+        return plans[chapter]
+
+    def ordered() -> Iterator[Block]:
+        for headline in (True, False):
+            for chapter in chapters:
+                yield from (b for b in blocks_of(chapter) if b.headline == headline)
+
+    return ordered()

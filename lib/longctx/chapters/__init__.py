@@ -12,11 +12,12 @@ sizes, for a GPU). The notebook's parameter cell holds the ``book`` set (a test 
 
 from __future__ import annotations
 
+import collections.abc
 import json
 from dataclasses import dataclass, field
 from importlib import import_module
 from importlib.resources import files
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from ..errors import ParameterError
 from ..store import Request
@@ -32,6 +33,41 @@ CHAPTERS = {
 }
 
 
+class LazyRequests(collections.abc.Sequence):
+    """A block's requests, built when first used (its length, an item, or a loop over it).
+
+    A plan lists all its blocks at once, but a block that is costly to build (RULER contexts
+    sized in the reader's tokens) is built only when a run or a count reaches it, so a run
+    on a lent GPU starts on its headline blocks at once instead of after minutes of CPU work
+    for blocks its deadline may never reach."""
+
+    def __init__(self, build: Callable[[], Sequence[Request]]):
+        self._build: Callable[[], Sequence[Request]] | None = build
+        self._items: list[Request] | None = None
+
+    @property
+    def built(self) -> bool:
+        return self._items is not None
+
+    def _get(self) -> list[Request]:
+        if self._items is None:
+            self._items = list(self._build())
+            self._build = None
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __getitem__(self, i):
+        return self._get()[i]
+
+    def __iter__(self) -> Iterator[Request]:
+        return iter(self._get())
+
+    def __repr__(self) -> str:
+        return f"LazyRequests({len(self._items)} built)" if self._items is not None else "LazyRequests(not built)"
+
+
 @dataclass
 class Block:
     """A group of requests run together: one experiment (results folder), a name for logs, and
@@ -45,7 +81,7 @@ class Block:
 
     name: str
     experiment: str
-    requests: list[Request]
+    requests: Sequence[Request]  # a list, or LazyRequests for a block costly to build
     headline: bool = False
     followup: Callable[[list[dict]], "list[Request] | Block"] | None = field(default=None, repr=False)
     attention: list[dict] | None = field(default=None, repr=False)

@@ -22,7 +22,7 @@ import json
 
 from ..errors import ParameterError
 from ..tasks import length_alone as la
-from . import Block
+from . import Block, LazyRequests
 
 NOTEBOOK = "notebooks/length_alone.py"
 EXPERIMENT = la.TASK
@@ -103,13 +103,26 @@ def ruler_blocks(params: dict, count_tokens=None) -> list[Block]:
             return len(tokenizer(text, add_special_tokens=False).input_ids)
 
     blocks = []
+    lengths = sorted(cfg["lengths"])
     for subtask, (ruler, questions) in ruler_questions(params).items():
-        for length in sorted(cfg["lengths"]):
-            def followup(rows, questions=questions, ruler=ruler):
-                recited = [r for r in rows if r["condition"]["mode"] == "recite"]
-                return (rq.answer_from_recitation_requests(questions, recited)
-                        + rq.answer_from_named_documents_requests(ruler, questions, recited))
+        # Sizing contexts tokenizes them: minutes for 500 questions at 32K tokens. Every
+        # length of a subtask is sized in one pass (each question's draws made once), and
+        # only when a run or a count first reaches one of its blocks.
+        built: dict[int, list] = {}
+
+        def requests_at(length, ruler=ruler, questions=questions, built=built):
+            if not built:
+                for r in rq.make_requests(ruler, questions, lengths=lengths, count_tokens=count_tokens,
+                                          seed=params["seed"]):
+                    built.setdefault(r.condition["length"], []).append(r)
+            return built.get(length, [])
+
+        def followup(rows, questions=questions, ruler=ruler):
+            recited = [r for r in rows if r["condition"]["mode"] == "recite"]
+            return (rq.answer_from_recitation_requests(questions, recited)
+                    + rq.answer_from_named_documents_requests(ruler, questions, recited))
+
+        for length in lengths:
             blocks.append(Block(f"RULER {subtask} {length}", rq.TASK,
-                                rq.make_requests(ruler, questions, lengths=[length], count_tokens=count_tokens,
-                                                 seed=params["seed"]), False, followup))
+                                LazyRequests(lambda length=length, at=requests_at: at(length)), False, followup))
     return blocks

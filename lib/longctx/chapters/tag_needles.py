@@ -23,6 +23,7 @@ from . import Block
 NOTEBOOK = "notebooks/tag_needles.py"
 EXPERIMENT = "tag_needles"
 NEEDS_MODEL = True  # chapter_blocks passes the reader as params["model"]
+PLANS_RUN_MODELS = True  # the LLM tagger, for uncached chunks: chapter_blocks passes params["dry_run"]
 
 
 def cases_for(params: dict) -> tuple[str, list[tn.NeedleCase]]:
@@ -77,15 +78,36 @@ def long_requests(params: dict, *, tokenizer, taggers: tn.Taggers, text: str):
                             text=text)
 
 
-def plan(params: dict, results_dir: str | Path | None = None) -> list[Block]:
-    from ..models import load_tokenizer
-    from ..paths import resolve
+class _TagsNotCached(Exception):
+    """A dry run reached a chunk the LLM tagger has not tagged yet."""
 
+
+def plan(params: dict, results_dir: str | Path | None = None) -> list[Block]:
+    """The chapter's blocks. With ``params["dry_run"]`` (``longctx reproduce --dry-run``
+    sets it) the LLM tagger is never loaded: when a chunk's tags are not cached, the plan
+    is one empty block that says so, since those prompts cannot be written without them."""
     if not params.get("model"):
         raise ParameterError("the tagging chapter's haystack lengths are counted in the reader's tokens: "
                              "pass the reader as params['model'] (longctx reproduce --model does)")
+    if params.get("dry_run"):
+        def refuse():
+            raise _TagsNotCached
+
+        try:
+            return _plan(params, results_dir, load_tagger=refuse)
+        except _TagsNotCached:
+            return [Block(f"LLM tags from {params['tagger_model']} not cached for every chunk: a real run tags "
+                          "them first, then builds this chapter's requests (a dry run loads no model)",
+                          EXPERIMENT, [], True)]
+    return _plan(params, results_dir)
+
+
+def _plan(params: dict, results_dir, load_tagger=None) -> list[Block]:
+    from ..models import load_tokenizer
+    from ..paths import resolve
+
     tokenizer = load_tokenizer(params["model"])
-    taggers = taggers_for(params, results_dir or resolve("data/results"))
+    taggers = taggers_for(params, results_dir or resolve("data/results"), load_tagger=load_tagger)
     text, cases = cases_for(params)
     longest = max(params["lengths"])
     every = requests_for(params, tokenizer=tokenizer, taggers=taggers, cases=cases, text=text)
