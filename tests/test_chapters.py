@@ -269,3 +269,16 @@ def test_paper_scale_multidoc_finds_29_distractors_for_every_oracle_question():
     assert len(examples) == 2655 and all(len(e.distractors) == 29 for e in examples)
     letter = next(e for e in examples if e.example_id == "nq-1840")
     assert all(" s " not in f" {qa.normalize_answer(d.title + ' ' + d.text)} " for d in letter.distractors)
+
+
+def test_multidoc_headline_is_first_middle_and_last_for_depths_and_for_paper_positions():
+    from longctx.chapters import multidoc_qa
+
+    def headline_indices(params):
+        blocks = multidoc_qa.plan(params)
+        return sorted({r.condition["gold_index"] for b in blocks[1:] if b.headline for r in b.requests})
+
+    book = scale("multidoc_qa", "book", num_questions=2, detail_questions=2, open_domain_ks=[])
+    assert headline_indices(book) == [0, 9, 19]
+    paper = scale("multidoc_qa", "paper", num_questions=2, detail_questions=2, open_domain_ks=[])
+    assert headline_indices(paper) == [0, 14, 29]  # positions 1, 15 and 30 of the paper's 30 documents
