@@ -17,6 +17,7 @@ Two transforms:
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from typing import Sequence
@@ -155,4 +156,11 @@ def format_passages(texts: Sequence[str], delimiter: str | None, ratio: float, s
     ids = list(ids) if ids is not None else [str(i) for i in range(len(texts))]
     if len(ids) != len(texts):
         raise ParameterError("format_passages: one id per passage")
-    return [format_passage(t, delimiter, ratio, random.Random(f"cnorm:{seed}:{pid}")) for t, pid in zip(texts, ids)]
+    return [_formatted(t, delimiter, ratio, str(seed), pid) for t, pid in zip(texts, ids)]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _formatted(text: str, delimiter: str, ratio: float, seed: str, pid: str) -> str:
+    # A passage is formatted alike wherever it appears, and a plan formats the same
+    # competitor pool in every cell of a design: compute each once.
+    return format_passage(text, delimiter, ratio, random.Random(f"cnorm:{seed}:{pid}"))

@@ -300,7 +300,10 @@ class SpacyTagger:
 
     @property
     def id(self) -> str:
-        return f"spacy:{self.model}@{self.nlp.meta.get('version', '?')}:{self.categories.digest}"
+        # Asked for every chunk looked up in a cache: hash the categories once, not each time.
+        if getattr(self, "_id", None) is None:
+            self._id = f"spacy:{self.model}@{self.nlp.meta.get('version', '?')}:{self.categories.digest}"
+        return self._id
 
     def tag_with_raw(self, chunks: Sequence[str]) -> tuple[list[list[str]], list[str]]:
         tags, raws = [], []
