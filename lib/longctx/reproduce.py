@@ -97,15 +97,21 @@ def run_blocks(blocks: Iterable[Block], *, model: str, results_dir: str | Path, 
         return loaded["lm"]
 
     report = Report()
+
+    def past_deadline(where: str) -> bool:
+        """True (and recorded in the report) once the deadline has passed; never in a dry run."""
+        if dry_run or deadline_s is None or time.time() - started <= deadline_s:
+            return False
+        report.stopped_early = f"deadline of {deadline_s:.0f} s reached {where}"
+        log(report.stopped_early)
+        return True
+
     planned, second_stages = iter(blocks), []
     while True:
         if second_stages:
             block = second_stages.pop(0)
         else:
-            if deadline_s is not None and not dry_run and time.time() - started > deadline_s:
-                # Before taking the next block: building it may be the costly part.
-                report.stopped_early = f"deadline of {deadline_s:.0f} s reached before the next block"
-                log(report.stopped_early)
+            if past_deadline("before the next block"):  # building the next block may be the costly part
                 return report
             block = next(planned, None)
             if block is None:
@@ -122,9 +128,7 @@ def run_blocks(blocks: Iterable[Block], *, model: str, results_dir: str | Path, 
             f"{entry['stored']} stored, {len(todo)} to {'score' if block.attention is not None else 'generate'}")
         if todo and not dry_run:
             if block.attention is not None:
-                if deadline_s is not None and time.time() - started > deadline_s:
-                    report.stopped_early = f"deadline of {deadline_s:.0f} s reached in block '{block.name}'"
-                    log(report.stopped_early)
+                if past_deadline(f"in block '{block.name}'"):
                     return report
                 from .cnorm import attention_rows
 
@@ -137,9 +141,7 @@ def run_blocks(blocks: Iterable[Block], *, model: str, results_dir: str | Path, 
                     copy_flat(store, copy_to)
             else:
                 for part in chunks([block.requests[i] for i in todo], chunk_prompts, block.whole_units):
-                    if deadline_s is not None and time.time() - started > deadline_s:
-                        report.stopped_early = f"deadline of {deadline_s:.0f} s reached in block '{block.name}'"
-                        log(report.stopped_early)
+                    if past_deadline(f"in block '{block.name}'"):
                         return report
                     t0 = time.time()
                     run_requests(part, store, model=model, load=lazy, lm=loaded.get("lm"), backend=backend,
@@ -228,9 +230,9 @@ def chapter_blocks(chapters: Sequence[str], scale_name: str, overrides: dict | N
     Chapters, scales and overrides are checked at once; each chapter's plan is built when
     the iteration first reaches one of its blocks, so a run starts on the first headline
     block without waiting for plans that run the LLM tagger or size long contexts."""
-    params = {}
+    modules, params = {}, {}
     for chapter in chapters:
-        module = get_chapter(chapter)
+        module = modules[chapter] = get_chapter(chapter)
         params[chapter] = scale(chapter, (per_chapter or {}).get(chapter, scale_name),
                                 **(overrides or {}).get(chapter, {}))
         if getattr(module, "NEEDS_MODEL", False):
@@ -241,7 +243,7 @@ def chapter_blocks(chapters: Sequence[str], scale_name: str, overrides: dict | N
 
     def blocks_of(chapter: str) -> list[Block]:
         if chapter not in plans:
-            plans[chapter] = get_chapter(chapter).plan(params[chapter])
+            plans[chapter] = modules[chapter].plan(params[chapter])
         return plans[chapter]
 
     def ordered() -> Iterator[Block]:

@@ -283,6 +283,7 @@ class SpacyTagger:
             raise ParameterError(f"category set '{self.categories.name}' maps no spaCy labels; use 'spacy'")
         self.model, self.batch_size = model, batch_size
         self._nlp = None
+        self._id: str | None = None
 
     @property
     def nlp(self):
@@ -301,7 +302,7 @@ class SpacyTagger:
     @property
     def id(self) -> str:
         # Asked for every chunk looked up in a cache: hash the categories once, not each time.
-        if getattr(self, "_id", None) is None:
+        if self._id is None:
             self._id = f"spacy:{self.model}@{self.nlp.meta.get('version', '?')}:{self.categories.digest}"
         return self._id
 

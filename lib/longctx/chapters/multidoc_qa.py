@@ -74,10 +74,10 @@ def plan(params: dict) -> list[Block]:
     rest = []
     for k in sorted(params["num_documents"], reverse=True):
         positions = positions_for(params, k)
+        # First, middle and last, whether positions are depths (0.0, 0.5, 1.0) or the
+        # paper's 1-based positions (1, 15, 30 at 30 documents).
+        edges_and_middle = set(qa.position_indices(k, HEADLINE_DEPTHS))
         for qa_flag in params["query_aware"]:
-            # First, middle and last, whether positions are depths (0.0, 0.5, 1.0) or the
-            # paper's 1-based positions (1, 15, 30 at 30 documents).
-            edges_and_middle = set(qa.position_indices(k, HEADLINE_DEPTHS))
             top = [p for p in positions if k == largest and not qa_flag
                    and qa.position_indices(k, [p])[0] in edges_and_middle]
             top_idx = set(qa.position_indices(k, top)) if top else set()
