@@ -1,6 +1,6 @@
 import pytest
 
-from longctx.metrics import (best_subspan_em, bootstrap_interval, kv_accuracy, normalize_answer, summarize,
+from longctx.metrics import (best_subspan_em, bootstrap_interval, includes_normalized, kv_accuracy, normalize_answer, summarize,
                              wilson_interval)
 
 
@@ -125,3 +125,12 @@ def test_summary_of_repeated_items_is_clustered_not_wilson():
     assert abs((pooled["ci_high"] - pooled["ci_low"]) - (hi10 - lo10)) < 0.2
     independent = summarize(pd.DataFrame(rows).assign(all="all"), ["all"], unit=None).iloc[0]
     assert independent["interval"] == "wilson"
+
+
+def test_includes_normalized_matches_substrings_or_whole_words():
+    # "s" is inside "is" and "pass" as a substring, but is a whole word only in "plan s b"
+    assert includes_normalized("this is pass", ["s"])
+    assert not includes_normalized("this is pass", ["s"], whole_words=True)
+    assert includes_normalized("plan s b", ["s"], whole_words=True)
+    assert includes_normalized("denver broncos won", ["denver broncos"], whole_words=True)
+    assert not includes_normalized("anything", ["", "nothing"])  # empty answers never match

@@ -68,12 +68,23 @@ def squad_f1(prediction: str, gold_answers: Sequence[str]) -> float:
     return best
 
 
+def includes_normalized(normalized_text: str, normalized_answers: Iterable[str], *,
+                        whole_words: bool = False) -> bool:
+    """Whether some already-normalized answer occurs in already-normalized text: as a
+    substring, or with ``whole_words`` only as a run of whole words (the token-level match
+    of DPR's ``hasanswer``). Empty answers never match. Callers that test one text against
+    many answer sets (distractor filters) normalize each text once and call this."""
+    if whole_words:
+        padded = f" {normalized_text} "
+        return any(a and f" {a} " in padded for a in normalized_answers)
+    return any(a and a in normalized_text for a in normalized_answers)
+
+
 def answer_inclusion(prediction: str, gold_answers: Sequence[str]) -> float:
     """Answer inclusion (semantic-competition paper): 1.0 if any normalized gold answer
     appears anywhere in the normalized output, else 0.0 (the same test as
     :func:`best_subspan_em`). An empty gold answer never counts as included."""
-    pred = normalize_answer(prediction)
-    return float(any(g and g in pred for g in (normalize_answer(a) for a in gold_answers)))
+    return float(includes_normalized(normalize_answer(prediction), (normalize_answer(a) for a in gold_answers)))
 
 
 def nolima_contains(response: str, gold_answers: Sequence[str]) -> float:

@@ -34,7 +34,7 @@ from typing import Iterable, Sequence
 from ..data import fetch
 from ..engine import StopRule
 from ..errors import DataFileError, ParameterError
-from ..metrics import normalize_answer, qa_accuracy
+from ..metrics import includes_normalized, normalize_answer, qa_accuracy
 from ..prompts import load_prompt
 from ..retrieval import BM25Ranker
 from ..store import Request
@@ -152,11 +152,8 @@ def _contains_answer(doc: Document, normalized_answers: Sequence[str], whole_wor
     """Whether a normalized answer occurs in the document's normalized "title text": as a
     substring, or with ``whole_words`` only as a run of whole words (the token-level match
     of the paper's DPR-style ``hasanswer``)."""
-    text = normalize_answer(f"{doc.title} {doc.text}")
-    if whole_words:
-        text = f" {text} "
-        return any(a and f" {a} " in text for a in normalized_answers)
-    return any(a and a in text for a in normalized_answers)
+    return includes_normalized(normalize_answer(f"{doc.title} {doc.text}"), normalized_answers,
+                               whole_words=whole_words)
 
 
 def attach_distractors(examples: Sequence[QAExample], num_distractors: int, kind: str = "bm25",

@@ -37,7 +37,7 @@ from typing import Iterable, Sequence
 from ..engine import StopRule
 from ..data import package_file
 from ..errors import DataFileError, ParameterError
-from ..metrics import answer_inclusion, normalize_answer, squad_exact_match, squad_f1
+from ..metrics import answer_inclusion, includes_normalized, normalize_answer, squad_exact_match, squad_f1
 from ..prompts import load_prompt
 from ..store import Request
 
@@ -327,7 +327,7 @@ class SnippetIndex:
         text = self._normalized[i]
         if text is None:
             text = self._normalized[i] = normalize_answer(self.snippets[i].text)
-        return any(a and a in text for a in normalized_answers)
+        return includes_normalized(text, normalized_answers)
 
     def example(self, question: Question, *, max_hard: int, max_far: int, far_from: float = 0.5,
                 seed: int = 0) -> CompetitionExample | None:
