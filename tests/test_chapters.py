@@ -282,3 +282,76 @@ def test_multidoc_headline_is_first_middle_and_last_for_depths_and_for_paper_pos
     assert headline_indices(book) == [0, 9, 19]
     paper = scale("multidoc_qa", "paper", num_questions=2, detail_questions=2, open_domain_ks=[])
     assert headline_indices(paper) == [0, 14, 29]  # positions 1, 15 and 30 of the paper's 30 documents
+
+
+class _AnsweringLM:
+    """Answers every prompt 'ans' in batches, like a backend (no model)."""
+
+    backend = "hf"
+
+    def render(self, prompt, system=None):
+        return prompt
+
+    def run_params(self):
+        return {"device": "test"}
+
+    def generate(self, prompts, *, max_new_tokens, stop_rules, batch_size, progress, on_batch, desc):
+        from longctx.engine import Generation
+
+        for start in range(0, len(prompts), batch_size):
+            batch = list(range(start, min(start + batch_size, len(prompts))))
+            on_batch(batch, [Generation("ans", "ans", 3, 1, True, 0.1, len(batch)) for _ in batch])
+
+
+def test_copy_to_sends_the_new_rows_compressed_and_merge_takes_them_back(tmp_path):
+    """A GPU run's rows come back as one <model>__<experiment>.jsonl.xz per store (the device
+    returns at most 8 files of 16 MiB), throttled while running and flushed when the run
+    stops; `longctx merge` adds them to another checkout's stores and packs them."""
+    import lzma
+
+    from longctx.chapters import Block
+    from longctx.cli import main
+    from longctx.store import Request, ResultsStore
+
+    reqs = [Request("t", f"e{i}", f"prompt {i} " + "filler " * 200, ("ans",)) for i in range(6)]
+    device, out = tmp_path / "device", tmp_path / "out"
+    report = run_blocks([Block("head", "exp", reqs, True)], model=MODEL, results_dir=device, load=_AnsweringLM,
+                        chunk_prompts=2, copy_to=out, copy_interval_s=3600, progress=False, log=lambda m: None)
+    assert report.missing == 0
+    copy = out / f"{MODEL}__exp.jsonl.xz"
+    assert [p.name for p in out.iterdir()] == [copy.name]  # no temporary file left
+    stored = ResultsStore(device, MODEL, "exp")
+    # throttled to one copy an hour, yet the flush on return copied all six rows
+    assert lzma.decompress(copy.read_bytes()) == stored.path.read_bytes()
+    assert copy.stat().st_size < stored.path.stat().st_size / 4
+
+    here = tmp_path / "here"
+    mine = ResultsStore(here, MODEL, "exp")
+    mine.append(stored.rows()[:2])
+    assert main(["merge", str(copy), "--results-dir", str(here)]) == 0
+    assert mine.keys() == stored.keys() and not mine.path.exists() and mine.packed_path.exists()
+    assert main(["merge", str(tmp_path / "no-model-in-name.jsonl.xz"), "--results-dir", str(here)]) == 2
+
+
+def test_copy_to_is_flushed_when_the_deadline_stops_a_run(tmp_path, monkeypatch):
+    import lzma
+    import types
+
+    import longctx.reproduce as reproduce
+    from longctx.chapters import Block
+    from longctx.store import Request, ResultsStore
+
+    now = [0.0]
+    monkeypatch.setattr(reproduce, "time", types.SimpleNamespace(time=lambda: now[0]))
+
+    class SlowLM(_AnsweringLM):
+        def generate(self, prompts, **kw):
+            now[0] += 6  # each one-prompt chunk takes 6 s of the 10 s deadline
+            super().generate(prompts, **kw)
+
+    reqs = [Request("t", f"e{i}", f"prompt {i}", ("ans",)) for i in range(4)]
+    report = run_blocks([Block("head", "exp", reqs, True)], model=MODEL, results_dir=tmp_path / "d", load=SlowLM,
+                        chunk_prompts=1, deadline_s=10, copy_to=tmp_path / "out", progress=False, log=lambda m: None)
+    assert "deadline" in report.stopped_early and report.missing == 2
+    copied = lzma.decompress((tmp_path / "out" / f"{MODEL}__exp.jsonl.xz").read_bytes()).decode().splitlines()
+    assert len(copied) == len(ResultsStore(tmp_path / "d", MODEL, "exp").rows()) == 2

@@ -9,6 +9,7 @@ import pytest
 
 from longctx import findings
 from longctx.findings import CLAIMS, Claim, Estimate, verdict
+from longctx.store import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "data" / "results"
@@ -64,8 +65,7 @@ def test_at_least_two_claims_per_paper(table):
 
 
 def _rows(experiment):
-    path = RESULTS / "qwen2.5-coder-0.5b-instruct" / experiment / "generations.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return ResultsStore(RESULTS, "qwen2.5-coder-0.5b-instruct", experiment).rows()
 
 
 def test_kv_numbers_match_an_independent_scorer(table):
@@ -86,8 +86,8 @@ def test_kv_numbers_match_an_independent_scorer(table):
 def test_kv_findings_ignore_records_beyond_the_book_scale(tmp_path, table):
     """An extension in progress (more 140-pair records in the store) must not move the
     findings before the chapter reads those records."""
-    source = RESULTS / findings.DEFAULT_MODEL / "kv_retrieval" / "generations.jsonl"
-    rows = [json.loads(line) for line in source.read_text().splitlines() if '"release-140"' in line]
+    committed = ResultsStore(RESULTS, findings.DEFAULT_MODEL, "kv_retrieval").rows()
+    rows = [dict(r) for r in committed if r["condition"].get("source") == "release-140"]
     # One record beyond the book scale, answered right in the middle and wrong first: it would move both n and the difference.
     extra = [next(r for r in rows if r["condition"]["gold_index"] == i and not r["condition"]["query_aware"])
              for i in (0, 70)]
@@ -96,7 +96,7 @@ def test_kv_findings_ignore_records_beyond_the_book_scale(tmp_path, table):
         r["output"] = r["gold"][0] if r["condition"]["gold_index"] == 70 else "no"
     folder = tmp_path / findings.DEFAULT_MODEL / "kv_retrieval"
     folder.mkdir(parents=True)
-    (folder / "generations.jsonl").write_text(source.read_text() + "".join(json.dumps(r) + "\n" for r in extra))
+    (folder / "generations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*committed, *extra]))
     got = findings.kv_middle_vs_first(tmp_path)
     want = table.set_index("id").loc["litm-kv-middle"]
     assert got.n == want["n"] and got.difference == pytest.approx(want["difference"])

@@ -100,3 +100,84 @@ def test_unique_requests_drops_repeats_keeps_order():
     a = Request(task="t", example_id="1", prompt="p", gold=("x",), condition={"k": 1})
     b = Request(task="t", example_id="1", prompt="p", gold=("x",), condition={"k": 2})
     assert unique_requests([a, b, a, b]) == [a, b]
+
+
+# --- packed rows ---------------------------------------------------------------------------
+
+def _rows_of(n, start=0):
+    return [_row(_req(i), key=f"k{i}") for i in range(start, start + n)]
+
+
+def test_pack_moves_appended_rows_into_the_xz_file_and_rows_read_both(tmp_path):
+    import lzma
+
+    store = ResultsStore(tmp_path, "m", "exp")
+    store.append(_rows_of(3))
+    assert store.pack() == 3
+    assert not store.path.exists() and store.packed_path.name == "generations.jsonl.xz"
+    assert [r["key"] for r in store.rows()] == ["k0", "k1", "k2"]
+    packed_bytes = store.packed_path.read_bytes()
+    # new rows append to the plain file and are read after the packed ones
+    store.append(_rows_of(2, start=3))
+    assert [r["key"] for r in store.rows()] == ["k0", "k1", "k2", "k3", "k4"] and store.keys() == {f"k{i}" for i in range(5)}
+    # a row packed already is dropped, not duplicated; pack is idempotent
+    store.append(_rows_of(1))
+    assert store.pack() == 2 and [r["key"] for r in store.rows()] == ["k0", "k1", "k2", "k3", "k4"]
+    assert store.pack() == 0 and len(lzma.decompress(store.packed_path.read_bytes()).splitlines()) == 5
+    # the same rows pack to the same bytes (no churn in git)
+    again = ResultsStore(tmp_path, "m2", "exp")
+    again.append(_rows_of(3))
+    again.pack()
+    assert again.packed_path.read_bytes() == packed_bytes
+
+
+def test_rows_read_from_a_packed_store_are_the_callers_to_change(tmp_path):
+    store = ResultsStore(tmp_path, "m", "exp")
+    store.append(_rows_of(1))
+    store.pack()
+    store.rows()[0]["output"] = "changed"
+    assert store.rows()[0]["output"] == "out"
+
+
+def test_a_damaged_packed_file_is_a_clear_error(tmp_path):
+    store = ResultsStore(tmp_path, "m", "exp")
+    store.append(_rows_of(2))
+    store.pack()
+    store.packed_path.write_bytes(store.packed_path.read_bytes()[:-20])
+    with pytest.raises(DataFileError, match="damaged.*git checkout"):
+        store.rows()
+
+
+def test_store_of_a_results_file_and_folders_with_rows(tmp_path):
+    a = ResultsStore(tmp_path, "a", "exp")
+    a.append(_rows_of(1))
+    a.pack()
+    b = ResultsStore(tmp_path, "b", "exp")
+    b.append(_rows_of(1))
+    ResultsStore(tmp_path, "c", "other").append(_rows_of(1))
+    assert ResultsStore.folders(tmp_path, "exp") == ["a", "b"]
+    assert ResultsStore.at(a.packed_path).dir == a.dir and ResultsStore.at(b.path).dir == b.dir
+    with pytest.raises(DataFileError, match="not a results file"):
+        ResultsStore.at(tmp_path / "a" / "exp" / "rows.csv")
+
+
+def test_merge_adds_only_missing_rows_from_plain_or_xz_copies(tmp_path):
+    import json
+    import lzma
+
+    store = ResultsStore(tmp_path, "m", "exp")
+    store.append(_rows_of(2))
+    copy = tmp_path / "m__exp.jsonl.xz"
+    copy.write_bytes(lzma.compress("".join(json.dumps(r) + "\n" for r in _rows_of(4)).encode()))
+    assert store.merge(copy) == 2 and [r["key"] for r in store.rows()] == ["k0", "k1", "k2", "k3"]
+    plain = tmp_path / "m__exp.jsonl"
+    plain.write_text("".join(json.dumps(r) + "\n" for r in _rows_of(5)))
+    assert store.merge(plain) == 1 and store.merge(plain) == 0
+    bad = tmp_path / "bad.jsonl.xz"
+    bad.write_bytes(b"not xz")
+    with pytest.raises(DataFileError, match="not a generations file"):
+        store.merge(bad)
+    keyless = tmp_path / "keyless.jsonl"
+    keyless.write_text('{"output": "x"}\n')
+    with pytest.raises(DataFileError, match="without a store key"):
+        store.merge(keyless)

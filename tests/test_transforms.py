@@ -2,7 +2,6 @@
 the chapters built on documents and key-value pairs rebuilt through the interface with the
 same store key (so moving a chapter onto transforms regenerates nothing)."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from longctx.backends import fingerprint
 from longctx.chapters import scale
 from longctx.chapters.kv_retrieval import examples_for as kv_examples_for
 from longctx.errors import ParameterError
-from longctx.store import request_key
+from longctx.store import ResultsStore, request_key
 from longctx.tasks import kv_retrieval as kv
 from longctx.tasks import multidoc_qa as qa
 
@@ -109,9 +108,9 @@ def test_make_declares_parameters_and_rejects_unknown_ones():
 
 
 def committed(experiment):
-    for path in sorted((ROOT / "data" / "results").glob(f"*/{experiment}/generations.jsonl")):
-        for line in path.read_text().splitlines():
-            yield json.loads(line)
+    root = ROOT / "data" / "results"
+    for folder in ResultsStore.folders(root, experiment):
+        yield from ResultsStore(root, folder, experiment).rows()
 
 
 def key_of(row, request):

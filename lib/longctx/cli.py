@@ -119,6 +119,38 @@ def _reproduce(args) -> int:
     return 0 if args.dry_run or not report.missing else 3
 
 
+def _pack(args) -> int:
+    from .paths import resolve
+    from .store import ResultsStore
+
+    root = resolve(args.results_dir or "data/results")
+    stores = sorted({p.parent for name in (ResultsStore.FILENAME, ResultsStore.PACKED)
+                     for p in root.glob(f"*/*/{name}")})
+    moved = 0
+    for folder in stores:
+        n = ResultsStore(root, folder.parent.name, folder.name).pack()
+        if n:
+            print(f"{folder.relative_to(root)}: {n} rows packed")
+        moved += n
+    print(f"{moved} rows packed into {ResultsStore.PACKED} files under {root}")
+    return 0
+
+
+def _merge(args) -> int:
+    from .paths import resolve
+    from .reproduce import copy_target
+    from .store import ResultsStore
+
+    root = resolve(args.results_dir or "data/results")
+    for source in args.files:
+        folder, experiment = copy_target(Path(source).name)
+        store = ResultsStore(root, folder, experiment)
+        added = store.merge(source)
+        packed = store.pack() if args.pack else 0
+        print(f"{source}: {added} new rows into {folder}/{experiment}" + (f" ({packed} packed)" if args.pack else ""))
+    return 0
+
+
 def _replay(args) -> int:
     import json
 
@@ -130,8 +162,9 @@ def _replay(args) -> int:
 
     path = Path(args.results)
     if not path.is_file():
-        raise DataFileError(f"{path} is not a results file (data/results/<model>/<experiment>/generations.jsonl)")
-    rows = ResultsStore(path.parents[2], path.parent.parent.name, path.parent.name).rows()
+        raise DataFileError(f"{path} is not a results file (data/results/<model>/<experiment>/generations.jsonl"
+                            f" or {ResultsStore.PACKED})")
+    rows = ResultsStore.at(path).rows()
     if args.created_before:  # e.g. only the rows another machine made, before this one joined
         rows = [r for r in rows if r.get("created", "") < args.created_before]
         if not rows:
@@ -198,14 +231,22 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--chunk-prompts", type=int, default=256,
                      help="prompts per chunk; the deadline is checked between chunks, so lower this where one "
                           "prompt takes a minute (long contexts on a CPU)")
-    rep.add_argument("--copy-to", default=None, help="copy each generations file here, flat, after every chunk")
+    rep.add_argument("--copy-to", default=None,
+                     help="copy the rows this run adds here, one <model>__<experiment>.jsonl.xz per store, at most "
+                          "once a minute and when the run stops (take them back with `longctx merge`)")
     rep.add_argument("--only", nargs="+", default=None, metavar="TEXT",
                      help="run only the blocks whose name contains one of these strings")
     _backend_arguments(rep)
     rep.add_argument("--results-dir", default=None)
     rep.add_argument("--dry-run", action="store_true", help="count stored and missing rows; generate nothing")
+    pk = sub.add_parser("pack", help="move appended rows into each store's packed generations.jsonl.xz")
+    pk.add_argument("--results-dir", default=None)
+    mg = sub.add_parser("merge", help="add the rows of flat copies (reproduce --copy-to) to the stores, then pack")
+    mg.add_argument("files", nargs="+", help="<model>__<experiment>.jsonl.xz files")
+    mg.add_argument("--results-dir", default=None)
+    mg.add_argument("--no-pack", dest="pack", action="store_false", help="leave the merged rows unpacked")
     rp = sub.add_parser("replay", help="answer a seeded sample of stored rows again on this machine and compare")
-    rp.add_argument("results", help="a results file, data/results/<model>/<experiment>/generations.jsonl")
+    rp.add_argument("results", help="a results file, data/results/<model>/<experiment>/generations.jsonl[.xz]")
     rp.add_argument("--n", type=int, default=16, help="rows to replay")
     rp.add_argument("--seed", type=int, default=0, help="seed of the sample")
     rp.add_argument("--json", default=None, help="write the report (every replayed answer) here")
@@ -221,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
             return _reproduce(args)
         if args.command == "replay":
             return _replay(args)
+        if args.command == "pack":
+            return _pack(args)
+        if args.command == "merge":
+            return _merge(args)
         if args.command == "models":
             from .models import describe_aliases
 

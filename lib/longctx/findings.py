@@ -21,13 +21,13 @@ direction is called only when the two agree.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
 from .errors import DataFileError
+from .store import ResultsStore
 
 DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
 VERDICTS = ("reproduced", "opposite direction", "not reproduced", "inconclusive at this n")
@@ -77,10 +77,10 @@ def verdict(est: Estimate, claim: Claim) -> str:
 
 
 def _rows(results_dir: Path, experiment: str, model: str = DEFAULT_MODEL) -> list[dict]:
-    path = Path(results_dir) / model / experiment / "generations.jsonl"
-    if not path.exists():
-        raise DataFileError(f"{path} is missing: the findings need the committed rows of '{experiment}'")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    store = ResultsStore(results_dir, model, experiment)
+    if not store.exists():
+        raise DataFileError(f"{store.packed_path} is missing: the findings need the committed rows of '{experiment}'")
+    return store.rows()
 
 
 def _matches(cond: dict, where: dict) -> bool:

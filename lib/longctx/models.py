@@ -188,13 +188,19 @@ class ModelRef:
         base = self.slug
         if self.kind not in ("local", "gguf"):
             return base
-        for path in sorted((Path(results_root) / base).glob("*/generations.jsonl")):
-            with open(path, encoding="utf-8") as f:
-                first = f.readline()
-            if first.strip():
+        from .store import ResultsStore
+
+        for experiment in sorted(p.name for p in (Path(results_root) / base).glob("*") if p.is_dir()):
+            store = ResultsStore(results_root, base, experiment)
+            first = next(iter(store.packed_rows()), None)
+            if first is None and store.path.exists():  # the first line is enough
                 import json
 
-                if json.loads(first).get("model_fingerprint") != self.fingerprint:
+                with open(store.path, encoding="utf-8") as f:
+                    line = f.readline()
+                first = json.loads(line) if line.strip() else None
+            if first is not None:
+                if first.get("model_fingerprint") != self.fingerprint:
                     return f"{base}-{hashlib.sha256(self.fingerprint.encode()).hexdigest()[:6]}"
                 break
         return base

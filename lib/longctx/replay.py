@@ -7,7 +7,7 @@ sample of the rows already there with the same model, backend, rendered prompt, 
 and stop rule, and count the answers that come back byte for byte and those that score the
 same (:func:`longctx.results.backend_agreement`).
 
-    longctx replay data/results/qwen2.5-coder-1.5b-instruct--llamacpp/crossing/generations.jsonl \\
+    longctx replay data/results/qwen2.5-coder-1.5b-instruct--llamacpp/crossing/generations.jsonl.xz \\
         --n 16 --json data/bench/replay-crossing-1.5b.json
 """
 

@@ -4,13 +4,16 @@ For each chapter, :func:`longctx.chapters.get_chapter` gives the plan (the same 
 notebook builds, so the same store keys), cut into blocks with the headline comparison
 first. Blocks run in that order, in chunks, until a deadline; rows already stored are
 skipped, so an interrupted run resumes, and a run with everything stored loads no model
-and reports only cache hits. After every chunk the generations files can be copied flat to
-a folder (the GPU machine returns files from one folder level only).
+and reports only cache hits. The rows a run adds can be copied, xz-compressed and flat, to a
+folder (the GPU machine returns at most 8 files of 16 MiB, from one folder level), at most
+once a minute per store and whenever the run stops; ``longctx merge`` takes them back into
+the stores.
 """
 
 from __future__ import annotations
 
-import shutil
+import lzma
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,8 +85,22 @@ def run_blocks(blocks: Iterable[Block], *, model: str, results_dir: str | Path, 
                batch_size: int = 8, token_budget: int | None = None, chunk_prompts: int = 256,
                deadline_s: float | None = None, copy_to: str | Path | None = None, dry_run: bool = False,
                progress: bool = True, log: Callable[[str], None] = print, params: dict | None = None,
-               backend="hf") -> Report:
-    """Run ``blocks`` in order (see module docstring) on ``backend``; returns a :class:`Report`."""
+               backend="hf", copy_interval_s: float = 60.0) -> Report:
+    """Run ``blocks`` in order (see module docstring) on ``backend``; returns a :class:`Report`.
+    With ``copy_to``, the stores this run adds to are copied there (see :func:`copy_flat`) at
+    most every ``copy_interval_s`` seconds each and once more when it returns or fails."""
+    copier = _Copier(copy_to, copy_interval_s)
+    try:
+        return _run_blocks(blocks, model=model, results_dir=results_dir, load=load, batch_size=batch_size,
+                           token_budget=token_budget, chunk_prompts=chunk_prompts, deadline_s=deadline_s,
+                           copier=copier, dry_run=dry_run, progress=progress, log=log, params=params,
+                           backend=backend)
+    finally:
+        copier.flush()
+
+
+def _run_blocks(blocks, *, model, results_dir, load, batch_size, token_budget, chunk_prompts, deadline_s,
+                copier: _Copier, dry_run, progress, log, params, backend) -> Report:
     from .backends import fingerprint
     from .models import resolve_model
 
@@ -137,8 +154,7 @@ def run_blocks(blocks: Iterable[Block], *, model: str, results_dir: str | Path, 
                                keep_vector=block.keep_vector, progress=progress, backend=backend)
                 entry["generated"] += len(todo)
                 entry["seconds"] += time.time() - t0
-                if copy_to:
-                    copy_flat(store, copy_to)
+                copier.touched(store)
             else:
                 for part in chunks([block.requests[i] for i in todo], chunk_prompts, block.whole_units):
                     if past_deadline(f"in block '{block.name}'"):
@@ -149,8 +165,7 @@ def run_blocks(blocks: Iterable[Block], *, model: str, results_dir: str | Path, 
                                  params=params)
                     entry["generated"] += len(part)
                     entry["seconds"] += time.time() - t0
-                    if copy_to:
-                        copy_flat(store, copy_to)
+                    copier.touched(store)
         if block.followup is not None:
             second = stage_two(block, block_rows(block, store, keys))
             if second:
@@ -209,13 +224,62 @@ def stored_rows(blocks: Sequence[Block], *, model: str, results_dir: str | Path,
     return out
 
 
-def copy_flat(store: ResultsStore, folder: str | Path) -> Path:
-    """Copy a store's generations file to ``folder/<model>__<experiment>.jsonl``."""
+COPY_SUFFIX = ".jsonl.xz"
+
+
+def copy_flat(store: ResultsStore, folder: str | Path) -> Path | None:
+    """Copy the rows appended to a store (its plain file: on a machine that started from a
+    checkout, the rows made there) to ``folder/<model>__<experiment>.jsonl.xz``, compressed
+    (xz preset 3: about a tenth of the bytes at several MB/s) and replaced atomically, so a
+    run killed mid-copy leaves the previous copy whole. None when nothing was appended."""
+    if not store.path.exists():
+        return None
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{store.dir.parent.name}__{store.dir.name}.jsonl"
-    shutil.copy(store.path, target)
+    target = folder / f"{store.dir.parent.name}__{store.dir.name}{COPY_SUFFIX}"
+    tmp = target.with_name(target.name + ".tmp")
+    with store.lock():
+        data = store.path.read_bytes()
+    tmp.write_bytes(lzma.compress(data, preset=3))
+    os.replace(tmp, target)
     return target
+
+
+def copy_target(name: str) -> tuple[str, str]:
+    """The (model folder, experiment) a flat copy's file name stands for."""
+    stem = name[:-len(COPY_SUFFIX)] if name.endswith(COPY_SUFFIX) else name.removesuffix(".jsonl")
+    folder, sep, experiment = stem.partition("__")
+    if not sep or not folder or not experiment or name == stem:
+        from .errors import DataFileError
+
+        raise DataFileError(f"{name} is not a flat copy of a store (<model>__<experiment>{COPY_SUFFIX})")
+    return folder, experiment
+
+
+class _Copier:
+    """Copies stores flat at most every ``interval_s`` seconds each, and all pending ones on
+    :meth:`flush`: recompressing a large store after every short GPU chunk would idle the GPU."""
+
+    def __init__(self, folder, interval_s: float = 60.0):
+        self.folder, self.interval_s = folder, interval_s
+        self.last: dict[Path, float] = {}
+        self.pending: dict[Path, ResultsStore] = {}
+
+    def touched(self, store: ResultsStore) -> None:
+        if not self.folder:
+            return
+        self.pending[store.path] = store
+        if time.time() - self.last.get(store.path, 0.0) >= self.interval_s:
+            self._copy(store)
+
+    def _copy(self, store: ResultsStore) -> None:
+        copy_flat(store, self.folder)
+        self.last[store.path] = time.time()
+        self.pending.pop(store.path, None)
+
+    def flush(self) -> None:
+        for store in list(self.pending.values()):
+            self._copy(store)
 
 
 def chapter_blocks(chapters: Sequence[str], scale_name: str, overrides: dict | None = None,

@@ -16,8 +16,8 @@ def load_experiment(results_dir: str | Path, experiment: str, score: Callable[[d
     output are kept so that per-row analyses (error kinds) work on the table.
     """
     rows = []
-    for path in sorted(Path(results_dir).glob(f"*/{experiment}/{ResultsStore.FILENAME}")):
-        store = ResultsStore(results_dir, path.parent.parent.name, experiment)
+    for folder in ResultsStore.folders(results_dir, experiment):
+        store = ResultsStore(results_dir, folder, experiment)
         rows += [row for row in store.rows() if not task or row["task"] == task]
     return rows_table(rows, score)
 
@@ -87,7 +87,9 @@ def provenance(df, results_dir: str | Path, experiment: str) -> str:
             slug = resolve_model(model).results_slug(results_dir)
         except LongctxError:  # a local checkpoint that has since moved: its plain name
             slug = model_slug(model)
-        path = f"{_shown(results_dir)}/{results_folder(slug, backend)}/{experiment}/{ResultsStore.FILENAME}"
+        store = ResultsStore(results_dir, results_folder(slug, backend), experiment)
+        names = " + ".join(p.name for p in store.files) or ResultsStore.FILENAME
+        path = f"{_shown(results_dir)}/{results_folder(slug, backend)}/{experiment}/{names}"
         versions = ", ".join(sorted(group["longctx_version"].unique()))
         parts.append(f"{model_label(model, backend)}: {len(group)} generations in `{path}` (longctx {versions})")
     return "; ".join(parts)
@@ -288,8 +290,7 @@ def comparable_rows(results_dir: str | Path, experiment: str, requests: Sequence
 
     wanted = {request_identity(r.task, r.condition, r.example_id) for r in requests}
     out = []
-    for path in sorted(Path(results_dir).glob(f"*/{experiment}/{ResultsStore.FILENAME}")):
-        folder = path.parent.parent.name
+    for folder in ResultsStore.folders(results_dir, experiment):
         if folder == exclude:
             continue
         out += [row for row in ResultsStore(results_dir, folder, experiment).rows()

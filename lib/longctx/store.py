@@ -10,12 +10,20 @@ beside the store, so two processes (two ``make run`` of one chapter) or the conc
 requests of the ``openai`` backend never interleave or lose a row; a run killed mid-write
 leaves at most one truncated last line, which :meth:`ResultsStore.rows` skips with a
 warning.
+
+Committed rows are kept packed: :meth:`ResultsStore.pack` (``longctx pack``) moves them into
+``generations.jsonl.xz`` beside the plain file, and :meth:`ResultsStore.rows` reads the packed
+rows first, then the plain ones. Rows carry their full rendered prompt, and the prompts of
+one experiment share most of their text (haystacks, filler), so xz keeps a tenth of the
+bytes: the repository stays small enough to travel to a lent GPU, and a GPU run's new rows
+come back under the device's file limits.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import lzma
 import os
 import platform
 import time
@@ -60,11 +68,39 @@ def request_key(fingerprint: str, req: Request, prompt_mode: str) -> str:
 class ResultsStore:
     """Rows for one (model, experiment) pair in ``<root>/<model slug>/<experiment>/generations.jsonl``."""
 
-    FILENAME = "generations.jsonl"
+    FILENAME = "generations.jsonl"  # rows appended by runs
+    PACKED = "generations.jsonl.xz"  # rows moved here by pack(); read-only otherwise
+    _packed_cache: dict = {}  # packed path -> ((mtime, size), rows): a driver rereads its store per chunk
 
     def __init__(self, root: str | os.PathLike, model_slug: str, experiment: str):
         self.dir = Path(root) / model_slug / experiment
         self.path = self.dir / self.FILENAME
+        self.packed_path = self.dir / self.PACKED
+
+    @classmethod
+    def at(cls, path: str | os.PathLike) -> "ResultsStore":
+        """The store that a results file (``<root>/<model>/<experiment>/generations.jsonl``,
+        or its packed ``.jsonl.xz``) belongs to."""
+        path = Path(path)
+        if path.name not in (cls.FILENAME, cls.PACKED):
+            raise DataFileError(f"{path} is not a results file "
+                                f"(data/results/<model>/<experiment>/{cls.FILENAME} or {cls.PACKED})")
+        return cls(path.parents[2], path.parent.parent.name, path.parent.name)
+
+    @classmethod
+    def folders(cls, root: str | os.PathLike, experiment: str) -> list[str]:
+        """Names of the model folders under ``root`` that hold rows of ``experiment``."""
+        found = {p.parent.parent.name for name in (cls.FILENAME, cls.PACKED)
+                 for p in Path(root).glob(f"*/{experiment}/{name}")}
+        return sorted(found)
+
+    def exists(self) -> bool:
+        return self.path.exists() or self.packed_path.exists()
+
+    @property
+    def files(self) -> list[Path]:
+        """The files that hold this store's rows, packed first."""
+        return [p for p in (self.packed_path, self.path) if p.exists()]
 
     @classmethod
     def for_model(cls, root: str | os.PathLike, model: str, experiment: str, backend="hf") -> "ResultsStore":
@@ -77,6 +113,29 @@ class ResultsStore:
         return cls(root, results_folder(resolve_model(model).results_slug(root), backend), experiment)
 
     def rows(self) -> list[dict]:
+        """Every stored row: the packed rows, then the appended ones."""
+        return self.packed_rows() + self.plain_rows()
+
+    def packed_rows(self) -> list[dict]:
+        if not self.packed_path.exists():
+            return []
+        stat = self.packed_path.stat()
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        cached = self._packed_cache.get(self.packed_path)
+        if cached is None or cached[0] != stamp:  # decompress once; parse per call, so callers own their rows
+            try:
+                text = lzma.decompress(self.packed_path.read_bytes()).decode("utf-8")
+            except (lzma.LZMAError, EOFError, UnicodeDecodeError) as e:
+                raise DataFileError(f"{self.packed_path} is damaged ({e}); restore it with "
+                                    f"`git checkout -- {self.packed_path}`") from None
+            cached = self._packed_cache[self.packed_path] = (stamp, text.splitlines())
+        try:
+            return [json.loads(line) for line in cached[1] if line.strip()]
+        except json.JSONDecodeError as e:
+            raise DataFileError(f"{self.packed_path} holds a row that is not JSON ({e}); restore it with "
+                                f"`git checkout -- {self.packed_path}`") from None
+
+    def plain_rows(self) -> list[dict]:
         if not self.path.exists():
             return []
         out = []
@@ -95,6 +154,49 @@ class ResultsStore:
 
     def keys(self) -> set[str]:
         return {r["key"] for r in self.rows()}
+
+    def pack(self) -> int:
+        """Move the appended rows into the packed file (a row whose key is packed already is
+        dropped) and delete the plain file; returns how many rows were moved. The packed
+        file is rewritten whole and atomically, with a fixed xz preset, so packing the same
+        rows gives the same bytes."""
+        with self.lock():
+            plain = self.plain_rows()
+            if not plain:
+                if self.path.exists():
+                    self.path.unlink()
+                return 0
+            rows = self.packed_rows()
+            seen = {r["key"] for r in rows}
+            moved = 0
+            for r in plain:
+                if r["key"] not in seen:
+                    seen.add(r["key"])
+                    rows.append(r)
+                    moved += 1
+            text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
+            tmp = self.packed_path.with_name(self.PACKED + ".tmp")
+            tmp.write_bytes(lzma.compress(text.encode("utf-8"), preset=6))
+            os.replace(tmp, self.packed_path)
+            self.path.unlink()
+        return moved
+
+    def merge(self, source: str | os.PathLike) -> int:
+        """Append the rows of another generations file (plain or ``.xz``, such as a flat copy
+        a GPU run sent back) whose keys this store lacks; returns how many were added."""
+        source = Path(source)
+        data = source.read_bytes()
+        try:
+            text = (lzma.decompress(data) if source.suffix == ".xz" else data).decode("utf-8")
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except (lzma.LZMAError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise DataFileError(f"{source} is not a generations file ({e}); copy it again") from None
+        if any(not isinstance(r, dict) or "key" not in r for r in rows):
+            raise DataFileError(f"{source} holds rows without a store key: not a generations file")
+        have = self.keys()
+        new = [r for r in rows if r["key"] not in have and not have.add(r["key"])]
+        self.append(new)
+        return len(new)
 
     def append(self, rows: Iterable[dict]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
