@@ -44,7 +44,7 @@ def test_provenance_names_the_committed_folder_from_the_repository_root():
 
     table = load_experiment(repo_root() / "data" / "results", "kv_retrieval", score=lambda r: 1.0)
     caption = provenance(table, repo_root() / "data" / "results", "kv_retrieval")
-    assert "generations in `data/results/qwen2.5-coder-0.5b-instruct/kv_retrieval/generations.jsonl`" in caption
+    assert "generations in `data/results/qwen2.5-coder-0.5b-instruct/kv_retrieval/generations.jsonl.xz`" in caption
 
 
 def test_load_experiment_filters_by_task(tmp_path):
