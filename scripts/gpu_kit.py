@@ -33,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "lib"))
 
+from longctx.data import sha256_file  # noqa: E402  (lib/ is on the path only from here)
+
 KIT = ROOT / ".gpu"
 PIECE_MIB = 40  # leaves room for the working tree beside one piece under the 64 MiB per call
 # Wheels for the device's Python 3.12, which has torch, transformers, numpy, pandas, scipy,
@@ -57,14 +59,6 @@ def data_packages() -> list[str]:
 
 class KitError(Exception):
     """A piece or the assembled file is missing or does not match the manifest."""
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            h.update(block)
-    return h.hexdigest()
 
 
 def split(source: Path, folder: Path, piece_bytes: int) -> dict:
@@ -93,7 +87,7 @@ def join(folder: Path, target: Path) -> str:
         path = folder / p["name"]
         if not path.exists():
             bad.append(f"{p['name']} missing")
-        elif path.stat().st_size != p["bytes"] or sha256_of(path) != p["sha256"]:
+        elif path.stat().st_size != p["bytes"] or sha256_file(path) != p["sha256"]:
             bad.append(f"{p['name']} damaged")
     if bad:
         raise KitError(f"{folder}: {', '.join(bad)}; send those pieces again")
@@ -102,7 +96,7 @@ def join(folder: Path, target: Path) -> str:
     with open(partial, "wb") as out:
         for p in manifest["pieces"]:
             out.write((folder / p["name"]).read_bytes())
-    digest = sha256_of(partial)
+    digest = sha256_file(partial)
     if digest != manifest["sha256"]:
         partial.unlink()
         raise KitError(f"{target.name}: joined sha256 {digest[:12]}... is not the manifest's {manifest['sha256'][:12]}...")
@@ -110,10 +104,19 @@ def join(folder: Path, target: Path) -> str:
     return digest
 
 
-def stage(model: str, kit: Path, piece_mib: int, wheels: bool) -> None:
-    from longctx.models import ALIASES, alias_gguf_path
+def alias(model: str):
+    """The alias spec of a package-shipped reader; only those can be carried in pieces."""
+    from longctx.models import ALIASES
 
-    spec = ALIASES[model]
+    if model not in ALIASES:
+        raise KitError(f"'{model}' is not a package-shipped reader; use one of {', '.join(sorted(ALIASES))}")
+    return ALIASES[model]
+
+
+def stage(model: str, kit: Path, piece_mib: int, wheels: bool) -> None:
+    from longctx.models import alias_gguf_path
+
+    spec = alias(model)
     source = alias_gguf_path(spec)  # assembled from the installed packages and checked
     manifest = split(source, kit / model, piece_mib << 20)
     print(f"{len(manifest['pieces'])} pieces of {source.name} in {kit / model}; send each in its own call, "
@@ -153,12 +156,12 @@ def assemble(model: str, kit: Path) -> Path:
     """Join the reader into the alias cache (with its stamp) and any split wheels into
     ``kit/wheels``; returns the reader's path."""
     from longctx.data import cache_dir
-    from longctx.models import ALIASES, _write_stamp
+    from longctx.models import _write_stamp
 
     for folder in sorted(kit.glob("wheel-*")):
         name = json.loads((folder / "manifest.json").read_text())["file"]
         join(folder, kit / "wheels-joined" / name)
-    spec = ALIASES[model]
+    spec = alias(model)
     target = cache_dir() / "models" / spec.filename
     digest = join(kit / model, target)
     if spec.sha256 and digest != spec.sha256:
@@ -184,7 +187,7 @@ def main(argv=None) -> int:
             stage(args.model, args.kit, args.piece_mib, args.wheels)
         else:
             print(f"assembled and checked: {assemble(args.model, args.kit)}")
-    except (KitError, KeyError) as err:
+    except KitError as err:
         print(f"gpu_kit: error: {err}", file=sys.stderr)
         return 2
     return 0

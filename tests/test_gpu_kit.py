@@ -17,7 +17,7 @@ def test_split_and_join_round_trip(tmp_path):
     manifest = gpu_kit.split(source, tmp_path / "kit", 4096)
     assert [p["bytes"] for p in manifest["pieces"]] == [4096, 4096, 2304] and manifest["file"] == "model.gguf"
     target = tmp_path / "there" / "model.gguf"
-    assert gpu_kit.join(tmp_path / "kit", target) == gpu_kit.sha256_of(source)
+    assert gpu_kit.join(tmp_path / "kit", target) == gpu_kit.sha256_file(source)
     assert target.read_bytes() == source.read_bytes()
 
 
@@ -50,3 +50,8 @@ def test_wheels_are_grouped_into_folders_of_one_call_and_big_ones_split(tmp_path
     assert contents == [["b.whl", "c.whl"], ["a.whl"]]
     assert all(sum(p.stat().st_size for p in f.iterdir()) <= 4096 for f in folders)
     assert gpu_kit.join(kit / "wheel-big", tmp_path / "joined.whl") and (tmp_path / "joined.whl").stat().st_size == 9000
+
+
+def test_an_unknown_reader_is_a_clear_error(capsys):
+    assert gpu_kit.main(["stage", "--model", "Qwen/Qwen2.5-1.5B-Instruct"]) == 2
+    assert "not a package-shipped reader; use one of" in capsys.readouterr().err

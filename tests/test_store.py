@@ -112,7 +112,8 @@ def test_pack_moves_appended_rows_into_the_xz_file_and_rows_read_both(tmp_path):
     import lzma
 
     store = ResultsStore(tmp_path, "m", "exp")
-    store.append(_rows_of(3))
+    first = _rows_of(3)  # made once: rows carry their creation second
+    store.append(first)
     assert store.pack() == 3
     assert not store.path.exists() and store.packed_path.name == "generations.jsonl.xz"
     assert [r["key"] for r in store.rows()] == ["k0", "k1", "k2"]
@@ -126,7 +127,7 @@ def test_pack_moves_appended_rows_into_the_xz_file_and_rows_read_both(tmp_path):
     assert store.pack() == 0 and len(lzma.decompress(store.packed_path.read_bytes()).splitlines()) == 5
     # the same rows pack to the same bytes (no churn in git)
     again = ResultsStore(tmp_path, "m2", "exp")
-    again.append(_rows_of(3))
+    again.append(first)
     again.pack()
     assert again.packed_path.read_bytes() == packed_bytes
 
@@ -181,3 +182,13 @@ def test_merge_adds_only_missing_rows_from_plain_or_xz_copies(tmp_path):
     keyless.write_text('{"output": "x"}\n')
     with pytest.raises(DataFileError, match="without a store key"):
         store.merge(keyless)
+
+
+def test_all_under_lists_every_store_with_rows_packed_or_not(tmp_path):
+    a = ResultsStore(tmp_path, "a", "x")
+    a.append(_rows_of(1))
+    a.pack()
+    ResultsStore(tmp_path, "b", "y").append(_rows_of(1))
+    (tmp_path / "c" / "z").mkdir(parents=True)  # a folder without rows is no store
+    assert [(s.dir.parent.name, s.dir.name) for s in ResultsStore.all_under(tmp_path)] == [("a", "x"), ("b", "y")]
+    assert [s.dir.parent.name for s in ResultsStore.all_under(tmp_path, "y")] == ["b"]

@@ -124,13 +124,11 @@ def _pack(args) -> int:
     from .store import ResultsStore
 
     root = resolve(args.results_dir or "data/results")
-    stores = sorted({p.parent for name in (ResultsStore.FILENAME, ResultsStore.PACKED)
-                     for p in root.glob(f"*/*/{name}")})
     moved = 0
-    for folder in stores:
-        n = ResultsStore(root, folder.parent.name, folder.name).pack()
+    for store in ResultsStore.all_under(root):
+        n = store.pack()
         if n:
-            print(f"{folder.relative_to(root)}: {n} rows packed")
+            print(f"{store.dir.relative_to(root)}: {n} rows packed")
         moved += n
     print(f"{moved} rows packed into {ResultsStore.PACKED} files under {root}")
     return 0

@@ -247,13 +247,14 @@ def copy_flat(store: ResultsStore, folder: str | Path) -> Path | None:
 
 def copy_target(name: str) -> tuple[str, str]:
     """The (model folder, experiment) a flat copy's file name stands for."""
-    stem = name[:-len(COPY_SUFFIX)] if name.endswith(COPY_SUFFIX) else name.removesuffix(".jsonl")
-    folder, sep, experiment = stem.partition("__")
-    if not sep or not folder or not experiment or name == stem:
-        from .errors import DataFileError
+    from .errors import DataFileError
 
-        raise DataFileError(f"{name} is not a flat copy of a store (<model>__<experiment>{COPY_SUFFIX})")
-    return folder, experiment
+    for suffix in (COPY_SUFFIX, ".jsonl"):
+        if name.endswith(suffix):
+            folder, sep, experiment = name[:-len(suffix)].partition("__")
+            if sep and folder and experiment:
+                return folder, experiment
+    raise DataFileError(f"{name} is not a flat copy of a store (<model>__<experiment>{COPY_SUFFIX})")
 
 
 class _Copier:

@@ -70,7 +70,7 @@ class ResultsStore:
 
     FILENAME = "generations.jsonl"  # rows appended by runs
     PACKED = "generations.jsonl.xz"  # rows moved here by pack(); read-only otherwise
-    _packed_cache: dict = {}  # packed path -> ((mtime, size), rows): a driver rereads its store per chunk
+    _packed_cache: dict = {}  # packed path -> ((inode, mtime, size), lines): a driver rereads its store per chunk
 
     def __init__(self, root: str | os.PathLike, model_slug: str, experiment: str):
         self.dir = Path(root) / model_slug / experiment
@@ -88,11 +88,16 @@ class ResultsStore:
         return cls(path.parents[2], path.parent.parent.name, path.parent.name)
 
     @classmethod
+    def all_under(cls, root: str | os.PathLike, experiment: str = "*") -> list["ResultsStore"]:
+        """Every store under ``root`` that holds rows (packed or appended) of ``experiment``
+        (a glob pattern; every experiment by default), sorted by model folder, then experiment."""
+        dirs = {p.parent for name in (cls.FILENAME, cls.PACKED) for p in Path(root).glob(f"*/{experiment}/{name}")}
+        return [cls(root, d.parent.name, d.name) for d in sorted(dirs)]
+
+    @classmethod
     def folders(cls, root: str | os.PathLike, experiment: str) -> list[str]:
         """Names of the model folders under ``root`` that hold rows of ``experiment``."""
-        found = {p.parent.parent.name for name in (cls.FILENAME, cls.PACKED)
-                 for p in Path(root).glob(f"*/{experiment}/{name}")}
-        return sorted(found)
+        return [store.dir.parent.name for store in cls.all_under(root, experiment)]
 
     def exists(self) -> bool:
         return self.path.exists() or self.packed_path.exists()
@@ -120,7 +125,7 @@ class ResultsStore:
         if not self.packed_path.exists():
             return []
         stat = self.packed_path.stat()
-        stamp = (stat.st_mtime_ns, stat.st_size)
+        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)  # pack() replaces the file: a new inode
         cached = self._packed_cache.get(self.packed_path)
         if cached is None or cached[0] != stamp:  # decompress once; parse per call, so callers own their rows
             try:
