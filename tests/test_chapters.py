@@ -355,3 +355,41 @@ def test_copy_to_is_flushed_when_the_deadline_stops_a_run(tmp_path, monkeypatch)
     assert "deadline" in report.stopped_early and report.missing == 2
     copied = lzma.decompress((tmp_path / "out" / f"{MODEL}__exp.jsonl.xz").read_bytes()).decode().splitlines()
     assert len(copied) == len(ResultsStore(tmp_path / "d", MODEL, "exp").rows()) == 2
+
+
+def test_the_driver_logs_progress_and_time_left_after_each_chunk(tmp_path, monkeypatch):
+    """A block of long prompts on a CPU runs for hours; after each chunk the log says how far
+    it is, the time per prompt and the time left at that rate."""
+    import types
+
+    import longctx.reproduce as reproduce
+    from longctx.chapters import Block
+    from longctx.store import Request
+
+    now = [0.0]
+    monkeypatch.setattr(reproduce, "time", types.SimpleNamespace(time=lambda: now[0]))
+
+    class SlowLM(_AnsweringLM):
+        def generate(self, prompts, **kw):
+            now[0] += 45.0 * len(prompts)
+            super().generate(prompts, **kw)
+
+    reqs = [Request("t", f"e{i}", f"prompt {i}", ("ans",)) for i in range(6)]
+    lines = []
+    run_blocks([Block("sweep", "exp", reqs, True)], model=MODEL, results_dir=tmp_path, load=SlowLM,
+               chunk_prompts=2, progress=False, log=lines.append)
+    chunk_lines = [line for line in lines if "generated" in line]
+    assert [line.split("] ")[1] for line in chunk_lines] == [
+        "sweep: 2/6 generated, 45.0 s per prompt, about 3 min left",
+        "sweep: 4/6 generated, 45.0 s per prompt, about 2 min left",
+        "sweep: 6/6 generated, 45.0 s per prompt",
+    ]
+
+
+def test_progress_line_reads_hours_and_fast_rates():
+    from longctx.reproduce import progress_line
+
+    assert progress_line(0, 10, 0.0) == "0/10 generated"
+    assert progress_line(40, 168, 40 * 43.6) == "40/168 generated, 43.6 s per prompt, about 1 h 33 min left"
+    assert progress_line(500, 1000, 100.0) == "500/1000 generated, 5.0 prompts/s, about 2 min left"
+    assert progress_line(10, 12, 50.0) == "10/12 generated, 5.0 s per prompt, about 10 s left"

@@ -74,6 +74,22 @@ def chunks(requests: Sequence[Request], chunk_prompts: int, whole_units: bool = 
     return out
 
 
+def progress_line(done: int, total: int, seconds: float) -> str:
+    """'40/168 generated, 43.6 s per prompt, about 1 h 33 min left': the driver logs one after
+    each chunk, since a block of long prompts on a CPU can run for hours."""
+    line = f"{done}/{total} generated"
+    if not done:
+        return line
+    per = seconds / done
+    line += f", {per:.1f} s per prompt" if per >= 1 else f", {done / seconds if seconds else float('inf'):.1f} prompts/s"
+    left = per * (total - done)
+    if done < total:
+        minutes = round(left / 60)
+        line += (f", about {left:.0f} s left" if left < 90 else f", about {minutes} min left" if minutes < 60
+                 else f", about {minutes // 60} h {minutes % 60} min left")
+    return line
+
+
 def batch_for(reqs: Sequence[Request], batch_size: int, token_budget: int | None) -> int:
     if not token_budget:
         return batch_size
@@ -166,6 +182,8 @@ def _run_blocks(blocks, *, model, results_dir, load, batch_size, token_budget, c
                     entry["generated"] += len(part)
                     entry["seconds"] += time.time() - t0
                     copier.touched(store)
+                    log(f"[{time.time() - started:7.0f} s] {block.name}: "
+                        + progress_line(entry["generated"], len(todo), entry["seconds"]))
         if block.followup is not None:
             second = stage_two(block, block_rows(block, store, keys))
             if second:
