@@ -78,16 +78,21 @@ def progress_line(done: int, total: int, seconds: float) -> str:
     """'40/168 generated, 43.6 s per prompt, about 1 h 33 min left': the driver logs one after
     each chunk, since a block of long prompts on a CPU can run for hours."""
     line = f"{done}/{total} generated"
-    if not done:
+    if not done or not seconds:
         return line
     per = seconds / done
-    line += f", {per:.1f} s per prompt" if per >= 1 else f", {done / seconds if seconds else float('inf'):.1f} prompts/s"
-    left = per * (total - done)
+    line += f", {per:.1f} s per prompt" if per >= 1 else f", {done / seconds:.1f} prompts/s"
     if done < total:
-        minutes = round(left / 60)
-        line += (f", about {left:.0f} s left" if left < 90 else f", about {minutes} min left" if minutes < 60
-                 else f", about {minutes // 60} h {minutes % 60} min left")
+        line += f", about {_duration(per * (total - done))} left"
     return line
+
+
+def _duration(seconds: float) -> str:
+    """'45 s' under a minute and a half, then '3 min', then '1 h 33 min'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
 def batch_for(reqs: Sequence[Request], batch_size: int, token_budget: int | None) -> int:
