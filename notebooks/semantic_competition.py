@@ -424,9 +424,9 @@ if (model == "qwen2.5-coder-0.5b-instruct" and backend == "hf" and corpus == "sq
     assert [tuple(r.loc[("bm25", m, 79), ["R", "R_low", "R_high"]]) for m in ("EM", "Incl.", "F1")] == [
         (0.207, 0.122, 0.301), (0.364, 0.268, 0.461), (0.348, 0.272, 0.429)]
     assert r.loc[("bm25", "EM", 79), "M"] == 0.090
-    assert round(sweep[(sweep["retriever"] == "bm25") & (sweep["num_hard"] == 79)]["prompt_tokens"].mean()) == 5816
     assert [r.loc[("dense", "F1", h), "R"] for h in (19, 39, 79)] == [0.516, 0.336, 0.358]
-    assert round(sweep[(sweep["retriever"] == "bm25") & (sweep["num_hard"] == 39)]["prompt_tokens"].mean()) == 2942
+    bm25_tokens = sweep[sweep["retriever"] == "bm25"].groupby("num_hard")["prompt_tokens"].mean().round()
+    assert [bm25_tokens[h] for h in (39, 79)] == [2942, 5816]
     bm25_40 = sweep[(sweep["retriever"] == "bm25") | (sweep["condition"] == "gold")]
     curve_40, life_40 = retention_curve(bm25_40[bm25_40["example_id"].isin({q.question_id for q in questions})],
                                         metric="em", by=["model"], seed=seed)
