@@ -110,6 +110,7 @@ CI_PARAMETERS = {
         "query_aware_lengths": [120],
         "long_length": 150,
         "long_num_cases": 2,
+        "short_length": 60,
         "tagger_model": "smollm2-135m-instruct",
         "llm_tag_method": "hybrid",
         "chunk_chars": 300,

@@ -251,7 +251,8 @@ def test_a_dry_run_never_loads_the_llm_tagger(tmp_path):
     from longctx.chapters import tag_needles
 
     params = {**scale("tag_needles", "book"), "model": MODEL, "num_cases": 2, "lengths": [250],
-              "variants": ["baseline", "td_tc_llm"], "query_aware_variants": [], "long_length": None}
+              "variants": ["baseline", "td_tc_llm"], "query_aware_variants": [], "long_length": None,
+              "short_length": None}
     (block,) = tag_needles.plan({**params, "dry_run": True}, results_dir=tmp_path)  # no tags cached there
     assert block.requests == [] and "not cached" in block.name and "loads no model" in block.name
     # Without an LLM-tag variant nothing needs the tagger, and the dry run plans as usual.

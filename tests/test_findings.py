@@ -215,3 +215,24 @@ def test_cnorm_token_contrast_on_hand_made_rows(tmp_path):
     est = findings.cnorm_longer_formats(tmp_path)
     assert est.difference == -100.0 and est.n == len({r.example_id for r in sweep})
     assert est.detail == "4 longest formats 0.0% vs 4 shortest formats 100.0%"
+
+
+@pytest.mark.parametrize("variant,claim", [("td", "tag-td"), ("td_tc_spacy", "tag-spacy")])
+def test_tag_short_numbers_match_an_independent_scorer(table, variant, claim):
+    """NoLiMa's contains (a gold answer as a case-sensitive substring of the output) at 250
+    tokens, on the sized rows only: every headline needle case at its rotating depth in the
+    headline list (case i at depths[i % 5]), not the 30-case grid's rows at other depths."""
+    from longctx.chapters import scale
+    from longctx.chapters import tag_needles as chapter
+    from longctx.tasks import tag_needles as tn
+
+    params = scale("tag_needles", "book")
+    cases = chapter.long_cases(params, tn.haystack_text())
+    depth_of = {c.id: params["depths"][i % len(params["depths"])] for i, c in enumerate(cases)}
+    hit = {(r["example_id"], r["condition"]["variant"]): any(g in r["output"] for g in r["gold"])
+           for r in _rows("tag_needles") if r["condition"]["length"] == 250 and not r["condition"]["query_aware"]
+           and r["condition"]["depth"] == depth_of.get(r["example_id"])}
+    both = [c.id for c in cases if (c.id, "baseline") in hit and (c.id, variant) in hit]
+    want = 100 * sum(hit[(e, variant)] - hit[(e, "baseline")] for e in both) / len(both)
+    row = table.set_index("id").loc[claim]
+    assert row["n"] == len(both) == len(cases) == 154 and row["difference"] == pytest.approx(want)

@@ -328,6 +328,52 @@ def test_system_prompt_reaches_the_chat_template(smollm2):
     assert "You tag entities." not in smollm2.render("Question?")
 
 
+def test_short_comparisons_ask_the_headline_cases_at_their_headline_depths():
+    """The paper's 250-token comparisons on every headline case: same cases and rotating
+    depths as the headline pair, three variants, and sized_depths names those depths."""
+    from longctx.chapters import scale
+    from longctx.chapters import tag_needles as chapter
+
+    params = {**scale("tag_needles", "book"), "long_length": 200, "short_length": 100, "long_num_cases": 3}
+    taggers = tn.Taggers(spacy=SpacyTagger())
+    long = chapter.long_requests(params, tokenizer=WordTokenizer(), taggers=taggers, text=HAYSTACK)
+    short = chapter.short_requests(params, tokenizer=WordTokenizer(), taggers=taggers, text=HAYSTACK)
+    assert len(short) == 6 * 3 and {r.condition["variant"] for r in short} == {"baseline", "td", "td_tc_spacy"}
+    assert {r.condition["length"] for r in short} == {100} and not any(r.condition["query_aware"] for r in short)
+    depth_of = chapter.sized_depths(params, HAYSTACK)
+    assert list(depth_of) == [c.id for c in chapter.long_cases(params, HAYSTACK)]
+    assert all(depth_of[r.example_id] == r.condition["depth"] for r in [*long, *short])
+    assert sorted(set(depth_of.values())) == params["depths"]  # six cases over five depths
+    assert chapter.short_requests({**params, "short_length": None}, tokenizer=WordTokenizer(), taggers=taggers,
+                                  text=HAYSTACK) == []
+
+
+def test_plan_asks_a_grid_prompt_that_is_also_a_sized_one_once(monkeypatch):
+    """A grid case at the short length whose rotating depth matches its sized depth is the
+    same prompt: the plan lists it in the sized block only."""
+    from longctx.chapters import scale
+    from longctx.chapters import tag_needles as chapter
+    from longctx.store import dedupe_key
+
+    params = {**scale("tag_needles", "book"), "model": "m", "long_length": 200, "short_length": 100,
+              "long_num_cases": 2, "lengths": [100, 150], "variants": ["baseline", "td"], "query_aware_variants": [],
+              "long_needle_sets": ["longctx"]}
+    sized_cases = chapter.long_cases(params, HAYSTACK)
+    other = next(c for c in tn.load_cases("longctx", avoid_text=HAYSTACK) if c.id not in {s.id for s in sized_cases})
+    # The grid's first two cases are the sized ones in the same order, so at the same rotating depths.
+    monkeypatch.setattr(chapter, "cases_for", lambda params: (HAYSTACK, [*sized_cases, other]))
+    monkeypatch.setattr("longctx.models.load_tokenizer", lambda model: WordTokenizer())
+    monkeypatch.setattr(chapter, "taggers_for", lambda *a, **k: tn.Taggers(spacy=SpacyTagger()))
+    blocks = chapter.plan(params, results_dir=Path("unused"))
+    keys = [dedupe_key(r) for b in blocks for r in b.requests]
+    assert len(keys) == len(set(keys))
+    short = blocks[1].requests
+    assert blocks[1].headline and {r.condition["length"] for r in short} == {100} and len(short) == 2 * 3
+    grid_short = [r for b in blocks[2:] for r in b.requests if r.condition["length"] == 100]
+    assert {r.example_id for r in grid_short} == {other.id} and len(grid_short) == 2
+    assert len([r for b in blocks[2:] for r in b.requests if r.condition["length"] == 150]) == 3 * 2
+
+
 def test_extra_needle_set_adds_cases_without_literal_overlap_or_id_clashes():
     from longctx.tasks import tag_needles as tn
 

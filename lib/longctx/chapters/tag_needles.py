@@ -2,7 +2,9 @@
 
 Headline: TD+TC against the untagged baseline at ``long_length`` tokens (2,000 at book
 scale), on every case of the ``long_needle_sets`` (the project's 48 and 106 extra needle
-questions: the paired interval needs 100+ cases), then every variant at the grid's
+questions: the paired interval needs 100+ cases); then the paper's short-context
+comparisons (``short_variants``, TD and TD+TC against the baseline, at ``short_length``,
+250 tokens) on the same cases, so they are sized too; then every variant at the grid's
 ``lengths`` on ``num_cases`` cases. Two
 things make this plan depend on models: haystack lengths are counted in the *reader's*
 tokens (so the plan needs the reader, ``params["model"]``, which ``longctx reproduce``
@@ -17,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ParameterError
+from ..store import dedupe_key
 from ..tasks import tag_needles as tn
 from . import Block
 
@@ -40,7 +43,8 @@ def taggers_for(params: dict, results_dir: str | Path, load_tagger=None, batch_s
             from ..models import load_model
 
             return load_model(params["tagger_model"])
-    variants = params["variants"] + params["query_aware_variants"] + list(params.get("long_variants") or [])
+    variants = (params["variants"] + params["query_aware_variants"] + list(params.get("long_variants") or [])
+                + list(params.get("short_variants") or []))
     return tn.chapter_taggers(variants, results_dir=results_dir,
                               tagger_model=params["tagger_model"], llm_method=params["llm_tag_method"],
                               load=load_tagger, batch_size=batch_size)
@@ -68,14 +72,38 @@ def long_cases(params: dict, text: str) -> list[tn.NeedleCase]:
     return out
 
 
-def long_requests(params: dict, *, tokenizer, taggers: tn.Taggers, text: str):
-    """The headline pair at ``long_length`` tokens (none when it is null)."""
-    if not params.get("long_length"):
+def _every_case_at(params: dict, length, variants, *, tokenizer, taggers: tn.Taggers, text: str):
+    """Every :func:`long_cases` case at ``length`` tokens in ``variants``, each case at one
+    rotating depth (:func:`sized_depths`); none when ``length`` is null."""
+    if not length:
         return []
-    return tn.make_requests(long_cases(params, text), tokenizer=tokenizer, lengths=[params["long_length"]],
-                            variants=params["long_variants"], taggers=taggers, depths=params["depths"],
+    return tn.make_requests(long_cases(params, text), tokenizer=tokenizer, lengths=[length],
+                            variants=variants, taggers=taggers, depths=params["depths"],
                             depth_mode="rotate", strategy=params["chunk_strategy"], max_chars=params["chunk_chars"],
                             text=text)
+
+
+def long_requests(params: dict, *, tokenizer, taggers: tn.Taggers, text: str):
+    """The headline pair at ``long_length`` tokens (none when it is null)."""
+    return _every_case_at(params, params.get("long_length"), params["long_variants"], tokenizer=tokenizer,
+                          taggers=taggers, text=text)
+
+
+def short_requests(params: dict, *, tokenizer, taggers: tn.Taggers, text: str):
+    """The paper's short-context comparisons, ``short_variants`` at ``short_length`` tokens,
+    on the headline's cases (none when ``short_length`` is null). The grid asks the same
+    length on ``num_cases`` cases, too few to size a paired change."""
+    return _every_case_at(params, params.get("short_length"), params.get("short_variants") or [],
+                          tokenizer=tokenizer, taggers=taggers, text=text)
+
+
+def sized_depths(params: dict, text: str | None = None) -> dict[str, float]:
+    """case id -> the depth its needle sits at in the sized comparisons (:func:`long_requests`,
+    :func:`short_requests`). A grid case asked at the same length sits at its own rotating
+    depth, so this picks the sized rows out of a store that holds both."""
+    cases = long_cases(params, tn.haystack_text() if text is None else text)
+    depths = params["depths"]
+    return {c.id: float(depths[i % len(depths)]) for i, c in enumerate(cases)}
 
 
 class _TagsNotCached(Exception):
@@ -110,11 +138,17 @@ def _plan(params: dict, results_dir, load_tagger=None) -> list[Block]:
     taggers = taggers_for(params, results_dir or resolve("data/results"), load_tagger=load_tagger)
     text, cases = cases_for(params)
     longest = max(params["lengths"])
-    every = requests_for(params, tokenizer=tokenizer, taggers=taggers, cases=cases, text=text)
+    headline = long_requests(params, tokenizer=tokenizer, taggers=taggers, text=text)
+    short = short_requests(params, tokenizer=tokenizer, taggers=taggers, text=text)
+    # A grid case at the short length and its rotating depth is a sized request already.
+    sized = {dedupe_key(r) for r in [*headline, *short]}
+    every = [r for r in requests_for(params, tokenizer=tokenizer, taggers=taggers, cases=cases, text=text)
+             if dedupe_key(r) not in sized]
     head = [r for r in every if r.condition["length"] == longest and not r.condition["query_aware"]]
     rest = [r for r in every if r.condition["length"] != longest or r.condition["query_aware"]]
-    headline = long_requests(params, tokenizer=tokenizer, taggers=taggers, text=text)
     return [*([Block(f"{params['long_length']} tokens, {' vs '.join(params['long_variants'])}", EXPERIMENT, headline,
                      True)] if headline else []),
+            *([Block(f"{params['short_length']} tokens on every case, {' vs '.join(params['short_variants'])}",
+                     EXPERIMENT, short, True)] if short else []),
             Block(f"{longest} tokens, every variant", EXPERIMENT, head, not headline),
             *([Block("other lengths and query-aware prompts", EXPERIMENT, rest)] if rest else [])]
