@@ -45,6 +45,7 @@ CI_PARAMETERS = {
         "kv_low_positions": [0.0, 1.0],
         "kv_high_positions": [1, 2],
         "kv_examples": 1,
+        "kv_high_examples": 1,
         "sweep_delimiters": ["-", "", ":", "&"],
         "sweep_pairs": 4,
         "sweep_positions": [0.0, 1.0],

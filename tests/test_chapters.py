@@ -22,7 +22,7 @@ SMALL = {"kv_retrieval": {"examples_per_cell": 3}, "multidoc_qa": {"num_question
          # No LLM-tag variant here: its tagger (the 1.5B model at paper scale) would run at plan time.
          "tag_needles": {"num_cases": 3, "lengths": [250, 4000], "variants": ["baseline", "td_tc_spacy"],
                          "query_aware_variants": ["baseline"], "query_aware_lengths": [4000]},
-         "cnorm": {"qa_questions": 2, "kv_examples": 1, "sweep_examples": 1, "calibration_questions": 2,
+         "cnorm": {"qa_questions": 2, "kv_examples": 1, "kv_high_examples": 1, "sweep_examples": 1, "calibration_questions": 2,
                    "ratio_sweep_samples": 2},
          "crossing": {"num_questions": 2, "pool_size": 300}}
 

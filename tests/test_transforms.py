@@ -155,7 +155,7 @@ def test_every_committed_key_value_row_is_rebuilt_with_its_key():
         examples, source = kv_examples_for(k, params)
         by_id.update({(e.example_id, k, source): e for e in examples})
     cn = scale("cnorm", "book")
-    for density, pairs, n in [("low", cn["kv_low_pairs"], cn["kv_examples"]), ("high", cn["kv_high_pairs"], cn["kv_examples"]),
+    for density, pairs, n in [("low", cn["kv_low_pairs"], cn["kv_examples"]), ("high", cn["kv_high_pairs"], cn["kv_high_examples"]),
                               ("low", cn["sweep_pairs"], cn["sweep_examples"])]:
         num_hex = {"low": 32, "high": 128}[density]
         by_id.update({(e.example_id, pairs, f"synthetic-{num_hex}"): e

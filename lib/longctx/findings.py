@@ -473,7 +473,7 @@ CLAIMS: list[Claim] = [
     Claim("cnorm-format", _CNORM, "cnorm", "cnorm-formats",
           "At high id density, plain text ids are retrieved better than UUIDs.",
           "plain minus UUID OAA (pts)", "Qwen2.5-1.5B: 0.949 vs 0.854 = +9.5", +1, 9.5,
-          f"{_READER}, 4 pairs of 128-hex ids", cnorm_plain_vs_uuid, short="C-NORM: plain - UUID ids"),
+          f"{_READER}, 4 pairs of 128-hex ids, 20 examples at 4 gold positions", cnorm_plain_vs_uuid, short="C-NORM: plain - UUID ids"),
     Claim("cnorm-tokens", _CNORM, "cnorm", "cnorm-tokens",
           "Formats that cost more tokens are retrieved worse (Figure 3).",
           "4 longest- minus 4 shortest-tokenizing delimiters, key-value OAA (pts)",

@@ -73,12 +73,16 @@ def qa_requests(params: dict, evaluated, chosen: str, shortest: str) -> list[Req
 
 
 def kv_requests(params: dict) -> tuple[list[Request], list[Request]]:
-    """(the Figure 2 format x density grid, the Figure 3 delimiter sweep)."""
-    seed, n = params["seed"], params["kv_examples"]
+    """(the Figure 2 format x density grid, the Figure 3 delimiter sweep). The high-density
+    cells have their own example count (``kv_high_examples``): plain minus UUID ids there is
+    the paper's stated format effect, so it is sized; the examples are prefix-stable, so the
+    first ``kv_examples`` are the low-density cells' examples too."""
+    seed = params["seed"]
     grid = (cn.kv_format_requests(delimiters=params["kv_formats"], density="low", num_pairs=params["kv_low_pairs"],
-                                  positions=params["kv_low_positions"], examples=n, seed=seed)
+                                  positions=params["kv_low_positions"], examples=params["kv_examples"], seed=seed)
             + cn.kv_format_requests(delimiters=params["kv_formats"], density="high", num_pairs=params["kv_high_pairs"],
-                                    positions=params["kv_high_positions"], examples=n, seed=seed))
+                                    positions=params["kv_high_positions"], examples=params["kv_high_examples"],
+                                    seed=seed))
     sweep = cn.kv_format_requests(delimiters=params["sweep_delimiters"], density="low", num_pairs=params["sweep_pairs"],
                                   positions=params["sweep_positions"], examples=params["sweep_examples"], seed=seed)
     return grid, sweep
