@@ -245,16 +245,17 @@ if short_requests:
     short_gains = tn.versus_baseline(short_scored, seed=seed).set_index("variant")
     short_pairs = short_scored.pivot_table(index="example_id", columns="variant", values="correct")
     short_acc = 100 * short_pairs.mean()
-    show(pd.DataFrame([{"comparison": f"{tn.VARIANT_LABELS[v]} minus baseline", "questions": int(g.n),
-                        "accuracy: variant vs baseline (%)": f"{short_acc[v]:.1f} vs {short_acc['baseline']:.1f}",
+    show(pd.DataFrame([{"comparison": f"{tn.VARIANT_LABELS[v]} minus baseline", "n": int(g.n),
+                        "accuracy (%)": f"{short_acc[v]:.1f} vs {short_acc['baseline']:.1f}",
                         "change (pts, 95% CI)": points_ci(g.change, g.ci_low, g.ci_high),
                         "half-width": round((g.ci_high - g.ci_low) / 2, 1), "sign-flip p": f"{g.p_sign_flip:.3g}",
-                        "discordant questions": int((short_pairs[v] != short_pairs["baseline"]).sum()),
-                        "questions for +-10 pts": n_for_half_width(short_pairs[v] - short_pairs["baseline"]),
-                        "paper, Claude 3.5 Sonnet": paper_change(v, short_length)}
+                        "discordant": int((short_pairs[v] != short_pairs["baseline"]).sum()),
+                        "n for +-10 pts": n_for_half_width(short_pairs[v] - short_pairs["baseline"]),
+                        "paper (Claude 3.5)": paper_change(v, short_length)}
                        for v, g in short_gains.iterrows()]),
-         notes=f"{short_length} haystack tokens, paired over questions: bootstrap interval and sign-flip p over "
-               "the per-question differences.")
+         notes=f"{short_length} haystack tokens; n: questions, each at one depth; accuracy: the variant vs the "
+               "baseline; discordant: questions whose answer changes. Paired over questions: bootstrap interval and "
+               "sign-flip p over the per-question differences; n for +-10 pts from their observed spread.")
 
 # %% [markdown]
 # The paper's Table 1 in full (Claude 3.5 / 3.7 Sonnet on NoLiMa+; "td_tc_llm" is its
