@@ -620,8 +620,9 @@ print(f"quoted numbers checked: {checked}")
 # for this reader ({ref}`findings`). At 5 examples this cell read 1.00 vs 0.90, which
 # looked like the paper's direction; 15 more examples took that away. The `&` ids lost
 # the most at low density (-8 points). None of these differences is significant: every
-# sign-flip p is 0.5 or more and every interval touches 0. The paper's collapse (0.810 to 0.102 for LLaMA-2-7B-Chat) has no analogue
-# here; this reader copies ids well in any format at 1-1.3K tokens.
+# sign-flip p is 0.5 or more and every interval touches 0. The paper's collapse (0.810 to
+# 0.102 for LLaMA-2-7B-Chat) has no analogue here; this reader copies ids well in any
+# format at 1-1.3K tokens.
 #
 # **Tokens vs accuracy (Figure 3).** Off the ceiling the paper's direction appears. At 75
 # pairs with the gold pair in the middle, on the same 20 examples under every delimiter,

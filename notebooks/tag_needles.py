@@ -39,10 +39,11 @@
 # 32K, and 30 of the project's 48 needle questions are asked per cell (NoLiMa: 58 pairs at
 # 26 depths), each at one rotating depth. The comparisons the findings rest on are asked
 # again on 154 questions (the 48 and 106 more written to the same rules): TD+TC against the
-# baseline at 2,000 tokens, and the paper's 250-token TD and TD+TC comparisons. The LLM tagger is the same 0.5B model with the
-# paper's IE prompt (Figure 8); the classification prompt (Figure 7) is implemented and
-# run in CI, but the 0.5B model kept every category inside its `<thinking>` reasoning,
-# leaving nothing to parse, and costs 160 generated tokens per chunk. 420 generations,
+# baseline at 2,000 tokens, and the paper's 250-token TD and TD+TC comparisons. The LLM
+# tagger is the same 0.5B model with the paper's IE prompt (Figure 8); the classification
+# prompt (Figure 7) is implemented and run in CI, but the 0.5B model kept every category
+# inside its `<thinking>` reasoning, leaving nothing to parse, and costs 160 generated
+# tokens per chunk. 420 generations,
 # about 50 minutes on a 2-core CPU, and 308 more at 2,000 tokens (35 minutes). That
 # 0.5B tagger fails (it copies its prompt's example tags), so the LLM-tag arm below measures a failed tagger, not LLM tagging; it is kept
 # because it shows what wrong tags do to a reader, and it is not counted as evidence
@@ -118,6 +119,15 @@ def load_tagger():
     return load() if tagger_model == model and backend == "hf" else load_model(tagger_model, device=device, dtype=dtype)
 
 
+def scored_rows(requests):
+    """The requests' stored rows (generated first where missing), scored; empty without requests."""
+    if not requests:
+        return pd.DataFrame()
+    store = ResultsStore.for_model(results_path, model, experiment, backend_spec)
+    return pd.DataFrame(tn.score_rows(run_requests(requests, store, model=model, load=load, backend=backend_spec,
+                                                   batch_size=batch_size)))
+
+
 # %% [markdown]
 # The prompts come from `longctx.tasks.tag_needles`: needles placed in Paul Graham essay
 # haystacks measured in the reader's tokens, tagged by spaCy and by the LLM tagger (tags
@@ -131,10 +141,7 @@ all_cases = tn.load_cases(needle_set, avoid_text=text, seed=seed)
 tokenizer = load_tokenizer(model)
 taggers = chapter.taggers_for(params, results_path, load_tagger=load_tagger, batch_size=batch_size)
 requests = chapter.requests_for(params, tokenizer=tokenizer, taggers=taggers, cases=cases, text=text)
-rows = run_requests(requests, ResultsStore.for_model(results_path, model, experiment, backend_spec), model=model,
-                    load=load, backend=backend_spec,
-                    batch_size=batch_size)
-scored = pd.DataFrame(tn.score_rows(rows))
+scored = scored_rows(requests)
 main = scored[~scored["query_aware"]]
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Share of needle questions answered with the right character (NoLiMa's contains) against haystack length, per prompt variant; 30 questions per point, 95% Wilson bands. TD: tag definitions in the system prompt; TD+TC: definitions plus tagged context. The LLM-tagger arm uses a 0.5B tagger that failed (see the tagging section).", "name": "fig-tag-length"}, "image": {"alt": "Line chart of accuracy against haystack tokens (250, 500, 1000). The baseline falls from 77 to 50 percent; TD stays between 30 and 40; TD+TC with spaCy tags between 47 and 57; the LLM-tag arm is 0 at every length."}}
@@ -198,9 +205,7 @@ show(pd.DataFrame([{"comparison": "TD+TC (spaCy) minus baseline", "length": k, "
 
 # %% tags=["hide-input"]
 long_requests = chapter.long_requests(params, tokenizer=tokenizer, taggers=taggers, text=text)
-long_scored = pd.DataFrame(tn.score_rows(run_requests(
-    long_requests, ResultsStore.for_model(results_path, model, experiment, backend_spec), model=model, load=load,
-    backend=backend_spec, batch_size=batch_size))) if long_requests else pd.DataFrame()
+long_scored = scored_rows(long_requests)
 if long_requests:
     long_acc = tn.accuracy_table(long_scored, by=["variant", "hop"]).pipe(
         lambda t: pd.concat([tn.accuracy_table(long_scored, by=["variant"]).assign(hop="all"), t]))
@@ -238,9 +243,7 @@ if long_requests:
 
 # %% tags=["hide-input"]
 short_requests = chapter.short_requests(params, tokenizer=tokenizer, taggers=taggers, text=text)
-short_scored = pd.DataFrame(tn.score_rows(run_requests(
-    short_requests, ResultsStore.for_model(results_path, model, experiment, backend_spec), model=model, load=load,
-    backend=backend_spec, batch_size=batch_size))) if short_requests else pd.DataFrame()
+short_scored = scored_rows(short_requests)
 if short_requests:
     short_gains = tn.versus_baseline(short_scored, seed=seed).set_index("variant")
     short_pairs = short_scored.pivot_table(index="example_id", columns="variant", values="correct")
