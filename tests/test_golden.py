@@ -1,0 +1,35 @@
+"""Behaviour guard for restructurings: the findings table computed from the committed rows is
+the one saved in ``tests/golden/findings.json`` (every claim's difference, interval, n, p,
+sides and verdict). A change that moves a number must update the golden file on purpose,
+in its own commit that says why."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from longctx.findings import findings_table
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden" / "findings.json"
+NUMBERS = ("difference", "ci_low", "ci_high", "p", "paper_effect")
+WORDS = ("id", "paper", "claim", "comparison", "paper_value", "n", "detail", "setting", "verdict", "chapter", "label")
+
+
+@pytest.fixture(scope="module")
+def rows():
+    table = findings_table(ROOT / "data" / "results")
+    return {r["id"]: r for r in json.loads(table.to_json(orient="records", double_precision=15))}
+
+
+def test_findings_match_the_golden_file(rows):
+    golden = {r["id"]: r for r in json.loads(GOLDEN.read_text(encoding="utf-8"))}
+    assert list(rows) == list(golden), "claims added, removed or reordered"
+    for claim_id, want in golden.items():
+        got = rows[claim_id]
+        for name in WORDS:
+            assert got[name] == want[name], (claim_id, name)
+        for name in NUMBERS:
+            a, b = got[name], want[name]
+            assert (a is None and b is None) or math.isclose(a, b, rel_tol=0, abs_tol=1e-9), (claim_id, name, a, b)
