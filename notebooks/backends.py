@@ -45,10 +45,11 @@ from IPython.display import Markdown, display
 from longctx import __version__
 from longctx.chapters import get_chapter, scale
 from longctx.paths import repo_root, resolve
+from longctx.reader import Reader
 from longctx.report import pct, points_ci, show
-from longctx.reproduce import stored_rows
+from longctx.requests import request_identity
 from longctx.results import backend_agreement
-from longctx.store import request_identity
+from longctx.runner import stored
 from longctx.tasks import kv_retrieval as kv
 from longctx.tasks import multidoc_qa as qa
 
@@ -64,8 +65,8 @@ scorers = {"kv_retrieval": kv.score, "multidoc_qa": qa.score}
 agreement, pooled_rows = [], {"hf": [], "llamacpp": []}
 for chapter, names in blocks.items():
     plan = [b for b in get_chapter(chapter).plan(scale(chapter, "book")) if any(n in b.name for n in names)]
-    hf = stored_rows(plan, model=model, results_dir=results_path)
-    llama = stored_rows(plan, model=model, results_dir=results_path, backend="llamacpp")
+    hf = stored(plan, Reader.of(model), results_path)
+    llama = stored(plan, Reader.of(model, "llamacpp"), results_path)
     agreement.append({"chapter": chapter, **backend_agreement(hf, llama, scorers[chapter])})
     pooled_rows["hf"] += [{**r, "score": scorers[chapter](r)} for r in hf]
     pooled_rows["llamacpp"] += [{**r, "score": scorers[chapter](r)} for r in llama]

@@ -27,7 +27,7 @@ import torch
 
 from longctx import __version__
 from longctx.attention import eager_final_token_attention, final_token_attention
-from longctx.models import load_model
+from longctx.backends.hf import load_model
 
 
 def _rss() -> int:
@@ -106,11 +106,11 @@ def main() -> None:
     rows = []
     for n in args.lengths:
         ids = torch.randint(100, cfg.vocab_size - 100, (n,), generator=g)
-        fast, t_fast, m_fast = measure(lambda: final_token_attention(lm.model, ids), lm.device)
+        fast, t_fast, m_fast = measure(lambda ids=ids: final_token_attention(lm.model, ids), lm.device)
         row = {"tokens": n, "fast_seconds": round(t_fast, 3), "fast_peak_mib": round(m_fast / 2**20, 1)}
         need = layers * heads * n * n * elem
         if need < 0.6 * available_bytes(lm.device):
-            ref, t_ref, m_ref = measure(lambda: eager_final_token_attention(lm.model, ids), lm.device)
+            ref, t_ref, m_ref = measure(lambda ids=ids: eager_final_token_attention(lm.model, ids), lm.device)
             row.update(eager_seconds=round(t_ref, 3), eager_peak_mib=round(m_ref / 2**20, 1),
                        time_ratio=round(t_ref / t_fast, 2), memory_ratio=round(m_ref / max(m_fast, 2**20), 1),
                        max_abs_diff=float((fast - ref).abs().max()))

@@ -32,8 +32,9 @@ import time
 
 from longctx import __version__
 from longctx.backends import load_backend, spec
+from longctx.backends.hf import load_model
 from longctx.metrics import kv_accuracy
-from longctx.models import ALIASES, alias_gguf_path, load_model
+from longctx.models import ALIASES, alias_gguf_path
 from longctx.tasks import kv_retrieval as kv
 
 
@@ -69,7 +70,8 @@ def workload(name: str, n: int, pairs: list[int]):
         reqs = [r for k in pairs for r in kv.make_requests(kv.synthetic_examples(per, k, seed=123), [0.0, 1.0])]
         return reqs, lambda r, out: kv_accuracy(out, r.gold[0])
     if name == "varsum":
-        from longctx.chapters import all_requests, get_chapter, scale
+        from longctx.chapters import get_chapter, scale
+        from longctx.runner import all_requests
         from longctx.tasks import length_alone as la
 
         chapter = get_chapter("length_alone")

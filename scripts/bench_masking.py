@@ -1,7 +1,7 @@
 """Masked filler costs the short prompt, whatever its length; explicit filler grows with it.
 
 Times greedy generation of the same short problem with L masked filler tokens
-(position shift, :func:`longctx.engine.generate_masked`) against the simple baseline of
+(position shift, :func:`longctx.backends.hf_engine.generate_masked`) against the simple baseline of
 L whitespace tokens actually computed, in the same run, and writes the ratios:
 
     python scripts/bench_masking.py --model smollm2-135m-instruct --lengths 0 1024 4096
@@ -19,9 +19,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 
 from longctx import __version__  # noqa: E402
-from longctx.engine import StopRule, generate  # noqa: E402
-from longctx.models import load_model  # noqa: E402
+from longctx.backends.hf import load_model  # noqa: E402
+from longctx.backends.hf_engine import generate  # noqa: E402
 from longctx.padding import filler_slot  # noqa: E402
+from longctx.requests import StopRule
 from longctx.tasks import length_alone as la  # noqa: E402
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlparse
 
 RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{")
-CHECKED = re.compile(r"quoted numbers checked: (\d+)")
+CHECKED = re.compile(r"(?:quoted numbers|claims) checked: (\d+)")
 NOT_CHAPTERS = {"findings"}  # pages that quote no numbers of their own
 
 

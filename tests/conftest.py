@@ -17,6 +17,6 @@ def public_data(monkeypatch):
 @pytest.fixture(scope="session")
 def smollm2():
     """The smallest package-shipped model, float32 on CPU (deterministic greedy decoding)."""
-    from longctx.models import load_model
+    from longctx.backends.hf import load_model
 
     return load_model("smollm2-135m-instruct", device="cpu", dtype="float32")

@@ -3,7 +3,11 @@
 import pytest
 import torch
 
-from longctx.attention import attention_balance_score, eager_final_token_attention, final_token_attention
+from longctx.attention import (
+    attention_balance_score,
+    eager_final_token_attention,
+    final_token_attention,
+)
 from longctx.errors import ParameterError
 
 

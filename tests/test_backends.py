@@ -16,10 +16,14 @@ from pathlib import Path
 import pytest
 
 from longctx import backends
-from longctx.engine import StopRule
+from longctx.attention import attention_rows
 from longctx.errors import BackendError, CapabilityError, ParameterError
+from longctx.models import resolve_model
 from longctx.padding import filler_slot, masked_gap
-from longctx.store import Request, ResultsStore, request_key, run_requests
+from longctx.reader import Reader
+from longctx.requests import Request, StopRule, request_key
+from longctx.runner import generate_missing
+from longctx.store import ResultsStore
 
 SMOKE = "smollm2-135m-instruct"
 
@@ -38,12 +42,12 @@ def test_spec_rejects_bad_choices_in_one_line():
 
 
 def test_backend_identity_enters_key_and_folder_but_hf_keys_stay_as_before():
-    fp = "m@sha256:abc"
-    assert backends.fingerprint(fp, "hf", "m") == fp  # rows stored before backends existed are found
-    llama = backends.fingerprint(fp, "llamacpp", "m")
-    served = backends.fingerprint(fp, backends.spec("openai", "http://h:1/v1"), "m")
-    other = backends.fingerprint(fp, backends.spec("openai", "http://h:1/v1", served_model="x"), "m")
-    elsewhere = backends.fingerprint(fp, backends.spec("openai", "http://other:2/v1"), "m")
+    fp = resolve_model(SMOKE).fingerprint
+    assert Reader.of(SMOKE).fingerprint == fp  # rows stored before backends existed are found
+    llama = Reader.of(SMOKE, "llamacpp").fingerprint
+    served = Reader.of(SMOKE, "openai", "http://h:1/v1").fingerprint
+    other = Reader.of(SMOKE, "openai", "http://h:1/v1", served_model="x").fingerprint
+    elsewhere = Reader.of(SMOKE, "openai", "http://other:2/v1").fingerprint
     assert len({fp, llama, served, other}) == 4
     assert served == elsewhere  # where a model is served does not change its answers' identity
     req = Request("t", "e", "p", ("g",))
@@ -53,9 +57,9 @@ def test_backend_identity_enters_key_and_folder_but_hf_keys_stay_as_before():
     assert backends.results_folder("m", backends.spec("openai", "http://h/v1")) == "m--openai"
 
 
-def test_store_for_model_keeps_backends_apart(tmp_path):
-    hf = ResultsStore.for_model(tmp_path, SMOKE, "kv")
-    llama = ResultsStore.for_model(tmp_path, SMOKE, "kv", "llamacpp")
+def test_reader_stores_keep_backends_apart(tmp_path):
+    hf = Reader.of(SMOKE).store(tmp_path, "kv")
+    llama = Reader.of(SMOKE, "llamacpp").store(tmp_path, "kv")
     assert hf.dir.parent.name == SMOKE and llama.dir.parent.name == f"{SMOKE}--llamacpp"
 
 
@@ -67,15 +71,13 @@ def test_masked_padding_outside_hf_fails_before_loading(tmp_path, backend):
         raise AssertionError("the model must not be loaded")
 
     with pytest.raises(CapabilityError, match="masked padding needs the model's weights in torch.*use backend='hf'"):
-        run_requests([req], ResultsStore(tmp_path, "m", "x"), model=SMOKE, load=load, backend=backend)
+        generate_missing([req], ResultsStore(tmp_path, "m", "x"), Reader.of(SMOKE, backend), load=load)
 
 
 def test_attention_outside_hf_is_a_one_line_error(tmp_path):
-    from longctx import cnorm
-
     with pytest.raises(CapabilityError, match="attention weights need the model's weights in torch.*backend='hf'"):
-        cnorm.attention_rows([{"prompt": "p"}], ResultsStore(tmp_path, "m", "a"), model=SMOKE,
-                             load=lambda: None, backend="llamacpp")
+        attention_rows([{"prompt": "p"}], ResultsStore(tmp_path, "m", "a"), Reader.of(SMOKE, "llamacpp"),
+                       load=lambda: None)
 
 
 def test_llamacpp_refuses_models_that_are_not_gguf():
@@ -179,14 +181,15 @@ def test_llamacpp_reuses_shared_prefixes_only_when_asked_and_measures_filler_in_
 @pytest.mark.model
 def test_llamacpp_rows_carry_backend_and_resume(tmp_path, llama):
     reqs = [Request("t", f"e{i}", p, ("Paris",), max_new_tokens=8) for i, p in enumerate(PROMPTS)]
-    store = ResultsStore.for_model(tmp_path, SMOKE, "x", "llamacpp")
-    rows = run_requests(reqs, store, model=SMOKE, lm=llama, backend="llamacpp")
+    reader = Reader.of(SMOKE, "llamacpp")
+    store = reader.store(tmp_path, "x")
+    rows = generate_missing(reqs, store, reader, load=lambda: llama)
     assert {r["backend"] for r in rows} == {"llamacpp"} and rows[0]["params"]["backend"] == "llamacpp"
     assert rows[0]["params"]["gguf"].endswith(".gguf")
-    again = run_requests(reqs, store, model=SMOKE, load=lambda: pytest.fail("all rows are stored"), backend="llamacpp")
+    again = generate_missing(reqs, store, reader, load=lambda: pytest.fail("all rows are stored"))
     assert [r["key"] for r in again] == [r["key"] for r in rows]
     with pytest.raises(ValueError, match="gave a 'llamacpp' backend for backend='hf'"):
-        run_requests(reqs, ResultsStore(tmp_path, "other", "x"), model=SMOKE, lm=llama)
+        generate_missing(reqs, ResultsStore(tmp_path, "other", "x"), Reader.of(SMOKE), load=lambda: llama)
 
 
 # ----------------------------------------------------------------- OpenAI client, real server
@@ -248,11 +251,10 @@ def _kv_requests(n: int):
 @pytest.mark.model
 def test_openai_backend_answers_a_chapter_request_set_like_llamacpp(tmp_path, server, llama):
     reqs = _kv_requests(3)
-    srv = backends.spec("openai", server.url)
-    rows = run_requests(reqs, ResultsStore.for_model(tmp_path, SMOKE, "kv", srv), model=SMOKE, backend=srv,
-                        load=backends.loader(SMOKE, srv))
-    direct = run_requests(reqs, ResultsStore.for_model(tmp_path, SMOKE, "kv", "llamacpp"), model=SMOKE,
-                          backend="llamacpp", lm=llama)
+    served = Reader.of(SMOKE, "openai", server.url)
+    rows = generate_missing(reqs, served.store(tmp_path, "kv"), served)
+    in_process = Reader.of(SMOKE, "llamacpp")
+    direct = generate_missing(reqs, in_process.store(tmp_path, "kv"), in_process, load=lambda: llama)
     assert [r["prompt"] for r in rows] == [r["prompt"] for r in direct]
     assert [r["output"] for r in rows] == [r["output"] for r in direct]  # same engine, same greedy answers
     assert {r["backend"] for r in rows} == {f"openai:{SMOKE}"} and rows[0]["params"]["url"] == server.url
@@ -274,7 +276,8 @@ def test_openai_server_killed_mid_run_stores_only_answers_and_a_rerun_completes(
     reqs = _kv_requests(8)  # 16 prompts, 4 per group
     srv = Server().start()
     spec = backends.spec("openai", srv.url, concurrency=1, retries=1)
-    store = ResultsStore.for_model(tmp_path, SMOKE, "kv", spec)
+    reader = Reader(SMOKE, spec)
+    store = reader.store(tmp_path, "kv")
     backend = backends.load_backend(SMOKE, spec)
     original = backend._one
     calls = {"n": 0}
@@ -287,7 +290,7 @@ def test_openai_server_killed_mid_run_stores_only_answers_and_a_rerun_completes(
 
     backend._one = dying
     with pytest.raises(BackendError, match="failed after 2 tries"):
-        run_requests(reqs, store, model=SMOKE, lm=backend, backend=spec, batch_size=4)
+        generate_missing(reqs, store, reader, load=lambda: backend, batch_size=4)
     stored = store.rows()
     assert 4 <= len(stored) < len(reqs)
     assert all(r["output"] is not None and r["new_tokens"] > 0 for r in stored)  # no failure stored as an answer
@@ -300,7 +303,7 @@ def test_openai_server_killed_mid_run_stores_only_answers_and_a_rerun_completes(
         again = backends.load_backend(SMOKE, spec)
         original_again = again._one
         again._one = lambda *a, **k: generated.append(1) or original_again(*a, **k)
-        rows = run_requests(reqs, store, model=SMOKE, lm=again, backend=spec, batch_size=4)
+        rows = generate_missing(reqs, store, reader, load=lambda: again, batch_size=4)
         assert len(generated) == len(reqs) - len(stored)  # only the missing requests were sent
         assert len(rows) == len(reqs) and len(store.rows()) == len(reqs)
     finally:
@@ -314,14 +317,15 @@ def test_a_stream_cut_off_by_the_server_is_never_stored(tmp_path, llama):
     reqs = _kv_requests(3)
     srv = Server(interrupt=True).start()
     try:
-        spec = backends.spec("openai", srv.url, concurrency=4, retries=0)
-        store = ResultsStore.for_model(tmp_path, SMOKE, "kv", spec)
+        reader = Reader(SMOKE, backends.spec("openai", srv.url, concurrency=4, retries=0))
+        store = reader.store(tmp_path, "kv")
         with pytest.raises(BackendError, match="stream ended before the server said why"):
-            run_requests(reqs, store, model=SMOKE, backend=spec, load=backends.loader(SMOKE, spec), batch_size=4)
+            generate_missing(reqs, store, reader, batch_size=4)
     finally:
         srv.kill()
     direct = {r["example_id"] + json.dumps(r["condition"], sort_keys=True): r["output"] for r in
-              run_requests(reqs, ResultsStore(tmp_path, "direct", "kv"), model=SMOKE, backend="llamacpp", lm=llama)}
+              generate_missing(reqs, ResultsStore(tmp_path, "direct", "kv"), Reader.of(SMOKE, "llamacpp"),
+                               load=lambda: llama)}
     for row in store.rows():  # whatever was stored is the complete answer
         assert row["output"] == direct[row["example_id"] + json.dumps(row["condition"], sort_keys=True)]
 
@@ -351,8 +355,8 @@ def test_make_run_with_llamacpp_then_openai_adds_a_line_each(tmp_path):
     assert sorted(r["output"] for r in llama) == sorted(r["output"] for r in served)
     assert (tmp_path / f"{SMOKE}--openai" / "kv_retrieval" / "kv_retrieval.ipynb").exists()
     # the second run's figure drew the first run as one more line
+    from longctx.requests import Request
     from longctx.results import comparable_rows
-    from longctx.store import Request
 
     asked = [Request(r["task"], r["example_id"], "", tuple(r["gold"]), r["condition"]) for r in served]
     assert {r["backend"] for r in comparable_rows(tmp_path, "kv_retrieval", asked, exclude=f"{SMOKE}--openai")} \

@@ -3,30 +3,21 @@ reproduce run is all cache hits), and every paper-scale command a chapter prints
 
 import ast
 import re
+import time
 from pathlib import Path
 
 import jupytext
 import pytest
 
-from longctx.chapters import CHAPTERS, all_requests, get_chapter, scale, scales
+from longctx.chapters import chapters, get_chapter, scale, scales
 from longctx.errors import ParameterError
-from longctx.reproduce import chapter_blocks, run_blocks
+from longctx.reader import Reader
+from longctx.reproduce import chapter_blocks
+from longctx.runner import all_requests, run
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "qwen2.5-coder-0.5b-instruct"
 # Paper scale at a few items, so the test builds every size, position and arm quickly.
-SMALL = {"kv_retrieval": {"examples_per_cell": 3}, "multidoc_qa": {"num_questions": 3, "detail_questions": 3},
-         "length_alone": {"num_problems": 2,
-                          "ruler": {"subtasks": ["qa1", "qa2"], "lengths": [4000], "num_questions": 2}},
-         "semantic_competition": {"num_questions": 3, "headline_questions": 4, "compare_questions": 2, "nq_questions": 2, "max_passages": 300},
-         # No LLM-tag variant here: its tagger (the 1.5B model at paper scale) would run at plan time.
-         "tag_needles": {"num_cases": 3, "lengths": [250, 4000], "variants": ["baseline", "td_tc_spacy"],
-                         "query_aware_variants": ["baseline"], "query_aware_lengths": [4000]},
-         "cnorm": {"qa_questions": 2, "kv_examples": 1, "kv_high_examples": 1, "sweep_examples": 1, "calibration_questions": 2,
-                   "ratio_sweep_samples": 2},
-         "crossing": {"num_questions": 2, "pool_size": 300}}
-
-
 def notebook_parameters(name):
     nb = jupytext.read(ROOT / get_chapter(name).NOTEBOOK)
     cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
@@ -34,24 +25,24 @@ def notebook_parameters(name):
             if isinstance(node, ast.Assign) for t in node.targets}
 
 
-@pytest.mark.parametrize("name", sorted(CHAPTERS))
+@pytest.mark.parametrize("name", sorted(chapters()))
 def test_notebook_parameters_are_the_book_scale(name):
     params = notebook_parameters(name)
     for key, value in scale(name, "book").items():
         assert params[key] == value, f"{name}: notebook {key}={params[key]!r}, book scale {value!r}"
 
 
-@pytest.mark.parametrize("name", sorted(CHAPTERS))
+@pytest.mark.parametrize("name", sorted(chapters()))
 def test_book_scale_is_all_cache_hits(name):
     """`longctx reproduce --scale book` finds every row committed: nothing to generate."""
-    report = run_blocks(chapter_blocks([name], "book", model=MODEL), model=MODEL, results_dir=ROOT / "data" / "results",
+    report = run(chapter_blocks([name], "book", model=MODEL), Reader(MODEL), ROOT / "data" / "results",
                         dry_run=True, log=lambda m: None)
     assert report.blocks and report.missing == 0, [b for b in report.blocks if b["stored"] < b["requests"]]
 
 
-@pytest.mark.parametrize("name", sorted(CHAPTERS))
-def test_paper_scale_plan_builds(name):
-    requests = all_requests(chapter_blocks([name], "paper", {name: SMALL[name]}, model=MODEL))
+@pytest.mark.parametrize("name", sorted(chapters()))
+def test_the_papers_design_plans_at_smoke_scale(name):
+    requests = all_requests(chapter_blocks([name], "smoke", model=MODEL))
     assert requests and len({(r.example_id, repr(sorted(r.condition.items()))) for r in requests}) == len(requests)
 
 
@@ -59,11 +50,11 @@ def test_printed_reproduce_commands_name_real_chapters_and_scales():
     found = 0
     for path in sorted((ROOT / "notebooks").glob("*.py")):
         for command in re.findall(r"longctx reproduce[^\n`]*", path.read_text()):
-            chapters = re.search(r"--chapters ([\w ]+?)(?: --|$)", command)
-            names = chapters.group(1).split() if chapters else list(CHAPTERS)
+            named = re.search(r"--chapters ([\w ]+?)(?: --|$)", command)
+            names = named.group(1).split() if named else list(chapters())
             wanted = re.search(r"--scale (\w+)", command)
             for name in names:
-                assert name in CHAPTERS, f"{path.name}: {command}"
+                assert name in chapters(), f"{path.name}: {command}"
                 assert (wanted.group(1) if wanted else "book") in scales(name), f"{path.name}: {command}"
                 found += 1
     assert found
@@ -113,11 +104,10 @@ def test_cnorm_choices_follow_the_paper_rule():
 def test_attention_stage_builds_the_second_block_only_once_every_item_is_stored(tmp_path):
     """C-NORM's QA prompts depend on the delimiter its calibration rows choose: a dry run
     with part of the calibration stored must not guess; with all of it, the QA block exists."""
-    from longctx.chapters import Block
-    from longctx.cnorm import attention_key
+    from longctx.attention import attention_key
     from longctx.models import resolve_model
-    from longctx.reproduce import stored_rows
-    from longctx.store import Request, ResultsStore
+    from longctx.requests import Request
+    from longctx.runner import Block, stored
 
     items = [{"prompt": f"{c} {i}", "candidate": c, "sample": i} for c in ("none", ":") for i in range(2)]
     made = []
@@ -127,18 +117,18 @@ def test_attention_stage_builds_the_second_block_only_once_every_item_is_stored(
         return Block("qa", "qa_exp", [Request(task="t", example_id="e", prompt="x", gold=("a",), condition={})], True)
 
     block = Block("select", "sel", [], True, followup, attention=items)
-    store = ResultsStore.for_model(tmp_path, MODEL, "sel")
+    store = Reader(MODEL).store(tmp_path, "sel")
     fp = resolve_model(MODEL).fingerprint
     store.append([{"key": attention_key(fp, it["prompt"], "auto", -1, False), **it, "abs": 0.5, "tokens": 9}
                   for it in items[:3]])
-    report = run_blocks([block], model=MODEL, results_dir=tmp_path, dry_run=True, log=lambda m: None)
+    report = run([block], Reader(MODEL), tmp_path, dry_run=True, log=lambda m: None)
     assert [(b["block"], b["stored"], b["requests"]) for b in report.blocks] == [("select", 3, 4)] and not made
     store.append([{"key": attention_key(fp, items[3]["prompt"], "auto", -1, False), **items[3], "abs": 0.9,
                    "tokens": 9}])
-    report = run_blocks([block], model=MODEL, results_dir=tmp_path, dry_run=True, log=lambda m: None)
+    report = run([block], Reader(MODEL), tmp_path, dry_run=True, log=lambda m: None)
     assert [(b["block"], b["stored"], b["requests"]) for b in report.blocks] == [("select", 4, 4), ("qa", 0, 1)]
     assert made == [["none", "none", ":", ":"]]
-    assert len(stored_rows([block], model=MODEL, results_dir=tmp_path)) == 4
+    assert len(stored([block], Reader(MODEL), tmp_path)) == 4
 
 
 def test_multidoc_open_domain_block_is_optional_and_builds_every_k():
@@ -167,8 +157,8 @@ def test_length_alone_arm_takes_a_prefix_of_the_problems():
 
 
 def test_whole_unit_chunks_finish_one_example_before_the_next():
-    from longctx.reproduce import approx_tokens, chunks
-    from longctx.store import Request
+    from longctx.requests import Request
+    from longctx.runner import approx_tokens, chunks
 
     def req(example, prompt):
         return Request("t", example, prompt, ("g",))
@@ -188,7 +178,7 @@ def test_competition_headline_questions_extend_only_the_bm25_experiment():
     """headline_questions > num_questions: the matched control (gold, hard, far) and the BM25
     retention sweep run on the larger sample with the same prompts a run at that
     num_questions makes; everything else keeps the smaller sample's prompts exactly."""
-    from longctx.store import dedupe_key
+    from longctx.requests import dedupe_key
 
     chapter = get_chapter("semantic_competition")
     base = {**scale("semantic_competition", "book"), "num_questions": 3, "compare_questions": 2, "nq_questions": 0,
@@ -212,8 +202,8 @@ def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
     import types
 
     from longctx import reproduce
-    from longctx.chapters import Block, LazyRequests
-    from longctx.store import Request
+    from longctx.requests import Request
+    from longctx.runner import Block, LazyRequests
 
     built = []
 
@@ -238,11 +228,11 @@ def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
     assert [b.name for b in blocks] == ["a rest"]
 
     built.clear()
-    report = run_blocks(reproduce.chapter_blocks(["a", "b"], "book"), model=MODEL, results_dir=tmp_path,
+    report = run(reproduce.chapter_blocks(["a", "b"], "book"), Reader(MODEL), tmp_path,
                         deadline_s=-1, log=lambda m: None)
     assert built == [] and report.blocks == [] and "before the next block" in report.stopped_early
     # A dry run has no deadline: it builds and counts everything.
-    report = run_blocks(reproduce.chapter_blocks(["a", "b"], "book"), model=MODEL, results_dir=tmp_path,
+    report = run(reproduce.chapter_blocks(["a", "b"], "book"), Reader(MODEL), tmp_path,
                         deadline_s=-1, dry_run=True, log=lambda m: None)
     assert [(b["block"], b["requests"]) for b in report.blocks] == [("a head", 1), ("b head", 2), ("a rest", 1)]
 
@@ -297,7 +287,7 @@ class _AnsweringLM:
         return {"device": "test"}
 
     def generate(self, prompts, *, max_new_tokens, stop_rules, batch_size, progress, on_batch, desc):
-        from longctx.engine import Generation
+        from longctx.requests import Generation
 
         for start in range(0, len(prompts), batch_size):
             batch = list(range(start, min(start + batch_size, len(prompts))))
@@ -310,13 +300,14 @@ def test_copy_to_sends_the_new_rows_compressed_and_merge_takes_them_back(tmp_pat
     stops; `longctx merge` adds them to another checkout's stores and packs them."""
     import lzma
 
-    from longctx.chapters import Block
     from longctx.cli import main
-    from longctx.store import Request, ResultsStore
+    from longctx.requests import Request
+    from longctx.runner import Block
+    from longctx.store import ResultsStore
 
     reqs = [Request("t", f"e{i}", f"prompt {i} " + "filler " * 200, ("ans",)) for i in range(6)]
     device, out = tmp_path / "device", tmp_path / "out"
-    report = run_blocks([Block("head", "exp", reqs, True)], model=MODEL, results_dir=device, load=_AnsweringLM,
+    report = run([Block("head", "exp", reqs, True)], Reader(MODEL), device, load=_AnsweringLM,
                         chunk_prompts=2, copy_to=out, copy_interval_s=3600, progress=False, log=lambda m: None)
     assert report.missing == 0
     copy = out / f"{MODEL}__exp.jsonl.xz"
@@ -338,12 +329,13 @@ def test_copy_to_is_flushed_when_the_deadline_stops_a_run(tmp_path, monkeypatch)
     import lzma
     import types
 
-    import longctx.reproduce as reproduce
-    from longctx.chapters import Block
-    from longctx.store import Request, ResultsStore
+    import longctx.runner as runner
+    from longctx.requests import Request
+    from longctx.runner import Block
+    from longctx.store import ResultsStore
 
     now = [0.0]
-    monkeypatch.setattr(reproduce, "time", types.SimpleNamespace(time=lambda: now[0]))
+    monkeypatch.setattr(runner, "time", types.SimpleNamespace(time=lambda: now[0], strftime=time.strftime))
 
     class SlowLM(_AnsweringLM):
         def generate(self, prompts, **kw):
@@ -351,7 +343,7 @@ def test_copy_to_is_flushed_when_the_deadline_stops_a_run(tmp_path, monkeypatch)
             super().generate(prompts, **kw)
 
     reqs = [Request("t", f"e{i}", f"prompt {i}", ("ans",)) for i in range(4)]
-    report = run_blocks([Block("head", "exp", reqs, True)], model=MODEL, results_dir=tmp_path / "d", load=SlowLM,
+    report = run([Block("head", "exp", reqs, True)], Reader(MODEL), tmp_path / "d", load=SlowLM,
                         chunk_prompts=1, deadline_s=10, copy_to=tmp_path / "out", progress=False, log=lambda m: None)
     assert "deadline" in report.stopped_early and report.missing == 2
     copied = lzma.decompress((tmp_path / "out" / f"{MODEL}__exp.jsonl.xz").read_bytes()).decode().splitlines()
@@ -363,12 +355,12 @@ def test_the_driver_logs_progress_and_time_left_after_each_chunk(tmp_path, monke
     it is, the time per prompt and the time left at that rate."""
     import types
 
-    import longctx.reproduce as reproduce
-    from longctx.chapters import Block
-    from longctx.store import Request
+    import longctx.runner as runner
+    from longctx.requests import Request
+    from longctx.runner import Block
 
     now = [0.0]
-    monkeypatch.setattr(reproduce, "time", types.SimpleNamespace(time=lambda: now[0]))
+    monkeypatch.setattr(runner, "time", types.SimpleNamespace(time=lambda: now[0], strftime=time.strftime))
 
     class SlowLM(_AnsweringLM):
         def generate(self, prompts, **kw):
@@ -377,7 +369,7 @@ def test_the_driver_logs_progress_and_time_left_after_each_chunk(tmp_path, monke
 
     reqs = [Request("t", f"e{i}", f"prompt {i}", ("ans",)) for i in range(6)]
     lines = []
-    run_blocks([Block("sweep", "exp", reqs, True)], model=MODEL, results_dir=tmp_path, load=SlowLM,
+    run([Block("sweep", "exp", reqs, True)], Reader(MODEL), tmp_path, load=SlowLM,
                chunk_prompts=2, progress=False, log=lines.append)
     chunk_lines = [line for line in lines if "generated" in line]
     assert [line.split("] ")[1] for line in chunk_lines] == [
@@ -388,7 +380,7 @@ def test_the_driver_logs_progress_and_time_left_after_each_chunk(tmp_path, monke
 
 
 def test_progress_line_reads_hours_and_fast_rates():
-    from longctx.reproduce import progress_line
+    from longctx.runner import progress_line
 
     assert progress_line(0, 10, 0.0) == "0/10 generated"
     assert progress_line(40, 168, 40 * 43.6) == "40/168 generated, 43.6 s per prompt, about 1 h 33 min left"

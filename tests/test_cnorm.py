@@ -7,9 +7,11 @@ import pandas as pd
 import pytest
 import torch
 
-from longctx import cnorm
+from longctx.attention import attention_rows
+from longctx.chapters.cnorm import method as cnorm
 from longctx.errors import ParameterError
 from longctx.formats import restore_passage
+from longctx.reader import Reader
 from longctx.store import ResultsStore
 from longctx.tasks import multidoc_qa as qa
 
@@ -105,12 +107,11 @@ def test_attention_rows_are_cached(tmp_path):
 
     store = ResultsStore(tmp_path, "smollm2-135m-instruct", "cnorm_selection")
     items = [{"prompt": "hello world, a test", "candidate": "-"}, {"prompt": "another prompt here", "candidate": ":"}]
-    rows = cnorm.attention_rows(items, store, model="smollm2-135m-instruct", load=load, keep_vector=True,
-                                progress=False)
+    reader = Reader("smollm2-135m-instruct")
+    rows = attention_rows(items, store, reader, load=load, keep_vector=True, progress=False)
     assert len(calls) == 1 and [r["candidate"] for r in rows] == ["-", ":"]
     assert 0 <= rows[0]["abs"] <= 1 and len(rows[0]["attention"]) == rows[0]["tokens"]
-    again = cnorm.attention_rows(items, store, model="smollm2-135m-instruct", load=load, keep_vector=True,
-                                 progress=False)
+    again = attention_rows(items, store, reader, load=load, keep_vector=True, progress=False)
     assert len(calls) == 1 and [r["abs"] for r in again] == [r["abs"] for r in rows]
 
 
@@ -121,15 +122,15 @@ def test_oaa_opa_table_intervals():
     row = cnorm.oaa_opa_table(table, ["m"]).iloc[0]
     assert row.OAA == 0.5 and row.OPA == 1.0 and row.best_position == 1 and row.n == 4
     # every example has mean .5, so resampling examples cannot move OAA
-    assert row["OAA 95% CI"] == "[0.50, 0.50]"
-    lo, hi = (float(x) for x in row["OPA 95% CI"].strip("[]").split(","))
+    assert (row["OAA_low"], row["OAA_high"]) == (0.5, 0.5)
+    lo, hi = row["OPA_low"], row["OPA_high"]
     assert lo < 1.0 and hi == 1.0  # Wilson at 2/2
 
 
 def test_tokens_accuracy_correlation_is_paired_and_handles_the_ceiling():
     import pandas as pd
 
-    from longctx.cnorm import tokens_accuracy_correlation
+    from longctx.chapters.cnorm.method import tokens_accuracy_correlation
 
     rows = []
     for ex in range(30):

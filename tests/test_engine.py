@@ -1,6 +1,7 @@
 import pytest
 
-from longctx.engine import StopRule, _buckets
+from longctx.backends.hf_engine import _buckets
+from longctx.requests import StopRule
 from longctx.tasks.kv_retrieval import UUID_PATTERN
 
 KEY = "9f4a92b9-5f69-4725-ba1e-403f08dea695"
@@ -48,7 +49,7 @@ def test_buckets_sort_by_length_and_cover_everything():
 
 @pytest.mark.model
 def test_batched_equals_unbatched(smollm2):
-    from longctx.engine import generate
+    from longctx.backends.hf_engine import generate
     from longctx.tasks import kv_retrieval as kv
 
     reqs = kv.make_requests(kv.synthetic_examples(3, 4, seed=5), [0.0, 1.0])
@@ -64,7 +65,7 @@ def test_batched_equals_unbatched(smollm2):
 
 @pytest.mark.model
 def test_too_long_prompt_fails_before_generating(smollm2):
-    from longctx.engine import generate
+    from longctx.backends.hf_engine import generate
     from longctx.errors import ContextTooLongError
 
     long_prompt = "word " * 9000  # SmolLM2's window is 8,192 tokens

@@ -7,16 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from longctx import findings
-from longctx.findings import CLAIMS, Claim, Estimate, verdict
+from longctx import claims, findings
+from longctx.chapters import get_chapter, scale
+from longctx.claims import Claim, Estimate, verdict
+from longctx.findings import read_claims
+from longctx.reader import Reader
 from longctx.store import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[1]
+MODEL = "qwen2.5-coder-0.5b-instruct"
 RESULTS = ROOT / "data" / "results"
 
 
 def _claim(direction, effect):
-    return Claim("x", "p", "kv_retrieval", "kv-headline", "c", "d", "v", direction, effect, "s", lambda d: None)
+    return Claim("x", "p", "kv_retrieval", "kv-headline", "c", "d", "v", direction, effect, "s")
 
 
 @pytest.mark.parametrize("ci,p,direction,effect,want", [
@@ -40,7 +44,7 @@ def test_verdict_rule(ci, p, direction, effect, want):
 def test_paired_estimate_hand_worked():
     control = {"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0}
     treatment = {"a": 0.0, "b": 1.0, "c": 0.0, "d": 0.0, "e": 1.0}  # "e" has no control: left out
-    est = findings.paired_estimate(control, treatment, side_names=("before", "after"))
+    est = claims.paired_estimate(control, treatment, side_names=("before", "after"))
     assert est.n == 4 and est.difference == pytest.approx(-50.0)
     assert est.ci_low <= est.difference <= est.ci_high and est.detail == "after 25.0% vs before 75.0%"
 
@@ -51,8 +55,9 @@ def table():
 
 
 def test_every_verdict_follows_the_rule(table):
-    assert len(table) == len(CLAIMS) and set(table["verdict"]) <= set(findings.VERDICTS)
-    by_id = {c.id: c for c in CLAIMS}
+    listed = read_claims()
+    assert len(table) == len(listed) and set(table["verdict"]) <= set(claims.VERDICTS)
+    by_id = {c.id: c for c in listed}
     for row in table.itertuples():
         est = Estimate(row.difference, row.ci_low, row.ci_high, row.n, row.p, row.detail)
         assert row.verdict == verdict(est, by_id[row.id]), row.id
@@ -65,7 +70,7 @@ def test_at_least_two_claims_per_paper(table):
 
 
 def _rows(experiment):
-    return ResultsStore(RESULTS, "qwen2.5-coder-0.5b-instruct", experiment).rows()
+    return ResultsStore(RESULTS, MODEL, experiment).rows()
 
 
 def test_kv_numbers_match_an_independent_scorer(table):
@@ -86,7 +91,7 @@ def test_kv_numbers_match_an_independent_scorer(table):
 def test_kv_findings_ignore_records_beyond_the_book_scale(tmp_path, table):
     """An extension in progress (more 140-pair records in the store) must not move the
     findings before the chapter reads those records."""
-    committed = ResultsStore(RESULTS, findings.DEFAULT_MODEL, "kv_retrieval").rows()
+    committed = ResultsStore(RESULTS, MODEL, "kv_retrieval").rows()
     rows = [dict(r) for r in committed if r["condition"].get("source") == "release-140"]
     # One record beyond the book scale, answered right in the middle and wrong first: it would move both n and the difference.
     extra = [next(r for r in rows if r["condition"]["gold_index"] == i and not r["condition"]["query_aware"])
@@ -94,10 +99,10 @@ def test_kv_findings_ignore_records_beyond_the_book_scale(tmp_path, table):
     for r in extra:
         r["example_id"] = "kv-retrieval-140_keys-499"
         r["output"] = r["gold"][0] if r["condition"]["gold_index"] == 70 else "no"
-    folder = tmp_path / findings.DEFAULT_MODEL / "kv_retrieval"
+    folder = tmp_path / MODEL / "kv_retrieval"
     folder.mkdir(parents=True)
     (folder / "generations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*committed, *extra]))
-    got = findings.kv_middle_vs_first(tmp_path)
+    got = get_chapter("kv_retrieval").claims(tmp_path, scale("kv_retrieval", "book"), Reader(MODEL))["litm-kv-middle"]
     want = table.set_index("id").loc["litm-kv-middle"]
     assert got.n == want["n"] and got.difference == pytest.approx(want["difference"])
 
@@ -126,9 +131,9 @@ def test_open_domain_numbers_match_an_independent_scorer(table):
 def test_crossing_main_effects_equal_the_gee_fit(table):
     """In the balanced half fraction the paired high-minus-low difference per question is the
     GEE main effect of the chapter's model (fitted on all six factors and their interactions)."""
-    from longctx import crossing as X
     from longctx.chapters import crossing as chapter
     from longctx.chapters import scale
+    from longctx.chapters.crossing import factorial as X
     from longctx.results import rows_table
     from longctx.tasks import multidoc_qa as qa
 
@@ -203,7 +208,7 @@ def test_cnorm_token_contrast_on_hand_made_rows(tmp_path):
     tokens = {d: 100 + i for i, d in enumerate(sorted({r.condition["delimiter"] for r in sweep}))}
     order = sorted(tokens, key=tokens.get)
     short = set(order[:len(order) // 2])
-    folder = tmp_path / findings.DEFAULT_MODEL / "cnorm_kv"
+    folder = tmp_path / MODEL / "cnorm_kv"
     folder.mkdir(parents=True)
     lines = [json.dumps({"example_id": r.example_id, "condition": r.condition, "gold": list(r.gold),
                          "prompt_tokens": tokens[r.condition["delimiter"]],
@@ -212,7 +217,7 @@ def test_cnorm_token_contrast_on_hand_made_rows(tmp_path):
     lines.append(json.dumps({"example_id": sweep[0].example_id, "condition": {**sweep[0].condition, "num_pairs": 16},
                              "gold": list(sweep[0].gold), "prompt_tokens": 1, "output": "no idea"}))
     (folder / "generations.jsonl").write_text("\n".join(lines) + "\n")
-    est = findings.cnorm_longer_formats(tmp_path)
+    est = chapter.claims(tmp_path, scale("cnorm", "book"), Reader(MODEL))["cnorm-tokens"]
     assert est.difference == -100.0 and est.n == len({r.example_id for r in sweep})
     assert est.detail == "4 longest formats 0.0% vs 4 shortest formats 100.0%"
 

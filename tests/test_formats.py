@@ -6,8 +6,18 @@ import re
 import pytest
 
 from longctx.errors import ParameterError
-from longctx.formats import (check_delimiter, delimiter_label, format_identifier, format_passage, format_passages,
-                             hex_digits, identifier_pattern, infer_format, restore_passage, split_sentences)
+from longctx.formats import (
+    check_delimiter,
+    delimiter_label,
+    format_identifier,
+    format_passage,
+    format_passages,
+    hex_digits,
+    identifier_pattern,
+    infer_format,
+    restore_passage,
+    split_sentences,
+)
 from longctx.tasks import kv_retrieval as kv
 
 UUID = "550e8400-e29b-41d4-a716-446655440000"

@@ -170,8 +170,8 @@ def test_drops_from_short_is_a_paired_difference():
 def test_chapter_arms_give_each_placement_its_own_lengths_and_subtasks(public_data):
     """The chapter plan (longctx.chapters.length_alone) builds one request per problem and
     condition; length 0 is the shared short problem, never a "before" row."""
-    from longctx.chapters import all_requests
     from longctx.chapters import length_alone as chapter
+    from longctx.runner import all_requests
 
     params = {"num_problems": 2, "seed": 0, "retrieve_then_solve": True, "arms": [
         {"subtasks": ["varsum", "gsm8k"], "kinds": ["whitespace"], "lengths": [0, 50, 100]},

@@ -1,7 +1,14 @@
 import pytest
 
-from longctx.metrics import (best_subspan_em, bootstrap_interval, includes_normalized, kv_accuracy, normalize_answer, summarize,
-                             wilson_interval)
+from longctx.metrics import (
+    best_subspan_em,
+    bootstrap_interval,
+    includes_normalized,
+    kv_accuracy,
+    normalize_answer,
+    summarize,
+    wilson_interval,
+)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,9 @@ import importlib.util
 import pytest
 
 from longctx import models
+from longctx.backends import hf
 from longctx.errors import ModelPackageMissingError, ParameterError, UnknownModelError
+from longctx.store import ResultsStore, model_folder
 
 
 def test_resolve_alias_hub_and_paths(tmp_path):
@@ -46,23 +48,23 @@ def test_missing_package_names_pip_command(monkeypatch, tmp_path):
 def test_dtype_and_device_choices(monkeypatch):
     import torch
 
-    monkeypatch.delenv(models.CPU_DTYPE_ENV, raising=False)
-    assert models.pick_dtype("auto", "cuda") == torch.bfloat16
-    monkeypatch.setattr(models, "cpu_bf16_is_faster", lambda: False)
-    assert models.pick_dtype("auto", "cpu") == torch.float32
-    monkeypatch.setattr(models, "cpu_bf16_is_faster", lambda: True)
-    assert models.pick_dtype("auto", "cpu") == torch.bfloat16
-    monkeypatch.setenv(models.CPU_DTYPE_ENV, "float32")
-    assert models.pick_dtype("auto", "cpu") == torch.float32
-    monkeypatch.setenv(models.CPU_DTYPE_ENV, "int3")
+    monkeypatch.delenv(hf.CPU_DTYPE_ENV, raising=False)
+    assert hf.pick_dtype("auto", "cuda") == torch.bfloat16
+    monkeypatch.setattr(hf, "cpu_bf16_is_faster", lambda: False)
+    assert hf.pick_dtype("auto", "cpu") == torch.float32
+    monkeypatch.setattr(hf, "cpu_bf16_is_faster", lambda: True)
+    assert hf.pick_dtype("auto", "cpu") == torch.bfloat16
+    monkeypatch.setenv(hf.CPU_DTYPE_ENV, "float32")
+    assert hf.pick_dtype("auto", "cpu") == torch.float32
+    monkeypatch.setenv(hf.CPU_DTYPE_ENV, "int3")
     with pytest.raises(ParameterError, match="LONGCTX_CPU_DTYPE"):
-        models.pick_dtype("auto", "cpu")
-    assert models.pick_dtype("float32", "cuda") == torch.float32
+        hf.pick_dtype("auto", "cpu")
+    assert hf.pick_dtype("float32", "cuda") == torch.float32
     with pytest.raises(ParameterError):
-        models.pick_dtype("int3", "cpu")
+        hf.pick_dtype("int3", "cpu")
     with pytest.raises(ParameterError):
-        models.pick_device("tpu")
-    assert models.pick_device("auto") in ("cpu", "cuda")
+        hf.pick_device("tpu")
+    assert hf.pick_device("auto") in ("cpu", "cuda")
 
 
 def test_assembled_alias_is_cached_and_verified(tmp_path, monkeypatch):
@@ -99,10 +101,10 @@ def test_loaded_model_chat_window_and_render(smollm2):
 
 
 def test_without_native_bf16_no_benchmark_and_float32(monkeypatch):
-    models.cpu_bf16_is_faster.cache_clear()
-    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: False)
-    assert models.cpu_bf16_is_faster() is False
-    models.cpu_bf16_is_faster.cache_clear()
+    hf.cpu_bf16_is_faster.cache_clear()
+    monkeypatch.setattr(hf, "cpu_has_native_bf16", lambda: False)
+    assert hf.cpu_bf16_is_faster() is False
+    hf.cpu_bf16_is_faster.cache_clear()
 
 
 def test_local_checkpoint_follows_the_cpu_dtype_rule(tmp_path, monkeypatch):
@@ -115,16 +117,17 @@ def test_local_checkpoint_follows_the_cpu_dtype_rule(tmp_path, monkeypatch):
                       num_key_value_heads=1, vocab_size=64, max_position_embeddings=128)
     LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(tmp_path / "tiny-ckpt")
     _tiny_tokenizer().save_pretrained(tmp_path / "tiny-ckpt")
-    monkeypatch.delenv(models.CPU_DTYPE_ENV, raising=False)
-    monkeypatch.setattr(models, "cpu_bf16_is_faster", lambda: False)
-    lm = models.load_model(str(tmp_path / "tiny-ckpt"), device="cpu")
+    monkeypatch.delenv(hf.CPU_DTYPE_ENV, raising=False)
+    monkeypatch.setattr(hf, "cpu_bf16_is_faster", lambda: False)
+    lm = hf.load_model(str(tmp_path / "tiny-ckpt"), device="cpu")
     assert lm.dtype == torch.float32 and next(lm.model.parameters()).dtype == torch.float32
-    monkeypatch.setattr(models, "cpu_bf16_is_faster", lambda: True)
-    assert next(models.load_model(str(tmp_path / "tiny-ckpt"), device="cpu").model.parameters()).dtype == torch.bfloat16
+    monkeypatch.setattr(hf, "cpu_bf16_is_faster", lambda: True)
+    assert next(hf.load_model(str(tmp_path / "tiny-ckpt"), device="cpu").model.parameters()).dtype == torch.bfloat16
 
 
 def _tiny_tokenizer():
-    from tokenizers import Tokenizer, models as tok_models, pre_tokenizers
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers import models as tok_models
     from transformers import PreTrainedTokenizerFast
 
     vocab = {f"w{i}": i for i in range(60)} | {"<unk>": 60, "<s>": 61, "</s>": 62}
@@ -142,11 +145,9 @@ def test_local_checkpoint_results_folder_is_named_after_it(tmp_path):
     first = models.resolve_model(str(tmp_path / "a" / "tiny-llama-qwentok"))
     assert first.slug == "tiny-llama-qwentok"
     results = tmp_path / "results"
-    assert first.results_slug(results) == "tiny-llama-qwentok"
-    from longctx.store import ResultsStore
-
-    ResultsStore(results, first.results_slug(results), "kv").append([{"key": "k", "model_fingerprint": first.fingerprint}])
-    assert first.results_slug(results) == "tiny-llama-qwentok"  # the same checkpoint keeps its folder
+    assert model_folder(first, results) == "tiny-llama-qwentok"
+    ResultsStore(results, model_folder(first, results), "kv").append([{"key": "k", "model_fingerprint": first.fingerprint}])
+    assert model_folder(first, results) == "tiny-llama-qwentok"  # the same checkpoint keeps its folder
     second = models.resolve_model(str(tmp_path / "b" / "tiny-llama-qwentok"))
-    other = second.results_slug(results)
+    other = model_folder(second, results)
     assert other.startswith("tiny-llama-qwentok-") and len(other) == len("tiny-llama-qwentok-") + 6

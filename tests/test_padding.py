@@ -5,9 +5,10 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from longctx.engine import StopRule, generate, generate_masked, masked_inputs
+from longctx.backends.hf_engine import generate, generate_masked, masked_inputs
 from longctx.errors import ContextTooLongError, ParameterError
 from longctx.padding import FillerMaker, masked_gap, split_masked
+from longctx.requests import StopRule
 
 
 class CharTokenizer:

@@ -2,14 +2,19 @@
 answered again with, the comparison, and the command."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from longctx.cli import main
-from longctx.engine import Generation, StopRule
 from longctx.errors import DataFileError, ParameterError
+from longctx.reader import Reader
 from longctx.replay import replay, sample_rows, stop_rule
-from longctx.store import Request, ResultsStore, run_requests
+from longctx.requests import Generation, Request, StopRule
+from longctx.runner import generate_missing
+from longctx.store import ResultsStore
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _row(i, *, output="Paris", budget=16, model="m", backend="llamacpp", stop=None):
@@ -76,9 +81,48 @@ def test_row_scorer_is_the_tasks_own_or_none():
     from longctx.replay import row_scorer
     from longctx.tasks import multidoc_qa
 
-    assert row_scorer("multidoc_qa", _row(0)) is multidoc_qa.score
+    assert row_scorer([_row(0)]) is multidoc_qa.score
     competition = {**_row(0), "task": "semantic_competition", "gold": ["Paris"]}
-    assert row_scorer("semantic_competition", competition) is None  # EM, F1 and inclusion at once
+    assert row_scorer([competition]) is None  # EM, F1 and inclusion at once
+    code = {**_row(0), "task": "length_alone", "condition": {"subtask": "humaneval", "mode": "solve"}}
+    assert row_scorer([code]) is None  # HumanEval needs the problem's tests
+
+
+class StoredAnswers:
+    """A backend that gives back each stored answer (the rows' own machine, in effect)."""
+
+    def __init__(self, rows, backend):
+        self.by_prompt, self.backend = {r["prompt"]: r for r in rows}, backend
+
+    def generate(self, prompts, *, max_new_tokens, stop_rules, batch_size, progress, desc):
+        return [Generation(self.by_prompt[p]["output"], self.by_prompt[p]["raw_output"], 1, 1, True, 0.1, 1)
+                for p in prompts]
+
+    def run_params(self):
+        return {"backend": self.backend}
+
+
+COMMITTED = ROOT / "data" / "results"
+
+
+@pytest.mark.parametrize("store", ResultsStore.all_under(COMMITTED), ids=lambda s: f"{s.dir.parent.name}/{s.dir.name}")
+def test_replay_works_on_the_rows_of_every_committed_experiment(store):
+    """Every committed results file is either replayed (its task found, every row's budget and
+    stop rule rebuilt, its task's scorer where one number scores the rows) or, for attention
+    measurements, refused in one line before any model loads."""
+    from longctx.replay import check_replayable, row_scorer
+
+    sample = sample_rows(store.rows(), 6, seed=0)
+    if store.dir.name.startswith("cnorm_") and "params" not in sample[0]:
+        with pytest.raises(DataFileError, match="attention measurements, not generations"):
+            check_replayable(sample, str(store.dir))
+        return
+    check_replayable(sample, str(store.dir))
+    result = replay(sample, StoredAnswers(sample, sample[0].get("backend", "hf")), progress=False)
+    summary = result.report(row_scorer(sample), results=str(store.dir))["summary"]
+    assert summary["n"] == len(sample) and summary["identical"] == 1.0
+    if "accuracy_stored" in summary:
+        assert summary["accuracy_stored"] == summary["accuracy_replayed"]
 
 
 def test_rows_of_two_readers_are_refused():
@@ -94,14 +138,12 @@ def test_missing_results_file_is_a_one_line_error(tmp_path, capsys):
 @pytest.mark.model
 def test_replay_on_the_machine_that_made_the_rows_finds_every_answer_again(tmp_path):
     """hf on CPU in float32 is deterministic, so rows made here come back byte for byte."""
-    from longctx.backends import load_backend
-
     model = "smollm2-135m-instruct"
     store = ResultsStore(tmp_path, model, "toy")
     requests = [Request("multidoc_qa", f"q{i}", f"What is the capital of {c}? Answer in one word.", (a,),
                         condition={"i": i}, max_new_tokens=8)
                 for i, (c, a) in enumerate([("France", "Paris"), ("Italy", "Rome"), ("Spain", "Madrid")])]
-    run_requests(requests, store, model=model, lm=load_backend(model, device="cpu", dtype="float32"), progress=False)
+    generate_missing(requests, store, Reader(model, device="cpu", dtype="float32"), progress=False)
     report = tmp_path / "replay.json"
     assert main(["replay", str(store.path), "--n", "2", "--json", str(report), "--device", "cpu"]) == 0
     data = json.loads(report.read_text())

@@ -1,8 +1,9 @@
 import pytest
 
-from longctx.engine import Generation
+from longctx.requests import Generation, Request
 from longctx.results import load_experiment, paired_effects, provenance
-from longctx.store import Request, ResultsStore, make_row
+from longctx.runner import make_row
+from longctx.store import ResultsStore
 
 
 def _store_rows(root, model, outputs, backend="hf"):

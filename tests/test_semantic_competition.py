@@ -4,8 +4,14 @@ import pandas as pd
 import pytest
 
 from longctx.errors import DataFileError, ParameterError
-from longctx.metrics import (answer_inclusion, censored_half_life, retention, sign_flip_test, squad_exact_match,
-                             squad_f1)
+from longctx.metrics import (
+    answer_inclusion,
+    censored_half_life,
+    retention,
+    sign_flip_test,
+    squad_exact_match,
+    squad_f1,
+)
 from longctx.results import paired_comparison, retention_curve
 from longctx.retrieval import BM25Ranker, DenseRanker, make_ranker
 from longctx.tasks import get_task

@@ -1,14 +1,15 @@
 import signal
-from dataclasses import replace
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
-from longctx.engine import Generation, StopRule
 from longctx.errors import DataFileError
-from longctx.store import Request, ResultsStore, make_row, request_key, unique_requests
+from longctx.requests import Generation, Request, StopRule, request_key, unique_requests
+from longctx.runner import make_row
+from longctx.store import ResultsStore
 
 
 def _req(i=0, **kw):
@@ -63,13 +64,14 @@ def test_torn_last_line_is_skipped_and_not_glued(tmp_path):
 
 RUNNER = r"""
 import sys
-from longctx.models import load_model
-from longctx.store import ResultsStore, run_requests
+from longctx.reader import Reader
+from longctx.runner import generate_missing
+from longctx.store import ResultsStore
 from longctx.tasks import kv_retrieval as kv
 reqs = kv.make_requests(kv.synthetic_examples(5, 4, seed=11), [0.0, 1.0])
 store = ResultsStore(sys.argv[1], "smollm2-135m-instruct", "kv")
-rows = run_requests(reqs, store, model="smollm2-135m-instruct", batch_size=1, progress=False,
-                    load=lambda: load_model("smollm2-135m-instruct", device="cpu", dtype="float32"))
+rows = generate_missing(reqs, store, Reader("smollm2-135m-instruct", device="cpu", dtype="float32"), batch_size=1,
+                        progress=False)
 print("ROWS", len(rows), flush=True)
 """
 

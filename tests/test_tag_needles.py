@@ -9,7 +9,7 @@ import pytest
 
 from longctx.errors import DataFileError, ParameterError
 from longctx.metrics import extremum_drop_rate, nolima_contains
-from longctx.store import Request, request_key
+from longctx.requests import Request, request_key
 from longctx.tagging import SpacyTagger, load_categories, strip_tags
 from longctx.tasks import get_task
 from longctx.tasks import tag_needles as tn
@@ -263,7 +263,8 @@ def test_versus_baseline_and_overhead():
     assert gains.loc[(250, "td"), "change"] == pytest.approx(0.0)
     assert gains.loc[(1000, "td"), "change"] == pytest.approx(25.0)
     over = tn.overhead_vs_gain(_scored()).set_index(["variant", "length"])
-    assert over.loc[("td", 1000), "tag_tokens"] == 10 and over.loc[("td", 1000), "tag_share"] == pytest.approx(1.0)
+    # 10 tag tokens in a 1,000-token context: a share of 0.01 (1%), not 1 (the table once showed 100x)
+    assert over.loc[("td", 1000), "tag_tokens"] == 10 and over.loc[("td", 1000), "tag_share"] == pytest.approx(0.01)
 
 
 def test_score_rows_uses_contains():
@@ -353,7 +354,7 @@ def test_plan_asks_a_grid_prompt_that_is_also_a_sized_one_once(monkeypatch):
     same prompt: the plan lists it in the sized block only."""
     from longctx.chapters import scale
     from longctx.chapters import tag_needles as chapter
-    from longctx.store import dedupe_key
+    from longctx.requests import dedupe_key
 
     params = {**scale("tag_needles", "book"), "model": "m", "long_length": 200, "short_length": 100,
               "long_num_cases": 2, "lengths": [100, 150], "variants": ["baseline", "td"], "query_aware_variants": [],
@@ -362,7 +363,7 @@ def test_plan_asks_a_grid_prompt_that_is_also_a_sized_one_once(monkeypatch):
     other = next(c for c in tn.load_cases("longctx", avoid_text=HAYSTACK) if c.id not in {s.id for s in sized_cases})
     # The grid's first two cases are the sized ones in the same order, so at the same rotating depths.
     monkeypatch.setattr(chapter, "cases_for", lambda params: (HAYSTACK, [*sized_cases, other]))
-    monkeypatch.setattr("longctx.models.load_tokenizer", lambda model: WordTokenizer())
+    monkeypatch.setattr(chapter, "load_tokenizer", lambda model: WordTokenizer())
     monkeypatch.setattr(chapter, "taggers_for", lambda *a, **k: tn.Taggers(spacy=SpacyTagger()))
     blocks = chapter.plan(params, results_dir=Path("unused"))
     keys = [dedupe_key(r) for b in blocks for r in b.requests]

@@ -5,9 +5,21 @@ import json
 import pytest
 
 from longctx.errors import DataFileError, ParameterError
-from longctx.tagging import (SpacyTagger, TagCache, chunk_text, load_categories, parse_classification, parse_ie,
-                             split_paragraphs, split_sentences, strip_tags, tag_chunks, tagged_text, tagging_report,
-                             wrap)
+from longctx.tagging import (
+    SpacyTagger,
+    TagCache,
+    chunk_text,
+    load_categories,
+    parse_classification,
+    parse_ie,
+    split_paragraphs,
+    split_sentences,
+    strip_tags,
+    tag_chunks,
+    tagged_text,
+    tagging_report,
+    wrap,
+)
 
 TEXT = ("Mr. Penn fixed the lamp in June 1901. Elsie paid him 3 shillings!  Was it worth it? "
         "She thought so.\n\nChapter Two. J. R. Marrow sailed to Lisbon, e.g. on the Albatross. It rained.\n\n\n"

@@ -7,13 +7,14 @@ from pathlib import Path
 import pytest
 
 from longctx import transforms as T
-from longctx.backends import fingerprint
 from longctx.chapters import scale
 from longctx.chapters.kv_retrieval import examples_for as kv_examples_for
 from longctx.errors import ParameterError
-from longctx.store import ResultsStore, request_key
+from longctx.requests import request_key
+from longctx.store import ResultsStore
 from longctx.tasks import kv_retrieval as kv
 from longctx.tasks import multidoc_qa as qa
+from longctx.tasks import render
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,20 +65,20 @@ def test_normalize_changes_only_passage_text_and_is_seeded():
 
 def test_compose_render_and_new_fields_only_when_used():
     chain = [T.Competitors(3), T.Position(0.5), T.QueryAware()]
-    req = T.render(T.apply(example(), chain))
+    req = render(T.apply(example(), chain))
     assert req.condition == {"setting": "documents", "num_documents": 4, "gold_index": 1, "query_aware": True,
                              "random_order": False, "distractors": "bm25", "source": "oracle+bm25"}
     assert req.prompt.count("who?") == 2  # query-aware: before and after the documents
-    padded = T.render(T.apply(example(), [*chain, T.Padding("whitespace", 500)]))
+    padded = render(T.apply(example(), [*chain, T.Padding("whitespace", 500)]))
     assert padded.condition["filler_tokens"] == 500 and "<|longctx_filler:whitespace:500|>" in padded.prompt
     at = padded.prompt.index("<|longctx_filler")
     assert padded.prompt.rfind("Document [4]") < at < padded.prompt.rfind("Question")
-    before = T.render(T.apply(example(), [*chain, T.Padding("essay", 100, "before")]))
+    before = render(T.apply(example(), [*chain, T.Padding("essay", 100, "before")]))
     assert before.prompt.index("<|longctx_filler:essay:100|>") < before.prompt.index("Document [1]")
-    far = T.render(T.apply(example(), [T.Competitors(2, "far"), T.Position(1)]))
+    far = render(T.apply(example(), [T.Competitors(2, "far"), T.Position(1)]))
     assert far.condition["competitors"] == "far" and far.condition["far_from"] == 0.5
-    assert T.render(T.apply(example(), [T.Competitors(0)])).condition["setting"] == "oracle"
-    assert T.render(T.apply(example(), [T.ClosedBook()])).condition["setting"] == "closed-book"
+    assert render(T.apply(example(), [T.Competitors(0)])).condition["setting"] == "oracle"
+    assert render(T.apply(example(), [T.ClosedBook()])).condition["setting"] == "closed-book"
 
 
 def test_tags_wrap_chunks_and_definitions_go_to_the_system_prompt():
@@ -87,10 +88,10 @@ def test_tags_wrap_chunks_and_definitions_go_to_the_system_prompt():
     tagged = T.apply(ex, [T.Competitors(1), T.Tags("spacy", definitions=True)])
     assert "<" in tagged.items[0].text and "Barack Obama" in tagged.items[0].text
     assert tagged.items[0].text.replace("<", "").count("Obama") == 1
-    req = T.render(tagged)
+    req = render(tagged)
     assert req.condition["tags"] == "spacy+definitions" and req.system and "person" in req.system.lower()
-    bare = T.render(T.apply(ex, [T.Competitors(1), T.Tags("spacy", definitions=False)]))
-    assert bare.system is None and bare.condition["tags"] == "spacy" and bare.prompt != T.render(
+    bare = render(T.apply(ex, [T.Competitors(1), T.Tags("spacy", definitions=False)]))
+    assert bare.system is None and bare.condition["tags"] == "spacy" and bare.prompt != render(
         T.apply(ex, [T.Competitors(1)])).prompt
 
 
@@ -114,7 +115,8 @@ def committed(experiment):
 
 
 def key_of(row, request):
-    fp = fingerprint(row["model_fingerprint"], row.get("backend") or "hf", row["model"])
+    identity = row.get("backend") or "hf"
+    fp = row["model_fingerprint"] if identity == "hf" else f"{row['model_fingerprint']}+{identity}"
     return request_key(fp, request, row.get("prompt_mode", "auto"))
 
 
@@ -128,17 +130,17 @@ def test_every_committed_document_row_is_rebuilt_with_its_key():
     for row in rows:
         c = row["condition"]
         if c["setting"] == "closed-book":
-            ex, chain = T.from_qa_example(raw[row["example_id"]]), [T.ClosedBook()]
+            ex, chain = qa.to_example(raw[row["example_id"]]), [T.ClosedBook()]
         elif c["setting"] == "oracle":
-            ex, chain = T.from_qa_example(raw[row["example_id"]]), [T.Competitors(0)]
+            ex, chain = qa.to_example(raw[row["example_id"]]), [T.Competitors(0)]
         else:
-            ex = T.from_qa_example(attached[row["example_id"]])
+            ex = qa.to_example(attached[row["example_id"]])
             chain = [T.Competitors(c["num_documents"] - 1)]
             if "method" in c:  # the C-NORM chapter: permuted order, then the format
                 chain += [T.Shuffle(c["seed"]), T.Normalize(c["delimiter"], c["ratio"] or 0.5, seed=c["seed"],
                                                             label=c["method"])]
             chain += [T.Position(c["gold_index"] + 1), T.QueryAware(c["query_aware"])]
-        assert key_of(row, T.render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
+        assert key_of(row, render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
         checked += 1
     assert checked == len(rows) > 1000
 
@@ -165,12 +167,12 @@ def test_every_committed_key_value_row_is_rebuilt_with_its_key():
         c = row["condition"]
         if "density" in c:
             base = by_id[(row["example_id"], c["num_pairs"], f"synthetic-{c['num_hex']}")]
-            ex = T.from_kv_example(base, c["source"], density=c["density"], num_hex=c["num_hex"])
+            ex = kv.to_example(base, c["source"], density=c["density"], num_hex=c["num_hex"])
             chain = [T.IdFormat(c["delimiter"])]
         else:
-            ex, chain = T.from_kv_example(by_id[(row["example_id"], c["num_pairs"], c["source"])], c["source"]), []
+            ex, chain = kv.to_example(by_id[(row["example_id"], c["num_pairs"], c["source"])], c["source"]), []
         chain += [T.Position(c["gold_index"] + 1), T.QueryAware(c["query_aware"])]
-        assert key_of(row, T.render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
+        assert key_of(row, render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
         checked += 1
     assert checked > 1000
 
@@ -194,19 +196,20 @@ def test_every_committed_competition_row_is_rebuilt_with_its_key():
             options = {"model": params["dense_model"]} if retriever == "dense" else {}
             indexes[where] = sc.SnippetIndex(corpora[c["corpus"]], c["snippet_words"], retriever, **options)
         if (where, row["example_id"]) not in examples:
-            examples[(where, row["example_id"])] = T.from_snippet_index(indexes[where], questions[row["example_id"]])
+            examples[(where, row["example_id"])] = sc.to_example(indexes[where], questions[row["example_id"]])
         ex = examples[(where, row["example_id"])]
         chain = []
         if c["num_hard"] + c["num_far"]:
             chain = [T.Competitors(c["num_hard"]), T.Competitors(c["num_far"], "far", c.get("far_from", 0.5),
                                                                    seed=c["seed"]), T.Scatter(c["seed"])]
-        assert key_of(row, T.render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
+        assert key_of(row, render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
         checked += 1
     assert checked == len(rows) > 1200  # the 200 headline questions included
 
 
 def test_every_committed_length_alone_row_is_rebuilt_with_its_key():
     from longctx.chapters import length_alone as chapter
+    from longctx.tasks import length_alone as la
 
     params = scale("length_alone", "book")
     problems = {p.id: p for ps in chapter.problems_for(params).values() for p in ps}
@@ -214,7 +217,7 @@ def test_every_committed_length_alone_row_is_rebuilt_with_its_key():
     for row in committed("length_alone"):
         c = row["condition"]
         chain = [T.Padding(c["filler"], c["filler_tokens"], c["placement"])] if c["filler_tokens"] else []
-        assert key_of(row, T.render(T.apply(T.from_problem(problems[row["example_id"]]), chain))) == row["key"], c
+        assert key_of(row, render(T.apply(la.to_example(problems[row["example_id"]]), chain))) == row["key"], c
         checked += 1
     assert checked > 1000
 
@@ -243,9 +246,9 @@ def test_every_committed_needle_row_is_rebuilt_with_its_key():
     checked = 0
     for row in committed("tag_needles"):
         c = row["condition"]
-        ex = T.from_needle_case(by_id[row["example_id"]], chunks[c["length"]], c["length"])
+        ex = tn.to_example(by_id[row["example_id"]], chunks[c["length"]], c["length"])
         chain = [T.Position(c["depth"]), *tags[c["variant"]], T.QueryAware(c["query_aware"])]
-        assert key_of(row, T.render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
+        assert key_of(row, render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
         checked += 1
     assert checked > 300
 
@@ -259,9 +262,9 @@ def test_the_methods_page_example_of_a_new_transform_works_as_written():
     namespace = {"T": T}
     try:
         exec(code, namespace)
-        req = T.render(T.apply(example(), [T.Competitors(2), T.make("drop_titles"), T.Position(1)]))
+        req = render(T.apply(example(), [T.Competitors(2), T.make("drop_titles"), T.Position(1)]))
         assert req.condition["titles"] == "dropped" and "(Title: )" in req.prompt
-        assert "titles" not in T.render(T.apply(example(), [T.Competitors(2), T.Position(1)])).condition
+        assert "titles" not in render(T.apply(example(), [T.Competitors(2), T.Position(1)])).condition
     finally:
         T.TRANSFORMS.pop("drop_titles", None)
         T.RECORDED.remove("titles")
@@ -271,7 +274,7 @@ def test_the_methods_page_example_of_composing_runs_as_written():
     import re
 
     page = (ROOT / "book" / "methods.md").read_text()
-    code = next(block for block in re.findall(r"```python\n(.*?)```", page, re.S) if "T.render(T.apply" in block)
+    code = next(block for block in re.findall(r"```python\n(.*?)```", page, re.S) if "render(T.apply" in block)
     namespace = {}
     exec(code, namespace)
     req = namespace["request"]

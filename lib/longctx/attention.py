@@ -15,12 +15,21 @@ reference it is tested against.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
-from typing import Sequence
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-import torch
+from tqdm import tqdm
 
+from . import __version__
+from .backends.base import ATTENTION
 from .errors import ParameterError
+
+if TYPE_CHECKING:
+    import torch
 
 
 class _Captured(Exception):
@@ -48,14 +57,22 @@ def _heads(x: torch.Tensor, head_dim: int) -> torch.Tensor:
     return x.view(b, t, -1, head_dim).transpose(1, 2)
 
 
-@torch.inference_mode()
 def final_token_attention(model, input_ids: torch.Tensor | Sequence[int], layer: int = -1) -> torch.Tensor:
     """Attention weights from the final token to every token of ``input_ids`` in ``layer``
     (default: the last), averaged over heads; a float32 CPU tensor of length T summing to 1.
 
-    ``model`` is a ``transformers`` causal LM (or a :class:`longctx.models.LoadedModel`).
+    ``model`` is a ``transformers`` causal LM (or a :class:`longctx.backends.hf.HFBackend`).
     One sequence at a time, no padding.
     """
+    import torch
+
+    with torch.inference_mode():
+        return _final_token_attention(model, input_ids, layer)
+
+
+def _final_token_attention(model, input_ids, layer: int):
+    import torch
+
     model = getattr(model, "model", model) if not isinstance(model, torch.nn.Module) else model
     ids = torch.as_tensor(input_ids, dtype=torch.long)
     if ids.dim() == 1:
@@ -89,6 +106,8 @@ def final_token_attention(model, input_ids: torch.Tensor | Sequence[int], layer:
 
 
 def _softmax_row(attn, hidden: torch.Tensor, rope) -> torch.Tensor:
+    import torch
+
     head_dim = attn.head_dim
     q = _heads(attn.q_proj(hidden[:, -1:]), head_dim)  # (1, H, 1, D)
     k = _heads(attn.k_proj(hidden), head_dim)  # (1, Hkv, T, D)
@@ -112,17 +131,19 @@ def _softmax_row(attn, hidden: torch.Tensor, rope) -> torch.Tensor:
     return torch.softmax(scores, dim=-1).mean(0).cpu()
 
 
-@torch.inference_mode()
 def eager_final_token_attention(model, input_ids, layer: int = -1) -> torch.Tensor:
     """Reference: ``output_attentions=True`` with eager attention (materializes every
     layer's T x T matrices); the model's attention implementation is restored after."""
+    import torch
+
     model = getattr(model, "model", model) if not isinstance(model, torch.nn.Module) else model
     ids = torch.as_tensor(input_ids, dtype=torch.long)
     ids = (ids[None] if ids.dim() == 1 else ids).to(next(model.parameters()).device)
     previous = model.config._attn_implementation
     model.set_attn_implementation("eager")
     try:
-        out = model(input_ids=ids, output_attentions=True, use_cache=False)
+        with torch.inference_mode():
+            out = model(input_ids=ids, output_attentions=True, use_cache=False)
     finally:
         model.set_attn_implementation(previous)
     return out.attentions[layer][0, :, -1].float().mean(0).cpu()
@@ -135,6 +156,8 @@ def attention_balance_score(attention: Sequence[float] | torch.Tensor) -> float:
     ABS is 1 when the mass is centred, 0 when it sits entirely on the first or the
     last token.
     """
+    import torch
+
     a = torch.as_tensor(attention, dtype=torch.float64).flatten()
     if a.numel() < 2:
         raise ParameterError("ABS needs at least two positions")
@@ -143,3 +166,48 @@ def attention_balance_score(attention: Sequence[float] | torch.Tensor) -> float:
     positions = torch.arange(a.numel(), dtype=torch.float64) / (a.numel() - 1)
     mu = float((positions * a).sum() / a.sum())
     return 1.0 - 2.0 * abs(mu - 0.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cached attention rows
+
+
+def attention_key(fingerprint: str, prompt: str, prompt_mode: str, layer: int, keep_vector: bool) -> str:
+    payload = json.dumps([fingerprint, prompt, prompt_mode, layer, keep_vector], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def attention_rows(items: Sequence[dict], store, reader, *, load: Callable[[], object] | None = None,
+                   layer: int = -1, keep_vector: bool = False, progress: bool = True) -> list[dict]:
+    """Final-token attention of each item's ``prompt`` (rendered for the model), scored
+    with ABS; one cached row per prompt in ``store`` (a :class:`~longctx.store.ResultsStore`).
+
+    Each row keeps the item's other fields, the prompt's token count, the ABS, the
+    seconds the forward pass took and, with ``keep_vector``, the attention vector
+    itself (for plots). ``reader`` (a :class:`~longctx.reader.Reader`) is loaded (``load``,
+    default its own) only when some prompt is not cached; attention needs the weights in
+    torch, so any backend but ``hf`` is a one-line error then.
+    """
+    ref = reader.ref
+    keys = [attention_key(ref.fingerprint, it["prompt"], reader.prompt_mode, layer, keep_vector) for it in items]
+    existing = {r["key"]: r for r in store.rows()}
+    missing = [i for i, k in enumerate(keys) if k not in existing]
+    if missing:
+        reader.require(ATTENTION)
+        lm = (load or reader.load)()
+        for i in tqdm(missing, desc=f"{reader.model}: final-token attention", disable=not progress):
+            item = items[i]
+            ids = lm.tokenizer(lm.render(item["prompt"]), add_special_tokens=False).input_ids
+            lm.check_fits(len(ids), 0)
+            start = time.perf_counter()
+            vec = final_token_attention(lm.model, ids, layer=layer)
+            seconds = time.perf_counter() - start
+            row = {"key": keys[i], "model": reader.model, "model_fingerprint": ref.fingerprint,
+                   "prompt_mode": reader.prompt_mode, "layer": layer, **item, "tokens": len(ids),
+                   "abs": attention_balance_score(vec), "seconds": round(seconds, 4),
+                   "device": lm.device, "longctx_version": __version__}
+            if keep_vector:
+                row["attention"] = [round(float(x), 7) for x in vec]
+            store.append([row])
+            existing[keys[i]] = row
+    return [existing[k] for k in keys]

@@ -11,10 +11,19 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import sys
 from pathlib import Path
 
-from .errors import LongctxError
+from .chapters import chapters as all_chapters
+from .errors import DataFileError, LongctxError, ParameterError
+from .models import describe_aliases, resolve_model
+from .paths import repo_root, resolve
+from .reader import Reader
+from .replay import check_replayable, reader_of, replay, row_scorer, sample_rows
+from .reproduce import chapter_blocks
+from .runner import copy_target, run
+from .store import ResultsStore
 
 
 def _literal(text: str):
@@ -30,26 +39,18 @@ def run_notebook(notebook: str | Path, model: str, params: dict | None = None,
     import jupytext
     import papermill
 
-    from .models import resolve_model
-    from .paths import repo_root, resolve
-
     nb_path = Path(notebook)
     if not nb_path.exists():
         raise LongctxError(f"notebook '{notebook}' does not exist")
-    from .backends import spec
-
-    ref = resolve_model(model)  # fail fast on an unknown model or backend, before starting a kernel
-    spec(params.get("backend") if params else None, params.get("backend_url") if params else None)
+    # Fail fast on an unknown model or backend, before starting a kernel.
+    reader = Reader.of(model, (params or {}).get("backend"), (params or {}).get("backend_url"))
     root = repo_root(nb_path.parent)
     params = {"model": model, **(params or {})}
     # `-p results_dir X` and `--results-dir X` mean the same: results and executed notebook go to X.
     results = resolve(results_dir or params.get("results_dir") or "data/results", root)
     if results_dir or "results_dir" in params:
         params["results_dir"] = str(results)
-    from .backends import results_folder
-
-    folder = results_folder(ref.results_slug(results), params.get("backend") or "hf")
-    out = Path(output) if output else results / folder / nb_path.stem / f"{nb_path.stem}.ipynb"
+    out = Path(output) if output else results / reader.results_folder(results) / nb_path.stem / f"{nb_path.stem}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     nb = jupytext.read(nb_path)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -73,8 +74,6 @@ def run_notebook(notebook: str | Path, model: str, params: dict | None = None,
 def _only(blocks, parts):
     """The blocks whose name holds one of ``parts``, lazily (plans are built as they are
     reached); an error, once every plan is seen, when none matched."""
-    from .errors import ParameterError
-
     matched = False
     for block in blocks:
         if any(part in block.name for part in parts):
@@ -85,13 +84,7 @@ def _only(blocks, parts):
 
 
 def _reproduce(args) -> int:
-    from .backends import loader, spec
-    from .chapters import CHAPTERS
-    from .errors import ParameterError
-    from .paths import resolve
-    from .reproduce import chapter_blocks, run_blocks
-
-    chapters = args.chapters or list(CHAPTERS)
+    chapters = args.chapters or list(all_chapters())
     overrides: dict = {}
     for name, value in args.set:
         chapter, _, param = name.partition(".")
@@ -105,12 +98,11 @@ def _reproduce(args) -> int:
     blocks = chapter_blocks(chapters, default, overrides, per_chapter, model=args.model, dry_run=args.dry_run)
     if args.only:
         blocks = _only(blocks, args.only)
-    backend = spec(args.backend, args.url, served_model=args.served_model, concurrency=args.concurrency)
-    report = run_blocks(blocks, model=args.model, results_dir=resolve(args.results_dir or "data/results"),
-                        load=loader(args.model, backend, device=args.device, dtype=args.dtype, progress=print),
-                        backend=backend, batch_size=args.batch_size, token_budget=args.token_budget, deadline_s=args.deadline_s,
-                        chunk_prompts=args.chunk_prompts,
-                        copy_to=args.copy_to, dry_run=args.dry_run, progress=False)
+    reader = Reader.of(args.model, args.backend, args.url, served_model=args.served_model,
+                       concurrency=args.concurrency, device=args.device, dtype=args.dtype)
+    report = run(blocks, reader, resolve(args.results_dir or "data/results"), batch_size=args.batch_size,
+                 token_budget=args.token_budget, deadline_s=args.deadline_s, chunk_prompts=args.chunk_prompts,
+                 copy_to=args.copy_to, dry_run=args.dry_run, progress=False)
     total = sum(b["requests"] for b in report.blocks)
     stored = sum(b["stored"] for b in report.blocks)
     generated = sum(b["generated"] for b in report.blocks)
@@ -120,9 +112,6 @@ def _reproduce(args) -> int:
 
 
 def _pack(args) -> int:
-    from .paths import resolve
-    from .store import ResultsStore
-
     root = resolve(args.results_dir or "data/results")
     moved = 0
     for store in ResultsStore.all_under(root):
@@ -135,10 +124,6 @@ def _pack(args) -> int:
 
 
 def _merge(args) -> int:
-    from .paths import resolve
-    from .reproduce import copy_target
-    from .store import ResultsStore
-
     root = resolve(args.results_dir or "data/results")
     for source in args.files:
         folder, experiment = copy_target(Path(source).name)
@@ -150,14 +135,6 @@ def _merge(args) -> int:
 
 
 def _replay(args) -> int:
-    import json
-
-    from .backends import load_backend, spec
-    from .errors import DataFileError
-    from .models import resolve_model
-    from .replay import reader_of, replay, row_scorer, sample_rows
-    from .store import ResultsStore
-
     path = Path(args.results)
     if not path.is_file():
         raise DataFileError(f"{path} is not a results file (data/results/<model>/<experiment>/generations.jsonl"
@@ -168,6 +145,7 @@ def _replay(args) -> int:
         if not rows:
             raise DataFileError(f"no row of {path} was created before {args.created_before}")
     sample = sample_rows(rows, args.n, args.seed)
+    check_replayable(sample, str(path))
     model, backend = reader_of(sample)
     if resolve_model(model).fingerprint != sample[0]["model_fingerprint"]:
         raise DataFileError(f"'{model}' here is not the weights that wrote {path} "
@@ -175,10 +153,13 @@ def _replay(args) -> int:
     # hf rows replay in the dtype they were made in unless asked otherwise (auto picks per machine).
     stored_dtype = sample[0]["params"].get("dtype") if backend == "hf" else None
     dtype = stored_dtype if args.dtype == "auto" and stored_dtype else args.dtype
-    lm = load_backend(model, spec(backend, args.url), device=args.device, dtype=dtype, progress=print)
+    scorer = row_scorer(sample)
+    # An openai row's identity names the model id the server served (openai:<served model>).
+    served = sample[0].get("backend", "").partition(":")[2] or None
+    lm = Reader.of(model, backend, args.url, served_model=served, device=args.device, dtype=dtype).load()
     result = replay(sample, lm, batch_size=args.batch_size)
-    report = result.report(row_scorer(sample[0]["task"], sample[0]), results=str(path), rows_stored=len(rows),
-                           created_before=args.created_before, seed=args.seed)
+    report = result.report(scorer, results=str(path), rows_stored=len(rows), created_before=args.created_before,
+                           seed=args.seed)
     summary = report["summary"]
     print(f"{path}: {len(sample)} of {len(rows)} rows replayed with {model} ({backend}) on {report['machine']['cpu']}: "
           f"{summary['identical']:.1%} identical outputs"
@@ -265,8 +246,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "merge":
             return _merge(args)
         if args.command == "models":
-            from .models import describe_aliases
-
             print(describe_aliases())
             return 0
         params = {k: _literal(v) for k, v in args.param}

@@ -17,6 +17,7 @@ truncated or edited file fails loudly instead of silently changing results.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import urllib.request
@@ -138,8 +139,6 @@ def package_file(package: str, relative: str, install: str) -> Path:
     """A data file shipped inside an installed package (found without importing it, since
     some data-only packages pin or import heavy dependencies). ``install`` is the pip
     command that fixes a missing package, quoted in the error."""
-    import importlib.util
-
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise DataFileError(f"the data file {relative} ships in the package '{package}', which is not "

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import random
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from .errors import ParameterError
 

@@ -6,7 +6,12 @@ import math
 import random
 import re
 import string
-from typing import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm, permutation_test
 
 _PUNCT = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -54,8 +59,6 @@ def squad_f1(prediction: str, gold_answers: Sequence[str]) -> float:
     with multiplicity (a bag-of-words intersection). Precision = overlap / prediction
     tokens, recall = overlap / gold tokens, F1 = 2PR / (P + R); 0.0 when nothing overlaps.
     """
-    from collections import Counter
-
     pred_tokens = normalize_answer(prediction).split()
     best = 0.0
     for gold in gold_answers:
@@ -150,7 +153,6 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
         return 0.0, 1.0
     if not 0 <= successes <= n:
         raise ValueError(f"successes={successes} not in [0, {n}]")
-    from scipy.stats import norm
 
     z = norm.ppf(0.5 + confidence / 2)
     p = successes / n
@@ -210,8 +212,6 @@ def summarize(df, by: Iterable[str], score: str = "correct", confidence: float =
     (:func:`bootstrap_interval` with clusters), never a Wilson interval over rows. ``unit=None``
     (or a table without that column) treats rows as independent.
     """
-    import pandas as pd
-
     by = list(by)
     clustered = unit is not None and unit in df.columns
     rows = []
@@ -258,9 +258,6 @@ def sign_flip_test(differences: Sequence[float], n_resamples: int = 9999, seed: 
     differences. Pass one difference per independent unit (e.g. per question, averaged
     over its positions), not per correlated item.
     """
-    import numpy as np
-    from scipy.stats import permutation_test
-
     d = np.asarray(list(differences), dtype=float)
     if d.size == 0:
         return float("nan")

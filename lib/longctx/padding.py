@@ -18,7 +18,7 @@ tokens, either between the evidence and the question or before the evidence:
   placeholder (:func:`masked_gap`) that the engine never turns into tokens: it
   shifts the position ids of everything after it by the gap length instead, so the
   cost of a masked prompt does not grow with the masked length
-  (:func:`longctx.engine.generate`; equivalence with an explicit attention mask is
+  (:func:`longctx.backends.hf_engine.generate`; equivalence with an explicit attention mask is
   tested in ``tests/test_padding.py``).
 """
 
@@ -68,7 +68,7 @@ def filler_slot(kind: str, n_tokens: int) -> str:
     return f"<|longctx_filler:{kind}:{n_tokens}|>" if n_tokens else ""
 
 
-_MAKERS: dict[int, "FillerMaker"] = {}
+_MAKERS: dict[int, FillerMaker] = {}
 
 
 def expand_fillers(prompt: str, tokenizer) -> str:
@@ -82,7 +82,7 @@ def expand_fillers(prompt: str, tokenizer) -> str:
                            else m.group(0), prompt)
 
 
-def _maker(tokenizer) -> "FillerMaker":
+def _maker(tokenizer) -> FillerMaker:
     return _MAKERS.setdefault(id(tokenizer), FillerMaker(tokenizer))
 
 
@@ -138,7 +138,8 @@ def paul_graham_essays() -> str:
     try:
         text = json.loads(path.read_text(encoding="utf-8"))["text"]
     except (ValueError, KeyError, TypeError) as err:
-        raise DataFileError(f"{path}: expected a JSON object with a 'text' string ({err}); reinstall the package")
+        raise DataFileError(f"{path}: expected a JSON object with a 'text' string ({err}); reinstall the package") \
+            from None
     if not isinstance(text, str) or len(text) < 100_000:
         raise DataFileError(f"{path}: the essay text is missing or truncated; reinstall the package")
     return text

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 
 def accuracy_by_position(summary, *, x: str = "position", facet: str = "num_pairs", hue: str = "model",
                          style: str | None = None, facet_title: str = "{} pairs", xlabel: str = "Position of gold item",
@@ -109,7 +112,6 @@ def condition_bars(summary, *, order, hue: str, value: str = "accuracy", xlabel:
     """Horizontal bars of ``value`` per condition (in ``order``), grouped by ``hue``, with
     each row's ``ci_low``..``ci_high`` as a whisker (values are shares, drawn in %)."""
     import matplotlib.pyplot as plt
-    import numpy as np
     import seaborn as sns
 
     hues = list(dict.fromkeys(summary[hue]))
@@ -153,12 +155,11 @@ def _claim_label(ax, y: float, claim: int | None) -> None:
 
 
 def effects_forest(effects, *, title: str | None = None, expected: dict | None = None):
-    """Main effects and two-way interactions (``longctx.crossing.effects``) as a forest plot:
+    """Main effects and two-way interactions (``longctx.chapters.crossing.factorial.effects``) as a forest plot:
     estimate and 95% interval in points; main effects on top. ``expected`` maps a main
     effect to its paper's claimed sign, drawn as an arrow at the right."""
     import matplotlib.pyplot as plt
 
-    import pandas as pd
 
     by_size = effects.assign(size=effects["estimate"].abs()).sort_values("size", ascending=False)
     rows = pd.concat([by_size[by_size["kind"] == "main"], by_size[by_size["kind"] != "main"]], ignore_index=True)
@@ -181,7 +182,7 @@ def effects_forest(effects, *, title: str | None = None, expected: dict | None =
 
 
 def readers_forest(reader_effects, readers, *, title: str | None = None, expected: dict | None = None):
-    """Two readers' main effects (``longctx.crossing.reader_effects``) on one forest plot: per
+    """Two readers' main effects (``longctx.chapters.crossing.factorial.reader_effects``) on one forest plot: per
     factor one interval per reader, offset vertically; factors ordered by the first
     reader's effect size. ``expected`` maps a factor to its paper's claimed sign."""
     import matplotlib.pyplot as plt
@@ -211,7 +212,7 @@ def readers_forest(reader_effects, readers, *, title: str | None = None, expecte
 
 
 def interaction_plot(means, a: str, b: str, *, title: str | None = None):
-    """Accuracy at the four level combinations of two factors (``longctx.crossing.cell_means``):
+    """Accuracy at the four level combinations of two factors (``longctx.chapters.crossing.factorial.cell_means``):
     one line per level of ``b`` across the levels of ``a``; parallel lines mean no interaction."""
     import matplotlib.pyplot as plt
 

@@ -13,15 +13,19 @@ same (:func:`longctx.results.backend_agreement`).
 
 from __future__ import annotations
 
+import json
 import platform
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
-from .engine import StopRule
 from .errors import DataFileError, ParameterError
-from .results import row_backend
+from .paths import resolve
+from .reader import row_backend
+from .requests import StopRule
+from .results import backend_agreement
+from .tasks import get_task
 
 
 def sample_rows(rows: Sequence[dict], n: int, seed: int = 0) -> list[dict]:
@@ -66,7 +70,6 @@ class Replay:
         per-row scorer (``None``) only ``n`` and the share of identical outputs."""
         if score is None:
             return {"n": len(self.stored), "identical": 1 - len(self.changed()) / len(self.stored)}
-        from .results import backend_agreement
 
         return backend_agreement(self.stored, self.replayed, score, names=("stored", "replayed"))
 
@@ -81,13 +84,30 @@ class Replay:
                          for a, b in zip(self.stored, self.replayed)]}
 
 
-def row_scorer(task_name: str, row: dict) -> Callable[[dict], float] | None:
-    """The task's per-row accuracy scorer, or None where it has none that returns one number
-    (semantic competition scores EM, F1 and inclusion at once)."""
-    from .tasks import get_task
+def check_replayable(rows: Sequence[dict], source: str = "these rows") -> None:
+    """One line, before any model loads, when ``rows`` are not generations (attention rows
+    hold measurements, not answers) or name a task no module makes."""
+    if any("params" not in r or "task" not in r for r in rows):
+        raise DataFileError(f"{source} holds final-token attention measurements, not generations: replay "
+                            "regenerates answers, so there is nothing to replay there")
+    for task in {r["task"] for r in rows}:
+        get_task(task)
 
-    score = getattr(get_task(task_name), "score", None)
-    return score if score is not None and isinstance(score(row), (int, float)) else None
+
+def row_scorer(rows: Sequence[dict]) -> Callable[[dict], float] | None:
+    """The rows' task's per-row accuracy scorer, or None where it has none that scores every
+    one of them with one number (semantic competition scores EM, F1 and inclusion at once;
+    a HumanEval row needs its problem's tests)."""
+    tasks = {r["task"] for r in rows}
+    if len(tasks) != 1:
+        return None
+    score = getattr(get_task(tasks.pop()), "score", None)
+    if score is None:
+        return None
+    try:
+        return score if all(isinstance(score(r), (int, float)) for r in rows) else None
+    except ParameterError:
+        return None
 
 
 def replay(rows: Sequence[dict], lm, *, batch_size: int = 8, progress: bool = True) -> Replay:
@@ -144,10 +164,6 @@ def describe_report(report: dict) -> str:
 
 def replay_summary(path) -> str:
     """:func:`describe_report` of a committed report file (relative paths from the repository root)."""
-    import json
-
-    from .paths import resolve
-
     file = resolve(path)
     if not file.exists():
         raise DataFileError(f"{file} is missing; make it with `longctx replay <results file> --json {path}`")

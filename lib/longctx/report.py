@@ -1,10 +1,13 @@
-"""Tables for readers: rounded numbers, intervals in brackets, a dash for what a paper does
-not report, and the sample-size arithmetic behind each headline comparison."""
+"""Numbers for readers: rounded numbers, intervals in brackets, a dash for what a paper does
+not report, the sample-size arithmetic behind each headline comparison, and the glue that
+puts a computed number into a chapter's prose (MyST-NB ``glue``), so prose never retypes one."""
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
+
+import pandas as pd
 
 MISSING = "—"
 
@@ -47,7 +50,6 @@ def show(df, *, notes: str | None = None, index: bool = False):
     is the dash or ``notes`` is given)."""
     from IPython.display import HTML, display
 
-    import pandas as pd
 
     table = df.copy()
     if isinstance(table.columns, pd.MultiIndex):  # ("OAA", "mean") -> "OAA mean": no stacked headers
@@ -66,3 +68,25 @@ def show(df, *, notes: str | None = None, index: bool = False):
     if foot:
         html += f'<p class="longctx-note"><small>{" ".join(foot)}</small></p>'
     display(HTML(html))
+
+
+def p_text(p: float) -> str:
+    """``p < 0.001`` below a thousandth, else two significant digits (``p = 0.07``)."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+
+
+def estimate_text(est, unit: str = "points") -> str:
+    """``-50.9 points [-59.4, -41.8], n = 165, p < 0.001`` for a paired estimate
+    (:class:`~longctx.claims.Estimate`, differences in points)."""
+    diff, low, high = (round(v, 1) + 0.0 for v in (est.difference, est.ci_low, est.ci_high))  # never "-0.0"
+    return f"{diff:+.1f} {unit} [{low:+.1f}, {high:+.1f}], n = {est.n}, {p_text(est.p)}"
+
+
+def glue_all(values: dict) -> None:
+    """Glue every value under its key (MyST-NB), for ``{glue:text}`key``` in the prose; the
+    notebook shows nothing. Numbers keep their type (``{glue:text}`key:.1f```), strings are
+    quoted as they are."""
+    from myst_nb import glue  # the book's package: only notebooks call this
+
+    for key, value in values.items():
+        glue(key, value, display=False)

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
-from .store import ResultsStore
+import numpy as np
+import pandas as pd
+
+from .backends import results_folder
+from .claims import paired_estimate
+from .errors import DataFileError, LongctxError
+from .metrics import (
+    bootstrap_interval,
+    censored_half_life,
+    paired_bootstrap_difference,
+    retention,
+    sign_flip_test,
+)
+from .models import model_slug, resolve_model
+from .paths import repo_root
+from .reader import model_label, row_backend
+from .requests import request_identity
+from .store import ResultsStore, model_folder
 
 
 def load_experiment(results_dir: str | Path, experiment: str, score: Callable[[dict], float],
@@ -22,25 +39,9 @@ def load_experiment(results_dir: str | Path, experiment: str, score: Callable[[d
     return rows_table(rows, score)
 
 
-def row_backend(row: dict) -> str:
-    """The backend that generated a stored row (``hf`` for rows stored before backends existed)."""
-    return row.get("backend", "hf").split(":", 1)[0]
-
-
-def model_label(model: str, backend="hf") -> str:
-    """How tables and figures name a model's rows: the model for ``hf`` rows, ``model
-    (backend)`` otherwise, so two backends of one model are two lines, never one."""
-    from .backends import spec
-
-    name = spec(backend).name if not isinstance(backend, str) else backend.split(":", 1)[0]
-    return model if name == "hf" else f"{model} ({name})"
-
-
 def rows_table(rows: Sequence[dict], score: Callable[[dict], float]):
-    """Stored rows (e.g. those :func:`~longctx.store.run_requests` returns) as a table:
+    """Stored rows (e.g. those :func:`~longctx.runner.answer` returns) as a table:
     condition fields become columns, ``correct`` holds ``score(row)``."""
-    import pandas as pd
-
     return pd.DataFrame.from_records([{
         "model": model_label(row["model"], row_backend(row)),
         "model_name": row["model"],
@@ -62,8 +63,6 @@ def rows_table(rows: Sequence[dict], score: Callable[[dict], float]):
 def _shown(results_dir: str | Path) -> str:
     """The results folder as a reader finds it: relative to the repository when inside it
     (``data/results``), else by its own name."""
-    from .paths import repo_root
-
     folder = Path(results_dir).resolve()
     try:
         return folder.relative_to(repo_root().resolve()).as_posix()
@@ -75,16 +74,12 @@ def provenance(df, results_dir: str | Path, experiment: str) -> str:
     """A one-paragraph caption naming files, models, sizes and library versions behind a figure."""
     if df.empty:
         return "no results"
-    from .backends import results_folder
-    from .errors import LongctxError
-    from .models import model_slug, resolve_model
-
     df = df.assign(model_name=df["model_name"] if "model_name" in df else df["model"],
                    backend=df["backend"] if "backend" in df else "hf")
     parts = []
     for (model, backend), group in df.groupby(["model_name", "backend"]):
         try:
-            slug = resolve_model(model).results_slug(results_dir)
+            slug = model_folder(resolve_model(model), results_dir)
         except LongctxError:  # a local checkpoint that has since moved: its plain name
             slug = model_slug(model)
         store = ResultsStore(results_dir, results_folder(slug, backend), experiment)
@@ -101,8 +96,6 @@ def paired_effects(table, *, condition: str, control: str, treatment: str, lengt
     over lengths ("all"), on the items (``item`` columns, e.g. example and position) run
     under both; 95% paired bootstrap intervals resample whole examples, since the items of
     one example share its content. Empty when either condition is missing."""
-    from .metrics import paired_bootstrap_difference
-
     if "example_id" not in item:
         raise ValueError("item must include 'example_id', the unit the bootstrap resamples")
     pairs = table.pivot_table(index=["model", length, *item], columns=condition, values=score).dropna().reset_index()
@@ -127,8 +120,6 @@ def paired_comparison(table, *, condition: str, control: str, treatment: str, it
     its 95% paired bootstrap interval (whole ``cluster`` units resampled) and a two-sided
     sign-flip p-value on the per-cluster mean differences (clusters are the independent
     units; items within one share its content)."""
-    from .metrics import paired_bootstrap_difference, sign_flip_test
-
     if cluster not in item:
         raise ValueError(f"item must include the cluster column {cluster!r}")
     pairs = table.pivot_table(index=list(item), columns=condition, values=score).reset_index()
@@ -150,8 +141,6 @@ def reader_contrast(table, *, readers: Sequence[str], condition: str, control, t
     reader's effect minus the first's, on the items both readers answered under both
     conditions. Intervals resample whole ``cluster`` units; the sign-flip p tests the
     per-cluster differences of effects."""
-    from .metrics import bootstrap_interval, sign_flip_test
-
     if len(readers) != 2:
         raise ValueError("reader_contrast compares exactly two readers")
     if cluster not in item:
@@ -186,11 +175,6 @@ def retention_curve(table, *, metric: str, h: str = "num_hard", by: Sequence[str
     ``questions, M, R, R_low, R_high``; ``half_lives`` one row per group with
     ``K_1/2`` (e.g. ``"> 19"``) and ``censored``.
     """
-    import numpy as np
-    import pandas as pd
-
-    from .metrics import censored_half_life, retention
-
     by = list(by)
     curve, lives = [], []
     for keys, group in table.groupby(by, sort=True) if by else [((), table)]:
@@ -228,8 +212,6 @@ def position_gap_permutation(by_position, *, n_resamples: int = 9999, seed: int 
     max minus min of the column means each time, and reports how often that reaches the
     observed gap. Returns ``gap`` (points), ``p``, and ``null_mean`` (the gap expected from
     noise alone, points)."""
-    import numpy as np
-
     values = by_position.dropna().to_numpy(dtype=float)
     if values.shape[0] == 0 or values.shape[1] < 2:
         return {"gap": float("nan"), "p": float("nan"), "null_mean": float("nan"), "units": 0}
@@ -252,10 +234,6 @@ def backend_agreement(rows_a: Sequence[dict], rows_b: Sequence[dict], score: Cal
     backend's accuracy, and ``b`` minus ``a`` in points with a paired 95% bootstrap
     interval and a sign-flip p-value over examples (requests of one example are averaged
     first, so an example that appears at several positions counts once)."""
-    from .errors import DataFileError
-    from .findings import paired_estimate
-    from .store import request_identity
-
     def ident(r):
         return request_identity(r["task"], r["condition"], r["example_id"])
 
@@ -286,8 +264,6 @@ def comparable_rows(results_dir: str | Path, experiment: str, requests: Sequence
     ``requests``: same task, condition and example, whatever model or backend wrote them.
     ``exclude`` names the results folder of the run already in hand. A chapter adds these to
     its figure, so ``make run ... MODEL=<another> BACKEND=<another>`` draws one more line."""
-    from .store import request_identity
-
     wanted = {request_identity(r.task, r.condition, r.example_id) for r in requests}
     out = []
     for folder in ResultsStore.folders(results_dir, experiment):

@@ -7,8 +7,11 @@ order), since the competition protocol needs far ranks as well as the top.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+
+import numpy as np
+from tqdm import tqdm
 
 from .errors import ModelPackageMissingError, ParameterError, UnknownModelError
 
@@ -19,8 +22,6 @@ POOLINGS = ("mean", "cls")
 
 
 def _stable_order(scores) -> list[int]:
-    import numpy as np
-
     scores = np.asarray(scores, dtype=float)
     return np.lexsort((np.arange(len(scores)), -scores)).tolist()
 
@@ -42,8 +43,6 @@ class BM25Ranker:
         self.retriever.index(tokens, show_progress=False)
 
     def scores(self, query: str):
-        import numpy as np
-
         tokens = self._bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
         return self.retriever.get_scores(tokens) if tokens else np.zeros(self.size)
 
@@ -110,8 +109,6 @@ class DenseRanker:
         self.vectors = self.encode(list(texts), progress=progress)
 
     def encode(self, texts: list[str], progress: bool = False):
-        from tqdm import tqdm
-
         torch = self._torch
         out = []
         starts = range(0, len(texts), self.batch_size)

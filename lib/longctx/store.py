@@ -25,44 +25,13 @@ import hashlib
 import json
 import lzma
 import os
-import platform
-import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Sequence
 
-from . import __version__
-from .engine import StopRule
+from filelock import FileLock
+
 from .errors import DataFileError
-
-
-@dataclass(frozen=True)
-class Request:
-    """One prompt to answer, with everything needed to score and trace it."""
-
-    task: str
-    example_id: str
-    prompt: str  # the task prompt, before any chat template
-    gold: tuple[str, ...]
-    condition: dict = field(default_factory=dict, hash=False)
-    max_new_tokens: int = 64
-    stop: StopRule = StopRule()
-    meta: dict = field(default_factory=dict, hash=False)
-    system: str | None = None  # system message; None keeps the chat template's default
-
-
-def request_key(fingerprint: str, req: Request, prompt_mode: str) -> str:
-    """Identity of a generation: model weights, task, condition, example, prompt, prompt
-    mode and decoding settings (a changed stop rule or token budget is a new row)."""
-    decoding = {"max_new_tokens": req.max_new_tokens, "stop": asdict(req.stop)}
-    prompt = req.prompt if req.system is None else [req.system, req.prompt]  # keys without a system stay as before
-    payload = json.dumps(
-        [fingerprint, req.task, req.condition, req.example_id, prompt, prompt_mode, decoding],
-        sort_keys=True,
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 class ResultsStore:
@@ -78,7 +47,7 @@ class ResultsStore:
         self.packed_path = self.dir / self.PACKED
 
     @classmethod
-    def at(cls, path: str | os.PathLike) -> "ResultsStore":
+    def at(cls, path: str | os.PathLike) -> ResultsStore:
         """The store that a results file (``<root>/<model>/<experiment>/generations.jsonl``,
         or its packed ``.jsonl.xz``) belongs to."""
         path = Path(path)
@@ -88,7 +57,7 @@ class ResultsStore:
         return cls(path.parents[2], path.parent.parent.name, path.parent.name)
 
     @classmethod
-    def all_under(cls, root: str | os.PathLike, experiment: str = "*") -> list["ResultsStore"]:
+    def all_under(cls, root: str | os.PathLike, experiment: str = "*") -> list[ResultsStore]:
         """Every store under ``root`` that holds rows (packed or appended) of ``experiment``
         (a glob pattern; every experiment by default), sorted by model folder, then experiment."""
         dirs = {p.parent for name in (cls.FILENAME, cls.PACKED) for p in Path(root).glob(f"*/{experiment}/{name}")}
@@ -106,16 +75,6 @@ class ResultsStore:
     def files(self) -> list[Path]:
         """The files that hold this store's rows, packed first."""
         return [p for p in (self.packed_path, self.path) if p.exists()]
-
-    @classmethod
-    def for_model(cls, root: str | os.PathLike, model: str, experiment: str, backend="hf") -> "ResultsStore":
-        """The store of ``model`` (any name :func:`~longctx.models.resolve_model` takes) under
-        ``root``, in the folder :meth:`~longctx.models.ModelRef.results_slug` names
-        (suffixed ``--<backend>`` for backends other than ``hf``)."""
-        from .backends import results_folder
-        from .models import resolve_model
-
-        return cls(root, results_folder(resolve_model(model).results_slug(root), backend), experiment)
 
     def rows(self) -> list[dict]:
         """Every stored row: the packed rows, then the appended ones."""
@@ -152,7 +111,7 @@ class ResultsStore:
                 out.append(json.loads(line))
             except json.JSONDecodeError:
                 if n == len(lines):  # a run killed mid-write: drop the torn line, it will be redone
-                    warnings.warn(f"{self.path}: ignoring truncated last line {n}; it will be regenerated")
+                    warnings.warn(f"{self.path}: ignoring truncated last line {n}; it will be regenerated", stacklevel=2)
                     continue
                 raise DataFileError(f"{self.path}, line {n}: not valid JSON; fix or delete that line") from None
         return out
@@ -217,8 +176,6 @@ class ResultsStore:
 
     def lock(self):
         """An exclusive inter-process lock on this store (a ``.lock`` file beside it)."""
-        from filelock import FileLock
-
         self.dir.mkdir(parents=True, exist_ok=True)
         return FileLock(str(self.path) + ".lock")
 
@@ -234,123 +191,23 @@ class ResultsStore:
             f.truncate(f.read().rfind(b"\n") + 1)
 
 
-def request_identity(task: str, condition: dict, example_id: str) -> tuple:
-    """Which request a row answers, whatever model or backend wrote it (rows of different
-    models or backends have different store keys but the same identity)."""
-    return task, json.dumps(condition, sort_keys=True), example_id
-
-
-def dedupe_key(r: Request) -> tuple:
-    """Two requests with this key are the same prompt asked twice."""
-    return (*request_identity(r.task, r.condition, r.example_id), r.system, r.prompt)
-
-
-def unique_requests(requests: Sequence[Request]) -> list[Request]:
-    """Drop repeated requests (two experiments asking for the same prompt and condition),
-    keeping the first; :func:`run_requests` refuses duplicates."""
-    seen, out = set(), []
-    for r in requests:
-        key = dedupe_key(r)
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
-    return out
-
-
-def make_row(key: str, req: Request, gen, *, model: str, fingerprint: str, prompt_mode: str,
-             rendered_prompt: str, params: dict, backend: str = "hf") -> dict:
-    """One stored generation with its provenance. ``backend`` is the backend's identity
-    (``hf``, ``llamacpp``, ``openai:<served model>``); rows stored before backends existed
-    have none and came from ``hf``."""
-    return {
-        "key": key,
-        "model": model,
-        "model_fingerprint": fingerprint,
-        "backend": backend,
-        "prompt_mode": prompt_mode,
-        "task": req.task,
-        "condition": req.condition,
-        "example_id": req.example_id,
-        "gold": list(req.gold),
-        "prompt": rendered_prompt,
-        "output": gen.text,
-        "raw_output": gen.raw_text,
-        "prompt_tokens": gen.prompt_tokens,
-        "new_tokens": gen.new_tokens,
-        "stopped_by_rule": gen.stopped,
-        "stop_reason": gen.stop_reason,
-        "batch_seconds": round(gen.batch_seconds, 4),
-        "batch_size": gen.batch_size,
-        "seconds_per_prompt": round(gen.batch_seconds / gen.batch_size, 4),
-        "params": {**params, "max_new_tokens": req.max_new_tokens, "stop": asdict(req.stop)},
-        "meta": req.meta,
-        **({"engine": gen.extra} if gen.extra else {}),
-        "longctx_version": __version__,
-        "host": platform.node(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-
-
-def run_requests(
-    requests: Sequence[Request],
-    store: ResultsStore,
-    *,
-    model: str,
-    load=None,
-    lm=None,
-    prompt_mode: str = "auto",
-    batch_size: int = 8,
-    progress: bool = True,
-    params: dict | None = None,
-    backend="hf",
-) -> list[dict]:
-    """Answer every request, reusing rows already in ``store``; return one row per request.
-
-    The model is loaded (via ``load()``, which returns a backend of
-    :mod:`longctx.backends`) only if some request is missing, so a notebook whose results
-    are committed runs without the model's weights. ``backend`` (a name or
-    :class:`~longctx.backends.BackendSpec`) enters the store key of non-``hf`` rows; a
-    request the backend cannot serve (masked padding outside ``hf``) fails before loading.
-    """
-    from .backends import fingerprint, identity, prompts_need, require, spec
-    from .models import resolve_model
-
-    chosen = spec(backend)
-    ref = resolve_model(model)
-    fp = fingerprint(ref.fingerprint, chosen, model)
-    keys = [request_key(fp, r, prompt_mode) for r in requests]
-    if len(set(keys)) != len(keys):
-        raise ValueError("duplicate requests: two requests share task, condition, example id and prompt")
-    existing = {r["key"]: r for r in store.rows()}
-    missing = [i for i, k in enumerate(keys) if k not in existing]
-    if missing:
-        for need in prompts_need(requests[i].prompt for i in missing):
-            require(chosen, need)
-        if lm is None:
-            lm = load()
-        if getattr(lm, "backend", "hf") != chosen.name:
-            raise ValueError(f"load() gave a {getattr(lm, 'backend', 'hf')!r} backend for backend={chosen.name!r}")
-        # Group by generation settings, since one batch shares max_new_tokens.
-        groups: dict[int, list[int]] = {}
-        for i in missing:
-            groups.setdefault(requests[i].max_new_tokens, []).append(i)
-        run_params = {"batch_size": batch_size, **lm.run_params(), **(params or {})}
-        for max_new, idxs in groups.items():
-            rendered = [lm.render(requests[i].prompt, system=requests[i].system) for i in idxs]
-
-            def persist(batch, gens, idxs=idxs, rendered=rendered):
-                rows = [
-                    make_row(keys[idxs[b]], requests[idxs[b]], g, model=model, fingerprint=ref.fingerprint,
-                             prompt_mode=prompt_mode, rendered_prompt=rendered[b], params=run_params,
-                             backend=identity(chosen, model) or "hf")
-                    for b, g in zip(batch, gens)
-                ]
-                store.append(rows)
-                existing.update({r["key"]: r for r in rows})
-
-            lm.generate(
-                rendered, max_new_tokens=max_new, stop_rules=[requests[i].stop for i in idxs],
-                batch_size=batch_size, progress=progress, on_batch=persist,
-                desc=f"{model} ({len(idxs)} new prompts)",
-            )
-    return [existing[k] for k in keys]
+def model_folder(ref, results_root: str | os.PathLike) -> str:
+    """The results folder name of a resolved model (:class:`~longctx.models.ModelRef`) under
+    ``results_root``: its slug, unless that folder already holds rows of *other* weights (two
+    checkpoint folders or GGUF files with one name), in which case a short hash of this
+    model's fingerprint is appended."""
+    base = ref.slug
+    if ref.kind not in ("local", "gguf"):
+        return base
+    for experiment in sorted(p.name for p in (Path(results_root) / base).glob("*") if p.is_dir()):
+        store = ResultsStore(results_root, base, experiment)
+        first = next(iter(store.packed_rows()), None)
+        if first is None and store.path.exists():  # the first line is enough
+            with open(store.path, encoding="utf-8") as f:
+                line = f.readline()
+            first = json.loads(line) if line.strip() else None
+        if first is not None:
+            if first.get("model_fingerprint") != ref.fingerprint:
+                return f"{base}-{hashlib.sha256(ref.fingerprint.encode()).hexdigest()[:6]}"
+            break
+    return base

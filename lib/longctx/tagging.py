@@ -29,13 +29,17 @@ import os
 import re
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib.resources import files
 from pathlib import Path
-from typing import Callable, Sequence
 
 from .errors import DataFileError, ParameterError
+from .models import resolve_model
+from .prompts import load_prompt
+from .reader import Reader
+from .requests import StopRule
 
 CHUNK_STRATEGIES = ("sentence", "paragraph")
 LLM_METHODS = ("classification", "ie", "hybrid")
@@ -217,7 +221,7 @@ class TagCache:
                     self._tags[row["key"]] = list(row["tags"])
                 except (ValueError, KeyError, TypeError):
                     if n == len(lines):  # a run killed mid-write: that chunk is tagged again
-                        warnings.warn(f"{self.path}: ignoring a truncated last line; it will be redone")
+                        warnings.warn(f"{self.path}: ignoring a truncated last line; it will be redone", stacklevel=2)
                         continue
                     raise DataFileError(f"{self.path}, line {n}: not a tag cache row; fix or delete it") from None
 
@@ -246,6 +250,12 @@ class TagCache:
 
     def __len__(self) -> int:
         return len(self._tags)
+
+    def rows(self) -> list[dict]:
+        """The rows of the cache file (tagger, chunk start, tags and the model's raw answer); none in memory only."""
+        if not self.path or not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def tag_chunks(chunks: Sequence[str], tagger, cache: TagCache | None = None, slice_size: int = 32) -> list[list[str]]:
@@ -366,7 +376,7 @@ def parse_ie(output: str, categories: CategorySet) -> list[str]:
 
 
 class LLMTagger:
-    """Tags from a language model (any model :func:`longctx.models.load_model` accepts).
+    """Tags from a language model (any model a :class:`~longctx.reader.Reader` takes).
 
     ``method``: ``classification`` (Figure 7), ``ie`` (Figure 8) or ``hybrid`` (both,
     merged as in the paper: classification tags first, then any further IE tags). The
@@ -377,8 +387,6 @@ class LLMTagger:
     def __init__(self, model: str, categories: CategorySet | str = "privileged", *, method: str = "classification",
                  load: Callable | None = None, lm=None, batch_size: int = 8, min_confidence: int = 1,
                  classification_tokens: int = 160, ie_tokens: int = 48, progress: bool = True):
-        from .models import resolve_model
-
         if method not in LLM_METHODS:
             raise ParameterError(f"unknown LLM tagging method '{method}'; use one of {', '.join(LLM_METHODS)}")
         self.model, self.ref = model, resolve_model(model)
@@ -389,8 +397,6 @@ class LLMTagger:
 
     @cached_property
     def id(self) -> str:
-        from .prompts import load_prompt
-
         templates = "".join(load_prompt(f"tag_{m}") for m in ("classification", "ie"))
         digest = hashlib.sha256(templates.encode()).hexdigest()[:8]
         return (f"llm:{self.ref.fingerprint}:{self.method}:{self.categories.digest}:{digest}:"
@@ -399,29 +405,20 @@ class LLMTagger:
     @property
     def lm(self):
         if self._lm is None:
-            if self._load is None:
-                from .models import load_model
-
-                self._lm = load_model(self.model)
-            else:
-                self._lm = self._load()
+            self._lm = self._load() if self._load is not None else Reader(self.model).load()
         return self._lm
 
     def prompt(self, method: str, chunk: str) -> str:
-        from .prompts import load_prompt
-
         return load_prompt(f"tag_{method}").format(categories=self.categories.definitions(examples=True),
                                                    text=chunk.strip())
 
     def _run(self, method: str, chunks: Sequence[str]) -> list[str]:
-        from .engine import StopRule, generate
-
         if method == "ie":
             stop = StopRule(newline=False, answer_pattern=r"^\s*(?:```[a-zA-Z]*\s*)?(?:<[^<>/]+>\s*)+[^<\s]")
         else:
             stop = StopRule(newline=False)
         rendered = [self.lm.render(self.prompt(method, c)) for c in chunks]
-        gens = generate(self.lm, rendered, max_new_tokens=self.budget[method], stop_rules=stop,
+        gens = self.lm.generate(rendered, max_new_tokens=self.budget[method], stop_rules=stop,
                         batch_size=self.batch_size, progress=self.progress, desc=f"tagging ({method})")
         return [g.raw_text for g in gens]
 
@@ -461,3 +458,29 @@ def tagging_report(chunks: Sequence[str], tags: Sequence[Sequence[str]]) -> Tagg
             by_tag[t] = by_tag.get(t, 0) + 1
     added = sum(len(wrap(c, t)) - len(c) for c, t in zip(chunks, tags))
     return TaggingReport(len(chunks), sum(1 for t in tags if t), sum(len(t) for t in tags), added, by_tag)
+
+
+# ---------------------------------------------------------------------------------------------
+# The paper's prompt variants
+
+VARIANTS = {
+    # name: (category set in the system prompt, tagger of the context, system prompt template)
+    "baseline": (None, None, None),
+    "td": ("privileged", None, "tag_system_td"),
+    "td_tc_spacy": ("spacy", "spacy", "tag_system_td_tc"),
+    "td_tc_llm": ("privileged", "llm", "tag_system_td_tc"),
+}
+
+def system_prompt(variant: str) -> str | None:
+    """The system message of a TAG variant: its template with its categories' definitions (None for the baseline)."""
+    definitions, _, template = variant_parts(variant)
+    if template is None:
+        return None
+    return load_prompt(template).format(categories=load_categories(definitions).definitions())
+
+
+def variant_parts(name: str) -> tuple:
+    """(category set of the system prompt, tagger of the context, system prompt template) of a TAG variant."""
+    if name not in VARIANTS:
+        raise ParameterError(f"unknown TAG variant '{name}'; use one of {', '.join(VARIANTS)}")
+    return VARIANTS[name]

@@ -6,8 +6,8 @@ gold answers. A :class:`Transform` takes an example and returns a new one; trans
 frozen dataclasses whose fields are their declared parameters, deterministic (every random
 choice is seeded from the transform's ``seed`` and the example id) and composable in order:
 
->>> ex = from_qa_example(question)                       # doctest: +SKIP
->>> request = render(apply(ex, [Competitors(9), Normalize(":", 0.5, seed=0), Position(0.5)]))
+>>> ex = qa.to_example(question)                         # doctest: +SKIP
+>>> request = tasks.render(apply(ex, [Competitors(9), Normalize(":", 0.5, seed=0), Position(0.5)]))
 
 The manipulations, with the paper each comes from:
 
@@ -31,11 +31,16 @@ The manipulations, with the paper each comes from:
 ``ClosedBook``         no context at all (Lost in the Middle's closed-book baseline)
 =====================  ===========================================================
 
-:func:`render` turns an example into a :class:`~longctx.store.Request` with the task's own
-prompt builder. The condition it records is the task's established one (so rebuilding a
-committed chapter through transforms gives the same store keys, which a test checks for
-every committed row) plus one field per transform the chapters never used (``tags``,
-``filler`` ...), so new combinations get new keys and old ones keep theirs.
+A transform changes the items, or writes text into one of the example's prompt *slots*
+(:data:`SLOTS`: the system message, text right before the context, text right after it),
+or records a setting. Rendering is each task's own (:func:`longctx.tasks.render` finds the
+task's ``render``): it builds the task's prompt, says where its context lies, and
+:func:`fill_slots` puts the slots' text there, so a transform that adds text to the prompt
+touches no renderer. The condition a renderer records is the task's established one (so
+rebuilding a committed chapter through transforms gives the same store keys, which a test
+checks for every committed row) plus :func:`recorded_fields`, one field per transform the
+chapters never used (``tags``, ``filler`` ...), so new combinations get new keys and old
+ones keep theirs.
 
 Adding a manipulation means adding one transform (see ``book/methods.md``): subclass
 :class:`Transform`, declare parameters as fields, implement :meth:`Transform.apply`, and
@@ -45,14 +50,19 @@ register it with :func:`register`.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field, fields, replace
-from typing import Callable, ClassVar, Sequence
+from collections.abc import Sequence
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import ClassVar
 
 from .errors import ParameterError
-from .store import Request
+from .formats import check_delimiter, format_identifier, format_passages
+from .padding import filler_slot
+from .tagging import SpacyTagger, TagCache, chunk_text, system_prompt, tag_chunks, tagged_text
 
 # ---------------------------------------------------------------------------------------------
 # Examples
+
+SLOTS = ("system", "before_context", "after_context")
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,7 @@ class Example:
     fields: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     native: object = field(default=None, compare=False, repr=False)  # the task module's own example
+    slots: dict = field(default_factory=dict)  # slot name -> texts written into it, in order
 
     @property
     def gold_index(self) -> int | None:
@@ -97,8 +108,14 @@ class Example:
             raise ParameterError(f"example {self.example_id} has no gold item in its context")
         return self.items[idx]
 
-    def set(self, **settings) -> "Example":
+    def set(self, **settings) -> Example:
         return replace(self, settings={**self.settings, **settings})
+
+    def write(self, slot: str, text: str) -> Example:
+        """Add ``text`` to a prompt slot (:data:`SLOTS`); the task's renderer puts it in place."""
+        if slot not in SLOTS:
+            raise ParameterError(f"unknown prompt slot {slot!r}; use one of {', '.join(SLOTS)}")
+        return replace(self, slots={**self.slots, slot: (*self.slots.get(slot, ()), text)})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,8 +137,6 @@ class Transform:
     @classmethod
     def parameters(cls) -> dict[str, object]:
         """Declared parameters and their defaults (``...`` when required)."""
-        from dataclasses import MISSING
-
         return {f.name: (... if f.default is MISSING else f.default) for f in fields(cls)}
 
 
@@ -319,8 +334,6 @@ class Normalize(Transform):
     name: ClassVar[str] = "normalize"
 
     def apply(self, example: Example) -> Example:
-        from .formats import format_passages
-
         delimiter = None if self.delimiter in ("none", None) else self.delimiter
         label = self.label or ("baseline" if delimiter is None else "C-NORM")
         out = example.set(method=label, delimiter=delimiter or "none", ratio=self.ratio if delimiter else 0.0,
@@ -346,8 +359,6 @@ class IdFormat(Transform):
     name: ClassVar[str] = "id_format"
 
     def apply(self, example: Example) -> Example:
-        from .formats import check_delimiter, format_identifier
-
         check_delimiter(self.delimiter)
 
         def fmt(it: Item) -> Item:
@@ -378,8 +389,6 @@ def tagger_for(name: str):
     if name not in _TAGGERS:
         if name != "spacy":
             raise ParameterError(f"unknown tagger '{name}'; use spacy or register one with register_tagger")
-        from .tagging import SpacyTagger, TagCache
-
         _TAGGERS["spacy"] = (SpacyTagger(), TagCache())
     return _TAGGERS[name]
 
@@ -389,9 +398,10 @@ def tagger_for(name: str):
 class Tags(Transform):
     """TAG: each context item's text is cut into chunks (sentences packed up to
     ``chunk_chars``; 0 tags each item whole, as the needle chapter's haystack chunks are),
-    each chunk tagged by ``tagger`` and wrapped in its XML tags. ``definitions`` puts the
-    tag definitions in the system prompt (TD+TC); ``tagger=""`` with definitions is TD
-    alone (definitions, untagged context)."""
+    each chunk tagged by ``tagger`` and wrapped in its XML tags. ``definitions`` writes the
+    tag definitions into the system slot (TD+TC: spaCy's categories for the spaCy tagger,
+    the paper's privileged ones otherwise); ``tagger=""`` with definitions is TD alone
+    (definitions, untagged context)."""
 
     tagger: str = "spacy"
     definitions: bool = True
@@ -399,9 +409,10 @@ class Tags(Transform):
     name: ClassVar[str] = "tags"
 
     def apply(self, example: Example) -> Example:
-        from .tagging import chunk_text, tag_chunks, tagged_text
-
         label = (self.tagger or "none") + ("+definitions" if self.definitions else "")
+        if self.definitions:
+            variant = "td" if not self.tagger else "td_tc_spacy" if self.tagger == "spacy" else "td_tc_llm"
+            example = example.write("system", system_prompt(variant))
         if not self.tagger:
             if not self.definitions:
                 raise ParameterError("tags with no tagger and no definitions change nothing")
@@ -428,7 +439,8 @@ class Padding(Transform):
     """Context-length-alone filler: ``tokens`` of ``kind`` (essay, whitespace,
     space_tokens, newline_tokens, mask) ``between`` the context and the question or
     ``before`` the context. The prompt carries a placeholder the engine expands in the
-    reading model's own tokens (so the length is the same for every model)."""
+    reading model's own tokens (so the length is the same for every model), written into
+    the slot after (or before) the context."""
 
     kind: str = "whitespace"
     tokens: int = 0
@@ -436,11 +448,11 @@ class Padding(Transform):
     name: ClassVar[str] = "padding"
 
     def apply(self, example: Example) -> Example:
-        from .padding import filler_slot
-
         if self.placement not in ("between", "before"):
             raise ParameterError(f"padding placement must be between or before, got {self.placement!r}")
-        filler_slot(self.kind, self.tokens)  # validates kind and length
+        slot = filler_slot(self.kind, self.tokens)  # validates kind and length
+        if self.tokens:
+            example = example.write("after_context" if self.placement == "between" else "before_context", slot)
         return example.set(filler=self.kind, filler_tokens=self.tokens, placement=self.placement)
 
 
@@ -468,54 +480,10 @@ class ClosedBook(Transform):
 
 
 # ---------------------------------------------------------------------------------------------
-# Adapters from the task modules' examples
+# What every task's renderer shares
 
 
-def from_qa_example(example) -> Example:
-    """A multi-document QA example (:class:`longctx.tasks.multidoc_qa.QAExample`): the gold
-    document alone in the context, its distractors the ranked candidates."""
-    def item(d, gold=False):
-        return Item(d.text, d.title, gold, "document")
-
-    ranking = example.source.split("+", 1)[1] if "+" in example.source else example.source
-    return Example("multidoc_qa", example.example_id, example.question, tuple(example.answers),
-                   (item(example.gold, True),), tuple(item(d) for d in example.distractors), ranking,
-                   {"source": example.source})
-
-
-def from_kv_example(example, source: str = "synthetic", **fields) -> Example:
-    """A key-value example (:class:`longctx.tasks.kv_retrieval.KVExample`): every pair in the
-    context in its order, the gold pair marked; ``fields`` (density, num_hex ...) are recorded
-    in the condition as the C-NORM chapter does."""
-    items = tuple(Item(v, k, (k, v) == (example.key, example.value), "pair") for k, v in example.pairs)
-    return Example("kv_retrieval", example.example_id, example.key, (example.value,), items, (), "given",
-                   {"source": source, **fields})
-
-
-# ---------------------------------------------------------------------------------------------
-# Rendering
-
-
-RENDERERS: dict[str, Callable[[Example], Request]] = {}
-
-
-def renderer(task: str):
-    def deco(fn):
-        RENDERERS[task] = fn
-        return fn
-    return deco
-
-
-def render(example: Example) -> Request:
-    """The request for ``example`` with its task's prompt and condition."""
-    if example.task not in RENDERERS:
-        raise ParameterError(f"no renderer for task '{example.task}'; known: {', '.join(sorted(RENDERERS))}")
-    return RENDERERS[example.task](example)
-
-
-
-
-def _new_fields(example: Example) -> dict:
+def recorded_fields(example: Example) -> dict:
     """Condition fields of transforms no committed chapter used (absent when unused, so the
     chapters' keys are unchanged)."""
     s = example.settings
@@ -533,207 +501,27 @@ def _new_fields(example: Example) -> dict:
     return out
 
 
-def _system(example: Example) -> str | None:
-    if not example.settings.get("tag_definitions"):
-        return None
-    from .tasks import tag_needles as tn
-
-    return tn.system_prompt("td_tc_spacy" if example.settings["tags"].startswith("spacy") else "td_tc_llm")
+def system_of(example: Example) -> str | None:
+    """The system message the transforms wrote (None keeps the chat template's default)."""
+    texts = example.slots.get("system", ())
+    return "\n\n".join(texts) if texts else None
 
 
-def _with_filler(example: Example, prompt: str, start: int, end: int) -> str:
-    """``prompt`` with the example's filler (if ``Padding`` ran) put right before the context,
-    which spans ``prompt[start:end]``, or right after it (between context and question)."""
-    from .padding import filler_slot
-
-    s = example.settings
-    if not s.get("filler_tokens"):
+def fill_slots(prompt: str, context: tuple[int, int], example: Example) -> str:
+    """``prompt`` with the context slots' text put around its context, ``prompt[start:end]``:
+    each ``before_context`` text on its own line right before it, each ``after_context`` text
+    on its own line right after it (between the context and the question)."""
+    before, after = example.slots.get("before_context", ()), example.slots.get("after_context", ())
+    if not before and not after:
         return prompt
+    start, end = context
     if start < 0 or end <= start:
-        raise ParameterError("padding needs a context to pad around")
-    slot = filler_slot(s["filler"], s["filler_tokens"])
-    if s["placement"] == "before":
-        return prompt[:start] + slot + "\n" + prompt[start:]
-    return prompt[:end] + "\n" + slot + prompt[end:]
+        raise ParameterError("text around the context needs a context (this prompt has none)")
+    return (prompt[:start] + "".join(t + "\n" for t in before) + prompt[start:end]
+            + "".join("\n" + t for t in after) + prompt[end:])
 
 
-def _block_span(prompt: str, block: str) -> tuple[int, int]:
+def span_of(prompt: str, block: str) -> tuple[int, int]:
+    """Where ``block`` (the rendered context) sits in ``prompt``: its last occurrence."""
     at = prompt.rfind(block) if block else -1
     return at, at + len(block)
-
-
-@renderer("multidoc_qa")
-def _render_multidoc(example: Example) -> Request:
-    """Lost in the Middle's prompts through :func:`longctx.tasks.multidoc_qa.make_requests`
-    (documents), or its closed-book / oracle baselines. Condition: the chapter's (setting,
-    number of documents, gold index, query-aware, random order, distractor ranking, source),
-    C-NORM's (order seed, method, delimiter, ratio) when those transforms ran, and the new
-    fields of :func:`_new_fields`."""
-    from .tasks import multidoc_qa as qa
-
-    s = example.settings
-    docs = [qa.Document(it.title, it.text, hasanswer=it.gold, isgold=it.gold) for it in example.items]
-    qa_ex = qa.QAExample(example.example_id, example.question, example.answers,
-                         next((d for d in docs if d.isgold), qa.Document("", "")),
-                         tuple(d for d in docs if not d.isgold), example.fields["source"])
-    if s.get("closed_book") or (len(docs) == 1 and docs[0].isgold):
-        # No context, or the gold document alone: the paper's closed-book and oracle baselines.
-        setting = "closed-book" if s.get("closed_book") else "oracle"
-        req = next(r for r in qa.make_baseline_requests([qa_ex]) if r.condition["setting"] == setting)
-    else:
-        req = qa.make_requests([qa_ex], len(docs), [example.gold_index + 1], query_aware=s.get("query_aware", False),
-                               mention_random_ordering=s.get("random_order", False),
-                               distractors=example.ranking)[0]
-    cond = dict(req.condition)
-    if "order_seed" in s:
-        cond["seed"] = s["order_seed"]
-    if "method" in s:
-        cond.update(method=s["method"], delimiter=s["delimiter"], ratio=s["ratio"])
-    cond.update(_new_fields(example))
-    prompt = _with_filler(example, req.prompt, *_block_span(req.prompt, qa.format_documents(docs)))
-    return replace(req, prompt=prompt, condition=cond, system=_system(example))
-
-
-@renderer("kv_retrieval")
-def _render_kv(example: Example) -> Request:
-    """Key-value prompts through :func:`longctx.tasks.kv_retrieval.make_requests`, with the
-    example's fields (source, and density / num_hex / delimiter for C-NORM's grid)."""
-    from .tasks import kv_retrieval as kv
-
-    pairs = tuple((it.title, it.text) for it in example.items)
-    gold = example.gold
-    kv_ex = kv.KVExample(example.example_id, pairs, gold.title, gold.text)
-    extra = {k: v for k, v in example.fields.items() if k != "source"}
-    if "delimiter" in example.settings:
-        extra["delimiter"] = example.settings["delimiter"]
-    req = kv.make_requests([kv_ex], [example.gold_index + 1], query_aware=example.settings.get("query_aware", False),
-                           source=example.fields.get("source", "synthetic"), extra_condition=extra or None)[0]
-    cond = {**req.condition, **_new_fields(example)}
-    prompt = _with_filler(example, req.prompt, *_block_span(req.prompt, kv.format_pairs(pairs)))
-    return replace(req, prompt=prompt, condition=cond, system=_system(example))
-
-
-# ---------------------------------------------------------------------------------------------
-# Semantic competition: snippets of a corpus ranked by a retriever
-
-
-def from_snippet_index(index, question) -> Example | None:
-    """One question of a :class:`longctx.tasks.semantic_competition.SnippetIndex`: its
-    answer-centred gold snippet in the context, every *eligible* snippet (not from the gold
-    passage, not containing an answer) as a candidate in the retriever's order. ``None``
-    when the gold snippet cannot be cut (the chapter leaves such questions out)."""
-    from .tasks import semantic_competition as sc
-
-    passage = index.corpus.passage(question.passage_id)
-    gold = sc.gold_snippet(passage.text, question.answers, question.answer_start, index.snippet_words)
-    if gold is None:
-        return None
-    eligible = [index.snippets[i] for i in index.ranker.ranking(question.question)
-                if index.snippets[i].passage_id != question.passage_id
-                and not sc.contains_answer(index.snippets[i].text, question.answers)]
-    return Example("semantic_competition", question.question_id, question.question, tuple(question.answers),
-                   (Item(gold, gold=True, kind="snippet"),), tuple(Item(s.text, kind="snippet") for s in eligible),
-                   index.retriever, {"corpus": index.corpus.name, "snippet_words": index.snippet_words},
-                   native=question)
-
-
-@renderer("semantic_competition")
-def _render_competition(example: Example) -> Request:
-    """The competition prompt (numbered passages, then the question). Condition: the
-    chapter's (corpus, snippet length, retriever, hard and far counts, size, gold index,
-    and the context seed and far_from when used)."""
-    from .engine import StopRule
-    from .tasks import semantic_competition as sc
-
-    s = example.settings
-    counts = s.get("competitor_counts", {})
-    num_hard, num_far = counts.get("hard", 0), counts.get("far", 0)
-    if counts.get("random"):
-        raise ParameterError("the competition prompt takes hard and far competitors, not random ones")
-    cond = {**example.fields, "retriever": example.ranking if num_hard + num_far else "none",
-            "num_hard": num_hard, "num_far": num_far, "num_snippets": len(example.items),
-            "gold_index": example.gold_index}
-    if num_hard + num_far:
-        cond["seed"] = s.get("scatter_seed", s.get("competitor_seed", 0))
-    if num_far:
-        cond["far_from"] = s["far_from"]
-    cond.update({k: v for k, v in _new_fields(example).items()
-                 if k not in ("competitors", "competitor_counts", "competitor_seed", "far_from")})
-    prompt = sc.build_prompt(example.question, [it.text for it in example.items])
-    last = example.items[-1].text
-    prompt = _with_filler(example, prompt, prompt.find("Passage [1]:"), prompt.rfind(last) + len(last))
-    return Request(task=sc.TASK, example_id=example.example_id, prompt=prompt, gold=example.answers, condition=cond,
-                   max_new_tokens=sc.MAX_NEW_TOKENS, stop=StopRule(newline=True), system=_system(example))
-
-
-# ---------------------------------------------------------------------------------------------
-# Context length alone: one evidence block, filler, a question
-
-
-def from_problem(problem) -> Example:
-    """A :class:`longctx.tasks.length_alone.Problem`: the evidence as the one (gold) item."""
-    return Example("length_alone", problem.id, problem.question, (problem.answer,),
-                   (Item(problem.evidence, gold=True, kind="evidence"),), fields={"subtask": problem.subtask},
-                   native=problem)
-
-
-@renderer("length_alone")
-def _render_length_alone(example: Example) -> Request:
-    """The paper's prompt (evidence, filler at its placement, question) through
-    :func:`longctx.tasks.length_alone.build_prompt`; the condition is the chapter's."""
-    from .padding import filler_slot
-    from .tasks import length_alone as la
-
-    problem, s = example.native, example.settings
-    mode = "solve"  # recitation and retrieve-then-solve stay in the task module (they chain two prompts)
-    kind, tokens, placement = s.get("filler", "essay"), int(s.get("filler_tokens", 0)), s.get("placement", "between")
-    prompt = la.build_prompt(problem, mode=mode, filler=filler_slot(kind, tokens), filler_kind=kind,
-                             placement=placement, evidence=example.gold.text)
-    cond = {**la.condition(problem.subtask, mode, kind, placement, tokens),
-            **{k: v for k, v in _new_fields(example).items() if k not in ("filler", "filler_tokens", "placement")}}
-    return Request(la.TASK, problem.id, prompt, (problem.answer,), cond, max_new_tokens=la.budget(problem.subtask, mode),
-                   stop=la.stop_rule(problem.subtask, mode), meta={"subtask": problem.subtask}, system=_system(example))
-
-
-# ---------------------------------------------------------------------------------------------
-# Tagged needles: a haystack of chunks with one needle chunk
-
-
-def from_needle_case(case, chunks: Sequence[str], length: int) -> Example:
-    """A needle question (:class:`longctx.tasks.tag_needles.NeedleCase`) in a haystack of
-    ``chunks`` (counted to ``length`` reader tokens): the needle first, then the chunks;
-    ``Position`` with a depth puts it at the chunk boundary the chapter uses (nearest)."""
-    items = (Item(case.needle, gold=True, kind="chunk"), *(Item(c, kind="chunk") for c in chunks))
-    return Example("tag_needles", case.id, case.question, (case.answer,), items,
-                   fields={"length": int(length), "hop": case.hop}, native=case)
-
-
-VARIANT_OF_TAGS = {"none": "baseline", "none+definitions": "td", "spacy+definitions": "td_tc_spacy",
-                   "llm+definitions": "td_tc_llm"}
-
-
-@renderer("tag_needles")
-def _render_needles(example: Example) -> Request:
-    """The needle chapter's prompt: chunks joined (the needle spaced from its neighbours),
-    tagged when ``Tags`` ran, the variant's system prompt. Condition: the chapter's
-    (variant, length, depth, query-aware, hop, tagger id)."""
-    from .engine import StopRule
-    from .tasks import tag_needles as tn
-
-    s, case = example.settings, example.native
-    k = example.gold_index
-    texts = [it.text for it in example.items]
-    lead = " " if k > 0 and texts[k - 1] and not texts[k - 1][-1].isspace() else ""
-    trail = " " if k < len(texts) - 1 else ""
-    texts[k] = f"{lead}{texts[k]}{trail}"
-    context = "".join(texts).strip()
-    tags_label = s.get("tags", "none")
-    variant = VARIANT_OF_TAGS.get(tags_label)
-    if variant is None:
-        raise ParameterError(f"the needle chapter has no variant for tags {tags_label!r}")
-    cond = {"variant": variant, "length": example.fields["length"], "depth": float(s.get("position", 0.0)),
-            "query_aware": bool(s.get("query_aware", False)), "hop": example.fields["hop"],
-            "tagger": s.get("tagger") or "none"}
-    return Request(tn.TASK, case.id, tn.build_prompt(case, context, query_aware=cond["query_aware"]), (case.answer,),
-                   cond, max_new_tokens=tn.MAX_NEW_TOKENS, stop=StopRule(newline=True),
-                   system=case.system_prompt or tn.system_prompt(variant))

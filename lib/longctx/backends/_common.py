@@ -3,11 +3,12 @@ and checking their capabilities before any work."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
-from ..engine import StopRule, _rules_for
 from ..errors import CapabilityError, ParameterError
+from ..padding import _TOKEN_LEVEL, MASKED_GAP, encode_prompt, expand_fillers
+from ..requests import StopRule, stop_rules_for
 
 
 @dataclass
@@ -25,13 +26,11 @@ def prepare(reader, prompts: Sequence[str], max_new_tokens: int, stop_rules, bat
             backend: str) -> tuple[list[Prepared], list[StopRule]]:
     """Expand fillers, tokenize and check every prompt against the window, before any
     generation; masked gaps are a one-line :class:`CapabilityError` naming ``hf``."""
-    from ..padding import _TOKEN_LEVEL, MASKED_GAP, encode_prompt, expand_fillers
-
     if max_new_tokens < 1:
         raise ParameterError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if batch_size < 1:
         raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
-    rules = _rules_for(stop_rules, len(prompts))
+    rules = stop_rules_for(stop_rules, len(prompts))
     out = []
     for i, prompt in enumerate(prompts):
         if MASKED_GAP.search(prompt):

@@ -5,7 +5,7 @@ natively instead of dequantizing them into torch, which measured 2.2x faster end
 two CPU cores (README, ``make bench``). To read exactly what the ``hf`` backend reads, the
 prompt is rendered by the same chat template and tokenized by the same tokenizer
 (:func:`longctx.padding.encode_prompt`, fillers included), and the token ids are fed to
-llama.cpp; decoding is greedy; each prompt stops at its :class:`~longctx.engine.StopRule`,
+llama.cpp; decoding is greedy; each prompt stops at its :class:`~longctx.requests.StopRule`,
 an end-of-generation token, or ``max_new_tokens``.
 
 Prompts run one at a time (the CPU is saturated by one sequence's prefill), each from an
@@ -23,22 +23,30 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
-from ..engine import Generation
+from tqdm import tqdm
+
 from ..errors import CapabilityError, ModelPackageMissingError
-from ..models import ALIASES, PromptReader, alias_gguf_path, chat_mode, load_tokenizer, resolve_model
-from . import BackendSpec
+from ..models import ALIASES, alias_gguf_path, load_tokenizer, resolve_model
+from ..requests import Generation
 from ._common import decode, prepare
+from .base import BackendSpec, PromptReader, chat_mode, register
 
 INSTALL = ("scripts/install_llamacpp.sh .venv/bin/pip  (compiles llama.cpp without its AMX kernels, which "
            "crash in VMs: about 4 minutes; or pip install \"llama-cpp-python[server]==0.3.36\")")
 DEFAULT_WINDOW = 32768  # KV cache allocated up front: cap it unless the caller asks for more
 
 
+@register("llamacpp")
 class LlamaCppBackend(PromptReader):
-    backend = "llamacpp"
+    @classmethod
+    def load(cls, model: str, spec: BackendSpec, *, device: str = "auto", dtype: str = "auto",
+             prompt_mode: str = "auto", max_context: int | None = None,
+             progress: Callable[[str], None] | None = None) -> LlamaCppBackend:
+        """``device`` and ``dtype`` are the ``hf`` backend's: llama.cpp runs the GGUF weights as they are."""
+        return cls(model, spec, prompt_mode=prompt_mode, max_context=max_context, progress=progress)
 
     def __init__(self, model: str, spec: BackendSpec, *, prompt_mode: str = "auto", max_context: int | None = None,
                  progress: Callable[[str], None] | None = None):
@@ -79,8 +87,6 @@ class LlamaCppBackend(PromptReader):
                  progress: bool = True, desc: str = "generating", on_batch=None) -> list[Generation]:
         """Greedy-decode ``prompts`` (rendered); ``on_batch(indices, generations)`` gets every
         ``batch_size`` finished prompts, so an interrupted run loses at most that many."""
-        from tqdm import tqdm
-
         prepared, rules = prepare(self, prompts, max_new_tokens, stop_rules, batch_size, "llamacpp")
         order = range(len(prompts))
         if self.spec.prefix_cache:  # neighbours in token order share the longest prefixes

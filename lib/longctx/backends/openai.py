@@ -7,7 +7,7 @@ model's own chat template (so it is byte-identical to what the ``hf`` and ``llam
 backends read), ``temperature=0`` and ``max_tokens``. Prompts with token-level filler
 (whitespace units, single-space or newline tokens) are sent as token ids, since no text
 tokenizes to them. Responses are streamed, and a stream is closed as soon as the
-request's :class:`~longctx.engine.StopRule` fires, so the server stops decoding once the
+request's :class:`~longctx.requests.StopRule` fires, so the server stops decoding once the
 answer is complete, like the other backends.
 
 Requests run ``concurrency`` at a time (the server batches them); each has a timeout, and
@@ -22,20 +22,28 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Sequence
 
-from ..engine import Generation, StopRule
+from tqdm import tqdm
+
 from ..errors import BackendError
-from ..models import PromptReader, chat_mode, load_tokenizer, resolve_model
-from . import BackendSpec
+from ..models import load_tokenizer, resolve_model
+from ..requests import Generation, StopRule
 from ._common import Prepared, prepare
+from .base import BackendSpec, PromptReader, chat_mode, register
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
+@register("openai")
 class OpenAIBackend(PromptReader):
-    backend = "openai"
+    @classmethod
+    def load(cls, model: str, spec: BackendSpec, *, device: str = "auto", dtype: str = "auto",
+             prompt_mode: str = "auto", max_context: int | None = None,
+             progress: Callable[[str], None] | None = None) -> OpenAIBackend:
+        """``device`` and ``dtype`` are the ``hf`` backend's: the server chose its own."""
+        return cls(model, spec, prompt_mode=prompt_mode, max_context=max_context, progress=progress)
 
     def __init__(self, model: str, spec: BackendSpec, *, prompt_mode: str = "auto", max_context: int | None = None,
                  progress: Callable[[str], None] | None = None, tokenizer=None):
@@ -87,8 +95,6 @@ class OpenAIBackend(PromptReader):
                  progress: bool = True, desc: str = "generating", on_batch=None) -> list[Generation]:
         """Answer ``prompts`` (rendered) ``concurrency`` at a time; ``on_batch(indices,
         generations)`` receives every completed group of ``max(batch_size, concurrency)``."""
-        from tqdm import tqdm
-
         prepared, rules = prepare(self, prompts, max_new_tokens, stop_rules, batch_size, "openai")
         group = max(batch_size, self.spec.concurrency)
         results: list[Generation | None] = [None] * len(prompts)

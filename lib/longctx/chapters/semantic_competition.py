@@ -17,11 +17,20 @@ the same headline for any reader.
 
 from __future__ import annotations
 
-from ..errors import ParameterError
-from ..store import Request, dedupe_key, unique_requests
-from ..tasks import semantic_competition as sc
-from . import Block
+from pathlib import Path
 
+import pandas as pd
+
+from ..claims import Estimate, by_unit, estimable, paired_estimate
+from ..errors import ParameterError
+from ..reader import Reader
+from ..report import estimate_text, n_for_half_width, p_text
+from ..requests import Request, dedupe_key, unique_requests
+from ..results import retention_curve, rows_table
+from ..runner import Block
+from ..tasks import semantic_competition as sc
+
+ORDER = 4  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/semantic_competition.py"
 EXPERIMENT = "semantic_competition"
 HEADLINE = "squad, bm25"
@@ -89,3 +98,234 @@ def plan(params: dict, built: dict | None = None) -> list[Block]:
         blocks.append(Block("other retrievers, other sizes, snippet length, NQ", EXPERIMENT, rest))
     return blocks
 
+
+
+def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
+    """The matched control's claims on the headline questions, paired by question: far minus
+    hard at ``matched_size`` snippets (exact match and answer inclusion; the far context keeps
+    ``keep_hard`` hard negatives, so both contexts are as long), and hard negatives minus the
+    gold snippet alone (exact match)."""
+    corpus = sc.load_corpus(params["corpus"]).limit_passages(params["max_passages"] or None)
+    n = params.get("headline_questions") or params["num_questions"]
+    keep = {q.question_id for q in sc.sample_questions(corpus, n, params["seed"])}
+    rows = [r for r in reader.store(results_dir, EXPERIMENT).rows() if r["example_id"] in keep]
+    size, kept = params["matched_size"], params["keep_hard"]
+    where = {"corpus": corpus.name, "snippet_words": params["snippet_words"]}
+    hard = {**where, "retriever": "bm25", "num_hard": size - 1, "num_far": 0, "num_snippets": size}
+    far = {**where, "retriever": "bm25", "num_hard": kept, "num_far": size - 1 - kept, "num_snippets": size}
+    gold = {**where, "num_snippets": 1, "num_hard": 0}
+
+    def metric(name):
+        return lambda row: sc.score(row)[name]
+
+    def far_minus_hard(name):
+        return paired_estimate(by_unit(rows, hard, metric(name)), by_unit(rows, far, metric(name)),
+                               side_names=(f"{size - 1} hard", f"{kept} hard + {size - 1 - kept} far-rank"))
+
+    return estimable({
+        "sc-far-minus-hard": lambda: far_minus_hard("em"),
+        "sc-far-minus-hard-inclusion": lambda: far_minus_hard("inclusion"),
+        "sc-hard-hurts": lambda: paired_estimate(by_unit(rows, gold, metric("em")), by_unit(rows, hard, metric("em")),
+                                                 side_names=("gold snippet only", f"gold + {size - 1} hard")),
+    })
+
+
+# ---------------------------------------------------------------------------------------------
+# Analysis: what the notebook shows, as numbers
+
+
+def second_reader_block(params: dict, built: dict) -> Block:
+    """The matched control (gold, hard, far) on the first ``second_reader_questions``, for other
+    readers (Tables 1 and 2 beside the default reader)."""
+    corpus = sc.load_corpus(params["corpus"]).limit_passages(params["max_passages"] or None)
+    questions = sc.sample_questions(corpus, params["second_reader_questions"], params["seed"])
+    return Block("matched control, second readers", EXPERIMENT,
+                 sc.second_reader_requests(built[HEADLINE][0], questions, params["matched_size"]))
+
+
+def scored(rows: list[dict]) -> pd.DataFrame:
+    """Every row with EM, F1, inclusion and its condition name (gold, hard, far)."""
+    return sc.add_metrics(rows_table(rows, score=lambda row: sc.score(row)["em"]))
+
+
+def _select(table: pd.DataFrame, params: dict, words: int | None = None) -> pd.DataFrame:
+    corpus = sc.load_corpus(params["corpus"]).name
+    return table[(table["corpus"] == corpus) & (table["snippet_words"] == (words or params["snippet_words"]))]
+
+
+def _with_far(part: pd.DataFrame) -> pd.DataFrame:
+    """Only questions that reached the far condition (all, unless a gold snippet could not be cut)."""
+    return part[part["example_id"].isin(set(part[part["condition"] == "far"]["example_id"]))]
+
+
+def matched(table: pd.DataFrame, params: dict, size: int | None = None, questions=None) -> pd.DataFrame:
+    """One matched control's rows (gold only, hard and far at ``size`` snippets, default
+    ``matched_size``), on ``questions`` (ids) when given."""
+    part = sc.matched_rows(_select(table, params), size or params["matched_size"])
+    if questions is not None:
+        part = part[part["example_id"].isin(questions)]
+    return _with_far(part)
+
+
+def retention(table: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Retention curves R(H) with intervals and censored half-lives, per retriever and metric."""
+    sweep = _select(table, params)
+    sweep = sweep[(sweep["num_far"] == 0) & sweep["num_hard"].isin(params["hard_counts"])]
+    curves, lives = [], []
+    for r in params["retrievers"]:
+        part = sweep[(sweep["retriever"] == r) | (sweep["condition"] == "gold")].assign(retriever=r)
+        for metric, label in [("em", "EM"), ("f1", "F1"), ("inclusion", "Incl.")]:
+            curve, life = retention_curve(part, metric=metric, by=["model", "retriever"], seed=params["seed"])
+            curves.append(curve.assign(metric=label))
+            lives.append(life.assign(metric=label))
+    return pd.concat(curves), pd.concat(lives)
+
+
+def retention_table(curves: pd.DataFrame) -> pd.DataFrame:
+    """M(H) / R(H) [95% CI] per retriever, H and metric."""
+    cells = [f"{m:.3f} / {r:.3f} [{lo:.3f}, {hi:.3f}]" for m, r, lo, hi in
+             zip(curves["M"], curves["R"], curves["R_low"], curves["R_high"])]
+    return (curves.assign(cell=cells).pivot(index=["retriever", "num_hard", "questions"], columns="metric", values="cell")
+            .reset_index().rename(columns={"num_hard": "H"}))
+
+
+def sizing(main: pd.DataFrame) -> pd.DataFrame:
+    """Questions a 95% half-width of 10 points needs for far minus hard EM."""
+    em = main.pivot_table(index="example_id", columns="condition", values="em")
+    diff = em["far"] - em["hard"]
+    return pd.DataFrame([{"comparison": "far minus hard EM", "questions": len(em),
+                          "discordant": f"{(diff != 0).mean():.0%}", "questions for ±10 pts": n_for_half_width(diff)}])
+
+
+def far_ranks(main: pd.DataFrame) -> pd.DataFrame:
+    """The ranks the far snippets were drawn from, among each question's eligible snippets."""
+    far = main[main["condition"] == "far"]
+    ranks = pd.Series([rk for m in far["meta"] for rk in m["far_ranks"]])
+    eligible = pd.Series([m["eligible"] for m in far["meta"]])
+    return pd.DataFrame([{"eligible snippets per question (median)": int(eligible.median()),
+                          "far ranks: min": int(ranks.min()), "median": int(ranks.median()), "max": int(ranks.max())}])
+
+
+def example_prompt(built: dict) -> str:
+    """One far-control prompt of the headline, as the reader sees it before the chat template."""
+    requests, examples, _ = built[HEADLINE]
+    first = examples[0].question.question_id
+    return next(r.prompt for r in requests if r.condition["num_far"] and r.example_id == first)
+
+
+def snippet_length(table: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The matched control at ``snippet_words`` and ``compare_snippet_words`` on the first
+    ``compare_questions``: the conditions' levels and the recovery at each length."""
+    subset = _compare_ids(params)
+    levels, recovery = [], []
+    for words in [params["snippet_words"], params["compare_snippet_words"]]:
+        part = _with_far(sc.matched_rows(_select(table, params, words), params["matched_size"]))
+        part = part[part["example_id"].isin(subset)]
+        levels.append(sc.condition_summary(part, by=["condition"], seed=params["seed"]).assign(snippet_words=words))
+        recovery.append(sc.recovery_table(part, by=[], seed=params["seed"]).assign(snippet_words=words))
+    levels = pd.concat(levels).pivot_table(index="condition", columns="snippet_words",
+                                           values=["EM", "Incl.", "F1", "Tok."], aggfunc="first", sort=False)
+    return levels.reset_index(), pd.concat(recovery)
+
+
+def other_sizes(table: pd.DataFrame, params: dict) -> pd.DataFrame:
+    """The recovery at every matched size, with the hard and far prompts' mean tokens."""
+    subset = _compare_ids(params)
+    out = []
+    for n in sorted({params["matched_size"], *params["other_sizes"]}):
+        part = matched(table, params, n, subset)
+        levels = sc.condition_summary(part[part["condition"] != "gold"], by=["condition"], seed=params["seed"])
+        out.append(sc.recovery_table(part, by=[], seed=params["seed"])
+                   .assign(N=n, tokens=" / ".join(str(t) for t in levels["Tok."])))
+    return pd.concat(out)
+
+
+def nq(table: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The matched control on the NQ-Open gold chunks: levels and recovery (None when not run)."""
+    if not params["nq_questions"]:
+        return None
+    part = sc.matched_rows(table[table["corpus"] == "nq-open-oracle"], params["matched_size"])
+    return (sc.condition_summary(part, by=["condition"], seed=params["seed"]),
+            sc.recovery_table(part, by=[], seed=params["seed"]))
+
+
+def _compare_ids(params: dict) -> set[str]:
+    corpus = sc.load_corpus(params["corpus"]).limit_passages(params["max_passages"] or None)
+    return {q.question_id for q in sc.sample_questions(corpus, params["compare_questions"], params["seed"])}
+
+
+def quoted(estimates: dict[str, Estimate], table1: pd.DataFrame, table2: pd.DataFrame, main: pd.DataFrame,
+           curves: pd.DataFrame, lives: pd.DataFrame, table: pd.DataFrame, recovery_by_length: pd.DataFrame,
+           sizes: pd.DataFrame, nq_view, params: dict, label: str, second: str | None) -> dict:
+    """Every number the chapter's prose quotes, by glue key."""
+    out: dict = {}
+
+    def levels(reader, metric):
+        rows = table1[table1["model"] == reader].set_index("condition")
+        return " -> ".join(str(rows.loc[c, metric]) for c in ("gold", "hard", "far"))
+
+    mine = table1[table1["model"] == label].set_index("condition")
+    out.update({"sc-questions": int(mine["questions"].max()), "sc-em-levels": levels(label, "EM"),
+                "sc-f1-levels": levels(label, "F1"), "sc-incl-levels": levels(label, "Incl."),
+                "sc-hard-tokens": f"{mine.loc['hard', 'Tok.']:,}", "sc-far-tokens": f"{mine.loc['far', 'Tok.']:,}"})
+    rec = table2[table2["model"] == label].set_index("metric")
+    for metric, key in (("EM", "em"), ("Incl.", "incl"), ("F1", "f1")):
+        out[f"sc-recovery-{key}"] = f"{rec.loc[metric, 'Δ']} {rec.loc[metric, '95% CI']}, {p_text(rec.loc[metric, 'p'])}"
+    em = main.pivot_table(index="example_id", columns="condition", values="em")
+    changed = em["far"] - em["hard"]
+    out.update({"sc-em-changed": int((changed != 0).sum()), "sc-em-better": int((changed > 0).sum())})
+    if second and (table1["model"] == second).any():
+        theirs = table2[table2["model"] == second].set_index("metric")
+        out.update({"sc2-questions": int(table1[table1["model"] == second]["questions"].max()),
+                    "sc2-em-levels": levels(second, "EM"), "sc2-f1-levels": levels(second, "F1"),
+                    "sc2-incl-levels": levels(second, "Incl."),
+                    "sc2-recovery": ", ".join(f"{theirs.loc[m, 'Δ']} {m}" for m in ("EM", "Incl.", "F1")),
+                    "sc2-f1": f"{theirs.loc['F1', '95% CI']}, {p_text(theirs.loc['F1', 'p'])}"})
+    r = curves.set_index(["retriever", "metric", "num_hard"])
+    hs = sorted(params["hard_counts"])[1:]
+    bm25 = r.loc["bm25"]
+
+    def ret(metric, h, ci=True):
+        row = bm25.loc[(metric, h)]
+        return f"{row['R']:.3f}" + (f" [{row['R_low']:.3f}, {row['R_high']:.3f}]" if ci else "")
+
+    half = lives.set_index(["retriever", "metric"])["K_1/2"]
+    largest = max(hs)
+    tokens = _select(table, params)
+    tokens = tokens[(tokens["retriever"] == "bm25") & (tokens["num_far"] == 0)].groupby("num_hard")["prompt_tokens"].mean()
+    out.update({"sc-bm25-questions": int(bm25["questions"].max()), "sc-h-max": largest,
+                "sc-em-half": half[("bm25", "EM")], "sc-incl-half": half[("bm25", "Incl.")],
+                "sc-f1-half": half[("bm25", "F1")],
+                "sc-em-retention": ", ".join(f"{ret('EM', h, h >= 19)} at H = {h}" for h in hs),
+                "sc-incl-retention": ", ".join(f"R({h}) = {ret('Incl.', h)}" for h in hs if h >= 19),
+                "sc-f1-retention": ", ".join(f"R({h}) = {ret('F1', h)}" for h in hs if h >= 19),
+                "sc-em-at-max": f"{100 * bm25.loc[('EM', 0), 'M']:.1f} -> {100 * bm25.loc[('EM', largest), 'M']:.1f}",
+                "sc-tokens-max": f"{tokens[largest]:,.0f}",
+                "sc-tokens-39": f"{tokens[39]:,.0f}" if 39 in tokens else "—"})
+    if "dense" in params["retrievers"]:
+        dense = r.loc["dense"]
+        out.update({"sc-dense-questions": int(dense["questions"].max()), "sc-dense-em-half": half[("dense", "EM")],
+                    "sc-dense-f1-half": half[("dense", "F1")], "sc-dense-incl-half": half[("dense", "Incl.")],
+                    "sc-dense-f1": ", ".join(f"R_F1({h}) = {dense.loc[('F1', h), 'R']:.3f}" for h in hs if h >= 19)})
+    lr = recovery_by_length.set_index(["snippet_words", "metric"])
+    out.update({"sc-compare-questions": params["compare_questions"],
+                "sc-length": "; ".join(f"{lr.loc[(w, 'EM'), 'Δ']} EM / {lr.loc[(w, 'F1'), 'Δ']} F1 at {w} words"
+                                       for w in (params["snippet_words"], params["compare_snippet_words"])),
+                "sc-length-min-p": f"{lr['p'].min():.2g}"})
+    other = [n for n in params["other_sizes"]]
+    if other:
+        sz = sizes.set_index(["N", "metric"])
+        n = other[0]
+        out.update({"sc-other-n": n, "sc-other-hard": n - 1, "sc-other-kept": params["keep_hard"],
+                    "sc-other-far": n - 1 - params["keep_hard"], "sc-other-tokens": sz.loc[(n, "EM"), "tokens"],
+                    "sc-other": f"{sz.loc[(n, 'EM'), 'Δ']} EM, {sz.loc[(n, 'F1'), 'Δ']} F1, "
+                                f"{p_text(sz.loc[(n, 'F1'), 'p'])}"})
+    if nq_view is not None:
+        levels_nq, rec_nq = nq_view
+        nq_em = levels_nq.set_index("condition")["EM"]
+        rec_nq = rec_nq.set_index("metric")
+        out.update({"sc-nq-gold-hard": f"{nq_em['gold']} -> {nq_em['hard']}", "sc-nq-far": nq_em["far"],
+                    "sc-nq-f1": f"{rec_nq.loc['F1', 'Δ']} F1, {p_text(rec_nq.loc['F1', 'p'])}"})
+    out["sc-far-minus-hard"] = estimate_text(estimates["sc-far-minus-hard"])
+    out["sc-far-minus-hard-inclusion"] = estimate_text(estimates["sc-far-minus-hard-inclusion"])
+    return out

@@ -16,13 +16,25 @@ tags committed it loads nothing.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ParameterError
-from ..store import dedupe_key
-from ..tasks import tag_needles as tn
-from . import Block
+import pandas as pd
 
+from ..claims import Estimate, by_unit, estimable, paired_estimate
+from ..errors import ParameterError
+from ..metrics import nolima_contains
+from ..models import load_tokenizer
+from ..paths import resolve
+from ..reader import Reader
+from ..report import estimate_text, n_for_half_width, p_text, points_ci
+from ..requests import dedupe_key
+from ..runner import Block, answer
+from ..tagging import tagging_report
+from ..tasks import tag_needles as tn
+
+ORDER = 6  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/tag_needles.py"
 EXPERIMENT = "tag_needles"
 NEEDS_MODEL = True  # chapter_blocks passes the reader as params["model"]
@@ -39,10 +51,7 @@ def taggers_for(params: dict, results_dir: str | Path, load_tagger=None, batch_s
     """The taggers the variants need; the LLM tagger loads ``tagger_model`` (hf) only for
     chunks whose tags are not cached."""
     if load_tagger is None:
-        def load_tagger():
-            from ..models import load_model
-
-            return load_model(params["tagger_model"])
+        load_tagger = Reader(params["tagger_model"]).load
     variants = (params["variants"] + params["query_aware_variants"] + list(params.get("long_variants") or [])
                 + list(params.get("short_variants") or []))
     return tn.chapter_taggers(variants, results_dir=results_dir,
@@ -131,9 +140,6 @@ def plan(params: dict, results_dir: str | Path | None = None) -> list[Block]:
 
 
 def _plan(params: dict, results_dir, load_tagger=None) -> list[Block]:
-    from ..models import load_tokenizer
-    from ..paths import resolve
-
     tokenizer = load_tokenizer(params["model"])
     taggers = taggers_for(params, results_dir or resolve("data/results"), load_tagger=load_tagger)
     text, cases = cases_for(params)
@@ -152,3 +158,345 @@ def _plan(params: dict, results_dir, load_tagger=None) -> list[Block]:
                      EXPERIMENT, short, True)] if short else []),
             Block(f"{longest} tokens, every variant", EXPERIMENT, head, not headline),
             *([Block("other lengths and query-aware prompts", EXPERIMENT, rest)] if rest else [])]
+
+
+def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
+    """The sized comparisons against the untagged baseline, paired by case: TD and TD+TC
+    (spaCy) at ``short_length`` (the paper's 250 tokens) and TD+TC (spaCy) at
+    ``long_length``, every case of the needle sets at its rotating depth there. The grid asks
+    the short length too, with its cases at other depths; those rows are left out so each
+    case counts once, at one depth."""
+    depth_of = sized_depths(params)
+    rows = [r for r in reader.store(results_dir, EXPERIMENT).rows()
+            if depth_of.get(r["example_id"]) == r["condition"]["depth"]]
+
+    def versus_baseline(variant, length):
+        base = {"length": length, "query_aware": False}
+        return paired_estimate(by_unit(rows, {**base, "variant": "baseline"}, _contains),
+                               by_unit(rows, {**base, "variant": variant}, _contains),
+                               side_names=("baseline", variant.replace("_", " ")))
+
+    short, long = params.get("short_length"), params.get("long_length")
+    return estimable({
+        **({"tag-td": lambda: versus_baseline("td", short),
+            "tag-spacy": lambda: versus_baseline("td_tc_spacy", short)} if short else {}),
+        **({"tag-spacy-long": lambda: versus_baseline("td_tc_spacy", long)} if long else {}),
+    })
+
+
+def _contains(row: dict) -> float:
+    return nolima_contains(row["output"], row["gold"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Analysis: what the notebook shows, as numbers
+
+
+@dataclass
+class Haystack:
+    """What every part of the chapter shares: the haystack text, the grid's cases, the
+    reader's tokenizer and the taggers (LLM tags cached by chunk)."""
+
+    text: str
+    cases: list
+    tokenizer: object
+    taggers: tn.Taggers
+
+
+def haystack(params: dict, results_dir: str | Path, *, tagger: Reader, batch_size: int = 8) -> Haystack:
+    """The chapter's haystack, cases, the reader's tokenizer (``params["model"]``) and taggers;
+    the LLM tagger (``tagger``) loads only for a chunk whose tags are not cached."""
+    text, cases = cases_for(params)
+    return Haystack(text, cases, load_tokenizer(params["model"]),
+                    taggers_for(params, results_dir, load_tagger=tagger.load, batch_size=batch_size))
+
+
+def answered(params: dict, stack: Haystack, reader: Reader, results_dir: str | Path, *, batch_size: int = 8) -> dict:
+    """The grid, the headline pair at ``long_length`` and the 250-token comparisons, each
+    answered (stored rows reused) and scored; an empty table for a part the parameters skip.
+    The parts are answered one by one because one prompt may serve two of them (:func:`plan`
+    asks it once)."""
+    parts = {"grid": requests_for(params, tokenizer=stack.tokenizer, taggers=stack.taggers, cases=stack.cases,
+                                  text=stack.text),
+             "long": long_requests(params, tokenizer=stack.tokenizer, taggers=stack.taggers, text=stack.text),
+             "short": short_requests(params, tokenizer=stack.tokenizer, taggers=stack.taggers, text=stack.text)}
+    return {name: pd.DataFrame(tn.score_rows(answer(Block(name, EXPERIMENT, reqs), reader, results_dir,
+                                                    batch_size=batch_size))) if reqs else pd.DataFrame()
+            for name, reqs in parts.items()}
+
+
+def grid_accuracy(main: pd.DataFrame) -> pd.DataFrame:
+    accuracy = tn.accuracy_table(main, by=["model", "variant", "length"])
+    return accuracy.assign(label=accuracy["variant"].map(tn.VARIANT_LABELS))
+
+
+def paper_change(paper: pd.DataFrame, variant: str, length, model: str = "Claude 3.5 Sonnet") -> str:
+    """The paper's change for ``variant`` over the baseline at ``length`` (Table 1), or a dash."""
+    t1 = paper[(paper["table"] == 1) & (paper["model"] == model)].set_index(["variant", "setting"])["value"]
+    try:
+        return f"{t1[(variant, str(length))] - t1[('baseline', str(length))]:+.1f}"
+    except KeyError:
+        return "—"
+
+
+def gains_table(gains: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame([{"length": r.length, "variant": tn.VARIANT_LABELS[r.variant],
+                          "ours: change (pts, 95% CI)": points_ci(r.change, r.ci_low, r.ci_high),
+                          "sign-flip p": p_text(r.p_sign_flip).removeprefix("p = "),
+                          "paper, Claude 3.5 Sonnet": paper_change(paper, r.variant, r.length)}
+                         for r in gains.itertuples()])
+
+
+def grid_sizing(main: pd.DataFrame) -> pd.DataFrame:
+    """Questions TD+TC (spaCy) minus baseline needs for ±10 points at each grid length."""
+    pairs = main[main["variant"].isin(["baseline", "td_tc_spacy"])].pivot_table(
+        index=["example_id", "length"], columns="variant", values="correct")
+    return pd.DataFrame([{"comparison": "TD+TC (spaCy) minus baseline", "length": k, "questions": len(g),
+                          "questions for ±10 pts": n_for_half_width(g["td_tc_spacy"] - g["baseline"])}
+                         for k, g in pairs.groupby(level="length")])
+
+
+def sized_comparison(scored: pd.DataFrame, params: dict, paper: pd.DataFrame, which: str) -> dict | None:
+    """The sized comparisons at ``long_length`` (``which="long"``) or ``short_length``: each
+    variant against the baseline on every case, with the questions that move each way."""
+    if scored.empty:
+        return None
+    gains = tn.versus_baseline(scored, seed=params["seed"]).set_index("variant")
+    pairs = scored.pivot_table(index="example_id", columns="variant", values="correct")
+    accuracy = 100 * pairs.mean()
+    length = params["long_length" if which == "long" else "short_length"]
+    t1 = paper[paper["table"] == 1].set_index(["model", "variant", "setting"])["value"]
+    rows = []
+    for v, g in gains.iterrows():
+        diff = pairs[v] - pairs["baseline"]
+        row = {"comparison": f"{tn.VARIANT_LABELS[v]} minus baseline", "n": int(g.n),
+               "accuracy (%)": f"{accuracy[v]:.1f} vs {accuracy['baseline']:.1f}",
+               "change (pts, 95% CI)": points_ci(g.change, g.ci_low, g.ci_high),
+               "half-width": round((g.ci_high - g.ci_low) / 2, 1),
+               "sign-flip p": p_text(g.p_sign_flip).removeprefix("p = "), "discordant": int((diff != 0).sum()),
+               "n for ±10 pts": n_for_half_width(diff)}
+        if which == "long":
+            row.update({f"paper, {m} at 500 / 16K": " / ".join(
+                f"{t1[(m, v, s)] - t1[(m, 'baseline', s)]:+.1f}" for s in ("500", "16000"))
+                for m in ("Claude 3.5 Sonnet", "Claude 3.7 Sonnet")})
+        else:
+            row["paper (Claude 3.5)"] = paper_change(paper, v, length)
+        rows.append(row)
+    by_hop = tn.accuracy_table(scored, by=["variant", "hop"])
+    hops = pd.concat([tn.accuracy_table(scored, by=["variant"]).assign(hop="all"), by_hop])
+    return {"gains": gains, "pairs": pairs, "accuracy": accuracy, "table": pd.DataFrame(rows), "hops": hops,
+            "scored": scored}
+
+
+def hop_table(hops: pd.DataFrame) -> pd.DataFrame:
+    return hops.assign(variant=hops["variant"].map(tn.VARIANT_LABELS),
+                       **{"accuracy (95% CI)": [f"{a:.2f} [{lo:.2f}, {hi:.2f}]" for a, lo, hi in
+                                                zip(hops["accuracy"], hops["ci_low"], hops["ci_high"])]})[
+        ["variant", "hop", "n", "accuracy (95% CI)"]]
+
+
+def paper_table(paper: pd.DataFrame) -> pd.DataFrame:
+    t1 = paper[paper["table"] == 1].pivot_table(index=["model", "variant"], columns="setting", values="value",
+                                                sort=False)
+    return t1.reset_index().rename(columns={"drop_rate": "drop rate (%)"})
+
+
+def ours_table(accuracy: pd.DataFrame, variants) -> pd.DataFrame:
+    ours = (accuracy.pivot_table(index="variant", columns="length", values="accuracy") * 100).round(1)
+    return ours.reindex([v for v in variants if v in ours.index]).rename(index=tn.VARIANT_LABELS).reset_index()
+
+
+def tag_stats(stack: Haystack, params: dict) -> pd.DataFrame:
+    """Per tagger: haystack chunks and needles tagged, tags per tagged chunk, the commonest tags."""
+    longest = tn.haystack_chunks(stack.tokenizer, max(params["lengths"]), strategy=params["chunk_strategy"],
+                                 max_chars=params["chunk_chars"], text=stack.text)
+    chunks = longest + [c.needle for c in stack.cases]
+    out = []
+    for kind in ("spacy", "llm"):
+        if getattr(stack.taggers, kind) is None:
+            continue
+        tags = stack.taggers.tags(kind, chunks)
+        report = tagging_report(chunks, tags)
+        out.append({"tagger": kind, "haystack chunks": len(longest),
+                    "haystack chunks tagged": sum(1 for t in tags[:len(longest)] if t),
+                    "needles tagged": f"{sum(1 for t in tags[len(longest):] if t)}/{len(stack.cases)}",
+                    "tags per tagged chunk": round(report.tags / max(1, report.tagged_chunks), 1),
+                    "most used tags": ", ".join(sorted(report.by_tag, key=report.by_tag.get, reverse=True)[:4])})
+    return pd.DataFrame(out)
+
+
+def llm_tagged_chunks(stack: Haystack, params: dict) -> pd.DataFrame:
+    """The haystack chunks the LLM tagger tagged, with their tags."""
+    longest = tn.haystack_chunks(stack.tokenizer, max(params["lengths"]), strategy=params["chunk_strategy"],
+                                 max_chars=params["chunk_chars"], text=stack.text)
+    tags = stack.taggers.tags("llm", longest)
+    return pd.DataFrame([{"chunk": k, "starts": c.strip()[:70], "LLM tags": t}
+                         for k, (c, t) in enumerate(zip(longest, tags)) if t])
+
+
+def llm_answers(stack: Haystack, n: int = 6) -> pd.DataFrame:
+    """The LLM tagger's raw IE answers for the first needles, from its cache."""
+    rows = stack.taggers.caches["llm"].rows()
+    by_start = {r["chunk_start"]: r for r in rows if r["tagger"] == stack.taggers.llm.id}
+    return pd.DataFrame([{"needle": c.needle, "tags": by_start.get(c.needle[:80], {}).get("tags"),
+                          "raw answer": json.loads(by_start.get(c.needle[:80], {}).get("raw", "{}"))}
+                         for c in stack.cases[:n]])
+
+
+def tagged_needle(params: dict, stack: Haystack) -> str | None:
+    """A spaCy-tagged needle in its context (a few hundred characters around it)."""
+    requests = requests_for(params, tokenizer=stack.tokenizer, taggers=stack.taggers, cases=stack.cases,
+                            text=stack.text)
+    example = next((r for r in requests if r.condition["variant"] == "td_tc_spacy"), None)
+    if example is None:
+        return None
+    at = example.prompt.find(next(c.needle for c in stack.cases if c.id == example.example_id))
+    return example.prompt[max(0, at - 300): at + 200]
+
+
+def wrong_answers(main: pd.DataFrame) -> pd.DataFrame:
+    wrong = main[main["correct"] == 0]
+    return (wrong.groupby(["variant_label", "length"])["output"]
+            .agg(lambda s: "; ".join(f"{k!r} x{v}" for k, v in s.value_counts().head(3).items()))
+            .rename("top wrong answers").reset_index().rename(columns={"variant_label": "variant"}))
+
+
+def by_depth(main: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy per variant and needle depth (percent of the context before it), pooled over lengths."""
+    table = tn.accuracy_table(main, by=["model", "variant", "depth"])
+    return table.assign(depth=(100 * table["depth"]).round().astype(int), label=table["variant"].map(tn.VARIANT_LABELS))
+
+
+def overhead(main: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Tag tokens and their share of the context against the change over the baseline, and
+    each tagged variant against TD alone."""
+    over = tn.overhead_vs_gain(main, seed=seed)
+    tagged = over[over["variant"].str.startswith("td_tc")]
+    tagged = tagged.assign(variant=tagged["variant"].map(tn.VARIANT_LABELS), tag_tokens=tagged["tag_tokens"].round(1),
+                           tag_share=(100 * tagged["tag_share"]).round(1),
+                           change=[points_ci(c, lo, hi) for c, lo, hi in
+                                   zip(tagged["change"], tagged["ci_low"], tagged["ci_high"])])
+    shown = tagged[["variant", "length", "tag_tokens", "tag_share", "change", "p_sign_flip"]].rename(
+        columns={"tag_share": "tag share of context (%)", "change": "change vs baseline (pts, 95% CI)"}).round(3)
+    against_td = tn.versus_baseline(main[main["variant"] != "baseline"], control="td", seed=seed)
+    return shown, against_td
+
+
+def query_aware(scored: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """Accuracy with and without the question before the context, and each arm against the baseline."""
+    rows = scored[scored["length"].isin(params["query_aware_lengths"])
+                  & scored["variant"].isin(params["query_aware_variants"])]
+    if not rows["query_aware"].any():
+        return None
+    table = rows.pivot_table(index="variant", columns="query_aware", values="correct", aggfunc="mean") * 100
+    rows = rows.assign(arm=rows["variant"] + rows["query_aware"].map({True: "+qac", False: ""}))
+    gains = tn.versus_baseline(rows.assign(variant=rows["arm"]), control="baseline", seed=params["seed"])
+    return table, gains
+
+
+def quoted(main: pd.DataFrame, gains: pd.DataFrame, drops: pd.DataFrame, against_td: pd.DataFrame,
+           stats: pd.DataFrame, qac, long_view: dict | None, short_view: dict | None, estimates: dict,
+           params: dict) -> dict:
+    """Every number the chapter's prose quotes, by glue key."""
+    lengths = sorted(params["lengths"])
+    acc = main.pivot_table(index="variant", columns="length", values="correct", aggfunc="mean") * 100
+    d = drops.set_index("variant")
+    g = gains.set_index(["length", "variant"])
+    wrong = main[main["correct"] == 0]
+    longest_wrong = wrong[wrong["length"] == lengths[-1]]
+
+    def levels(variant):
+        return " / ".join(f"{acc.loc[variant, n]:.1f}" for n in lengths)
+
+    def change(length, variant):
+        r = g.loc[(length, variant)]
+        return f"{r['change']:+.1f} (95% CI {r['ci_low']:+.1f} to {r['ci_high']:+.1f}, {p_text(r['p_sign_flip'])})"
+
+    base_depth = by_depth(main)
+    base_depth = base_depth[base_depth["variant"] == "baseline"]
+    tokens = main.groupby(["variant", "length"])["tag_tokens"].mean()
+    shares = main.assign(share=main["tag_tokens"] / main["context_tokens"]).groupby("variant")["share"].mean()
+    s = stats.set_index("tagger")
+    out = {"tag-cases": main["example_id"].nunique(), "tag-lengths": ", ".join(f"{n:,}" for n in lengths),
+           "tag-baseline-levels": levels("baseline"), "tag-td-levels": levels("td"),
+           "tag-spacy-levels": levels("td_tc_spacy"),
+           "tag-drop-baseline": f"{d.loc['baseline', 'drop_rate']:.1f}% (95% CI {d.loc['baseline', 'ci_low']:.1f} to "
+                                f"{d.loc['baseline', 'ci_high']:.1f})",
+           "tag-drop-spacy": f"{d.loc['td_tc_spacy', 'drop_rate']:.1f}% (CI {d.loc['td_tc_spacy', 'ci_low']:.1f} to "
+                             f"{d.loc['td_tc_spacy', 'ci_high']:.1f})",
+           "tag-longest-wrong": len(longest_wrong[longest_wrong["variant"] == "baseline"]),
+           "tag-top-wrong": wrong["output"].value_counts().index[0] if len(wrong) else "—",
+           "tag-td-short": change(lengths[0], "td"), "tag-td-mid": f"{-g.loc[(lengths[1], 'td'), 'change']:.1f}",
+           "tag-td-long": change(lengths[-1], "td"),
+           "tag-td-wrong-top": int((wrong[(wrong["variant"] == "td") & (wrong["length"] == lengths[0])]["output"]
+                                    == (wrong["output"].value_counts().index[0] if len(wrong) else "")).sum()),
+           "tag-td-wrong": int(((wrong["variant"] == "td") & (wrong["length"] == lengths[0])).sum()),
+           "tag-spacy-changes": ", ".join(f"{g.loc[(n, 'td_tc_spacy'), 'change']:+.1f}" for n in lengths),
+           "tag-spacy-mid-p": p_text(g.loc[(lengths[1], "td_tc_spacy"), "p_sign_flip"]),
+           "tag-spacy-vs-td": (lambda r: f"{r['change']:+.1f} (CI {r['ci_low']:+.1f} to {r['ci_high']:+.1f})")(
+               against_td.set_index(["length", "variant"]).loc[(lengths[0], "td_tc_spacy")]),
+           "tag-depth-levels": " / ".join(f"{100 * a:.1f}" for a in base_depth.sort_values("depth")["accuracy"]),
+           "tag-depth-units": int(base_depth["units"].iloc[0]) if len(base_depth) else 0,
+           "tag-spacy-tokens": f"{tokens[('td_tc_spacy', lengths[0])]:.1f}-{tokens[('td_tc_spacy', lengths[-1])]:.1f}",
+           "tag-spacy-share": f"{100 * shares['td_tc_spacy']:.0f}%",
+           "tag-llm-tokens": f"{tokens[('td_tc_llm', lengths[0])]:.0f}-{tokens[('td_tc_llm', lengths[-1])]:.0f}"
+           if "td_tc_llm" in acc.index else "—"}
+    if "llm" in s.index:
+        out.update({"tag-llm-needles": s.loc["llm", "needles tagged"],
+                    "tag-llm-chunks": f"{s.loc['llm', 'haystack chunks tagged']} of {s.loc['llm', 'haystack chunks']}",
+                    "tag-llm-questions": int((main["variant"] == "td_tc_llm").sum()),
+                    "tag-llm-levels": levels("td_tc_llm")})
+    if qac is not None:
+        table, qgains = qac
+        q = qgains.set_index("variant").loc["baseline+qac"]
+        out.update({"tag-qac-length": f"{params['query_aware_lengths'][0]:,}",
+                    "tag-qac-baseline": f"{table.loc['baseline', False]:.1f}% to {table.loc['baseline', True]:.1f}%",
+                    "tag-qac-change": f"{q['change']:+.1f} points, CI {q['ci_low']:+.1f} to {q['ci_high']:+.1f}, "
+                                      f"{p_text(q['p_sign_flip'])}",
+                    "tag-qac-llm": f"{table.loc['td_tc_llm', False]:.1f}% to {table.loc['td_tc_llm', True]:.1f}%"
+                    if "td_tc_llm" in table.index else "—"})
+    if long_view is not None:
+        pairs = long_view["pairs"]
+        diff = pairs["td_tc_spacy"] - pairs["baseline"]
+        scored_long = long_view["scored"]
+        misses = scored_long[scored_long["correct"] == 0]
+        top_long = misses[misses["variant"] == "td_tc_spacy"]["output"].str.strip().value_counts()
+        top_name = top_long.index[0] if len(top_long) else "—"
+        at_start = scored_long[scored_long["depth"] == 0.0].groupby("variant")["correct"].mean()
+        tokens_long = scored_long.groupby("variant")["prompt_tokens"].mean()
+        out.update({
+            "tag-long-length": f"{params['long_length']:,}", "tag-long-n": len(pairs),
+            "tag-long-baseline": f"{int(pairs['baseline'].sum())} ({100 * pairs['baseline'].mean():.0f}%)",
+            "tag-long-spacy": f"{int(pairs['td_tc_spacy'].sum())} ({100 * pairs['td_tc_spacy'].mean():.0f}%)",
+            "tag-long": estimate_text(estimates["tag-spacy-long"]),
+            "tag-long-half-width": f"{(estimates['tag-spacy-long'].ci_high - estimates['tag-spacy-long'].ci_low) / 2:.1f}",
+            "tag-long-changed": int((diff != 0).sum()), "tag-long-worse": int((diff < 0).sum()),
+            "tag-long-top-wrong": top_name, "tag-long-top-wrong-n": int(top_long.iloc[0]) if len(top_long) else 0,
+            "tag-long-misses": int((misses["variant"] == "td_tc_spacy").sum()),
+            "tag-long-base-top": int((misses[misses["variant"] == "baseline"]["output"].str.strip() == top_name).sum()),
+            "tag-long-base-misses": int((misses["variant"] == "baseline").sum()),
+            "tag-long-tokens": f"{tokens_long['td_tc_spacy']:,.0f} vs {tokens_long['baseline']:,.0f}",
+            "tag-long-at-start": f"{100 * at_start.get('baseline', float('nan')):.0f}% and "
+                                 f"{100 * at_start.get('td_tc_spacy', float('nan')):.0f}%"})
+    if short_view is not None:
+        pairs, acc_s = short_view["pairs"], short_view["accuracy"]
+        short_misses = short_view["scored"][short_view["scored"]["correct"] == 0]
+        top = out["tag-top-wrong"]
+        for v, key in (("td", "td"), ("td_tc_spacy", "spacy")):
+            diff = pairs[v] - pairs["baseline"]
+            est = estimates["tag-td" if v == "td" else "tag-spacy"]
+            out.update({f"tag-short-{key}": estimate_text(est), f"tag-short-{key}-lost": int((diff < 0).sum()),
+                        f"tag-short-{key}-gained": int((diff > 0).sum()), f"tag-short-{key}-pct": f"{acc_s[v]:.1f}%",
+                        f"tag-short-{key}-misses": int((short_misses["variant"] == v).sum()),
+                        f"tag-short-{key}-top": int(((short_misses["variant"] == v)
+                                                     & (short_misses["output"] == top)).sum())})
+        spacy = estimates["tag-spacy"]
+        out.update({"tag-short-length": f"{params['short_length']:,}", "tag-short-n": len(pairs),
+                    "tag-short-baseline-pct": f"{acc_s['baseline']:.1f}%",
+                    "tag-short-baseline-misses": int((short_misses["variant"] == "baseline").sum()),
+                    "tag-short-baseline-top": int(((short_misses["variant"] == "baseline")
+                                                   & (short_misses["output"] == top)).sum()),
+                    "tag-short-spacy-half-width": f"{(spacy.ci_high - spacy.ci_low) / 2:.1f}",
+                    "tag-short-spacy-needed": n_for_half_width(pairs["td_tc_spacy"] - pairs["baseline"]),
+                    "tag-short-td-half-width": f"{(estimates['tag-td'].ci_high - estimates['tag-td'].ci_low) / 2:.1f}"})
+    return out

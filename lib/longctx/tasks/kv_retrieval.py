@@ -16,21 +16,21 @@ Two sources of examples:
 from __future__ import annotations
 
 import gzip
-import re
 import json
 import random
+import re
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from ..data import fetch
-from ..engine import StopRule
-from ..formats import format_identifier, identifier_pattern, infer_format
 from ..errors import DataFileError, ParameterError
+from ..formats import format_identifier, identifier_pattern, infer_format
 from ..metrics import kv_accuracy
 from ..prompts import load_prompt
-from ..store import Request
+from ..requests import Request, StopRule
+from ..transforms import Example, Item, Position, fill_slots, recorded_fields, span_of, system_of
 
 TASK = "kv_retrieval"
 UUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -63,7 +63,7 @@ class KVExample:
     def gold_index(self) -> int:
         return self.pairs.index((self.key, self.value))
 
-    def with_gold_at(self, index: int) -> "KVExample":
+    def with_gold_at(self, index: int) -> KVExample:
         """The same example with the gold pair moved to 0-based ``index``; others keep their order."""
         if not 0 <= index < self.num_pairs:
             raise ParameterError(f"gold index {index} outside 0..{self.num_pairs - 1}")
@@ -71,7 +71,7 @@ class KVExample:
         rest.insert(index, (self.key, self.value))
         return KVExample(self.example_id, tuple(rest), self.key, self.value)
 
-    def with_format(self, delimiter: str) -> "KVExample":
+    def with_format(self, delimiter: str) -> KVExample:
         """The same example with every key and value re-laid out with ``delimiter``
         (``"-"`` UUID, ``""`` plain text, ``"&"`` modified UUID; see :mod:`longctx.formats`)."""
         def fmt(x: str) -> str:
@@ -80,7 +80,7 @@ class KVExample:
         return KVExample(self.example_id, tuple((fmt(k), fmt(v)) for k, v in self.pairs), fmt(self.key),
                          fmt(self.value))
 
-    def trimmed(self, k: int) -> "KVExample":
+    def trimmed(self, k: int) -> KVExample:
         """Keep the gold pair and the first k-1 distractors (in their original order)."""
         if not 2 <= k <= self.num_pairs:
             raise ParameterError(f"cannot trim a {self.num_pairs}-pair example to {k} pairs")
@@ -174,8 +174,6 @@ def position_indices(num_pairs: int, positions: Iterable[float | int]) -> list[i
     chapter rounds down; both are :class:`longctx.transforms.Position` conventions, kept
     apart because merging them would move committed prompts, e.g. depth 0.75 of 10).
     """
-    from ..transforms import Position
-
     return sorted({Position(p, "nearest").index(num_pairs, "pair") for p in positions})
 
 
@@ -259,3 +257,32 @@ def classify_error(row: dict) -> str:
     if index == 0:
         return ERROR_KINDS[0]
     return ERROR_KINDS[1] if gold is not None and abs(index - gold) <= 3 else ERROR_KINDS[2]
+
+
+# ---------------------------------------------------------------------------------------------
+# Through transforms: an example in the transforms' terms, and its request
+
+
+def to_example(example: KVExample, source: str = "synthetic", **fields) -> Example:
+    """A key-value example for :mod:`longctx.transforms`: every pair in the context in its
+    order, the gold pair marked; ``fields`` (density, num_hex ...) are recorded in the
+    condition as the C-NORM chapter does."""
+    items = tuple(Item(v, k, (k, v) == (example.key, example.value), "pair") for k, v in example.pairs)
+    return Example(TASK, example.example_id, example.key, (example.value,), items, (), "given",
+                   {"source": source, **fields})
+
+
+def render(example: Example) -> Request:
+    """Key-value prompts through :func:`make_requests`, with the example's fields (source,
+    and density / num_hex / delimiter for C-NORM's grid)."""
+    pairs = tuple((it.title, it.text) for it in example.items)
+    gold = example.gold
+    kv_ex = KVExample(example.example_id, pairs, gold.title, gold.text)
+    extra = {k: v for k, v in example.fields.items() if k != "source"}
+    if "delimiter" in example.settings:
+        extra["delimiter"] = example.settings["delimiter"]
+    req = make_requests([kv_ex], [example.gold_index + 1], query_aware=example.settings.get("query_aware", False),
+                        source=example.fields.get("source", "synthetic"), extra_condition=extra or None)[0]
+    cond = {**req.condition, **recorded_fields(example)}
+    prompt = fill_slots(req.prompt, span_of(req.prompt, format_pairs(pairs)), example)
+    return replace(req, prompt=prompt, condition=cond, system=system_of(example))

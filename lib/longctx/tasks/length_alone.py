@@ -42,16 +42,22 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+
+import pandas as pd
 
 from ..data import fetch, package_file
-from ..engine import StopRule
 from ..errors import DataFileError, ParameterError
+from ..metrics import summarize
 from ..padding import FILLER_KINDS, PLACEMENTS, filler_slot
 from ..prompts import load_prompt
-from ..store import Request
+from ..requests import Request, StopRule
+from ..results import paired_comparison
+from ..sandbox import run_untrusted
+from ..transforms import Example, Item, recorded_fields, system_of
 
 TASK = "length_alone"
 SUBTASKS = ("varsum", "gsm8k", "mmlu", "humaneval", "gsm8k_no_final_step")
@@ -473,19 +479,26 @@ def score_output(problem: Problem, output: str, *, timeout_s: float = 10.0) -> d
         got = chosen_option(output)
         return {"correct": float(got == problem.answer), "parsed": got}
     if problem.subtask == "humaneval":
-        from ..sandbox import run_untrusted
-
         result = run_untrusted(humaneval_program(problem, output), timeout_s=timeout_s)
         return {"correct": float(result.passed), "parsed": result.status}
     raise ParameterError(f"unknown subtask '{problem.subtask}'")
+
+
+def score(row: dict) -> float:
+    """One solve row's score from the row alone (its gold answer and subtask): the final
+    number for VarSum and GSM8K, the option for MMLU. HumanEval needs the problem's tests
+    and recitations their evidence: :func:`score_rows` scores those."""
+    subtask, mode = row["condition"]["subtask"], row["condition"]["mode"]
+    if mode == "recite" or subtask == "humaneval":
+        raise ParameterError(f"a {subtask} {mode} row is scored with its problem: use score_rows")
+    problem = Problem(subtask, row["example_id"], "", "", row["gold"][0])
+    return score_output(problem, row["output"])["correct"]
 
 
 def score_rows(rows: Sequence[dict], problems: Sequence[Problem], *, workers: int = 4) -> list[dict]:
     """Flat scored rows: one per generation, with ``correct`` for solve/retrieve-then-solve
     rows and the exact-match fields for recitation rows. HumanEval programs run in
     parallel sandboxes, each distinct program once."""
-    from concurrent.futures import ThreadPoolExecutor
-
     by_id = {p.id: p for p in problems}
     jobs: dict[str, tuple[Problem, str]] = {}
     for r in rows:
@@ -535,8 +548,6 @@ def varsum_values_read(prompt: str, output: str) -> tuple[int, int]:
 def with_baseline(scored, kinds: Sequence[str] | None = None):
     """The scored table with the shared length-0 rows copied under each filler kind (and
     placement), so every curve starts at the short problem."""
-    import pandas as pd
-
     base = scored[scored["filler_tokens"] == 0]
     rest = scored[scored["filler_tokens"] > 0]
     kinds = kinds or sorted(rest["filler"].unique())
@@ -547,8 +558,6 @@ def with_baseline(scored, kinds: Sequence[str] | None = None):
 
 def accuracy_by_length(scored, score: str = "correct"):
     """Mean ``score`` per (model, mode, subtask, filler, placement, length) with Wilson 95% intervals."""
-    from ..metrics import summarize
-
     return summarize(with_baseline(scored), ["model", "mode", "subtask", "filler", "placement", "filler_tokens"],
                      score=score)
 
@@ -559,10 +568,6 @@ def paired_differences(scored, *, condition: str, control, treatment, by: Sequen
     problems run under both (e.g. filler before vs between the evidence at each length, or one
     device against another): accuracy of each side and the paired change in points with its
     95% bootstrap interval over problems and a sign-flip p. Groups missing a side are left out."""
-    import pandas as pd
-
-    from ..results import paired_comparison
-
     out = []
     for key, group in scored.groupby(list(by)):
         key = key if isinstance(key, tuple) else (key,)
@@ -582,8 +587,6 @@ def paired_differences(scored, *, condition: str, control, treatment, by: Sequen
 def drops_from_short(scored, score: str = "correct", seed: int = 0):
     """Paired change from length 0 at each longer length (same problems): mean difference in
     points, 95% paired bootstrap interval over problems, sign-flip p."""
-    import pandas as pd
-
     table = with_baseline(scored)
     keys = ["model", "mode", "subtask", "filler", "placement"]
     parts = []
@@ -596,3 +599,30 @@ def drops_from_short(scored, score: str = "correct", seed: int = 0):
     if not parts:
         return pd.DataFrame(columns=columns)
     return pd.concat(parts, ignore_index=True)[columns].sort_values([*keys, "filler_tokens"], ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Through transforms: an example in the transforms' terms, and its request
+
+
+def to_example(problem: Problem) -> Example:
+    """A problem for :mod:`longctx.transforms`: the evidence as the one (gold) item."""
+    return Example(TASK, problem.id, problem.question, (problem.answer,),
+                   (Item(problem.evidence, gold=True, kind="evidence"),), fields={"subtask": problem.subtask},
+                   native=problem)
+
+
+def render(example: Example) -> Request:
+    """The paper's prompt (evidence, filler at its placement, question) through
+    :func:`build_prompt`; the condition is the chapter's. The task places ``Padding``'s
+    filler itself (the paper's layout names the filler's kind), so it reads the padding
+    settings rather than the context slots."""
+    problem, s = example.native, example.settings
+    mode = "solve"  # recitation and retrieve-then-solve stay in this module (they chain two prompts)
+    kind, tokens, placement = s.get("filler", "essay"), int(s.get("filler_tokens", 0)), s.get("placement", "between")
+    prompt = build_prompt(problem, mode=mode, filler=filler_slot(kind, tokens), filler_kind=kind,
+                          placement=placement, evidence=example.gold.text)
+    cond = {**condition(problem.subtask, mode, kind, placement, tokens),
+            **{k: v for k, v in recorded_fields(example).items() if k not in ("filler", "filler_tokens", "placement")}}
+    return Request(TASK, problem.id, prompt, (problem.answer,), cond, max_new_tokens=budget(problem.subtask, mode),
+                   stop=stop_rule(problem.subtask, mode), meta={"subtask": problem.subtask}, system=system_of(example))

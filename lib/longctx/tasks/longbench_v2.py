@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
-from ..engine import StopRule
+import pandas as pd
+
 from ..errors import DataFileError, ParameterError
 from ..formats import format_passages
 from ..prompts import load_prompt
-from ..store import Request
+from ..requests import Request, StopRule
 
 TASK = "longbench_v2"
 HUB_ID = "THUDM/LongBench-v2"
@@ -177,8 +178,6 @@ def score(row: dict) -> float:
 
 def breakdown(table, by: Sequence[str] = ("setting", "method"), score_col: str = "correct"):
     """Accuracy (%) overall and per difficulty and length, the columns of the paper's Table 1."""
-    import pandas as pd
-
     rows = []
     for key, g in table.groupby(list(by), dropna=False):
         key = key if isinstance(key, tuple) else (key,)

@@ -27,17 +27,19 @@ import hashlib
 import io
 import json
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Sequence
+
+from tqdm import tqdm
 
 from ..data import fetch
-from ..engine import StopRule
 from ..errors import DataFileError, ParameterError
 from ..metrics import includes_normalized, normalize_answer, qa_accuracy
 from ..prompts import load_prompt
+from ..requests import Request, StopRule
 from ..retrieval import BM25Ranker
-from ..store import Request
+from ..transforms import Example, Item, Position, fill_slots, recorded_fields, span_of, system_of
 
 TASK = "multidoc_qa"
 # The paper decodes up to 100 tokens; the stop rule ends the answer at its first line,
@@ -188,7 +190,6 @@ def attach_distractors(examples: Sequence[QAExample], num_distractors: int, kind
         seen.setdefault((ex.gold.title, ex.gold.text), ex.gold)
     candidates = [replace(d, hasanswer=False, isgold=False) for d in seen.values()]
     scorer = BM25Ranker([f"{d.title} {d.text}" for d in candidates]) if kind == "bm25" else None
-    from tqdm import tqdm
 
     out = []
     for ex in tqdm(examples, desc=f"{kind} distractors", disable=not progress):
@@ -256,8 +257,6 @@ def position_indices(num_documents: int, positions: Sequence[float | int]) -> li
     rounded down so that 0.5 gives the paper's middle indices 4, 9 and 14 for 10, 20
     and 30 documents; ints are 1-based positions. Duplicates are dropped. (One rule with
     :class:`longctx.transforms.Position`, whose ``floor`` convention this is.)"""
-    from ..transforms import Position
-
     out: list[int] = []
     for p in positions:
         idx = Position(p, "floor").index(num_documents, "document")
@@ -340,3 +339,47 @@ def write_release_file(examples: Sequence[QAExample], num_documents: int, gold_i
 def release_filename(num_documents: int, gold_index: int) -> str:
     """The paper's file name for ``num_documents`` documents with the gold at 0-based ``gold_index``."""
     return f"nq-open-{num_documents}_total_documents_gold_at_{gold_index}.jsonl.gz"
+
+
+# ---------------------------------------------------------------------------------------------
+# Through transforms: an example in the transforms' terms, and its request
+
+
+def to_example(example: QAExample) -> Example:
+    """A multi-document QA example for :mod:`longctx.transforms`: the gold document alone in
+    the context, its distractors the ranked candidates."""
+    def item(d, gold=False):
+        return Item(d.text, d.title, gold, "document")
+
+    ranking = example.source.split("+", 1)[1] if "+" in example.source else example.source
+    return Example(TASK, example.example_id, example.question, tuple(example.answers),
+                   (item(example.gold, True),), tuple(item(d) for d in example.distractors), ranking,
+                   {"source": example.source})
+
+
+def render(example: Example) -> Request:
+    """Lost in the Middle's prompts through :func:`make_requests` (documents), or its
+    closed-book / oracle baselines. Condition: the chapter's (setting, number of documents,
+    gold index, query-aware, random order, distractor ranking, source), C-NORM's (order
+    seed, method, delimiter, ratio) when those transforms ran, and
+    :func:`~longctx.transforms.recorded_fields`."""
+    s = example.settings
+    docs = [Document(it.title, it.text, hasanswer=it.gold, isgold=it.gold) for it in example.items]
+    qa_ex = QAExample(example.example_id, example.question, example.answers,
+                      next((d for d in docs if d.isgold), Document("", "")),
+                      tuple(d for d in docs if not d.isgold), example.fields["source"])
+    if s.get("closed_book") or (len(docs) == 1 and docs[0].isgold):
+        # No context, or the gold document alone: the paper's closed-book and oracle baselines.
+        setting = "closed-book" if s.get("closed_book") else "oracle"
+        req = next(r for r in make_baseline_requests([qa_ex]) if r.condition["setting"] == setting)
+    else:
+        req = make_requests([qa_ex], len(docs), [example.gold_index + 1], query_aware=s.get("query_aware", False),
+                            mention_random_ordering=s.get("random_order", False), distractors=example.ranking)[0]
+    cond = dict(req.condition)
+    if "order_seed" in s:
+        cond["seed"] = s["order_seed"]
+    if "method" in s:
+        cond.update(method=s["method"], delimiter=s["delimiter"], ratio=s["ratio"])
+    cond.update(recorded_fields(example))
+    prompt = fill_slots(req.prompt, span_of(req.prompt, format_documents(docs)), example)
+    return replace(req, prompt=prompt, condition=cond, system=system_of(example))

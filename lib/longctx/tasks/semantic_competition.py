@@ -30,16 +30,29 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
-from ..engine import StopRule
+import pandas as pd
+from tqdm import tqdm
+
 from ..data import package_file
 from ..errors import DataFileError, ParameterError
-from ..metrics import answer_inclusion, includes_normalized, normalize_answer, squad_exact_match, squad_f1
+from ..metrics import (
+    answer_inclusion,
+    bootstrap_interval,
+    includes_normalized,
+    normalize_answer,
+    squad_exact_match,
+    squad_f1,
+)
 from ..prompts import load_prompt
-from ..store import Request
+from ..requests import Request, StopRule
+from ..results import paired_comparison
+from ..retrieval import make_ranker
+from ..transforms import Example, Item, fill_slots, recorded_fields, system_of
+from . import multidoc_qa
 
 TASK = "semantic_competition"
 # SQuAD answers are short spans; the stop rule ends generation at the first line.
@@ -95,7 +108,7 @@ class Corpus:
             object.__setattr__(self, "_index", cached)
         return cached
 
-    def limit_passages(self, max_passages: int | None) -> "Corpus":
+    def limit_passages(self, max_passages: int | None) -> Corpus:
         """The first ``max_passages`` passages and the questions on them (small CI corpora)."""
         if max_passages is None:
             return self
@@ -192,8 +205,6 @@ def read_nq_corpus(path: str | Path | None = None) -> Corpus:
     """NQ-Open oracle (2,655 questions, each with its gold Wikipedia chunk) as a corpus:
     passages are the distinct chunks (several questions share one); answer offsets are
     found in the text when the snippet is cut."""
-    from . import multidoc_qa
-
     examples = multidoc_qa.read_oracle(path)
     passages: dict[tuple[str, str], Passage] = {}
     questions = []
@@ -311,8 +322,6 @@ class SnippetIndex:
 
     def __init__(self, corpus: Corpus, snippet_words: int, retriever: str = "bm25", progress: bool = False,
                  **retriever_options):
-        from ..retrieval import make_ranker
-
         self.corpus, self.snippet_words, self.retriever = corpus, snippet_words, retriever
         self.snippets = [s for p in corpus.passages for s in passage_windows(p, snippet_words)]
         if retriever == "dense":
@@ -372,8 +381,6 @@ class SnippetIndex:
     def examples(self, questions: Sequence[Question], *, max_hard: int, max_far: int, far_from: float = 0.5,
                  seed: int = 0, progress: bool = False) -> tuple[list[CompetitionExample], list[str]]:
         """Examples for every question :meth:`example` can build, and the ids left out."""
-        from tqdm import tqdm
-
         out, skipped = [], []
         for q in tqdm(questions, desc=f"{self.retriever} contexts", disable=not progress):
             ex = self.example(q, max_hard=max_hard, max_far=max_far, far_from=far_from, seed=seed)
@@ -514,10 +521,6 @@ def matched_rows(table, num_snippets: int, retriever: str = "bm25"):
 def condition_summary(table, by=("model", "condition"), seed: int = 0):
     """Mean EM, inclusion and F1 (95% bootstrap interval over questions) and mean input
     tokens per group; the paper's Table 1 columns."""
-    import pandas as pd
-
-    from ..metrics import bootstrap_interval
-
     order = {"gold": 0, "hard": 1, "far": 2}
     rows = []
     for keys, g in table.groupby(list(by), sort=False):
@@ -541,10 +544,6 @@ def recovery_table(table, by=("model",), control: str = "hard", treatment: str =
     the mean difference over questions, its 95% paired bootstrap interval over question
     ids and the two-sided sign-flip randomization p-value. ``table`` must hold one row
     per question and condition within each group (select one matched control first)."""
-    import pandas as pd
-
-    from ..results import paired_comparison
-
     rows = []
     for keys, g in table.groupby(list(by), sort=False) if by else [((), table)]:
         keys = keys if isinstance(keys, tuple) else (keys,)
@@ -572,3 +571,50 @@ def second_reader_requests(requests: Sequence[Request], questions: Sequence[Ques
             and (r.condition["num_snippets"] == 1
                  or (r.condition["num_snippets"] == num_snippets
                      and r.condition["num_hard"] + r.condition["num_far"] == num_snippets - 1))]
+
+
+# ---------------------------------------------------------------------------------------------
+# Through transforms: an example in the transforms' terms, and its request
+
+
+def to_example(index: SnippetIndex, question) -> Example | None:
+    """One question of a :class:`SnippetIndex` for :mod:`longctx.transforms`: its
+    answer-centred gold snippet in the context, every *eligible* snippet (not from the gold
+    passage, not containing an answer) as a candidate in the retriever's order. ``None``
+    when the gold snippet cannot be cut (the chapter leaves such questions out)."""
+    passage = index.corpus.passage(question.passage_id)
+    gold = gold_snippet(passage.text, question.answers, question.answer_start, index.snippet_words)
+    if gold is None:
+        return None
+    eligible = [index.snippets[i] for i in index.ranker.ranking(question.question)
+                if index.snippets[i].passage_id != question.passage_id
+                and not contains_answer(index.snippets[i].text, question.answers)]
+    return Example(TASK, question.question_id, question.question, tuple(question.answers),
+                   (Item(gold, gold=True, kind="snippet"),), tuple(Item(s.text, kind="snippet") for s in eligible),
+                   index.retriever, {"corpus": index.corpus.name, "snippet_words": index.snippet_words},
+                   native=question)
+
+
+def render(example: Example) -> Request:
+    """The competition prompt (numbered passages, then the question). Condition: the
+    chapter's (corpus, snippet length, retriever, hard and far counts, size, gold index,
+    and the context seed and far_from when used)."""
+    s = example.settings
+    counts = s.get("competitor_counts", {})
+    num_hard, num_far = counts.get("hard", 0), counts.get("far", 0)
+    if counts.get("random"):
+        raise ParameterError("the competition prompt takes hard and far competitors, not random ones")
+    cond = {**example.fields, "retriever": example.ranking if num_hard + num_far else "none",
+            "num_hard": num_hard, "num_far": num_far, "num_snippets": len(example.items),
+            "gold_index": example.gold_index}
+    if num_hard + num_far:
+        cond["seed"] = s.get("scatter_seed", s.get("competitor_seed", 0))
+    if num_far:
+        cond["far_from"] = s["far_from"]
+    cond.update({k: v for k, v in recorded_fields(example).items()
+                 if k not in ("competitors", "competitor_counts", "competitor_seed", "far_from")})
+    prompt = build_prompt(example.question, [it.text for it in example.items])
+    last = example.items[-1].text
+    prompt = fill_slots(prompt, (prompt.find("Passage [1]:"), prompt.rfind(last) + len(last)), example)
+    return Request(task=TASK, example_id=example.example_id, prompt=prompt, gold=example.answers, condition=cond,
+                   max_new_tokens=MAX_NEW_TOKENS, stop=StopRule(newline=True), system=system_of(example))

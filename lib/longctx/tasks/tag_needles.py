@@ -30,29 +30,41 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Sequence
 
-from ..engine import StopRule
+import numpy as np
+import pandas as pd
+
 from ..errors import DataFileError, ParameterError
+from ..metrics import extremum_drop_rate, nolima_contains, summarize
+from ..models import resolve_model
+from ..padding import paul_graham_essays
 from ..prompts import load_prompt
-from ..store import Request
-from ..tagging import TagCache, chunk_text, load_categories, tag_chunks, tagged_text
+from ..requests import Request, StopRule
+from ..results import paired_comparison
+from ..store import model_folder
+from ..tagging import (
+    VARIANTS,
+    LLMTagger,
+    SpacyTagger,
+    TagCache,
+    chunk_text,
+    system_prompt,
+    tag_chunks,
+    tagged_text,
+    variant_parts,
+)
+from ..transforms import Example, Item, fill_slots, system_of
 
 TASK = "tag_needles"
+TASKS = (TASK, "novelqa")  # NovelQA multiple choice (Table 2) rides along with the needles
 PROJECT_NEEDLE_SET = "longctx"
 # Named sets shipped with the package. "longctx-extra" holds 106 more cases of the same
 # kinds (new experiment ids, so "longctx" cases and their seeded sample are unchanged).
 SHIPPED_NEEDLE_SETS = {"longctx": "tag_needle_set.json", "longctx-extra": "tag_needle_set_extra.json"}
-VARIANTS = {
-    # name: (category set in the system prompt, tagger of the context, system prompt template)
-    "baseline": (None, None, None),
-    "td": ("privileged", None, "tag_system_td"),
-    "td_tc_spacy": ("spacy", "spacy", "tag_system_td_tc"),
-    "td_tc_llm": ("privileged", "llm", "tag_system_td_tc"),
-}
 VARIANT_LABELS = {"baseline": "baseline", "td": "TD", "td_tc_spacy": "TD+TC (spaCy)",
                   "td_tc_llm": "TD+TC (LLM tagger)"}
 DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -166,8 +178,6 @@ def load_cases(source: str | Path = PROJECT_NEEDLE_SET, n: int | None = None, se
 
 
 def needle_set_summary(cases: Sequence[NeedleCase]):
-    import pandas as pd
-
     return (pd.DataFrame([{"experiment": c.experiment, "reasoning": c.reasoning_type, "hop": c.hop} for c in cases])
             .value_counts().rename("cases").reset_index())
 
@@ -178,8 +188,6 @@ def needle_set_summary(cases: Sequence[NeedleCase]):
 def haystack_text() -> str:
     """The Paul Graham essays with hard line wraps joined and the paragraph breaks that the
     package copy glues together ("mistakes.If") restored, so sentences can be found."""
-    from ..padding import paul_graham_essays
-
     text = paul_graham_essays()
     text = re.sub(r"(?<=[a-z0-9][.!?])(?=[A-Z])", "\n\n", text)
     text = re.sub(r"(?<=\b(?:19|20)\d\d)(?=[A-Z])", "\n\n", text)  # essay dates: "April 2012A palliative ..."
@@ -228,19 +236,6 @@ def place_needle(chunks: Sequence[str], needle: str, depth: float) -> tuple[list
 # ---------------------------------------------------------------- prompts and requests
 
 
-def system_prompt(variant: str) -> str | None:
-    definitions, _, template = _variant(variant)
-    if template is None:
-        return None
-    return load_prompt(template).format(categories=load_categories(definitions).definitions())
-
-
-def _variant(name: str):
-    if name not in VARIANTS:
-        raise ParameterError(f"unknown TAG variant '{name}'; use one of {', '.join(VARIANTS)}")
-    return VARIANTS[name]
-
-
 def build_prompt(case: NeedleCase, haystack: str, *, query_aware: bool = False) -> str:
     """Figure 3's user prompt (NoLiMa's template), or the needle set's own ``task_template``;
     ``query_aware`` also puts the question before the context."""
@@ -270,16 +265,13 @@ def chapter_taggers(variants: Sequence[str], *, results_dir: str | Path, tagger_
     """The taggers ``variants`` need: spaCy (in-memory cache: it is fast and deterministic)
     and the LLM tagger with the privileged categories, its tags cached in
     ``<results_dir>/<tagger model>/tags/<method>.jsonl`` so a rerun never reloads the model."""
-    from ..models import resolve_model
-    from ..tagging import LLMTagger, SpacyTagger
-
-    kinds = {_variant(v)[1] for v in variants}
+    kinds = {variant_parts(v)[1] for v in variants}
     taggers = Taggers()
     if "spacy" in kinds:
         taggers.spacy = SpacyTagger()
     if "llm" in kinds:
         taggers.llm = LLMTagger(tagger_model, "privileged", method=llm_method, load=load, batch_size=batch_size)
-        path = Path(results_dir) / resolve_model(tagger_model).results_slug(results_dir) / "tags" / f"{llm_method}.jsonl"
+        path = Path(results_dir) / model_folder(resolve_model(tagger_model), results_dir) / "tags" / f"{llm_method}.jsonl"
         taggers.caches["llm"] = TagCache(path)
     return taggers
 
@@ -300,7 +292,7 @@ def make_requests(cases: Sequence[NeedleCase], *, tokenizer, lengths: Sequence[i
     if depth_mode not in ("rotate", "all"):
         raise ParameterError(f"depth_mode must be rotate or all, got {depth_mode!r}")
     for v in [*variants, *query_aware_variants]:
-        _variant(v)
+        variant_parts(v)
     taggers = taggers or Taggers()
     haystacks = {int(n): haystack_chunks(tokenizer, int(n), strategy=strategy, max_chars=max_chars, text=text)
                  for n in lengths}
@@ -347,10 +339,16 @@ def _tagger_id(taggers: Taggers, kind: str | None) -> str:
 # ---------------------------------------------------------------- scoring and tables
 
 
+def score(row: dict) -> float:
+    """One row's score: NoLiMa's contains for a needle question, the chosen letter for a
+    NovelQA question."""
+    if row["task"] == "novelqa":
+        return float(parse_choice(row["output"]) == row["gold"][0])
+    return nolima_contains(row["output"], row["gold"])
+
+
 def score_rows(rows: Sequence[dict]) -> list[dict]:
     """Flat rows with ``correct`` = NoLiMa's contains (gold name anywhere in the answer)."""
-    from ..metrics import nolima_contains
-
     out = []
     for r in rows:
         c = r["condition"]
@@ -366,18 +364,12 @@ def score_rows(rows: Sequence[dict]) -> list[dict]:
 
 def accuracy_table(scored, by: Sequence[str] = ("model", "variant", "length")):
     """Mean ``correct`` with Wilson 95% intervals."""
-    from ..metrics import summarize
-
     return summarize(scored, list(by), score="correct")
 
 
 def versus_baseline(scored, *, control: str = "baseline", by: Sequence[str] = ("length",), seed: int = 0):
     """Each variant minus ``control`` on the same cases (and depths), per ``by``: points, 95%
     paired bootstrap interval, sign-flip p."""
-    import pandas as pd
-
-    from ..results import paired_comparison
-
     out = []
     for key, group in scored.groupby(list(by)):
         key = key if isinstance(key, tuple) else (key,)
@@ -396,11 +388,6 @@ def drop_rates(scored, *, short: int | None = None, long: int | None = None, n_r
     """The paper's extremum drop rate per variant, ``(acc_short - acc_long) / acc_short`` in
     percent, from the shortest to the longest length, with a 95% bootstrap interval that
     resamples cases (each case's short and long answers stay paired)."""
-    import numpy as np
-    import pandas as pd
-
-    from ..metrics import extremum_drop_rate
-
     lengths = sorted(scored["length"].unique())
     short = lengths[0] if short is None else short
     long = lengths[-1] if long is None else long
@@ -430,7 +417,7 @@ def overhead_vs_gain(scored, *, control: str = "baseline", seed: int = 0):
     gains = versus_baseline(scored, control=control, seed=seed)
     tokens = scored.groupby(["variant", "length"])[["tag_tokens", "context_tokens"]].mean().reset_index()
     merged = gains.merge(tokens, on=["variant", "length"])
-    merged["tag_share"] = 100 * merged["tag_tokens"] / merged["context_tokens"]
+    merged["tag_share"] = merged["tag_tokens"] / merged["context_tokens"]  # a share in [0, 1]
     return merged
 
 
@@ -517,7 +504,7 @@ def novelqa_requests(questions: Sequence[MCQuestion], books: dict, *, tokenizer,
             continue
         title, text = books[q.book]
         for variant in variants:
-            definitions, tagger_kind, _ = _variant(variant)
+            definitions, tagger_kind, _ = variant_parts(variant)
             key = (q.book, variant)
             if key not in contexts:
                 content = truncate_to_tokens(text, tokenizer, max_book_tokens)
@@ -550,3 +537,44 @@ def score_novelqa(rows: Sequence[dict]) -> list[dict]:
         out.append({**r["condition"], "model": r["model"], "example_id": r["example_id"], "output": r["output"],
                     "choice": choice, "correct": float(choice == r["gold"][0])})
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Through transforms: an example in the transforms' terms, and its request
+
+
+def to_example(case: NeedleCase, chunks: Sequence[str], length: int) -> Example:
+    """A needle question for :mod:`longctx.transforms`, in a haystack of ``chunks`` (counted
+    to ``length`` reader tokens): the needle first, then the chunks; ``Position`` with a
+    depth puts it at the chunk boundary the chapter uses (nearest)."""
+    items = (Item(case.needle, gold=True, kind="chunk"), *(Item(c, kind="chunk") for c in chunks))
+    return Example(TASK, case.id, case.question, (case.answer,), items,
+                   fields={"length": int(length), "hop": case.hop}, native=case)
+
+
+VARIANT_OF_TAGS = {"none": "baseline", "none+definitions": "td", "spacy+definitions": "td_tc_spacy",
+                   "llm+definitions": "td_tc_llm"}
+
+
+def render(example: Example) -> Request:
+    """The needle chapter's prompt: chunks joined (the needle spaced from its neighbours),
+    tagged when ``Tags`` ran, the case's own system prompt or the transforms'. Condition: the
+    chapter's (variant, length, depth, query-aware, hop, tagger id)."""
+    s, case = example.settings, example.native
+    k = example.gold_index
+    texts = [it.text for it in example.items]
+    lead = " " if k > 0 and texts[k - 1] and not texts[k - 1][-1].isspace() else ""
+    trail = " " if k < len(texts) - 1 else ""
+    texts[k] = f"{lead}{texts[k]}{trail}"
+    context = "".join(texts).strip()
+    tags_label = s.get("tags", "none")
+    variant = VARIANT_OF_TAGS.get(tags_label)
+    if variant is None:
+        raise ParameterError(f"the needle chapter has no variant for tags {tags_label!r}")
+    cond = {"variant": variant, "length": example.fields["length"], "depth": float(s.get("position", 0.0)),
+            "query_aware": bool(s.get("query_aware", False)), "hop": example.fields["hop"],
+            "tagger": s.get("tagger") or "none"}
+    prompt = build_prompt(case, context, query_aware=cond["query_aware"])
+    prompt = fill_slots(prompt, (prompt.rfind(context), prompt.rfind(context) + len(context)), example)
+    return Request(TASK, case.id, prompt, (case.answer,), cond, max_new_tokens=MAX_NEW_TOKENS,
+                   stop=StopRule(newline=True), system=case.system_prompt or system_of(example))

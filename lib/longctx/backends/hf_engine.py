@@ -9,82 +9,15 @@ text of a row does not depend on which batch it ran in.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import Sequence
+from collections.abc import Sequence
 
-from .errors import ParameterError
+from tqdm import tqdm
 
-
-@dataclass(frozen=True)
-class StopRule:
-    """When an answer is complete.
-
-    * ``newline``: stop at the first newline that ends a non-blank line
-      (the answer line is enough).
-    * ``answer_pattern``: stop as soon as the output holds a match of this regex
-      that is not one of ``echoes``; for key-value retrieval the pattern is a UUID
-      and the echo is the query key, so a model that first repeats the key
-      ("The value of key "<key>" is ...") is never stopped inside the echoed key.
-    * A completed line that is only an echo (e.g. ``Key: "<key>"``), a lead-in that
-      ends with a colon (``The value is:``, the answer following on the next line) or a
-      code fence, does not count as the answer line.
-    """
-
-    newline: bool = True
-    answer_pattern: str | None = None
-    echoes: tuple[str, ...] = ()
-
-    def cut(self, text: str) -> tuple[str, bool]:
-        """Return (text up to the stop point, whether the rule fired)."""
-        best: int | None = None
-        if self.answer_pattern:
-            for m in re.finditer(self.answer_pattern, text):
-                if m.group(0) not in self.echoes:
-                    best = m.end()
-                    break
-        if self.newline:
-            start = 0
-            for m in re.finditer("\n", text):
-                line = text[start : m.start()]
-                start = m.end()
-                if line.strip() and not self._is_echo(line) and not _is_lead_in(line):
-                    if best is None or m.start() < best:
-                        best = m.start()
-                    break
-        if best is None:
-            return text, False
-        return text[:best], True
-
-    def _is_echo(self, line: str) -> bool:
-        if not self.echoes:
-            return False
-        rest = line
-        for echo in self.echoes:
-            rest = rest.replace(echo, "")
-        return bool(re.fullmatch(r"[\s\"'{}:,.]*(key)?[\s\"'{}:,.]*", rest, flags=re.IGNORECASE)) and rest != line
-
-
-def _is_lead_in(line: str) -> bool:
-    """A line that announces the answer instead of giving it: "The answer is:",
-    "**Answer:**", or a code fence such as "```json"."""
-    line = line.strip()
-    return line.startswith("```") or line.strip("*_ ").endswith(":")
-
-
-@dataclass
-class Generation:
-    text: str  # cut at the stop point
-    raw_text: str  # everything decoded, for debugging
-    prompt_tokens: int
-    new_tokens: int
-    stopped: bool  # the stop rule fired (False: max_new_tokens or EOS)
-    batch_seconds: float
-    batch_size: int
-    extra: dict = field(default_factory=dict)
-    stop_reason: str = ""  # stop_rule | eos | max_new_tokens
+from ..errors import ParameterError
+from ..padding import MASKED_GAP, encode_prompt, expand_fillers, split_masked
+from ..requests import Generation, StopRule, stop_rules_for
 
 
 def _buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -127,16 +60,13 @@ def generate(
     Raises :class:`ContextTooLongError` before any work if a prompt does not fit.
     """
     import torch
-    from tqdm import tqdm
     from transformers import StoppingCriteriaList
 
     if max_new_tokens < 1:
         raise ParameterError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if batch_size < 1:
         raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
-    stop_rules = _rules_for(stop_rules, len(prompts))
-    from .padding import MASKED_GAP, encode_prompt, expand_fillers
-
+    stop_rules = stop_rules_for(stop_rules, len(prompts))
     prompts = [expand_fillers(p, lm.tokenizer) for p in prompts]
     masked = [i for i, p in enumerate(prompts) if MASKED_GAP.search(p)]
     if masked:
@@ -207,8 +137,6 @@ def masked_inputs(tokenizer, prompt: str) -> tuple[list[int], list[int]]:
     model therefore sees the evidence and the question exactly where they would sit in
     the long input while attending to nothing in between, at the cost of the short input.
     """
-    from .padding import encode_prompt, split_masked
-
     segments, gaps = split_masked(prompt)
     ids: list[int] = []
     positions: list[int] = []
@@ -243,13 +171,12 @@ def generate_masked(
     perceives (computed + masked).
     """
     import torch
-    from tqdm import tqdm
     from transformers import DynamicCache
 
-    stop_rules = _rules_for(stop_rules, len(prompts))
+    stop_rules = stop_rules_for(stop_rules, len(prompts))
     tok = lm.tokenizer
     inputs = [masked_inputs(tok, p) for p in prompts]
-    for i, (ids, pos) in enumerate(inputs):
+    for i, (_, pos) in enumerate(inputs):
         lm.check_fits(pos[-1] + 1 if pos else 0, max_new_tokens, label=f"prompt {i} (with its masked gaps)")
     eos = set(_eos_ids(lm))
     pad = tok.pad_token_id
@@ -300,15 +227,6 @@ def generate_masked(
         bar.update(rows)
     bar.close()
     return results  # type: ignore[return-value]
-
-
-def _rules_for(stop_rules, n: int) -> list[StopRule]:
-    """One stop rule per prompt (a single rule, or None for the default, is repeated)."""
-    if stop_rules is None or isinstance(stop_rules, StopRule):
-        return [stop_rules or StopRule()] * n
-    if len(stop_rules) != n:
-        raise ParameterError("need one stop rule per prompt")
-    return list(stop_rules)
 
 
 def _finish(tok, new: list[int], eos: set, rule: StopRule, prompt_tokens: int, seconds: float, rows: int,

@@ -14,18 +14,18 @@ Metrics:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
-import time
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
-from .errors import ParameterError
-from .formats import check_delimiter, format_passages
-from .store import Request
-from .tasks import kv_retrieval as kv
-from .tasks import multidoc_qa as qa
+import numpy as np
+
+from ...errors import ParameterError
+from ...formats import check_delimiter, format_passages
+from ...metrics import bootstrap_interval, wilson_interval
+from ...requests import Request
+from ...tasks import kv_retrieval as kv
+from ...tasks import multidoc_qa as qa
 
 # Densities of the paper's Figure 2 at the same total id length: many short ids or few long ones.
 # The paper: 40 pairs x 32 characters and 10 pairs x 128 characters; the book run scales both by 0.4.
@@ -150,58 +150,6 @@ def select_delimiter(abs_scores: dict[str, Sequence[float]], samples: int | None
 
 
 # ---------------------------------------------------------------------------------------------
-# Cached attention scoring
-
-
-def attention_key(fingerprint: str, prompt: str, prompt_mode: str, layer: int, keep_vector: bool) -> str:
-    payload = json.dumps([fingerprint, prompt, prompt_mode, layer, keep_vector], ensure_ascii=False)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-def attention_rows(items: Sequence[dict], store, *, model: str, lm=None, load=None, prompt_mode: str = "auto",
-                   layer: int = -1, keep_vector: bool = False, progress: bool = True, backend="hf") -> list[dict]:
-    """Final-token attention of each item's ``prompt`` (rendered for the model), scored
-    with ABS; one cached row per prompt in ``store`` (a :class:`~longctx.store.ResultsStore`).
-
-    Each row keeps the item's other fields, the prompt's token count, the ABS, the
-    seconds the forward pass took and, with ``keep_vector``, the attention vector
-    itself (for plots). The model is loaded only when some prompt is not cached; attention
-    needs its weights in torch, so any ``backend`` but ``hf`` is a one-line error then.
-    """
-    from tqdm import tqdm
-
-    from . import __version__
-    from .attention import attention_balance_score, final_token_attention
-    from .models import resolve_model
-
-    ref = resolve_model(model)
-    keys = [attention_key(ref.fingerprint, it["prompt"], prompt_mode, layer, keep_vector) for it in items]
-    existing = {r["key"]: r for r in store.rows()}
-    missing = [i for i, k in enumerate(keys) if k not in existing]
-    if missing:
-        from .backends import require
-
-        require(backend, "attention")
-        lm = lm if lm is not None else load()
-        for i in tqdm(missing, desc=f"{model}: final-token attention", disable=not progress):
-            item = items[i]
-            ids = lm.tokenizer(lm.render(item["prompt"]), add_special_tokens=False).input_ids
-            lm.check_fits(len(ids), 0)
-            start = time.perf_counter()
-            vec = final_token_attention(lm.model, ids, layer=layer)
-            seconds = time.perf_counter() - start
-            row = {"key": keys[i], "model": model, "model_fingerprint": ref.fingerprint, "prompt_mode": prompt_mode,
-                   "layer": layer, **item, "tokens": len(ids),
-                   "abs": attention_balance_score(vec), "seconds": round(seconds, 4),
-                   "device": lm.device, "longctx_version": __version__}
-            if keep_vector:
-                row["attention"] = [round(float(x), 7) for x in vec]
-            store.append([row])
-            existing[keys[i]] = row
-    return [existing[k] for k in keys]
-
-
-# ---------------------------------------------------------------------------------------------
 # Tables
 
 
@@ -210,8 +158,6 @@ def oaa_opa_table(table, by: Sequence[str], *, position: str = "gold_index", clu
     """:func:`oaa_opa` plus intervals: OAA's 95% bootstrap interval resamples whole
     ``cluster`` units (an example is seen at every position); OPA's is the Wilson
     interval at the best position (optimistic: that position was picked as the best)."""
-    from .metrics import bootstrap_interval, wilson_interval
-
     out = oaa_opa(table, by, position, score)
     lows, highs, opa_lo, opa_hi, n = [], [], [], [], []
     for _, row in out.iterrows():
@@ -222,9 +168,8 @@ def oaa_opa_table(table, by: Sequence[str], *, position: str = "gold_index", clu
         wlo, whi = wilson_interval(int(best[score].sum()), len(best))
         lows.append(lo), highs.append(hi), opa_lo.append(wlo), opa_hi.append(whi), n.append(len(g))
     out["n"] = n
-    out["OAA 95% CI"] = [f"[{a:.2f}, {b:.2f}]" for a, b in zip(lows, highs)]
-    out["OPA 95% CI"] = [f"[{a:.2f}, {b:.2f}]" for a, b in zip(opa_lo, opa_hi)]
-    cols = [*by, "n", "OAA", "OAA 95% CI", "OPA", "OPA 95% CI", "best_position", "position_sd"]
+    out["OAA_low"], out["OAA_high"], out["OPA_low"], out["OPA_high"] = lows, highs, opa_lo, opa_hi
+    cols = [*by, "n", "OAA", "OAA_low", "OAA_high", "OPA", "OPA_low", "OPA_high", "best_position", "position_sd"]
     return out[cols]
 
 
@@ -235,10 +180,6 @@ def tokens_accuracy_correlation(table, *, by: str = "delimiter", cluster: str = 
     whole ``cluster`` units (examples), so formats stay paired on the same examples. ``r``
     is NaN when accuracy or tokens do not vary (e.g. every format at 100%); the share of
     resamples where it is undefined is reported."""
-    import random
-
-    import numpy as np
-
     per = table.groupby([by, cluster]).agg(acc=(score, "mean"), tok=(tokens, "mean")).reset_index()
     formats = sorted(per[by].unique())
     clusters = sorted(per[cluster].unique())

@@ -18,11 +18,17 @@ other. A logistic GEE on the same design gives the same signs as a check.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
-from typing import Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
-from . import transforms as T
-from .errors import ParameterError
+import numpy as np
+import pandas as pd
+
+from ... import transforms as T
+from ...claims import ALPHA, paired_estimate
+from ...errors import ParameterError
+from ...metrics import bootstrap_interval, sign_flip_test
+from ...tasks import render
 
 
 @dataclass(frozen=True)
@@ -114,12 +120,10 @@ def requests(design: Design, examples: Sequence[T.Example], order: Sequence[str]
              base: Sequence = ()) -> list:
     """One request per (example, cell): ``base`` transforms, then the cell's; each
     request's condition also names the cell's levels (``crossing``)."""
-    from dataclasses import replace
-
     out = []
     for ex in examples:
         for cell in design.cells:
-            req = T.render(T.apply(ex, [*base, *cell_transforms(design, cell, order)]))
+            req = render(T.apply(ex, [*base, *cell_transforms(design, cell, order)]))
             out.append(replace(req, condition={**req.condition, "crossing": design.levels(cell)}))
     return out
 
@@ -130,11 +134,9 @@ def requests(design: Design, examples: Sequence[T.Example], order: Sequence[str]
 
 def coded(table, design: Design):
     """The rows with one +-1/2 column per factor (+1/2 at the high level)."""
-    import pandas as pd
-
     out = table.copy()
     for f in design.factors:
-        levels = out["crossing"].map(lambda c: c[f.name])
+        levels = out["crossing"].map(lambda c, name=f.name: c[name])
         unknown = set(levels) - {f.low, f.high}
         if unknown:
             raise ParameterError(f"factor {f.name}: rows at unknown levels {sorted(unknown)}")
@@ -150,8 +152,6 @@ def effects(table, design: Design, *, cluster: str = "example_id", score: str = 
     ``"logistic"``: GEE logit, coefficients as log odds ratios. Returns one row per term:
     estimate, ci_low, ci_high, p, n (rows) and clusters.
     """
-    import numpy as np
-    import pandas as pd
     import statsmodels.api as sm
     from statsmodels.genmod.cov_struct import Independence
 
@@ -181,8 +181,6 @@ def unit_differences(table, design: Design, *, cluster: str = "example_id", scor
     """Per cluster (question) and factor: mean score at the high level minus at the low level,
     over the cluster's cells. Their mean is the main effect (in a balanced design) and their
     spread sizes the study (:func:`longctx.report.n_for_half_width`)."""
-    import pandas as pd
-
     data = coded(table, design)
     out = {}
     for f in design.factors:
@@ -194,10 +192,6 @@ def unit_differences(table, design: Design, *, cluster: str = "example_id", scor
 def cell_means(table, design: Design, a: str, b: str, *, cluster: str = "example_id", score: str = "correct"):
     """Accuracy (%) at the four level combinations of factors ``a`` and ``b``, averaged over
     the others, with 95% intervals resampling whole clusters (for the interaction plot)."""
-    import pandas as pd
-
-    from .metrics import bootstrap_interval
-
     data = table.copy()
     data[a] = data["crossing"].map(lambda c: c[a])
     data[b] = data["crossing"].map(lambda c: c[b])
@@ -206,36 +200,6 @@ def cell_means(table, design: Design, a: str, b: str, *, cluster: str = "example
         lo, hi = bootstrap_interval(g[score].tolist(), clusters=g[cluster].tolist())
         rows.append({a: la, b: lb, "accuracy": 100 * g[score].mean(), "ci_low": 100 * lo, "ci_high": 100 * hi,
                      "n": len(g)})
-    return pd.DataFrame(rows)
-
-
-def verdicts(main_effects, design: Design, margin: float = 0.0):
-    """Each main effect against its paper's claimed direction: ``agrees`` when the interval
-    excludes 0 on the claimed side, ``opposite`` when it excludes 0 on the other side,
-    ``no effect`` when the claim is no effect and the interval includes 0, else
-    ``undecided``."""
-    import pandas as pd
-
-    by_name = {f.name: f for f in design.factors}
-    rows = []
-    for r in main_effects[main_effects["kind"] == "main"].itertuples():
-        f = by_name[r.term]
-        if r.ci_low > margin:
-            side = 1
-        elif r.ci_high < -margin:
-            side = -1
-        else:
-            side = 0
-        if f.expected == 0:
-            verdict = "agrees (no effect)" if side == 0 else "differs"
-        elif side == f.expected:
-            verdict = "agrees"
-        elif side == -f.expected:
-            verdict = "opposite"
-        else:
-            verdict = "undecided"
-        rows.append({"factor": f.name, "levels": f"{f.high} vs {f.low}", "paper": f.source, "claim": f.claim,
-                     "estimate": r.estimate, "ci_low": r.ci_low, "ci_high": r.ci_high, "verdict": verdict})
     return pd.DataFrame(rows)
 
 
@@ -254,17 +218,15 @@ def reader_effects(table, design: Design, readers: Sequence[str], *, reader: str
     """The main effects of two readers side by side, and how they differ, on the questions
     both readers answered in every cell of the design (so the comparison is paired).
 
-    Each reader's effects come from :func:`effects` (GEE, main effects only) on those
-    questions. The difference (second reader minus first) is, per question, the
-    difference of the two readers' :func:`unit_differences`; its mean is the difference
-    of the main effects, with a percentile bootstrap over questions and a sign-flip p.
-    Returns one row per factor and reader (``reader`` = a reader's name or
-    ``"difference"``): estimate, ci_low, ci_high (points), p and questions.
+    Each reader's effect is, per question, the mean score over the cells at the factor's
+    high level minus over those at its low level (:func:`unit_differences`; in the balanced
+    fraction its mean is the GEE main effect), with the paired bootstrap over questions and
+    sign-flip p of :func:`longctx.claims.paired_estimate`, so a reader's effect here is the
+    findings page's number on the same questions. The difference (second reader minus first)
+    is, per question, the difference of the two readers' unit differences, with the same
+    bootstrap and test. Returns one row per factor and reader (``reader`` = a reader's name
+    or ``"difference"``): estimate, ci_low, ci_high (points), p and questions.
     """
-    import pandas as pd
-
-    from .metrics import bootstrap_interval, sign_flip_test
-
     if len(readers) != 2 or readers[0] == readers[1]:
         raise ParameterError(f"reader_effects compares two different readers, got {list(readers)}")
     missing = [r for r in readers if not (table[reader] == r).any()]
@@ -276,18 +238,20 @@ def reader_effects(table, design: Design, readers: Sequence[str], *, reader: str
     shared = sorted(complete[0] & complete[1])
     if not shared:
         raise ParameterError(f"no question was answered in all {cells} cells by both {readers[0]} and {readers[1]}")
-    names = [f.name for f in design.factors]
     rows, units = [], {}
     for r in readers:
         sub = table[(table[reader] == r) & table[cluster].isin(shared)]
-        fx = effects(sub, design, cluster=cluster, score=score, interactions=False).set_index("term")
         units[r] = unit_differences(sub, design, cluster=cluster, score=score).loc[shared]
-        rows += [{"factor": f, "reader": r, "estimate": fx.loc[f, "estimate"], "ci_low": fx.loc[f, "ci_low"],
-                  "ci_high": fx.loc[f, "ci_high"], "p": fx.loc[f, "p"], "questions": len(shared)} for f in names]
-    for f in names:
-        diff = (units[readers[1]][f] - units[readers[0]][f]).tolist()
+        for f in design.factors:
+            sides = sub.assign(level=sub["crossing"].map(lambda c, name=f.name: c[name]))
+            means = sides.groupby([cluster, "level"])[score].mean().unstack()
+            est = paired_estimate(means[f.low].to_dict(), means[f.high].to_dict(), seed=seed)
+            rows.append({"factor": f.name, "reader": r, "estimate": est.difference, "ci_low": est.ci_low,
+                         "ci_high": est.ci_high, "p": est.p, "questions": len(shared)})
+    for f in design.factors:
+        diff = (units[readers[1]][f.name] - units[readers[0]][f.name]).tolist()
         lo, hi = bootstrap_interval(diff, seed=seed)
-        rows.append({"factor": f, "reader": "difference", "estimate": 100 * sum(diff) / len(diff),
+        rows.append({"factor": f.name, "reader": "difference", "estimate": 100 * sum(diff) / len(diff),
                      "ci_low": 100 * lo, "ci_high": 100 * hi, "p": sign_flip_test(diff, seed=seed),
                      "questions": len(shared)})
     return pd.DataFrame(rows)
@@ -299,12 +263,10 @@ def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 
 
     It names each reader's largest main effect, the factors on which the readers' paired
     difference excludes zero (95% bootstrap interval and sign-flip p must agree: the findings
-    page's rule, :data:`longctx.findings.ALPHA`),
+    page's rule, :data:`longctx.claims.ALPHA`),
     and, when the widest difference interval is wider than ±``margin`` points, says that
     this n is a demo for differences smaller than that width.
     """
-    from .findings import ALPHA
-
     if len(readers) != 2:
         raise ParameterError(f"describe_reader_comparison compares two readers, got {list(readers)}")
     missing = [r for r in [*readers, "difference"] if not (both["reader"] == r).any()]

@@ -1,0 +1,208 @@
+"""What every backend is: the :class:`Backend` interface, its registry, and the
+:class:`BackendSpec` that says which backend runs a model and how to reach it.
+
+A backend module defines one class that satisfies :class:`Backend`, usually by subclassing
+:class:`PromptReader` (rendering, token counting and the context-window check, all with
+the model's own tokenizer, so prompts are byte-identical across backends), and registers
+it with :func:`register` under its name and capabilities. Everything that needs only the
+name (the rows' identity, their results folder, a capability check before loading) reads
+the registry, so nothing is loaded to refuse a request a backend cannot serve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+from ..errors import CapabilityError, ContextTooLongError, ParameterError
+from ..models import ModelRef
+from ..padding import MASKED_GAP
+from ..requests import Generation, StopRule
+
+GENERATE, MASKED_PADDING, ATTENTION = "generate", "masked_padding", "attention"
+_NEEDS = {MASKED_PADDING: "masked padding needs the model's weights in torch",
+          ATTENTION: "attention weights need the model's weights in torch"}
+
+
+class Backend(Protocol):
+    """The interface of a loaded backend (one model, ready to generate)."""
+
+    backend: ClassVar[str]  # the registry name: hf, llamacpp, openai
+    capabilities: ClassVar[frozenset[str]]
+    ref: ModelRef
+    tokenizer: object
+    chat: bool
+    max_context: int
+
+    @classmethod
+    def load(cls, model: str, spec: BackendSpec, *, device: str, dtype: str, prompt_mode: str,
+             max_context: int | None, progress: Callable[[str], None] | None) -> Backend: ...
+
+    def render(self, prompt: str, system: str | None = None) -> str: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def check_fits(self, n_prompt_tokens: int, max_new_tokens: int, label: str = "prompt") -> None: ...
+
+    def generate(self, prompts: Sequence[str], *, max_new_tokens: int,
+                 stop_rules: Sequence[StopRule] | StopRule | None = None, batch_size: int = 8,
+                 progress: bool = True, desc: str = "generating", on_batch=None) -> list[Generation]: ...
+
+    def run_params(self) -> dict: ...
+
+
+_REGISTRY: dict[str, type] = {}
+
+
+def register(name: str, capabilities: Sequence[str] = (GENERATE,)):
+    """Class decorator: make a backend class loadable as ``name``."""
+
+    def add(cls: type) -> type:
+        cls.backend = name
+        cls.capabilities = frozenset(capabilities)
+        _REGISTRY[name] = cls
+        return cls
+
+    return add
+
+
+def names() -> tuple[str, ...]:
+    """Registered backend names, in registration order."""
+    return tuple(_REGISTRY)
+
+
+def backend_class(name: str) -> type:
+    if name not in _REGISTRY:
+        raise ParameterError(f"unknown backend {name!r}; use one of {', '.join(_REGISTRY)}")
+    return _REGISTRY[name]
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """Which backend runs a model, and how to reach it.
+
+    * ``url``: the server's base URL for ``openai`` (e.g. ``http://127.0.0.1:8000/v1``).
+    * ``served_model``: the model id the server serves (``openai``); defaults to the model
+      name. It is part of the rows' identity; the URL is not (one model answers the same
+      wherever it is served).
+    * ``threads``: CPU threads for ``llamacpp`` (default: every core); ``prefix_cache``: let
+      ``llamacpp`` reuse the prompt prefix shared with the previous prompt (off: see
+      :mod:`longctx.backends.llamacpp`).
+    * ``concurrency``, ``timeout_s``, ``retries``: request handling of ``openai``.
+    """
+
+    name: str = "hf"
+    url: str | None = None
+    served_model: str | None = None
+    threads: int | None = None
+    prefix_cache: bool = False
+    concurrency: int = 8
+    timeout_s: float = 600.0
+    retries: int = 5
+
+    def __post_init__(self):
+        backend_class(self.name)
+        if self.name == "openai" and not self.url:
+            raise ParameterError("backend 'openai' needs the server's URL, e.g. url='http://127.0.0.1:8000/v1'")
+        if self.name != "openai" and self.url:
+            raise ParameterError(f"a URL is only used by backend 'openai', not {self.name!r}")
+        if self.concurrency < 1 or self.retries < 0 or self.timeout_s <= 0:
+            raise ParameterError("concurrency must be >= 1, retries >= 0 and timeout_s > 0")
+
+    def identity(self, model: str) -> str:
+        """What distinguishes this backend's rows from ``hf`` rows of the same weights:
+        ``""`` for hf, ``llamacpp``, or ``openai:<served model id>``."""
+        if self.name == "hf":
+            return ""
+        if self.name == "openai":
+            return f"openai:{self.served_model or model}"
+        return self.name
+
+    def require(self, capability: str) -> None:
+        """Raise a one-line :class:`CapabilityError` if this backend cannot do ``capability``."""
+        if capability not in backend_class(self.name).capabilities:
+            raise CapabilityError(f"{_NEEDS.get(capability, capability)}: backend {self.name!r} cannot provide it; "
+                                  f"use backend='hf'")
+
+
+def spec(backend: str | BackendSpec | None = None, url: str | None = None, **options) -> BackendSpec:
+    """A :class:`BackendSpec` from a name (``hf``, ``llamacpp``, ``openai``) or a spec."""
+    if isinstance(backend, BackendSpec):
+        return backend
+    return BackendSpec(backend or "hf", url=url or None, **options)
+
+
+def results_folder(model_slug: str, backend: str | BackendSpec) -> str:
+    """The results folder of a model's rows from ``backend``: the model's slug for ``hf``,
+    ``<slug>--<backend>`` otherwise."""
+    name = backend.name if isinstance(backend, BackendSpec) else (backend or "hf")
+    backend_class(name)
+    return model_slug if name == "hf" else f"{model_slug}--{name}"
+
+
+def prompts_need(prompts) -> set[str]:
+    """Capabilities that task prompts need beyond generation (masked gaps need ``hf``)."""
+    return {MASKED_PADDING} if any(MASKED_GAP.search(p) for p in prompts) else set()
+
+
+class PromptReader:
+    """What every backend shares: rendering a task prompt for the model (chat template or raw
+    text), counting tokens and checking the context window, all with the model's own
+    tokenizer. Subclasses set ``ref``, ``tokenizer``, ``chat`` and ``max_context``."""
+
+    ref: ModelRef
+    tokenizer: object
+    chat: bool
+    max_context: int
+    backend: ClassVar[str] = "hf"
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+    def render(self, prompt: str, system: str | None = None) -> str:
+        """Wrap a task prompt for this model: chat template when aligned, the raw text otherwise.
+
+        ``system`` becomes the system message (raw mode: a paragraph before the prompt);
+        ``None`` keeps the template's own default."""
+        if not self.chat:
+            return prompt if system is None else f"{system}\n\n{prompt}"
+        messages = [{"role": "user", "content": prompt}]
+        if system is not None:
+            messages.insert(0, {"role": "system", "content": system})
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    def check_fits(self, n_prompt_tokens: int, max_new_tokens: int, label: str = "prompt") -> None:
+        if n_prompt_tokens + max_new_tokens > self.max_context:
+            raise ContextTooLongError(
+                f"{label} has {n_prompt_tokens} tokens + {max_new_tokens} new tokens, over the "
+                f"{self.max_context}-token window of {self.name}; use fewer items or a longer-context model"
+            )
+
+
+PROMPT_MODES = ("auto", "chat", "raw")
+
+
+def check_prompt_mode(prompt_mode: str) -> str:
+    if prompt_mode not in PROMPT_MODES:
+        raise ParameterError(f"prompt_mode must be auto, chat or raw, got {prompt_mode!r}")
+    return prompt_mode
+
+
+def chat_mode(tokenizer, ref: ModelRef, prompt_mode: str, name: str) -> bool:
+    """Whether prompts go through the chat template: ``chat`` wraps prompts in the tokenizer's
+    chat template (aligned models), ``raw`` feeds them as plain completion text (base models),
+    ``auto`` uses chat when the tokenizer has a template and the model is not known to be a
+    base model."""
+    check_prompt_mode(prompt_mode)
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if prompt_mode == "chat" and not has_template:
+        raise ParameterError(f"prompt_mode='chat' but {name} has no chat template; use prompt_mode='raw'")
+    chat = has_template if prompt_mode == "auto" else prompt_mode == "chat"
+    if ref.chat_default is False and prompt_mode == "auto":
+        chat = False
+    return chat

@@ -1,0 +1,469 @@
+"""C-NORM chapter (context format and contextual normalization).
+
+Headline: C-NORM vs the unformatted baseline on 10-document NQ-Open QA (OAA, paired by
+question). Its prompts depend on a measurement made along the way: the delimiter is the
+one whose calibration prompts get the highest mean Attention Balance Score, so the plan
+has two stages: an attention block over the calibration prompts, whose stored rows choose
+the delimiter (and the "shortest tokenization" control), then the QA generations. The
+key-value format grid and delimiter sweep, the Figure 4 attention vectors and the
+selection's sensitivity to p follow.
+
+LongBench-v2 is left out of the plan: its prompts are cut to a token budget with the
+model's tokenizer and its data is not reachable offline; the notebook runs it when
+``longbench_data`` names a file.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import pearsonr
+
+from ...attention import attention_rows
+from ...claims import Estimate, NoPairedUnits, by_unit, estimable, paired_estimate
+from ...formats import delimiter_label
+from ...metrics import summarize
+from ...reader import Reader
+from ...report import estimate_text, n_for_half_width, p_text, points_ci
+from ...requests import Request, unique_requests
+from ...results import paired_comparison, rows_table
+from ...runner import Block
+from ...tasks import kv_retrieval as kv
+from ...tasks import multidoc_qa as qa
+from . import method as cn
+
+ORDER = 5  # where longctx reproduce runs its headline blocks among the chapters
+NOTEBOOK = "notebooks/cnorm.py"
+SELECTION = "cnorm_selection"
+QA = "cnorm_qa"
+KV = "cnorm_kv"
+ATTENTION = "cnorm_attention"
+
+
+def qa_examples(params: dict) -> tuple[list[qa.QAExample], list[qa.QAExample]]:
+    """(evaluated questions, calibration questions), each with ``qa_documents - 1`` BM25
+    distractors from the whole oracle pool; calibration starts at ``calibration_offset``."""
+    oracle = qa.read_oracle()
+    k = params["qa_documents"] - 1
+    evaluated = qa.attach_distractors(oracle[:params["qa_questions"]], k, pool=oracle)
+    start = params["calibration_offset"]
+    calibration = qa.attach_distractors(oracle[start:start + params["calibration_questions"]], k, pool=oracle)
+    return evaluated, calibration
+
+
+def selection_items(params: dict, calibration, *, ratio: float, samples: int, candidates) -> list[dict]:
+    """Attention items (prompt, candidate, sample, ratio) for scoring ``candidates``."""
+    prompts = cn.selection_prompts(calibration[:samples], candidates, num_documents=params["qa_documents"],
+                                   ratio=ratio, seed=params["seed"])
+    return [{"prompt": p, "candidate": c, "sample": i, "ratio": ratio}
+            for c, ps in prompts.items() for i, p in enumerate(ps)]
+
+
+def choices(selection_rows: list[dict]) -> tuple[str, str, dict[str, list[float]]]:
+    """(ABS-selected delimiter, shortest-tokenization delimiter, ABS per candidate in sample
+    order) from the stored selection rows of one ratio."""
+    by: dict[str, list[dict]] = {}
+    for r in selection_rows:
+        by.setdefault(r["candidate"], []).append(r)
+    scores = {c: [r["abs"] for r in sorted(rs, key=lambda r: r["sample"])] for c, rs in by.items()}
+    tokens = {c: sum(r["tokens"] for r in rs) / len(rs) for c, rs in by.items() if c != cn.NO_FORMAT}
+    # Ties go to the first name in sorted order, as pandas' idxmin over a groupby does.
+    return cn.select_delimiter(scores), min(sorted(tokens), key=tokens.get), scores
+
+
+def qa_requests(params: dict, evaluated, chosen: str, shortest: str) -> list[Request]:
+    """Baseline and C-NORM for every seed; the shortest-tokenization control on the first
+    seed when it differs from the ABS choice."""
+    common = dict(num_documents=params["qa_documents"], positions=params["qa_positions"], ratio=params["cnorm_ratio"])
+    out = []
+    for s in params["qa_seeds"]:
+        out += cn.qa_requests(evaluated, seed=s, method="baseline", delimiter="none", **common)
+        out += cn.qa_requests(evaluated, seed=s, method="C-NORM", delimiter=chosen, **common)
+    if shortest != chosen:
+        out += cn.qa_requests(evaluated, seed=params["qa_seeds"][0], method="shortest tokenization",
+                              delimiter=shortest, **common)
+    return out
+
+
+def kv_requests(params: dict) -> tuple[list[Request], list[Request]]:
+    """(the Figure 2 format x density grid, the Figure 3 delimiter sweep). The high-density
+    cells have their own example count (``kv_high_examples``): plain minus UUID ids there is
+    the paper's stated format effect, so it is sized; the examples are prefix-stable, so the
+    first ``kv_examples`` are the low-density cells' examples too."""
+    seed = params["seed"]
+    grid = (cn.kv_format_requests(delimiters=params["kv_formats"], density="low", num_pairs=params["kv_low_pairs"],
+                                  positions=params["kv_low_positions"], examples=params["kv_examples"], seed=seed)
+            + cn.kv_format_requests(delimiters=params["kv_formats"], density="high", num_pairs=params["kv_high_pairs"],
+                                    positions=params["kv_high_positions"], examples=params["kv_high_examples"],
+                                    seed=seed))
+    sweep = cn.kv_format_requests(delimiters=params["sweep_delimiters"], density="low", num_pairs=params["sweep_pairs"],
+                                  positions=params["sweep_positions"], examples=params["sweep_examples"], seed=seed)
+    return grid, sweep
+
+
+def attention_items(params: dict) -> list[dict]:
+    """Figure 4: one key-value example, UUID vs plain ids, gold at each of ``attention_positions``."""
+    example = kv.synthetic_examples(1, params["attention_pairs"], seed=params["seed"])[0]
+    return [{"prompt": kv.build_prompt(example.with_format(d).with_gold_at(p - 1)), "format": delimiter_label(d),
+             "gold_position": p}
+            for d in ["-", ""] for p in params["attention_positions"]]
+
+
+def plan(params: dict) -> list[Block]:
+    evaluated, calibration = qa_examples(params)
+
+    def qa_stage(rows: list[dict]) -> Block:
+        chosen, shortest, _ = choices(rows)
+        return Block(f"C-NORM QA ({chosen!r}; shortest {shortest!r})", QA,
+                     qa_requests(params, evaluated, chosen, shortest), True)
+
+    grid, sweep = kv_requests(params)
+    blocks = [
+        Block("C-NORM selection (attention)", SELECTION, [], True, qa_stage,
+              attention=selection_items(params, calibration, ratio=params["cnorm_ratio"],
+                                        samples=params["calibration_questions"],
+                                        candidates=params["cnorm_candidates"])),
+        # At the paper's sizes the sweep's UUID and plain cells are the grid's low-density cells.
+        Block("key-value formats and delimiter sweep", KV, unique_requests(grid + sweep)),
+        Block("final-token attention (Figure 4)", ATTENTION, [], attention=attention_items(params),
+              keep_vector=True),
+    ]
+    for p in params["ratio_sweep"]:
+        blocks.append(Block(f"selection at p = {p} (attention)", SELECTION, [],
+                            attention=selection_items(params, calibration, ratio=p,
+                                                      samples=params["ratio_sweep_samples"],
+                                                      candidates=[c for c in params["cnorm_candidates"]
+                                                                  if c != cn.NO_FORMAT])))
+    return blocks
+
+
+def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
+    """C-NORM's claims, paired by question or example:
+
+    * ``cnorm-qa``: C-NORM minus baseline OAA on the evaluated questions, per question
+      averaged over its positions and orderings (the seeds reorder the same questions'
+      distractors, so the question is the unit);
+    * ``cnorm-format``: plain minus UUID ids at high density, per example over positions;
+    * ``cnorm-tokens``: the delimiter sweep as a paired contrast: per example, mean accuracy
+      under the half of the delimiters with the most prompt tokens minus the half with the
+      fewest (formats ranked by their mean prompt tokens over the sweep).
+    """
+    evaluated = {e.example_id for e in qa.read_oracle()[:params["qa_questions"]]}
+    qa_rows = [r for r in reader.store(results_dir, QA).rows()
+               if r["example_id"] in evaluated and r["condition"]["num_documents"] == params["qa_documents"]
+               and r["condition"]["seed"] in params["qa_seeds"]]
+    kv_rows = reader.store(results_dir, KV).rows()
+    high = {"density": "high", "num_pairs": params["kv_high_pairs"], "query_aware": False}
+    _, sweep = kv_requests(params)
+    planned = {(r.example_id, r.condition["gold_index"], r.condition["delimiter"]) for r in sweep}
+    swept = [r for r in kv_rows
+             if r["condition"].get("density") == "low" and r["condition"].get("num_pairs") == params["sweep_pairs"]
+             and (r["example_id"], r["condition"]["gold_index"], r["condition"]["delimiter"]) in planned]
+    tokens: dict = {}
+    for r in swept:
+        tokens.setdefault(r["condition"]["delimiter"], []).append(r["prompt_tokens"])
+    order = sorted(tokens, key=lambda d: sum(tokens[d]) / len(tokens[d]))
+    half = len(order) // 2
+
+    def formats(delimiters):
+        return by_unit([r for r in swept if r["condition"]["delimiter"] in delimiters], {}, kv.score)
+
+    def longer_formats():
+        if half < 1:
+            raise NoPairedUnits("the delimiter sweep needs at least two delimiters with stored rows")
+        return paired_estimate(formats(set(order[:half])), formats(set(order[-half:])),
+                               side_names=(f"{half} shortest formats", f"{half} longest formats"))
+
+    return estimable({
+        "cnorm-qa": lambda: paired_estimate(by_unit(qa_rows, {"method": "baseline"}, qa.score),
+                                            by_unit(qa_rows, {"method": "C-NORM"}, qa.score),
+                                            side_names=("baseline", "C-NORM")),
+        "cnorm-format": lambda: paired_estimate(by_unit(kv_rows, {**high, "delimiter": "-"}, kv.score),
+                                                by_unit(kv_rows, {**high, "delimiter": ""}, kv.score),
+                                                side_names=("UUID", "plain text")),
+        "cnorm-tokens": longer_formats,
+    })
+
+
+# ---------------------------------------------------------------------------------------------
+# Analysis: what the notebook shows, as numbers
+
+FORMATS = ("UUID (-)", "plain text", "modified UUID (&)")
+
+
+def selection(params: dict, results_dir: str | Path, reader: Reader, *, ratio: float | None = None,
+              samples: int | None = None, candidates=None) -> pd.DataFrame:
+    """The attention rows of the calibration prompts (stored; scored only when missing):
+    one row per candidate and sample, with its ABS, tokens and seconds."""
+    _, calibration = qa_examples(params)
+    items = selection_items(params, calibration, ratio=params["cnorm_ratio"] if ratio is None else ratio,
+                            samples=samples or params["calibration_questions"],
+                            candidates=candidates or params["cnorm_candidates"])
+    return pd.DataFrame(attention_rows(items, reader.store(results_dir, SELECTION), reader))
+
+
+def selection_summary(sel: pd.DataFrame) -> pd.DataFrame:
+    return sel.groupby("candidate", sort=False).agg(mean_ABS=("abs", "mean"), sd_ABS=("abs", "std"),
+                                                    prompt_tokens=("tokens", "mean"), seconds=("seconds", "sum"))
+
+
+def abs_scores(sel: pd.DataFrame) -> dict[str, list[float]]:
+    return {c: g.sort_values("sample")["abs"].tolist() for c, g in sel.groupby("candidate", sort=False)}
+
+
+def qa_table(results_dir: str | Path, params: dict, reader: Reader, chosen: str, shortest: str) -> pd.DataFrame:
+    """The QA rows of this run: the evaluated questions, their size and orderings, the
+    baseline and the two selected delimiters."""
+    evaluated = {e.example_id for e in qa.read_oracle()[:params["qa_questions"]]}
+    table = rows_table([r for r in reader.store(results_dir, QA).rows() if r["task"] == qa.TASK], qa.score)
+    table = table[(table["num_documents"] == params["qa_documents"]) & table["example_id"].isin(evaluated)
+                  & table["seed"].isin(params["qa_seeds"])]
+    return table[(table["method"] == "baseline") | table["delimiter"].isin([chosen, shortest])]
+
+
+def qa_accuracy(table: pd.DataFrame, params: dict) -> pd.DataFrame:
+    """Accuracy per method and gold position (the figure), pooled over the orderings."""
+    summary = summarize(table, ["model", "method", "gold_index"])
+    return summary.assign(position=summary["gold_index"] + 1,
+                          panel=f"{params['qa_documents']} documents, seeds {params['qa_seeds']}")
+
+
+def qa_tests(table: pd.DataFrame, params: dict) -> pd.DataFrame:
+    """C-NORM and the shortest tokenization against the baseline, per ordering and pooled:
+    items paired by question, position and ordering, intervals resampling questions."""
+    out = []
+    for treatment in ["C-NORM", "shortest tokenization"]:
+        sub = table[table["method"].isin(["baseline", treatment])]
+        for label, g in [*[(f"seed {s}", sub[sub["seed"] == s]) for s in params["qa_seeds"]], ("all seeds", sub)]:
+            res = paired_comparison(g, condition="method", control="baseline", treatment=treatment,
+                                    item=["example_id", "gold_index", "seed"])
+            if res["items"]:
+                out.append({"comparison": f"{treatment} - baseline", "seeds": label, "items": res["items"],
+                            "questions": res["clusters"], "difference": 100 * res["difference"],
+                            "ci_low": 100 * res["ci_low"], "ci_high": 100 * res["ci_high"], "p": res["p_sign_flip"]})
+    return pd.DataFrame(out)
+
+
+def with_ci(table: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
+    """Point estimate and interval columns as one readable ``difference (pts, 95% CI)`` column."""
+    return table.assign(**{"difference (pts, 95% CI)": [points_ci(d, lo, hi, digits) for d, lo, hi in
+                                                         zip(table["difference"], table["ci_low"], table["ci_high"])],
+                           "sign-flip p": table["p"].map(lambda p: p_text(p).removeprefix("p = "))}) \
+        .drop(columns=["difference", "ci_low", "ci_high", "p"])
+
+
+def qa_sizing(table: pd.DataFrame) -> pd.DataFrame:
+    per_question = (table[table["method"].isin(["baseline", "C-NORM"])]
+                    .pivot_table(index="example_id", columns="method", values="correct", aggfunc="mean"))
+    return pd.DataFrame([{"comparison": "C-NORM minus baseline", "questions": len(per_question),
+                          "questions for ±10 pts": n_for_half_width(per_question["C-NORM"] - per_question["baseline"])}])
+
+
+def oaa_opa(table: pd.DataFrame, by) -> pd.DataFrame:
+    """OAA and OPA with their intervals (numbers; :func:`oaa_opa_shown` writes them for readers)."""
+    return cn.oaa_opa_table(table, list(by))
+
+
+def oaa_opa_shown(table: pd.DataFrame) -> pd.DataFrame:
+    out = table.assign(**{"OAA (95% CI)": [f"{a:.3f} [{lo:.2f}, {hi:.2f}]" for a, lo, hi in
+                                           zip(table["OAA"], table["OAA_low"], table["OAA_high"])],
+                          "OPA (95% CI)": [f"{a:.3f} [{lo:.2f}, {hi:.2f}]" for a, lo, hi in
+                                           zip(table["OPA"], table["OPA_low"], table["OPA_high"])]})
+    return out.drop(columns=["OAA", "OAA_low", "OAA_high", "OPA", "OPA_low", "OPA_high"]).round(3)
+
+
+def kv_table(results_dir: str | Path, reader: Reader) -> pd.DataFrame:
+    """The key-value rows (format grid and delimiter sweep) with ``format`` and 1-based ``position``."""
+    table = rows_table(reader.store(results_dir, KV).rows(), kv.score)
+    return table.assign(format=table["delimiter"].map(delimiter_label), position=table["gold_index"] + 1)
+
+
+def figure2(table: pd.DataFrame, params: dict) -> pd.DataFrame:
+    """The rows of the Figure 2 grid: both densities at their sizes, the grid's formats."""
+    grid = table[((table["density"] == "low") & (table["num_pairs"] == params["kv_low_pairs"]))
+                 | ((table["density"] == "high") & (table["num_pairs"] == params["kv_high_pairs"]))]
+    return grid[grid["delimiter"].isin(params["kv_formats"])]
+
+
+def figure2_accuracy(grid: pd.DataFrame, params: dict, label: str) -> pd.DataFrame:
+    summary = summarize(grid[grid["model"] == label], ["model", "density", "format", "position"])
+    return summary.assign(panel=summary["density"].map({"low": f"low density ({params['kv_low_pairs']} x 32 hex)",
+                                                        "high": f"high density ({params['kv_high_pairs']} x 128 hex)"}))
+
+
+def format_effects(grid: pd.DataFrame, control: str = "-") -> pd.DataFrame:
+    """Each format minus UUIDs, paired by example and position, per reader and density."""
+    out = []
+    for (m, density), g in grid.groupby(["model", "density"]):
+        for treatment in sorted(set(g["delimiter"]) - {control}):
+            res = paired_comparison(g, condition="delimiter", control=control, treatment=treatment,
+                                    item=["example_id", "gold_index"])
+            out.append({"model": m, "density": density, "comparison": f"{delimiter_label(treatment)} - UUID",
+                        "items": res["items"], "difference": 100 * res["difference"], "ci_low": 100 * res["ci_low"],
+                        "ci_high": 100 * res["ci_high"], "p": res["p_sign_flip"]})
+    return pd.DataFrame(out)
+
+
+def sweep(table: pd.DataFrame, params: dict, label: str) -> pd.DataFrame:
+    """The delimiter sweep's rows: the planned examples and position at ``sweep_pairs``."""
+    _, planned = kv_requests(params)
+    rows = table[(table["density"] == "low") & (table["num_pairs"] == params["sweep_pairs"])
+                 & table["delimiter"].isin(params["sweep_delimiters"]) & (table["model"] == label)]
+    return rows[rows["gold_index"].isin({r.condition["gold_index"] for r in planned})
+                & rows["example_id"].isin({r.example_id for r in planned})]
+
+
+def by_delimiter(swept: pd.DataFrame) -> pd.DataFrame:
+    """OAA (with its interval over examples) and mean prompt tokens per delimiter, fewest tokens first."""
+    table = cn.oaa_opa_table(swept, ["delimiter"]).merge(
+        swept.groupby("delimiter")["prompt_tokens"].mean().rename("prompt tokens").reset_index(), on="delimiter")
+    table.insert(1, "format", table["delimiter"].map(delimiter_label))
+    return table.sort_values("prompt tokens").reset_index(drop=True)
+
+
+def correlations(swept: pd.DataFrame, delimiters: pd.DataFrame, seed: int) -> dict:
+    """Pearson r between a format's tokens and its OAA: over all formats with a bootstrap
+    interval over examples and Fisher's interval over delimiters; and, post hoc, over the
+    UUID-shaped formats only (plain text left out)."""
+    every = cn.tokens_accuracy_correlation(swept, n_resamples=2000, seed=seed)
+    x, y = delimiters["prompt tokens"].to_numpy(), delimiters["OAA"].to_numpy()
+    fisher = (float("nan"), float("nan"))
+    if len(x) >= 4 and np.ptp(x) > 0 and np.ptp(y) > 0:
+        ci = pearsonr(x, y).confidence_interval()
+        fisher = (float(ci.low), float(ci.high))
+    return {"all": every, "fisher": fisher,
+            "uuid_shaped": cn.tokens_accuracy_correlation(swept[swept["delimiter"] != ""], n_resamples=2000, seed=seed)}
+
+
+def correlation_table(corr: dict, estimate: Estimate, delimiters: pd.DataFrame) -> pd.DataFrame:
+    every, uuid = corr["all"], corr["uuid_shaped"]
+    half = len(delimiters) // 2
+    return pd.DataFrame([
+        {"measure": "Pearson r, tokens vs OAA", "ours": f"{every['r']:.2f}",
+         "95% CI": f"[{every['ci_low']:.2f}, {every['ci_high']:.2f}] (bootstrap over {every['examples']} examples)",
+         "other interval": f"[{corr['fisher'][0]:.2f}, {corr['fisher'][1]:.2f}] (Fisher, over {every['formats']} "
+                           "delimiters)", "paper (Qwen2.5-1.5B, 40 pairs)": "r = -0.82"},
+        {"measure": "Pearson r, UUID-shaped formats only (post hoc, plain text left out)", "ours": f"{uuid['r']:.2f}",
+         "95% CI": f"[{uuid['ci_low']:.2f}, {uuid['ci_high']:.2f}] (bootstrap over {uuid['examples']} examples)",
+         "other interval": f"{uuid['formats']} delimiters", "paper (Qwen2.5-1.5B, 40 pairs)": "r = -0.82"},
+        {"measure": f"{half} longest minus {half} shortest formats (pts)", "ours": f"{estimate.difference:+.1f}",
+         "95% CI": f"[{estimate.ci_low:+.1f}, {estimate.ci_high:+.1f}] ({estimate.n} examples)",
+         "other interval": f"{p_text(estimate.p)}; {estimate.detail}",
+         "paper (Qwen2.5-1.5B, 40 pairs)": "negative (longer formats score lower)"}])
+
+
+def attention_view(params: dict, results_dir: str | Path, reader: Reader) -> list[dict]:
+    """Figure 4's stored attention rows (vectors kept)."""
+    return attention_rows(attention_items(params), reader.store(results_dir, ATTENTION), reader, keep_vector=True)
+
+
+def attention_shares(rows: list[dict]) -> pd.DataFrame:
+    """Per Figure 4 prompt, the share of final-token attention on the first tenth of the
+    prompt, the middle and the last tenth."""
+    out = []
+    for r in rows:
+        a = np.asarray(r["attention"])
+        tenth = a.size // 10
+        out.append({"format": r["format"], "gold_position": r["gold_position"], "abs": r["abs"],
+                    "head": a[:tenth].sum(), "middle": a[tenth:-tenth].sum(), "tail": a[-tenth:].sum()})
+    return pd.DataFrame(out)
+
+
+def stability(scores: dict[str, list[float]], chosen: str, params: dict, results_dir: str | Path,
+              reader: Reader) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The choice from the first S prompts and how often it wins over random subsets of S;
+    and the choice at the other ratios p (their attention rows stored by the plan)."""
+    rng = random.Random(params["seed"])
+    rows = []
+    for s in range(1, params["calibration_questions"] + 1):
+        wins = pd.Series([cn.select_delimiter(scores, samples=s, rng=rng) for _ in range(500)])
+        share = wins.value_counts(normalize=True)
+        rows.append({"S": s, "first S prompts choose": cn.select_delimiter(scores, samples=s),
+                     f"share of subsets choosing {chosen!r}": round(float(share.get(chosen, 0.0)), 2),
+                     "most frequent": share.idxmax()})
+    n = params["ratio_sweep_samples"]
+    ratios = [{"p": params["cnorm_ratio"], "S": n,
+               "chosen": cn.select_delimiter(scores, samples=min(n, params["calibration_questions"]))}]
+    for p in params["ratio_sweep"]:
+        sel = selection(params, results_dir, reader, ratio=p, samples=n,
+                        candidates=[c for c in params["cnorm_candidates"] if c != cn.NO_FORMAT])
+        at_p = abs_scores(sel)
+        if cn.NO_FORMAT in scores:
+            at_p[cn.NO_FORMAT] = scores[cn.NO_FORMAT][:n]
+        ratios.append({"p": p, "S": n, "chosen": cn.select_delimiter(at_p)})
+    return pd.DataFrame(rows), pd.DataFrame(ratios)
+
+
+def quoted(estimates: dict[str, Estimate], sel: pd.DataFrame, chosen: str, shortest: str, qa: pd.DataFrame,
+           tests: pd.DataFrame, seeds: pd.DataFrame, grid: pd.DataFrame, effects: pd.DataFrame,
+           delimiters: pd.DataFrame, corr: dict, shares: pd.DataFrame, stable: pd.DataFrame, ratios: pd.DataFrame,
+           params: dict, label: str) -> dict:
+    """Every number the chapter's prose quotes, by glue key."""
+    summary = selection_summary(sel)
+    fig2 = cn.oaa_opa_table(grid[grid["model"] == label], ["density", "format"]).set_index(["density", "format"])
+    eff = effects[effects["model"] == label].set_index(["density", "comparison"])
+    plain = eff.loc[("high", "plain text - UUID")]
+    tokens = qa.groupby("method")["prompt_tokens"].mean()
+    over = seeds.groupby("method")[["OAA", "OPA"]].mean()
+    t = tests.set_index(["comparison", "seeds"])
+    cnorm_all, short_all = t.loc[("C-NORM - baseline", "all seeds")], t.loc[("shortest tokenization - baseline",
+                                                                                "all seeds")]
+    oaa = delimiters.set_index("delimiter")
+    every, uuid = corr["all"], corr["uuid_shaped"]
+    s = stable.set_index("S")
+    first = s["first S prompts choose"]
+    switch = next((k for k, v in first.items() if v == chosen and (first.loc[k:] == chosen).all()), None)
+    at_8 = s.loc[min(8, len(s)), f"share of subsets choosing {chosen!r}"]
+    paper_s = min(8, params["calibration_questions"])
+    cost = sel[sel["sample"] < paper_s]["seconds"].sum()
+    gen_seconds = qa.loc[qa["method"] == "C-NORM", "seconds_per_prompt"].sum()
+    per_prompt = sel[sel["sample"] < paper_s]
+    out = {
+        "cn-low-oaa": " / ".join(f"{fig2.loc[('low', f), 'OAA']:.2f}" for f in FORMATS),
+        "cn-high-oaa": " / ".join(f"{fig2.loc[('high', f), 'OAA']:.3f}" for f in FORMATS),
+        "cn-low-range": f"{fig2.loc['low', 'OAA'].min():.2f}-{fig2.loc['low', 'OAA'].max():.2f}",
+        "cn-high-range": f"{fig2.loc['high', 'OAA'].min():.3f}-{fig2.loc['high', 'OAA'].max():.3f}",
+        "cn-plain-high": f"{fig2.loc[('high', 'plain text'), 'OAA']:.3f} vs {fig2.loc[('high', 'UUID (-)'), 'OAA']:.3f}",
+        "cn-format": estimate_text(estimates["cnorm-format"]),
+        "cn-plain-items": int(plain["items"]),
+        "cn-amp-low": f"{eff.loc[('low', 'modified UUID (&) - UUID'), 'difference']:+.0f}",
+        "cn-format-min-p": f"{eff['p'].min():.2g}",
+        "cn-sweep-oaa": ", ".join(f"{oaa.loc[d, 'OAA']:.2f} ({repr(d) if d else 'plain'})" for d in oaa.index),
+        "cn-r": f"{every['r']:.2f} [{every['ci_low']:.2f}, {every['ci_high']:.2f}]",
+        "cn-r-fisher": f"[{corr['fisher'][0]:.2f}, {corr['fisher'][1]:.2f}]",
+        "cn-r-uuid": f"{uuid['r']:.2f} [{uuid['ci_low']:.2f}, {uuid['ci_high']:.2f}]",
+        "cn-uuid-formats": uuid["formats"], "cn-formats": every["formats"], "cn-sweep-examples": every["examples"],
+        "cn-tokens": estimate_text(estimates["cnorm-tokens"]),
+        "cn-tokens-detail": estimates["cnorm-tokens"].detail,
+        "cn-plain-shorter": f"{(oaa.drop(index='')['prompt tokens'].min() - oaa.loc['', 'prompt tokens']):,.0f}"
+        if "" in oaa.index else "—",
+        "cn-head": f"{100 * shares['head'].min():.0f}-{100 * shares['head'].max():.0f}%",
+        "cn-tail": f"{100 * shares['tail'].min():.0f}-{100 * shares['tail'].max():.0f}%",
+        "cn-middle": f"{100 * shares['middle'].min():.0f}-{100 * shares['middle'].max():.0f}%",
+        "cn-abs-plain": "{:.2f}-{:.2f}".format(*shares[shares["format"] == "plain text"]["abs"].agg(["min", "max"])),
+        "cn-abs-uuid": "{:.2f}-{:.2f}".format(*shares[shares["format"] == "UUID (-)"]["abs"].agg(["min", "max"])),
+        "cn-abs-range": f"{summary['mean_ABS'].min():.3f} to {summary['mean_ABS'].max():.3f}",
+        "cn-abs-none": f"{summary.loc[cn.NO_FORMAT, 'mean_ABS']:.3f}" if cn.NO_FORMAT in summary.index else "—",
+        "cn-calibration": params["calibration_questions"], "cn-chosen": repr(chosen), "cn-shortest": repr(shortest),
+        "cn-qa-tokens": f"{tokens['C-NORM']:,.0f} vs {tokens['baseline']:,.0f}",
+        "cn-oaa": f"{over.loc['C-NORM', 'OAA']:.2f} against {over.loc['baseline', 'OAA']:.2f}",
+        "cn-opa": f"{over.loc['C-NORM', 'OPA']:.2f} vs {over.loc['baseline', 'OPA']:.2f}",
+        "cn-qa-questions": params["qa_questions"], "cn-orderings": len(params["qa_seeds"]),
+        "cn-qa": estimate_text(estimates["cnorm-qa"]),
+        "cn-qa-per-seed": ", ".join(f"{t.loc[('C-NORM - baseline', f'seed {x}'), 'difference']:+.0f}"
+                                    for x in params["qa_seeds"]),
+        "cn-pooled": f"{cnorm_all['difference']:+.1f} points (95% CI {cnorm_all['ci_low']:+.1f} to "
+                     f"{cnorm_all['ci_high']:+.1f}, {p_text(cnorm_all['p'])})",
+        "cn-shortest-effect": f"{short_all['difference']:+.1f} points (CI {short_all['ci_low']:+.1f} to "
+                              f"{short_all['ci_high']:+.1f}, {p_text(short_all['p'])})",
+        "cn-switch-s": switch if switch is not None else "—",
+        "cn-share-at-8": f"{100 * at_8:.0f}%", "cn-ratio-choices": ", ".join(
+            f"{r.chosen!r} at {r.p:g}" for r in ratios.sort_values("p").itertuples()),
+        "cn-cost": f"{cost / 60:.0f} minutes", "cn-cost-per-prompt": f"{cost / max(1, len(per_prompt)):.0f} s",
+        "cn-generation-seconds": f"{gen_seconds:.0f} s", "cn-candidates": len(params["cnorm_candidates"]),
+        "cn-paper-s": paper_s,
+    }
+    return out

@@ -1,0 +1,146 @@
+"""The vocabulary every layer shares: what is asked (:class:`Request`, with its
+:class:`StopRule`), what comes back (:class:`Generation`), and the keys that name a request
+in a results store.
+
+Nothing here imports torch, a backend or the store: tasks build requests from these types
+alone, backends return generations, and the store keys rows by :func:`request_key`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from .errors import ParameterError
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When an answer is complete.
+
+    * ``newline``: stop at the first newline that ends a non-blank line
+      (the answer line is enough).
+    * ``answer_pattern``: stop as soon as the output holds a match of this regex
+      that is not one of ``echoes``; for key-value retrieval the pattern is a UUID
+      and the echo is the query key, so a model that first repeats the key
+      ("The value of key "<key>" is ...") is never stopped inside the echoed key.
+    * A completed line that is only an echo (e.g. ``Key: "<key>"``), a lead-in that
+      ends with a colon (``The value is:``, the answer following on the next line) or a
+      code fence, does not count as the answer line.
+    """
+
+    newline: bool = True
+    answer_pattern: str | None = None
+    echoes: tuple[str, ...] = ()
+
+    def cut(self, text: str) -> tuple[str, bool]:
+        """Return (text up to the stop point, whether the rule fired)."""
+        best: int | None = None
+        if self.answer_pattern:
+            for m in re.finditer(self.answer_pattern, text):
+                if m.group(0) not in self.echoes:
+                    best = m.end()
+                    break
+        if self.newline:
+            start = 0
+            for m in re.finditer("\n", text):
+                line = text[start : m.start()]
+                start = m.end()
+                if line.strip() and not self._is_echo(line) and not _is_lead_in(line):
+                    if best is None or m.start() < best:
+                        best = m.start()
+                    break
+        if best is None:
+            return text, False
+        return text[:best], True
+
+    def _is_echo(self, line: str) -> bool:
+        if not self.echoes:
+            return False
+        rest = line
+        for echo in self.echoes:
+            rest = rest.replace(echo, "")
+        return bool(re.fullmatch(r"[\s\"'{}:,.]*(key)?[\s\"'{}:,.]*", rest, flags=re.IGNORECASE)) and rest != line
+
+
+def _is_lead_in(line: str) -> bool:
+    """A line that announces the answer instead of giving it: "The answer is:",
+    "**Answer:**", or a code fence such as "```json"."""
+    line = line.strip()
+    return line.startswith("```") or line.strip("*_ ").endswith(":")
+
+
+@dataclass
+class Generation:
+    text: str  # cut at the stop point
+    raw_text: str  # everything decoded, for debugging
+    prompt_tokens: int
+    new_tokens: int
+    stopped: bool  # the stop rule fired (False: max_new_tokens or EOS)
+    batch_seconds: float
+    batch_size: int
+    extra: dict = field(default_factory=dict)
+    stop_reason: str = ""  # stop_rule | eos | max_new_tokens
+
+
+@dataclass(frozen=True)
+class Request:
+    """One prompt to answer, with everything needed to score and trace it."""
+
+    task: str
+    example_id: str
+    prompt: str  # the task prompt, before any chat template
+    gold: tuple[str, ...]
+    condition: dict = field(default_factory=dict, hash=False)
+    max_new_tokens: int = 64
+    stop: StopRule = StopRule()
+    meta: dict = field(default_factory=dict, hash=False)
+    system: str | None = None  # system message; None keeps the chat template's default
+
+
+def request_key(fingerprint: str, req: Request, prompt_mode: str) -> str:
+    """Identity of a generation: model weights, task, condition, example, prompt, prompt
+    mode and decoding settings (a changed stop rule or token budget is a new row)."""
+    decoding = {"max_new_tokens": req.max_new_tokens, "stop": asdict(req.stop)}
+    prompt = req.prompt if req.system is None else [req.system, req.prompt]  # keys without a system stay as before
+    payload = json.dumps(
+        [fingerprint, req.task, req.condition, req.example_id, prompt, prompt_mode, decoding],
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def request_identity(task: str, condition: dict, example_id: str) -> tuple:
+    """Which request a row answers, whatever model or backend wrote it (rows of different
+    models or backends have different store keys but the same identity)."""
+    return task, json.dumps(condition, sort_keys=True), example_id
+
+
+def dedupe_key(r: Request) -> tuple:
+    """Two requests with this key are the same prompt asked twice."""
+    return (*request_identity(r.task, r.condition, r.example_id), r.system, r.prompt)
+
+
+def unique_requests(requests: Sequence[Request]) -> list[Request]:
+    """Drop repeated requests (two experiments asking for the same prompt and condition),
+    keeping the first; :func:`longctx.runner.generate_missing` refuses duplicates."""
+    seen, out = set(), []
+    for r in requests:
+        key = dedupe_key(r)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def stop_rules_for(stop_rules, n: int) -> list[StopRule]:
+    """One stop rule per prompt (a single rule, or None for the default, is repeated)."""
+    if stop_rules is None or isinstance(stop_rules, StopRule):
+        return [stop_rules or StopRule()] * n
+    if len(stop_rules) != n:
+        raise ParameterError("need one stop rule per prompt")
+    return list(stop_rules)

@@ -1,0 +1,468 @@
+"""The one runner: answer a plan's requests with a reader, reusing every row already stored.
+
+A *plan* is a list of :class:`Block`\\ s (a chapter's ``plan(params)``, headline blocks
+first). :func:`answer` is what a notebook calls: it generates what is missing and returns
+every row of the plan, stage-two requests included, in plan order. :func:`run` is what
+``longctx reproduce`` calls: the same work in chunks, with a deadline, progress lines, flat
+copies of new rows for a machine that hands files back, and a :class:`Report`. Both key rows
+by :func:`~longctx.requests.request_key` with the reader's fingerprint, so the notebook and
+the driver find each other's rows by construction.
+
+The model is loaded (:meth:`Reader.load`, once) only when some request is missing, so a
+chapter whose rows are committed runs without weights; a request the backend cannot serve
+(masked padding outside ``hf``, attention) fails before loading.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import lzma
+import os
+import platform
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import __version__
+from .attention import attention_key, attention_rows
+from .backends import prompts_need
+from .errors import DataFileError, LongctxError
+from .padding import FILLER_SLOT, TOKEN_SLOT
+from .reader import Reader
+from .requests import Request, request_key
+from .store import ResultsStore
+
+# ---------------------------------------------------------------------------------------------
+# Plans
+
+
+class LazyRequests(collections.abc.Sequence):
+    """A block's requests, built when first used (its length, an item, or a loop over it).
+
+    A plan lists all its blocks at once, but a block that is costly to build (RULER contexts
+    sized in the reader's tokens) is built only when a run or a count reaches it, so a run
+    on a lent GPU starts on its headline blocks at once instead of after minutes of CPU work
+    for blocks its deadline may never reach."""
+
+    def __init__(self, build: Callable[[], Sequence[Request]]):
+        self._build: Callable[[], Sequence[Request]] | None = build
+        self._items: list[Request] | None = None
+
+    @property
+    def built(self) -> bool:
+        return self._items is not None
+
+    def _get(self) -> list[Request]:
+        if self._items is None:
+            self._items = list(self._build())
+            self._build = None
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __getitem__(self, i):
+        return self._get()[i]
+
+    def __iter__(self) -> Iterator[Request]:
+        return iter(self._get())
+
+    def __repr__(self) -> str:
+        return f"LazyRequests({len(self._items)} built)" if self._items is not None else "LazyRequests(not built)"
+
+
+@dataclass
+class Block:
+    """A group of requests run together: one experiment (results folder), a name for logs, and
+    optionally a second stage built from this block's stored rows (retrieve-then-solve, or
+    C-NORM's QA prompts built with the delimiter its attention rows chose). ``followup``
+    returns requests (same experiment) or a whole :class:`Block`.
+
+    An *attention* block has no generations: ``attention`` lists items (a ``prompt`` plus
+    fields to keep) whose final-token attention is scored and cached, hf only
+    (:func:`longctx.attention.attention_rows`)."""
+
+    name: str
+    experiment: str
+    requests: Sequence[Request]  # a list, or LazyRequests for a block costly to build
+    headline: bool = False
+    followup: Callable[[list[dict]], list[Request] | Block] | None = field(default=None, repr=False)
+    attention: list[dict] | None = field(default=None, repr=False)
+    whole_units: bool = False  # run example by example (see chunks)
+    keep_vector: bool = False
+
+    @property
+    def size(self) -> int:
+        return len(self.attention) if self.attention is not None else len(self.requests)
+
+
+def all_requests(blocks: Sequence[Block]) -> list[Request]:
+    return [r for b in blocks for r in b.requests]
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows
+
+
+def make_row(key: str, req: Request, gen, *, model: str, fingerprint: str, prompt_mode: str,
+             rendered_prompt: str, params: dict, backend: str = "hf") -> dict:
+    """One stored generation with its provenance. ``backend`` is the backend's identity
+    (``hf``, ``llamacpp``, ``openai:<served model>``); rows stored before backends existed
+    have none and came from ``hf``."""
+    return {
+        "key": key,
+        "model": model,
+        "model_fingerprint": fingerprint,
+        "backend": backend,
+        "prompt_mode": prompt_mode,
+        "task": req.task,
+        "condition": req.condition,
+        "example_id": req.example_id,
+        "gold": list(req.gold),
+        "prompt": rendered_prompt,
+        "output": gen.text,
+        "raw_output": gen.raw_text,
+        "prompt_tokens": gen.prompt_tokens,
+        "new_tokens": gen.new_tokens,
+        "stopped_by_rule": gen.stopped,
+        "stop_reason": gen.stop_reason,
+        "batch_seconds": round(gen.batch_seconds, 4),
+        "batch_size": gen.batch_size,
+        "seconds_per_prompt": round(gen.batch_seconds / gen.batch_size, 4),
+        "params": {**params, "max_new_tokens": req.max_new_tokens, "stop": asdict(req.stop)},
+        "meta": req.meta,
+        **({"engine": gen.extra} if gen.extra else {}),
+        "longctx_version": __version__,
+        "host": platform.node(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def generate_missing(requests: Sequence[Request], store: ResultsStore, reader: Reader, *, batch_size: int = 8,
+                     progress: bool = True, params: dict | None = None,
+                     load: Callable[[], object] | None = None) -> list[dict]:
+    """Answer every request, reusing rows already in ``store``; one row per request, in order.
+
+    ``load`` (default :meth:`Reader.load`) is called only if some request is missing."""
+    keys = [request_key(reader.fingerprint, r, reader.prompt_mode) for r in requests]
+    if len(set(keys)) != len(keys):
+        raise ValueError("duplicate requests: two requests share task, condition, example id and prompt")
+    existing = {r["key"]: r for r in store.rows()}
+    missing = [i for i, k in enumerate(keys) if k not in existing]
+    if missing:
+        for need in prompts_need(requests[i].prompt for i in missing):
+            reader.require(need)
+        lm = (load or reader.load)()
+        if lm.backend != reader.backend.name:
+            raise ValueError(f"load() gave a {lm.backend!r} backend for backend={reader.backend.name!r}")
+        # Group by generation settings, since one batch shares max_new_tokens.
+        groups: dict[int, list[int]] = {}
+        for i in missing:
+            groups.setdefault(requests[i].max_new_tokens, []).append(i)
+        run_params = {"batch_size": batch_size, **lm.run_params(), **(params or {})}
+        for max_new, idxs in groups.items():
+            rendered = [lm.render(requests[i].prompt, system=requests[i].system) for i in idxs]
+
+            def persist(batch, gens, idxs=idxs, rendered=rendered):
+                rows = [
+                    make_row(keys[idxs[b]], requests[idxs[b]], g, model=reader.model,
+                             fingerprint=reader.ref.fingerprint, prompt_mode=reader.prompt_mode,
+                             rendered_prompt=rendered[b], params=run_params, backend=reader.identity or "hf")
+                    for b, g in zip(batch, gens)
+                ]
+                store.append(rows)
+                existing.update({r["key"]: r for r in rows})
+
+            lm.generate(
+                rendered, max_new_tokens=max_new, stop_rules=[requests[i].stop for i in idxs],
+                batch_size=batch_size, progress=progress, on_batch=persist,
+                desc=f"{reader.label} ({len(idxs)} new prompts)",
+            )
+    return [existing[k] for k in keys]
+
+
+def block_keys(block: Block, reader: Reader) -> list[str]:
+    """Store keys of a block's requests (generations) or attention items, in order."""
+    if block.attention is not None:
+        return [attention_key(reader.ref.fingerprint, it["prompt"], reader.prompt_mode, -1, block.keep_vector)
+                for it in block.attention]
+    return [request_key(reader.fingerprint, r, reader.prompt_mode) for r in block.requests]
+
+
+def block_rows(block: Block, store: ResultsStore, keys: list[str]) -> list[dict]:
+    """The block's stored rows. For an attention block: in item order, and only once every
+    item is stored (a choice made from part of the calibration set would be another choice)."""
+    rows = {r["key"]: r for r in store.rows()}
+    if block.attention is not None:
+        return [rows[k] for k in keys] if all(k in rows for k in keys) else []
+    return [rows[k] for k in keys if k in rows]
+
+
+def stage_two(block: Block, rows: list[dict]) -> Block | None:
+    """The second-stage block (e.g. retrieve-then-solve requests, or C-NORM's QA block) that
+    ``block``'s stored ``rows`` call for, or None when it has no follow-up or nothing to ask
+    (an attention block whose items are not all stored has no rows, hence no second stage)."""
+    if block.followup is None or (block.attention is not None and not rows):
+        return None
+    second = block.followup(rows)
+    if isinstance(second, Block):
+        return second if second.size else None
+    return Block(f"{block.name} -> stage two", block.experiment, second, block.headline) if second else None
+
+
+def stored(plan: Iterable[Block], reader: Reader, results_dir: str | Path) -> list[dict]:
+    """The stored rows of every request in ``plan`` (and of their stage-two requests, built
+    from the stored first-stage rows), in plan order; requests not yet run are left out."""
+    out, queue = [], list(plan)
+    while queue:
+        block = queue.pop(0)
+        mine = block_rows(block, reader.store(results_dir, block.experiment), block_keys(block, reader))
+        out += mine
+        second = stage_two(block, mine)
+        if second:
+            queue.insert(0, second)
+    return out
+
+
+def answer(plan: Block | Iterable[Block], reader: Reader, results_dir: str | Path, *, batch_size: int = 8,
+           token_budget: int | None = None, progress: bool = True, params: dict | None = None) -> list[dict]:
+    """Every row of ``plan`` for ``reader``: stored rows reused, missing ones generated (the
+    model loaded once, only then), stage-two blocks built from the first stage's rows; in
+    plan order. What every chapter notebook calls. ``token_budget`` caps rows x tokens per
+    batch (long prompts batch less)."""
+    blocks = [plan] if isinstance(plan, Block) else list(plan)
+    report = run(blocks, reader, results_dir, batch_size=batch_size, token_budget=token_budget, progress=progress,
+                 params=params, log=lambda line: None)
+    if report.missing:
+        raise LongctxError(f"{report.missing} requests of this plan were not answered")
+    return stored(blocks, reader, results_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs in chunks, with a deadline
+
+
+@dataclass
+class Report:
+    """What a run did, per block: requests, already stored, generated, seconds."""
+
+    blocks: list[dict] = field(default_factory=list)
+    stopped_early: str | None = None
+
+    @property
+    def missing(self) -> int:
+        return sum(b["requests"] - b["stored"] - b["generated"] for b in self.blocks)
+
+
+def approx_tokens(req: Request) -> int:
+    """A cheap prompt length estimate for batching: filler tokens (placeholders) plus about
+    one token per 3.5 characters of the rest."""
+    # Masked gaps (MASKED_GAP) are never computed, so they add nothing.
+    filler = sum(int(m.group(2)) for rx in (FILLER_SLOT, TOKEN_SLOT) for m in rx.finditer(req.prompt))
+    text = re.sub(r"<\|longctx_[^|]*\|>", "", req.prompt)
+    return filler + int(len(text) / 3.5)
+
+
+def chunks(requests: Sequence[Request], chunk_prompts: int, whole_units: bool = False) -> list[list[Request]]:
+    """Requests sorted by length and cut into chunks of at most ``chunk_prompts``, so each
+    chunk's batches pad little and a deadline is checked often.
+
+    ``whole_units``: finish one example (all its conditions) before the next, so a run
+    stopped early leaves complete examples for a clustered analysis, not a thin layer over
+    all of them. Examples with the fewest missing requests come first (then plan order),
+    each sorted by length."""
+    if whole_units:
+        units: dict[str, list[Request]] = {}
+        for r in requests:
+            units.setdefault(r.example_id, []).append(r)
+        ordered = [r for unit in sorted(units.values(), key=len) for r in sorted(unit, key=approx_tokens)]
+    else:
+        ordered = sorted(requests, key=approx_tokens)
+    out, current = [], []
+    for r in ordered:
+        current.append(r)
+        if len(current) >= chunk_prompts:
+            out.append(current)
+            current = []
+    if current:
+        out.append(current)
+    return out
+
+
+def progress_line(done: int, total: int, seconds: float) -> str:
+    """'40/168 generated, 43.6 s per prompt, about 1 h 33 min left': the driver logs one after
+    each chunk, since a block of long prompts on a CPU can run for hours."""
+    line = f"{done}/{total} generated"
+    if not done or not seconds:
+        return line
+    per = seconds / done
+    line += f", {per:.1f} s per prompt" if per >= 1 else f", {done / seconds:.1f} prompts/s"
+    if done < total:
+        line += f", about {_duration(per * (total - done))} left"
+    return line
+
+
+def _duration(seconds: float) -> str:
+    """'45 s' under a minute and a half, then '3 min', then '1 h 33 min'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def batch_for(reqs: Sequence[Request], batch_size: int, token_budget: int | None) -> int:
+    if not token_budget:
+        return batch_size
+    longest = max(approx_tokens(r) + r.max_new_tokens for r in reqs)
+    return max(1, min(batch_size, token_budget // max(1, longest)))
+
+
+def run(plan: Iterable[Block], reader: Reader, results_dir: str | Path, *, batch_size: int = 8,
+        token_budget: int | None = None, chunk_prompts: int = 256, deadline_s: float | None = None,
+        copy_to: str | Path | None = None, dry_run: bool = False, progress: bool = True,
+        log: Callable[[str], None] = print, params: dict | None = None, copy_interval_s: float = 60.0,
+        load: Callable[[], object] | None = None) -> Report:
+    """Run ``plan``'s blocks in order with ``reader``, in chunks sorted by length, until
+    ``deadline_s`` (checked before each block and chunk); rows already stored are skipped.
+    With ``copy_to``, the stores this run adds to are copied there (see :func:`copy_flat`) at
+    most every ``copy_interval_s`` seconds each and once more when it returns or fails.
+    ``load`` replaces :meth:`Reader.load` (tests)."""
+    copier = _Copier(copy_to, copy_interval_s)
+    try:
+        return _run(plan, reader, results_dir, batch_size=batch_size, token_budget=token_budget,
+                    chunk_prompts=chunk_prompts, deadline_s=deadline_s, copier=copier, dry_run=dry_run,
+                    progress=progress, log=log, params=params, load=load or reader.load)
+    finally:
+        copier.flush()
+
+
+def _run(plan, reader: Reader, results_dir, *, batch_size, token_budget, chunk_prompts, deadline_s,
+         copier: _Copier, dry_run, progress, log, params, load) -> Report:
+    started = time.time()
+    loaded: dict = {}
+
+    def lazy():
+        if "lm" not in loaded:
+            loaded["lm"] = load()
+        return loaded["lm"]
+
+    report = Report()
+
+    def past_deadline(where: str) -> bool:
+        """True (and recorded in the report) once the deadline has passed; never in a dry run."""
+        if dry_run or deadline_s is None or time.time() - started <= deadline_s:
+            return False
+        report.stopped_early = f"deadline of {deadline_s:.0f} s reached {where}"
+        log(report.stopped_early)
+        return True
+
+    planned, second_stages = iter(plan), []
+    while True:
+        if second_stages:
+            block = second_stages.pop(0)
+        else:
+            if past_deadline("before the next block"):  # building the next block may be the costly part
+                return report
+            block = next(planned, None)
+            if block is None:
+                break
+        store = reader.store(results_dir, block.experiment)
+        have = store.keys()
+        keys = block_keys(block, reader)
+        todo = [i for i, k in enumerate(keys) if k not in have]
+        entry = {"block": block.name, "experiment": block.experiment, "requests": block.size,
+                 "stored": block.size - len(todo), "generated": 0, "seconds": 0.0}
+        report.blocks.append(entry)
+        log(f"[{time.time() - started:7.0f} s] {block.name}: {block.size} "
+            f"{'attention prompts' if block.attention is not None else 'requests'}, "
+            f"{entry['stored']} stored, {len(todo)} to {'score' if block.attention is not None else 'generate'}")
+        if todo and not dry_run:
+            if block.attention is not None:
+                if past_deadline(f"in block '{block.name}'"):
+                    return report
+                t0 = time.time()
+                attention_rows(block.attention, store, reader, load=lazy, keep_vector=block.keep_vector,
+                               progress=progress)
+                entry["generated"] += len(todo)
+                entry["seconds"] += time.time() - t0
+                copier.touched(store)
+            else:
+                for part in chunks([block.requests[i] for i in todo], chunk_prompts, block.whole_units):
+                    if past_deadline(f"in block '{block.name}'"):
+                        return report
+                    t0 = time.time()
+                    generate_missing(part, store, reader, load=lazy,
+                                     batch_size=batch_for(part, batch_size, token_budget), progress=progress,
+                                     params=params)
+                    entry["generated"] += len(part)
+                    entry["seconds"] += time.time() - t0
+                    copier.touched(store)
+                    log(f"[{time.time() - started:7.0f} s] {block.name}: "
+                        + progress_line(entry["generated"], len(todo), entry["seconds"]))
+        if block.followup is not None:
+            second = stage_two(block, block_rows(block, store, keys))
+            if second:
+                second_stages.insert(0, second)
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# Flat copies of new rows (a lent machine hands back a few flat files)
+
+COPY_SUFFIX = ".jsonl.xz"
+
+
+def copy_flat(store: ResultsStore, folder: str | Path) -> Path | None:
+    """Copy the rows appended to a store (its plain file: on a machine that started from a
+    checkout, the rows made there) to ``folder/<model>__<experiment>.jsonl.xz``, compressed
+    (xz preset 3: about a tenth of the bytes at several MB/s) and replaced atomically, so a
+    run killed mid-copy leaves the previous copy whole. None when nothing was appended."""
+    if not store.path.exists():
+        return None
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{store.dir.parent.name}__{store.dir.name}{COPY_SUFFIX}"
+    tmp = target.with_name(target.name + ".tmp")
+    with store.lock():
+        data = store.path.read_bytes()
+    tmp.write_bytes(lzma.compress(data, preset=3))
+    os.replace(tmp, target)
+    return target
+
+
+def copy_target(name: str) -> tuple[str, str]:
+    """The (model folder, experiment) a flat copy's file name stands for."""
+    for suffix in (COPY_SUFFIX, ".jsonl"):
+        if name.endswith(suffix):
+            folder, sep, experiment = name[:-len(suffix)].partition("__")
+            if sep and folder and experiment:
+                return folder, experiment
+    raise DataFileError(f"{name} is not a flat copy of a store (<model>__<experiment>{COPY_SUFFIX})")
+
+
+class _Copier:
+    """Copies stores flat at most every ``interval_s`` seconds each, and all pending ones on
+    :meth:`flush`: recompressing a large store after every short GPU chunk would idle the GPU."""
+
+    def __init__(self, folder, interval_s: float = 60.0):
+        self.folder, self.interval_s = folder, interval_s
+        self.last: dict[Path, float] = {}
+        self.pending: dict[Path, ResultsStore] = {}
+
+    def touched(self, store: ResultsStore) -> None:
+        if not self.folder:
+            return
+        self.pending[store.path] = store
+        if time.time() - self.last.get(store.path, 0.0) >= self.interval_s:
+            self._copy(store)
+
+    def _copy(self, store: ResultsStore) -> None:
+        copy_flat(store, self.folder)
+        self.last[store.path] = time.time()
+        self.pending.pop(store.path, None)
+
+    def flush(self) -> None:
+        for store in list(self.pending.values()):
+            self._copy(store)
