@@ -40,13 +40,12 @@ import warnings
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import Markdown, display
 
 from longctx import __version__
 from longctx.chapters import get_chapter, scale
 from longctx.paths import repo_root, resolve
 from longctx.reader import Reader
-from longctx.report import pct, points_ci, show
+from longctx.report import pct, points_ci, say, show
 from longctx.requests import request_identity
 from longctx.results import backend_agreement
 from longctx.runner import stored
@@ -166,7 +165,7 @@ speed = arms.set_index(["workload", "backend"])
 differ = [(a, b) for a, b in zip(sorted(pooled_rows["hf"], key=row_identity), sorted(pooled_rows["llamacpp"], key=row_identity))
           if a["output"] != b["output"]]
 differ_chapters = sorted({a["task"] for a, _ in differ})
-display(Markdown(f"""
+say(f"""
 ## What we found
 
 * **The two backends give the same answer to {pct(both['identical'])}% of the prompts, and the
@@ -209,7 +208,7 @@ display(Markdown(f"""
   `hf` row (a switch would regenerate every chapter), and masked padding and attention need
   the weights in torch. Use `backend="llamacpp"` on CPUs without fast bfloat16, and
   `backend="openai"` with vLLM or SGLang at scale (README, "Run at scale").
-"""))
+""")
 
 # %% tags=["remove-cell"]
 # The prose above states these; fail loudly if the committed rows or benchmark stop saying it.

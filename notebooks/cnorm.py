@@ -95,17 +95,15 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown, display
 
 from longctx.chapters import cnorm as chapter
 from longctx.chapters import scale
-from longctx.claims import verdict
-from longctx.findings import read_claims
+from longctx.claims import read_claims, verdict
 from longctx.models import load_tokenizer
 from longctx.paths import repo_root, resolve
 from longctx.plots import accuracy_by_position
 from longctx.reader import Reader
-from longctx.report import glue_all, show
+from longctx.report import glue_all, say, show
 from longctx.results import load_experiment, provenance
 from longctx.runner import Block, answer
 from longctx.tasks import longbench_v2 as lb
@@ -163,9 +161,9 @@ glue_all(chapter.quoted(estimates, selection, chosen, shortest, qa_table, qa_tes
 
 # %% tags=["hide-input"]
 show(chapter.selection_summary(selection).round(3).reset_index())
-display(Markdown(f"ABS selects **{chosen!r}**; the shortest tokenization is **{shortest!r}**. Scoring "
+say(f"ABS selects **{chosen!r}**; the shortest tokenization is **{shortest!r}**. Scoring "
                  f"{len(cnorm_candidates)} candidates on S = {calibration_questions} prompts took "
-                 f"{selection['seconds'].sum():.0f} s of forward passes on {selection['device'].iloc[0]}."))
+                 f"{selection['seconds'].sum():.0f} s of forward passes on {selection['device'].iloc[0]}.")
 show(qa_table.groupby("method")["prompt_tokens"].mean().round(1).reset_index(), notes="Mean prompt tokens by method.")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy of baseline and C-NORM prompts against the gold document's position among 10 NQ-Open documents, pooled over three distractor orderings of the same 20 questions (60 items per point; bands resample questions); the shortest-tokenization control ran on one ordering (20 per point). C-NORM rewrites half of each passage's sentences with the delimiter that attention balance selected.", "name": "fig-cnorm-qa"}, "image": {"alt": "Line chart of accuracy against gold position: the baseline falls from 65 to 45 percent across positions; C-NORM and the shortest-tokenization control lie below it at every position, between 25 and 45 percent."}}
@@ -202,11 +200,11 @@ show(chapter.qa_sizing(qa_table))
 
 # %% tags=["hide-input"]
 show(chapter.oaa_opa_shown(per_seed))
-display(Markdown("**Mean (and sd) over seeds**, the paper's way of reporting:"))
+say("**Mean (and sd) over seeds**, the paper's way of reporting:")
 show(per_seed.groupby("method")[["OAA", "OPA", "position_sd"]].agg(["mean", "std"]).round(3).reset_index())
 
 # %% tags=["remove-input"]
-display(Markdown("**Data.** " + provenance(qa_table, results_path, chapter.QA)))
+say("**Data.** " + provenance(qa_table, results_path, chapter.QA))
 
 # %% [markdown]
 # (cnorm-formats)=
@@ -220,10 +218,10 @@ display(Markdown("**Data.** " + provenance(qa_table, results_path, chapter.QA)))
 
 # %% tags=["hide-input"]
 grid_requests, _ = chapter.kv_requests(params)
-display(Markdown("```text\n" + next(r.prompt for r in grid_requests if r.condition["delimiter"] == "&")[:420]
-                 + "\n...\n```"))
+say("```text\n" + next(r.prompt for r in grid_requests if r.condition["delimiter"] == "&")[:420]
+                 + "\n...\n```")
 show(chapter.oaa_opa_shown(chapter.oaa_opa(grid, ["model", "density", "format"])))
-display(Markdown("**Data.** " + provenance(grid, results_path, chapter.KV)))
+say("**Data.** " + provenance(grid, results_path, chapter.KV))
 
 # %% [markdown]
 # **The paper's numbers** (only those its text states; the bars of Figure 2 carry no
@@ -328,11 +326,11 @@ show(pd.DataFrame(att_rows)[["format", "gold_position", "tokens", "abs", "second
 bench_path = repo_root() / "data" / "bench" / "attention-cpu.json"
 if bench_path.exists():
     bench = json.loads(bench_path.read_text())
-    display(Markdown(f"`{bench_path.relative_to(repo_root())}`: {bench['model']} on {bench['device']} "
-                     f"({bench['dtype']}, {bench['cpu_threads']} threads), longctx {bench['longctx_version']}"))
+    say(f"`{bench_path.relative_to(repo_root())}`: {bench['model']} on {bench['device']} "
+                     f"({bench['dtype']}, {bench['cpu_threads']} threads), longctx {bench['longctx_version']}")
     show(pd.DataFrame(bench["rows"]))
 else:
-    display(Markdown(f"No benchmark file at `{bench_path}`; run `scripts/bench_attention.py --json {bench_path}`."))
+    say(f"No benchmark file at `{bench_path}`; run `scripts/bench_attention.py --json {bench_path}`.")
 
 # %% [markdown]
 # ## How stable is the C-NORM selection?
@@ -381,7 +379,7 @@ if longbench_data:
     lb_table = load_experiment(results_path, "cnorm_longbench_v2", score=lb.score, task=lb.TASK)
     show(lb.breakdown(lb_table[lb_table["model"] == reader.label]).round(1).reset_index())
 else:
-    display(Markdown("`longbench_data` is empty: LongBench-v2 did not run (the data is not reachable offline)."))
+    say("`longbench_data` is empty: LongBench-v2 did not run (the data is not reachable offline).")
 
 # %% [markdown]
 # ## What we found

@@ -75,17 +75,16 @@ import warnings
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import Markdown, display
 
 from longctx.chapters import crossing as chapter
 from longctx.chapters import scale
 from longctx.chapters.crossing import factorial as X
-from longctx.findings import read_claims
+from longctx.claims import read_claims
 from longctx.paths import resolve
 from longctx.plots import effects_forest, interaction_plot, readers_forest
 from longctx.reader import Reader, model_label
 from longctx.replay import replay_summary
-from longctx.report import glue_all, points_ci, show
+from longctx.report import glue_all, points_ci, say, show
 from longctx.results import comparable_rows, provenance, rows_table
 from longctx.runner import all_requests, answer
 from longctx.tasks import multidoc_qa as qa
@@ -202,17 +201,17 @@ show(logit.assign(**{"log odds ratio (95% CI)": [f"{e:+.2f} [{lo:+.2f}, {hi:+.2f
 # %% tags=["hide-input"]
 both = readers["both"]
 if labels[1] == labels[0]:
-    display(Markdown(f"`second_reader` is this chapter's own reader (`{labels[0]}`); name another one to compare."))
+    say(f"`second_reader` is this chapter's own reader (`{labels[0]}`); name another one to compare.")
 elif readers["table"].empty:
-    display(Markdown(
+    say(
         f"No stored rows of `{labels[1]}` answer these {sum(b.size for b in plan)} prompts yet, so this "
         "section shows one reader. Make them with `longctx reproduce --chapters crossing --scale book "
-        f"--model {second_reader} --backend {second_backend}` (the store resumes) and rebuild the page."))
+        f"--model {second_reader} --backend {second_backend}` (the store resumes) and rebuild the page.")
 elif both is None:
-    display(Markdown(
+    say(
         f"`{labels[1]}` has answered {len(readers['shared'])} of these questions in all {len(design.cells)} cells so "
         f"far (a run stores whole questions in turn); the comparison waits for {readers['min_shared']}. Resume it "
-        f"with `longctx reproduce --chapters crossing --scale book --model {second_reader} --backend {second_backend}`."))
+        f"with `longctx reproduce --chapters crossing --scale book --model {second_reader} --backend {second_backend}`.")
 else:
     show(both.assign(ci=[points_ci(e, lo, hi) for e, lo, hi in zip(both["estimate"], both["ci_low"], both["ci_high"])])
          .pivot(index="factor", columns="reader", values="ci")[[*labels, "difference"]].reset_index(),
@@ -226,8 +225,8 @@ if both is not None:
     plt.show()
 
 # %% tags=["remove-input"]
-display(Markdown("**Data.** " + provenance(pd.concat([table, readers["table"]], ignore_index=True), results_path,
-                                          chapter.EXPERIMENT)))
+say("**Data.** " + provenance(pd.concat([table, readers["table"]], ignore_index=True), results_path,
+                                          chapter.EXPERIMENT))
 
 # %% [markdown]
 # ## What we found
@@ -310,7 +309,7 @@ display(Markdown("**Data.** " + provenance(pd.concat([table, readers["table"]], 
 # (`longctx replay`; `data/bench/replay-crossing-1.5b-llamacpp.json`):
 
 # %% tags=["hide-input"]
-display(Markdown(replay_summary("data/bench/replay-crossing-1.5b-llamacpp.json")))
+say(replay_summary("data/bench/replay-crossing-1.5b-llamacpp.json"))
 
 # %% [markdown]
 # The summary below is computed from the stored rows, so it stays true for any
@@ -318,15 +317,15 @@ display(Markdown(replay_summary("data/bench/replay-crossing-1.5b-llamacpp.json")
 
 # %% tags=["hide-input"]
 if both is None:
-    display(Markdown(f"Not compared yet: `{labels[1]}` has answered too few questions in every cell "
-                     f"(the comparison waits for {readers['min_shared']})."))
+    say(f"Not compared yet: `{labels[1]}` has answered too few questions in every cell "
+                     f"(the comparison waits for {readers['min_shared']}).")
 else:
     shared_ids, other_table = readers["shared"], readers["table"]
-    display(Markdown(f"On the {len(shared_ids)} questions both readers answered in all {len(design.cells)} cells "
+    say(f"On the {len(shared_ids)} questions both readers answered in all {len(design.cells)} cells "
                      f"({len(other_table)} stored `{labels[1]}` rows), accuracy over all cells is "
                      f"{100 * table[table['example_id'].isin(shared_ids)]['correct'].mean():.1f}% for `{labels[0]}` "
                      f"and {100 * other_table[other_table['example_id'].isin(shared_ids)]['correct'].mean():.1f}% "
-                     f"for `{labels[1]}`.\n\n" + X.describe_reader_comparison(both, list(labels))))
+                     f"for `{labels[1]}`.\n\n" + X.describe_reader_comparison(both, list(labels)))
 
 # %% [markdown]
 # The paper scale (20 documents, 8,000 filler tokens, all 64 cells, 200 questions) needs a

@@ -54,12 +54,12 @@ results_dir = "data/results"  # the committed generations
 import warnings
 
 import matplotlib.pyplot as plt
-from IPython.display import Markdown, display
 
 from longctx import __version__
 from longctx.findings import as_markdown, findings_table
 from longctx.paths import resolve
 from longctx.plots import forest
+from longctx.report import say
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 table = findings_table(resolve(results_dir))
@@ -73,9 +73,9 @@ plt.show()
 # and links each claim to the chapter section that shows its data.
 
 # %% tags=["remove-input"]
-display(Markdown(as_markdown(table)))
-display(Markdown(f"Computed from `{results_dir}` with longctx {__version__}. Differences in points; "
-                 "p: two-sided sign-flip test on the per-unit differences."))
+say(as_markdown(table))
+say(f"Computed from `{results_dir}` with longctx {__version__}. Differences in points; "
+                 "p: two-sided sign-flip test on the per-unit differences.")
 
 # %% tags=["remove-cell"]
 # The prose above quotes the competition headline; fail loudly if the committed rows stop saying it.

@@ -36,7 +36,11 @@ num_pairs = [10, 30, 140]  # key-value pairs per context (the paper: 75, 140, 30
 # Relative depth of the gold pair (0 first, 1 last; ints are 1-based positions), examples per
 # cell and the records' source, each for every size or per size ("synthetic": seeded UUIDs;
 # "release": the paper's 75- or 140-pair file, trimmed to the size).
-gold_positions = {"10": [0.0, 0.25, 0.5, 0.75, 1.0], "30": [0.0, 0.25, 0.5, 0.75, 1.0], "140": [0.0, 0.5]}
+gold_positions = {
+    "10": [0.0, 0.25, 0.5, 0.75, 1.0],
+    "30": [0.0, 0.25, 0.5, 0.75, 1.0],
+    "140": [0.0, 0.5],
+}
 examples_per_cell = {"10": 8, "30": 8, "140": 165}
 query_aware = [False, True]  # run without and with query-aware contextualization
 kv_source = {"10": "synthetic", "30": "synthetic", "140": "release"}
@@ -53,28 +57,14 @@ results_dir = "data/results"  # relative to the repository root
 second_reader = "smollm2-135m-instruct"
 
 # %% tags=["remove-cell"]
-import warnings
-
 import matplotlib.pyplot as plt
-import pandas as pd
-from IPython.display import Markdown, display
 
-from longctx.chapters import kv_retrieval as chapter
-from longctx.chapters import scale
-from longctx.claims import verdict
-from longctx.findings import read_claims
-from longctx.paths import repo_root, resolve
-from longctx.plots import accuracy_by_position
-from longctx.reader import Reader
-from longctx.report import glue_all, pct_ci, show
-from longctx.results import comparable_rows, provenance
-from longctx.runner import all_requests, answer
-from longctx.tasks import kv_retrieval as kv
+from longctx.page import setup
+from longctx.report import glue_all, say, show
+from longctx.runner import answer
 
-warnings.filterwarnings("ignore", category=FutureWarning)
-results_path = resolve(results_dir)
-reader = Reader.of(model, backend, backend_url, prompt_mode=prompt_mode, device=device, dtype=dtype)
-params = {name: globals()[name] for name in scale("kv_retrieval", "book")}
+page = setup("kv_retrieval", globals())
+chapter, reader = page.chapter, page.reader
 
 # %% [markdown]
 # Every prompt of this chapter comes from one library call, `longctx.chapters.kv_retrieval.plan`,
@@ -83,29 +73,20 @@ params = {name: globals()[name] for name in scale("kv_retrieval", "book")}
 # are generated, and the model is loaded only then.
 
 # %%
-plan = chapter.plan(params)
-rows = answer(plan, reader, results_path, batch_size=batch_size, params={"seed": seed})
+plan = chapter.plan(page.params)
+rows = answer(plan, reader, page.results, batch_size=batch_size, params={"seed": seed})
 
 # %% tags=["remove-cell"]
-# Other models and backends that answered these same prompts: one more line each.
-others = comparable_rows(results_path, chapter.EXPERIMENT, all_requests(plan), exclude=reader.results_folder(results_path))
-table = chapter.scored(rows, params)
-summary = chapter.accuracy(table)
-everything = chapter.scored(rows + others, params)
-estimates = chapter.claims(results_path, params, reader)
-cells = chapter.headline_cells(summary, params, reader.label)
-errors = chapter.error_kinds(table)
-glue_all(chapter.quoted(estimates, cells, summary, errors, params, reader.label))
+view = chapter.analysis(plan, rows, page.params, reader, page.results, second_reader)
+glue_all(view.quoted)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the gold pair's relative depth (0 = first, 1 = last) for 10, 30 and 140 key-value pairs; solid: query after the data, dashed: query-aware. Bands: 95% Wilson intervals (8 examples per point at 10 and 30 pairs, 165 at 140 pairs). One colour per model and backend whose committed rows answer these prompts.", "name": "fig-kv-position"}, "image": {"alt": "Three panels of accuracy against gold depth. At 10 and 30 pairs the default reader stays between 50 and 100 percent (its llama.cpp line lies on top of it; the 135M smoke-test model stays far lower); at 140 pairs the default reader falls from 87 percent with the gold pair first to 36 percent in the middle, and to 26 percent with the query also before the data."}}
-fig = accuracy_by_position(chapter.accuracy(everything), x="depth", style="query", xlabel="Relative depth of the gold pair",
-                           panel_width=3.3, xlim=(-0.05, 1.05))
+chapter.figure(view)
 plt.show()
 
 # %% tags=["remove-input"]
 # Its own cell: a second output in the figure cell would be labelled as the figure again.
-display(Markdown(f"**Data.** {provenance(everything, results_path, chapter.EXPERIMENT)}. Greedy decoding, "
-                 f"prompts from `lib/longctx/prompts/`, parameters: `{params}`."))
+say(view.provenance)
 
 # %% [markdown]
 # At 10 and 30 pairs the orange line (the same reader through llama.cpp) covers the blue
@@ -127,20 +108,15 @@ display(Markdown(f"**Data.** {provenance(everything, results_path, chapter.EXPER
 # are 95% percentile bootstraps over records, p a two-sided sign-flip test.
 
 # %% tags=["hide-input"]
-show(pd.DataFrame([{"comparison": "middle minus first (query at end)", **vars(estimates["litm-kv-middle"])},
-                   {"comparison": "query-aware minus query at end (gold in the middle)",
-                    **vars(estimates["litm-kv-query-aware"])}])
-     .rename(columns={"difference": "points", "ci_low": "95% CI low", "ci_high": "95% CI high", "n": "records",
-                      "p": "sign-flip p", "detail": "sides"}).round(1))
-show(cells.assign(accuracy=[pct_ci(a, lo, hi) for a, lo, hi in zip(cells["accuracy"], cells["ci_low"], cells["ci_high"])])
-     [["query", "position", "n", "accuracy"]].rename(columns={"accuracy": "accuracy (%, 95% Wilson)"}))
+show(chapter.headline_table(view.estimates))
+show(chapter.cells_table(view.cells))
 
 # %% [markdown]
 # **The paper's numbers.** It reports key-value results as figures (its Figure 7) and a few
 # numbers in the text:
 
 # %% tags=["remove-input"]
-show(pd.read_csv(repo_root() / "data" / "paper" / "lost_in_the_middle_kv.csv"))
+show(page.paper("lost_in_the_middle_kv"))
 
 # %% [markdown]
 # **How n was chosen.** For a paired difference of 0/1 outcomes the interval's half-width is
@@ -150,7 +126,7 @@ show(pd.read_csv(repo_root() / "data" / "paper" / "lost_in_the_middle_kv.csv"))
 # both comparisons:
 
 # %% tags=["hide-input"]
-show(chapter.sizing(table, params, reader.label).assign(discordant=lambda d: d["discordant"].map("{:.0%}".format)))
+show(chapter.sizing(view.table, page.params, reader.label))
 
 # %% [markdown]
 # ## The full position grid at 10 and 30 pairs
@@ -160,7 +136,7 @@ show(chapter.sizing(table, params, reader.label).assign(discordant=lambda d: d["
 # not a finding.
 
 # %% tags=["hide-input"]
-show(chapter.grid(summary, params, reader.label), notes="Accuracy (%) [95% Wilson interval].")
+show(*chapter.grid(view.summary, page.params, reader.label))
 
 # %% [markdown]
 # ## Prompt length and speed
@@ -171,7 +147,7 @@ show(chapter.grid(summary, params, reader.label), notes="Accuracy (%) [95% Wilso
 # each row records.
 
 # %% tags=["hide-input"]
-show(chapter.speed(table, rows))
+show(chapter.speed(view.table, rows))
 
 # %% [markdown]
 # ## What a wrong answer looks like
@@ -181,7 +157,7 @@ show(chapter.speed(table, rows))
 # neighbours of the gold pair; "no value from the context" is a garbled or invented UUID.
 
 # %% tags=["hide-input"]
-show(errors, notes="Wrong answers by where their value came from.")
+show(view.errors, notes="Wrong answers by where their value came from.")
 
 # %% [markdown]
 # (kv-readers)=
@@ -203,13 +179,10 @@ show(errors, notes="Wrong answers by where their value came from.")
 # the comparison works, not what instruction tuning does.
 
 # %% tags=["hide-input"]
-compared = chapter.reader_comparison(everything, (reader.label, second_reader))
-if compared is None:
-    display(Markdown(f"No rows of `{second_reader}` answer these prompts; run the chapter for it first."))
+if view.readers:
+    show(view.readers[0], notes=view.readers[1])
 else:
-    show(compared[0], notes=f"{compared[1]['num_pairs']} pairs, query at the end, {compared[1]['items']} records "
-                            f"answered by both readers; difference = {second_reader} minus {model}; "
-                            f"sign-flip p = {compared[1]['p_sign_flip']:.3g}.")
+    say(f"No rows of `{second_reader}` answer these prompts; run the chapter for it first.")
 
 # %% [markdown]
 # ## What we found
@@ -237,23 +210,6 @@ else:
 #   with intervals too wide (8 examples) to show a shape.
 
 # %% tags=["remove-cell"]
-# The prose reads its numbers from the glue above; on the committed book run, check that the
-# words around them still hold (direction, verdict-level statements), and say how many checks ran.
-checks = 0
-if reader == Reader() and params == scale("kv_retrieval", "book"):
-    claims = {c.id: c for c in read_claims()}
-    assert verdict(estimates["litm-kv-middle"], claims["litm-kv-middle"]) == "reproduced"
-    assert verdict(estimates["litm-kv-query-aware"], claims["litm-kv-query-aware"]) == "not reproduced"
-    assert estimates["litm-kv-query-aware"].difference <= 0  # "if anything it hurt"
-    assert cells[(cells["position"] == "middle") & (cells["query"] == "query at end")]["accuracy"].iloc[0] < 0.456
-    assert all(n <= estimates["litm-kv-middle"].n for n in chapter.sizing(table, params, reader.label)["records for ±10 pts"])
-    assert summary[summary["num_pairs"] < max(num_pairs)]["accuracy"].between(0.5, 1.0).all()
-    qa_errors = errors[(errors["pairs"] == max(num_pairs)) & (errors["query"] == "query-aware")]
-    assert qa_errors[kv.ERROR_KINDS[0]].sum() > qa_errors[list(kv.ERROR_KINDS)].to_numpy().sum() / 2
-    checks = 7
-print(f"claims checked: {checks}")
-
-# %% tags=["remove-cell"]
-# Consistency checks, run by CI through nbval: every prompt has exactly one scored row.
-assert len(rows) == len(all_requests(plan)) == len({r["key"] for r in rows})
-assert summary["ci_low"].le(summary["accuracy"]).all() and summary["accuracy"].le(summary["ci_high"]).all()
+# The prose reads its numbers from the glue above; on the committed run, check its words too.
+page.check(view.said)
+assert view.consistent  # every prompt has exactly one row; every interval holds its estimate

@@ -55,11 +55,31 @@ retrieve_then_solve = True  # second short prompt from each recitation (Table 4)
 # one placement ("between" evidence and question, or "before" the evidence). Kinds: essay,
 # whitespace (the tokenizer's whitespace unit), space_tokens, newline_tokens, mask.
 arms = [
-    {"subtasks": ["gsm8k"], "kinds": ["essay", "whitespace", "mask"], "lengths": [0, 16000], "headline": True},
-    {"subtasks": ["gsm8k"], "kinds": ["whitespace"], "lengths": [16000], "placement": "before", "headline": True},
-    {"subtasks": ["gsm8k"], "kinds": ["space_tokens", "newline_tokens"], "lengths": [16000], "headline": True},
-    {"subtasks": ["gsm8k_no_final_step"], "kinds": ["essay", "whitespace", "mask"], "lengths": [0, 16000],
-     "headline": True},
+    {
+        "subtasks": ["gsm8k"],
+        "kinds": ["essay", "whitespace", "mask"],
+        "lengths": [0, 16000],
+        "headline": True,
+    },
+    {
+        "subtasks": ["gsm8k"],
+        "kinds": ["whitespace"],
+        "lengths": [16000],
+        "placement": "before",
+        "headline": True,
+    },
+    {
+        "subtasks": ["gsm8k"],
+        "kinds": ["space_tokens", "newline_tokens"],
+        "lengths": [16000],
+        "headline": True,
+    },
+    {
+        "subtasks": ["gsm8k_no_final_step"],
+        "kinds": ["essay", "whitespace", "mask"],
+        "lengths": [0, 16000],
+        "headline": True,
+    },
     # VarSum with its 512-token budget: all problems short, the first 16 with 16K essay tokens (CPU-sized: it is at the floor).
     {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [0]},
     {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [16000], "num_problems": 16},
@@ -76,58 +96,39 @@ token_budget = 262144  # rows x prompt tokens per batch, so long prompts get sma
 results_dir = "data/results"
 
 # %% tags=["remove-cell"]
-import warnings
-
 import matplotlib.pyplot as plt
-import pandas as pd
-from IPython.display import Markdown, display
 
-from longctx.chapters import length_alone as chapter
-from longctx.chapters import scale
-from longctx.claims import verdict
-from longctx.findings import read_claims
-from longctx.metrics import summarize
-from longctx.paths import repo_root, resolve
-from longctx.plots import condition_bars
-from longctx.reader import Reader
-from longctx.report import glue_all, show
-from longctx.results import provenance, rows_table
+from longctx.page import setup
+from longctx.report import glue_all, say, show
 from longctx.runner import answer
-from longctx.tasks import length_alone as la
-from longctx.tasks import ruler_qa as rq
 
-warnings.filterwarnings("ignore", category=FutureWarning)
-results_path = resolve(results_dir)
-reader = Reader.of(model, backend, backend_url, prompt_mode=prompt_mode, device=device, dtype=dtype)
-paper = pd.read_csv(repo_root() / "data" / "paper" / "length_alone.csv")
-params = {**{name: globals()[name] for name in scale("length_alone", "book")}, "model": model}
+page = setup("length_alone", globals(), with_model=True)
+chapter, reader, paper = page.chapter, page.reader, page.paper("length_alone")
 
 # %% [markdown]
 # The chapter's prompts come from `longctx.chapters.length_alone.plan`, shared with
 # `longctx reproduce`; rows already stored are reused and only missing ones generated.
 
 # %%
-stored = answer(chapter.plan(params), reader, results_path, batch_size=batch_size, token_budget=token_budget)
+stored = answer(
+    chapter.plan(page.params),
+    reader,
+    page.results,
+    batch_size=batch_size,
+    token_budget=token_budget,
+)
 
 # %% tags=["remove-cell"]
-rows = [r for r in stored if r["task"] == la.TASK]
-ruler_rows = [r for r in stored if r["task"] == rq.TASK]
-solve = chapter.solved(rows, params)
-gsm = solve[solve["subtask"] == "gsm8k"]
-estimates = chapter.claims(results_path, params, reader)
-placed_table, before, placed = chapter.placement(gsm, paper)
-varsum = chapter.varsum_views(solve, rows, paper)
-ruler_view = chapter.ruler_views(ruler_rows, params, paper)
-glue_all(chapter.quoted(estimates, gsm, solve, before, placed, varsum, ruler_view, rows, ruler_rows, params))
+view = chapter.analysis(stored, page.params, reader, page.results, paper)
+glue_all(view.quoted)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "GSM8K accuracy of Qwen2.5-Coder-0.5B-Instruct with no filler and with 16,000 filler tokens of each kind and placement (120 problems per bar, the same problems in every bar; H100, bfloat16). Whiskers: 95% Wilson intervals.", "name": "fig-la-gsm8k"}, "image": {"alt": "Bar chart. In the paper's design accuracy is 97 percent with no filler, 57 with essay filler, 38 with whitespace, 27 with masked filler, 0 with single-space or newline tokens, and 99 with whitespace before the evidence. Without the final solution step accuracy is near 5 percent everywhere."}}
-fig = condition_bars(chapter.bars(solve), order=chapter.BAR_ORDER, hue="variant", xlabel="GSM8K accuracy (%)")
+chapter.figure(view)
 plt.show()
 
 # %% tags=["remove-input"]
 # Its own cell: a second output in the figure cell would be labelled as the figure again.
-display(Markdown(f"**Data.** {provenance(rows_table(rows, lambda r: 0), results_path, chapter.EXPERIMENT)}. Greedy "
-                 f"decoding; the figure's arms are the `gsm8k` entries of `arms` in the parameters cell."))
+say(view.provenance)
 
 # %% [markdown]
 # {numref}`fig-la-gsm8k` holds the chapter's findings. Filler between evidence and question
@@ -143,9 +144,7 @@ display(Markdown(f"**Data.** {provenance(rows_table(rows, lambda r: 0), results_
 # drops at 15,000 tokens.
 
 # %% tags=["hide-input"]
-show(chapter.between(gsm, paper),
-     notes="The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% (Mistral-7B); ours is "
-           f"{100 * gsm[gsm['filler_tokens'] == 0]['correct'].mean():.1f}%.")
+show(chapter.between(view.gsm, paper), view.between_note)
 
 # %% [markdown]
 # **How n was chosen.** From the observed per-problem differences, the problems needed for
@@ -153,7 +152,7 @@ show(chapter.between(gsm, paper),
 # problems change):
 
 # %% tags=["hide-input"]
-show(chapter.sizing(gsm))
+show(chapter.sizing(view.gsm))
 
 # %% [markdown]
 # (la-placement)=
@@ -164,7 +163,7 @@ show(chapter.sizing(gsm))
 # whitespace *before* the evidence. Paired on the same problems:
 
 # %% tags=["hide-input"]
-show(placed_table)
+show(view.placement)
 
 # %% [markdown]
 # With the question next to its evidence, {glue:text}`la-filler` tokens of whitespace cost
@@ -185,9 +184,9 @@ show(placed_table)
 # directly.
 
 # %% tags=["hide-input"]
-units, unit_outputs = chapter.whitespace_units(gsm)
+units, outputs = chapter.whitespace_units(view.gsm)
 show(units)
-display(Markdown("\n".join(f"* {c}: `{ascii(o[:90])}`" for c, o in zip(unit_outputs["condition"], unit_outputs["output"]))))
+say("\n".join(f"* {c}: `{ascii(o[:90])}`" for c, o in zip(outputs["condition"], outputs["output"])))
 
 # %% [markdown]
 # Sixteen thousand single-space or newline tokens break this reader: it answers none of
@@ -204,11 +203,8 @@ display(Markdown("\n".join(f"* {c}: `{ascii(o[:90])}`" for c, o in zip(unit_outp
 # filler. Removing the last step leaves the reader something to compute:
 
 # %% tags=["hide-input"]
-show(chapter.no_final_step(solve))
-answers = {p.id: p.answer for ps in chapter.problems_for(params).values() for p in ps}
-sample = solve[(solve["subtask"] == "gsm8k_no_final_step") & (solve["filler_tokens"] == 0)].head(3)
-display(Markdown("Outputs with no filler: " + "; ".join(f"`{o}` (answer {answers[e]})"
-                                                        for o, e in zip(sample["output"], sample["example_id"]))))
+show(chapter.no_final_step(view.solve))
+say(chapter.sample_outputs(view.solve, page.params))
 
 # %% [markdown]
 # Without the final step this reader answers at once ("The answer is 12.") and is right on
@@ -231,17 +227,8 @@ display(Markdown("Outputs with no filler: " + "; ".join(f"`{o}` (answer {answers
 # problems would not change the verdict).
 
 # %% tags=["hide-input"]
-if varsum is None:
-    display(Markdown("No VarSum rows in this run (its arms are not among the parameters)."))
-else:
-    show(varsum["levels"].assign(accuracy=lambda d: (100 * d["accuracy"]).round(1)).drop(columns="right")
-         .rename(columns={"accuracy": "accuracy (%)", "at_cap": f"outputs at the {varsum['cap']}-token cap",
-                          "longest": "longest output (tokens)", "longest_correct": "longest correct output (tokens)"})
-         .reset_index().rename(columns={"filler_tokens": "essay tokens"}))
-    show(varsum["drops"])
-    show(varsum["reads"].assign(share=lambda d: (100 * d["right"] / d["stated"]).round(1)).reset_index()
-         .rename(columns={"filler_tokens": "essay tokens", "stated": "values of asked variables stated",
-                          "right": "of which match the evidence", "share": "share right (%)"}))
+for table in chapter.varsum_tables(view.varsum) if view.varsum else []:
+    show(table)
 
 # %% [markdown]
 # With no filler no output reaches the cap: the longest has
@@ -282,28 +269,25 @@ else:
 # document but cannot copy it still gets its text.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "RULER QA1 and QA2 at 4,000 tokens, Qwen2.5-Coder-0.5B-Instruct (CPU, bfloat16; rows in data/results/qwen2.5-coder-0.5b-instruct/ruler_qa/): RULER's string_match_part with its prompt over the whole context, with the paper's recite-then-answer, and with the documents the recitation names pasted verbatim (110 questions per bar, the same questions in every bar of a task). Whiskers: 95% Wilson intervals.", "name": "fig-la-ruler"}, "image": {"alt": "Bar chart. QA1: 35 percent with the whole context, 18 with recite-then-answer, 8 from the named documents. QA2: 24, 14 and 9 percent."}}
-if ruler_view is None:
-    display(Markdown("No RULER rows in this run (`ruler` is None)."))
-else:
-    fig = condition_bars(summarize(ruler_view["answers"], ["task", "condition"]),
-                         order=list(chapter.RULER_MODES.values()), hue="task", xlabel="RULER string_match_part (%)")
+if view.ruler:
+    chapter.ruler_figure(view)
     plt.show()
 
 # %% tags=["remove-input"]
 # Its own cell: a second output in the figure cell would be labelled as the figure again.
-if ruler_view is not None:
-    display(Markdown(f"**Data.** {provenance(rows_table(ruler_rows, lambda r: 0), results_path, rq.TASK)}. "
-                     f"Greedy decoding, parameters: `ruler = {ruler}`."))
+say(view.ruler_provenance)
 
 # %% [markdown]
 # In {numref}`fig-la-ruler` both second steps lose to RULER's prompt over the whole context, on both tasks. The
 # paired changes, with Table 5's GPT-4o numbers at the same length:
 
 # %% tags=["hide-input"]
-if ruler_view is not None:
-    show(ruler_view["steps_shown"],
-         notes="Paired by question; 95% percentile bootstrap over questions. The paper's column: baseline -> "
-               "recite-then-answer at the same length.")
+if view.ruler:
+    show(
+        view.ruler["steps_shown"],
+        "Paired by question; 95% percentile bootstrap over questions. The paper's "
+        "column: baseline -> recite-then-answer at the same length.",
+    )
 
 # %% [markdown]
 # **Why.** The paper's method assumes the recitation retrieves; for this reader it mostly
@@ -313,9 +297,9 @@ if ruler_view is not None:
 # Below it, how n was chosen: the questions each comparison needs for ±10 points.
 
 # %% tags=["hide-input"]
-if ruler_view is not None:
-    show(chapter.recitation_table(ruler_view["recited"]))
-    show(ruler_view["sizing"])
+if view.ruler:
+    show(chapter.recitation_table(view.ruler["recited"]))
+    show(view.ruler["sizing"])
 
 # %% [markdown]
 # The recitations are short (a median of {glue:text}`la-qa1-tokens` tokens on QA1,
@@ -382,28 +366,6 @@ if ruler_view is not None:
 #   name a document that holds the answer.
 
 # %% tags=["remove-cell"]
-# The prose reads its numbers from the glue above; on the committed book run, check that the
-# words around them still hold, and say how many checks ran.
-checks = 0
-if reader == Reader() and {k: v for k, v in params.items() if k != "model"} == scale("length_alone", "book"):
-    claims = {c.id: c for c in read_claims()}
-    verdicts = {cid: verdict(estimates[cid], claims[cid]) for cid in estimates}
-    assert [verdicts[c] for c in ("la-essay", "la-whitespace", "la-mask")] == ["reproduced"] * 3
-    assert verdicts["la-before"] == "not reproduced" and estimates["la-before"].ci_low >= 0  # "costs nothing"
-    assert verdicts["la-ruler-qa1"] == verdicts["la-ruler-qa2"] == "opposite direction"
-    assert all(-estimates[c].difference > 29 for c in ("la-essay", "la-whitespace", "la-mask"))  # "and more"
-    acc = gsm.groupby("condition")["correct"].mean()
-    assert acc["masked"] < acc["whitespace"] < acc["essay"]  # "masking hurts most"
-    assert acc["single-space tokens"] == acc["newline tokens"] == 0  # "answers none"
-    assert varsum["levels"].loc[0, "at_cap"] == 0 and varsum["levels"].loc[0, "accuracy"] < 0.1  # "at the floor"
-    rec = ruler_view["recited"]
-    assert (rec["supporting"] < 0.25).all() and (rec["answer"] < 0.3).all()
-    assert all(max(r.ci_high - r.change, r.change - r.ci_low) <= 10.05 for r in ruler_view["steps"].itertuples()
-               if r.mode == "retrieve_then_answer")
-    checks = 10
-print(f"claims checked: {checks}")
-
-# %% tags=["remove-cell"]
-# Consistency: every row one scored line, every key once.
-assert len(solve) == sum(r["condition"]["mode"] == "solve" for r in rows)
-assert len({r["key"] for r in stored}) == len(stored) == len(rows) + len(ruler_rows)
+# The prose reads its numbers from the glue above; on the committed run, check its words too.
+page.check(view.said)
+assert view.consistent  # every row one scored line, every key once

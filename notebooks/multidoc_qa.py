@@ -50,7 +50,9 @@ gold_positions = [0.0, 0.5, 1.0]
 query_aware = [False, True]  # without and with query-aware contextualization
 distractors = "bm25"  # "bm25" (ranked, the paper's setting) or "random" (appendix B)
 random_order = False  # shuffle distractors and say so in the prompt (appendix C)
-source = "oracle"  # "oracle" (offline reconstruction) or "release" (the paper's files in release_dir)
+source = (
+    "oracle"  # "oracle" (offline reconstruction) or "release" (the paper's files in release_dir)
+)
 release_dir = ""  # folder holding the nq-open-<k>_total_documents_gold_at_<i>.jsonl.gz files (source "release")
 # Open-domain QA (section 5): retrieved documents per question, and how many questions.
 open_domain_ks = [5, 10, 20, 30, 50]
@@ -65,29 +67,14 @@ batch_size = 4
 results_dir = "data/results"
 
 # %% tags=["remove-cell"]
-import warnings
-
 import matplotlib.pyplot as plt
-import pandas as pd
-from IPython.display import Markdown, display
 
-from longctx.chapters import multidoc_qa as chapter
-from longctx.chapters import scale
-from longctx.claims import verdict
-from longctx.findings import read_claims
-from longctx.paths import repo_root, resolve
-from longctx.plots import accuracy_by_position
-from longctx.reader import Reader
-from longctx.report import glue_all, show
-from longctx.results import comparable_rows, provenance
-from longctx.runner import all_requests, answer
-from longctx.tasks import multidoc_qa as qa
+from longctx.page import setup
+from longctx.report import glue_all, say, show
+from longctx.runner import answer
 
-warnings.filterwarnings("ignore", category=FutureWarning)
-results_path = resolve(results_dir)
-reader = Reader.of(model, backend, backend_url, prompt_mode=prompt_mode, device=device, dtype=dtype)
-params = {name: globals()[name] for name in scale("multidoc_qa", "book")}
-paper = pd.read_csv(repo_root() / "data" / "paper" / "lost_in_the_middle_qa.csv")
+page = setup("multidoc_qa", globals())
+chapter, reader, paper = page.chapter, page.reader, page.paper("lost_in_the_middle_qa")
 
 # %% [markdown]
 # The prompts come from `longctx.chapters.multidoc_qa.plan`, shared with `longctx
@@ -96,33 +83,17 @@ paper = pd.read_csv(repo_root() / "data" / "paper" / "lost_in_the_middle_qa.csv"
 # line is scored.
 
 # %%
-plan = chapter.plan(params)
-answered = answer(plan, reader, results_path, batch_size=batch_size, params={"seed": seed, "source": source})
+plan = chapter.plan(page.params)
+answered = answer(
+    plan, reader, page.results, batch_size=batch_size, params={"seed": seed, "source": source}
+)
 
 # %% tags=["remove-cell"]
-rows = [r for r in answered if r["task"] == qa.TASK]
-requests = all_requests([b for b in plan if b.experiment == chapter.EXPERIMENT])
-# Other models and backends that answered these same prompts: one more line each.
-others = [r for r in comparable_rows(results_path, chapter.EXPERIMENT, requests,
-                                     exclude=reader.results_folder(results_path))
-          if r["condition"]["setting"] == "documents"]
-table = chapter.scored(rows)
-everything = chapter.scored(rows + others)
-summary = chapter.accuracy(table)
-base = chapter.baselines(table)
-estimates = chapter.claims(results_path, params, reader)
-sides = chapter.headline_sides(table, params)
-gaps = chapter.position_gaps(table, seed=seed)
-effects = chapter.query_aware_effects(table, reader.label, seed=seed)
-od_view = chapter.open_domain([r for r in answered if r["task"] != qa.TASK], params)
-glue_all(chapter.quoted(estimates, table, sides, gaps, effects, od_view, params, reader.label))
+view = chapter.analysis(plan, answered, page.params, reader, page.results)
+glue_all(view.quoted)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the position of the document with the answer, 10 and 20 documents. Solid: query-aware; dashed: question at the end (the paper's prompt). Dotted line: closed-book; dash-dot: oracle (gold document only), 150 questions each. 150 questions per point at 20 documents with the question at the end, 12 elsewhere; bands are 95% Wilson intervals. One colour per model and backend whose committed rows answer these prompts.", "name": "fig-multidoc-position"}, "image": {"alt": "Two panels of accuracy against gold position. At 20 documents with the question at the end (150 questions) accuracy is 45 percent with the answer first, 31 percent in the middle and 38 percent last; the 12-question lines move within wide bands; the closed-book line lies far below every line and the oracle line above."}}
-fig = accuracy_by_position(chapter.accuracy(everything), facet="num_documents", facet_title="{} documents",
-                           style="query", xlabel="Position of the document with the answer")
-for ax in fig.axes:
-    for b in base.itertuples():
-        ax.axhline(100 * b.accuracy, ls=":" if b.setting == "closed-book" else "-.", lw=1, color="grey")
+chapter.figure(view)
 plt.show()
 
 # %% [markdown]
@@ -135,7 +106,7 @@ plt.show()
 # compares the middle with closed-book on the same questions.
 
 # %% tags=["hide-input"]
-show(chapter.headline(estimates, paper, params))
+show(chapter.headline(view.estimates, paper, page.params))
 
 # %% [markdown]
 # A best-minus-worst gap picks its two positions after seeing the data, so noise alone makes
@@ -143,20 +114,20 @@ show(chapter.headline(estimates, paper, params))
 # repeats the selection gives its p-value and the gap expected from noise:
 
 # %% tags=["hide-input"]
-show(gaps.assign(**{"permutation p": gaps["permutation p"].map("{:.2g}".format)}))
+show(chapter.gaps_table(view.gaps))
 
 # %% [markdown]
 # **How n was chosen.** Questions needed for a 95% interval of at most 10 points on each
 # side, from the observed per-question differences:
 
 # %% tags=["hide-input"]
-show(chapter.sizing(sides))
+show(chapter.sizing(view.sides))
 
 # %% [markdown]
 # ## Closed-book and oracle (the paper's Table 1)
 
 # %% tags=["hide-input"]
-show(chapter.closed_book_table(base, paper), notes=f"Ours: {base['n'].max()} questions.")
+show(chapter.closed_book_table(view.base, paper), notes=f"Ours: {view.base['n'].max()} questions.")
 
 # %% [markdown]
 # ## Accuracy by position, ours beside the paper's
@@ -165,8 +136,8 @@ show(chapter.closed_book_table(base, paper), notes=f"Ours: {base['n'].max()} que
 # same numbers of documents (positions 1-based).
 
 # %% tags=["hide-input"]
-show(chapter.position_grid(summary, reader.label))
-show(chapter.paper_grid(paper, params), notes="The paper's accuracy (%).")
+show(chapter.position_grid(view.summary, reader.label))
+show(chapter.paper_grid(paper, page.params), notes="The paper's accuracy (%).")
 
 # %% [markdown]
 # ## Query-aware contextualization
@@ -177,14 +148,16 @@ show(chapter.paper_grid(paper, params), notes="The paper's accuracy (%).")
 # little.
 
 # %% tags=["hide-input"]
-show(effects if len(effects) else pd.DataFrame([{"note": "run with query_aware = [False, True] to compare"}]))
+show(view.effects) if len(view.effects) else say(
+    "Run with `query_aware = [False, True]` to compare."
+)
 
 # %% [markdown]
 # ## Prompt length in tokens (the paper's appendix F)
 
 # %% tags=["hide-input"]
-show(chapter.prompt_lengths(table))
-display(Markdown("**Data.** " + provenance(table, results_path, chapter.EXPERIMENT)))
+show(chapter.prompt_lengths(view.table))
+say(view.provenance)
 
 # %% [markdown]
 # (multidoc-open-domain)=
@@ -202,11 +175,8 @@ display(Markdown("**Data.** " + provenance(table, results_path, chapter.EXPERIME
 # the collection, since it needs no model.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Open-domain QA: BM25 recall@k (whether any of the top k chunks holds an answer) and reader accuracy against the number of retrieved documents k, on the same 60 NQ-Open questions at every k (Qwen2.5-Coder-0.5B-Instruct); the third line is recall over all 2,655 questions. Bands: 95% Wilson intervals.", "name": "fig-open-domain"}, "image": {"alt": "Line chart against k from 5 to 50: retriever recall rises from 90 to 100 percent while reader accuracy rises from 43 to 52 percent at k = 20 and falls back to 43 percent at k = 30 and 50."}}
-if od_view is not None:
-    fig = accuracy_by_position(od_view["shown"], x="k", facet="panel", hue="measure",
-                               facet_title="BM25 over the NQ-Open gold chunks", xlabel="Retrieved documents (k)",
-                               panel_width=6.0)
-    fig.axes[0].set_ylabel("Recall or accuracy (%)")
+if view.od:
+    chapter.open_domain_figure(view)
     plt.show()
 
 # %% [markdown]
@@ -215,11 +185,13 @@ if od_view is not None:
 # number is the step from 20 to 50 documents.
 
 # %% tags=["hide-input"]
-if od_view is not None:
-    show(chapter.steps_table(od_view["steps"]),
-         notes="Paper (section 5, from 20 to 50 documents): reader accuracy about +1.5 (GPT-3.5-Turbo) and about +1 "
-               "(Claude-1.3), while Contriever's recall keeps rising.")
-    display(Markdown("**Data.** " + provenance(od_view["table"], results_path, chapter.OPEN_DOMAIN)))
+if view.od:
+    show(
+        chapter.steps_table(view.od["steps"]),
+        notes="Paper (section 5, from 20 to 50 documents): reader accuracy "
+        "about +1.5 (GPT-3.5-Turbo) and about +1 (Claude-1.3), while Contriever's recall keeps rising.",
+    )
+    say(view.od_provenance)
 
 # %% [markdown]
 # ## At the paper's scale
@@ -289,26 +261,6 @@ if od_view is not None:
 #   entity, so they are likely easier to reject than Contriever's Wikipedia neighbours.
 
 # %% tags=["remove-cell"]
-# The prose reads its numbers from the glue above; on the committed book run, check that the
-# words around them still hold, and say how many checks ran.
-checks = 0
-if reader == Reader() and params == scale("multidoc_qa", "book"):
-    claims = {c.id: c for c in read_claims()}
-    verdicts = {cid: verdict(estimates[cid], claims[cid]) for cid in claims if cid in estimates}
-    assert verdicts["litm-qa-u-shape"] == "reproduced" and verdicts["litm-qa-closed-book"] == "opposite direction"
-    assert verdicts["litm-open-domain"] == "inconclusive at this n" and estimates["litm-open-domain"].difference < 0
-    head_gap = gaps[(gaps["documents"] == max(num_documents)) & (gaps["query"] == "question at end")].iloc[0]
-    assert head_gap["permutation p"] < 0.05 and head_gap["best minus worst (pts)"] > head_gap["expected from noise (pts)"]
-    small = gaps[gaps["questions"] < head_gap["questions"]]
-    assert (small["best minus worst (pts)"] > small["expected from noise (pts)"]).all()
-    assert estimates["litm-qa-u-shape"].ci_low <= -15.7 <= estimates["litm-qa-u-shape"].ci_high  # includes the paper's
-    assert all(n <= estimates["litm-qa-u-shape"].n for n in chapter.sizing(sides)["questions for ±10 pts"])
-    acc = od_view["curve"][od_view["curve"]["measure"] == "reader accuracy"].set_index("k")["accuracy"]
-    assert acc.idxmax() == 20 and acc[50] < acc[20]  # "stop helping at 20"
-    checks = 9
-print(f"claims checked: {checks}")
-
-# %% tags=["remove-cell"]
-# Consistency: every planned request has exactly one row.
-assert len(rows) == len(requests) == len({r["key"] for r in rows})
-assert summary["ci_low"].le(summary["accuracy"]).all() and summary["accuracy"].le(summary["ci_high"]).all()
+# The prose reads its numbers from the glue above; on the committed run, check its words too.
+page.check(view.said)
+assert view.consistent  # every prompt has exactly one row; every interval holds its estimate

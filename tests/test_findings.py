@@ -9,8 +9,7 @@ import pytest
 
 from longctx import claims, findings
 from longctx.chapters import get_chapter, scale
-from longctx.claims import Claim, Estimate, verdict
-from longctx.findings import read_claims
+from longctx.claims import Claim, Estimate, read_claims, verdict
 from longctx.reader import Reader
 from longctx.store import ResultsStore
 

@@ -24,9 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
 
 from .errors import DataFileError
 from .metrics import paired_bootstrap_difference, sign_flip_test
+from .paths import repo_root
 
 VERDICTS = ("reproduced", "opposite direction", "not reproduced", "inconclusive at this n")
 ALPHA = 0.05  # the sign-flip test's level, which must agree with the interval to call a direction
@@ -60,6 +64,25 @@ class Claim:
     paper_effect: float | None  # the paper's effect in points, if it reports one
     setting: str  # our model/setting in words
     short: str = ""  # a few words for the forest plot
+
+
+CLAIMS_FILE = Path("data") / "paper" / "claims.csv"
+
+
+def read_claims(path: str | Path | None = None) -> list[Claim]:
+    """The claims of ``data/paper/claims.csv`` (or ``path``), in the file's order."""
+    path = Path(path) if path else repo_root() / CLAIMS_FILE
+    if not path.exists():
+        raise DataFileError(f"{path} is missing: the findings page lists the claims it holds")
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    return [Claim(r["id"], r["paper"], r["chapter"], r["label"], r["claim"], r["comparison"], r["paper_value"],
+                  int(r["direction"]), float(r["paper_effect"]) if r["paper_effect"] else None, r["setting"],
+                  r["short"]) for r in table.to_dict("records")]
+
+
+def chapter_verdicts(chapter: str, estimates: dict[str, Estimate]) -> dict[str, str]:
+    """The verdict of each of ``chapter``'s claims (``data/paper/claims.csv``) it estimated."""
+    return {c.id: verdict(estimates[c.id], c) for c in read_claims() if c.chapter == chapter and c.id in estimates}
 
 
 def verdict(est: Estimate, claim: Claim) -> str:

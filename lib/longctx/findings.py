@@ -1,8 +1,9 @@
 """The book's findings page: each paper's headline claims, the paper's number, ours with a
 95% interval and n, and a verdict by the rule in :mod:`longctx.claims`.
 
-The claims themselves are data (``data/paper/claims.csv``: what each paper claims, its
-number, the direction of its effect, the chapter and section that test it). Our number for
+The claims themselves are data (``data/paper/claims.csv``, read by
+:func:`longctx.claims.read_claims`: what each paper claims, its number, the direction of its
+effect, the chapter and section that test it). Our number for
 each claim is computed once, by its chapter (``chapter.claims(results_dir, params, reader)``
 on the chapter's book scale, the same function its notebook shows), so the chapter, the
 findings page and the prose glued from them cannot disagree.
@@ -15,23 +16,17 @@ from pathlib import Path
 import pandas as pd
 
 from .chapters import get_chapter, scale
-from .claims import PRECISION_TARGET, VERDICT_MARK, Claim, Estimate, half_width, verdict
+from .claims import (
+    PRECISION_TARGET,
+    VERDICT_MARK,
+    Claim,
+    Estimate,
+    half_width,
+    read_claims,
+    verdict,
+)
 from .errors import DataFileError
-from .paths import repo_root
 from .reader import Reader
-
-CLAIMS_FILE = Path("data") / "paper" / "claims.csv"
-
-
-def read_claims(path: str | Path | None = None) -> list[Claim]:
-    """The claims of ``data/paper/claims.csv`` (or ``path``), in the file's order."""
-    path = Path(path) if path else repo_root() / CLAIMS_FILE
-    if not path.exists():
-        raise DataFileError(f"{path} is missing: the findings page lists the claims it holds")
-    table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    return [Claim(r["id"], r["paper"], r["chapter"], r["label"], r["claim"], r["comparison"], r["paper_value"],
-                  int(r["direction"]), float(r["paper_effect"]) if r["paper_effect"] else None, r["setting"],
-                  r["short"]) for r in table.to_dict("records")]
 
 
 def estimates(results_dir: str | Path, claims: list[Claim], reader: Reader | None = None) -> dict[str, Estimate]:

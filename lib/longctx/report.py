@@ -45,7 +45,7 @@ def n_for_half_width(differences: Sequence[float], half_width: float = 0.10, z: 
     return math.ceil((z * math.sqrt(var) / half_width) ** 2)
 
 
-def show(df, *, notes: str | None = None, index: bool = False):
+def show(df, notes: str | None = None, *, index: bool = False):
     """Display ``df`` as a clean HTML table (no index, NaN as a dash, a footnote if any cell
     is the dash or ``notes`` is given)."""
     from IPython.display import HTML, display
@@ -68,6 +68,13 @@ def show(df, *, notes: str | None = None, index: bool = False):
     if foot:
         html += f'<p class="longctx-note"><small>{" ".join(foot)}</small></p>'
     display(HTML(html))
+
+
+def say(markdown: str) -> None:
+    """Display a Markdown paragraph computed from the data (the notebook's own prose is static)."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(markdown))
 
 
 def p_text(p: float) -> str:

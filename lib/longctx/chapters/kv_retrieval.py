@@ -11,16 +11,18 @@ hold a large headline cell from the paper's records and a small full grid of sho
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 
-from ..claims import Estimate, by_unit, estimable, paired_estimate
+from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from ..errors import ParameterError
 from ..metrics import summarize
+from ..plots import accuracy_by_position
 from ..reader import Reader
-from ..report import estimate_text, n_for_half_width, pct_ci, points_ci
-from ..results import reader_contrast, rows_table
-from ..runner import Block
+from ..report import estimate_text, n_for_half_width, p_text, pct_ci, points_ci
+from ..results import comparable_rows, provenance, reader_contrast, rows_table
+from ..runner import Block, all_requests
 from ..tasks import kv_retrieval as kv
 
 ORDER = 1  # where longctx reproduce runs its headline blocks among the chapters
@@ -151,14 +153,14 @@ def sizing(table: pd.DataFrame, params: dict, label: str) -> pd.DataFrame:
                           "records for ±10 pts": n_for_half_width(d)} for name, d in diffs.items()])
 
 
-def grid(summary: pd.DataFrame, params: dict, label: str) -> pd.DataFrame:
-    """The position grid at every size below the largest: accuracy [interval] per depth."""
+def grid(summary: pd.DataFrame, params: dict, label: str) -> tuple[pd.DataFrame, str]:
+    """The position grid at every size below the largest: accuracy [interval] per depth, and its note."""
     short = summary[(summary["num_pairs"] < max(params["num_pairs"])) & (summary["model"] == label)]
     short = short.assign(cell=[pct_ci(a, lo, hi, 0) for a, lo, hi in
                                zip(short["accuracy"], short["ci_low"], short["ci_high"])])
     wide = short.pivot_table(index=["num_pairs", "query"], columns="depth", values="cell", aggfunc="first")
     wide.columns = [f"depth {c:g}" for c in wide.columns]
-    return wide.reset_index().rename(columns={"num_pairs": "pairs"})
+    return wide.reset_index().rename(columns={"num_pairs": "pairs"}), "Accuracy (%) [95% Wilson interval]."
 
 
 def speed(table: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
@@ -181,9 +183,10 @@ def error_kinds(table: pd.DataFrame) -> pd.DataFrame:
     return kinds.reset_index().rename(columns={"num_pairs": "pairs"})
 
 
-def reader_comparison(table: pd.DataFrame, readers: tuple[str, str]) -> tuple[pd.DataFrame, dict] | None:
+def reader_comparison(table: pd.DataFrame, readers: tuple[str, str]) -> tuple[pd.DataFrame, str] | None:
     """Each reader's middle-minus-first effect (query at the end) and the difference between
-    them, paired by record, at the largest size where both have rows; None when they share none."""
+    them, paired by record, at the largest size where both have rows, with a note that says
+    on what; None when they share no size."""
     both = table[table["model"].isin(readers) & ~table["query_aware"] & table["depth"].isin(HEADLINE_DEPTHS)]
     sizes = [k for k, g in both.groupby("num_pairs") if g["model"].nunique() == 2]
     if not sizes or readers[0] == readers[1]:
@@ -194,7 +197,9 @@ def reader_comparison(table: pd.DataFrame, readers: tuple[str, str]) -> tuple[pd
     shown = pd.DataFrame([{"reader": name, "middle minus first (pts, 95% CI)": points_ci(
         100 * contrast[name]["effect"], 100 * contrast[name]["ci_low"], 100 * contrast[name]["ci_high"])}
         for name in [*readers, "difference"]])
-    return shown, {**contrast, "num_pairs": max(sizes)}
+    note = (f"{max(sizes)} pairs, query at the end, {contrast['items']} records answered by both readers; "
+            f"difference = {readers[1]} minus {readers[0]}; sign-flip {p_text(contrast['p_sign_flip'])}.")
+    return shown, note
 
 
 def quoted(estimates: dict[str, Estimate], cells: pd.DataFrame, summary: pd.DataFrame, errors: pd.DataFrame,
@@ -223,3 +228,68 @@ def quoted(estimates: dict[str, Estimate], cells: pd.DataFrame, summary: pd.Data
         "kv-short-high": f"{100 * short['accuracy'].max():.0f}%" if len(short) else "—",
         "kv-qa-errors-first-pair": f"{qa_errors[kv.ERROR_KINDS[0]].sum() / wrong:.0%}" if wrong else "—",
     }
+
+
+def headline_table(estimates: dict[str, Estimate]) -> pd.DataFrame:
+    """The two headline comparisons: difference, interval, records, p and the two sides."""
+    names = {"litm-kv-middle": "middle minus first (query at end)",
+             "litm-kv-query-aware": "query-aware minus query at end (gold in the middle)"}
+    return pd.DataFrame([{"comparison": name, "ours (pts, 95% CI)": points_ci(e.difference, e.ci_low, e.ci_high),
+                          "records": e.n, "sign-flip p": p_text(e.p).removeprefix("p = "), "sides": e.detail}
+                         for cid, name in names.items() if (e := estimates.get(cid)) is not None])
+
+
+def cells_table(cells: pd.DataFrame) -> pd.DataFrame:
+    return cells.assign(accuracy=[pct_ci(a, lo, hi) for a, lo, hi in
+                                  zip(cells["accuracy"], cells["ci_low"], cells["ci_high"])])[
+        ["query", "position", "n", "accuracy"]].rename(columns={"accuracy": "accuracy (%, 95% Wilson)"})
+
+
+def statements(estimates: dict[str, Estimate], verdicts: dict[str, str], cells: pd.DataFrame, summary: pd.DataFrame,
+               table: pd.DataFrame, errors: pd.DataFrame, params: dict, label: str) -> dict[str, bool]:
+    """What the chapter's prose says in words, each as a check on the committed run."""
+    largest = max(params["num_pairs"])
+    middle = cells[(cells["position"] == "middle") & (cells["query"] == QUERY_LABELS[False])]["accuracy"].iloc[0]
+    qa_errors = errors[(errors["pairs"] == largest) & (errors["query"] == QUERY_LABELS[True])]
+    short = summary[(summary["num_pairs"] < largest) & (summary["model"] == label)]
+    return {
+        "lost in the middle, reproduced": verdicts["litm-kv-middle"] == "reproduced",
+        "query-aware did not help; a gain of the paper's size is ruled out":
+            verdicts["litm-kv-query-aware"] == "not reproduced" and estimates["litm-kv-query-aware"].difference <= 0,
+        "this reader goes lower than the paper's worst case (45.6%)": middle < 0.456,
+        "both comparisons are sized for ±10 points": all(
+            n <= estimates["litm-kv-middle"].n for n in sizing(table, params, label)["records for ±10 pts"]),
+        "short contexts stay between 50 and 100%": short["accuracy"].between(0.5, 1.0).all(),
+        "most query-aware errors return the first pair's value":
+            qa_errors[kv.ERROR_KINDS[0]].sum() > qa_errors[list(kv.ERROR_KINDS)].to_numpy().sum() / 2,
+    }
+
+
+def analysis(plan: list[Block], rows: list[dict], params: dict, reader: Reader, results_dir: str | Path,
+             second_reader: str) -> SimpleNamespace:
+    """Everything the chapter shows, computed from its rows and those other readers and
+    backends stored for the same prompts (one more line each in the figure): tables, the
+    headline estimates and their verdicts, the numbers the prose quotes (``quoted``) and the
+    statements it makes in words (``said``)."""
+    others = comparable_rows(results_dir, EXPERIMENT, all_requests(plan), exclude=reader.results_folder(results_dir))
+    view = SimpleNamespace(table=scored(rows, params), everything=scored(rows + others, params))
+    view.summary, view.errors = accuracy(view.table), error_kinds(view.table)
+    view.estimates = claims(results_dir, params, reader)
+    view.verdicts = chapter_verdicts("kv_retrieval", view.estimates)
+    view.cells = headline_cells(view.summary, params, reader.label)
+    view.quoted = quoted(view.estimates, view.cells, view.summary, view.errors, params, reader.label)
+    view.said = statements(view.estimates, view.verdicts, view.cells, view.summary, view.table, view.errors, params,
+                           reader.label)
+    view.provenance = (f"**Data.** {provenance(view.everything, results_dir, EXPERIMENT)}. Greedy decoding, prompts "
+                       f"from `lib/longctx/prompts/`, parameters: `{params}`.")
+    view.readers = reader_comparison(view.everything, (reader.label, second_reader))
+    view.consistent = (len(rows) == len(all_requests(plan)) == len({r["key"] for r in rows})
+                       and (view.summary["ci_low"] <= view.summary["accuracy"]).all()
+                       and (view.summary["accuracy"] <= view.summary["ci_high"]).all())
+    return view
+
+
+def figure(view: SimpleNamespace):
+    """Accuracy against the gold pair's depth, one panel per size, every reader with rows."""
+    return accuracy_by_position(accuracy(view.everything), x="depth", style="query",
+                                xlabel="Relative depth of the gold pair", panel_width=3.3, xlim=(-0.05, 1.05))

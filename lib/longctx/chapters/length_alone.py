@@ -20,15 +20,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 
-from ..claims import Estimate, by_unit, estimable, paired_estimate
+from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from ..errors import ParameterError
 from ..metrics import summarize
 from ..models import load_tokenizer
+from ..plots import condition_bars
 from ..reader import Reader
 from ..report import estimate_text, n_for_half_width, p_text, pct_ci, points_ci
+from ..results import provenance, rows_table
 from ..runner import Block, LazyRequests
 from ..tasks import length_alone as la
 from ..tasks import ruler_qa as rq
@@ -405,3 +408,96 @@ def quoted(estimates: dict[str, Estimate], gsm: pd.DataFrame, solve: pd.DataFram
         out["la-recitations-at-cap"] = int(rec["at_cap"].sum())
         out["la-recite-cap"] = f"{rq.RECITE_TOKENS:,}"
     return out
+
+
+def varsum_tables(varsum: dict) -> list[pd.DataFrame]:
+    """VarSum's levels (accuracy, outputs at the cap, longest outputs), its drop with filler,
+    and the values of asked variables the outputs state."""
+    levels = (varsum["levels"].assign(accuracy=(100 * varsum["levels"]["accuracy"]).round(1)).drop(columns="right")
+              .rename(columns={"accuracy": "accuracy (%)", "at_cap": f"outputs at the {varsum['cap']}-token cap",
+                               "longest": "longest output (tokens)",
+                               "longest_correct": "longest correct output (tokens)"})
+              .reset_index().rename(columns={"filler_tokens": "essay tokens"}))
+    reads = varsum["reads"]
+    reads = (reads.assign(share=(100 * reads["right"] / reads["stated"]).round(1)).reset_index()
+             .rename(columns={"filler_tokens": "essay tokens", "stated": "values of asked variables stated",
+                              "right": "of which match the evidence", "share": "share right (%)"}))
+    return [levels, varsum["drops"], reads]
+
+
+def sample_outputs(solve: pd.DataFrame, params: dict, n: int = 3) -> str:
+    """A few outputs of GSM8K without the final step, with no filler, beside their answers."""
+    answers = {p.id: p.answer for ps in problems_for(params).values() for p in ps}
+    sample = solve[(solve["subtask"] == "gsm8k_no_final_step") & (solve["filler_tokens"] == 0)].head(n)
+    return "Outputs with no filler: " + "; ".join(f"`{o}` (answer {answers[e]})"
+                                                 for o, e in zip(sample["output"], sample["example_id"]))
+
+
+def statements(view: SimpleNamespace) -> dict[str, bool]:
+    """What the chapter's prose says in words, each as a check on the committed run."""
+    est, verdicts = view.estimates, view.verdicts
+    acc = view.gsm.groupby("condition")["correct"].mean()
+    said = {
+        "filler between evidence and question hurts (reproduced, each kind)":
+            all(verdicts.get(c) == "reproduced" for c in ("la-essay", "la-whitespace", "la-mask")),
+        "and more than the paper's 3-29 points": all(-est[c].difference > 29 for c in ("la-essay", "la-whitespace",
+                                                                                      "la-mask")),
+        "masking hurts most": acc["masked"] < acc["whitespace"] < acc["essay"],
+        "next to its evidence length costs nothing (not reproduced)":
+            verdicts.get("la-before") == "not reproduced" and est["la-before"].ci_low >= 0,
+        "token-level whitespace answers none": acc["single-space tokens"] == acc["newline tokens"] == 0,
+    }
+    if view.varsum is not None:
+        said["VarSum is at the floor and its budget decides nothing"] = (
+            view.varsum["levels"].loc[0, "at_cap"] == 0 and view.varsum["levels"].loc[0, "accuracy"] < 0.1)
+    if view.ruler is not None:
+        rec = view.ruler["recited"]
+        said.update({
+            "recite-then-answer goes the opposite way on QA1 and QA2":
+                verdicts.get("la-ruler-qa1") == verdicts.get("la-ruler-qa2") == "opposite direction",
+            "few recitations name a document with the answer": (rec["supporting"] < 0.25).all()
+            and (rec["answer"] < 0.3).all(),
+            "both RULER intervals are within ±10 points": all(
+                max(r.ci_high - r.change, r.change - r.ci_low) <= 10.05 for r in view.ruler["steps"].itertuples()
+                if r.mode == "retrieve_then_answer"),
+        })
+    return said
+
+
+def analysis(stored: list[dict], params: dict, reader: Reader, results_dir: str | Path,
+             paper: pd.DataFrame) -> SimpleNamespace:
+    """Everything the chapter shows from its rows: GSM8K with every filler, placement and
+    whitespace unit, VarSum, RULER's recite-then-answer, the claims' estimates and verdicts,
+    the numbers the prose quotes and its statements."""
+    rows = [r for r in stored if r["task"] == la.TASK]
+    ruler_rows = [r for r in stored if r["task"] == rq.TASK]
+    view = SimpleNamespace(rows=rows, solve=solved(rows, params))
+    view.gsm = view.solve[view.solve["subtask"] == "gsm8k"]
+    view.estimates = claims(results_dir, params, reader)
+    view.verdicts = chapter_verdicts("length_alone", view.estimates)
+    view.placement, before, placed = placement(view.gsm, paper)
+    view.varsum = varsum_views(view.solve, rows, paper)
+    view.ruler = ruler_views(ruler_rows, params, paper)
+    view.quoted = quoted(view.estimates, view.gsm, view.solve, before, placed, view.varsum, view.ruler, rows,
+                         ruler_rows, params)
+    view.said = statements(view)
+    view.between_note = ("The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% (Mistral-7B); "
+                         f"ours is {100 * view.gsm[view.gsm['filler_tokens'] == 0]['correct'].mean():.1f}%.")
+    view.provenance = (f"**Data.** {provenance(rows_table(rows, lambda r: 0), results_dir, EXPERIMENT)}. Greedy "
+                       "decoding; the figure's arms are the `gsm8k` entries of `arms` in the parameters cell.")
+    view.ruler_provenance = (f"**Data.** {provenance(rows_table(ruler_rows, lambda r: 0), results_dir, rq.TASK)}. "
+                             f"Greedy decoding, parameters: `ruler = {params.get('ruler')}`.") if ruler_rows else ""
+    view.consistent = (len(view.solve) == sum(r["condition"]["mode"] == "solve" for r in rows)
+                       and len({r["key"] for r in stored}) == len(stored) == len(rows) + len(ruler_rows))
+    return view
+
+
+def figure(view: SimpleNamespace):
+    """GSM8K accuracy per filler condition, the paper's design and without the final step."""
+    return condition_bars(bars(view.solve), order=BAR_ORDER, hue="variant", xlabel="GSM8K accuracy (%)")
+
+
+def ruler_figure(view: SimpleNamespace):
+    """RULER QA1 and QA2 under each arm."""
+    return condition_bars(summarize(view.ruler["answers"], ["task", "condition"]), order=list(RULER_MODES.values()),
+                          hue="task", xlabel="RULER string_match_part (%)")

@@ -16,16 +16,24 @@ smaller on a CPU.
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 
-from ..claims import Estimate, by_unit, estimable, paired_estimate
+from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from ..errors import ParameterError
 from ..metrics import summarize
+from ..plots import accuracy_by_position
 from ..reader import Reader
 from ..report import estimate_text, n_for_half_width, p_text, pct_ci, points_ci
-from ..results import paired_effects, position_gap_permutation, rows_table
-from ..runner import Block
+from ..results import (
+    comparable_rows,
+    paired_effects,
+    position_gap_permutation,
+    provenance,
+    rows_table,
+)
+from ..runner import Block, all_requests
 from ..tasks import multidoc_qa as qa
 from ..tasks import open_domain as od
 
@@ -389,3 +397,79 @@ def quoted(estimates: dict[str, Estimate], table: pd.DataFrame, sides: dict, gap
             "od-step-questions": int(head["questions"]),
         })
     return out
+
+
+def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
+    """What the chapter's prose says in words, each as a check on the committed run."""
+    est, gaps = view.estimates, view.gaps
+    head = gaps[(gaps["documents"] == max(params["num_documents"])) & (gaps["query"] == QUERY_LABELS[False])].iloc[0]
+    small = gaps[gaps["questions"] < head["questions"]]
+    acc = view.od["curve"][view.od["curve"]["measure"] == "reader accuracy"].set_index("k")["accuracy"]
+    low, high = view.od["ks"]
+    return {
+        "the U-shape holds (reproduced)": view.verdicts.get("litm-qa-u-shape") == "reproduced",
+        "its interval includes the paper's -15.7": est["litm-qa-u-shape"].ci_low <= -15.7 <= est["litm-qa-u-shape"].ci_high,
+        "documents help far more than closed-book (opposite direction)":
+            view.verdicts.get("litm-qa-closed-book") == "opposite direction",
+        "open-domain: inconclusive, leaning to a loss":
+            view.verdicts.get("litm-open-domain") == "inconclusive at this n" and est["litm-open-domain"].difference < 0,
+        "the headline's gap is real": head["permutation p"] < 0.05
+        and head["best minus worst (pts)"] > head["expected from noise (pts)"],
+        "the grid's gaps exceed what noise gives": (small["best minus worst (pts)"]
+                                                    > small["expected from noise (pts)"]).all(),
+        "both comparisons are sized for ±10 points": all(
+            n <= est["litm-qa-u-shape"].n for n in sizing(view.sides)["questions for ±10 pts"]),
+        f"more documents stop helping at {low}": acc.idxmax() == low and acc[high] < acc[low],
+    }
+
+
+def analysis(plan: list[Block], answered: list[dict], params: dict, reader: Reader,
+             results_dir: str | Path) -> SimpleNamespace:
+    """Everything the chapter shows, computed from its rows and those other readers and
+    backends stored for the same prompts: tables, the claims' estimates and verdicts, the
+    open-domain curves, the numbers the prose quotes and the statements it makes."""
+    rows = [r for r in answered if r["task"] == qa.TASK]
+    requests = all_requests([b for b in plan if b.experiment == EXPERIMENT])
+    others = [r for r in comparable_rows(results_dir, EXPERIMENT, requests, exclude=reader.results_folder(results_dir))
+              if r["condition"]["setting"] == "documents"]
+    view = SimpleNamespace(table=scored(rows), everything=scored(rows + others))
+    view.summary, view.base = accuracy(view.table), baselines(view.table)
+    view.estimates = claims(results_dir, params, reader)
+    view.verdicts = chapter_verdicts("multidoc_qa", view.estimates)
+    view.sides = headline_sides(view.table, params)
+    view.gaps = position_gaps(view.table, seed=params["seed"])
+    view.effects = query_aware_effects(view.table, reader.label, seed=params["seed"])
+    view.od = open_domain([r for r in answered if r["task"] != qa.TASK], params)
+    view.quoted = quoted(view.estimates, view.table, view.sides, view.gaps, view.effects, view.od, params,
+                         reader.label)
+    view.said = statements(view, params) if view.od else {}
+    view.provenance = "**Data.** " + provenance(view.table, results_dir, EXPERIMENT)
+    view.od_provenance = "**Data.** " + provenance(view.od["table"], results_dir, OPEN_DOMAIN) if view.od else ""
+    view.consistent = (len(rows) == len(requests) == len({r["key"] for r in rows})
+                       and (view.summary["ci_low"] <= view.summary["accuracy"]).all()
+                       and (view.summary["accuracy"] <= view.summary["ci_high"]).all())
+    return view
+
+
+def figure(view: SimpleNamespace):
+    """Accuracy against the answer's position per size and query placement, every reader
+    with rows; closed-book (dotted) and oracle (dash-dot) as grey lines."""
+    fig = accuracy_by_position(accuracy(view.everything), facet="num_documents", facet_title="{} documents",
+                               style="query", xlabel="Position of the document with the answer")
+    for ax in fig.axes:
+        for b in view.base.itertuples():
+            ax.axhline(100 * b.accuracy, ls=":" if b.setting == "closed-book" else "-.", lw=1, color="grey")
+    return fig
+
+
+def open_domain_figure(view: SimpleNamespace):
+    """Recall@k and reader accuracy against the number of retrieved documents."""
+    fig = accuracy_by_position(view.od["shown"], x="k", facet="panel", hue="measure",
+                               facet_title="BM25 over the NQ-Open gold chunks", xlabel="Retrieved documents (k)",
+                               panel_width=6.0)
+    fig.axes[0].set_ylabel("Recall or accuracy (%)")
+    return fig
+
+
+def gaps_table(gaps: pd.DataFrame) -> pd.DataFrame:
+    return gaps.assign(**{"permutation p": gaps["permutation p"].map(lambda p: p_text(p).removeprefix("p = "))})

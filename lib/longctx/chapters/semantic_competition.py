@@ -18,15 +18,17 @@ the same headline for any reader.
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 
-from ..claims import Estimate, by_unit, estimable, paired_estimate
+from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from ..errors import ParameterError
+from ..plots import retention_curves
 from ..reader import Reader
 from ..report import estimate_text, n_for_half_width, p_text
 from ..requests import Request, dedupe_key, unique_requests
-from ..results import retention_curve, rows_table
+from ..results import provenance, retention_curve, rows_table
 from ..runner import Block
 from ..tasks import semantic_competition as sc
 
@@ -189,12 +191,20 @@ def retention_table(curves: pd.DataFrame) -> pd.DataFrame:
             .reset_index().rename(columns={"num_hard": "H"}))
 
 
-def sizing(main: pd.DataFrame) -> pd.DataFrame:
-    """Questions a 95% half-width of 10 points needs for far minus hard EM."""
+def sizing(main: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Questions a 95% half-width of 10 points needs for far minus hard EM, and its note."""
     em = main.pivot_table(index="example_id", columns="condition", values="em")
     diff = em["far"] - em["hard"]
-    return pd.DataFrame([{"comparison": "far minus hard EM", "questions": len(em),
-                          "discordant": f"{(diff != 0).mean():.0%}", "questions for ±10 pts": n_for_half_width(diff)}])
+    table = pd.DataFrame([{"comparison": "far minus hard EM", "questions": len(em),
+                           "discordant": f"{(diff != 0).mean():.0%}", "questions for ±10 pts": n_for_half_width(diff)}])
+    return table, ("How n was chosen: questions a 95% interval of at most 10 points on each side needs, from the "
+                   "observed per-question differences; few questions change between hard and far, so the paired "
+                   "design needs few.")
+
+
+def half_lives(lives: pd.DataFrame) -> pd.DataFrame:
+    """K_1/2 per retriever and metric."""
+    return lives.pivot_table(index="retriever", columns="metric", values="K_1/2", aggfunc="first").reset_index()
 
 
 def far_ranks(main: pd.DataFrame) -> pd.DataFrame:
@@ -329,3 +339,77 @@ def quoted(estimates: dict[str, Estimate], table1: pd.DataFrame, table2: pd.Data
     out["sc-far-minus-hard"] = estimate_text(estimates["sc-far-minus-hard"])
     out["sc-far-minus-hard-inclusion"] = estimate_text(estimates["sc-far-minus-hard-inclusion"])
     return out
+
+
+def experiments_table(built: dict, plan: list[Block]) -> tuple[pd.DataFrame, str]:
+    """Per experiment: questions, questions left out, prompts; and the distinct prompts in all."""
+    table = pd.DataFrame([{"experiment": name, "questions": len(exs),
+                           "left out (answer not locatable or in most snippets)": len(skipped), "prompts": len(reqs)}
+                          for name, (reqs, exs, skipped) in built.items()])
+    return table, f"{sum(len(b.requests) for b in plan)} distinct prompts in all."
+
+
+def paper_tables(paper: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The paper's Table 1 (pivoted), Table 2, section 4.1 (retention) and 4.4 (snippet length)."""
+    return {"table 1": paper[paper["source"] == "Table 1"].pivot_table(
+                index=["reader", "condition"], columns="metric", values="value", aggfunc="first",
+                sort=False).reset_index(),
+            "table 2": paper[paper["source"] == "Table 2"][["reader", "metric", "value"]],
+            "retention": paper[paper["source"] == "Section 4.1"][["setting", "condition", "metric", "value"]],
+            "length": paper[paper["source"] == "Section 4.4"][["setting", "condition", "metric", "value"]]}
+
+
+def statements(view: SimpleNamespace, second: str | None) -> dict[str, bool]:
+    """What the chapter's prose says in words, each as a check on the committed run."""
+    est, rec = view.estimates, view.table2[view.table2["model"] == view.label].set_index("metric")
+    r = view.curves.set_index(["retriever", "metric", "num_hard"])
+    largest = r.index.get_level_values("num_hard").max()
+    said = {
+        "inclusion recovery and hard-negative loss reproduced":
+            view.verdicts.get("sc-far-minus-hard-inclusion") == view.verdicts.get("sc-hard-hurts") == "reproduced",
+        "EM sits on the 5% line (inconclusive)": view.verdicts.get("sc-far-minus-hard") == "inconclusive at this n"
+        and 0.04 < est["sc-far-minus-hard"].p < 0.06,
+        "small and real for inclusion and F1": rec.loc["F1", "p"] < 0.05 and rec.loc["Incl.", "p"] < 0.05,
+        "nothing is right-censored": not view.lives["censored"].any(),
+        "at the largest H every retention interval lies below one half": all(
+            r.loc[("bm25", m, largest), "R_high"] < 0.5 for m in ("EM", "F1", "Incl.")),
+        "this reader keeps about a fifth of its EM": 0.15 < r.loc[("bm25", "EM", largest), "R"] < 0.25,
+        "no snippet-length difference is decided": (view.length_recovery["p"] >= 0.1).all(),
+    }
+    if view.nq is not None:
+        said["the NQ control gives nothing back"] = view.nq[1].set_index("metric").loc["F1", "p"] > 0.5
+    if second:
+        cis = view.table2[view.table2["model"] == second]["95% CI"]
+        said["the second reader's intervals include zero"] = all(
+            float(ci.strip("[]").split(",")[0]) < 0 for ci in cis)
+    return said
+
+
+def analysis(built: dict, rows: list[dict], params: dict, reader: Reader, results_dir: str | Path) -> SimpleNamespace:
+    """Everything the chapter shows from its rows and the second readers': the matched
+    control's Tables 1 and 2, the retention curves, the snippet-length, other-N and NQ checks,
+    the claims' estimates and verdicts, the numbers the prose quotes and its statements."""
+    seed = params["seed"]
+    second = next((r for r in params["second_readers"] if r != reader.model), None)
+    view = SimpleNamespace(label=reader.label, everything=scored(rows))
+    view.table = view.everything[view.everything["model"] == reader.label]
+    view.readers = matched(view.everything, params)
+    view.main = view.readers[view.readers["model"] == reader.label]
+    view.curves, view.lives = retention(view.table, params)
+    view.table1 = sc.condition_summary(view.readers, by=["model", "condition"], seed=seed)
+    view.table2 = sc.recovery_table(view.readers, by=["model"], seed=seed)
+    view.length_levels, view.length_recovery = snippet_length(view.table, params)
+    view.sizes, view.nq = other_sizes(view.table, params), nq(view.table, params)
+    view.estimates = claims(results_dir, params, reader)
+    view.verdicts = chapter_verdicts("semantic_competition", view.estimates)
+    view.quoted = quoted(view.estimates, view.table1, view.table2, view.main, view.curves, view.lives, view.table,
+                         view.length_recovery, view.sizes, view.nq, params, reader.label, second)
+    view.said = statements(view, second)
+    view.example = example_prompt(built)
+    view.provenance = f"{len(rows)} rows. **Data.** {provenance(view.everything, results_dir, EXPERIMENT)}"
+    return view
+
+
+def figure(view: SimpleNamespace):
+    """Retention of EM and F1 against the hard negatives added, per retriever."""
+    return retention_curves(view.curves[view.curves["metric"].isin(["EM", "F1"])])

@@ -1,0 +1,72 @@
+"""What every chapter notebook does before its first result: one call.
+
+    page = setup("kv_retrieval", globals())
+
+reads the notebook's parameter cell (papermill may have replaced any of it), builds the
+:class:`~longctx.reader.Reader` it names, picks out the chapter's parameters (its ``book``
+scale's names) and resolves the results folder; ``page.book_run`` says whether this is the
+committed run the prose describes, so a notebook checks its words only there.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import pandas as pd
+
+from .chapters import get_chapter, scale
+from .claims import chapter_verdicts
+from .paths import repo_root, resolve
+from .reader import Reader
+
+
+@dataclass
+class Page:
+    """One chapter notebook's reader, parameters and results folder."""
+
+    chapter: ModuleType
+    name: str
+    params: dict
+    reader: Reader
+    results: Path
+
+    @property
+    def book_run(self) -> bool:
+        """The committed run: the default reader at the chapter's book scale."""
+        own = {k: v for k, v in self.params.items() if k in scale(self.name, "book")}
+        return self.reader == Reader() and own == scale(self.name, "book")
+
+    def paper(self, name: str) -> pd.DataFrame:
+        """A table of the paper's own numbers, ``data/paper/<name>.csv``."""
+        return pd.read_csv(repo_root() / "data" / "paper" / f"{name}.csv")
+
+    def check(self, said: dict[str, bool]) -> None:
+        """On the committed run, fail on any statement of the prose that the rows no longer
+        support; print how many were checked (the book's browser check wants a count above 0)."""
+        broken = [claim for claim, holds in said.items() if not holds] if self.book_run else []
+        if broken:
+            raise AssertionError(f"{self.name}: the prose says what the rows no longer support: {broken}")
+        print(f"claims checked: {len(said) if self.book_run else 0}")
+
+    def verdicts(self, estimates: dict) -> dict[str, str]:
+        """The findings page's verdict for each of this chapter's estimated claims."""
+        return chapter_verdicts(self.name, estimates)
+
+
+def setup(name: str, namespace: dict, *, with_model: bool = False) -> Page:
+    """The page of chapter ``name`` from a notebook's globals: its reader (``model``,
+    ``backend``, ``backend_url``, ``prompt_mode``, ``device``, ``dtype``), its parameters
+    (with ``model`` added when the plan sizes contexts in the reader's tokens) and
+    ``results_dir`` resolved against the repository."""
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    pd.set_option("display.precision", 3)
+    reader = Reader.of(namespace["model"], namespace.get("backend"), namespace.get("backend_url"),
+                       prompt_mode=namespace.get("prompt_mode", "auto"), device=namespace.get("device", "auto"),
+                       dtype=namespace.get("dtype", "auto"))
+    params = {k: namespace[k] for k in scale(name, "book")}
+    if with_model:
+        params["model"] = namespace["model"]
+    return Page(get_chapter(name), name, params, reader, resolve(namespace.get("results_dir", "data/results")))
