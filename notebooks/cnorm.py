@@ -89,31 +89,15 @@ batch_size = 8
 results_dir = "data/results"  # relative to the repository root
 
 # %% tags=["remove-cell"]
-import json
-import warnings
-
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
 
-from longctx.chapters import cnorm as chapter
-from longctx.chapters import scale
-from longctx.claims import read_claims, verdict
-from longctx.models import load_tokenizer
-from longctx.paths import repo_root, resolve
-from longctx.plots import accuracy_by_position
-from longctx.reader import Reader
-from longctx.report import glue_all, say, show
-from longctx.results import load_experiment, provenance
-from longctx.runner import Block, answer
-from longctx.tasks import longbench_v2 as lb
+from longctx.page import setup
+from longctx.report import glue_all, say, show, show_all
+from longctx.results import provenance
+from longctx.runner import answer
 
-warnings.filterwarnings("ignore", category=FutureWarning)
-pd.set_option("display.precision", 3)
-results_path = resolve(results_dir)
-reader = Reader.of(model, backend, backend_url, prompt_mode=prompt_mode, device=device, dtype=dtype)
-paper = pd.read_csv(repo_root() / "data" / "paper" / "cnorm_reported.csv")
-params = {name: globals()[name] for name in scale("cnorm", "book")}
+page = setup("cnorm", globals())
+chapter, reader = page.chapter, page.reader
 
 # %% [markdown]
 # The chapter's prompts come from `longctx.chapters.cnorm.plan`, which `longctx reproduce`
@@ -123,26 +107,11 @@ params = {name: globals()[name] for name in scale("cnorm", "book")}
 # what is missing.
 
 # %%
-answer(chapter.plan(params), reader, results_path, batch_size=batch_size, params={"seed": seed})
+answer(chapter.plan(page.params), reader, page.results, batch_size=batch_size, params={"seed": seed})
 
 # %% tags=["remove-cell"]
-selection = chapter.selection(params, results_path, reader)
-chosen, shortest, scores = chapter.choices(selection.to_dict("records"))
-qa_table = chapter.qa_table(results_path, params, reader, chosen, shortest)
-qa_tests = chapter.qa_tests(qa_table, params)
-per_seed = chapter.oaa_opa(qa_table, ["method", "seed"])
-kv_table = chapter.kv_table(results_path, reader)
-grid = chapter.figure2(kv_table, params)
-effects = chapter.format_effects(grid)
-swept = chapter.sweep(kv_table, params, reader.label)
-delimiters = chapter.by_delimiter(swept)
-correlations = chapter.correlations(swept, delimiters, seed)
-att_rows = chapter.attention_view(params, results_path, reader)
-shares = chapter.attention_shares(att_rows)
-stability, ratio_choice = chapter.stability(scores, chosen, params, results_path, reader)
-estimates = chapter.claims(results_path, params, reader)
-glue_all(chapter.quoted(estimates, selection, chosen, shortest, qa_table, qa_tests, per_seed, grid, effects,
-                        delimiters, correlations, shares, stability, ratio_choice, params, reader.label))
+view = chapter.analysis(page.params, reader, page.results)
+glue_all(view.quoted)
 
 # %% [markdown]
 # ## C-NORM on 10-document NQ-Open QA (Figure 6)
@@ -160,16 +129,10 @@ glue_all(chapter.quoted(estimates, selection, chosen, shortest, qa_table, qa_tes
 # takes the reformatting delimiter whose prompts have the fewest tokens instead.
 
 # %% tags=["hide-input"]
-show(chapter.selection_summary(selection).round(3).reset_index())
-say(f"ABS selects **{chosen!r}**; the shortest tokenization is **{shortest!r}**. Scoring "
-                 f"{len(cnorm_candidates)} candidates on S = {calibration_questions} prompts took "
-                 f"{selection['seconds'].sum():.0f} s of forward passes on {selection['device'].iloc[0]}.")
-show(qa_table.groupby("method")["prompt_tokens"].mean().round(1).reset_index(), notes="Mean prompt tokens by method.")
+show_all(chapter.selection_tables(view))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy of baseline and C-NORM prompts against the gold document's position among 10 NQ-Open documents, pooled over three distractor orderings of the same 20 questions (60 items per point; bands resample questions); the shortest-tokenization control ran on one ordering (20 per point). C-NORM rewrites half of each passage's sentences with the delimiter that attention balance selected.", "name": "fig-cnorm-qa"}, "image": {"alt": "Line chart of accuracy against gold position: the baseline falls from 65 to 45 percent across positions; C-NORM and the shortest-tokenization control lie below it at every position, between 25 and 45 percent."}}
-accuracy_by_position(chapter.qa_accuracy(qa_table, params), x="position", facet="panel", hue="method",
-                     facet_title="{}", xlabel="Position of the gold document",
-                     title=f"C-NORM ({chosen!r}, p = {cnorm_ratio}) vs baseline")
+chapter.qa_figure(view)
 plt.show()
 
 # %% [markdown]
@@ -184,14 +147,14 @@ plt.show()
 # question's mean difference.
 
 # %% tags=["hide-input"]
-show(chapter.with_ci(qa_tests))
+show(chapter.with_ci(view.qa_tests))
 
 # %% [markdown]
 # **How n was chosen.** From the observed per-question differences (averaged over positions
 # and orderings), the questions a 95% interval of at most 10 points on each side needs:
 
 # %% tags=["hide-input"]
-show(chapter.qa_sizing(qa_table))
+show(chapter.qa_sizing(view.qa))
 
 # %% [markdown]
 # **OAA and OPA per seed and method.** Intervals: OAA bootstraps whole questions, OPA is
@@ -199,12 +162,10 @@ show(chapter.qa_sizing(qa_table))
 # positions (the per-position variance the reviewers asked for).
 
 # %% tags=["hide-input"]
-show(chapter.oaa_opa_shown(per_seed))
-say("**Mean (and sd) over seeds**, the paper's way of reporting:")
-show(per_seed.groupby("method")[["OAA", "OPA", "position_sd"]].agg(["mean", "std"]).round(3).reset_index())
+show_all(chapter.seed_tables(view))
 
 # %% tags=["remove-input"]
-say("**Data.** " + provenance(qa_table, results_path, chapter.QA))
+say("**Data.** " + provenance(view.qa, page.results, chapter.QA))
 
 # %% [markdown]
 # (cnorm-formats)=
@@ -217,23 +178,18 @@ say("**Data.** " + provenance(qa_table, results_path, chapter.QA))
 # paired by example and position. One prompt (modified UUID):
 
 # %% tags=["hide-input"]
-grid_requests, _ = chapter.kv_requests(params)
-say("```text\n" + next(r.prompt for r in grid_requests if r.condition["delimiter"] == "&")[:420]
-                 + "\n...\n```")
-show(chapter.oaa_opa_shown(chapter.oaa_opa(grid, ["model", "density", "format"])))
-say("**Data.** " + provenance(grid, results_path, chapter.KV))
+show_all(chapter.formats_tables(view))
 
 # %% [markdown]
 # **The paper's numbers** (only those its text states; the bars of Figure 2 carry no
 # printed values):
 
 # %% tags=["hide-input"]
+paper = page.paper("cnorm_reported")
 show(paper[paper["source"].str.startswith("Figure 2")].drop(columns=["source"]))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Key-value retrieval by id format: accuracy against the gold pair's position at low density (16 pairs of 32-hex ids) and high density (4 pairs of 128-hex ids); 5 examples per point at low density and 20 at high density, 95% Wilson bands.", "name": "fig-cnorm-formats"}, "image": {"alt": "Two panels of accuracy against gold position for UUID, plain and ampersand-delimited ids; all lines stay near 90 to 100 percent."}}
-accuracy_by_position(chapter.figure2_accuracy(grid, params, reader.label), x="position", facet="panel", hue="format",
-                     facet_title="{}", xlabel="Position of the gold pair",
-                     title=f"Key-value retrieval by id format ({model})")
+chapter.formats_figure(view, model)
 plt.show()
 
 # %% [markdown]
@@ -242,7 +198,7 @@ plt.show()
 # mean differences.
 
 # %% tags=["hide-input"]
-show(chapter.with_ci(effects))
+show(chapter.with_ci(view.effects))
 
 # %% [markdown]
 # (cnorm-tokens)=
@@ -260,30 +216,14 @@ show(chapter.with_ci(effects))
 # 4 shortest formats, per example) is the findings page's test of the direction.
 
 # %% tags=["hide-input"]
-show(chapter.oaa_opa_shown(delimiters.drop(columns=["best_position", "position_sd"]))
-     .drop(columns=["OPA (95% CI)"]),
-     notes=f"{sweep_pairs} pairs, gold at depth {sweep_positions}, {swept['example_id'].nunique()} examples per delimiter.")
+show(*chapter.sweep_table(view))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Mean prompt tokens against OAA for each delimiter of the sweep (75 pairs, gold in the middle, the same 20 examples per delimiter). Whiskers: 95% bootstrap intervals over examples. Title: Pearson r with its bootstrap interval over examples.", "name": "fig-cnorm-tokens"}, "image": {"alt": "Scatter plot of mean prompt tokens against accuracy for eight delimiters, with vertical interval whiskers."}}
-fig, ax = plt.subplots(figsize=(6.4, 3.8))
-# One colour and marker per delimiter, named in the legend: several points nearly coincide.
-for i, row in delimiters.iterrows():
-    ax.errorbar([row["prompt tokens"]], [100 * row["OAA"]], fmt="osD^vP*X"[i % 8], capsize=3, lw=1, color=f"C{i}",
-                yerr=[[100 * (row["OAA"] - row["OAA_low"])], [100 * (row["OAA_high"] - row["OAA"])]],
-                label=row["format"])
-ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-ax.set(xlabel="Prompt tokens (mean)", ylabel="OAA (%)")
-every = correlations["all"]
-ax.set_title(f"{sweep_pairs} pairs, {model}: r = {every['r']:.2f}, bootstrap 95% CI [{every['ci_low']:.2f}, "
-             f"{every['ci_high']:.2f}]", fontsize=9)
-ax.grid(alpha=0.3)
+chapter.tokens_figure(view, model)
 plt.show()
 
 # %% tags=["hide-input"]
-show(chapter.correlation_table(correlations, estimates["cnorm-tokens"], delimiters),
-     notes=f"Longest: {', '.join(map(repr, delimiters['delimiter'].tolist()[-(len(delimiters) // 2):]))}; shortest: "
-           f"{', '.join(map(repr, delimiters['delimiter'].tolist()[:len(delimiters) // 2]))}. Bootstrap draws where r "
-           f"is undefined (all formats equal): {every['undefined_share']:.0%}.")
+show(*chapter.correlation_shown(view))
 
 # %% [markdown]
 # ## Where the last token looks (Figure 4)
@@ -301,21 +241,11 @@ show(chapter.correlation_table(correlations, estimates["cnorm-tokens"], delimite
 # or last token.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Last-layer final-token attention over the prompt (log scale) for UUID and plain-text ids, gold pair at each position; ABS in the legend.", "name": "fig-cnorm-attention"}, "image": {"alt": "Two panels of attention weight against relative token position; mass concentrates at the start and the end of the prompt in both formats."}}
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
-for ax, fmt in zip(axes, ["UUID (-)", "plain text"]):
-    for r in [r for r in att_rows if r["format"] == fmt]:
-        ax.plot(np.linspace(0, 1, len(r["attention"])), r["attention"], lw=0.8,
-                label=f"gold at {r['gold_position']} (ABS {r['abs']:.2f})")
-    ax.set(yscale="log", title=f"{fmt}, {attention_pairs} pairs", xlabel="Relative token position")
-    ax.legend(fontsize=7)
-axes[0].set_ylabel("Final-token attention (last layer)")
-fig.tight_layout()
+chapter.attention_figure(view)
 plt.show()
 
 # %% tags=["hide-input"]
-show(pd.DataFrame(att_rows)[["format", "gold_position", "tokens", "abs", "seconds"]]
-     .merge(shares.drop(columns="abs"), on=["format", "gold_position"]).round(3),
-     notes="head, middle, tail: the share of attention on the prompt's first tenth, the middle and the last tenth.")
+show(*chapter.attention_table(view))
 
 # %% [markdown]
 # **Cost of the attention function.** `scripts/bench_attention.py` times it against the
@@ -323,14 +253,7 @@ show(pd.DataFrame(att_rows)[["format", "gold_position", "tokens", "abs", "second
 # peak memory above the loaded model. Numbers from the committed benchmark file:
 
 # %% tags=["hide-input"]
-bench_path = repo_root() / "data" / "bench" / "attention-cpu.json"
-if bench_path.exists():
-    bench = json.loads(bench_path.read_text())
-    say(f"`{bench_path.relative_to(repo_root())}`: {bench['model']} on {bench['device']} "
-                     f"({bench['dtype']}, {bench['cpu_threads']} threads), longctx {bench['longctx_version']}")
-    show(pd.DataFrame(bench["rows"]))
-else:
-    say(f"No benchmark file at `{bench_path}`; run `scripts/bench_attention.py --json {bench_path}`.")
+show_all(chapter.bench_tables())
 
 # %% [markdown]
 # ## How stable is the C-NORM selection?
@@ -341,8 +264,8 @@ else:
 # `ratio_sweep_samples` prompts each; "none" is the same at every p).
 
 # %% tags=["hide-input"]
-show(stability)
-show(ratio_choice)
+show(view.stability)
+show(view.ratio_choice)
 
 # %% [markdown]
 # ## The selection cost
@@ -364,22 +287,10 @@ show(ratio_choice)
 # online) to run it. The paper's Table 1:
 
 # %% tags=["hide-input"]
-show(pd.read_csv(repo_root() / "data" / "paper" / "cnorm_longbench_v2.csv"))
+show(page.paper("cnorm_longbench_v2"))
 
 # %% tags=["hide-input"]
-if longbench_data:
-    lb_examples = lb.load(resolve(longbench_data) if not str(longbench_data).startswith("THUDM/") else longbench_data,
-                          limit=longbench_limit or None)
-    lb_requests = [r for setting in ["base"] + (["rag"] if all(e.retrieved for e in lb_examples) else [])
-                   for method, d in [("baseline", None), ("C-NORM", None if chosen == "none" else chosen)]
-                   for r in lb.make_requests(lb_examples, setting=setting, tokenizer=load_tokenizer(model),
-                                             max_prompt_tokens=longbench_max_prompt_tokens, delimiter=d,
-                                             ratio=cnorm_ratio, method=method)]
-    answer(Block("LongBench-v2", "cnorm_longbench_v2", lb_requests), reader, results_path, batch_size=batch_size)
-    lb_table = load_experiment(results_path, "cnorm_longbench_v2", score=lb.score, task=lb.TASK)
-    show(lb.breakdown(lb_table[lb_table["model"] == reader.label]).round(1).reset_index())
-else:
-    say("`longbench_data` is empty: LongBench-v2 did not run (the data is not reachable offline).")
+show_all(chapter.longbench_tables(view, reader, batch_size))
 
 # %% [markdown]
 # ## What we found
@@ -461,22 +372,5 @@ else:
 # 1.5B reader.
 
 # %% tags=["remove-cell"]
-# The prose reads its numbers from the glue above; on the committed book run, check that the
-# words around them still hold, and say how many checks ran.
-checks = 0
-if reader == Reader() and params == scale("cnorm", "book"):
-    claims = {c.id: c for c in read_claims()}
-    verdicts = {cid: verdict(estimates[cid], claims[cid]) for cid in estimates}
-    assert verdicts == {"cnorm-qa": "opposite direction", "cnorm-format": "not reproduced",
-                        "cnorm-tokens": "reproduced"}, verdicts
-    mine = effects[effects["model"] == reader.label]
-    assert (mine["p"] >= 0.5).all() and ((mine["ci_low"] <= 0) & (mine["ci_high"] >= 0)).all()  # "none significant"
-    assert correlations["all"]["ci_high"] < 0 and correlations["fisher"][1] > 0  # bootstrap decided, Fisher not
-    assert (shares["tail"] > shares["middle"]).all() and (shares["head"] > 0.2).all()  # mass at the ends
-    t = qa_tests.set_index(["comparison", "seeds"])
-    assert (t.loc["C-NORM - baseline", "difference"] < 0).all() and t.loc[("shortest tokenization - baseline",
-                                                                            "all seeds"), "ci_high"] < 0
-    assert chosen == ":" and stability.set_index("S").loc[min(8, calibration_questions),
-                                                          f"share of subsets choosing {chosen!r}"] > 0.5
-    checks = 6
-print(f"claims checked: {checks}")
+page.check(view.said)
+assert view.consistent

@@ -71,53 +71,30 @@ second_reader = "qwen2.5-coder-1.5b-instruct"
 second_backend = "llamacpp"
 
 # %% tags=["remove-cell"]
-import warnings
-
 import matplotlib.pyplot as plt
-import pandas as pd
 
-from longctx.chapters import crossing as chapter
-from longctx.chapters import scale
-from longctx.chapters.crossing import factorial as X
-from longctx.claims import read_claims
-from longctx.paths import resolve
-from longctx.plots import effects_forest, interaction_plot, readers_forest
-from longctx.reader import Reader, model_label
+from longctx.page import setup
 from longctx.replay import replay_summary
-from longctx.report import glue_all, points_ci, say, show
-from longctx.results import comparable_rows, provenance, rows_table
-from longctx.runner import all_requests, answer
-from longctx.tasks import multidoc_qa as qa
+from longctx.report import glue_all, say, show
+from longctx.runner import answer
 
-warnings.filterwarnings("ignore", category=FutureWarning)
-results_path = resolve(results_dir)
-reader = Reader.of(model, backend, backend_url, prompt_mode=prompt_mode, device=device, dtype=dtype)
-params = {name: globals()[name] for name in scale("crossing", "book")}
-design = chapter.design(params)
+page = setup("crossing", globals())
+chapter, reader = page.chapter, page.reader
 
 # %% [markdown]
 # The prompts come from `longctx.chapters.crossing.plan` (shared with `longctx
 # reproduce`); stored rows are reused, and the model is loaded only for missing ones.
 
 # %%
-plan = chapter.plan(params)
-table = rows_table(answer(plan, reader, results_path, batch_size=batch_size, token_budget=token_budget), qa.score)
+plan = chapter.plan(page.params)
+rows = answer(plan, reader, page.results, batch_size=batch_size, token_budget=token_budget)
 
 # %% tags=["remove-cell"]
-claims = {c.id: c for c in read_claims()}
-estimates = chapter.claims(results_path, params, reader)
-main = chapter.main_effects(estimates, params, claims)
-fx = X.effects(table, design)
-logit = X.effects(table, design, family="logistic", interactions=False)
-labels = (reader.label, model_label(second_reader, second_backend))
-others = comparable_rows(results_path, chapter.EXPERIMENT, all_requests(plan), exclude=reader.results_folder(results_path))
-readers = chapter.reader_view(table, others, params, labels)
-expected = {f.name: f.expected for f in design.factors}
-glue_all(chapter.quoted(table, main, fx, logit, readers, params, labels))
+view = chapter.analysis(plan, rows, page.params, reader, page.results, (second_reader, second_backend))
+glue_all(view.quoted)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Effects on accuracy of the six manipulations (main effects, blue; paired bootstrap intervals over questions) and of their two-way interactions (grey; GEE intervals clustered by question), from one reader on 10-document NQ-Open QA. At the right: the direction each paper claims for its manipulation.", "name": "fig-crossing-forest"}, "image": {"alt": "Forest plot of six main effects and fifteen two-way interactions in accuracy points, with intervals."}}
-effects_forest(chapter.forest_effects(fx, main), expected=expected,
-               title=f"{model}: {len(design.cells)} cells x {table['example_id'].nunique()} questions")
+chapter.forest_figure(view, model)
 plt.show()
 
 # %% [markdown]
@@ -131,13 +108,7 @@ plt.show()
 # zero is not evidence of no effect without an equivalence margin fixed in advance.
 
 # %% tags=["hide-input"]
-show(main.assign(**{"effect (pts, 95% CI)": [points_ci(e, lo, hi) for e, lo, hi in
-                                             zip(main["estimate"], main["ci_low"], main["ci_high"])],
-                    "half-width": ((main["ci_high"] - main["ci_low"]) / 2).round(1),
-                    "sign-flip p": main["p"].map("{:.2g}".format)})
-     [["factor", "levels", "paper", "claim", "effect (pts, 95% CI)", "half-width", "sign-flip p", "verdict"]],
-     notes=f"{table['example_id'].nunique()} questions x {len(design.cells)} cells = {len(table)} answers; "
-           "paired bootstrap over questions, two-sided sign-flip p.")
+show(*chapter.main_table(view))
 
 # %% [markdown]
 # **How n was chosen.** The book asks every question in all 32 cells, so each main effect
@@ -148,7 +119,7 @@ show(main.assign(**{"effect (pts, 95% CI)": [points_ci(e, lo, hi) for e, lo, hi 
 # one 0/1 comparison, which is why two dozen questions can decide six effects at once.
 
 # %% tags=["hide-input"]
-show(chapter.sizing(table, params))
+show(chapter.sizing(view.table, page.params))
 
 # %% [markdown]
 # **Interactions.** The largest two-way interaction, drawn as accuracy at its four level
@@ -156,27 +127,18 @@ show(chapter.sizing(table, params))
 # manipulations simply add up.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy at the four combinations of the two factors with the largest interaction, averaged over the other factors; 95% intervals resample whole questions.", "name": "fig-crossing-interaction"}, "image": {"alt": "Interaction plot: accuracy for two levels of one factor, one line per level of the other."}}
-inter = chapter.interactions(fx)
-top = inter.loc[inter["estimate"].abs().idxmax()]
-a, b = top["term"].split(" x ")
-interaction_plot(X.cell_means(table, design, a, b), a, b,
-                 title=f"{a} x {b}: {points_ci(top['estimate'], top['ci_low'], top['ci_high'])} pts")
+chapter.interaction_figure(view)
 plt.show()
 
 # %% tags=["hide-input"]
-show(inter.assign(**{"interaction (pts, 95% CI)": [points_ci(e, lo, hi) for e, lo, hi in
-                                                   zip(inter["estimate"], inter["ci_low"], inter["ci_high"])]})
-     [["term", "interaction (pts, 95% CI)", "p"]].round(3).head(6),
-     notes="The six interactions with the smallest p-values of fifteen; with fifteen tests, one p below 0.05 "
-           "is expected by chance alone.")
+show(*chapter.interactions_table(view))
 
 # %% [markdown]
 # **What the fraction cannot separate.** Each estimate below is really the sum of the
 # effect named and its alias; the design assumes the higher-order alias is zero.
 
 # %% tags=["hide-input"]
-show(pd.DataFrame([{"effect": k, "aliased with": v} for k, v in X.aliases(design).items()][:6])
-     if design.fraction != "full" else pd.DataFrame([{"design": "full factorial: no aliasing"}]))
+show(chapter.aliases_table(view))
 
 # %% [markdown]
 # **Check with a logistic model.** The same design fitted by a logistic GEE (log odds
@@ -184,9 +146,7 @@ show(pd.DataFrame([{"effect": k, "aliased with": v} for k, v in X.aliases(design
 # zero.
 
 # %% tags=["hide-input"]
-show(logit.assign(**{"log odds ratio (95% CI)": [f"{e:+.2f} [{lo:+.2f}, {hi:+.2f}]" for e, lo, hi in
-                                                 zip(logit["estimate"], logit["ci_low"], logit["ci_high"])]})
-     [["term", "log odds ratio (95% CI)", "p"]].round(3))
+show(chapter.logit_table(view))
 
 # %% [markdown]
 # (crossing-readers)=
@@ -199,34 +159,17 @@ show(logit.assign(**{"log odds ratio (95% CI)": [f"{e:+.2f} [{lo:+.2f}, {hi:+.2f
 # readers is paired by question (bootstrap interval over questions, sign-flip p).
 
 # %% tags=["hide-input"]
-both = readers["both"]
-if labels[1] == labels[0]:
-    say(f"`second_reader` is this chapter's own reader (`{labels[0]}`); name another one to compare.")
-elif readers["table"].empty:
-    say(
-        f"No stored rows of `{labels[1]}` answer these {sum(b.size for b in plan)} prompts yet, so this "
-        "section shows one reader. Make them with `longctx reproduce --chapters crossing --scale book "
-        f"--model {second_reader} --backend {second_backend}` (the store resumes) and rebuild the page.")
-elif both is None:
-    say(
-        f"`{labels[1]}` has answered {len(readers['shared'])} of these questions in all {len(design.cells)} cells so "
-        f"far (a run stores whole questions in turn); the comparison waits for {readers['min_shared']}. Resume it "
-        f"with `longctx reproduce --chapters crossing --scale book --model {second_reader} --backend {second_backend}`.")
+if chapter.readers_table(view):
+    show(*chapter.readers_table(view))
 else:
-    show(both.assign(ci=[points_ci(e, lo, hi) for e, lo, hi in zip(both["estimate"], both["ci_low"], both["ci_high"])])
-         .pivot(index="factor", columns="reader", values="ci")[[*labels, "difference"]].reset_index(),
-         notes=f"Main effects in points (95% CI); {len(readers['shared'])} questions answered by both readers in all "
-               f"{len(design.cells)} cells; difference = {labels[1]} minus {labels[0]}.")
+    say(chapter.readers_status(view))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Main effects of the two readers on the questions both answered in every cell (points, 95% bootstrap intervals over questions); at the right, the direction each paper claims.", "name": "fig-crossing-readers"}, "image": {"alt": "Forest plot of six main effects for each of two readers, side by side."}}
-if both is not None:
-    readers_forest(both, list(labels), expected=expected,
-                   title=f"Main effects of two readers, {len(readers['shared'])} shared questions")
-    plt.show()
+chapter.readers_figure(view)
+plt.show()
 
 # %% tags=["remove-input"]
-say("**Data.** " + provenance(pd.concat([table, readers["table"]], ignore_index=True), results_path,
-                                          chapter.EXPERIMENT))
+say(view.provenance)
 
 # %% [markdown]
 # ## What we found
@@ -316,38 +259,12 @@ say(replay_summary("data/bench/replay-crossing-1.5b-llamacpp.json"))
 # `second_reader`:
 
 # %% tags=["hide-input"]
-if both is None:
-    say(f"Not compared yet: `{labels[1]}` has answered too few questions in every cell "
-                     f"(the comparison waits for {readers['min_shared']}).")
-else:
-    shared_ids, other_table = readers["shared"], readers["table"]
-    say(f"On the {len(shared_ids)} questions both readers answered in all {len(design.cells)} cells "
-                     f"({len(other_table)} stored `{labels[1]}` rows), accuracy over all cells is "
-                     f"{100 * table[table['example_id'].isin(shared_ids)]['correct'].mean():.1f}% for `{labels[0]}` "
-                     f"and {100 * other_table[other_table['example_id'].isin(shared_ids)]['correct'].mean():.1f}% "
-                     f"for `{labels[1]}`.\n\n" + X.describe_reader_comparison(both, list(labels)))
+say(chapter.readers_summary(view))
 
 # %% [markdown]
 # The paper scale (20 documents, 8,000 filler tokens, all 64 cells, 200 questions) needs a
 # GPU: `--scale paper`.
 
 # %% tags=["remove-cell"]
-# The prose reads its numbers from the glue above; on the committed book run, check that the
-# words around them still hold, and say how many checks ran.
-checks = 0
-if reader == Reader() and params == scale("crossing", "book"):
-    m = main.set_index("factor")
-    assert m["estimate"].abs().idxmax() == "position" and m.loc["position", "verdict"] == "reproduced"
-    assert m["estimate"].abs().sort_values().index[-2] == "distractors" and m.loc["distractors", "ci_low"] <= 0
-    assert all(m.loc[f, "verdict"] != "reproduced" for f in ("format", "tags", "filler", "distractors"))
-    assert m.loc["query_aware", "ci_low"] < 0 < m.loc["query_aware", "ci_high"]
-    assert m.loc["format", "estimate"] < 0 and m.loc["tags", "estimate"] < 0  # "lean the way their chapters found"
-    assert top["term"] == "format x filler" and top["estimate"] > 0  # "C-NORM costs less when filler is present"
-    assert (logit.set_index("term")["estimate"] * m["estimate"] > 0).all()
-    b = both.set_index(["reader", "factor"])
-    other = labels[1]
-    assert abs(b.loc[(other, "position"), "estimate"]) < abs(b.loc[(labels[0], "position"), "estimate"]) / 3
-    assert b.loc[other, "estimate"].abs().idxmax() == "distractors"
-    assert readers["table"]["correct"].mean() > table["correct"].mean()
-    checks = 10
-print(f"claims checked: {checks}")
+page.check(view.said)
+assert view.consistent

@@ -79,29 +79,15 @@ batch_size = 8
 results_dir = "data/results"
 
 # %% tags=["remove-cell"]
-import warnings
-
 import matplotlib.pyplot as plt
-import pandas as pd
 
-from longctx import plots
-from longctx.chapters import scale
-from longctx.chapters import tag_needles as chapter
-from longctx.claims import read_claims, verdict
-from longctx.paths import repo_root, resolve
+from longctx.page import setup
 from longctx.reader import Reader
-from longctx.report import glue_all, points_ci, say, show
-from longctx.results import provenance
-from longctx.runner import Block, answer
-from longctx.tasks import tag_needles as tn
+from longctx.report import glue_all, say, show, show_all
 
-warnings.filterwarnings("ignore", category=FutureWarning)
-results_path = resolve(results_dir)
-pd.set_option("display.precision", 1)
-paper = pd.read_csv(repo_root() / "data" / "paper" / "tag_needles.csv")
-reader = Reader.of(model, backend, backend_url, prompt_mode=prompt_mode, device=device, dtype=dtype)
+page = setup("tag_needles", globals(), with_model=True, precision=1)
+chapter, reader = page.chapter, page.reader
 tagger = Reader.of(tagger_model, device=device, dtype=dtype)  # the LLM tagger runs on hf; its tags are cached by chunk
-params = {**{name: globals()[name] for name in scale("tag_needles", "book")}, "model": model}
 
 # %% [markdown]
 # The prompts come from `longctx.tasks.tag_needles`: needles placed in Paul Graham essay
@@ -110,28 +96,15 @@ params = {**{name: globals()[name] for name in scale("tag_needles", "book")}, "m
 # are reused; the reader is loaded only if something is missing.
 
 # %%
-stack = chapter.haystack(params, results_path, tagger=tagger, batch_size=batch_size)
-scored = chapter.answered(params, stack, reader, results_path, batch_size=batch_size)
+stack = chapter.haystack(page.params, page.results, tagger=tagger, batch_size=batch_size)
+scored = chapter.answered(page.params, stack, reader, page.results, batch_size=batch_size)
 
 # %% tags=["remove-cell"]
-main = scored["grid"][~scored["grid"]["query_aware"]]
-accuracy = chapter.grid_accuracy(main)
-gains = tn.versus_baseline(main, seed=seed)
-drops = tn.drop_rates(main, seed=seed)
-overhead, against_td = chapter.overhead(main, seed)
-stats = chapter.tag_stats(stack, params)
-qac = chapter.query_aware(scored["grid"], params)
-long_view = chapter.sized_comparison(scored["long"], params, paper, "long")
-short_view = chapter.sized_comparison(scored["short"], params, paper, "short")
-estimates = chapter.claims(results_path, params, reader)
-glue_all(chapter.quoted(main, gains, drops, against_td, stats, qac, long_view, short_view, estimates, params))
+view = chapter.analysis(page.params, stack, scored, reader, page.results, page.paper("tag_needles"))
+glue_all(view.quoted)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Share of needle questions answered with the right character (NoLiMa's contains) against haystack length, per prompt variant; 30 questions per point, 95% Wilson bands. TD: tag definitions in the system prompt; TD+TC: definitions plus tagged context. The LLM-tagger arm uses a 0.5B tagger that failed (see the tagging section).", "name": "fig-tag-length"}, "image": {"alt": "Line chart of accuracy against haystack tokens (250, 500, 1000). The baseline falls from 77 to 50 percent; TD stays between 30 and 40; TD+TC with spaCy tags between 47 and 57; the LLM-tag arm is 0 at every length."}}
-fig = plots.accuracy_by_position(accuracy, x="length", facet="model", hue="label", facet_title="{}",
-                                 xlabel="haystack tokens")
-fig.axes[0].set_xscale("log")
-fig.axes[0].set_xticks(lengths, [str(n) for n in lengths])
-fig.axes[0].minorticks_off()
+chapter.figure(view)
 plt.show()
 
 # %% [markdown]
@@ -149,10 +122,7 @@ plt.show()
 # asked again on 154 questions.
 
 # %% tags=["hide-input"]
-show(chapter.gains_table(gains, paper), notes="The paper reports 250, 500, 16K and 32K tokens; we run 250 to 1,000.")
-show(chapter.grid_sizing(main),
-     notes="From the observed per-question differences. The project's needle set has 48 questions; the "
-           "comparisons below are asked on 154 (the set plus 106 extra pairs written to the same rules).")
+show_all(chapter.grid_tables(view))
 
 # %% [markdown]
 # (tag-long)=
@@ -164,11 +134,7 @@ show(chapter.grid_sizing(main),
 # the same rules, no literal overlap, one-hop and two-hop), each at one rotating depth.
 
 # %% tags=["hide-input"]
-if long_view is not None:
-    show(chapter.hop_table(long_view["hops"]), notes=f"{long_length} haystack tokens; Wilson intervals.")
-    show(long_view["table"],
-         notes="Paired over questions: bootstrap interval and sign-flip p over the per-question differences. "
-               "The paper's changes bracket our length (it reports no length between 500 and 16K).")
+show_all(chapter.long_tables(view))
 
 # %% [markdown]
 # (tag-short)=
@@ -182,19 +148,14 @@ if long_view is not None:
 # kept apart).
 
 # %% tags=["hide-input"]
-if short_view is not None:
-    show(short_view["table"],
-         notes=f"{short_length} haystack tokens; n: questions, each at one depth; accuracy: the variant vs the "
-               "baseline; discordant: questions whose answer changes. Paired over questions: bootstrap interval and "
-               "sign-flip p over the per-question differences; n for ±10 pts from their observed spread.")
+show_all(chapter.short_tables(view))
 
 # %% [markdown]
 # The paper's Table 1 in full (Claude 3.5 / 3.7 Sonnet on NoLiMa+; "td_tc_llm" is its
 # privileged LLM tagging), and ours in the same layout:
 
 # %% tags=["hide-input"]
-show(chapter.paper_table(paper))
-show(chapter.ours_table(accuracy, variants), notes="Ours: accuracy (%) at each haystack length, 30 questions per cell.")
+show_all(chapter.paper_tables(view))
 
 # %% [markdown]
 # ## Drop from the shortest to the longest context
@@ -203,7 +164,7 @@ show(chapter.ours_table(accuracy, variants), notes="Ours: accuracy (%) at each h
 # 95% bootstrap interval over needle questions (each question's two answers stay paired).
 
 # %% tags=["hide-input"]
-show(drops.assign(variant=drops["variant"].map(tn.VARIANT_LABELS)).round(1))
+show(chapter.drops_table(view))
 
 # %% [markdown]
 # ## The needle set
@@ -219,12 +180,7 @@ show(drops.assign(variant=drops["variant"].map(tn.VARIANT_LABELS)).round(1))
 # the haystack.
 
 # %% tags=["hide-input"]
-all_cases = tn.load_cases(needle_set, avoid_text=stack.text, seed=seed)
-show(tn.needle_set_summary(all_cases).rename(columns={"cases": "in the set"})
-     .merge(tn.needle_set_summary(stack.cases).rename(columns={"cases": "asked here"}), how="left").fillna(0))
-show(pd.DataFrame([{"needle": c.needle, "question": c.question, "answer": c.answer, "hop": c.hop}
-                   for c in stack.cases[:6]]),
-     notes=f"Needle/question pairs sharing a content word: {sum(bool(tn.literal_overlap(c)) for c in all_cases)}.")
+show_all(chapter.needle_tables(view))
 
 # %% [markdown]
 # ## Tagging the haystack
@@ -237,12 +193,7 @@ show(pd.DataFrame([{"needle": c.needle, "question": c.question, "answer": c.answ
 # `results_dir/<tagger>/tags/`.
 
 # %% tags=["hide-input"]
-show(stats)
-if stack.taggers.llm is not None:
-    show(chapter.llm_tagged_chunks(stack, params), notes="Haystack chunks the LLM tagger tagged.")
-tagged_needle = chapter.tagged_needle(params, stack)
-if tagged_needle is not None:
-    say("A spaCy-tagged needle in its context:\n\n```text\n" + tagged_needle + "\n```")
+show_all(chapter.tagging_tables(view))
 
 # %% [markdown]
 # What the LLM tagger said about the first needles (its raw IE answers, from the cache).
@@ -252,25 +203,21 @@ if tagged_needle is not None:
 # stronger tagger (the 1.5B model, or the paper's) is a parameter change (`tagger_model`).
 
 # %% tags=["hide-input"]
-if stack.taggers.llm is not None:
-    show(chapter.llm_answers(stack))
+show_all(chapter.llm_tables(view))
 
 # %% [markdown]
 # ## Prompt sizes and provenance
 
 # %% tags=["hide-input"]
-say(provenance(scored["grid"], results_path, chapter.EXPERIMENT) + "; generated on "
-                 + ", ".join(sorted(set(scored["grid"]["device"] + " " + scored["grid"]["dtype"])))
-                 + f", greedy decoding, needle set `{needle_set}`, seed {seed}")
-show(main.groupby(["variant_label", "length"])[["prompt_tokens", "context_tokens", "tag_tokens"]].mean().round(1)
-     .reset_index().rename(columns={"variant_label": "variant"}), notes="Mean tokens per prompt.")
+say(view.provenance)
+show(*chapter.tokens_table(view))
 
 # %% [markdown]
 # What the wrong answers were: the most frequent wrong answers per variant (the haystack
 # has its own people, so a reader that misses the needle often names one of them).
 
 # %% tags=["hide-input"]
-show(chapter.wrong_answers(main))
+show(chapter.wrong_answers(view.main))
 
 # %% [markdown]
 # ## Where the needle sits
@@ -280,8 +227,7 @@ show(chapter.wrong_answers(main))
 # (the three lengths of one question are not independent), so read the profile as coarse.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the needle's depth (percent of the context before it), pooled over the three lengths; each point is 6 questions x 3 lengths, with a 95% bootstrap interval over questions.", "name": "fig-tag-depth"}, "image": {"alt": "Line chart of accuracy against needle depth per variant; the intervals are wide and no U-shape shows."}}
-plots.accuracy_by_position(chapter.by_depth(main), x="depth", facet="model", hue="label",
-                           facet_title="{} (all lengths)", xlabel="needle depth (% of the context before it)")
+chapter.depth_figure(view)
 plt.show()
 
 # %% [markdown]
@@ -291,11 +237,7 @@ plt.show()
 # tag definitions alone (TD).
 
 # %% tags=["hide-input"]
-show(overhead)
-show(against_td.assign(variant=against_td["variant"].map(tn.VARIANT_LABELS),
-                       change=[points_ci(c, lo, hi) for c, lo, hi in
-                               zip(against_td["change"], against_td["ci_low"], against_td["ci_high"])])
-     [["length", "variant", "change", "p_sign_flip"]].rename(columns={"change": "change vs TD (pts, 95% CI)"}).round(3))
+show_all(chapter.overhead_tables(view))
 
 # %% [markdown]
 # ## Beyond the paper: tags with query-aware contextualization
@@ -304,10 +246,7 @@ show(against_td.assign(variant=against_td["variant"].map(tn.VARIANT_LABELS),
 # as well as after it. Asked with and without it, on the same questions and length:
 
 # %% tags=["hide-input"]
-if qac is not None:
-    show(qac[0].rename(index=tn.VARIANT_LABELS, columns={False: "question after", True: "question before and after"})
-         .round(1).reset_index(), notes="Accuracy (%).")
-    show(qac[1].round(3))
+show_all(chapter.query_aware_tables(view))
 
 # %% [markdown]
 # ## NovelQA multiple choice (Table 2)
@@ -317,19 +256,7 @@ if qac is not None:
 # truncated to `novelqa_max_book_tokens`, and scored by the chosen letter.
 
 # %% tags=["hide-input"]
-if novelqa_dir:
-    questions, books = tn.read_novelqa(resolve(novelqa_dir))
-    nq_requests = tn.novelqa_requests(questions, books, tokenizer=stack.tokenizer,
-                                      variants=[v for v in variants if v != "td_tc_llm"],  # the paper tags NovelQA with spaCy only
-                                      max_book_tokens=novelqa_max_book_tokens, taggers=stack.taggers)
-    nq = pd.DataFrame(tn.score_novelqa(answer(Block("NovelQA", "novelqa", nq_requests), reader, results_path,
-                                              batch_size=batch_size)))
-    show((nq.pivot_table(index="variant", columns="complexity", values="correct") * 100).round(1)
-         .rename(index=tn.VARIANT_LABELS).reset_index(), notes="Ours: accuracy (%) by question complexity.")
-else:
-    say("`novelqa_dir` is not set, so the NovelQA part did not run; the paper's Table 2:")
-show(paper[paper["table"] == 2].pivot_table(index=["model", "variant"], columns="setting", values="value",
-                                            sort=False).reset_index(), notes="The paper's Table 2 (NovelQA+, accuracy %).")
+show_all(chapter.novelqa_tables(view, reader, page.results, batch_size))
 
 # %% [markdown]
 # ## What we found
@@ -428,24 +355,5 @@ show(paper[paper["table"] == 2].pivot_table(index=["model", "variant"], columns=
 # ```
 
 # %% tags=["remove-cell"]
-# The prose reads its numbers from the glue above; on the committed book run, check that the
-# words around them still hold, and say how many checks ran.
-checks = 0
-if reader == Reader() and {k: v for k, v in params.items() if k != "model"} == scale("tag_needles", "book"):
-    claims = {c.id: c for c in read_claims()}
-    verdicts = {cid: verdict(estimates[cid], claims[cid]) for cid in estimates}
-    assert verdicts["tag-td"] == verdicts["tag-spacy-long"] == "opposite direction"
-    assert verdicts["tag-spacy"] == "not reproduced"
-    acc = main.pivot_table(index="variant", columns="length", values="correct")
-    assert (acc.loc["td"] < acc.loc["baseline"]).all() and (acc.loc["td_tc_spacy"] > acc.loc["td"]).iloc[0]
-    assert (acc.loc["td_tc_llm"] == 0).all()  # "0% at every length"
-    wrong = main[main["correct"] == 0]
-    assert (wrong[wrong["length"] == max(lengths)]["output"] == "Bronnie Ware").all()
-    assert estimates["tag-spacy"].ci_low < 0 < estimates["tag-spacy"].ci_high and 10 < (
-        estimates["tag-spacy"].ci_high - estimates["tag-spacy"].ci_low) / 2 < 11  # "just over the target"
-    diff = long_view["pairs"]["td_tc_spacy"] - long_view["pairs"]["baseline"]
-    assert (diff < 0).sum() > 0.95 * (diff != 0).sum()  # "for the worse" almost always
-    shares = overhead["tag share of context (%)"]
-    assert shares.between(5, 20).all()  # tags are a small share of the context, in percent
-    checks = 8
-print(f"claims checked: {checks}")
+page.check(view.said)
+assert view.consistent

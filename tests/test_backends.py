@@ -132,6 +132,22 @@ def test_backend_agreement_by_hand():
         backend_agreement(a, b, lambda r: r["ok"])
 
 
+def test_backends_page_counts_the_same_differing_answers_as_the_agreement_table():
+    """The page quotes how many answers differ and who was right in them; those must be the
+    answers backend_agreement counts as not identical, and their scores must add up to the
+    accuracy difference it reports (a mismatched pairing once gave 18 instead of 8)."""
+    from longctx import backend_comparison
+    from longctx.paths import repo_root
+
+    view = backend_comparison.analysis("qwen2.5-coder-0.5b-instruct", repo_root() / "data" / "results",
+                                       "data/bench/backends-cpu.json", "data/bench/llamacpp-prefix-cpu.json")
+    both = view.agreement.set_index("chapter").loc["both"]
+    assert len(view.differ) == round(both["n"] * (1 - both["identical"]))
+    gained = sum(b["score"] - a["score"] for a, b in view.differ)
+    assert gained / both["n"] == pytest.approx(both["accuracy_llamacpp"] - both["accuracy_hf"])
+    assert all(view.said.values()) and view.book_run
+
+
 # ----------------------------------------------------------------- llama.cpp in process
 
 @pytest.fixture(scope="module")

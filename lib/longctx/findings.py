@@ -83,3 +83,21 @@ def as_markdown(table) -> str:
                             "the book's precision target; read its verdict as provisional." if wide else ""))
         parts.append("\n".join(lines) + "\n\n" + "\n".join(notes))
     return "\n\n".join(parts)
+
+
+def quoted(table) -> dict:
+    """The numbers the findings page's prose quotes: the competition headline (EM), the case
+    the verdict rule's two-part test is explained by."""
+    em = table.set_index("id").loc["sc-far-minus-hard"]
+    return {"fi-sc-n": int(em["n"]), "fi-sc-em": f"{em['difference']:+.1f} [{em['ci_low']:+.1f}, {em['ci_high']:+.1f}]",
+            "fi-sc-p": f"{em['p']:.3f}"}
+
+
+def statements(table) -> dict[str, bool]:
+    """What the findings page's prose says in words, each as a check on the committed rows."""
+    by = table.set_index("id")
+    em = by.loc["sc-far-minus-hard"]
+    return {"the competition headline's EM is inconclusive, on the line of p = 0.05":
+            em["verdict"] == "inconclusive at this n" and em["ci_low"] > 0 and round(em["p"], 2) == 0.05,
+            "inclusion, the paper's clearer signal, is reproduced":
+            by.loc["sc-far-minus-hard-inclusion", "verdict"] == "reproduced"}

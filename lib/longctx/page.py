@@ -46,23 +46,31 @@ class Page:
     def check(self, said: dict[str, bool]) -> None:
         """On the committed run, fail on any statement of the prose that the rows no longer
         support; print how many were checked (the book's browser check wants a count above 0)."""
-        broken = [claim for claim, holds in said.items() if not holds] if self.book_run else []
-        if broken:
-            raise AssertionError(f"{self.name}: the prose says what the rows no longer support: {broken}")
-        print(f"claims checked: {len(said) if self.book_run else 0}")
+        check_statements(self.name, said, self.book_run)
 
     def verdicts(self, estimates: dict) -> dict[str, str]:
         """The findings page's verdict for each of this chapter's estimated claims."""
         return chapter_verdicts(self.name, estimates)
 
 
-def setup(name: str, namespace: dict, *, with_model: bool = False) -> Page:
+def check_statements(page: str, said: dict[str, bool], book_run: bool) -> None:
+    """Fail on any statement of a page's prose that its committed rows no longer support,
+    and print how many were checked; on another run (a different reader or size) the prose
+    does not describe the numbers, so nothing is checked."""
+    broken = [claim for claim, holds in said.items() if not holds] if book_run else []
+    if broken:
+        raise AssertionError(f"{page}: the prose says what the rows no longer support: {broken}")
+    print(f"claims checked: {len(said) if book_run else 0}")
+
+
+def setup(name: str, namespace: dict, *, with_model: bool = False, precision: int = 3) -> Page:
     """The page of chapter ``name`` from a notebook's globals: its reader (``model``,
     ``backend``, ``backend_url``, ``prompt_mode``, ``device``, ``dtype``), its parameters
     (with ``model`` added when the plan sizes contexts in the reader's tokens) and
-    ``results_dir`` resolved against the repository."""
+    ``results_dir`` resolved against the repository; tables print floats with
+    ``precision`` digits."""
     warnings.filterwarnings("ignore", category=FutureWarning)
-    pd.set_option("display.precision", 3)
+    pd.set_option("display.precision", precision)
     reader = Reader.of(namespace["model"], namespace.get("backend"), namespace.get("backend_url"),
                        prompt_mode=namespace.get("prompt_mode", "auto"), device=namespace.get("device", "auto"),
                        dtype=namespace.get("dtype", "auto"))

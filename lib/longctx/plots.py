@@ -232,3 +232,38 @@ def interaction_plot(means, a: str, b: str, *, title: str | None = None):
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def tokens_vs_accuracy(delimiters, correlation: dict, *, title: str):
+    """Mean prompt tokens against OAA, one point per delimiter with its bootstrap interval
+    (``longctx.chapters.cnorm.by_delimiter``); the title carries Pearson r and its interval."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for i, (_, row) in enumerate(delimiters.iterrows()):
+        ax.errorbar([row["prompt tokens"]], [100 * row["OAA"]], fmt="osD^vP*X"[i % 8], capsize=3, lw=1,
+                    color=f"C{i}", label=row["format"],
+                    yerr=[[100 * (row["OAA"] - row["OAA_low"])], [100 * (row["OAA_high"] - row["OAA"])]])
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    ax.set(xlabel="Prompt tokens (mean)", ylabel="OAA (%)")
+    ax.set_title(f"{title}: r = {correlation['r']:.2f}, bootstrap 95% CI [{correlation['ci_low']:.2f}, "
+                 f"{correlation['ci_high']:.2f}]", fontsize=9)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def attention_profiles(rows, formats, *, pairs: int):
+    """Final-token attention over the prompt (log scale), one panel per id format and one line
+    per gold position, ABS in the legend (rows of ``longctx.attention.attention_rows``)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(formats), figsize=(10, 3.4), sharey=True, squeeze=False)
+    for ax, fmt in zip(axes[0], formats):
+        for r in [r for r in rows if r["format"] == fmt]:
+            ax.plot(np.linspace(0, 1, len(r["attention"])), r["attention"], lw=0.8,
+                    label=f"gold at {r['gold_position']} (ABS {r['abs']:.2f})")
+        ax.set(yscale="log", title=f"{fmt}, {pairs} pairs", xlabel="Relative token position")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("Final-token attention (last layer)")
+    fig.tight_layout()
+    return fig

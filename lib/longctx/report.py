@@ -70,6 +70,18 @@ def show(df, notes: str | None = None, *, index: bool = False):
     display(HTML(html))
 
 
+def show_all(items) -> None:
+    """Display each item in turn: a DataFrame, a ``(DataFrame, note)`` pair or a Markdown
+    string; for a part of a chapter whose tables depend on what was run."""
+    for item in items:
+        if isinstance(item, str):
+            say(item)
+        elif isinstance(item, tuple):
+            show(*item)
+        else:
+            show(item)
+
+
 def say(markdown: str) -> None:
     """Display a Markdown paragraph computed from the data (the notebook's own prose is static)."""
     from IPython.display import Markdown, display

@@ -19,17 +19,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 
-from ..claims import Estimate, by_unit, estimable, paired_estimate
+from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from ..errors import ParameterError
 from ..metrics import nolima_contains
 from ..models import load_tokenizer
 from ..paths import resolve
+from ..plots import accuracy_by_position
 from ..reader import Reader
 from ..report import estimate_text, n_for_half_width, p_text, points_ci
 from ..requests import dedupe_key
+from ..results import provenance
 from ..runner import Block, answer
 from ..tagging import tagging_report
 from ..tasks import tag_needles as tn
@@ -500,3 +503,192 @@ def quoted(main: pd.DataFrame, gains: pd.DataFrame, drops: pd.DataFrame, against
                     "tag-short-spacy-needed": n_for_half_width(pairs["td_tc_spacy"] - pairs["baseline"]),
                     "tag-short-td-half-width": f"{(estimates['tag-td'].ci_high - estimates['tag-td'].ci_low) / 2:.1f}"})
     return out
+
+
+def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
+    """What the chapter's prose says in words, each as a check on the committed run."""
+    acc = view.main.pivot_table(index="variant", columns="length", values="correct")
+    wrong = view.main[view.main["correct"] == 0]
+    spacy = view.estimates.get("tag-spacy")
+    said = {
+        "TD, and spaCy TD+TC at the long length, go the opposite way to the paper":
+            view.verdicts.get("tag-td") == view.verdicts.get("tag-spacy-long") == "opposite direction",
+        "spaCy TD+TC at the short length is not reproduced": view.verdicts.get("tag-spacy") == "not reproduced",
+        "TD is below the baseline at every length and spaCy TD+TC above TD at the shortest":
+            bool((acc.loc["td"] < acc.loc["baseline"]).all() and (acc.loc["td_tc_spacy"] > acc.loc["td"]).iloc[0]),
+        "the LLM-tag arm is 0% at every length": "td_tc_llm" in acc.index and bool((acc.loc["td_tc_llm"] == 0).all()),
+        "every baseline miss at the longest length is 'Bronnie Ware'":
+            bool((wrong[wrong["length"] == max(params["lengths"])]["output"] == "Bronnie Ware").all()),
+        "the short spaCy interval holds zero and is just over the ±10-point target":
+            spacy is not None and spacy.ci_low < 0 < spacy.ci_high and 10 < (spacy.ci_high - spacy.ci_low) / 2 < 11,
+        "tags are 5-20% of the context": bool(view.overhead["tag share of context (%)"].between(5, 20).all()),
+    }
+    if view.long is not None:
+        diff = view.long["pairs"]["td_tc_spacy"] - view.long["pairs"]["baseline"]
+        said["at the long length, the questions that change almost all change for the worse"] = bool(
+            (diff < 0).sum() > 0.95 * (diff != 0).sum())
+    return said
+
+
+def analysis(params: dict, stack: Haystack, scored: dict, reader: Reader, results_dir: str | Path,
+             paper: pd.DataFrame) -> SimpleNamespace:
+    """Everything the chapter shows from its answered parts (:func:`answered`): the grid
+    without query-aware prompts (``main``) and its accuracy, gains, drop rates and tag
+    overhead, the sized comparisons at ``long_length`` and ``short_length``, the findings
+    page's estimates and verdicts, the numbers the prose quotes (``quoted``) and the
+    statements it makes (``said``)."""
+    seed = params["seed"]
+    grid = scored["grid"]
+    view = SimpleNamespace(params=params, stack=stack, paper=paper, grid=grid, main=grid[~grid["query_aware"]])
+    view.accuracy = grid_accuracy(view.main)
+    view.gains = tn.versus_baseline(view.main, seed=seed)
+    view.drops = tn.drop_rates(view.main, seed=seed)
+    view.overhead, view.against_td = overhead(view.main, seed)
+    view.stats = tag_stats(stack, params)
+    view.qac = query_aware(grid, params)
+    view.long = sized_comparison(scored["long"], params, paper, "long")
+    view.short = sized_comparison(scored["short"], params, paper, "short")
+    view.estimates = claims(results_dir, params, reader)
+    view.verdicts = chapter_verdicts("tag_needles", view.estimates)
+    view.quoted = quoted(view.main, view.gains, view.drops, view.against_td, view.stats, view.qac, view.long,
+                         view.short, view.estimates, params)
+    view.said = statements(view, params)
+    devices = ", ".join(sorted(set(grid["device"] + " " + grid["dtype"])))
+    view.provenance = (f"{provenance(grid, results_dir, EXPERIMENT)}; generated on {devices}, greedy decoding, "
+                       f"needle set `{params['needle_set']}`, seed {seed}")
+    # One answer per question, variant, length, depth and query placement.
+    view.consistent = len(view.main) > 0 and not grid.duplicated(
+        ["example_id", "variant", "length", "depth", "query_aware"]).any()
+    return view
+
+
+def figure(view: SimpleNamespace):
+    """Accuracy against haystack length per prompt variant (log-scaled lengths)."""
+    lengths = sorted(view.params["lengths"])
+    fig = accuracy_by_position(view.accuracy, x="length", facet="model", hue="label", facet_title="{}",
+                               xlabel="haystack tokens")
+    fig.axes[0].set_xscale("log")
+    fig.axes[0].set_xticks(lengths, [str(n) for n in lengths])
+    fig.axes[0].minorticks_off()
+    return fig
+
+
+def depth_figure(view: SimpleNamespace):
+    """Accuracy against the needle's depth per variant, pooled over lengths."""
+    return accuracy_by_position(by_depth(view.main), x="depth", facet="model", hue="label",
+                                facet_title="{} (all lengths)", xlabel="needle depth (% of the context before it)")
+
+
+def grid_tables(view: SimpleNamespace) -> list:
+    """The grid's changes against the baseline beside the paper's, and the questions each
+    comparison would need for ±10 points."""
+    return [(gains_table(view.gains, view.paper), "The paper reports 250, 500, 16K and 32K tokens; we run 250 to "
+                                                  f"{max(view.params['lengths']):,}."),
+            (grid_sizing(view.main), "From the observed per-question differences. The project's needle set has 48 "
+                                     "questions; the comparisons below are asked on 154 (the set plus 106 extra "
+                                     "pairs written to the same rules).")]
+
+
+def long_tables(view: SimpleNamespace) -> list:
+    """Accuracy by hop and the sized comparison at ``long_length`` (nothing when skipped)."""
+    if view.long is None:
+        return []
+    return [(hop_table(view.long["hops"]), f"{view.params['long_length']} haystack tokens; Wilson intervals."),
+            (view.long["table"], "Paired over questions: bootstrap interval and sign-flip p over the per-question "
+                                 "differences. The paper's changes bracket our length (it reports no length between "
+                                 "500 and 16K).")]
+
+
+def short_tables(view: SimpleNamespace) -> list:
+    """The sized comparisons at ``short_length`` (nothing when skipped)."""
+    if view.short is None:
+        return []
+    return [(view.short["table"], f"{view.params['short_length']} haystack tokens; n: questions, each at one depth; "
+                                  "accuracy: the variant vs the baseline; discordant: questions whose answer changes. "
+                                  "Paired over questions: bootstrap interval and sign-flip p over the per-question "
+                                  "differences; n for ±10 pts from their observed spread.")]
+
+
+def paper_tables(view: SimpleNamespace) -> list:
+    """The paper's Table 1 and ours in the same shape."""
+    cases = view.main["example_id"].nunique()
+    return [paper_table(view.paper),
+            (ours_table(view.accuracy, view.params["variants"]),
+             f"Ours: accuracy (%) at each haystack length, {cases} questions per cell.")]
+
+
+def drops_table(view: SimpleNamespace) -> pd.DataFrame:
+    return view.drops.assign(variant=view.drops["variant"].map(tn.VARIANT_LABELS)).round(1)
+
+
+def needle_tables(view: SimpleNamespace, shown: int = 6) -> list:
+    """The needle set by kind (in the set, asked here) and its first needle/question pairs."""
+    stack = view.stack
+    every = tn.load_cases(view.params["needle_set"], avoid_text=stack.text, seed=view.params["seed"])
+    kinds = (tn.needle_set_summary(every).rename(columns={"cases": "in the set"})
+             .merge(tn.needle_set_summary(stack.cases).rename(columns={"cases": "asked here"}), how="left").fillna(0))
+    pairs = pd.DataFrame([{"needle": c.needle, "question": c.question, "answer": c.answer, "hop": c.hop}
+                          for c in stack.cases[:shown]])
+    overlap = sum(bool(tn.literal_overlap(c)) for c in every)
+    return [kinds, (pairs, f"Needle/question pairs sharing a content word: {overlap}.")]
+
+
+def tagging_tables(view: SimpleNamespace) -> list:
+    """Per tagger what it tagged, the LLM tagger's tagged chunks and a spaCy-tagged needle in
+    its context."""
+    out = [view.stats]
+    if view.stack.taggers.llm is not None:
+        out.append((llm_tagged_chunks(view.stack, view.params), "Haystack chunks the LLM tagger tagged."))
+    needle = tagged_needle(view.params, view.stack)
+    if needle is not None:
+        out.append("A spaCy-tagged needle in its context:\n\n```text\n" + needle + "\n```")
+    return out
+
+
+def llm_tables(view: SimpleNamespace) -> list:
+    """The LLM tagger's raw answers for the first needles (nothing without an LLM tagger)."""
+    return [llm_answers(view.stack)] if view.stack.taggers.llm is not None else []
+
+
+def tokens_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
+    means = view.main.groupby(["variant_label", "length"])[["prompt_tokens", "context_tokens", "tag_tokens"]].mean()
+    return means.round(1).reset_index().rename(columns={"variant_label": "variant"}), "Mean tokens per prompt."
+
+
+def overhead_tables(view: SimpleNamespace) -> list:
+    """Tag overhead against the change over the baseline, and each tagged variant against TD."""
+    td = view.against_td
+    against = td.assign(variant=td["variant"].map(tn.VARIANT_LABELS),
+                        change=[points_ci(c, lo, hi) for c, lo, hi in zip(td["change"], td["ci_low"], td["ci_high"])])
+    return [view.overhead, against[["length", "variant", "change", "p_sign_flip"]].rename(
+        columns={"change": "change vs TD (pts, 95% CI)"}).round(3)]
+
+
+def query_aware_tables(view: SimpleNamespace) -> list:
+    """Accuracy with the question after vs before and after the context, and each arm's change."""
+    if view.qac is None:
+        return []
+    table, gains = view.qac
+    columns = {False: "question after", True: "question before and after"}
+    return [(table.rename(index=tn.VARIANT_LABELS, columns=columns).round(1).reset_index(), "Accuracy (%)."),
+            gains.round(3)]
+
+
+def novelqa_tables(view: SimpleNamespace, reader: Reader, results_dir: str | Path, batch_size: int = 8) -> list:
+    """Our NovelQA accuracy by question complexity when ``novelqa_dir`` names a checkout, and
+    the paper's Table 2. NovelQA is tagged with spaCy only, as in the paper."""
+    params, stack = view.params, view.stack
+    theirs = (view.paper[view.paper["table"] == 2]
+              .pivot_table(index=["model", "variant"], columns="setting", values="value", sort=False).reset_index(),
+              "The paper's Table 2 (NovelQA+, accuracy %).")
+    if not params.get("novelqa_dir"):
+        return ["`novelqa_dir` is not set, so the NovelQA part did not run; the paper's Table 2:", theirs]
+    questions, books = tn.read_novelqa(resolve(params["novelqa_dir"]))
+    requests = tn.novelqa_requests(questions, books, tokenizer=stack.tokenizer,
+                                   variants=[v for v in params["variants"] if v != "td_tc_llm"],
+                                   max_book_tokens=params["novelqa_max_book_tokens"], taggers=stack.taggers)
+    rows = answer(Block("NovelQA", "novelqa", requests), reader, results_dir, batch_size=batch_size)
+    scored = pd.DataFrame(tn.score_novelqa(rows))
+    ours = (scored.pivot_table(index="variant", columns="complexity", values="correct") * 100).round(1)
+    return [(ours.rename(index=tn.VARIANT_LABELS).reset_index(), "Ours: accuracy (%) by question complexity."),
+            theirs]

@@ -15,23 +15,29 @@ model's tokenizer and its data is not reachable offline; the notebook runs it wh
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 from scipy.stats import pearsonr
 
 from ...attention import attention_rows
-from ...claims import Estimate, NoPairedUnits, by_unit, estimable, paired_estimate
+from ...claims import Estimate, NoPairedUnits, by_unit, chapter_verdicts, estimable, paired_estimate
 from ...formats import delimiter_label
 from ...metrics import summarize
+from ...models import load_tokenizer
+from ...paths import repo_root, resolve
+from ...plots import accuracy_by_position, attention_profiles, tokens_vs_accuracy
 from ...reader import Reader
 from ...report import estimate_text, n_for_half_width, p_text, points_ci
 from ...requests import Request, unique_requests
-from ...results import paired_comparison, rows_table
-from ...runner import Block
+from ...results import load_experiment, paired_comparison, provenance, rows_table
+from ...runner import Block, answer
 from ...tasks import kv_retrieval as kv
+from ...tasks import longbench_v2 as lb
 from ...tasks import multidoc_qa as qa
 from . import method as cn
 
@@ -467,3 +473,167 @@ def quoted(estimates: dict[str, Estimate], sel: pd.DataFrame, chosen: str, short
         "cn-paper-s": paper_s,
     }
     return out
+
+
+def statements(view: SimpleNamespace, params: dict, label: str) -> dict[str, bool]:
+    """What the chapter's prose says in words, each as a check on the committed run."""
+    mine = view.effects[view.effects["model"] == label]
+    t = view.qa_tests.set_index(["comparison", "seeds"])
+    shortest = ("shortest tokenization - baseline", "all seeds")
+    subsets = view.stability.set_index("S")
+    chosen_share = subsets.loc[min(8, params["calibration_questions"]), f"share of subsets choosing {view.chosen!r}"]
+    return {
+        "C-NORM on QA goes the opposite way, the format effect is not reproduced, the token effect is":
+            view.verdicts == {"cnorm-qa": "opposite direction", "cnorm-format": "not reproduced",
+                              "cnorm-tokens": "reproduced"},
+        "no format comparison is significant":
+            bool((mine["p"] >= 0.5).all() and ((mine["ci_low"] <= 0) & (mine["ci_high"] >= 0)).all()),
+        "the bootstrap decides the correlation, Fisher's interval does not":
+            view.correlations["all"]["ci_high"] < 0 and view.correlations["fisher"][1] > 0,
+        "attention mass sits at the ends":
+            bool((view.shares["tail"] > view.shares["middle"]).all() and (view.shares["head"] > 0.2).all()),
+        "C-NORM is below the baseline on every ordering, and the shortest tokenization too":
+            bool((t.loc["C-NORM - baseline", "difference"] < 0).all()) and t.loc[shortest, "ci_high"] < 0,
+        "ABS chooses ':' and most subsets of 8 prompts agree": view.chosen == ":" and chosen_share > 0.5,
+    }
+
+
+def analysis(params: dict, reader: Reader, results_dir: str | Path) -> SimpleNamespace:
+    """Everything the chapter shows from its stored rows: the delimiter selection, the QA
+    comparison, the Figure 2 format grid, the delimiter sweep and its correlations, the
+    attention profiles, the selection's stability, the findings page's estimates and
+    verdicts, the numbers the prose quotes (``quoted``) and the statements it makes
+    (``said``)."""
+    view = SimpleNamespace(params=params, label=reader.label, results=results_dir)
+    view.selection = selection(params, results_dir, reader)
+    view.chosen, view.shortest, scores = choices(view.selection.to_dict("records"))
+    view.qa = qa_table(results_dir, params, reader, view.chosen, view.shortest)
+    view.qa_tests = qa_tests(view.qa, params)
+    view.per_seed = oaa_opa(view.qa, ["method", "seed"])
+    view.kv = kv_table(results_dir, reader)
+    view.grid = figure2(view.kv, params)
+    view.effects = format_effects(view.grid)
+    view.swept = sweep(view.kv, params, reader.label)
+    view.delimiters = by_delimiter(view.swept)
+    view.correlations = correlations(view.swept, view.delimiters, params["seed"])
+    view.attention = attention_view(params, results_dir, reader)
+    view.shares = attention_shares(view.attention)
+    view.stability, view.ratio_choice = stability(scores, view.chosen, params, results_dir, reader)
+    view.estimates = claims(results_dir, params, reader)
+    view.verdicts = chapter_verdicts("cnorm", view.estimates)
+    view.quoted = quoted(view.estimates, view.selection, view.chosen, view.shortest, view.qa, view.qa_tests,
+                         view.per_seed, view.grid, view.effects, view.delimiters, view.correlations, view.shares,
+                         view.stability, view.ratio_choice, params, reader.label)
+    view.said = statements(view, params, reader.label)
+    view.consistent = len(view.qa) > 0 and not view.qa.duplicated(
+        ["example_id", "method", "delimiter", "seed", "gold_index"]).any()
+    return view
+
+
+def qa_figure(view: SimpleNamespace):
+    """Accuracy of baseline, C-NORM and the shortest-tokenization control against the gold
+    document's position."""
+    return accuracy_by_position(qa_accuracy(view.qa, view.params), x="position", facet="panel", hue="method",
+                                facet_title="{}", xlabel="Position of the gold document",
+                                title=f"C-NORM ({view.chosen!r}, p = {view.params['cnorm_ratio']}) vs baseline")
+
+
+def formats_figure(view: SimpleNamespace, model: str):
+    """Figure 2: key-value accuracy by id format against the gold pair's position."""
+    return accuracy_by_position(figure2_accuracy(view.grid, view.params, view.label), x="position", facet="panel",
+                                hue="format", facet_title="{}", xlabel="Position of the gold pair",
+                                title=f"Key-value retrieval by id format ({model})")
+
+
+def tokens_figure(view: SimpleNamespace, model: str):
+    """Mean prompt tokens against OAA, one point per delimiter of the sweep."""
+    return tokens_vs_accuracy(view.delimiters, view.correlations["all"],
+                              title=f"{view.params['sweep_pairs']} pairs, {model}")
+
+
+def attention_figure(view: SimpleNamespace):
+    """Figure 4: final-token attention over the prompt for UUID and plain-text ids."""
+    return attention_profiles(view.attention, ["UUID (-)", "plain text"], pairs=view.params["attention_pairs"])
+
+
+def selection_tables(view: SimpleNamespace) -> list:
+    """ABS per candidate delimiter, what it selects and what that cost, and the prompt
+    tokens per QA method."""
+    sel = view.selection
+    said = (f"ABS selects **{view.chosen!r}**; the shortest tokenization is **{view.shortest!r}**. Scoring "
+            f"{len(view.params['cnorm_candidates'])} candidates on S = {view.params['calibration_questions']} "
+            f"prompts took {sel['seconds'].sum():.0f} s of forward passes on {sel['device'].iloc[0]}.")
+    tokens = view.qa.groupby("method")["prompt_tokens"].mean().round(1).reset_index()
+    return [selection_summary(sel).round(3).reset_index(), said, (tokens, "Mean prompt tokens by method.")]
+
+
+def seed_tables(view: SimpleNamespace) -> list:
+    """OAA and OPA per method and distractor ordering, then their mean and sd over orderings
+    (the paper's way of reporting), and the rows' provenance."""
+    over_seeds = view.per_seed.groupby("method")[["OAA", "OPA", "position_sd"]].agg(["mean", "std"])
+    return [oaa_opa_shown(view.per_seed), "**Mean (and sd) over seeds**, the paper's way of reporting:",
+            over_seeds.round(3).reset_index()]
+
+
+def formats_tables(view: SimpleNamespace, shown_chars: int = 420) -> list:
+    """An example prompt with the modified (&) ids, Figure 2's OAA/OPA per density and format,
+    and the rows' provenance."""
+    grid_requests, _ = kv_requests(view.params)
+    example = next(r.prompt for r in grid_requests if r.condition["delimiter"] == "&")[:shown_chars]
+    return ["```text\n" + example + "\n...\n```",
+            oaa_opa_shown(oaa_opa(view.grid, ["model", "density", "format"])),
+            "**Data.** " + provenance(view.grid, view.results, KV)]
+
+
+def sweep_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
+    shown = oaa_opa_shown(view.delimiters.drop(columns=["best_position", "position_sd"])).drop(columns=["OPA (95% CI)"])
+    return shown, (f"{view.params['sweep_pairs']} pairs, gold at depth {view.params['sweep_positions']}, "
+                   f"{view.swept['example_id'].nunique()} examples per delimiter.")
+
+
+def correlation_shown(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
+    """The token/accuracy correlations and the longest-minus-shortest estimate, with the note."""
+    order = view.delimiters["delimiter"].tolist()
+    half = len(order) // 2
+    note = (f"Longest: {', '.join(map(repr, order[-half:]))}; shortest: {', '.join(map(repr, order[:half]))}. "
+            f"Bootstrap draws where r is undefined (all formats equal): "
+            f"{view.correlations['all']['undefined_share']:.0%}.")
+    return correlation_table(view.correlations, view.estimates["cnorm-tokens"], view.delimiters), note
+
+
+def attention_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
+    table = (pd.DataFrame(view.attention)[["format", "gold_position", "tokens", "abs", "seconds"]]
+             .merge(view.shares.drop(columns="abs"), on=["format", "gold_position"]).round(3))
+    return table, "head, middle, tail: the share of attention on the prompt's first tenth, the middle and the last tenth."
+
+
+def bench_tables(path: str = "data/bench/attention-cpu.json") -> list:
+    """The committed attention benchmark (``scripts/bench_attention.py``), or how to make it."""
+    bench_path = repo_root() / path
+    if not bench_path.exists():
+        return [f"No benchmark file at `{path}`; run `scripts/bench_attention.py --json {path}`."]
+    bench = json.loads(bench_path.read_text())
+    return [f"`{path}`: {bench['model']} on {bench['device']} ({bench['dtype']}, {bench['cpu_threads']} threads), "
+            f"longctx {bench['longctx_version']}", pd.DataFrame(bench["rows"])]
+
+
+def longbench_tables(view: SimpleNamespace, reader: Reader, batch_size: int = 8) -> list:
+    """LongBench-v2 with and without C-NORM (the chosen delimiter) when ``longbench_data``
+    names a copy: accuracy by difficulty and length; the RAG setting only when every question
+    carries retrieved chunks."""
+    params = view.params
+    if not params["longbench_data"]:
+        return ["`longbench_data` is empty: LongBench-v2 did not run (the data is not reachable offline)."]
+    source = str(params["longbench_data"])
+    examples = lb.load(source if source.startswith("THUDM/") else resolve(source),
+                       limit=params["longbench_limit"] or None)
+    settings = ["base"] + (["rag"] if all(e.retrieved for e in examples) else [])
+    tokenizer = load_tokenizer(reader.model)
+    requests = [r for setting in settings
+                for method, delimiter in [("baseline", None), ("C-NORM", None if view.chosen == "none" else view.chosen)]
+                for r in lb.make_requests(examples, setting=setting, tokenizer=tokenizer,
+                                          max_prompt_tokens=params["longbench_max_prompt_tokens"],
+                                          delimiter=delimiter, ratio=params["cnorm_ratio"], method=method)]
+    answer(Block("LongBench-v2", "cnorm_longbench_v2", requests), reader, view.results, batch_size=batch_size)
+    table = load_experiment(view.results, "cnorm_longbench_v2", score=lb.score, task=lb.TASK)
+    return [lb.breakdown(table[table["model"] == reader.label]).round(1).reset_index()]

@@ -19,16 +19,18 @@ Factors (low vs high level, and the paper whose claim the high level tests):
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 
 from ... import transforms as T
-from ...claims import Estimate, by_unit, estimable, paired_estimate, verdict
+from ...claims import Estimate, by_unit, estimable, paired_estimate, read_claims, verdict
 from ...errors import ParameterError
-from ...reader import Reader
-from ...report import n_for_half_width, p_text
-from ...results import rows_table
-from ...runner import Block
+from ...plots import effects_forest, interaction_plot, readers_forest
+from ...reader import Reader, model_label
+from ...report import n_for_half_width, p_text, points_ci
+from ...results import comparable_rows, provenance, rows_table
+from ...runner import Block, all_requests
 from ...tasks import multidoc_qa as qa
 from . import factorial as X
 
@@ -218,3 +220,170 @@ def quoted(table: pd.DataFrame, main: pd.DataFrame, fx: pd.DataFrame, logit: pd.
             "x2-diff-widest": diff.loc[((diff["ci_high"] - diff["ci_low"]) / 2).idxmax(), "factor"],
         })
     return out
+
+
+def main_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
+    """The main effects against each paper's claim, formatted, with their note."""
+    main = view.main
+    shown = main.assign(**{
+        "effect (pts, 95% CI)": [points_ci(e, lo, hi) for e, lo, hi in zip(main["estimate"], main["ci_low"],
+                                                                            main["ci_high"])],
+        "half-width": ((main["ci_high"] - main["ci_low"]) / 2).round(1),
+        "sign-flip p": main["p"].map("{:.2g}".format)})
+    columns = ["factor", "levels", "paper", "claim", "effect (pts, 95% CI)", "half-width", "sign-flip p", "verdict"]
+    note = (f"{view.table['example_id'].nunique()} questions x {len(view.design.cells)} cells = {len(view.table)} "
+            "answers; paired bootstrap over questions, two-sided sign-flip p.")
+    return shown[columns], note
+
+
+def interactions_table(view: SimpleNamespace, shown: int = 6) -> tuple[pd.DataFrame, str]:
+    """The ``shown`` two-way interactions with the smallest p, formatted, with their note."""
+    inter = view.interactions
+    table = inter.assign(**{"interaction (pts, 95% CI)": [
+        points_ci(e, lo, hi) for e, lo, hi in zip(inter["estimate"], inter["ci_low"], inter["ci_high"])]})
+    note = (f"The {shown} interactions with the smallest p-values of {len(inter)}; with {len(inter)} tests, one p "
+            "below 0.05 is expected by chance alone.")
+    return table[["term", "interaction (pts, 95% CI)", "p"]].round(3).head(shown), note
+
+
+def aliases_table(view: SimpleNamespace, shown: int = 6) -> pd.DataFrame:
+    """What the fraction cannot separate: each low-order effect and its alias."""
+    if view.design.fraction == "full":
+        return pd.DataFrame([{"design": "full factorial: no aliasing"}])
+    return pd.DataFrame([{"effect": k, "aliased with": v} for k, v in X.aliases(view.design).items()][:shown])
+
+
+def logit_table(view: SimpleNamespace) -> pd.DataFrame:
+    """The logistic GEE's main effects as log odds ratios with intervals."""
+    logit = view.logit
+    return logit.assign(**{"log odds ratio (95% CI)": [
+        f"{e:+.2f} [{lo:+.2f}, {hi:+.2f}]" for e, lo, hi in zip(logit["estimate"], logit["ci_low"],
+                                                                 logit["ci_high"])]})[
+        ["term", "log odds ratio (95% CI)", "p"]].round(3)
+
+
+def readers_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str] | None:
+    """Both readers' main effects and their difference, one row per factor, with the note;
+    None until the second reader has answered enough questions in every cell."""
+    both, labels = view.readers["both"], view.labels
+    if both is None:
+        return None
+    wide = (both.assign(ci=[points_ci(e, lo, hi) for e, lo, hi in zip(both["estimate"], both["ci_low"],
+                                                                        both["ci_high"])])
+            .pivot(index="factor", columns="reader", values="ci")[[*labels, "difference"]].reset_index())
+    note = (f"Main effects in points (95% CI); {len(view.readers['shared'])} questions answered by both readers in "
+            f"all {len(view.design.cells)} cells; difference = {labels[1]} minus {labels[0]}.")
+    return wide, note
+
+
+def readers_status(view: SimpleNamespace) -> str | None:
+    """Why the two-reader comparison is not shown (and the command that makes it), or None."""
+    this_reader, other_reader = view.labels
+    make = (f"`longctx reproduce --chapters crossing --scale book --model {view.second_reader[0]} "
+            f"--backend {view.second_reader[1]}`")
+    if other_reader == this_reader:
+        return f"`second_reader` is this chapter's own reader (`{this_reader}`); name another one to compare."
+    if view.readers["table"].empty:
+        return (f"No stored rows of `{other_reader}` answer these {view.prompts} prompts yet, so this section "
+                f"shows one reader. Make them with {make} (the store resumes) and rebuild the page.")
+    if view.readers["both"] is None:
+        return (f"`{other_reader}` has answered {len(view.readers['shared'])} of these questions in all "
+                f"{len(view.design.cells)} cells so far (a run stores whole questions in turn); the comparison "
+                f"waits for {view.readers['min_shared']}. Resume it with {make}.")
+    return None
+
+
+def readers_summary(view: SimpleNamespace) -> str:
+    """The two readers' accuracy on their shared questions and how their effects differ,
+    in words computed from the rows, so it holds for any ``second_reader``."""
+    both, labels = view.readers["both"], view.labels
+    if both is None:
+        return (f"Not compared yet: `{labels[1]}` has answered too few questions in every cell (the comparison "
+                f"waits for {view.readers['min_shared']}).")
+    shared, other = view.readers["shared"], view.readers["table"]
+    mine = view.table[view.table["example_id"].isin(shared)]["correct"].mean()
+    theirs = other[other["example_id"].isin(shared)]["correct"].mean()
+    return (f"On the {len(shared)} questions both readers answered in all {len(view.design.cells)} cells "
+            f"({len(other)} stored `{labels[1]}` rows), accuracy over all cells is {100 * mine:.1f}% for "
+            f"`{labels[0]}` and {100 * theirs:.1f}% for `{labels[1]}`.\n\n"
+            + X.describe_reader_comparison(both, list(labels)))
+
+
+def statements(view: SimpleNamespace) -> dict[str, bool]:
+    """What the chapter's prose says in words, each as a check on the committed run."""
+    m = view.main.set_index("factor")
+    order = m["estimate"].abs().sort_values().index
+    said = {
+        "position matters most, reproduced": order[-1] == "position" and m.loc["position", "verdict"] == "reproduced",
+        "distractors come next; the interval touches zero":
+            order[-2] == "distractors" and m.loc["distractors", "ci_low"] <= 0,
+        "C-NORM, tags, filler and distractors are not reproduced":
+            all(m.loc[f, "verdict"] != "reproduced" for f in ("format", "tags", "filler", "distractors")),
+        "query-aware's interval holds zero": m.loc["query_aware", "ci_low"] < 0 < m.loc["query_aware", "ci_high"],
+        "C-NORM and tags lean the way their chapters found (down)":
+            m.loc["format", "estimate"] < 0 and m.loc["tags", "estimate"] < 0,
+        "C-NORM costs less when filler is present (the largest interaction)":
+            view.top["term"] == "format x filler" and view.top["estimate"] > 0,
+        "the logistic fit agrees in sign": bool((view.logit.set_index("term")["estimate"] * m["estimate"] > 0).all()),
+    }
+    both = view.readers["both"]
+    this_reader, other_reader = view.labels
+    b = both.set_index(["reader", "factor"]) if both is not None else None
+    said.update({
+        "position nearly stops mattering for the second reader": b is not None and (
+            abs(b.loc[(other_reader, "position"), "estimate"]) < abs(b.loc[(this_reader, "position"), "estimate"]) / 3),
+        "distractors are the second reader's largest effect":
+            b is not None and b.loc[other_reader, "estimate"].abs().idxmax() == "distractors",
+        "the larger reader is right more often":
+            not view.readers["table"].empty and view.readers["table"]["correct"].mean() > view.table["correct"].mean(),
+    })
+    return said
+
+
+def analysis(plan: list[Block], rows: list[dict], params: dict, reader: Reader, results_dir: str | Path,
+             second_reader: tuple[str, str]) -> SimpleNamespace:
+    """Everything the chapter shows, from this reader's rows and those of ``second_reader``
+    (model, backend) stored for the same prompts: the paired main effects with their
+    verdicts, the GEE interactions, the logistic check, the two-reader comparison, the
+    numbers the prose quotes (``quoted``) and the statements it makes (``said``)."""
+    d = design(params)
+    view = SimpleNamespace(design=d, table=rows_table(rows, qa.score), second_reader=second_reader,
+                           prompts=len(all_requests(plan)))
+    view.estimates = claims(results_dir, params, reader)
+    view.main = main_effects(view.estimates, params, {c.id: c for c in read_claims()})
+    view.fx = X.effects(view.table, d)
+    view.logit = X.effects(view.table, d, family="logistic", interactions=False)
+    view.interactions = interactions(view.fx)
+    view.top = view.interactions.loc[view.interactions["estimate"].abs().idxmax()]
+    view.labels = (reader.label, model_label(*second_reader))
+    others = comparable_rows(results_dir, EXPERIMENT, all_requests(plan), exclude=reader.results_folder(results_dir))
+    view.readers = reader_view(view.table, others, params, view.labels)
+    view.expected = {f.name: f.expected for f in d.factors}
+    view.quoted = quoted(view.table, view.main, view.fx, view.logit, view.readers, params, view.labels)
+    view.said = statements(view)
+    view.provenance = "**Data.** " + provenance(pd.concat([view.table, view.readers["table"]], ignore_index=True),
+                                                results_dir, EXPERIMENT)
+    view.consistent = len(rows) == view.prompts == len({r["key"] for r in rows})
+    return view
+
+
+def forest_figure(view: SimpleNamespace, model: str):
+    """Main effects (paired intervals) and two-way interactions (GEE) in one forest."""
+    return effects_forest(forest_effects(view.fx, view.main), expected=view.expected,
+                          title=f"{model}: {len(view.design.cells)} cells x {view.table['example_id'].nunique()} "
+                                "questions")
+
+
+def interaction_figure(view: SimpleNamespace):
+    """Accuracy at the four level combinations of the largest interaction's two factors."""
+    a, b = view.top["term"].split(" x ")
+    ci = points_ci(view.top["estimate"], view.top["ci_low"], view.top["ci_high"])
+    return interaction_plot(X.cell_means(view.table, view.design, a, b), a, b, title=f"{a} x {b}: {ci} pts")
+
+
+def readers_figure(view: SimpleNamespace):
+    """Both readers' main effects side by side; nothing until both are estimated."""
+    if view.readers["both"] is None:
+        return None
+    return readers_forest(view.readers["both"], list(view.labels), expected=view.expected,
+                          title=f"Main effects of two readers, {len(view.readers['shared'])} shared questions")
