@@ -7,7 +7,7 @@ NB     ?= notebooks/kv_retrieval.py
 MODEL  ?= qwen2.5-coder-0.5b-instruct
 PARAMS ?=
 
-.PHONY: install book check-book test run reproduce bench clean
+.PHONY: install book check-book lint test run reproduce bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +40,14 @@ check-book: install
 		($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver)
 	$(BIN)/python scripts/check_book.py --html _build/html
 
-test: install
+# Style (ruff lint + format) and the import layers (import-linter: no cycles, no upward import).
+LINTED := lib tests scripts notebooks conftest.py
+lint: install
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/lint-imports
+
+test: lint
 	$(BIN)/pytest --nbval-lax -q
 
 # BACKEND: hf (default), llamacpp, or openai with URL=http://host:port/v1 (a vLLM/SGLang/llama.cpp server)

@@ -16,7 +16,11 @@ NB_DIR = ROOT / "tests" / "_nb"
 
 # Each chapter runs at its ``ci`` scale (lib/longctx/scales/<chapter>.json) with the smallest
 # model, its rows written under tests/_nb/results so committed results stay untouched.
-RUN_PARAMETERS = {"model": "smollm2-135m-instruct", "batch_size": 8, "results_dir": str(NB_DIR / "results")}
+RUN_PARAMETERS = {
+    "model": "smollm2-135m-instruct",
+    "batch_size": 8,
+    "results_dir": str(NB_DIR / "results"),
+}
 READ_ONLY_PAGES = {"findings", "backends"}  # they read the committed rows; nothing is generated
 
 
@@ -28,7 +32,9 @@ def ci_parameters(notebook: str) -> dict:
 
 
 def pytest_configure(config):
-    if not config.getoption("nbval_lax", default=False) and not config.getoption("nbval", default=False):
+    if not config.getoption("nbval_lax", default=False) and not config.getoption(
+        "nbval", default=False
+    ):
         return
     import jupytext
     import papermill
@@ -38,8 +44,17 @@ def pytest_configure(config):
         params = ci_parameters(source.stem)
         staged = NB_DIR / f"{source.stem}.source.ipynb"
         nb = jupytext.read(source)
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb.metadata["kernelspec"] = {
+            "name": "python3",
+            "display_name": "Python 3",
+            "language": "python",
+        }
         jupytext.write(nb, staged, fmt="ipynb")
-        papermill.execute_notebook(str(staged), str(NB_DIR / f"{source.stem}.ipynb"), parameters=params,
-                                   prepare_only=True, kernel_name="python3")
+        papermill.execute_notebook(
+            str(staged),
+            str(NB_DIR / f"{source.stem}.ipynb"),
+            parameters=params,
+            prepare_only=True,
+            kernel_name="python3",
+        )
         staged.unlink()

@@ -30,7 +30,8 @@
 model = "qwen2.5-coder-0.5b-instruct"
 results_dir = "data/results"  # the committed generations
 bench_file = "data/bench/backends-cpu.json"  # written by `make bench`
-prefix_file = "data/bench/llamacpp-prefix-cpu.json"  # llama.cpp with (llamacpp) and without (llamacpp_cold) prefix reuse
+# llama.cpp with (arm "llamacpp") and without ("llamacpp_cold") reuse of a shared prefix
+prefix_file = "data/bench/llamacpp-prefix-cpu.json"
 
 # %% tags=["remove-cell"]
 import matplotlib.pyplot as plt

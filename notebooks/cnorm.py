@@ -55,7 +55,7 @@
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 kv_formats = ["-", "", "&"]  # id delimiters: UUID, plain text, modified UUID (the paper's Figure 2)
 kv_low_pairs = 16  # low density: pairs of 32-hex-digit ids (the paper: 40)
-kv_high_pairs = 4  # high density: pairs of 128-hex-digit ids, the same total id length (the paper: 10)
+kv_high_pairs = 4  # high density: pairs of 128-hex-digit ids, same total id length (paper: 10)
 kv_low_positions = [0.0, 0.25, 0.5, 0.75, 1.0]  # relative depths of the gold pair
 kv_high_positions = [1, 2, 3, 4]  # 1-based gold positions at high density
 kv_examples = 5  # examples per (format, position) cell at low density
@@ -70,9 +70,9 @@ qa_questions = 20  # NQ-Open questions evaluated (the paper: 500)
 qa_documents = 10  # documents per prompt: the gold one and BM25 distractors
 qa_positions = [0.0, 0.25, 0.5, 0.75, 1.0]  # gold depths (the paper: all 10 positions)
 qa_seeds = [0, 1, 2]  # distractor order and sentence choice; the paper averages 3 seeds
-cnorm_candidates = ["none", "-", ":", ".", "&", "/"]  # candidate delimiters; none leaves passages as they are
+cnorm_candidates = ["none", "-", ":", ".", "&", "/"]  # "none" leaves passages as they are
 cnorm_ratio = 0.5  # p, the fraction of sentences reformatted (the paper: 0.5)
-calibration_questions = 10  # S, prompts scored per candidate (the paper: 8); S from 1 up reuses them
+calibration_questions = 10  # S, prompts scored per candidate (paper: 8); smaller S reuses them
 calibration_offset = 100  # calibration questions start here, disjoint from the evaluated ones
 ratio_sweep = [0.25, 1.0]  # other values of p scored for the selection's sensitivity
 ratio_sweep_samples = 4  # prompts per candidate in the p sweep
@@ -107,7 +107,8 @@ chapter, reader = page.chapter, page.reader
 # what is missing.
 
 # %%
-answer(chapter.plan(page.params), reader, page.results, batch_size=batch_size, params={"seed": seed})
+plan = chapter.plan(page.params)
+answer(plan, reader, page.results, batch_size=batch_size, params={"seed": seed})
 
 # %% tags=["remove-cell"]
 view = chapter.analysis(page.params, reader, page.results)

@@ -51,10 +51,11 @@ num_documents = 10  # documents per prompt: the gold one and num_documents - 1 d
 pool_size = 1000  # BM25-ranked candidates per question; far distractors come from its bottom half
 factors = ["position", "format", "tags", "distractors", "filler", "query_aware"]
 fraction = "half"  # "half" (2^(k-1), resolution k) or "full" (2^k)
-cnorm_delimiter = ":"  # the delimiter the C-NORM chapter's attention selection chose for this reader
+cnorm_delimiter = ":"  # what the C-NORM chapter's attention selection chose for this reader
 cnorm_ratio = 0.5
 far_from = 0.5  # far distractors: ranks at or beyond this fraction of the pool
-filler_tokens = 1000  # whitespace tokens between the documents and the question (high level; 8000 at paper scale)
+# Whitespace tokens between the documents and the question at the high level (paper scale: 8000).
+filler_tokens = 1000
 seed = 0
 device = "auto"
 backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
@@ -90,7 +91,8 @@ plan = chapter.plan(page.params)
 rows = answer(plan, reader, page.results, batch_size=batch_size, token_budget=token_budget)
 
 # %% tags=["remove-cell"]
-view = chapter.analysis(plan, rows, page.params, reader, page.results, (second_reader, second_backend))
+second = (second_reader, second_backend)
+view = chapter.analysis(plan, rows, page.params, reader, page.results, second)
 glue_all(view.quoted)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Effects on accuracy of the six manipulations (main effects, blue; paired bootstrap intervals over questions) and of their two-way interactions (grey; GEE intervals clustered by question), from one reader on 10-document NQ-Open QA. At the right: the direction each paper claims for its manipulation.", "name": "fig-crossing-forest"}, "image": {"alt": "Forest plot of six main effects and fifteen two-way interactions in accuracy points, with intervals."}}

@@ -53,7 +53,7 @@ results_dir = "data/results"  # the committed generations
 # %% tags=["remove-cell"]
 import matplotlib.pyplot as plt
 
-from longctx import __version__, findings
+from longctx import findings
 from longctx.page import check_statements
 from longctx.paths import resolve
 from longctx.plots import forest
@@ -72,8 +72,7 @@ plt.show()
 
 # %% tags=["remove-input"]
 say(findings.as_markdown(table))
-say(f"Computed from `{results_dir}` with longctx {__version__}. Differences in points; p: two-sided sign-flip "
-    "test on the per-unit differences.")
+say(findings.provenance(results_dir))
 
 # %% tags=["remove-cell"]
 check_statements("findings", findings.statements(table), results_dir == "data/results")

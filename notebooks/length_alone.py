@@ -80,11 +80,12 @@ arms = [
         "lengths": [0, 16000],
         "headline": True,
     },
-    # VarSum with its 512-token budget: all problems short, the first 16 with 16K essay tokens (CPU-sized: it is at the floor).
+    # VarSum with its 512-token budget: all problems short, the first 16 with 16K essay tokens
+    # (CPU-sized: it is at the floor).
     {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [0]},
     {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [16000], "num_problems": 16},
 ]
-# RULER QA1 (SQuAD) / QA2 (HotpotQA), Table 5; contexts are sized in the reader's tokens. None: not run.
+# RULER QA1 (SQuAD) / QA2 (HotpotQA), Table 5, contexts in the reader's tokens. None: not run.
 ruler = {"subtasks": ["qa1", "qa2"], "lengths": [4000], "num_questions": 110}
 device = "auto"
 backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)

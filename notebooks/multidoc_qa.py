@@ -50,10 +50,10 @@ gold_positions = [0.0, 0.5, 1.0]
 query_aware = [False, True]  # without and with query-aware contextualization
 distractors = "bm25"  # "bm25" (ranked, the paper's setting) or "random" (appendix B)
 random_order = False  # shuffle distractors and say so in the prompt (appendix C)
-source = (
-    "oracle"  # "oracle" (offline reconstruction) or "release" (the paper's files in release_dir)
-)
-release_dir = ""  # folder holding the nq-open-<k>_total_documents_gold_at_<i>.jsonl.gz files (source "release")
+# "oracle" (offline reconstruction) or "release" (the paper's files in release_dir)
+source = "oracle"
+# The folder of the nq-open-<k>_total_documents_gold_at_<i>.jsonl.gz files (source "release").
+release_dir = ""
 # Open-domain QA (section 5): retrieved documents per question, and how many questions.
 open_domain_ks = [5, 10, 20, 30, 50]
 open_domain_questions = 60  # the paper: all 2,655 (its subset with paragraph answers)
@@ -188,8 +188,8 @@ if view.od:
 if view.od:
     show(
         chapter.steps_table(view.od["steps"]),
-        notes="Paper (section 5, from 20 to 50 documents): reader accuracy "
-        "about +1.5 (GPT-3.5-Turbo) and about +1 (Claude-1.3), while Contriever's recall keeps rising.",
+        notes="Paper (section 5, from 20 to 50 documents): reader accuracy about +1.5 "
+        "(GPT-3.5-Turbo) and about +1 (Claude-1.3), while Contriever's recall keeps rising.",
     )
     say(view.od_provenance)
 

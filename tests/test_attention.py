@@ -15,22 +15,39 @@ def _tiny(kind: str):
     import transformers as tf
 
     torch.manual_seed(0)
-    common = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    common = dict(
+        vocab_size=97,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     if kind == "qwen2":
         model = tf.Qwen2ForCausalLM(tf.Qwen2Config(**common))
     elif kind == "llama":
         model = tf.LlamaForCausalLM(tf.LlamaConfig(**common))
     elif kind == "gemma3":
         # q/k norms, query_pre_attn_scalar scaling, a sliding window shorter than the prompt
-        cfg = tf.Gemma3TextConfig(**common, head_dim=16, sliding_window=8, query_pre_attn_scalar=24,
-                                  layer_types=["full_attention", "sliding_attention", "sliding_attention"])
+        cfg = tf.Gemma3TextConfig(
+            **common,
+            head_dim=16,
+            sliding_window=8,
+            query_pre_attn_scalar=24,
+            layer_types=["full_attention", "sliding_attention", "sliding_attention"],
+        )
         model = tf.Gemma3ForCausalLM(cfg)
     elif kind == "gemma2":
         # attention logit soft-capping
-        cfg = tf.Gemma2Config(**common, head_dim=16, attn_logit_softcapping=5.0, sliding_window=8,
-                              query_pre_attn_scalar=16,
-                              layer_types=["full_attention", "sliding_attention", "full_attention"])
+        cfg = tf.Gemma2Config(
+            **common,
+            head_dim=16,
+            attn_logit_softcapping=5.0,
+            sliding_window=8,
+            query_pre_attn_scalar=16,
+            layer_types=["full_attention", "sliding_attention", "full_attention"],
+        )
         model = tf.Gemma2ForCausalLM(cfg)
     # Soft-capped Gemma2 has no SDPA path in transformers; it keeps eager (the capture does not care).
     model.set_attn_implementation("eager" if kind == "gemma2" else "sdpa")
@@ -47,7 +64,8 @@ def test_matches_eager_output_attentions(kind, layer):
     assert fast.shape == (23,)
     assert torch.allclose(fast, ref, atol=1e-4), (fast - ref).abs().max()
     assert fast.sum().item() == pytest.approx(1.0, abs=1e-5)
-    assert model.config._attn_implementation == ("eager" if kind == "gemma2" else "sdpa")  # restored
+    # Restored
+    assert model.config._attn_implementation == ("eager" if kind == "gemma2" else "sdpa")
 
 
 def test_sliding_window_layer_ignores_old_tokens():

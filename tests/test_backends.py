@@ -32,7 +32,9 @@ SMOKE = "smollm2-135m-instruct"
 
 
 def test_spec_rejects_bad_choices_in_one_line():
-    with pytest.raises(ParameterError, match="unknown backend 'vllm'; use one of hf, llamacpp, openai"):
+    with pytest.raises(
+        ParameterError, match="unknown backend 'vllm'; use one of hf, llamacpp, openai"
+    ):
         backends.spec("vllm")
     with pytest.raises(ParameterError, match="needs the server's URL"):
         backends.spec("openai")
@@ -63,40 +65,59 @@ def test_reader_stores_keep_backends_apart(tmp_path):
     assert hf.dir.parent.name == SMOKE and llama.dir.parent.name == f"{SMOKE}--llamacpp"
 
 
-@pytest.mark.parametrize("backend", ["llamacpp", backends.BackendSpec("openai", url="http://127.0.0.1:9/v1")])
+@pytest.mark.parametrize(
+    "backend", ["llamacpp", backends.BackendSpec("openai", url="http://127.0.0.1:9/v1")]
+)
 def test_masked_padding_outside_hf_fails_before_loading(tmp_path, backend):
     req = Request("t", "e", f"evidence {masked_gap(100)} question", ("g",))
 
     def load():
         raise AssertionError("the model must not be loaded")
 
-    with pytest.raises(CapabilityError, match="masked padding needs the model's weights in torch.*use backend='hf'"):
-        generate_missing([req], ResultsStore(tmp_path, "m", "x"), Reader.of(SMOKE, backend), load=load)
+    with pytest.raises(
+        CapabilityError, match="masked padding needs the model's weights in torch.*use backend='hf'"
+    ):
+        generate_missing(
+            [req], ResultsStore(tmp_path, "m", "x"), Reader.of(SMOKE, backend), load=load
+        )
 
 
 def test_attention_outside_hf_is_a_one_line_error(tmp_path):
-    with pytest.raises(CapabilityError, match="attention weights need the model's weights in torch.*backend='hf'"):
-        attention_rows([{"prompt": "p"}], ResultsStore(tmp_path, "m", "a"), Reader.of(SMOKE, "llamacpp"),
-                       load=lambda: None)
+    with pytest.raises(
+        CapabilityError, match="attention weights need the model's weights in torch.*backend='hf'"
+    ):
+        attention_rows(
+            [{"prompt": "p"}],
+            ResultsStore(tmp_path, "m", "a"),
+            Reader.of(SMOKE, "llamacpp"),
+            load=lambda: None,
+        )
 
 
 def test_llamacpp_refuses_models_that_are_not_gguf():
     from longctx.backends.llamacpp import LlamaCppBackend
 
-    with pytest.raises(CapabilityError, match="runs GGUF files; 'Qwen/Qwen2.5-1.5B-Instruct' is a hub model"):
+    with pytest.raises(
+        CapabilityError, match="runs GGUF files; 'Qwen/Qwen2.5-1.5B-Instruct' is a hub model"
+    ):
         LlamaCppBackend("Qwen/Qwen2.5-1.5B-Instruct", backends.spec("llamacpp"))
 
 
 def test_unreachable_server_is_a_one_line_error():
     port = _free_port()
-    with pytest.raises(BackendError, match=f"cannot reach an OpenAI-compatible server at http://127.0.0.1:{port}/v1"):
+    with pytest.raises(
+        BackendError,
+        match=f"cannot reach an OpenAI-compatible server at http://127.0.0.1:{port}/v1",
+    ):
         backends.load_backend(SMOKE, backends.spec("openai", f"http://127.0.0.1:{port}/v1"))
 
 
 def _append_many(path: str, writer: int, batches: int) -> None:
     store = ResultsStore(path, "m", "x")
     for b in range(batches):
-        store.append([{"key": f"{writer}-{b}-{i}", "writer": writer, "pad": "x" * 3000} for i in range(5)])
+        store.append(
+            [{"key": f"{writer}-{b}-{i}", "writer": writer, "pad": "x" * 3000} for i in range(5)]
+        )
 
 
 def test_two_processes_appending_to_one_store_lose_no_row(tmp_path):
@@ -116,8 +137,14 @@ def test_backend_agreement_by_hand():
     from longctx.results import backend_agreement
 
     def row(ex, pos, out, ok):
-        return {"task": "kv", "condition": {"pos": pos}, "example_id": ex, "prompt": f"p{ex}{pos}",
-                "output": out, "ok": ok}
+        return {
+            "task": "kv",
+            "condition": {"pos": pos},
+            "example_id": ex,
+            "prompt": f"p{ex}{pos}",
+            "output": out,
+            "ok": ok,
+        }
 
     a = [row("e1", 0, "x", 1), row("e1", 1, "y", 1), row("e2", 0, "z", 0), row("e3", 0, "w", 1)]
     b = [row("e1", 0, "x", 1), row("e1", 1, "q", 0), row("e2", 0, "z", 0), row("e3", 0, "v", 0)]
@@ -139,8 +166,12 @@ def test_backends_page_counts_the_same_differing_answers_as_the_agreement_table(
     from longctx import backend_comparison
     from longctx.paths import repo_root
 
-    view = backend_comparison.analysis("qwen2.5-coder-0.5b-instruct", repo_root() / "data" / "results",
-                                       "data/bench/backends-cpu.json", "data/bench/llamacpp-prefix-cpu.json")
+    view = backend_comparison.analysis(
+        "qwen2.5-coder-0.5b-instruct",
+        repo_root() / "data" / "results",
+        "data/bench/backends-cpu.json",
+        "data/bench/llamacpp-prefix-cpu.json",
+    )
     both = view.agreement.set_index("chapter").loc["both"]
     assert len(view.differ) == round(both["n"] * (1 - both["identical"]))
     gained = sum(b["score"] - a["score"] for a, b in view.differ)
@@ -150,13 +181,17 @@ def test_backends_page_counts_the_same_differing_answers_as_the_agreement_table(
 
 # ----------------------------------------------------------------- llama.cpp in process
 
+
 @pytest.fixture(scope="module")
 def llama():
     return backends.load_backend(SMOKE, "llamacpp")
 
 
-PROMPTS = ["What is the capital of France? Answer in one word.", "Count: 1, 2, 3,",
-           "List three colors, one per line."]
+PROMPTS = [
+    "What is the capital of France? Answer in one word.",
+    "Count: 1, 2, 3,",
+    "List three colors, one per line.",
+]
 
 
 @pytest.mark.model
@@ -170,24 +205,36 @@ def test_llamacpp_reads_what_hf_reads_and_applies_the_same_stop_rules(llama, smo
     # Quantized blocks vs dequantized float32 weights: long answers of a 135M model may part
     # ways (the methods page measures agreement on real prompts); a short fact does not.
     assert "Paris" in ours[0].text and "Paris" in ref[0].text
-    assert ours[1].new_tokens == 24 and ours[1].stop_reason == "max_new_tokens"  # no rule: the budget ends it
-    assert ours[2].stop_reason == "stop_rule" and "\n" not in ours[2].text  # the newline rule cuts at line one
+    # No rule: the budget ends it
+    assert ours[1].new_tokens == 24 and ours[1].stop_reason == "max_new_tokens"
+    # The newline rule cuts at line one
+    assert ours[2].stop_reason == "stop_rule" and "\n" not in ours[2].text
     assert ours[2].raw_text.startswith(ours[2].text)
-    again = llama.generate(rendered[::-1], max_new_tokens=24, stop_rules=rules[::-1], progress=False)[::-1]
-    assert [g.text for g in again] == [g.text for g in ours]  # greedy and independent of order and cache
+    again = llama.generate(
+        rendered[::-1], max_new_tokens=24, stop_rules=rules[::-1], progress=False
+    )[::-1]
+    # Greedy and independent of order and cache
+    assert [g.text for g in again] == [g.text for g in ours]
 
 
 @pytest.mark.model
-def test_llamacpp_reuses_shared_prefixes_only_when_asked_and_measures_filler_in_model_tokens(llama, smollm2):
+def test_llamacpp_reuses_shared_prefixes_only_when_asked_and_measures_filler_in_model_tokens(
+    llama, smollm2
+):
     base = smollm2.render("Repeat the last word. " + "alpha beta gamma " * 20)
     prompts = [base + "one", base + "two"]
-    assert all(g.extra["prefix_reused"] == 0 for g in llama.generate(prompts, max_new_tokens=4, progress=False))
+    assert all(
+        g.extra["prefix_reused"] == 0
+        for g in llama.generate(prompts, max_new_tokens=4, progress=False)
+    )
     cached = backends.load_backend(SMOKE, backends.spec("llamacpp", prefix_cache=True))
     gens = cached.generate(prompts, max_new_tokens=4, progress=False)
     shared = smollm2.count_tokens(base)
     # the second prompt skips the shared prefix (the last shared token may merge with what follows)
     assert shared - 2 <= max(g.extra["prefix_reused"] for g in gens) <= shared
-    assert cached.run_params()["prefix_cache"] is True and llama.run_params()["prefix_cache"] is False
+    assert (
+        cached.run_params()["prefix_cache"] is True and llama.run_params()["prefix_cache"] is False
+    )
     padded = smollm2.render(f"Note. {filler_slot('whitespace', 50)} Say hi.")
     (g,) = llama.generate([padded], max_new_tokens=2, progress=False)
     (h,) = smollm2.generate([padded], max_new_tokens=2, progress=False)
@@ -200,12 +247,16 @@ def test_llamacpp_rows_carry_backend_and_resume(tmp_path, llama):
     reader = Reader.of(SMOKE, "llamacpp")
     store = reader.store(tmp_path, "x")
     rows = generate_missing(reqs, store, reader, load=lambda: llama)
-    assert {r["backend"] for r in rows} == {"llamacpp"} and rows[0]["params"]["backend"] == "llamacpp"
+    assert {r["backend"] for r in rows} == {"llamacpp"} and rows[0]["params"][
+        "backend"
+    ] == "llamacpp"
     assert rows[0]["params"]["gguf"].endswith(".gguf")
     again = generate_missing(reqs, store, reader, load=lambda: pytest.fail("all rows are stored"))
     assert [r["key"] for r in again] == [r["key"] for r in rows]
     with pytest.raises(ValueError, match="gave a 'llamacpp' backend for backend='hf'"):
-        generate_missing(reqs, ResultsStore(tmp_path, "other", "x"), Reader.of(SMOKE), load=lambda: llama)
+        generate_missing(
+            reqs, ResultsStore(tmp_path, "other", "x"), Reader.of(SMOKE), load=lambda: llama
+        )
 
 
 # ----------------------------------------------------------------- OpenAI client, real server
@@ -225,9 +276,27 @@ class Server:
 
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(alias_gguf_path(ALIASES[SMOKE])),
-                    "--model_alias", alias, "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "8192",
-                    "--n_threads", str(os.cpu_count() or 1), "--verbose", "False", "--interrupt_requests", str(interrupt)]
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(alias_gguf_path(ALIASES[SMOKE])),
+            "--model_alias",
+            alias,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            "8192",
+            "--n_threads",
+            str(os.cpu_count() or 1),
+            "--verbose",
+            "False",
+            "--interrupt_requests",
+            str(interrupt),
+        ]
         self.proc = None
 
     def start(self):
@@ -270,10 +339,15 @@ def test_openai_backend_answers_a_chapter_request_set_like_llamacpp(tmp_path, se
     served = Reader.of(SMOKE, "openai", server.url)
     rows = generate_missing(reqs, served.store(tmp_path, "kv"), served)
     in_process = Reader.of(SMOKE, "llamacpp")
-    direct = generate_missing(reqs, in_process.store(tmp_path, "kv"), in_process, load=lambda: llama)
+    direct = generate_missing(
+        reqs, in_process.store(tmp_path, "kv"), in_process, load=lambda: llama
+    )
     assert [r["prompt"] for r in rows] == [r["prompt"] for r in direct]
-    assert [r["output"] for r in rows] == [r["output"] for r in direct]  # same engine, same greedy answers
-    assert {r["backend"] for r in rows} == {f"openai:{SMOKE}"} and rows[0]["params"]["url"] == server.url
+    # Same engine, same greedy answers
+    assert [r["output"] for r in rows] == [r["output"] for r in direct]
+    assert {r["backend"] for r in rows} == {f"openai:{SMOKE}"} and rows[0]["params"][
+        "url"
+    ] == server.url
     assert all(r["prompt_tokens"] > 0 and r["new_tokens"] > 0 for r in rows)
 
 
@@ -309,7 +383,8 @@ def test_openai_server_killed_mid_run_stores_only_answers_and_a_rerun_completes(
         generate_missing(reqs, store, reader, load=lambda: backend, batch_size=4)
     stored = store.rows()
     assert 4 <= len(stored) < len(reqs)
-    assert all(r["output"] is not None and r["new_tokens"] > 0 for r in stored)  # no failure stored as an answer
+    # No failure stored as an answer
+    assert all(r["output"] is not None and r["new_tokens"] > 0 for r in stored)
     restarted = Server()
     restarted.port, restarted.url = srv.port, srv.url
     restarted.cmd = srv.cmd
@@ -339,24 +414,63 @@ def test_a_stream_cut_off_by_the_server_is_never_stored(tmp_path, llama):
             generate_missing(reqs, store, reader, batch_size=4)
     finally:
         srv.kill()
-    direct = {r["example_id"] + json.dumps(r["condition"], sort_keys=True): r["output"] for r in
-              generate_missing(reqs, ResultsStore(tmp_path, "direct", "kv"), Reader.of(SMOKE, "llamacpp"),
-                               load=lambda: llama)}
+    direct = {
+        r["example_id"] + json.dumps(r["condition"], sort_keys=True): r["output"]
+        for r in generate_missing(
+            reqs,
+            ResultsStore(tmp_path, "direct", "kv"),
+            Reader.of(SMOKE, "llamacpp"),
+            load=lambda: llama,
+        )
+    }
     for row in store.rows():  # whatever was stored is the complete answer
-        assert row["output"] == direct[row["example_id"] + json.dumps(row["condition"], sort_keys=True)]
+        assert (
+            row["output"]
+            == direct[row["example_id"] + json.dumps(row["condition"], sort_keys=True)]
+        )
 
 
 @pytest.mark.model
 def test_make_run_with_llamacpp_then_openai_adds_a_line_each(tmp_path):
     """`longctx run` (what `make run ... BACKEND=` calls) of the key-value chapter, at CI size,
     through llama.cpp in process and then through a local OpenAI-compatible server."""
-    small = ["-p", "num_pairs", "[4, 6]", "-p", "gold_positions", "[0.0, 0.5, 1.0]", "-p", "examples_per_cell", "2",
-             "-p", "kv_source", "'synthetic'", "-p", "results_dir", str(tmp_path)]
+    small = [
+        "-p",
+        "num_pairs",
+        "[4, 6]",
+        "-p",
+        "gold_positions",
+        "[0.0, 0.5, 1.0]",
+        "-p",
+        "examples_per_cell",
+        "2",
+        "-p",
+        "kv_source",
+        "'synthetic'",
+        "-p",
+        "results_dir",
+        str(tmp_path),
+    ]
     root = Path(__file__).resolve().parents[1]
 
     def run(*extra):
-        done = subprocess.run([sys.executable, "-m", "longctx.cli", "run", "notebooks/kv_retrieval.py", "--model", SMOKE,
-                               *extra, *small], capture_output=True, text=True, cwd=root, timeout=900)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "longctx.cli",
+                "run",
+                "notebooks/kv_retrieval.py",
+                "--model",
+                SMOKE,
+                *extra,
+                *small,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            timeout=900,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
 
     run("--backend", "llamacpp")
@@ -374,6 +488,10 @@ def test_make_run_with_llamacpp_then_openai_adds_a_line_each(tmp_path):
     from longctx.requests import Request
     from longctx.results import comparable_rows
 
-    asked = [Request(r["task"], r["example_id"], "", tuple(r["gold"]), r["condition"]) for r in served]
-    assert {r["backend"] for r in comparable_rows(tmp_path, "kv_retrieval", asked, exclude=f"{SMOKE}--openai")} \
-        == {"llamacpp"}
+    asked = [
+        Request(r["task"], r["example_id"], "", tuple(r["gold"]), r["condition"]) for r in served
+    ]
+    assert {
+        r["backend"]
+        for r in comparable_rows(tmp_path, "kv_retrieval", asked, exclude=f"{SMOKE}--openai")
+    } == {"llamacpp"}

@@ -17,12 +17,18 @@ from longctx.runner import all_requests, run
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "qwen2.5-coder-0.5b-instruct"
+
+
 # Paper scale at a few items, so the test builds every size, position and arm quickly.
 def notebook_parameters(name):
     nb = jupytext.read(ROOT / get_chapter(name).NOTEBOOK)
     cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    return {t.id: ast.literal_eval(node.value) for node in ast.parse(cell.source).body
-            if isinstance(node, ast.Assign) for t in node.targets}
+    return {
+        t.id: ast.literal_eval(node.value)
+        for node in ast.parse(cell.source).body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+    }
 
 
 @pytest.mark.parametrize("name", sorted(chapters()))
@@ -35,15 +41,24 @@ def test_notebook_parameters_are_the_book_scale(name):
 @pytest.mark.parametrize("name", sorted(chapters()))
 def test_book_scale_is_all_cache_hits(name):
     """`longctx reproduce --scale book` finds every row committed: nothing to generate."""
-    report = run(chapter_blocks([name], "book", model=MODEL), Reader(MODEL), ROOT / "data" / "results",
-                        dry_run=True, log=lambda m: None)
-    assert report.blocks and report.missing == 0, [b for b in report.blocks if b["stored"] < b["requests"]]
+    report = run(
+        chapter_blocks([name], "book", model=MODEL),
+        Reader(MODEL),
+        ROOT / "data" / "results",
+        dry_run=True,
+        log=lambda m: None,
+    )
+    assert report.blocks and report.missing == 0, [
+        b for b in report.blocks if b["stored"] < b["requests"]
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(chapters()))
 def test_the_papers_design_plans_at_smoke_scale(name):
     requests = all_requests(chapter_blocks([name], "smoke", model=MODEL))
-    assert requests and len({(r.example_id, repr(sorted(r.condition.items()))) for r in requests}) == len(requests)
+    assert requests and len(
+        {(r.example_id, repr(sorted(r.condition.items()))) for r in requests}
+    ) == len(requests)
 
 
 def test_printed_reproduce_commands_name_real_chapters_and_scales():
@@ -55,7 +70,9 @@ def test_printed_reproduce_commands_name_real_chapters_and_scales():
             wanted = re.search(r"--scale (\w+)", command)
             for name in names:
                 assert name in chapters(), f"{path.name}: {command}"
-                assert (wanted.group(1) if wanted else "book") in scales(name), f"{path.name}: {command}"
+                assert (wanted.group(1) if wanted else "book") in scales(name), (
+                    f"{path.name}: {command}"
+                )
                 found += 1
     assert found
 
@@ -68,7 +85,9 @@ def test_multidoc_positions_per_size():
     by_size = {}
     for r in all_requests(multidoc_qa.plan(params)):
         if r.condition["setting"] == "documents":
-            by_size.setdefault(r.condition["num_documents"], set()).add(r.condition["gold_index"] + 1)
+            by_size.setdefault(r.condition["num_documents"], set()).add(
+                r.condition["gold_index"] + 1
+            )
     assert by_size == {10: {1, 5, 10}, 20: {1, 5, 10, 15, 20}, 30: {1, 5, 10, 15, 20, 25, 30}}
     with pytest.raises(ParameterError, match="position 15 outside 1..10"):
         multidoc_qa.plan({**params, "gold_positions": [1, 5, 10, 15, 20, 25, 30]})
@@ -90,11 +109,20 @@ def test_cnorm_choices_follow_the_paper_rule():
     fewest mean tokens among reformatting candidates ("none" excluded), ties by name."""
     from longctx.chapters.cnorm import choices
 
-    rows = [{"candidate": c, "sample": s, "abs": a, "tokens": t} for c, s, a, t in [
-        ("none", 0, 0.9, 100), ("none", 1, 0.1, 100),   # mean 0.5, fewest tokens but not a format
-        (":", 1, 0.2, 130), (":", 0, 0.8, 130),         # mean 0.5: ties with "none", listed later
-        ("/", 0, 0.4, 120), ("/", 1, 0.4, 120),
-        (".", 0, 0.1, 120), (".", 1, 0.2, 120)]]        # same tokens as "/": "." sorts first
+    # Same tokens as "/": "." sorts first
+    rows = [
+        {"candidate": c, "sample": s, "abs": a, "tokens": t}
+        for c, s, a, t in [
+            ("none", 0, 0.9, 100),
+            ("none", 1, 0.1, 100),  # mean 0.5, fewest tokens but not a format
+            (":", 1, 0.2, 130),
+            (":", 0, 0.8, 130),  # mean 0.5: ties with "none", listed later
+            ("/", 0, 0.4, 120),
+            ("/", 1, 0.4, 120),
+            (".", 0, 0.1, 120),
+            (".", 1, 0.2, 120),
+        ]
+    ]
     chosen, shortest, scores = choices(rows)
     assert chosen == "none" and shortest == "." and scores[":"] == [0.8, 0.2]
     rows[0]["abs"] = 0.5  # none now 0.3: ":" wins
@@ -109,24 +137,53 @@ def test_attention_stage_builds_the_second_block_only_once_every_item_is_stored(
     from longctx.requests import Request
     from longctx.runner import Block, stored
 
-    items = [{"prompt": f"{c} {i}", "candidate": c, "sample": i} for c in ("none", ":") for i in range(2)]
+    items = [
+        {"prompt": f"{c} {i}", "candidate": c, "sample": i} for c in ("none", ":") for i in range(2)
+    ]
     made = []
 
     def followup(rows):
         made.append([r["candidate"] for r in rows])
-        return Block("qa", "qa_exp", [Request(task="t", example_id="e", prompt="x", gold=("a",), condition={})], True)
+        return Block(
+            "qa",
+            "qa_exp",
+            [Request(task="t", example_id="e", prompt="x", gold=("a",), condition={})],
+            True,
+        )
 
     block = Block("select", "sel", [], True, followup, attention=items)
     store = Reader(MODEL).store(tmp_path, "sel")
     fp = resolve_model(MODEL).fingerprint
-    store.append([{"key": attention_key(fp, it["prompt"], "auto", -1, False), **it, "abs": 0.5, "tokens": 9}
-                  for it in items[:3]])
+    store.append(
+        [
+            {
+                "key": attention_key(fp, it["prompt"], "auto", -1, False),
+                **it,
+                "abs": 0.5,
+                "tokens": 9,
+            }
+            for it in items[:3]
+        ]
+    )
     report = run([block], Reader(MODEL), tmp_path, dry_run=True, log=lambda m: None)
-    assert [(b["block"], b["stored"], b["requests"]) for b in report.blocks] == [("select", 3, 4)] and not made
-    store.append([{"key": attention_key(fp, items[3]["prompt"], "auto", -1, False), **items[3], "abs": 0.9,
-                   "tokens": 9}])
+    assert [(b["block"], b["stored"], b["requests"]) for b in report.blocks] == [
+        ("select", 3, 4)
+    ] and not made
+    store.append(
+        [
+            {
+                "key": attention_key(fp, items[3]["prompt"], "auto", -1, False),
+                **items[3],
+                "abs": 0.9,
+                "tokens": 9,
+            }
+        ]
+    )
     report = run([block], Reader(MODEL), tmp_path, dry_run=True, log=lambda m: None)
-    assert [(b["block"], b["stored"], b["requests"]) for b in report.blocks] == [("select", 4, 4), ("qa", 0, 1)]
+    assert [(b["block"], b["stored"], b["requests"]) for b in report.blocks] == [
+        ("select", 4, 4),
+        ("qa", 0, 1),
+    ]
     assert made == [["none", "none", ":", ":"]]
     assert len(stored([block], Reader(MODEL), tmp_path)) == 4
 
@@ -145,9 +202,15 @@ def test_multidoc_open_domain_block_is_optional_and_builds_every_k():
 def test_length_alone_arm_takes_a_prefix_of_the_problems():
     from longctx.chapters import length_alone
 
-    params = {"num_problems": 4, "seed": 0, "retrieve_then_solve": False,
-              "arms": [{"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [0]},
-                       {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [64], "num_problems": 2}]}
+    params = {
+        "num_problems": 4,
+        "seed": 0,
+        "retrieve_then_solve": False,
+        "arms": [
+            {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [0]},
+            {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [64], "num_problems": 2},
+        ],
+    }
     blocks = length_alone.plan(params)
     ids = {b.name: [r.example_id for r in b.requests] for b in blocks}
     short, long = ids["solve varsum essay between 0"], ids["solve varsum essay between 64"]
@@ -165,7 +228,9 @@ def test_whole_unit_chunks_finish_one_example_before_the_next():
 
     # b has one request left, a three: b first (fewest missing), each example by length.
     reqs = [req("a", "x" * 300), req("a", "x" * 10), req("b", "x" * 50), req("a", "x" * 100)]
-    got = [[(r.example_id, len(r.prompt)) for r in part] for part in chunks(reqs, 2, whole_units=True)]
+    got = [
+        [(r.example_id, len(r.prompt)) for r in part] for part in chunks(reqs, 2, whole_units=True)
+    ]
     assert got == [[("b", 50), ("a", 10)], [("a", 100), ("a", 300)]]
     # Without it, length alone orders the prompts across examples.
     plain = [r for part in chunks(reqs, 2) for r in part]
@@ -181,17 +246,34 @@ def test_competition_headline_questions_extend_only_the_bm25_experiment():
     from longctx.requests import dedupe_key
 
     chapter = get_chapter("semantic_competition")
-    base = {**scale("semantic_competition", "book"), "num_questions": 3, "compare_questions": 2, "nq_questions": 0,
-            "max_passages": 300, "retrievers": ["bm25"], "headline_questions": None}
+    base = {
+        **scale("semantic_competition", "book"),
+        "num_questions": 3,
+        "compare_questions": 2,
+        "nq_questions": 0,
+        "max_passages": 300,
+        "retrievers": ["bm25"],
+        "headline_questions": None,
+    }
 
     def keys(params):
         return [{dedupe_key(r) for r in b.requests} for b in chapter.plan(params)]
 
-    extended, small, large = keys({**base, "headline_questions": 6}), keys(base), keys({**base, "num_questions": 6})
+    extended, small, large = (
+        keys({**base, "headline_questions": 6}),
+        keys(base),
+        keys({**base, "num_questions": 6}),
+    )
     assert len(extended) == len(small) == 3  # matched control, BM25 sweep, the rest
-    assert extended[:2] == large[:2] and len(extended[0]) > len(small[0]) > 0 and len(extended[1]) > len(small[1]) > 0
+    assert (
+        extended[:2] == large[:2]
+        and len(extended[0]) > len(small[0]) > 0
+        and len(extended[1]) > len(small[1]) > 0
+    )
     assert extended[2] == small[2]
-    with pytest.raises(ParameterError, match="headline_questions \\(2\\) must be at least num_questions \\(3\\)"):
+    with pytest.raises(
+        ParameterError, match="headline_questions \\(2\\) must be at least num_questions \\(3\\)"
+    ):
         chapter.plan({**base, "headline_questions": 2})
 
 
@@ -214,8 +296,10 @@ def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
         return Request("t", f"e{i}", f"prompt {i}", ("g",))
 
     lazy = LazyRequests(lambda: built.append("b requests") or [req(3), req(4)])
-    modules = {"a": chapter("a", [Block("a head", "x", [req(1)], True), Block("a rest", "x", [req(2)])]),
-               "b": chapter("b", [Block("b head", "x", lazy, True)])}
+    modules = {
+        "a": chapter("a", [Block("a head", "x", [req(1)], True), Block("a rest", "x", [req(2)])]),
+        "b": chapter("b", [Block("b head", "x", lazy, True)]),
+    }
     monkeypatch.setattr(reproduce, "get_chapter", lambda name: modules[name])
     monkeypatch.setattr(reproduce, "scale", lambda chapter, name, **overrides: {})
 
@@ -223,31 +307,59 @@ def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
     assert built == []
     assert next(blocks).name == "a head" and built == ["a"]
     assert next(blocks).name == "b head" and built == ["a", "b"] and not lazy.built
-    assert [r.example_id for r in lazy] == ["e3", "e4"] and len(lazy) == 2 and lazy[1].prompt == "prompt 4"
+    assert (
+        [r.example_id for r in lazy] == ["e3", "e4"]
+        and len(lazy) == 2
+        and lazy[1].prompt == "prompt 4"
+    )
     assert built == ["a", "b", "b requests"]
     assert [b.name for b in blocks] == ["a rest"]
 
     built.clear()
-    report = run(reproduce.chapter_blocks(["a", "b"], "book"), Reader(MODEL), tmp_path,
-                        deadline_s=-1, log=lambda m: None)
+    report = run(
+        reproduce.chapter_blocks(["a", "b"], "book"),
+        Reader(MODEL),
+        tmp_path,
+        deadline_s=-1,
+        log=lambda m: None,
+    )
     assert built == [] and report.blocks == [] and "before the next block" in report.stopped_early
     # A dry run has no deadline: it builds and counts everything.
-    report = run(reproduce.chapter_blocks(["a", "b"], "book"), Reader(MODEL), tmp_path,
-                        deadline_s=-1, dry_run=True, log=lambda m: None)
-    assert [(b["block"], b["requests"]) for b in report.blocks] == [("a head", 1), ("b head", 2), ("a rest", 1)]
+    report = run(
+        reproduce.chapter_blocks(["a", "b"], "book"),
+        Reader(MODEL),
+        tmp_path,
+        deadline_s=-1,
+        dry_run=True,
+        log=lambda m: None,
+    )
+    assert [(b["block"], b["requests"]) for b in report.blocks] == [
+        ("a head", 1),
+        ("b head", 2),
+        ("a rest", 1),
+    ]
 
 
 def test_a_dry_run_never_loads_the_llm_tagger(tmp_path):
     from longctx.chapters import tag_needles
 
-    params = {**scale("tag_needles", "book"), "model": MODEL, "num_cases": 2, "lengths": [250],
-              "variants": ["baseline", "td_tc_llm"], "query_aware_variants": [], "long_length": None,
-              "short_length": None}
-    (block,) = tag_needles.plan({**params, "dry_run": True}, results_dir=tmp_path)  # no tags cached there
+    params = {
+        **scale("tag_needles", "book"),
+        "model": MODEL,
+        "num_cases": 2,
+        "lengths": [250],
+        "variants": ["baseline", "td_tc_llm"],
+        "query_aware_variants": [],
+        "long_length": None,
+        "short_length": None,
+    }
+    # No tags cached there
+    (block,) = tag_needles.plan({**params, "dry_run": True}, results_dir=tmp_path)
     assert block.requests == [] and "not cached" in block.name and "loads no model" in block.name
     # Without an LLM-tag variant nothing needs the tagger, and the dry run plans as usual.
-    blocks = tag_needles.plan({**params, "variants": ["baseline", "td_tc_spacy"], "dry_run": True},
-                              results_dir=tmp_path)
+    blocks = tag_needles.plan(
+        {**params, "variants": ["baseline", "td_tc_spacy"], "dry_run": True}, results_dir=tmp_path
+    )
     assert sum(len(b.requests) for b in blocks) == 4
 
 
@@ -259,7 +371,9 @@ def test_paper_scale_multidoc_finds_29_distractors_for_every_oracle_question():
     examples = qa.attach_distractors(oracle, 29, pool=oracle)
     assert len(examples) == 2655 and all(len(e.distractors) == 29 for e in examples)
     letter = next(e for e in examples if e.example_id == "nq-1840")
-    assert all(" s " not in f" {qa.normalize_answer(d.title + ' ' + d.text)} " for d in letter.distractors)
+    assert all(
+        " s " not in f" {qa.normalize_answer(d.title + ' ' + d.text)} " for d in letter.distractors
+    )
 
 
 def test_multidoc_headline_is_first_middle_and_last_for_depths_and_for_paper_positions():
@@ -267,12 +381,15 @@ def test_multidoc_headline_is_first_middle_and_last_for_depths_and_for_paper_pos
 
     def headline_indices(params):
         blocks = multidoc_qa.plan(params)
-        return sorted({r.condition["gold_index"] for b in blocks[1:] if b.headline for r in b.requests})
+        return sorted(
+            {r.condition["gold_index"] for b in blocks[1:] if b.headline for r in b.requests}
+        )
 
     book = scale("multidoc_qa", "book", num_questions=2, detail_questions=2, open_domain_ks=[])
     assert headline_indices(book) == [0, 9, 19]
     paper = scale("multidoc_qa", "paper", num_questions=2, detail_questions=2, open_domain_ks=[])
-    assert headline_indices(paper) == [0, 14, 29]  # positions 1, 15 and 30 of the paper's 30 documents
+    # Positions 1, 15 and 30 of the paper's 30 documents
+    assert headline_indices(paper) == [0, 14, 29]
 
 
 class _AnsweringLM:
@@ -286,7 +403,9 @@ class _AnsweringLM:
     def run_params(self):
         return {"device": "test"}
 
-    def generate(self, prompts, *, max_new_tokens, stop_rules, batch_size, progress, on_batch, desc):
+    def generate(
+        self, prompts, *, max_new_tokens, stop_rules, batch_size, progress, on_batch, desc
+    ):
         from longctx.requests import Generation
 
         for start in range(0, len(prompts), batch_size):
@@ -307,8 +426,17 @@ def test_copy_to_sends_the_new_rows_compressed_and_merge_takes_them_back(tmp_pat
 
     reqs = [Request("t", f"e{i}", f"prompt {i} " + "filler " * 200, ("ans",)) for i in range(6)]
     device, out = tmp_path / "device", tmp_path / "out"
-    report = run([Block("head", "exp", reqs, True)], Reader(MODEL), device, load=_AnsweringLM,
-                        chunk_prompts=2, copy_to=out, copy_interval_s=3600, progress=False, log=lambda m: None)
+    report = run(
+        [Block("head", "exp", reqs, True)],
+        Reader(MODEL),
+        device,
+        load=_AnsweringLM,
+        chunk_prompts=2,
+        copy_to=out,
+        copy_interval_s=3600,
+        progress=False,
+        log=lambda m: None,
+    )
     assert report.missing == 0
     copy = out / f"{MODEL}__exp.jsonl.xz"
     assert [p.name for p in out.iterdir()] == [copy.name]  # no temporary file left
@@ -322,7 +450,10 @@ def test_copy_to_sends_the_new_rows_compressed_and_merge_takes_them_back(tmp_pat
     mine.append(stored.rows()[:2])
     assert main(["merge", str(copy), "--results-dir", str(here)]) == 0
     assert mine.keys() == stored.keys() and not mine.path.exists() and mine.packed_path.exists()
-    assert main(["merge", str(tmp_path / "no-model-in-name.jsonl.xz"), "--results-dir", str(here)]) == 2
+    assert (
+        main(["merge", str(tmp_path / "no-model-in-name.jsonl.xz"), "--results-dir", str(here)])
+        == 2
+    )
 
 
 def test_copy_to_is_flushed_when_the_deadline_stops_a_run(tmp_path, monkeypatch):
@@ -335,7 +466,9 @@ def test_copy_to_is_flushed_when_the_deadline_stops_a_run(tmp_path, monkeypatch)
     from longctx.store import ResultsStore
 
     now = [0.0]
-    monkeypatch.setattr(runner, "time", types.SimpleNamespace(time=lambda: now[0], strftime=time.strftime))
+    monkeypatch.setattr(
+        runner, "time", types.SimpleNamespace(time=lambda: now[0], strftime=time.strftime)
+    )
 
     class SlowLM(_AnsweringLM):
         def generate(self, prompts, **kw):
@@ -343,10 +476,23 @@ def test_copy_to_is_flushed_when_the_deadline_stops_a_run(tmp_path, monkeypatch)
             super().generate(prompts, **kw)
 
     reqs = [Request("t", f"e{i}", f"prompt {i}", ("ans",)) for i in range(4)]
-    report = run([Block("head", "exp", reqs, True)], Reader(MODEL), tmp_path / "d", load=SlowLM,
-                        chunk_prompts=1, deadline_s=10, copy_to=tmp_path / "out", progress=False, log=lambda m: None)
+    report = run(
+        [Block("head", "exp", reqs, True)],
+        Reader(MODEL),
+        tmp_path / "d",
+        load=SlowLM,
+        chunk_prompts=1,
+        deadline_s=10,
+        copy_to=tmp_path / "out",
+        progress=False,
+        log=lambda m: None,
+    )
     assert "deadline" in report.stopped_early and report.missing == 2
-    copied = lzma.decompress((tmp_path / "out" / f"{MODEL}__exp.jsonl.xz").read_bytes()).decode().splitlines()
+    copied = (
+        lzma.decompress((tmp_path / "out" / f"{MODEL}__exp.jsonl.xz").read_bytes())
+        .decode()
+        .splitlines()
+    )
     assert len(copied) == len(ResultsStore(tmp_path / "d", MODEL, "exp").rows()) == 2
 
 
@@ -360,7 +506,9 @@ def test_the_driver_logs_progress_and_time_left_after_each_chunk(tmp_path, monke
     from longctx.runner import Block
 
     now = [0.0]
-    monkeypatch.setattr(runner, "time", types.SimpleNamespace(time=lambda: now[0], strftime=time.strftime))
+    monkeypatch.setattr(
+        runner, "time", types.SimpleNamespace(time=lambda: now[0], strftime=time.strftime)
+    )
 
     class SlowLM(_AnsweringLM):
         def generate(self, prompts, **kw):
@@ -369,8 +517,15 @@ def test_the_driver_logs_progress_and_time_left_after_each_chunk(tmp_path, monke
 
     reqs = [Request("t", f"e{i}", f"prompt {i}", ("ans",)) for i in range(6)]
     lines = []
-    run([Block("sweep", "exp", reqs, True)], Reader(MODEL), tmp_path, load=SlowLM,
-               chunk_prompts=2, progress=False, log=lines.append)
+    run(
+        [Block("sweep", "exp", reqs, True)],
+        Reader(MODEL),
+        tmp_path,
+        load=SlowLM,
+        chunk_prompts=2,
+        progress=False,
+        log=lines.append,
+    )
     chunk_lines = [line for line in lines if "generated" in line]
     assert [line.split("] ")[1] for line in chunk_lines] == [
         "sweep: 2/6 generated, 45.0 s per prompt, about 3 min left",
@@ -383,6 +538,9 @@ def test_progress_line_reads_hours_and_fast_rates():
     from longctx.runner import progress_line
 
     assert progress_line(0, 10, 0.0) == "0/10 generated"
-    assert progress_line(40, 168, 40 * 43.6) == "40/168 generated, 43.6 s per prompt, about 1 h 33 min left"
+    assert (
+        progress_line(40, 168, 40 * 43.6)
+        == "40/168 generated, 43.6 s per prompt, about 1 h 33 min left"
+    )
     assert progress_line(500, 1000, 100.0) == "500/1000 generated, 5.0 prompts/s, about 2 min left"
     assert progress_line(10, 12, 50.0) == "10/12 generated, 5.0 s per prompt, about 10 s left"

@@ -6,8 +6,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "longctx.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "longctx.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def test_unknown_model_is_a_one_line_error():
@@ -32,17 +37,40 @@ def test_failed_run_keeps_the_last_good_notebook_and_honours_results_dir_param(t
     done_dir.mkdir(parents=True)
     (done_dir / "kv_retrieval.ipynb").write_text("last good run")
     # a bad parameter fails while building prompts, before any model is loaded
-    done = _cli("run", "notebooks/kv_retrieval.py", "--model", "smollm2-135m-instruct",
-                "-p", "results_dir", str(tmp_path), "-p", "gold_positions", "[1.5]")
+    done = _cli(
+        "run",
+        "notebooks/kv_retrieval.py",
+        "--model",
+        "smollm2-135m-instruct",
+        "-p",
+        "results_dir",
+        str(tmp_path),
+        "-p",
+        "gold_positions",
+        "[1.5]",
+    )
     assert done.returncode == 1
-    assert done.stderr.strip().splitlines()[-1].startswith("longctx: error in notebook: ParameterError")
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith("longctx: error in notebook: ParameterError")
+    )
     assert (done_dir / "kv_retrieval.ipynb").read_text() == "last good run"
     assert (done_dir / "kv_retrieval.failed.ipynb").exists()
-    assert not (ROOT / "data" / "results" / "smollm2-135m-instruct" / "kv_retrieval" / "kv_retrieval.failed.ipynb").exists()
+    assert not (
+        ROOT
+        / "data"
+        / "results"
+        / "smollm2-135m-instruct"
+        / "kv_retrieval"
+        / "kv_retrieval.failed.ipynb"
+    ).exists()
 
 
 def test_bad_backend_is_a_one_line_error_before_any_kernel():
-    done = _cli("run", "notebooks/kv_retrieval.py", "--model", "smollm2-135m-instruct", "--backend", "vllm")
+    done = _cli(
+        "run", "notebooks/kv_retrieval.py", "--model", "smollm2-135m-instruct", "--backend", "vllm"
+    )
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0
     assert "unknown backend 'vllm'; use one of hf, llamacpp, openai" in done.stderr
     done = _cli("reproduce", "--chapters", "kv_retrieval", "--backend", "openai", "--dry-run")
@@ -50,10 +78,24 @@ def test_bad_backend_is_a_one_line_error_before_any_kernel():
 
 
 def test_reproduce_dry_run_counts_a_backend_apart_and_only_selects_blocks(tmp_path):
-    done = _cli("reproduce", "--chapters", "kv_retrieval", "--backend", "llamacpp", "--only", "10 pairs",
-                "--results-dir", str(tmp_path), "--dry-run")
+    done = _cli(
+        "reproduce",
+        "--chapters",
+        "kv_retrieval",
+        "--backend",
+        "llamacpp",
+        "--only",
+        "10 pairs",
+        "--results-dir",
+        str(tmp_path),
+        "--dry-run",
+    )
     assert done.returncode == 0, done.stderr
-    assert "10 pairs" in done.stdout and "30 pairs" not in done.stdout and "140 pairs" not in done.stdout
+    assert (
+        "10 pairs" in done.stdout
+        and "30 pairs" not in done.stdout
+        and "140 pairs" not in done.stdout
+    )
     assert "0 already stored" in done.stdout
     done = _cli("reproduce", "--chapters", "kv_retrieval", "--only", "no such block", "--dry-run")
     assert done.returncode == 2 and "matches no block" in done.stderr

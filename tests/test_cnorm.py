@@ -18,7 +18,9 @@ from longctx.tasks import multidoc_qa as qa
 
 def test_oaa_opa_hand_worked():
     # positions 0, 1, 2 with accuracies 1/2, 1, 0 -> OAA = 0.5, OPA = 1 at position 2 (1-based)
-    table = pd.DataFrame({"fmt": ["a"] * 6, "gold_index": [0, 0, 1, 1, 2, 2], "correct": [1, 0, 1, 1, 0, 0]})
+    table = pd.DataFrame(
+        {"fmt": ["a"] * 6, "gold_index": [0, 0, 1, 1, 2, 2], "correct": [1, 0, 1, 1, 0, 0]}
+    )
     out = cnorm.oaa_opa(table, ["fmt"]).iloc[0]
     assert out.OAA == pytest.approx(0.5) and out.OPA == 1.0 and out.best_position == 2
     assert out.position_sd == pytest.approx(pd.Series([0.5, 1.0, 0.0]).std())
@@ -37,9 +39,16 @@ def test_select_delimiter_is_the_argmax_of_mean_abs():
 
 
 def _example(i=0):
-    docs = tuple(qa.Document(f"T{j}", f"Distractor {j} one. It has two sentences.") for j in range(4))
-    return qa.QAExample(f"q{i}", "who wrote it?", ("Ann Lee",), qa.Document("Gold", "Ann Lee wrote it. In 1990."),
-                        docs)
+    docs = tuple(
+        qa.Document(f"T{j}", f"Distractor {j} one. It has two sentences.") for j in range(4)
+    )
+    return qa.QAExample(
+        f"q{i}",
+        "who wrote it?",
+        ("Ann Lee",),
+        qa.Document("Gold", "Ann Lee wrote it. In 1990."),
+        docs,
+    )
 
 
 def test_normalize_example_touches_only_passage_text():
@@ -54,36 +63,64 @@ def test_normalize_example_touches_only_passage_text():
 
 def test_qa_requests_share_documents_across_methods():
     ex = _example()
-    base = cnorm.qa_requests([ex], num_documents=4, positions=[0.0, 1.0], seed=1, method="baseline",
-                             delimiter="none", ratio=0.5)
-    norm = cnorm.qa_requests([ex], num_documents=4, positions=[0.0, 1.0], seed=1, method="C-NORM",
-                             delimiter="&", ratio=1.0)
+    base = cnorm.qa_requests(
+        [ex],
+        num_documents=4,
+        positions=[0.0, 1.0],
+        seed=1,
+        method="baseline",
+        delimiter="none",
+        ratio=0.5,
+    )
+    norm = cnorm.qa_requests(
+        [ex],
+        num_documents=4,
+        positions=[0.0, 1.0],
+        seed=1,
+        method="C-NORM",
+        delimiter="&",
+        ratio=1.0,
+    )
     assert [r.condition["gold_index"] for r in base] == [0, 3]
     assert base[0].condition["delimiter"] == "none" and base[0].condition["ratio"] == 0.0
     assert norm[0].condition["delimiter"] == "&" and norm[0].condition["method"] == "C-NORM"
     for b, n in zip(base, norm):
-        assert restore_passage(n.prompt, "&") == b.prompt  # same documents, same order, only the format differs
-    other_seed = cnorm.qa_requests([ex], num_documents=4, positions=[0.0], seed=2, method="baseline",
-                                   delimiter="none", ratio=0.5)
+        # Same documents, same order, only the format differs
+        assert restore_passage(n.prompt, "&") == b.prompt
+    other_seed = cnorm.qa_requests(
+        [ex],
+        num_documents=4,
+        positions=[0.0],
+        seed=2,
+        method="baseline",
+        delimiter="none",
+        ratio=0.5,
+    )
     assert sorted(other_seed[0].prompt.splitlines()) != [] and other_seed[0].condition["seed"] == 2
 
 
 def test_selection_prompts_differ_only_in_format():
-    prompts = cnorm.selection_prompts([_example(0), _example(1)], ["none", "-", "~"], num_documents=4, ratio=0.5)
+    prompts = cnorm.selection_prompts(
+        [_example(0), _example(1)], ["none", "-", "~"], num_documents=4, ratio=0.5
+    )
     assert set(prompts) == {"none", "-", "~"} and all(len(v) == 2 for v in prompts.values())
     for i in range(2):
-        assert restore_passage(prompts["~"][i], "~") == prompts["none"][i]  # the template has no "~"
+        # The template has no "~"
+        assert restore_passage(prompts["~"][i], "~") == prompts["none"][i]
 
 
 def test_kv_format_requests_pair_formats():
-    reqs = cnorm.kv_format_requests(delimiters=["-", ""], density="low", num_pairs=4, positions=[0.0, 1.0],
-                                    examples=2)
+    reqs = cnorm.kv_format_requests(
+        delimiters=["-", ""], density="low", num_pairs=4, positions=[0.0, 1.0], examples=2
+    )
     assert len(reqs) == 2 * 2 * 2
     uuid_reqs = [r for r in reqs if r.condition["delimiter"] == "-"]
     plain = [r for r in reqs if r.condition["delimiter"] == ""]
     assert [r.prompt.replace("-", "") for r in uuid_reqs] == [r.prompt for r in plain]
     with pytest.raises(ParameterError, match="density"):
-        cnorm.kv_format_requests(delimiters=["-"], density="medium", num_pairs=4, positions=[0.0], examples=1)
+        cnorm.kv_format_requests(
+            delimiters=["-"], density="medium", num_pairs=4, positions=[0.0], examples=1
+        )
 
 
 class _Tok:
@@ -95,18 +132,34 @@ def test_attention_rows_are_cached(tmp_path):
     import transformers as tf
 
     torch.manual_seed(0)
-    tiny = tf.Qwen2ForCausalLM(tf.Qwen2Config(vocab_size=97, hidden_size=32, intermediate_size=48,
-                                             num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1))
+    tiny = tf.Qwen2ForCausalLM(
+        tf.Qwen2Config(
+            vocab_size=97,
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+        )
+    )
     calls = []
-    lm = SimpleNamespace(model=tiny.eval(), tokenizer=_Tok(), device="cpu", render=lambda p: p,
-                         check_fits=lambda n, m: None)
+    lm = SimpleNamespace(
+        model=tiny.eval(),
+        tokenizer=_Tok(),
+        device="cpu",
+        render=lambda p: p,
+        check_fits=lambda n, m: None,
+    )
 
     def load():
         calls.append(1)
         return lm
 
     store = ResultsStore(tmp_path, "smollm2-135m-instruct", "cnorm_selection")
-    items = [{"prompt": "hello world, a test", "candidate": "-"}, {"prompt": "another prompt here", "candidate": ":"}]
+    items = [
+        {"prompt": "hello world, a test", "candidate": "-"},
+        {"prompt": "another prompt here", "candidate": ":"},
+    ]
     reader = Reader("smollm2-135m-instruct")
     rows = attention_rows(items, store, reader, load=load, keep_vector=True, progress=False)
     assert len(calls) == 1 and [r["candidate"] for r in rows] == ["-", ":"]
@@ -117,8 +170,14 @@ def test_attention_rows_are_cached(tmp_path):
 
 def test_oaa_opa_table_intervals():
     # two examples, two positions: position 0 always right, position 1 always wrong -> OAA .5, OPA 1 at position 1
-    table = pd.DataFrame({"m": "x", "example_id": ["a", "a", "b", "b"], "gold_index": [0, 1, 0, 1],
-                          "correct": [1, 0, 1, 0]})
+    table = pd.DataFrame(
+        {
+            "m": "x",
+            "example_id": ["a", "a", "b", "b"],
+            "gold_index": [0, 1, 0, 1],
+            "correct": [1, 0, 1, 0],
+        }
+    )
     row = cnorm.oaa_opa_table(table, ["m"]).iloc[0]
     assert row.OAA == 0.5 and row.OPA == 1.0 and row.best_position == 1 and row.n == 4
     # every example has mean .5, so resampling examples cannot move OAA
@@ -134,9 +193,20 @@ def test_tokens_accuracy_correlation_is_paired_and_handles_the_ceiling():
 
     rows = []
     for ex in range(30):
-        for d, tokens, p_right in [("-", 100, 0.9), ("", 80, 1.0), ("&", 130, 0.5), (":", 120, 0.6)]:
-            rows.append({"delimiter": d, "example_id": ex, "prompt_tokens": tokens,
-                         "correct": int((ex * 7 % 10) / 10 < p_right)})
+        for d, tokens, p_right in [
+            ("-", 100, 0.9),
+            ("", 80, 1.0),
+            ("&", 130, 0.5),
+            (":", 120, 0.6),
+        ]:
+            rows.append(
+                {
+                    "delimiter": d,
+                    "example_id": ex,
+                    "prompt_tokens": tokens,
+                    "correct": int((ex * 7 % 10) / 10 < p_right),
+                }
+            )
     out = tokens_accuracy_correlation(pd.DataFrame(rows), n_resamples=300)
     assert out["r"] < -0.9 and out["ci_high"] < 0 and out["formats"] == 4 and out["examples"] == 30
     ceiling = pd.DataFrame(rows).assign(correct=1)

@@ -9,7 +9,9 @@ from longctx.errors import DataFileError
 @pytest.fixture
 def fake_registry(monkeypatch, tmp_path):
     payload = b"hello longctx\n"
-    spec = data.DataFile("fake", "fake.txt", "http://127.0.0.1:9/fake.txt", hashlib.sha256(payload).hexdigest(), "x")
+    spec = data.DataFile(
+        "fake", "fake.txt", "http://127.0.0.1:9/fake.txt", hashlib.sha256(payload).hexdigest(), "x"
+    )
     monkeypatch.setitem(data.DATA_FILES, "fake", spec)
     monkeypatch.setenv(data.CACHE_ENV, str(tmp_path / "cache"))
     return payload, tmp_path

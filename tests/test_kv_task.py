@@ -31,17 +31,27 @@ def test_with_gold_at_moves_only_the_gold_pair():
 
 
 def test_prompt_matches_paper_template_exactly():
-    ex = kv.KVExample("t", (("test key1", "test value1"), ("test key2", "test value2"), ("test key3", "test value3")),
-                      "test key2", "test value2")
-    records = '{"test key1": "test value1",\n "test key2": "test value2",\n "test key3": "test value3"}'
+    ex = kv.KVExample(
+        "t",
+        (("test key1", "test value1"), ("test key2", "test value2"), ("test key3", "test value3")),
+        "test key2",
+        "test value2",
+    )
+    records = (
+        '{"test key1": "test value1",\n "test key2": "test value2",\n "test key3": "test value3"}'
+    )
     head = "Extract the value corresponding to the specified key in the JSON object below.\n\n"
     tail = 'Key: "test key2"\nCorresponding value:'
     assert kv.build_prompt(ex) == head + "JSON data:\n" + records + "\n\n" + tail
-    assert kv.build_prompt(ex, query_aware=True) == head + tail.split("\n")[0] + "\n\nJSON data:\n" + records + "\n\n" + tail
+    assert (
+        kv.build_prompt(ex, query_aware=True)
+        == head + tail.split("\n")[0] + "\n\nJSON data:\n" + records + "\n\n" + tail
+    )
 
 
 def test_position_indices():
-    assert kv.position_indices(10, [0.0, 0.5, 1.0]) == [0, 4, 9]  # round(4.5) = 4 (banker's rounding)
+    # Round(4.5) = 4 (banker's rounding)
+    assert kv.position_indices(10, [0.0, 0.5, 1.0]) == [0, 4, 9]
     assert kv.position_indices(30, [1, 15, 30]) == [0, 14, 29]
     assert kv.position_indices(5, [0.0, 1, 0.0]) == [0]
     with pytest.raises(ParameterError):
@@ -71,8 +81,16 @@ def _write_release(path: Path, n: int = 3, k: int = 8) -> list[kv.KVExample]:
     exs = kv.synthetic_examples(n, k, seed=42)
     with gzip.open(path, "wt", encoding="utf-8") as f:
         for ex in exs:
-            f.write(json.dumps({"ordered_kv_records": [list(p) for p in ex.pairs], "key": ex.key,
-                                "value": ex.value}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "ordered_kv_records": [list(p) for p in ex.pairs],
+                        "key": ex.key,
+                        "value": ex.value,
+                    }
+                )
+                + "\n"
+            )
     return exs
 
 
@@ -81,7 +99,11 @@ def test_release_reader_on_project_fixture(tmp_path):
     exs = _write_release(path)
     read = kv.read_release_file(path)
     assert [e.pairs for e in read] == [e.pairs for e in exs]
-    assert [e.example_id for e in read] == ["kv-retrieval-8_keys-0", "kv-retrieval-8_keys-1", "kv-retrieval-8_keys-2"]
+    assert [e.example_id for e in read] == [
+        "kv-retrieval-8_keys-0",
+        "kv-retrieval-8_keys-1",
+        "kv-retrieval-8_keys-2",
+    ]
     trimmed = read[0].trimmed(3)
     assert trimmed.num_pairs == 3 and (read[0].key, read[0].value) in trimmed.pairs
     assert len(kv.read_release_file(path, limit=2)) == 2
@@ -104,7 +126,11 @@ def test_release_examples_from_mirror(public_data):
 def test_returned_offset_finds_the_neighbouring_pair():
     ex = kv.synthetic_examples(1, 6, seed=2)[0].with_gold_at(3)
     prompt = kv.build_prompt(ex)
-    row = {"prompt": prompt, "gold": [ex.value], "output": f'The value of "{ex.key}" is "{ex.pairs[2][1]}"'}
+    row = {
+        "prompt": prompt,
+        "gold": [ex.value],
+        "output": f'The value of "{ex.key}" is "{ex.pairs[2][1]}"',
+    }
     assert kv.returned_offset(row) == -1
     assert kv.returned_index(row) == 2
     row["output"] = f'"{ex.key}": "{ex.value.upper()}"'
@@ -112,14 +138,19 @@ def test_returned_offset_finds_the_neighbouring_pair():
     row["output"] = "I cannot find it"
     assert kv.returned_offset(row) is None
     assert kv.returned_index(row) is None
-    row["output"] = f'"{ex.pairs[0][1]}"'  # the first pair's value: what query-aware prompts tempt models into
+    # The first pair's value: what query-aware prompts tempt models into
+    row["output"] = f'"{ex.pairs[0][1]}"'
     assert kv.returned_index(row) == 0 and kv.returned_offset(row) == -3
 
 
 def test_classify_error_names_where_a_wrong_value_came_from():
     ex = kv.synthetic_examples(1, 10, seed=4)[0].with_gold_at(5)
     row = {"prompt": kv.build_prompt(ex), "gold": [ex.value]}
-    cases = {ex.pairs[0][1]: "first pair's value", ex.pairs[4][1]: "a pair within 3 of the gold pair",
-             ex.pairs[9][1]: "another pair's value", "00000000-0000-4000-8000-000000000000": "no value from the context"}
+    cases = {
+        ex.pairs[0][1]: "first pair's value",
+        ex.pairs[4][1]: "a pair within 3 of the gold pair",
+        ex.pairs[9][1]: "another pair's value",
+        "00000000-0000-4000-8000-000000000000": "no value from the context",
+    }
     for value, kind in cases.items():
         assert kv.classify_error({**row, "output": f'The value is "{value}"'}) == kind

@@ -22,8 +22,11 @@ def test_varsum_is_seeded_and_its_answer_is_the_sum():
 
 
 def test_gsm8k_split_hand_worked():
-    p = la.split_gsm8k("Tom has 3 apples. He buys 2 more. How many apples does he have?",
-                       "He has 3+2=<<3+2=5>>5 apples.\n#### 5", "g-1")
+    p = la.split_gsm8k(
+        "Tom has 3 apples. He buys 2 more. How many apples does he have?",
+        "He has 3+2=<<3+2=5>>5 apples.\n#### 5",
+        "g-1",
+    )
     assert p.evidence == "Tom has 3 apples. He buys 2 more."
     assert p.question.startswith("How many apples does he have?")
     assert p.analysis == "He has 3+2=5 apples." and p.answer == "5"
@@ -34,17 +37,39 @@ def test_gsm8k_split_hand_worked():
 
 def test_gsm8k_reads_the_mirror(public_data):
     problems = la.gsm8k_problems(5, seed=0)
-    assert len(problems) == 5 and all(p.answer.lstrip("-").replace(".", "").isdigit() for p in problems)
+    assert len(problems) == 5 and all(
+        p.answer.lstrip("-").replace(".", "").isdigit() for p in problems
+    )
 
 
 def test_mmlu_readers_package_and_hub_formats(tmp_path):
     path = tmp_path / "mmlu.jsonl"
-    rows = [{"question": "2+2?", "answer_a": "3", "answer_b": "4", "answer_c": "5", "answer_d": "6",
-             "correct_answer": "B", "topic": "math"},
-            {"question": "question", "answer_a": "answer_a", "answer_b": "answer_b", "answer_c": "answer_c",
-             "answer_d": "answer_d", "correct_answer": "answer", "topic": "x"},
-            {"question": "Capital of France?", "choices": ["Rome", "Paris", "Oslo", "Bern"], "answer": 1,
-             "subject": "geo"}]
+    rows = [
+        {
+            "question": "2+2?",
+            "answer_a": "3",
+            "answer_b": "4",
+            "answer_c": "5",
+            "answer_d": "6",
+            "correct_answer": "B",
+            "topic": "math",
+        },
+        {
+            "question": "question",
+            "answer_a": "answer_a",
+            "answer_b": "answer_b",
+            "answer_c": "answer_c",
+            "answer_d": "answer_d",
+            "correct_answer": "answer",
+            "topic": "x",
+        },
+        {
+            "question": "Capital of France?",
+            "choices": ["Rome", "Paris", "Oslo", "Bern"],
+            "answer": 1,
+            "subject": "geo",
+        },
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows))
     problems = la.read_mmlu_jsonl(path)
     assert [p.answer for p in problems] == ["2", "2"]  # the header row is skipped
@@ -56,8 +81,13 @@ def test_mmlu_readers_package_and_hub_formats(tmp_path):
 
 def _humaneval_fixture(tmp_path):
     path = tmp_path / "he.jsonl.gz"
-    row = {"task_id": "T/0", "prompt": "def add(a, b):\n    \"\"\"Add.\"\"\"\n", "entry_point": "add",
-           "canonical_solution": "    return a + b\n", "test": "def check(c):\n    assert c(1, 2) == 3\n"}
+    row = {
+        "task_id": "T/0",
+        "prompt": 'def add(a, b):\n    """Add."""\n',
+        "entry_point": "add",
+        "canonical_solution": "    return a + b\n",
+        "test": "def check(c):\n    assert c(1, 2) == 3\n",
+    }
     with gzip.open(path, "wt") as f:
         f.write(json.dumps(row) + "\n")
     (p,) = la.read_humaneval(path)
@@ -75,7 +105,9 @@ def test_prompts_place_filler_between_or_before_and_length_zero_is_the_short_pro
     assert "# Others" not in short and short.endswith("Let's think step by step.")
     between = la.build_prompt(p, filler=filler_slot("essay", 100), filler_kind="essay")
     assert between.index(p.evidence) < between.index("# Others") < between.index(p.question)
-    before = la.build_prompt(p, filler=filler_slot("whitespace", 100), filler_kind="whitespace", placement="before")
+    before = la.build_prompt(
+        p, filler=filler_slot("whitespace", 100), filler_kind="whitespace", placement="before"
+    )
     assert before.startswith("# Others\n") and before.index(p.evidence) < before.index(p.question)
     masked = la.build_prompt(p, filler=masked_gap(100), filler_kind="mask")
     assert masked.replace(masked_gap(100), "") == short  # visible tokens identical to length 0
@@ -93,13 +125,16 @@ def test_make_requests_shares_length_zero_and_carries_conditions():
     assert all(r.prompt.endswith("## Problem Description") for r in recite)
 
 
-@pytest.mark.parametrize("text,want", [
-    ("x = 3 + 4 = 7. The answer is 7.", "7"),
-    ("The answer is: $1,234.", "1234"),
-    ("so 12 then 15", "15"),
-    ("The answer is 18.0", "18"),
-    ("no number", None),
-])
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        ("x = 3 + 4 = 7. The answer is 7.", "7"),
+        ("The answer is: $1,234.", "1234"),
+        ("so 12 then 15", "15"),
+        ("The answer is 18.0", "18"),
+        ("no number", None),
+    ],
+)
 def test_final_number(text, want):
     assert la.final_number(text) == want
 
@@ -127,44 +162,84 @@ def test_scoring_numbers_and_options():
 def test_humaneval_scoring_runs_sandboxed(tmp_path):
     p = _humaneval_fixture(tmp_path)
     assert la.score_output(p, "```python\ndef add(a, b):\n    return a + b\n```")["correct"] == 1.0
-    assert la.score_output(p, "    return a + b\n")["correct"] == 1.0  # a body continuing the prompt
+    # A body continuing the prompt
+    assert la.score_output(p, "    return a + b\n")["correct"] == 1.0
     assert la.score_output(p, "```python\ndef add(a, b):\n    return a - b\n```")["correct"] == 0.0
-    loop = la.score_output(p, "```python\ndef add(a, b):\n    while True:\n        pass\n```", timeout_s=1.0)
+    loop = la.score_output(
+        p, "```python\ndef add(a, b):\n    while True:\n        pass\n```", timeout_s=1.0
+    )
     assert loop == {"correct": 0.0, "parsed": "timeout"}
 
 
 def test_recitation_exact_match_hand_worked():
     p = la.Problem("gsm8k", "g", "Tom has 3 apples.", "How many?", "3", analysis="3 apples.")
     exact = "Tom has 3 apples.\n## Analysis\n3 apples.\n## Question\nHow many?\n## Answer"
-    assert la.recitation_exact_match(exact, p) == {"evidence_em": 1.0, "question_em": 1.0, "retrieval_em": 1.0}
+    assert la.recitation_exact_match(exact, p) == {
+        "evidence_em": 1.0,
+        "question_em": 1.0,
+        "retrieval_em": 1.0,
+    }
     changed = exact.replace("Tom has", "Tom had")
-    assert la.recitation_exact_match(changed, p) == {"evidence_em": 0.0, "question_em": 1.0, "retrieval_em": 0.0}
+    assert la.recitation_exact_match(changed, p) == {
+        "evidence_em": 0.0,
+        "question_em": 1.0,
+        "retrieval_em": 0.0,
+    }
     assert la.recitation_exact_match("", p)["retrieval_em"] == 0.0
 
 
 def test_retrieve_then_solve_uses_only_the_recited_evidence():
     p = la.varsum_problems(1)[0]
     recited = "x_1 = 5\n## Question\n" + p.question + "\n## Answer"
-    row = {"example_id": p.id, "key": "k1", "output": recited,
-           "condition": la.condition("varsum", "recite", "essay", "between", 500)}
+    row = {
+        "example_id": p.id,
+        "key": "k1",
+        "output": recited,
+        "condition": la.condition("varsum", "recite", "essay", "between", 500),
+    }
     (req,) = la.retrieve_then_solve_requests([p], [row])
     assert req.condition["mode"] == "retrieve_then_solve" and req.condition["filler_tokens"] == 500
-    assert "x_1 = 5\n# Question" in req.prompt and "x_2 =" not in req.prompt and "# Others" not in req.prompt
+    assert (
+        "x_1 = 5\n# Question" in req.prompt
+        and "x_2 =" not in req.prompt
+        and "# Others" not in req.prompt
+    )
     assert req.meta["recitation_key"] == "k1"
 
 
 def test_drops_from_short_is_a_paired_difference():
     rows = []
     for i in range(4):
-        rows.append({"model": "m", "mode": "solve", "subtask": "s", "filler": "none", "placement": "none",
-                     "filler_tokens": 0, "example_id": f"e{i}", "correct": 1.0})
-        rows.append({"model": "m", "mode": "solve", "subtask": "s", "filler": "essay", "placement": "between",
-                     "filler_tokens": 100, "example_id": f"e{i}", "correct": float(i < 2)})
+        rows.append(
+            {
+                "model": "m",
+                "mode": "solve",
+                "subtask": "s",
+                "filler": "none",
+                "placement": "none",
+                "filler_tokens": 0,
+                "example_id": f"e{i}",
+                "correct": 1.0,
+            }
+        )
+        rows.append(
+            {
+                "model": "m",
+                "mode": "solve",
+                "subtask": "s",
+                "filler": "essay",
+                "placement": "between",
+                "filler_tokens": 100,
+                "example_id": f"e{i}",
+                "correct": float(i < 2),
+            }
+        )
     drops = la.drops_from_short(pd.DataFrame(rows))
     (row,) = drops.to_dict("records")
     assert row["change"] == -50.0 and row["n"] == 4 and row["ci_high"] <= 0
     acc = la.accuracy_by_length(pd.DataFrame(rows))
-    assert list(acc["accuracy"]) == [1.0, 0.5]  # the length-0 baseline is copied under the essay curve
+    # The length-0 baseline is copied under the essay curve
+    assert list(acc["accuracy"]) == [1.0, 0.5]
 
 
 def test_chapter_arms_give_each_placement_its_own_lengths_and_subtasks(public_data):
@@ -173,19 +248,42 @@ def test_chapter_arms_give_each_placement_its_own_lengths_and_subtasks(public_da
     from longctx.chapters import length_alone as chapter
     from longctx.runner import all_requests
 
-    params = {"num_problems": 2, "seed": 0, "retrieve_then_solve": True, "arms": [
-        {"subtasks": ["varsum", "gsm8k"], "kinds": ["whitespace"], "lengths": [0, 50, 100]},
-        {"subtasks": ["gsm8k"], "kinds": ["whitespace"], "lengths": [0, 100], "placement": "before"}]}
+    params = {
+        "num_problems": 2,
+        "seed": 0,
+        "retrieve_then_solve": True,
+        "arms": [
+            {"subtasks": ["varsum", "gsm8k"], "kinds": ["whitespace"], "lengths": [0, 50, 100]},
+            {
+                "subtasks": ["gsm8k"],
+                "kinds": ["whitespace"],
+                "lengths": [0, 100],
+                "placement": "before",
+            },
+        ],
+    }
     reqs = all_requests(chapter.plan(params))
-    before = {(r.condition["subtask"], r.condition["filler_tokens"]) for r in reqs
-              if r.condition["placement"] == "before"}
+    before = {
+        (r.condition["subtask"], r.condition["filler_tokens"])
+        for r in reqs
+        if r.condition["placement"] == "before"
+    }
     assert before == {("gsm8k", 100)}
-    between = {(r.condition["subtask"], r.condition["filler_tokens"]) for r in reqs
-               if r.condition["placement"] == "between"}
+    between = {
+        (r.condition["subtask"], r.condition["filler_tokens"])
+        for r in reqs
+        if r.condition["placement"] == "between"
+    }
     assert between == {(s, n) for s in ("varsum", "gsm8k") for n in (50, 100)}
-    assert len(reqs) == len({(r.example_id, repr(sorted(r.condition.items()))) for r in reqs}) == 2 * 2 * 3 + 2
+    assert (
+        len(reqs)
+        == len({(r.example_id, repr(sorted(r.condition.items()))) for r in reqs})
+        == 2 * 2 * 3 + 2
+    )
     with pytest.raises(ParameterError, match="unknown subtask 'nope'"):
-        chapter.plan({**params, "arms": [{"subtasks": ["nope"], "kinds": ["essay"], "lengths": [0]}]})
+        chapter.plan(
+            {**params, "arms": [{"subtasks": ["nope"], "kinds": ["essay"], "lengths": [0]}]}
+        )
     with pytest.raises(ParameterError, match="arm 0"):
         chapter.plan({**params, "arms": [{"subtasks": ["gsm8k"], "lengths": [0]}]})
 
@@ -194,13 +292,41 @@ def test_paired_differences_compares_two_conditions_on_the_same_problems():
     rows = []
     for i in range(4):
         for placement, ok in (("between", i < 1), ("before", i < 3)):
-            rows.append({"subtask": "s", "filler_tokens": 100, "placement": placement, "example_id": f"e{i}",
-                         "correct": float(ok)})
-    rows.append({"subtask": "s", "filler_tokens": 100, "placement": "before", "example_id": "only-before",
-                 "correct": 1.0})  # unpaired: left out
-    rows.append({"subtask": "t", "filler_tokens": 100, "placement": "before", "example_id": "e0", "correct": 1.0})
-    table = la.paired_differences(pd.DataFrame(rows), condition="placement", control="between", treatment="before",
-                                  by=["subtask", "filler_tokens"])
+            rows.append(
+                {
+                    "subtask": "s",
+                    "filler_tokens": 100,
+                    "placement": placement,
+                    "example_id": f"e{i}",
+                    "correct": float(ok),
+                }
+            )
+    # Unpaired: left out
+    rows.append(
+        {
+            "subtask": "s",
+            "filler_tokens": 100,
+            "placement": "before",
+            "example_id": "only-before",
+            "correct": 1.0,
+        }
+    )
+    rows.append(
+        {
+            "subtask": "t",
+            "filler_tokens": 100,
+            "placement": "before",
+            "example_id": "e0",
+            "correct": 1.0,
+        }
+    )
+    table = la.paired_differences(
+        pd.DataFrame(rows),
+        condition="placement",
+        control="between",
+        treatment="before",
+        by=["subtask", "filler_tokens"],
+    )
     (row,) = table.to_dict("records")  # group "t" has no "between" side
     assert row["subtask"] == "s" and row["n"] == 4
     assert row["between"] == 25.0 and row["before"] == 75.0 and row["change"] == 50.0
@@ -215,18 +341,31 @@ def test_gsm8k_without_final_step_drops_the_answer_line(public_data):
         assert q.id == p.id + ":no-final-step" and q.extra["source_id"] == p.id
         assert q.analysis == "\n".join(steps[:-1]) and steps[-1] not in q.analysis
         assert (q.evidence, q.question, q.answer) == (p.evidence, p.question, p.answer)
-    req, = la.make_requests(cut[:1], filler_kinds=["essay"], lengths=[0])
+    (req,) = la.make_requests(cut[:1], filler_kinds=["essay"], lengths=[0])
     assert req.condition["subtask"] == "gsm8k_no_final_step" and cut[0].analysis in req.prompt
-    assert req.stop == la.stop_rule("gsm8k", "solve") and req.max_new_tokens == la.budget("gsm8k", "solve")
+    assert req.stop == la.stop_rule("gsm8k", "solve") and req.max_new_tokens == la.budget(
+        "gsm8k", "solve"
+    )
     assert la.score_output(cut[0], f"So the answer is {cut[0].answer}.")["correct"] == 1.0
 
 
 def test_hand_worked_final_step_removal():
-    p = la.Problem("gsm8k", "g-1", "Ann has 2 apples and buys 3.", "How many? x", "5",
-                   analysis="She buys 3 more.\nShe has 2 + 3 = 5 apples.")
+    p = la.Problem(
+        "gsm8k",
+        "g-1",
+        "Ann has 2 apples and buys 3.",
+        "How many? x",
+        "5",
+        analysis="She buys 3 more.\nShe has 2 + 3 = 5 apples.",
+    )
     q = la.without_final_step(p)
     assert q.analysis == "She buys 3 more." and q.subtask == "gsm8k_no_final_step"
-    assert la.without_final_step(la.Problem("gsm8k", "g-2", "e", "q", "1", analysis="1 apple.")).analysis == ""
+    assert (
+        la.without_final_step(
+            la.Problem("gsm8k", "g-2", "e", "q", "1", analysis="1 apple.")
+        ).analysis
+        == ""
+    )
 
 
 def test_budgets_leave_room_for_the_answer():
@@ -254,22 +393,34 @@ def test_ruler_blocks_ask_answer_and_recite_then_answer_from_the_recitation():
     from longctx.chapters import length_alone as chapter
     from longctx.chapters import scale
 
-    params = {**scale("length_alone", "book"),
-              "ruler": {"subtasks": ["qa1"], "lengths": [1500, 800], "num_questions": 2}}
+    params = {
+        **scale("length_alone", "book"),
+        "ruler": {"subtasks": ["qa1"], "lengths": [1500, 800], "num_questions": 2},
+    }
     words = lambda text: len(text.split())  # noqa: E731 - a stand-in tokenizer: one token per word
     blocks = chapter.ruler_blocks(params, count_tokens=words)
     assert [b.name for b in blocks] == ["RULER qa1 800", "RULER qa1 1500"]  # shorter first
     block = blocks[0]
     assert block.experiment == "ruler_qa" and not block.headline
-    assert sorted(r.condition["mode"] for r in block.requests) == ["answer", "answer", "recite", "recite"]
+    assert sorted(r.condition["mode"] for r in block.requests) == [
+        "answer",
+        "answer",
+        "recite",
+        "recite",
+    ]
     assert all(words(r.prompt) <= 800 for r in block.requests)
     recite = next(r for r in block.requests if r.condition["mode"] == "recite")
-    row = {"example_id": recite.example_id, "condition": recite.condition,
-           "output": "# Document 3\nThe recited text.\n"}
+    row = {
+        "example_id": recite.example_id,
+        "condition": recite.condition,
+        "output": "# Document 3\nThe recited text.\n",
+    }
     second = block.followup([row])
     assert [r.condition["mode"] for r in second] == ["retrieve_then_answer", "answer_from_named"]
     assert "The recited text." in second[0].prompt and words(second[0].prompt) < 800
-    assert second[1].meta == {"named_documents": [3]} and "The recited text." not in second[1].prompt
+    assert (
+        second[1].meta == {"named_documents": [3]} and "The recited text." not in second[1].prompt
+    )
 
 
 def test_ruler_parameters_are_checked():
@@ -281,4 +432,6 @@ def test_ruler_parameters_are_checked():
     with pytest.raises(ParameterError, match="exactly"):
         chapter.ruler_blocks({**book, "ruler": {"subtasks": ["qa1"], "lengths": [300]}})
     with pytest.raises(ParameterError, match="reader's tokens"):
-        chapter.ruler_blocks({**book, "ruler": {"subtasks": ["qa1"], "lengths": [300], "num_questions": 1}})
+        chapter.ruler_blocks(
+            {**book, "ruler": {"subtasks": ["qa1"], "lengths": [300], "num_questions": 1}}
+        )

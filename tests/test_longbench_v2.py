@@ -10,17 +10,39 @@ from longctx.tasks import longbench_v2 as lb
 
 
 def _record(i, answer="B", difficulty="easy", length="short", **extra):
-    return {"_id": f"id{i}", "domain": "Single-Document QA", "sub_domain": "Academic", "difficulty": difficulty,
-            "length": length, "question": f"Question {i}? ", "choice_A": "alpha", "choice_B": "beta",
-            "choice_C": "gamma", "choice_D": "delta", "answer": answer,
-            "context": f"Context of {i}. It is long. " * 3, **extra}
+    return {
+        "_id": f"id{i}",
+        "domain": "Single-Document QA",
+        "sub_domain": "Academic",
+        "difficulty": difficulty,
+        "length": length,
+        "question": f"Question {i}? ",
+        "choice_A": "alpha",
+        "choice_B": "beta",
+        "choice_C": "gamma",
+        "choice_D": "delta",
+        "answer": answer,
+        "context": f"Context of {i}. It is long. " * 3,
+        **extra,
+    }
 
 
 @pytest.fixture
 def data_file(tmp_path):
-    recs = [_record(0), _record(1, "D", "hard", "medium"),
-            _record(2, "A", "hard", "long", retrieved_context=[{"c_idx": 7, "content": "late chunk"},
-                                                               {"c_idx": 2, "content": "early chunk"}])]
+    recs = [
+        _record(0),
+        _record(1, "D", "hard", "medium"),
+        _record(
+            2,
+            "A",
+            "hard",
+            "long",
+            retrieved_context=[
+                {"c_idx": 7, "content": "late chunk"},
+                {"c_idx": 2, "content": "early chunk"},
+            ],
+        ),
+    ]
     path = tmp_path / "data.json"
     path.write_text(json.dumps(recs))
     return path
@@ -46,14 +68,17 @@ def test_reader_errors(tmp_path):
         lb.read_file(bad)
 
 
-@pytest.mark.parametrize("response,expected", [
-    ("The correct answer is (C)", "C"),
-    ("**The correct answer is (B)**", "B"),  # markdown bold stripped first
-    ("The correct answer is D.", "D"),
-    ("I think (A). The correct answer is (B)", "B"),
-    ("The answer is (A)", None),  # not the requested format: no answer
-    ("the correct answer is (A)", None),  # case-sensitive, as the official regex
-])
+@pytest.mark.parametrize(
+    "response,expected",
+    [
+        ("The correct answer is (C)", "C"),
+        ("**The correct answer is (B)**", "B"),  # markdown bold stripped first
+        ("The correct answer is D.", "D"),
+        ("I think (A). The correct answer is (B)", "B"),
+        ("The answer is (A)", None),  # not the requested format: no answer
+        ("the correct answer is (A)", None),  # case-sensitive, as the official regex
+    ],
+)
 def test_official_extraction(response, expected):
     assert lb.extract_answer(response) == expected
 
@@ -65,7 +90,9 @@ def test_prompt_and_rag_context(data_file):
     assert "What is the correct answer to this question: Question 2?\n" in prompt
     assert prompt.endswith('"The correct answer is (insert answer here)".')
     # chunks return to document order
-    assert lb.rag_context(ex, 2) == "Retrieved chunk 1: early chunk\n\nRetrieved chunk 2: late chunk"
+    assert (
+        lb.rag_context(ex, 2) == "Retrieved chunk 1: early chunk\n\nRetrieved chunk 2: late chunk"
+    )
     with pytest.raises(DataFileError, match="retrieved_context"):
         lb.rag_context(lb.read_file(data_file)[0], 4)
 
@@ -80,11 +107,25 @@ def test_requests_score_and_breakdown(data_file):
     reqs = lb.make_requests(exs, delimiter="&", ratio=1.0, method="C-NORM")
     assert "Context&of&0." in reqs[0].prompt and reqs[0].condition["difficulty"] == "easy"
     assert reqs[0].stop.cut("The correct answer is (B) because")[0] == "The correct answer is (B"
-    rows = [{"output": "The correct answer is (B)", "gold": ["B"]}, {"output": "The correct answer is (A)",
-                                                                      "gold": ["D"]},
-            {"output": "no idea", "gold": ["A"]}]
+    rows = [
+        {"output": "The correct answer is (B)", "gold": ["B"]},
+        {"output": "The correct answer is (A)", "gold": ["D"]},
+        {"output": "no idea", "gold": ["A"]},
+    ]
     assert [lb.score(r) for r in rows] == [1.0, 0.0, 0.0]
-    table = pd.DataFrame({"setting": "base", "method": "baseline", "difficulty": ["easy", "hard", "hard"],
-                          "length": ["short", "medium", "long"], "correct": [1.0, 0.0, 1.0]})
+    table = pd.DataFrame(
+        {
+            "setting": "base",
+            "method": "baseline",
+            "difficulty": ["easy", "hard", "hard"],
+            "length": ["short", "medium", "long"],
+            "correct": [1.0, 0.0, 1.0],
+        }
+    )
     out = lb.breakdown(table).iloc[0]
-    assert out.Overall == pytest.approx(200 / 3) and out.Easy == 100 and out.Hard == 50 and out.Medium == 0
+    assert (
+        out.Overall == pytest.approx(200 / 3)
+        and out.Easy == 100
+        and out.Hard == 50
+        and out.Medium == 0
+    )

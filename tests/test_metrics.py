@@ -74,7 +74,8 @@ def test_summarize_groups_and_intervals():
 def test_paired_bootstrap_difference():
     from longctx.metrics import paired_bootstrap_difference
 
-    assert paired_bootstrap_difference([1, 0, 1], [1, 0, 1]) == (0.0, 0.0, 0.0)  # identical: exactly zero
+    # Identical: exactly zero
+    assert paired_bootstrap_difference([1, 0, 1], [1, 0, 1]) == (0.0, 0.0, 0.0)
     mean, lo, hi = paired_bootstrap_difference([0] * 10, [1] * 10)
     assert (mean, lo, hi) == (1.0, 1.0, 1.0)
     mean, lo, hi = paired_bootstrap_difference([0, 1] * 10, [1, 1] * 10, seed=1)
@@ -120,7 +121,11 @@ def test_summary_of_repeated_items_is_clustered_not_wilson():
     from longctx.metrics import summarize, wilson_interval
 
     # 10 questions x 5 positions; a question is either always right or always wrong.
-    rows = [{"example_id": f"q{q}", "position": p, "correct": float(q < 6)} for q in range(10) for p in range(5)]
+    rows = [
+        {"example_id": f"q{q}", "position": p, "correct": float(q < 6)}
+        for q in range(10)
+        for p in range(5)
+    ]
     table = summarize(pd.DataFrame(rows), ["position"])
     assert (table["interval"] == "wilson").all() and (table["units"] == table["n"]).all()
     pooled = summarize(pd.DataFrame(rows).assign(all="all"), ["all"]).iloc[0]

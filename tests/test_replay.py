@@ -18,10 +18,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _row(i, *, output="Paris", budget=16, model="m", backend="llamacpp", stop=None):
-    return {"key": f"k{i}", "model": model, "model_fingerprint": "fp", "backend": backend, "task": "multidoc_qa",
-            "condition": {"gold_index": i}, "example_id": f"q{i}", "gold": ["Paris"], "prompt": f"prompt {i}",
-            "output": output, "params": {"max_new_tokens": budget,
-                                         "stop": stop or {"newline": True, "answer_pattern": None, "echoes": []}}}
+    return {
+        "key": f"k{i}",
+        "model": model,
+        "model_fingerprint": "fp",
+        "backend": backend,
+        "task": "multidoc_qa",
+        "condition": {"gold_index": i},
+        "example_id": f"q{i}",
+        "gold": ["Paris"],
+        "prompt": f"prompt {i}",
+        "output": output,
+        "params": {
+            "max_new_tokens": budget,
+            "stop": stop or {"newline": True, "answer_pattern": None, "echoes": []},
+        },
+    }
 
 
 class EchoReader:
@@ -34,7 +46,10 @@ class EchoReader:
 
     def generate(self, prompts, *, max_new_tokens, stop_rules, batch_size, progress, desc):
         self.calls.append((list(prompts), max_new_tokens, list(stop_rules)))
-        return [Generation("Lyon" if p in self.wrong else "Paris", "raw", 10, 2, True, 0.5, 1) for p in prompts]
+        return [
+            Generation("Lyon" if p in self.wrong else "Paris", "raw", 10, 2, True, 0.5, 1)
+            for p in prompts
+        ]
 
     def run_params(self):
         return {"backend": "llamacpp", "threads": 2}
@@ -54,7 +69,9 @@ def test_sample_is_seeded_in_stored_order_and_capped():
 
 
 def test_stop_rule_is_rebuilt_from_the_row():
-    rule = stop_rule(_row(0, stop={"newline": False, "answer_pattern": "[0-9a-f-]{36}", "echoes": ["abc"]}))
+    rule = stop_rule(
+        _row(0, stop={"newline": False, "answer_pattern": "[0-9a-f-]{36}", "echoes": ["abc"]})
+    )
     assert rule == StopRule(newline=False, answer_pattern="[0-9a-f-]{36}", echoes=("abc",))
 
 
@@ -63,10 +80,16 @@ def test_replay_answers_each_prompt_with_its_own_budget_and_reports_changes():
     reader = EchoReader(wrong={"prompt 2"})
     result = replay(rows, reader)
     # one call per token budget, each with the rows' own prompts and stop rules
-    assert sorted((c[1], c[0]) for c in reader.calls) == [(16, ["prompt 0", "prompt 2", "prompt 3"]), (32, ["prompt 1"])]
+    assert sorted((c[1], c[0]) for c in reader.calls) == [
+        (16, ["prompt 0", "prompt 2", "prompt 3"]),
+        (32, ["prompt 1"]),
+    ]
     assert all(isinstance(r, StopRule) for c in reader.calls for r in c[2])
     assert [r["output"] for r in result.replayed] == ["Paris", "Paris", "Lyon", "Paris"]
-    assert [(a["key"], b["output"]) for a, b in result.changed()] == [("k2", "Lyon"), ("k3", "Paris")]
+    assert [(a["key"], b["output"]) for a, b in result.changed()] == [
+        ("k2", "Lyon"),
+        ("k3", "Paris"),
+    ]
     summary = result.summary(lambda r: float(r["output"] == "Paris"))
     assert summary["n"] == 4 and summary["identical"] == 0.5
     assert summary["accuracy_stored"] == 0.75 and summary["accuracy_replayed"] == 0.75
@@ -84,7 +107,11 @@ def test_row_scorer_is_the_tasks_own_or_none():
     assert row_scorer([_row(0)]) is multidoc_qa.score
     competition = {**_row(0), "task": "semantic_competition", "gold": ["Paris"]}
     assert row_scorer([competition]) is None  # EM, F1 and inclusion at once
-    code = {**_row(0), "task": "length_alone", "condition": {"subtask": "humaneval", "mode": "solve"}}
+    code = {
+        **_row(0),
+        "task": "length_alone",
+        "condition": {"subtask": "humaneval", "mode": "solve"},
+    }
     assert row_scorer([code]) is None  # HumanEval needs the problem's tests
 
 
@@ -95,8 +122,12 @@ class StoredAnswers:
         self.by_prompt, self.backend = {r["prompt"]: r for r in rows}, backend
 
     def generate(self, prompts, *, max_new_tokens, stop_rules, batch_size, progress, desc):
-        return [Generation(self.by_prompt[p]["output"], self.by_prompt[p]["raw_output"], 1, 1, True, 0.1, 1)
-                for p in prompts]
+        return [
+            Generation(
+                self.by_prompt[p]["output"], self.by_prompt[p]["raw_output"], 1, 1, True, 0.1, 1
+            )
+            for p in prompts
+        ]
 
     def run_params(self):
         return {"backend": self.backend}
@@ -105,7 +136,9 @@ class StoredAnswers:
 COMMITTED = ROOT / "data" / "results"
 
 
-@pytest.mark.parametrize("store", ResultsStore.all_under(COMMITTED), ids=lambda s: f"{s.dir.parent.name}/{s.dir.name}")
+@pytest.mark.parametrize(
+    "store", ResultsStore.all_under(COMMITTED), ids=lambda s: f"{s.dir.parent.name}/{s.dir.name}"
+)
 def test_replay_works_on_the_rows_of_every_committed_experiment(store):
     """Every committed results file is either replayed (its task found, every row's budget and
     stop rule rebuilt, its task's scorer where one number scores the rows) or, for attention
@@ -140,14 +173,28 @@ def test_replay_on_the_machine_that_made_the_rows_finds_every_answer_again(tmp_p
     """hf on CPU in float32 is deterministic, so rows made here come back byte for byte."""
     model = "smollm2-135m-instruct"
     store = ResultsStore(tmp_path, model, "toy")
-    requests = [Request("multidoc_qa", f"q{i}", f"What is the capital of {c}? Answer in one word.", (a,),
-                        condition={"i": i}, max_new_tokens=8)
-                for i, (c, a) in enumerate([("France", "Paris"), ("Italy", "Rome"), ("Spain", "Madrid")])]
+    requests = [
+        Request(
+            "multidoc_qa",
+            f"q{i}",
+            f"What is the capital of {c}? Answer in one word.",
+            (a,),
+            condition={"i": i},
+            max_new_tokens=8,
+        )
+        for i, (c, a) in enumerate([("France", "Paris"), ("Italy", "Rome"), ("Spain", "Madrid")])
+    ]
     generate_missing(requests, store, Reader(model, device="cpu", dtype="float32"), progress=False)
     report = tmp_path / "replay.json"
-    assert main(["replay", str(store.path), "--n", "2", "--json", str(report), "--device", "cpu"]) == 0
+    assert (
+        main(["replay", str(store.path), "--n", "2", "--json", str(report), "--device", "cpu"]) == 0
+    )
     data = json.loads(report.read_text())
-    assert data["rows_stored"] == 3 and data["summary"]["n"] == 2 and data["summary"]["identical"] == 1.0
+    assert (
+        data["rows_stored"] == 3
+        and data["summary"]["n"] == 2
+        and data["summary"]["identical"] == 1.0
+    )
     assert all(r["identical"] for r in data["rows"]) and data["run_params"]["dtype"] == "float32"
     # rows made before a date only: none here, which is a one-line error
     assert main(["replay", str(store.path), "--created-before", "2000-01-01"]) == 2
@@ -156,10 +203,18 @@ def test_replay_on_the_machine_that_made_the_rows_finds_every_answer_again(tmp_p
 def test_report_text_counts_identical_answers_and_names_the_changed_ones(tmp_path):
     from longctx.replay import describe_report, replay_summary
 
-    report = {"rows_stored": 648, "created_before": "2026-11-25", "model": "m", "backend": "llamacpp",
-              "machine": {"cpu": "Some CPU"}, "summary": {"accuracy_stored": 0.75, "accuracy_replayed": 0.5},
-              "rows": [{"example_id": "q1", "identical": True, "stored": "Paris", "replayed": "Paris"},
-                       {"example_id": "q2", "identical": False, "stored": "Paris", "replayed": "Lyon"}]}
+    report = {
+        "rows_stored": 648,
+        "created_before": "2026-11-25",
+        "model": "m",
+        "backend": "llamacpp",
+        "machine": {"cpu": "Some CPU"},
+        "summary": {"accuracy_stored": 0.75, "accuracy_replayed": 0.5},
+        "rows": [
+            {"example_id": "q1", "identical": True, "stored": "Paris", "replayed": "Paris"},
+            {"example_id": "q2", "identical": False, "stored": "Paris", "replayed": "Lyon"},
+        ],
+    }
     text = describe_report(report)
     assert text.startswith("1 of 2 replayed answers came back byte for byte on Some CPU")
     assert "648 rows made before 2026-11-25" in text and "75.0% as stored, 50.0% replayed" in text

@@ -25,4 +25,6 @@ def test_n_for_half_width_follows_the_paired_formula():
     assert n_for_half_width([0, 0, 0]) == 0
     assert n_for_half_width([1]) == 0
     # Halving the target half-width quadruples n (up to rounding).
-    assert n_for_half_width([1, -1, 1, -1], half_width=0.05) == math.ceil(4 * 1.96 ** 2 * 4 / 3 / 0.01)
+    assert n_for_half_width([1, -1, 1, -1], half_width=0.05) == math.ceil(
+        4 * 1.96**2 * 4 / 3 / 0.01
+    )

@@ -11,20 +11,45 @@ def _store_rows(root, model, outputs, backend="hf"):
     store = ResultsStore(root, folder, "exp")
     rows = []
     for i, out in enumerate(outputs):
-        req = Request(task="kv", example_id=f"e{i}", prompt=f"p{i}", gold=("abc",), condition={"num_pairs": 3})
+        req = Request(
+            task="kv", example_id=f"e{i}", prompt=f"p{i}", gold=("abc",), condition={"num_pairs": 3}
+        )
         gen = Generation(out, out, 10 + i, 2, True, 1.0, 1)
-        rows.append(make_row(f"{model}-{i}", req, gen, model=model, fingerprint="fp", prompt_mode="auto",
-                             rendered_prompt=req.prompt, params={}, backend=backend))
+        rows.append(
+            make_row(
+                f"{model}-{i}",
+                req,
+                gen,
+                model=model,
+                fingerprint="fp",
+                prompt_mode="auto",
+                rendered_prompt=req.prompt,
+                params={},
+                backend=backend,
+            )
+        )
     store.append(rows)
 
 
 def test_load_experiment_has_every_model_scored_and_captioned(tmp_path):
     _store_rows(tmp_path, "model-a", ["ABC", "xyz"])
     _store_rows(tmp_path, "org/model-b", ["it is abc"])
-    table = load_experiment(tmp_path, "exp", score=lambda r: float(r["gold"][0] in r["output"].lower()))
+    table = load_experiment(
+        tmp_path, "exp", score=lambda r: float(r["gold"][0] in r["output"].lower())
+    )
     assert sorted(table["model"].unique()) == ["model-a", "org/model-b"]
-    assert table.groupby("model")["correct"].mean().to_dict() == {"model-a": 0.5, "org/model-b": 1.0}
-    assert set(table.columns) >= {"num_pairs", "prompt", "gold", "output", "prompt_tokens", "longctx_version"}
+    assert table.groupby("model")["correct"].mean().to_dict() == {
+        "model-a": 0.5,
+        "org/model-b": 1.0,
+    }
+    assert set(table.columns) >= {
+        "num_pairs",
+        "prompt",
+        "gold",
+        "output",
+        "prompt_tokens",
+        "longctx_version",
+    }
     caption = provenance(table, tmp_path, "exp")
     assert "model-a: 2 generations" in caption and "org/model-b: 1 generations" in caption
 
@@ -32,12 +57,20 @@ def test_load_experiment_has_every_model_scored_and_captioned(tmp_path):
 def test_two_backends_of_one_model_are_two_lines_with_their_own_files(tmp_path):
     _store_rows(tmp_path, "model-a", ["ABC", "xyz"])
     _store_rows(tmp_path, "model-a", ["abc", "abc"], backend="llamacpp")
-    table = load_experiment(tmp_path, "exp", score=lambda r: float(r["gold"][0] in r["output"].lower()))
-    assert table.groupby("model")["correct"].mean().to_dict() == {"model-a": 0.5, "model-a (llamacpp)": 1.0}
+    table = load_experiment(
+        tmp_path, "exp", score=lambda r: float(r["gold"][0] in r["output"].lower())
+    )
+    assert table.groupby("model")["correct"].mean().to_dict() == {
+        "model-a": 0.5,
+        "model-a (llamacpp)": 1.0,
+    }
     assert set(table["backend"]) == {"hf", "llamacpp"} and set(table["model_name"]) == {"model-a"}
     caption = provenance(table, tmp_path, "exp")
     assert "model-a: 2 generations in `" + tmp_path.name + "/model-a/exp/" in caption
-    assert "model-a (llamacpp): 2 generations in `" + tmp_path.name + "/model-a--llamacpp/exp/" in caption
+    assert (
+        "model-a (llamacpp): 2 generations in `" + tmp_path.name + "/model-a--llamacpp/exp/"
+        in caption
+    )
 
 
 def test_provenance_names_the_committed_folder_from_the_repository_root():
@@ -45,7 +78,10 @@ def test_provenance_names_the_committed_folder_from_the_repository_root():
 
     table = load_experiment(repo_root() / "data" / "results", "kv_retrieval", score=lambda r: 1.0)
     caption = provenance(table, repo_root() / "data" / "results", "kv_retrieval")
-    assert "generations in `data/results/qwen2.5-coder-0.5b-instruct/kv_retrieval/generations.jsonl.xz`" in caption
+    assert (
+        "generations in `data/results/qwen2.5-coder-0.5b-instruct/kv_retrieval/generations.jsonl.xz`"
+        in caption
+    )
 
 
 def test_load_experiment_filters_by_task(tmp_path):
@@ -60,19 +96,51 @@ def test_paired_effects_by_length_and_pooled():
     for k in (10, 20):
         for ex in range(4):
             for pos in (1, 2):
-                rows.append({"model": "m", "k": k, "example_id": f"e{ex}", "position": pos, "cond": "a", "correct": 1.0})
+                rows.append(
+                    {
+                        "model": "m",
+                        "k": k,
+                        "example_id": f"e{ex}",
+                        "position": pos,
+                        "cond": "a",
+                        "correct": 1.0,
+                    }
+                )
                 # treatment loses every item at k=20 only
-                rows.append({"model": "m", "k": k, "example_id": f"e{ex}", "position": pos, "cond": "b",
-                             "correct": 1.0 if k == 10 else 0.0})
-    effects = paired_effects(pd.DataFrame(rows), condition="cond", control="a", treatment="b", length="k",
-                             item=["example_id", "position"])
+                rows.append(
+                    {
+                        "model": "m",
+                        "k": k,
+                        "example_id": f"e{ex}",
+                        "position": pos,
+                        "cond": "b",
+                        "correct": 1.0 if k == 10 else 0.0,
+                    }
+                )
+    effects = paired_effects(
+        pd.DataFrame(rows),
+        condition="cond",
+        control="a",
+        treatment="b",
+        length="k",
+        item=["example_id", "position"],
+    )
     by_k = {e["k"]: e for e in effects}
     assert by_k[10]["b minus a (pts)"] == 0.0 and by_k[10]["95% CI"] == "[0.0, 0.0]"
     assert by_k[20]["b minus a (pts)"] == -100.0 and by_k["all"]["b minus a (pts)"] == -50.0
     assert by_k["all"]["items"] == 16
     only_a = pd.DataFrame([r for r in rows if r["cond"] == "a"])
-    assert paired_effects(only_a, condition="cond", control="a", treatment="b", length="k",
-                          item=["example_id", "position"]) == []
+    assert (
+        paired_effects(
+            only_a,
+            condition="cond",
+            control="a",
+            treatment="b",
+            length="k",
+            item=["example_id", "position"],
+        )
+        == []
+    )
 
 
 def test_paired_comparison_zero_and_known_effects():
@@ -80,17 +148,36 @@ def test_paired_comparison_zero_and_known_effects():
 
     from longctx.results import paired_comparison
 
-    base = pd.DataFrame({"example_id": ["a", "a", "b", "b", "c", "c"], "pos": [0, 1] * 3,
-                         "correct": [1, 0, 1, 1, 0, 0]})
+    base = pd.DataFrame(
+        {
+            "example_id": ["a", "a", "b", "b", "c", "c"],
+            "pos": [0, 1] * 3,
+            "correct": [1, 0, 1, 1, 0, 0],
+        }
+    )
     same = pd.concat([base.assign(method="x"), base.assign(method="y")])
-    out = paired_comparison(same, condition="method", control="x", treatment="y", item=["example_id", "pos"])
+    out = paired_comparison(
+        same, condition="method", control="x", treatment="y", item=["example_id", "pos"]
+    )
     # identical conditions: a difference of exactly zero, p = 1, an interval containing 0
-    assert out["difference"] == 0 and out["p_sign_flip"] == 1.0 and out["ci_low"] <= 0 <= out["ci_high"]
+    assert (
+        out["difference"] == 0
+        and out["p_sign_flip"] == 1.0
+        and out["ci_low"] <= 0 <= out["ci_high"]
+    )
     better = pd.concat([base.assign(method="x", correct=0), base.assign(method="y", correct=1)])
-    out = paired_comparison(better, condition="method", control="x", treatment="y", item=["example_id", "pos"])
+    out = paired_comparison(
+        better, condition="method", control="x", treatment="y", item=["example_id", "pos"]
+    )
     # +1 on every item of 3 clusters: the exact sign-flip p is 2/8
-    assert out["difference"] == 1 and out["clusters"] == 3 and out["p_sign_flip"] == pytest.approx(0.25)
-    missing = paired_comparison(same, condition="method", control="x", treatment="z", item=["example_id", "pos"])
+    assert (
+        out["difference"] == 1
+        and out["clusters"] == 3
+        and out["p_sign_flip"] == pytest.approx(0.25)
+    )
+    missing = paired_comparison(
+        same, condition="method", control="x", treatment="z", item=["example_id", "pos"]
+    )
     assert missing["items"] == 0
 
 
@@ -123,11 +210,27 @@ def test_pooled_paired_effect_clusters_by_example_across_lengths():
     for q in range(8):
         for k in (10, 20):
             for cond in ("a", "b"):
-                rows.append({"model": "m", "example_id": f"q{q}", "num_documents": k, "position": 1,
-                             "query": cond, "correct": float(cond == "b" and q < 4)})
-    effects = {e["num_documents"]: e for e in paired_effects(pd.DataFrame(rows), condition="query", control="a",
-                                                             treatment="b", length="num_documents",
-                                                             item=["example_id", "position"])}
+                rows.append(
+                    {
+                        "model": "m",
+                        "example_id": f"q{q}",
+                        "num_documents": k,
+                        "position": 1,
+                        "query": cond,
+                        "correct": float(cond == "b" and q < 4),
+                    }
+                )
+    effects = {
+        e["num_documents"]: e
+        for e in paired_effects(
+            pd.DataFrame(rows),
+            condition="query",
+            control="a",
+            treatment="b",
+            length="num_documents",
+            item=["example_id", "position"],
+        )
+    }
     lo, hi = [float(x) for x in effects["all"]["95% CI"].strip("[]").split(",")]
     lo10, hi10 = [float(x) for x in effects[10]["95% CI"].strip("[]").split(",")]
     # Duplicating every example across two lengths adds no information: same width as one length.
@@ -140,12 +243,20 @@ def test_comparable_rows_are_other_runs_of_the_same_requests(tmp_path):
     _store_rows(tmp_path, "model-a", ["abc", "x"])
     _store_rows(tmp_path, "model-a", ["abc", "abc"], backend="llamacpp")
     _store_rows(tmp_path, "model-b", ["abc", "abc", "abc"])
-    asked = [Request(task="kv", example_id="e0", prompt="p0", gold=("abc",), condition={"num_pairs": 3}),
-             Request(task="kv", example_id="e1", prompt="p1", gold=("abc",), condition={"num_pairs": 3})]
+    asked = [
+        Request(task="kv", example_id="e0", prompt="p0", gold=("abc",), condition={"num_pairs": 3}),
+        Request(task="kv", example_id="e1", prompt="p1", gold=("abc",), condition={"num_pairs": 3}),
+    ]
     rows = comparable_rows(tmp_path, "exp", asked, exclude="model-a")
     assert sorted((r["model"], r.get("backend"), r["example_id"]) for r in rows) == [
-        ("model-a", "llamacpp", "e0"), ("model-a", "llamacpp", "e1"), ("model-b", "hf", "e0"), ("model-b", "hf", "e1")]
-    other_condition = [Request(task="kv", example_id="e0", prompt="p0", gold=("abc",), condition={"num_pairs": 4})]
+        ("model-a", "llamacpp", "e0"),
+        ("model-a", "llamacpp", "e1"),
+        ("model-b", "hf", "e0"),
+        ("model-b", "hf", "e1"),
+    ]
+    other_condition = [
+        Request(task="kv", example_id="e0", prompt="p0", gold=("abc",), condition={"num_pairs": 4})
+    ]
     assert comparable_rows(tmp_path, "exp", other_condition) == []
 
 
@@ -156,16 +267,40 @@ def test_reader_contrast_hand_worked():
 
     from longctx.results import reader_contrast
 
-    rows = [("A", "e1", "first", 1), ("A", "e1", "middle", 0), ("A", "e2", "first", 1), ("A", "e2", "middle", 0),
-            ("B", "e1", "first", 1), ("B", "e1", "middle", 1), ("B", "e2", "first", 1), ("B", "e2", "middle", 0),
-            ("B", "e3", "first", 1)]  # e3: B alone, left out
+    # E3: B alone, left out
+    rows = [
+        ("A", "e1", "first", 1),
+        ("A", "e1", "middle", 0),
+        ("A", "e2", "first", 1),
+        ("A", "e2", "middle", 0),
+        ("B", "e1", "first", 1),
+        ("B", "e1", "middle", 1),
+        ("B", "e2", "first", 1),
+        ("B", "e2", "middle", 0),
+        ("B", "e3", "first", 1),
+    ]
     table = pd.DataFrame(rows, columns=["model", "example_id", "depth", "correct"])
-    out = reader_contrast(table, readers=["A", "B"], condition="depth", control="first", treatment="middle",
-                          item=["example_id"])
+    out = reader_contrast(
+        table,
+        readers=["A", "B"],
+        condition="depth",
+        control="first",
+        treatment="middle",
+        item=["example_id"],
+    )
     assert out["items"] == 2 and out["A"]["effect"] == -1.0 and out["B"]["effect"] == -0.5
-    assert out["difference"]["effect"] == 0.5 and out["difference"]["ci_low"] <= 0.5 <= out["difference"]["ci_high"]
+    assert (
+        out["difference"]["effect"] == 0.5
+        and out["difference"]["ci_low"] <= 0.5 <= out["difference"]["ci_high"]
+    )
     import pytest
 
     with pytest.raises(ValueError, match="both readers need both conditions"):
-        reader_contrast(table[table["depth"] == "first"], readers=["A", "B"], condition="depth", control="first",
-                        treatment="middle", item=["example_id"])
+        reader_contrast(
+            table[table["depth"] == "first"],
+            readers=["A", "B"],
+            condition="depth",
+            control="first",
+            treatment="middle",
+            item=["example_id"],
+        )

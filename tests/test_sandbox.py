@@ -25,9 +25,11 @@ def test_sleeping_program_times_out_without_cpu():
 
 def test_write_outside_the_temp_dir_is_refused_and_leaves_nothing(tmp_path):
     target = tmp_path / f"escape-{uuid.uuid4().hex}.txt"
-    for code in (f"open({str(target)!r}, 'w').write('x')",
-                 f"import os\nfd = os.open({str(target)!r}, os.O_WRONLY | os.O_CREAT)",
-                 f"import pathlib\npathlib.Path({str(target)!r}).write_text('x')"):
+    for code in (
+        f"open({str(target)!r}, 'w').write('x')",
+        f"import os\nfd = os.open({str(target)!r}, os.O_WRONLY | os.O_CREAT)",
+        f"import pathlib\npathlib.Path({str(target)!r}).write_text('x')",
+    ):
         res = run_untrusted(code)
         assert not res.passed and "PermissionError" in res.stderr_tail, code
         assert not target.exists()
@@ -43,7 +45,9 @@ def test_deleting_outside_the_temp_dir_is_refused(tmp_path):
 
 
 def test_writing_inside_its_own_temp_dir_is_allowed():
-    res = run_untrusted("open('scratch.txt', 'w').write('ok')\nassert open('scratch.txt').read() == 'ok'")
+    res = run_untrusted(
+        "open('scratch.txt', 'w').write('ok')\nassert open('scratch.txt').read() == 'ok'"
+    )
     assert res.passed
 
 
@@ -65,6 +69,8 @@ def test_network_and_subprocesses_are_blocked():
 
 def test_child_gets_an_empty_environment(monkeypatch):
     monkeypatch.setenv("SECRET_TOKEN", "hunter2")
-    res = run_untrusted("import os\nassert 'SECRET_TOKEN' not in os.environ\nassert os.getcwd() == os.environ['HOME']")
+    res = run_untrusted(
+        "import os\nassert 'SECRET_TOKEN' not in os.environ\nassert os.getcwd() == os.environ['HOME']"
+    )
     assert res.passed, res.stderr_tail
     assert os.environ["SECRET_TOKEN"] == "hunter2"

@@ -39,7 +39,9 @@ def test_squad_f1_hand_worked():
 
 
 def test_answer_inclusion_is_normalized_substring():
-    assert answer_inclusion("I think it was the Denver Broncos, in 2016.", ["Denver Broncos"]) == 1.0
+    assert (
+        answer_inclusion("I think it was the Denver Broncos, in 2016.", ["Denver Broncos"]) == 1.0
+    )
     assert answer_inclusion("Broncos", ["Denver Broncos"]) == 0.0
     assert answer_inclusion("anything", [""]) == 0.0  # an empty answer is never "included"
 
@@ -49,8 +51,11 @@ def test_retention_and_censored_half_life():
     assert r == pytest.approx({0: 1.0, 19: 0.8, 39: 0.6, 79: 0.52})
     assert censored_half_life(r) == {"value": 79, "censored": True, "label": "> 79"}
     # first crossing, not an interpolated one: 0.5 is reached at 39 exactly
-    assert censored_half_life({0: 1.0, 19: 0.7, 39: 0.5, 79: 0.2}) == {"value": 39, "censored": False,
-                                                                        "label": "39"}
+    assert censored_half_life({0: 1.0, 19: 0.7, 39: 0.5, 79: 0.2}) == {
+        "value": 39,
+        "censored": False,
+        "label": "39",
+    }
     assert censored_half_life(retention({0: 0.0, 19: 0.0}))["label"] == "undefined"
     with pytest.raises(ValueError):
         retention({19: 0.3})
@@ -60,9 +65,11 @@ def test_retention_curve_bootstrap_and_half_life():
     # 4 questions: baseline all right; at H=9 half right; at H=19 one right
     rows = []
     for q in range(4):
-        rows += [{"model": "m", "example_id": q, "num_hard": 0, "em": 1.0},
-                 {"model": "m", "example_id": q, "num_hard": 9, "em": float(q < 2)},
-                 {"model": "m", "example_id": q, "num_hard": 19, "em": float(q < 1)}]
+        rows += [
+            {"model": "m", "example_id": q, "num_hard": 0, "em": 1.0},
+            {"model": "m", "example_id": q, "num_hard": 9, "em": float(q < 2)},
+            {"model": "m", "example_id": q, "num_hard": 19, "em": float(q < 1)},
+        ]
     curve, lives = retention_curve(pd.DataFrame(rows), metric="em")
     assert curve["R"].tolist() == pytest.approx([1.0, 0.5, 0.25])
     assert curve["R_low"].iloc[0] == curve["R_high"].iloc[0] == 1.0
@@ -71,9 +78,19 @@ def test_retention_curve_bootstrap_and_half_life():
 
 
 def test_zero_delta_gives_p_one_and_interval_with_zero():
-    rows = [{"example_id": q, "condition": c, "em": float(q % 2)} for q in range(12) for c in ("hard", "far")]
-    out = paired_comparison(pd.DataFrame(rows), condition="condition", control="hard", treatment="far",
-                            item=["example_id"], score="em")
+    rows = [
+        {"example_id": q, "condition": c, "em": float(q % 2)}
+        for q in range(12)
+        for c in ("hard", "far")
+    ]
+    out = paired_comparison(
+        pd.DataFrame(rows),
+        condition="condition",
+        control="hard",
+        treatment="far",
+        item=["example_id"],
+        score="em",
+    )
     assert out["difference"] == 0.0 and out["ci_low"] <= 0.0 <= out["ci_high"]
     assert out["p_sign_flip"] == 1.0
     assert sign_flip_test([0.0] * 30) == 1.0
@@ -83,22 +100,53 @@ def test_known_delta_paired_statistics():
     # far beats hard on 8 of 8 questions by 1: exact sign-flip p = 2 / 2**8
     rows = [{"example_id": q, "condition": "hard", "em": 0.0} for q in range(8)]
     rows += [{"example_id": q, "condition": "far", "em": 1.0} for q in range(8)]
-    out = paired_comparison(pd.DataFrame(rows), condition="condition", control="hard", treatment="far",
-                            item=["example_id"], score="em")
+    out = paired_comparison(
+        pd.DataFrame(rows),
+        condition="condition",
+        control="hard",
+        treatment="far",
+        item=["example_id"],
+        score="em",
+    )
     assert out["difference"] == 1.0 and out["ci_low"] == out["ci_high"] == 1.0
     assert out["p_sign_flip"] == pytest.approx(2 / 256)
 
 
 # --- corpora ---------------------------------------------------------------------------------
 
+
 def _squad_json(tmp_path, version="v2.0"):
-    data = {"version": version, "data": [{"title": "T", "paragraphs": [
-        {"context": "Paris is the capital of France. It lies on the Seine.",
-         "qas": [{"id": "q1", "question": "What is the capital of France?",
-                  "answers": [{"text": "Paris", "answer_start": 0}, {"text": "Paris", "answer_start": 0}],
-                  "is_impossible": False},
-                 {"id": "q2", "question": "Unanswerable?", "answers": [], "is_impossible": True}]},
-        {"context": "Berlin is in Germany.", "qas": []}]}]}
+    data = {
+        "version": version,
+        "data": [
+            {
+                "title": "T",
+                "paragraphs": [
+                    {
+                        "context": "Paris is the capital of France. It lies on the Seine.",
+                        "qas": [
+                            {
+                                "id": "q1",
+                                "question": "What is the capital of France?",
+                                "answers": [
+                                    {"text": "Paris", "answer_start": 0},
+                                    {"text": "Paris", "answer_start": 0},
+                                ],
+                                "is_impossible": False,
+                            },
+                            {
+                                "id": "q2",
+                                "question": "Unanswerable?",
+                                "answers": [],
+                                "is_impossible": True,
+                            },
+                        ],
+                    },
+                    {"context": "Berlin is in Germany.", "qas": []},
+                ],
+            }
+        ],
+    }
     path = tmp_path / "squad.json"
     path.write_text(json.dumps(data))
     return path
@@ -124,25 +172,47 @@ def test_squad_errors_are_clear(tmp_path):
 
 
 def test_squad_from_hub_rows():
-    rows = [{"id": "a", "title": "T", "context": "Ctx one.", "question": "Q?",
-             "answers": {"text": ["one"], "answer_start": [4]}},
-            {"id": "b", "title": "T", "context": "Ctx one.", "question": "Q2?",
-             "answers": {"text": [], "answer_start": []}},
-            {"id": "c", "title": "U", "context": "Ctx two.", "question": "Q3?",
-             "answers": {"text": ["two", "two"], "answer_start": [4, 4]}}]
+    rows = [
+        {
+            "id": "a",
+            "title": "T",
+            "context": "Ctx one.",
+            "question": "Q?",
+            "answers": {"text": ["one"], "answer_start": [4]},
+        },
+        {
+            "id": "b",
+            "title": "T",
+            "context": "Ctx one.",
+            "question": "Q2?",
+            "answers": {"text": [], "answer_start": []},
+        },
+        {
+            "id": "c",
+            "title": "U",
+            "context": "Ctx two.",
+            "question": "Q3?",
+            "answers": {"text": ["two", "two"], "answer_start": [4, 4]},
+        },
+    ]
     corpus = sc.squad_from_rows(rows, "squad-validation")
     assert [p.passage_id for p in corpus.passages] == ["p0", "p1"]
     assert [(q.question_id, q.passage_id, q.answers, q.answer_start) for q in corpus.questions] == [
-        ("a", "p0", ("one",), 4), ("c", "p1", ("two",), 4)]
+        ("a", "p0", ("one",), 4),
+        ("c", "p1", ("two",), 4),
+    ]
     with pytest.raises(DataFileError, match="row 0"):
         sc.squad_from_rows([{"id": "x"}], "bad")
 
 
 def test_squad_v2_package_corpus():
     corpus = sc.load_squad("squad-v2-dev")
-    assert len(corpus.passages) == 1204 and len(corpus.questions) == 5928  # 11,873 minus 5,945 unanswerable
+    # 11,873 minus 5,945 unanswerable
+    assert len(corpus.passages) == 1204 and len(corpus.questions) == 5928
     sample = sc.sample_questions(corpus, 5, seed=0)
-    assert sample == sc.sample_questions(corpus, 5, seed=0) != sc.sample_questions(corpus, 5, seed=1)
+    assert (
+        sample == sc.sample_questions(corpus, 5, seed=0) != sc.sample_questions(corpus, 5, seed=1)
+    )
 
 
 def test_nq_corpus_from_oracle():
@@ -158,6 +228,7 @@ def test_registry_knows_the_task():
 
 
 # --- snippets ----------------------------------------------------------------------------------
+
 
 def _words(n, prefix="w"):
     return " ".join(f"{prefix}{i}" for i in range(n))
@@ -191,13 +262,21 @@ def test_gold_snippet_is_centred_on_the_answer():
 
 
 def _toy_corpus():
-    passages = [sc.Passage("gold", "The treaty was signed in Utrecht in 1713 ending the war of succession.")]
+    passages = [
+        sc.Passage("gold", "The treaty was signed in Utrecht in 1713 ending the war of succession.")
+    ]
     # hard: share question words; far: unrelated
-    passages += [sc.Passage(f"hard{i}", f"The treaty of peace number {i} was signed after the war in a city.")
-                 for i in range(6)]
+    passages += [
+        sc.Passage(
+            f"hard{i}", f"The treaty of peace number {i} was signed after the war in a city."
+        )
+        for i in range(6)
+    ]
     passages += [sc.Passage("leak", "A treaty was signed in Utrecht by many envoys of the war.")]
-    passages += [sc.Passage(f"far{i}", f"Bananas grow in warm climates number {i} with plenty of rain.")
-                 for i in range(12)]
+    passages += [
+        sc.Passage(f"far{i}", f"Bananas grow in warm climates number {i} with plenty of rain.")
+        for i in range(12)
+    ]
     question = sc.Question("q", "Where was the treaty ending the war signed?", ("Utrecht",), "gold")
     return sc.Corpus("toy", tuple(passages), (question,)), question
 
@@ -225,8 +304,11 @@ def test_question_whose_answer_is_in_most_snippets_is_left_out_not_fatal():
     distractor filter leaves nothing: that question is skipped; a small corpus still raises."""
     corpus, _ = _toy_corpus()
     letter = sc.Question("l", "Which class is solved in logarithmic space?", ("L",), "gold")
-    gold = sc.Passage("gold", "The class L is solved in logarithmic space by deterministic machines.")
-    assert sc.gold_snippet(gold.text, ["L"], None, 50)  # the gold snippet is fine; the filter is not
+    gold = sc.Passage(
+        "gold", "The class L is solved in logarithmic space by deterministic machines."
+    )
+    # The gold snippet is fine; the filter is not
+    assert sc.gold_snippet(gold.text, ["L"], None, 50)
     corpus = sc.Corpus("toy", (gold, *corpus.passages[1:]), (letter,))
     index = sc.SnippetIndex(corpus, 50, "bm25")
     assert index.example(letter, max_hard=4, max_far=5, far_from=0.5) is None
@@ -242,7 +324,7 @@ def test_contexts_share_gold_position_and_size():
     hard, hi = sc.context_snippets(ex, 5, 0, seed=3)
     far, fi = sc.context_snippets(ex, 1, 4, seed=3)
     assert len(hard) == len(far) == 6 and hi == fi and hard[hi] == far[fi] == ex.gold
-    assert sorted(hard[:hi] + hard[hi + 1:]) == sorted(s.text for s in ex.hard[:5])
+    assert sorted(hard[:hi] + hard[hi + 1 :]) == sorted(s.text for s in ex.hard[:5])
     assert set(far) - {ex.gold} == {ex.hard[0].text, *(s.text for s in ex.far[:4])}
     assert sc.context_snippets(ex, 5, 0, seed=3) == (hard, hi)  # seeded
     with pytest.raises(ParameterError):
@@ -261,7 +343,9 @@ def test_requests_conditions_and_prompt():
     assert hard.condition["num_snippets"] == far.condition["num_snippets"] == 4
     assert hard.condition["gold_index"] == far.condition["gold_index"]
     assert far.condition["far_from"] == 0.5 and "far_from" not in hard.condition
-    assert gold.prompt.endswith(f"Passage [1]: {examples[0].gold}\n\nQuestion: {question.question}\nAnswer:")
+    assert gold.prompt.endswith(
+        f"Passage [1]: {examples[0].gold}\n\nQuestion: {question.question}\nAnswer:"
+    )
     assert hard.max_new_tokens == sc.MAX_NEW_TOKENS and hard.stop.newline
     with pytest.raises(ParameterError):
         sc.matched_conditions(20, keep_hard=19)
@@ -302,16 +386,49 @@ def test_dense_ranker_with_package_minilm():
 
 # --- tables ----------------------------------------------------------------------------------
 
+
 def _scored_table():
     rows = []
     for q in range(6):
-        rows.append({"model": "m", "example_id": f"q{q}", "num_hard": 0, "num_far": 0, "num_snippets": 1,
-                     "retriever": "none", "prompt_tokens": 100, "output": "Paris", "gold": ["Paris"]})
-        rows.append({"model": "m", "example_id": f"q{q}", "num_hard": 3, "num_far": 0, "num_snippets": 4,
-                     "retriever": "bm25", "prompt_tokens": 400, "output": "London", "gold": ["Paris"]})
-        rows.append({"model": "m", "example_id": f"q{q}", "num_hard": 1, "num_far": 2, "num_snippets": 4,
-                     "retriever": "bm25", "prompt_tokens": 402,
-                     "output": "Paris" if q < 3 else "in Paris", "gold": ["Paris"]})
+        rows.append(
+            {
+                "model": "m",
+                "example_id": f"q{q}",
+                "num_hard": 0,
+                "num_far": 0,
+                "num_snippets": 1,
+                "retriever": "none",
+                "prompt_tokens": 100,
+                "output": "Paris",
+                "gold": ["Paris"],
+            }
+        )
+        rows.append(
+            {
+                "model": "m",
+                "example_id": f"q{q}",
+                "num_hard": 3,
+                "num_far": 0,
+                "num_snippets": 4,
+                "retriever": "bm25",
+                "prompt_tokens": 400,
+                "output": "London",
+                "gold": ["Paris"],
+            }
+        )
+        rows.append(
+            {
+                "model": "m",
+                "example_id": f"q{q}",
+                "num_hard": 1,
+                "num_far": 2,
+                "num_snippets": 4,
+                "retriever": "bm25",
+                "prompt_tokens": 402,
+                "output": "Paris" if q < 3 else "in Paris",
+                "gold": ["Paris"],
+            }
+        )
     return sc.add_metrics(pd.DataFrame(rows))
 
 
@@ -319,8 +436,12 @@ def test_condition_summary_and_recovery_table():
     table = sc.matched_rows(_scored_table(), 4)
     summary = sc.condition_summary(table)
     assert summary["condition"].tolist() == ["gold", "hard", "far"]
-    assert summary["EM"].tolist() == ["100.0", "0.0", "50.0"] and summary["Incl."].tolist()[2] == "100.0"
-    assert summary["F1"].tolist()[2] == f"{(3 * 1 + 3 * 2 / 3) / 6:.3f}"  # "in paris": P = 1/2, R = 1
+    assert (
+        summary["EM"].tolist() == ["100.0", "0.0", "50.0"]
+        and summary["Incl."].tolist()[2] == "100.0"
+    )
+    # "in paris": P = 1/2, R = 1
+    assert summary["F1"].tolist()[2] == f"{(3 * 1 + 3 * 2 / 3) / 6:.3f}"
     assert summary["Tok."].tolist() == [100, 400, 402]
     recovery = sc.recovery_table(table).set_index("metric")
     assert recovery.loc["Incl.", "Δ"] == "+100.0" and recovery.loc["EM", "Δ"] == "+50.0"
@@ -332,10 +453,19 @@ def test_condition_summary_and_recovery_table():
 def test_load_squad_from_the_hub_path(monkeypatch):
     import datasets
 
-    rows = [{"id": "a", "title": "T", "context": "Ctx one.", "question": "Q?",
-             "answers": {"text": ["one"], "answer_start": [4]}}]
+    rows = [
+        {
+            "id": "a",
+            "title": "T",
+            "context": "Ctx one.",
+            "question": "Q?",
+            "answers": {"text": ["one"], "answer_start": [4]},
+        }
+    ]
     calls = []
-    monkeypatch.setattr(datasets, "load_dataset", lambda name, split: calls.append((name, split)) or rows)
+    monkeypatch.setattr(
+        datasets, "load_dataset", lambda name, split: calls.append((name, split)) or rows
+    )
     corpus = sc.load_squad("rajpurkar/squad")
     assert calls == [("rajpurkar/squad", "validation")] and corpus.name == "squad-validation"
 
@@ -362,7 +492,13 @@ def test_dense_ranker_errors_are_actionable(monkeypatch, tmp_path):
 def test_second_reader_requests_pick_one_matched_control():
     corpus, question = _toy_corpus()
     index = sc.SnippetIndex(corpus, 50, "bm25")
-    reqs, _, _ = sc.experiment_requests(index, [question], sc.plan_conditions([0, 2, 3], [4], keep_hard=1))
+    reqs, _, _ = sc.experiment_requests(
+        index, [question], sc.plan_conditions([0, 2, 3], [4], keep_hard=1)
+    )
     picked = sc.second_reader_requests(reqs, [question], 4)
-    assert [(r.condition["num_hard"], r.condition["num_far"]) for r in picked] == [(0, 0), (3, 0), (1, 2)]
+    assert [(r.condition["num_hard"], r.condition["num_far"]) for r in picked] == [
+        (0, 0),
+        (3, 0),
+        (1, 2),
+    ]
     assert sc.second_reader_requests(reqs, [], 4) == []

@@ -13,13 +13,23 @@ from longctx.store import ResultsStore
 
 
 def _req(i=0, **kw):
-    return Request(task="t", example_id=f"e{i}", prompt=f"prompt {i}", gold=("x",), condition={"a": 1, **kw})
+    return Request(
+        task="t", example_id=f"e{i}", prompt=f"prompt {i}", gold=("x",), condition={"a": 1, **kw}
+    )
 
 
 def _row(req, key="k"):
     gen = Generation("out", "out\n", 3, 2, True, 0.5, 1)
-    return make_row(key, req, gen, model="m", fingerprint="fp", prompt_mode="auto", rendered_prompt=req.prompt,
-                    params={})
+    return make_row(
+        key,
+        req,
+        gen,
+        model="m",
+        fingerprint="fp",
+        prompt_mode="auto",
+        rendered_prompt=req.prompt,
+        params={},
+    )
 
 
 def test_request_key_depends_on_every_identity_field():
@@ -32,16 +42,27 @@ def test_request_key_depends_on_every_identity_field():
     assert base != request_key("fp", replace(_req(), max_new_tokens=7), "auto")
     assert base != request_key("fp", replace(_req(), stop=StopRule(newline=False)), "auto")
     # condition key order does not matter
-    assert request_key("fp", Request("t", "e", "p", (), {"a": 1, "b": 2}), "auto") == \
-        request_key("fp", Request("t", "e", "p", (), {"b": 2, "a": 1}), "auto")
+    assert request_key("fp", Request("t", "e", "p", (), {"a": 1, "b": 2}), "auto") == request_key(
+        "fp", Request("t", "e", "p", (), {"b": 2, "a": 1}), "auto"
+    )
 
 
 def test_rows_carry_provenance(tmp_path):
     store = ResultsStore(tmp_path, "m", "exp")
     store.append([_row(_req(), "k1")])
     (row,) = store.rows()
-    for field in ("model", "model_fingerprint", "prompt", "output", "prompt_tokens", "batch_seconds",
-                  "longctx_version", "params", "condition", "created"):
+    for field in (
+        "model",
+        "model_fingerprint",
+        "prompt",
+        "output",
+        "prompt_tokens",
+        "batch_seconds",
+        "longctx_version",
+        "params",
+        "condition",
+        "created",
+    ):
         assert field in row
     assert store.path == tmp_path / "m" / "exp" / "generations.jsonl"
 
@@ -58,7 +79,9 @@ def test_torn_last_line_is_skipped_and_not_glued(tmp_path):
     with open(store.path, "a") as f:
         f.write("garbage\n")
     store.append([_row(_req(4), "k5")])
-    with pytest.raises(DataFileError, match="line 3: not valid JSON"):  # mid-file damage is not silently dropped
+    with pytest.raises(
+        DataFileError, match="line 3: not valid JSON"
+    ):  # mid-file damage is not silently dropped
         store.rows()
 
 
@@ -81,17 +104,23 @@ def test_killed_run_resumes_without_losing_rows(tmp_path):
     script = tmp_path / "runner.py"
     script.write_text(RUNNER)
     store = ResultsStore(tmp_path, "smollm2-135m-instruct", "kv")
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 300
-    while time.time() < deadline and (not store.path.exists() or len(store.path.read_text().splitlines()) < 2):
+    while time.time() < deadline and (
+        not store.path.exists() or len(store.path.read_text().splitlines()) < 2
+    ):
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = store.rows()
     assert 2 <= len(before) < 10, "the run should have been killed midway"
-    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
     assert "ROWS 10" in done.stdout
     after = store.rows()
     assert len(after) == 10 and len({r["key"] for r in after}) == 10
@@ -105,6 +134,7 @@ def test_unique_requests_drops_repeats_keeps_order():
 
 
 # --- packed rows ---------------------------------------------------------------------------
+
 
 def _rows_of(n, start=0):
     return [_row(_req(i), key=f"k{i}") for i in range(start, start + n)]
@@ -122,11 +152,15 @@ def test_pack_moves_appended_rows_into_the_xz_file_and_rows_read_both(tmp_path):
     packed_bytes = store.packed_path.read_bytes()
     # new rows append to the plain file and are read after the packed ones
     store.append(_rows_of(2, start=3))
-    assert [r["key"] for r in store.rows()] == ["k0", "k1", "k2", "k3", "k4"] and store.keys() == {f"k{i}" for i in range(5)}
+    assert [r["key"] for r in store.rows()] == ["k0", "k1", "k2", "k3", "k4"] and store.keys() == {
+        f"k{i}" for i in range(5)
+    }
     # a row packed already is dropped, not duplicated; pack is idempotent
     store.append(_rows_of(1))
     assert store.pack() == 2 and [r["key"] for r in store.rows()] == ["k0", "k1", "k2", "k3", "k4"]
-    assert store.pack() == 0 and len(lzma.decompress(store.packed_path.read_bytes()).splitlines()) == 5
+    assert (
+        store.pack() == 0 and len(lzma.decompress(store.packed_path.read_bytes()).splitlines()) == 5
+    )
     # the same rows pack to the same bytes (no churn in git)
     again = ResultsStore(tmp_path, "m2", "exp")
     again.append(first)
@@ -192,5 +226,8 @@ def test_all_under_lists_every_store_with_rows_packed_or_not(tmp_path):
     a.pack()
     ResultsStore(tmp_path, "b", "y").append(_rows_of(1))
     (tmp_path / "c" / "z").mkdir(parents=True)  # a folder without rows is no store
-    assert [(s.dir.parent.name, s.dir.name) for s in ResultsStore.all_under(tmp_path)] == [("a", "x"), ("b", "y")]
+    assert [(s.dir.parent.name, s.dir.name) for s in ResultsStore.all_under(tmp_path)] == [
+        ("a", "x"),
+        ("b", "y"),
+    ]
     assert [s.dir.parent.name for s in ResultsStore.all_under(tmp_path, "y")] == ["b"]

@@ -21,9 +21,11 @@ from longctx.tagging import (
     wrap,
 )
 
-TEXT = ("Mr. Penn fixed the lamp in June 1901. Elsie paid him 3 shillings!  Was it worth it? "
-        "She thought so.\n\nChapter Two. J. R. Marrow sailed to Lisbon, e.g. on the Albatross. It rained.\n\n\n"
-        "The end")
+TEXT = (
+    "Mr. Penn fixed the lamp in June 1901. Elsie paid him 3 shillings!  Was it worth it? "
+    "She thought so.\n\nChapter Two. J. R. Marrow sailed to Lisbon, e.g. on the Albatross. It rained.\n\n\n"
+    "The end"
+)
 
 
 def test_sentences_and_paragraphs_concatenate_back_to_the_text():
@@ -33,7 +35,9 @@ def test_sentences_and_paragraphs_concatenate_back_to_the_text():
     assert sentences[0] == "Mr. Penn fixed the lamp in June 1901. "
     assert sentences[1] == "Elsie paid him 3 shillings!  "
     assert sentences[2] == "Was it worth it? "
-    assert any(s.startswith("J. R. Marrow sailed to Lisbon, e.g. on the Albatross.") for s in sentences)
+    assert any(
+        s.startswith("J. R. Marrow sailed to Lisbon, e.g. on the Albatross.") for s in sentences
+    )
     paragraphs = split_paragraphs(TEXT)
     assert "".join(paragraphs) == TEXT and len(paragraphs) == 3
     assert paragraphs[0].endswith("She thought so.\n\n")
@@ -68,7 +72,10 @@ def test_bad_chunking_parameters_fail_clearly():
 def test_wrap_nests_first_tag_outermost_and_strip_gives_the_original_back():
     chunk = "  Yuki lives in Dresden.\n\n"
     tagged = wrap(chunk, ["person", "countries_cities_states"])
-    assert tagged == "  <person><countries_cities_states>Yuki lives in Dresden.</countries_cities_states></person>\n\n"
+    assert (
+        tagged
+        == "  <person><countries_cities_states>Yuki lives in Dresden.</countries_cities_states></person>\n\n"
+    )
     assert strip_tags(tagged, ["person", "countries_cities_states"]) == chunk
     assert wrap(chunk, []) == chunk and wrap("   ", ["person"]) == "   "
     # strip_tags removes only the named tags: a "<b>" in the source text survives.
@@ -80,18 +87,43 @@ def test_wrap_nests_first_tag_outermost_and_strip_gives_the_original_back():
 
 def test_category_sets_follow_the_paper():
     privileged = load_categories("privileged")
-    assert [c.name for c in privileged.categories] == ["Countries, cities, states", "Buildings & Landmarks",
-                                                      "Dietary restriction", "Drinks & Beverages", "Foods"]
+    assert [c.name for c in privileged.categories] == [
+        "Countries, cities, states",
+        "Buildings & Landmarks",
+        "Dietary restriction",
+        "Drinks & Beverages",
+        "Foods",
+    ]
     assert privileged.definitions().splitlines()[0] == (
         "1. Countries, cities, states: Officially recognized geopolitical units such as nations, cities, "
-        "and regional subdivisions with defined boundaries and governance.")
+        "and regional subdivisions with defined boundaries and governance."
+    )
     assert "positive_examples:" in privileged.definitions(examples=True)
     spacy_set = load_categories("spacy")
     assert len(spacy_set.categories) == 18
     labels = [label for c in spacy_set.categories for label in c.spacy_labels]
-    assert sorted(labels) == sorted(["PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART",
-                                     "LAW", "LANGUAGE", "DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL",
-                                     "CARDINAL"])
+    assert sorted(labels) == sorted(
+        [
+            "PERSON",
+            "NORP",
+            "FAC",
+            "ORG",
+            "GPE",
+            "LOC",
+            "PRODUCT",
+            "EVENT",
+            "WORK_OF_ART",
+            "LAW",
+            "LANGUAGE",
+            "DATE",
+            "TIME",
+            "PERCENT",
+            "MONEY",
+            "QUANTITY",
+            "ORDINAL",
+            "CARDINAL",
+        ]
+    )
     assert spacy_set.definitions().splitlines()[0].startswith("1. person - Names of individuals")
     assert privileged.digest != spacy_set.digest
 
@@ -130,18 +162,30 @@ def test_spacy_tagger_with_a_set_that_maps_no_labels_fails():
 PRIVILEGED = load_categories("privileged")
 
 
-@pytest.mark.parametrize("output, expected", [
-    ("no entities", []),
-    ("<thinking>Paris is a city.</thinking>\nCountries, cities, states (confidence 3)", ["Countries, cities, states"]),
-    # a category weighed and rejected inside the reasoning does not count
-    ("<thinking>Is it Foods? No.</thinking> Buildings & Landmarks: 2", ["Buildings & Landmarks"]),
-    # order of first mention; case-insensitive; repeated names once
-    ("drinks & beverages - 3\nFoods - 2\nDrinks & Beverages - 1", ["Drinks & Beverages", "Foods"]),
-    # an unclosed reasoning block hides everything after it
-    ("<thinking>Foods maybe", []),
-    # names outside the set never come out
-    ("Animals: 3, Vehicles: 2", []),
-])
+@pytest.mark.parametrize(
+    "output, expected",
+    [
+        ("no entities", []),
+        (
+            "<thinking>Paris is a city.</thinking>\nCountries, cities, states (confidence 3)",
+            ["Countries, cities, states"],
+        ),
+        # a category weighed and rejected inside the reasoning does not count
+        (
+            "<thinking>Is it Foods? No.</thinking> Buildings & Landmarks: 2",
+            ["Buildings & Landmarks"],
+        ),
+        # order of first mention; case-insensitive; repeated names once
+        (
+            "drinks & beverages - 3\nFoods - 2\nDrinks & Beverages - 1",
+            ["Drinks & Beverages", "Foods"],
+        ),
+        # an unclosed reasoning block hides everything after it
+        ("<thinking>Foods maybe", []),
+        # names outside the set never come out
+        ("Animals: 3, Vehicles: 2", []),
+    ],
+)
 def test_parse_classification(output, expected):
     assert parse_classification(output, PRIVILEGED) == expected
 
@@ -149,16 +193,25 @@ def test_parse_classification(output, expected):
 def test_parse_classification_confidence_threshold():
     out = "Foods (confidence: 1)\nDietary restriction (confidence: 3)"
     assert parse_classification(out, PRIVILEGED, min_confidence=2) == ["Dietary restriction"]
-    assert parse_classification(out, PRIVILEGED, min_confidence=1) == ["Foods", "Dietary restriction"]
+    assert parse_classification(out, PRIVILEGED, min_confidence=1) == [
+        "Foods",
+        "Dietary restriction",
+    ]
 
 
-@pytest.mark.parametrize("output, expected", [
-    ("<Foods><Drinks & Beverages> A rewritten version. </Drinks & Beverages></Foods>", ["Foods", "Drinks & Beverages"]),
-    ("```xml\n<Buildings & Landmarks> text", ["Buildings & Landmarks"]),
-    ("<no entity> the text </no entity>", []),
-    ("<Animals><Foods> text", ["Foods"]),  # a made-up category is dropped
-    ("The text has <Foods> inside", []),  # only leading tags count
-])
+@pytest.mark.parametrize(
+    "output, expected",
+    [
+        (
+            "<Foods><Drinks & Beverages> A rewritten version. </Drinks & Beverages></Foods>",
+            ["Foods", "Drinks & Beverages"],
+        ),
+        ("```xml\n<Buildings & Landmarks> text", ["Buildings & Landmarks"]),
+        ("<no entity> the text </no entity>", []),
+        ("<Animals><Foods> text", ["Foods"]),  # a made-up category is dropped
+        ("The text has <Foods> inside", []),  # only leading tags count
+    ],
+)
 def test_parse_ie(output, expected):
     assert parse_ie(output, PRIVILEGED) == expected
 
@@ -194,7 +247,7 @@ def test_tag_cache_tolerates_a_torn_last_line_and_rejects_a_corrupt_one(tmp_path
         f.write('{"key": "abc", "ta')
     with pytest.warns(UserWarning, match="truncated last line"):
         assert len(TagCache(path)) == 1
-    path.write_text('garbage\n' + path.read_text())
+    path.write_text("garbage\n" + path.read_text())
     with pytest.raises(DataFileError, match="line 1"):
         TagCache(path)
 
@@ -203,10 +256,16 @@ def test_llm_tagger_output_never_alters_the_text(monkeypatch):
     """The model's IE answer rewrites the chunk; only its category names are used."""
     from longctx.tagging import LLMTagger
 
-    tagger = LLMTagger("smollm2-135m-instruct", method="hybrid", load=lambda: pytest.fail("model loaded"))
-    outputs = {"classification": ["Foods: 3", "no entities"],
-               "ie": ["<Drinks & Beverages><Foods> He ate some BREAD and drank beer. </Foods></Drinks & Beverages>",
-                      "<no entity> The cat sat. </no entity>"]}
+    tagger = LLMTagger(
+        "smollm2-135m-instruct", method="hybrid", load=lambda: pytest.fail("model loaded")
+    )
+    outputs = {
+        "classification": ["Foods: 3", "no entities"],
+        "ie": [
+            "<Drinks & Beverages><Foods> He ate some BREAD and drank beer. </Foods></Drinks & Beverages>",
+            "<no entity> The cat sat. </no entity>",
+        ],
+    }
     monkeypatch.setattr(tagger, "_run", lambda method, chunks: outputs[method])
     chunks = ["He ate some bread and drank tea. ", "The cat sat on the mat."]
     tags = tag_chunks(chunks, tagger)
@@ -230,13 +289,20 @@ def test_llm_tagger_rejects_unknown_methods_and_models():
 def test_llm_tagger_with_a_real_model_tags_from_the_set_and_is_cached(smollm2, tmp_path):
     from longctx.tagging import LLMTagger
 
-    chunks = ["Actually, Katie lives next to the Eiffel Tower. ", "Caleb ordered a glass of Guinness."]
+    chunks = [
+        "Actually, Katie lives next to the Eiffel Tower. ",
+        "Caleb ordered a glass of Guinness.",
+    ]
     cache = TagCache(tmp_path / "tags.jsonl")
     tagger = LLMTagger("smollm2-135m-instruct", method="hybrid", lm=smollm2, progress=False)
     tags = tag_chunks(chunks, tagger, cache)
     assert all(set(t) <= set(PRIVILEGED.tags) for t in tags)
     rows = [json.loads(line) for line in (tmp_path / "tags.jsonl").read_text().splitlines()]
-    assert len(rows) == 2 and all(set(json.loads(r["raw"])) == {"classification", "ie"} for r in rows)
+    assert len(rows) == 2 and all(
+        set(json.loads(r["raw"])) == {"classification", "ie"} for r in rows
+    )
     # A second tagger with the same id reads the cache and never loads a model.
-    cached = LLMTagger("smollm2-135m-instruct", method="hybrid", load=lambda: pytest.fail("model loaded"))
+    cached = LLMTagger(
+        "smollm2-135m-instruct", method="hybrid", load=lambda: pytest.fail("model loaded")
+    )
     assert tag_chunks(chunks, cached, TagCache(tmp_path / "tags.jsonl")) == tags

@@ -24,8 +24,16 @@ def doc(i, gold=False):
 
 
 def example(n=6):
-    return T.Example("multidoc_qa", "q1", "who?", ("ans",), (doc(0, True),), tuple(doc(i) for i in range(1, n + 1)),
-                     "bm25", {"source": "oracle+bm25"})
+    return T.Example(
+        "multidoc_qa",
+        "q1",
+        "who?",
+        ("ans",),
+        (doc(0, True),),
+        tuple(doc(i) for i in range(1, n + 1)),
+        "bm25",
+        {"source": "oracle+bm25"},
+    )
 
 
 def test_competitors_hard_far_random_are_distinct_seeded_and_sized():
@@ -49,7 +57,9 @@ def test_position_conventions_follow_each_papers_code():
     assert T.Position(0.75, rounding="nearest").apply(ex).gold_index == 7
     assert T.Position(10).apply(ex).gold_index == 9
     moved = T.Position(3).apply(ex)
-    assert [it.title for it in moved.items if not it.gold] == [it.title for it in ex.items if not it.gold]
+    assert [it.title for it in moved.items if not it.gold] == [
+        it.title for it in ex.items if not it.gold
+    ]
     with pytest.raises(ParameterError, match="position 11 outside 1..10"):
         T.Position(11).apply(ex)
 
@@ -60,17 +70,30 @@ def test_normalize_changes_only_passage_text_and_is_seeded():
     assert all(":" in it.text and it.title == o.title for it, o in zip(norm.items, ex.items))
     assert norm.question == ex.question and norm.answers == ex.answers
     assert T.Normalize("none").apply(ex).items == ex.items
-    assert norm.settings["method"] == "C-NORM" and T.Normalize("none").apply(ex).settings["method"] == "baseline"
+    assert (
+        norm.settings["method"] == "C-NORM"
+        and T.Normalize("none").apply(ex).settings["method"] == "baseline"
+    )
 
 
 def test_compose_render_and_new_fields_only_when_used():
     chain = [T.Competitors(3), T.Position(0.5), T.QueryAware()]
     req = render(T.apply(example(), chain))
-    assert req.condition == {"setting": "documents", "num_documents": 4, "gold_index": 1, "query_aware": True,
-                             "random_order": False, "distractors": "bm25", "source": "oracle+bm25"}
+    assert req.condition == {
+        "setting": "documents",
+        "num_documents": 4,
+        "gold_index": 1,
+        "query_aware": True,
+        "random_order": False,
+        "distractors": "bm25",
+        "source": "oracle+bm25",
+    }
     assert req.prompt.count("who?") == 2  # query-aware: before and after the documents
     padded = render(T.apply(example(), [*chain, T.Padding("whitespace", 500)]))
-    assert padded.condition["filler_tokens"] == 500 and "<|longctx_filler:whitespace:500|>" in padded.prompt
+    assert (
+        padded.condition["filler_tokens"] == 500
+        and "<|longctx_filler:whitespace:500|>" in padded.prompt
+    )
     at = padded.prompt.index("<|longctx_filler")
     assert padded.prompt.rfind("Document [4]") < at < padded.prompt.rfind("Question")
     before = render(T.apply(example(), [*chain, T.Padding("essay", 100, "before")]))
@@ -82,22 +105,42 @@ def test_compose_render_and_new_fields_only_when_used():
 
 
 def test_tags_wrap_chunks_and_definitions_go_to_the_system_prompt():
-    ex = T.Example("multidoc_qa", "q1", "who?", ("ans",),
-                   (T.Item("Barack Obama visited Paris in 2009.", "Visit", True),),
-                   (T.Item("The weather was mild that year.", "Weather"),), "bm25", {"source": "oracle+bm25"})
+    ex = T.Example(
+        "multidoc_qa",
+        "q1",
+        "who?",
+        ("ans",),
+        (T.Item("Barack Obama visited Paris in 2009.", "Visit", True),),
+        (T.Item("The weather was mild that year.", "Weather"),),
+        "bm25",
+        {"source": "oracle+bm25"},
+    )
     tagged = T.apply(ex, [T.Competitors(1), T.Tags("spacy", definitions=True)])
     assert "<" in tagged.items[0].text and "Barack Obama" in tagged.items[0].text
     assert tagged.items[0].text.replace("<", "").count("Obama") == 1
     req = render(tagged)
-    assert req.condition["tags"] == "spacy+definitions" and req.system and "person" in req.system.lower()
+    assert (
+        req.condition["tags"] == "spacy+definitions"
+        and req.system
+        and "person" in req.system.lower()
+    )
     bare = render(T.apply(ex, [T.Competitors(1), T.Tags("spacy", definitions=False)]))
-    assert bare.system is None and bare.condition["tags"] == "spacy" and bare.prompt != render(
-        T.apply(ex, [T.Competitors(1)])).prompt
+    assert (
+        bare.system is None
+        and bare.condition["tags"] == "spacy"
+        and bare.prompt != render(T.apply(ex, [T.Competitors(1)])).prompt
+    )
 
 
 def test_make_declares_parameters_and_rejects_unknown_ones():
     assert T.make("position", at=0.5) == T.Position(0.5)
-    assert T.Competitors.parameters() == {"count": ..., "kind": "hard", "far_from": 0.5, "min_rank": 0, "seed": 0}
+    assert T.Competitors.parameters() == {
+        "count": ...,
+        "kind": "hard",
+        "far_from": 0.5,
+        "min_rank": 0,
+        "seed": 0,
+    }
     with pytest.raises(ParameterError, match="unknown transform 'pad'"):
         T.make("pad")
     with pytest.raises(ParameterError, match="no parameter \\['depth'\\]"):
@@ -125,7 +168,9 @@ def test_every_committed_document_row_is_rebuilt_with_its_key():
     oracle = qa.read_oracle()
     raw = {e.example_id: e for e in oracle}
     ids = sorted({r["example_id"] for r in rows})
-    attached = {e.example_id: e for e in qa.attach_distractors([raw[i] for i in ids], 29, pool=oracle)}
+    attached = {
+        e.example_id: e for e in qa.attach_distractors([raw[i] for i in ids], 29, pool=oracle)
+    }
     checked = 0
     for row in rows:
         c = row["condition"]
@@ -137,8 +182,12 @@ def test_every_committed_document_row_is_rebuilt_with_its_key():
             ex = qa.to_example(attached[row["example_id"]])
             chain = [T.Competitors(c["num_documents"] - 1)]
             if "method" in c:  # the C-NORM chapter: permuted order, then the format
-                chain += [T.Shuffle(c["seed"]), T.Normalize(c["delimiter"], c["ratio"] or 0.5, seed=c["seed"],
-                                                            label=c["method"])]
+                chain += [
+                    T.Shuffle(c["seed"]),
+                    T.Normalize(
+                        c["delimiter"], c["ratio"] or 0.5, seed=c["seed"], label=c["method"]
+                    ),
+                ]
             chain += [T.Position(c["gold_index"] + 1), T.QueryAware(c["query_aware"])]
         assert key_of(row, render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
         checked += 1
@@ -148,20 +197,32 @@ def test_every_committed_document_row_is_rebuilt_with_its_key():
 def test_every_committed_key_value_row_is_rebuilt_with_its_key():
     params = scale("kv_retrieval", "book")
     # The store may hold release records beyond the book scale (an extension in progress): rebuild those too.
-    released = [int(r["example_id"].rsplit("-", 1)[1]) for r in committed("kv_retrieval")
-                if r["condition"]["source"] == "release-140"]
-    params["examples_per_cell"] = {**params["examples_per_cell"],
-                                   "140": max(params["examples_per_cell"]["140"], 1 + max(released))}
+    released = [
+        int(r["example_id"].rsplit("-", 1)[1])
+        for r in committed("kv_retrieval")
+        if r["condition"]["source"] == "release-140"
+    ]
+    params["examples_per_cell"] = {
+        **params["examples_per_cell"],
+        "140": max(params["examples_per_cell"]["140"], 1 + max(released)),
+    }
     by_id = {}
     for k in params["num_pairs"]:
         examples, source = kv_examples_for(k, params)
         by_id.update({(e.example_id, k, source): e for e in examples})
     cn = scale("cnorm", "book")
-    for density, pairs, n in [("low", cn["kv_low_pairs"], cn["kv_examples"]), ("high", cn["kv_high_pairs"], cn["kv_high_examples"]),
-                              ("low", cn["sweep_pairs"], cn["sweep_examples"])]:
+    for density, pairs, n in [
+        ("low", cn["kv_low_pairs"], cn["kv_examples"]),
+        ("high", cn["kv_high_pairs"], cn["kv_high_examples"]),
+        ("low", cn["sweep_pairs"], cn["sweep_examples"]),
+    ]:
         num_hex = {"low": 32, "high": 128}[density]
-        by_id.update({(e.example_id, pairs, f"synthetic-{num_hex}"): e
-                      for e in kv.synthetic_examples(n, pairs, seed=cn["seed"], num_hex=num_hex)})
+        by_id.update(
+            {
+                (e.example_id, pairs, f"synthetic-{num_hex}"): e
+                for e in kv.synthetic_examples(n, pairs, seed=cn["seed"], num_hex=num_hex)
+            }
+        )
     checked = 0
     for row in [*committed("kv_retrieval"), *committed("cnorm_kv")]:
         c = row["condition"]
@@ -170,7 +231,10 @@ def test_every_committed_key_value_row_is_rebuilt_with_its_key():
             ex = kv.to_example(base, c["source"], density=c["density"], num_hex=c["num_hex"])
             chain = [T.IdFormat(c["delimiter"])]
         else:
-            ex, chain = kv.to_example(by_id[(row["example_id"], c["num_pairs"], c["source"])], c["source"]), []
+            ex, chain = (
+                kv.to_example(by_id[(row["example_id"], c["num_pairs"], c["source"])], c["source"]),
+                [],
+            )
         chain += [T.Position(c["gold_index"] + 1), T.QueryAware(c["query_aware"])]
         assert key_of(row, render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
         checked += 1
@@ -182,11 +246,19 @@ def test_every_committed_competition_row_is_rebuilt_with_its_key():
 
     params = scale("semantic_competition", "book")
     rows = list(committed("semantic_competition"))
-    corpora = {name: sc.load_corpus(name).limit_passages(params["max_passages"] or None)
-               for name in {r["condition"]["corpus"] for r in rows}}
-    questions = {q.question_id: q for name, corpus in corpora.items()
-                 for q in sc.sample_questions(corpus, params["headline_questions"] if name == params["corpus"]
-                                              else params["nq_questions"], params["seed"])}
+    corpora = {
+        name: sc.load_corpus(name).limit_passages(params["max_passages"] or None)
+        for name in {r["condition"]["corpus"] for r in rows}
+    }
+    questions = {
+        q.question_id: q
+        for name, corpus in corpora.items()
+        for q in sc.sample_questions(
+            corpus,
+            params["headline_questions"] if name == params["corpus"] else params["nq_questions"],
+            params["seed"],
+        )
+    }
     indexes, examples, checked = {}, {}, 0
     for row in rows:
         c = row["condition"]
@@ -194,14 +266,21 @@ def test_every_committed_competition_row_is_rebuilt_with_its_key():
         where = (c["corpus"], c["snippet_words"], retriever)
         if where not in indexes:
             options = {"model": params["dense_model"]} if retriever == "dense" else {}
-            indexes[where] = sc.SnippetIndex(corpora[c["corpus"]], c["snippet_words"], retriever, **options)
+            indexes[where] = sc.SnippetIndex(
+                corpora[c["corpus"]], c["snippet_words"], retriever, **options
+            )
         if (where, row["example_id"]) not in examples:
-            examples[(where, row["example_id"])] = sc.to_example(indexes[where], questions[row["example_id"]])
+            examples[(where, row["example_id"])] = sc.to_example(
+                indexes[where], questions[row["example_id"]]
+            )
         ex = examples[(where, row["example_id"])]
         chain = []
         if c["num_hard"] + c["num_far"]:
-            chain = [T.Competitors(c["num_hard"]), T.Competitors(c["num_far"], "far", c.get("far_from", 0.5),
-                                                                   seed=c["seed"]), T.Scatter(c["seed"])]
+            chain = [
+                T.Competitors(c["num_hard"]),
+                T.Competitors(c["num_far"], "far", c.get("far_from", 0.5), seed=c["seed"]),
+                T.Scatter(c["seed"]),
+            ]
         assert key_of(row, render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
         checked += 1
     assert checked == len(rows) > 1200  # the 200 headline questions included
@@ -216,8 +295,15 @@ def test_every_committed_length_alone_row_is_rebuilt_with_its_key():
     checked = 0
     for row in committed("length_alone"):
         c = row["condition"]
-        chain = [T.Padding(c["filler"], c["filler_tokens"], c["placement"])] if c["filler_tokens"] else []
-        assert key_of(row, render(T.apply(la.to_example(problems[row["example_id"]]), chain))) == row["key"], c
+        chain = (
+            [T.Padding(c["filler"], c["filler_tokens"], c["placement"])]
+            if c["filler_tokens"]
+            else []
+        )
+        assert (
+            key_of(row, render(T.apply(la.to_example(problems[row["example_id"]]), chain)))
+            == row["key"]
+        ), c
         checked += 1
     assert checked > 1000
 
@@ -239,10 +325,22 @@ def test_every_committed_needle_row_is_rebuilt_with_its_key():
     # The grid's cases, and every case of both needle sets for the headline pair at long_length.
     by_id = {c.id: c for c in [*cases, *chapter.long_cases(params, text)]}
     tokenizer = load_tokenizer(params["model"])
-    chunks = {n: tn.haystack_chunks(tokenizer, n, strategy=params["chunk_strategy"], max_chars=params["chunk_chars"],
-                                    text=text) for n in [*params["lengths"], params["long_length"]]}
-    tags = {"baseline": [], "td": [T.Tags("", True)], "td_tc_spacy": [T.Tags("spacy", True, chunk_chars=0)],
-            "td_tc_llm": [T.Tags("llm", True, chunk_chars=0)]}
+    chunks = {
+        n: tn.haystack_chunks(
+            tokenizer,
+            n,
+            strategy=params["chunk_strategy"],
+            max_chars=params["chunk_chars"],
+            text=text,
+        )
+        for n in [*params["lengths"], params["long_length"]]
+    }
+    tags = {
+        "baseline": [],
+        "td": [T.Tags("", True)],
+        "td_tc_spacy": [T.Tags("spacy", True, chunk_chars=0)],
+        "td_tc_llm": [T.Tags("llm", True, chunk_chars=0)],
+    }
     checked = 0
     for row in committed("tag_needles"):
         c = row["condition"]
@@ -258,13 +356,17 @@ def test_the_methods_page_example_of_a_new_transform_works_as_written():
     import re
 
     page = (ROOT / "book" / "methods.md").read_text()
-    code = next(block for block in re.findall(r"```python\n(.*?)```", page, re.S) if "DropTitles" in block)
+    code = next(
+        block for block in re.findall(r"```python\n(.*?)```", page, re.S) if "DropTitles" in block
+    )
     namespace = {"T": T}
     try:
         exec(code, namespace)
         req = render(T.apply(example(), [T.Competitors(2), T.make("drop_titles"), T.Position(1)]))
         assert req.condition["titles"] == "dropped" and "(Title: )" in req.prompt
-        assert "titles" not in render(T.apply(example(), [T.Competitors(2), T.Position(1)])).condition
+        assert (
+            "titles" not in render(T.apply(example(), [T.Competitors(2), T.Position(1)])).condition
+        )
     finally:
         T.TRANSFORMS.pop("drop_titles", None)
         T.RECORDED.remove("titles")
@@ -274,9 +376,17 @@ def test_the_methods_page_example_of_composing_runs_as_written():
     import re
 
     page = (ROOT / "book" / "methods.md").read_text()
-    code = next(block for block in re.findall(r"```python\n(.*?)```", page, re.S) if "render(T.apply" in block)
+    code = next(
+        block
+        for block in re.findall(r"```python\n(.*?)```", page, re.S)
+        if "render(T.apply" in block
+    )
     namespace = {}
     exec(code, namespace)
     req = namespace["request"]
     assert req.condition["num_documents"] == 20 and req.condition["method"] == "C-NORM"
-    assert req.condition["filler_tokens"] == 2000 and req.condition["query_aware"] and req.condition["gold_index"] == 9
+    assert (
+        req.condition["filler_tokens"] == 2000
+        and req.condition["query_aware"]
+        and req.condition["gold_index"] == 9
+    )

@@ -39,15 +39,19 @@ class _Captured(Exception):
 def _attention_modules(model) -> list[torch.nn.Module]:
     mods = [m for name, m in model.named_modules() if name.endswith("self_attn")]
     if not mods:
-        raise ParameterError(f"{type(model).__name__}: no '*.self_attn' modules; final-token attention "
-                             "supports decoder models built like Llama/Qwen/Gemma in transformers")
+        raise ParameterError(
+            f"{type(model).__name__}: no '*.self_attn' modules; final-token attention "
+            "supports decoder models built like Llama/Qwen/Gemma in transformers"
+        )
     return mods
 
 
 def _model_function(module: torch.nn.Module, name: str):
     fn = getattr(sys.modules[type(module).__module__], name, None)
     if fn is None:
-        raise ParameterError(f"{type(module).__module__} has no {name}; this architecture is not supported")
+        raise ParameterError(
+            f"{type(module).__module__} has no {name}; this architecture is not supported"
+        )
     return fn
 
 
@@ -57,7 +61,9 @@ def _heads(x: torch.Tensor, head_dim: int) -> torch.Tensor:
     return x.view(b, t, -1, head_dim).transpose(1, 2)
 
 
-def final_token_attention(model, input_ids: torch.Tensor | Sequence[int], layer: int = -1) -> torch.Tensor:
+def final_token_attention(
+    model, input_ids: torch.Tensor | Sequence[int], layer: int = -1
+) -> torch.Tensor:
     """Attention weights from the final token to every token of ``input_ids`` in ``layer``
     (default: the last), averaged over heads; a float32 CPU tensor of length T summing to 1.
 
@@ -127,7 +133,8 @@ def _softmax_row(attn, hidden: torch.Tensor, rope) -> torch.Tensor:
     window = getattr(attn, "sliding_window", None)
     t = scores.shape[-1]
     if window and t > window:
-        scores[:, : t - window] = float("-inf")  # key j is visible from the last query iff (t-1) - j < window
+        # Key j is visible from the last query iff (t-1) - j < window
+        scores[:, : t - window] = float("-inf")
     return torch.softmax(scores, dim=-1).mean(0).cpu()
 
 
@@ -172,13 +179,23 @@ def attention_balance_score(attention: Sequence[float] | torch.Tensor) -> float:
 # Cached attention rows
 
 
-def attention_key(fingerprint: str, prompt: str, prompt_mode: str, layer: int, keep_vector: bool) -> str:
+def attention_key(
+    fingerprint: str, prompt: str, prompt_mode: str, layer: int, keep_vector: bool
+) -> str:
     payload = json.dumps([fingerprint, prompt, prompt_mode, layer, keep_vector], ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def attention_rows(items: Sequence[dict], store, reader, *, load: Callable[[], object] | None = None,
-                   layer: int = -1, keep_vector: bool = False, progress: bool = True) -> list[dict]:
+def attention_rows(
+    items: Sequence[dict],
+    store,
+    reader,
+    *,
+    load: Callable[[], object] | None = None,
+    layer: int = -1,
+    keep_vector: bool = False,
+    progress: bool = True,
+) -> list[dict]:
     """Final-token attention of each item's ``prompt`` (rendered for the model), scored
     with ABS; one cached row per prompt in ``store`` (a :class:`~longctx.store.ResultsStore`).
 
@@ -189,7 +206,10 @@ def attention_rows(items: Sequence[dict], store, reader, *, load: Callable[[], o
     torch, so any backend but ``hf`` is a one-line error then.
     """
     ref = reader.ref
-    keys = [attention_key(ref.fingerprint, it["prompt"], reader.prompt_mode, layer, keep_vector) for it in items]
+    keys = [
+        attention_key(ref.fingerprint, it["prompt"], reader.prompt_mode, layer, keep_vector)
+        for it in items
+    ]
     existing = {r["key"]: r for r in store.rows()}
     missing = [i for i, k in enumerate(keys) if k not in existing]
     if missing:
@@ -202,10 +222,19 @@ def attention_rows(items: Sequence[dict], store, reader, *, load: Callable[[], o
             start = time.perf_counter()
             vec = final_token_attention(lm.model, ids, layer=layer)
             seconds = time.perf_counter() - start
-            row = {"key": keys[i], "model": reader.model, "model_fingerprint": ref.fingerprint,
-                   "prompt_mode": reader.prompt_mode, "layer": layer, **item, "tokens": len(ids),
-                   "abs": attention_balance_score(vec), "seconds": round(seconds, 4),
-                   "device": lm.device, "longctx_version": __version__}
+            row = {
+                "key": keys[i],
+                "model": reader.model,
+                "model_fingerprint": ref.fingerprint,
+                "prompt_mode": reader.prompt_mode,
+                "layer": layer,
+                **item,
+                "tokens": len(ids),
+                "abs": attention_balance_score(vec),
+                "seconds": round(seconds, 4),
+                "device": lm.device,
+                "longctx_version": __version__,
+            }
             if keep_vector:
                 row["attention"] = [round(float(x), 7) for x in vec]
             store.append([row])

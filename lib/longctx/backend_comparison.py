@@ -29,8 +29,12 @@ from .tasks import multidoc_qa as qa
 # The committed book-scale prompts answered by both backends (blocks of each chapter's plan).
 BLOCKS = {"kv_retrieval": ("10 pairs", "30 pairs"), "multidoc_qa": ("closed-book", "10 documents")}
 SCORERS = {"kv_retrieval": kv.score, "multidoc_qa": qa.score}
-PATHS = {"naive": "model.generate loop", "hf": "hf engine", "llamacpp": "llama.cpp in process",
-         "openai": "OpenAI client -> llama.cpp server"}
+PATHS = {
+    "naive": "model.generate loop",
+    "hf": "hf engine",
+    "llamacpp": "llama.cpp in process",
+    "openai": "OpenAI client -> llama.cpp server",
+}
 WORKLOADS = {"kv": "key-value (prefill-bound)", "varsum": "VarSum (decode-bound)"}
 
 
@@ -38,13 +42,19 @@ def _identity(row: dict):
     return request_identity(row["task"], row["condition"], row["example_id"])
 
 
-def agreement(model: str, results_dir: str | Path, blocks: dict = BLOCKS) -> tuple[pd.DataFrame, dict]:
+def agreement(
+    model: str, results_dir: str | Path, blocks: dict = BLOCKS
+) -> tuple[pd.DataFrame, dict]:
     """Per chapter and pooled: prompts answered by both ``hf`` and ``llamacpp``, the share of
     identical answers and the paired accuracy difference (:func:`longctx.results.backend_agreement`);
     with the scored rows of each backend."""
     table, pooled = [], {"hf": [], "llamacpp": []}
     for chapter, names in blocks.items():
-        plan = [b for b in get_chapter(chapter).plan(scale(chapter, "book")) if any(n in b.name for n in names)]
+        plan = [
+            b
+            for b in get_chapter(chapter).plan(scale(chapter, "book"))
+            if any(n in b.name for n in names)
+        ]
         hf = stored(plan, Reader.of(model), results_dir)
         llama = stored(plan, Reader.of(model, "llamacpp"), results_dir)
         table.append({"chapter": chapter, **backend_agreement(hf, llama, SCORERS[chapter])})
@@ -56,8 +66,15 @@ def agreement(model: str, results_dir: str | Path, blocks: dict = BLOCKS) -> tup
 
 def bench_arms(bench: dict) -> pd.DataFrame:
     """One row per workload and path of a ``make bench`` file."""
-    return pd.concat([pd.DataFrame(w["arms"]).T.reset_index(names="backend").assign(workload=name, prompts=w["prompts"])
-                      for name, w in bench["workloads"].items()], ignore_index=True)
+    return pd.concat(
+        [
+            pd.DataFrame(w["arms"])
+            .T.reset_index(names="backend")
+            .assign(workload=name, prompts=w["prompts"])
+            for name, w in bench["workloads"].items()
+        ],
+        ignore_index=True,
+    )
 
 
 def quoted(view: SimpleNamespace) -> dict:
@@ -67,14 +84,18 @@ def quoted(view: SimpleNamespace) -> dict:
     prefix, prompts = view.prefix, view.prefix_prompts
 
     def saved(workload):
-        return f"{100 * (1 - prefix[workload]['llamacpp']['seconds'] / prefix[workload]['llamacpp_cold']['seconds']):.1f}%"
+        arms = prefix[workload]
+        return f"{100 * (1 - arms['llamacpp']['seconds'] / arms['llamacpp_cold']['seconds']):.1f}%"
 
     return {
-        "be-identical": f"{pct(both['identical'])}%", "be-prompts": f"{both['n']:.0f}",
-        "be-examples": f"{both['units']:.0f}", "be-acc-llamacpp": f"{pct(both['accuracy_llamacpp'])}%",
+        "be-identical": f"{pct(both['identical'])}%",
+        "be-prompts": f"{both['n']:.0f}",
+        "be-examples": f"{both['units']:.0f}",
+        "be-acc-llamacpp": f"{pct(both['accuracy_llamacpp'])}%",
         "be-acc-hf": f"{pct(both['accuracy_hf'])}%",
         "be-difference": f"{points_ci(both['difference'], both['low'], both['high'])} points (p = {both['p']:.2f})",
-        "be-differ": len(view.differ), "be-differ-hf-right": f"{sum(a['score'] for a, _ in view.differ):.0f}",
+        "be-differ": len(view.differ),
+        "be-differ-hf-right": f"{sum(a['score'] for a, _ in view.differ):.0f}",
         "be-differ-llamacpp-right": f"{sum(b['score'] for _, b in view.differ):.0f}",
         "be-varsum-same": f"{speed.loc[('varsum', 'llamacpp'), 'same_answer_as_hf']:.0f}",
         "be-varsum-prompts": f"{speed.loc[('varsum', 'llamacpp'), 'prompts']:.0f}",
@@ -83,7 +104,8 @@ def quoted(view: SimpleNamespace) -> dict:
         "be-hf-batch": f"{speed.loc[('varsum', 'hf'), 'batch_size']:.0f}",
         "be-varsum-hf-naive": f"{speed.loc[('varsum', 'hf'), 'speedup_vs_naive']:.2f}x",
         "be-kv-hf-naive": f"{speed.loc[('kv', 'hf'), 'speedup_vs_naive']:.2f}x",
-        "be-prefix-kv": saved("kv"), "be-prefix-varsum": saved("varsum"),
+        "be-prefix-kv": saved("kv"),
+        "be-prefix-varsum": saved("varsum"),
         "be-prefix-changed": f"{prompts['varsum'] - prefix['varsum']['llamacpp_cold']['same_answer_as_hf']:.0f}",
         "be-prefix-prompts": f"{prompts['varsum']:.0f}",
         "be-kv-openai": f"{speed.loc[('kv', 'openai'), 'speedup_vs_hf']:.2f}x",
@@ -95,35 +117,52 @@ def statements(view: SimpleNamespace) -> dict[str, bool]:
     """What the page's prose says in words, each as a check on the committed rows and benchmark."""
     by = view.agreement.set_index("chapter")
     both, speed, prefix = by.loc["both"], view.arms.set_index(["workload", "backend"]), view.prefix
-    saved = {w: 1 - prefix[w]["llamacpp"]["seconds"] / prefix[w]["llamacpp_cold"]["seconds"] for w in prefix}
+    saved = {
+        w: 1 - prefix[w]["llamacpp"]["seconds"] / prefix[w]["llamacpp_cold"]["seconds"]
+        for w in prefix
+    }
     return {
-        "256 prompts, every key-value answer identical, the differences all in QA":
-            both["n"] == 256 and by.loc["kv_retrieval", "identical"] == 1.0
-            and sorted({a["task"] for a, _ in view.differ}) == ["multidoc_qa"],
+        "256 prompts, every key-value answer identical, the differences all in QA": both["n"] == 256
+        and by.loc["kv_retrieval", "identical"] == 1.0
+        and sorted({a["task"] for a, _ in view.differ}) == ["multidoc_qa"],
         "the same accuracy: the interval includes no change": both["low"] <= 0 <= both["high"],
-        "VarSum at the same accuracy on both":
-            speed.loc[("varsum", "llamacpp"), "accuracy"] == speed.loc[("varsum", "hf"), "accuracy"],
-        "llama.cpp is not faster than the hf engine": speed.loc[("kv", "llamacpp"), "speedup_vs_hf"] <= 1.05
-            and speed.loc[("varsum", "llamacpp"), "speedup_vs_hf"] < 1,
-        "the hf engine is several times the plain loop on VarSum": speed.loc[("varsum", "hf"), "speedup_vs_naive"] > 3,
-        "the openai client is slower than the hf engine here": speed.loc[("kv", "openai"), "speedup_vs_hf"] < 1,
+        "VarSum at the same accuracy on both": speed.loc[("varsum", "llamacpp"), "accuracy"]
+        == speed.loc[("varsum", "hf"), "accuracy"],
+        "llama.cpp is not faster than the hf engine": speed.loc[("kv", "llamacpp"), "speedup_vs_hf"]
+        <= 1.05
+        and speed.loc[("varsum", "llamacpp"), "speedup_vs_hf"] < 1,
+        "the hf engine is several times the plain loop on VarSum": speed.loc[
+            ("varsum", "hf"), "speedup_vs_naive"
+        ]
+        > 3,
+        "the openai client is slower than the hf engine here": speed.loc[
+            ("kv", "openai"), "speedup_vs_hf"
+        ]
+        < 1,
         "hf ran in bfloat16": view.arms["dtype"].dropna().unique().tolist() == ["bfloat16"],
         "prefix reuse saves under 1%": all(0 <= v < 0.01 for v in saved.values()),
-        "4 of 8 long answers changed with prefix reuse":
-            prefix["varsum"]["llamacpp_cold"]["same_answer_as_hf"] == 4 and view.prefix_prompts["varsum"] == 8,
+        "4 of 8 long answers changed with prefix reuse": prefix["varsum"]["llamacpp_cold"][
+            "same_answer_as_hf"
+        ]
+        == 4
+        and view.prefix_prompts["varsum"] == 8,
     }
 
 
-def analysis(model: str, results_dir: str | Path, bench_file: str, prefix_file: str,
-             blocks: dict = BLOCKS) -> SimpleNamespace:
+def analysis(
+    model: str, results_dir: str | Path, bench_file: str, prefix_file: str, blocks: dict = BLOCKS
+) -> SimpleNamespace:
     """Everything the page shows: the agreement table, the benchmark's arms, the prefix-cache
     run, the answers that differ, the numbers the prose quotes (``quoted``) and the
     statements it makes (``said``)."""
     view = SimpleNamespace(model=model, bench_file=bench_file)
     view.agreement, pooled = agreement(model, results_dir, blocks)
     llama = {_identity(r): r for r in pooled["llamacpp"]}
-    view.differ = [(a, llama[_identity(a)]) for a in pooled["hf"]
-                   if _identity(a) in llama and a["output"] != llama[_identity(a)]["output"]]
+    view.differ = [
+        (a, llama[_identity(a)])
+        for a in pooled["hf"]
+        if _identity(a) in llama and a["output"] != llama[_identity(a)]["output"]
+    ]
     view.bench = json.loads((repo_root() / bench_file).read_text())
     view.arms = bench_arms(view.bench)
     prefix_run = json.loads((repo_root() / prefix_file).read_text())["workloads"]
@@ -131,36 +170,55 @@ def analysis(model: str, results_dir: str | Path, bench_file: str, prefix_file: 
     view.prefix_prompts = {w: v["prompts"] for w, v in prefix_run.items()}
     view.quoted = quoted(view)
     view.said = statements(view)
-    view.book_run = model == Reader().model and Path(results_dir) == repo_root() / "data" / "results"
+    view.book_run = (
+        model == Reader().model and Path(results_dir) == repo_root() / "data" / "results"
+    )
     return view
 
 
 def agreement_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
     a = view.agreement
-    table = pd.DataFrame({
-        "chapter": a["chapter"], "prompts": a["n"], "examples": a["units"],
-        "identical answers (%)": [pct(v) for v in a["identical"]],
-        "hf accuracy (%)": [pct(v) for v in a["accuracy_hf"]],
-        "llama.cpp accuracy (%)": [pct(v) for v in a["accuracy_llamacpp"]],
-        "llama.cpp - hf (points) [95% CI]": [points_ci(d, lo, hi) for d, lo, hi in zip(a["difference"], a["low"],
-                                                                                      a["high"])],
-        "p": [f"{p:.2f}" for p in a["p"]]})
-    note = (f"Model {view.model}; longctx {__version__}; accuracy by each chapter's metric (key-value: the value's "
-            "UUID in the answer; QA: a gold answer in the normalized first line).")
+    table = pd.DataFrame(
+        {
+            "chapter": a["chapter"],
+            "prompts": a["n"],
+            "examples": a["units"],
+            "identical answers (%)": [pct(v) for v in a["identical"]],
+            "hf accuracy (%)": [pct(v) for v in a["accuracy_hf"]],
+            "llama.cpp accuracy (%)": [pct(v) for v in a["accuracy_llamacpp"]],
+            "llama.cpp - hf (points) [95% CI]": [
+                points_ci(d, lo, hi) for d, lo, hi in zip(a["difference"], a["low"], a["high"])
+            ],
+            "p": [f"{p:.2f}" for p in a["p"]],
+        }
+    )
+    note = (
+        f"Model {view.model}; longctx {__version__}; accuracy by each chapter's metric (key-value: the value's "
+        "UUID in the answer; QA: a gold answer in the normalized first line)."
+    )
     return table, note
 
 
 def speed_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
     arms, bench = view.arms, view.bench
-    table = pd.DataFrame({
-        "workload": [WORKLOADS.get(w, w) for w in arms["workload"]], "path": [PATHS[b] for b in arms["backend"]],
-        "prompts": arms["prompts"], "mean prompt tokens": arms["mean_prompt_tokens"], "seconds": arms["seconds"],
-        "x model.generate loop": arms["speedup_vs_naive"], "x hf engine": arms["speedup_vs_hf"],
-        "accuracy (%)": [pct(v) for v in arms["accuracy"]],
-        "same answer as hf": arms["same_answer_as_hf"].astype(int)})
-    note = (f"{view.bench_file}: {bench['threads']} threads, {bench['cpu']}, {bench['date']}, longctx "
-            f"{bench['longctx']}; hf in {arms['dtype'].dropna().iloc[0]} (the dtype `auto` measured fastest on this "
-            "CPU).")
+    table = pd.DataFrame(
+        {
+            "workload": [WORKLOADS.get(w, w) for w in arms["workload"]],
+            "path": [PATHS[b] for b in arms["backend"]],
+            "prompts": arms["prompts"],
+            "mean prompt tokens": arms["mean_prompt_tokens"],
+            "seconds": arms["seconds"],
+            "x model.generate loop": arms["speedup_vs_naive"],
+            "x hf engine": arms["speedup_vs_hf"],
+            "accuracy (%)": [pct(v) for v in arms["accuracy"]],
+            "same answer as hf": arms["same_answer_as_hf"].astype(int),
+        }
+    )
+    note = (
+        f"{view.bench_file}: {bench['threads']} threads, {bench['cpu']}, {bench['date']}, longctx "
+        f"{bench['longctx']}; hf in {arms['dtype'].dropna().iloc[0]} (the dtype `auto` measured fastest on this "
+        "CPU)."
+    )
     return table, note
 
 
@@ -172,11 +230,22 @@ def figure(view: SimpleNamespace):
     a, arms = view.agreement, view.arms
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
     y = list(range(len(a)))
-    left.errorbar(a["difference"], y, xerr=[a["difference"] - a["low"], a["high"] - a["difference"]], fmt="o",
-                  color="black", capsize=3)
+    left.errorbar(
+        a["difference"],
+        y,
+        xerr=[a["difference"] - a["low"], a["high"] - a["difference"]],
+        fmt="o",
+        color="black",
+        capsize=3,
+    )
     left.axvline(0, color="grey", lw=0.8)
-    left.set_yticks(y, [f"{c} ({100 * s:.0f}% identical, n={n})" for c, s, n in zip(a["chapter"], a["identical"],
-                                                                                     a["n"])])
+    left.set_yticks(
+        y,
+        [
+            f"{c} ({100 * s:.0f}% identical, n={n})"
+            for c, s, n in zip(a["chapter"], a["identical"], a["n"])
+        ],
+    )
     left.set_xlabel("accuracy, llama.cpp minus hf (points)")
     left.invert_yaxis()
     order = list(PATHS)
@@ -184,9 +253,15 @@ def figure(view: SimpleNamespace):
     width = 0.8 / len(workloads)
     for k, (name, part) in enumerate(arms.groupby("workload", sort=False)):
         part = part.set_index("backend").reindex(order).dropna(subset=["seconds"])
-        right.barh([order.index(b) + k * width for b in part.index], part["speedup_vs_naive"], height=width,
-                   label=WORKLOADS.get(name, name))
-    right.set_yticks([i + width * (len(workloads) - 1) / 2 for i in range(len(order))], [PATHS[b] for b in order])
+        right.barh(
+            [order.index(b) + k * width for b in part.index],
+            part["speedup_vs_naive"],
+            height=width,
+            label=WORKLOADS.get(name, name),
+        )
+    right.set_yticks(
+        [i + width * (len(workloads) - 1) / 2 for i in range(len(order))], [PATHS[b] for b in order]
+    )
     right.axvline(1, color="grey", lw=0.8)
     right.set_xlabel("speed vs model.generate loop (x)")
     right.legend(fontsize=8, loc="upper right")

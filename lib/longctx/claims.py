@@ -75,14 +75,31 @@ def read_claims(path: str | Path | None = None) -> list[Claim]:
     if not path.exists():
         raise DataFileError(f"{path} is missing: the findings page lists the claims it holds")
     table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    return [Claim(r["id"], r["paper"], r["chapter"], r["label"], r["claim"], r["comparison"], r["paper_value"],
-                  int(r["direction"]), float(r["paper_effect"]) if r["paper_effect"] else None, r["setting"],
-                  r["short"]) for r in table.to_dict("records")]
+    return [
+        Claim(
+            r["id"],
+            r["paper"],
+            r["chapter"],
+            r["label"],
+            r["claim"],
+            r["comparison"],
+            r["paper_value"],
+            int(r["direction"]),
+            float(r["paper_effect"]) if r["paper_effect"] else None,
+            r["setting"],
+            r["short"],
+        )
+        for r in table.to_dict("records")
+    ]
 
 
 def chapter_verdicts(chapter: str, estimates: dict[str, Estimate]) -> dict[str, str]:
     """The verdict of each of ``chapter``'s claims (``data/paper/claims.csv``) it estimated."""
-    return {c.id: verdict(estimates[c.id], c) for c in read_claims() if c.chapter == chapter and c.id in estimates}
+    return {
+        c.id: verdict(estimates[c.id], c)
+        for c in read_claims()
+        if c.chapter == chapter and c.id in estimates
+    }
 
 
 def verdict(est: Estimate, claim: Claim) -> str:
@@ -95,8 +112,13 @@ def verdict(est: Estimate, claim: Claim) -> str:
     return "inconclusive at this n"
 
 
-def paired_estimate(control: dict, treatment: dict, *, side_names: tuple[str, str] = ("control", "treatment"),
-                    seed: int = 0) -> Estimate:
+def paired_estimate(
+    control: dict,
+    treatment: dict,
+    *,
+    side_names: tuple[str, str] = ("control", "treatment"),
+    seed: int = 0,
+) -> Estimate:
     """``treatment`` minus ``control`` in points, over the units in both. Each side maps a unit
     (question, problem, example) to its score, already averaged over the unit's items."""
     units = sorted(set(control) & set(treatment))
@@ -106,9 +128,8 @@ def paired_estimate(control: dict, treatment: dict, *, side_names: tuple[str, st
     b = [treatment[u] for u in units]
     mean, lo, hi = paired_bootstrap_difference(a, b, seed=seed)
     p = sign_flip_test([y - x for x, y in zip(a, b)], seed=seed)
-    detail = (f"{side_names[1]} {100 * sum(b) / len(b):.1f}% vs {side_names[0]} {100 * sum(a) / len(a):.1f}%")
+    detail = f"{side_names[1]} {100 * sum(b) / len(b):.1f}% vs {side_names[0]} {100 * sum(a) / len(a):.1f}%"
     return Estimate(100 * mean, 100 * lo, 100 * hi, len(units), p, detail)
-
 
 
 class NoPairedUnits(DataFileError):
@@ -128,7 +149,9 @@ def estimable(estimates: dict[str, Callable[[], Estimate]]) -> dict[str, Estimat
     return out
 
 
-def by_unit(rows, where: dict, score: Callable[[dict], float], unit=lambda r: r["example_id"]) -> dict:
+def by_unit(
+    rows, where: dict, score: Callable[[dict], float], unit=lambda r: r["example_id"]
+) -> dict:
     """Mean score per unit over the rows whose condition matches ``where``."""
     sums: dict = {}
     for r in rows:
@@ -138,8 +161,12 @@ def by_unit(rows, where: dict, score: Callable[[dict], float], unit=lambda r: r[
     return {u: t / c for u, (t, c) in sums.items()}
 
 
-VERDICT_MARK = {"reproduced": "✔ reproduced", "opposite direction": "✘ opposite direction",
-                "not reproduced": "✘ not reproduced", "inconclusive at this n": "? inconclusive at this n"}
+VERDICT_MARK = {
+    "reproduced": "✔ reproduced",
+    "opposite direction": "✘ opposite direction",
+    "not reproduced": "✘ not reproduced",
+    "inconclusive at this n": "? inconclusive at this n",
+}
 
 
 PRECISION_TARGET = 10.0  # points: the book sizes each headline comparison to this 95% half-width
@@ -148,5 +175,3 @@ PRECISION_TARGET = 10.0  # points: the book sizes each headline comparison to th
 def half_width(row) -> float:
     """The wider side of a row's 95% interval, in points."""
     return max(row.ci_high - row.difference, row.difference - row.ci_low)
-
-

@@ -33,9 +33,14 @@ def _literal(text: str):
         return text
 
 
-def run_notebook(notebook: str | Path, model: str, params: dict | None = None,
-                 results_dir: str | Path | None = None, output: str | Path | None = None,
-                 progress: bool = True) -> Path:
+def run_notebook(
+    notebook: str | Path,
+    model: str,
+    params: dict | None = None,
+    results_dir: str | Path | None = None,
+    output: str | Path | None = None,
+    progress: bool = True,
+) -> Path:
     import jupytext
     import papermill
 
@@ -50,16 +55,30 @@ def run_notebook(notebook: str | Path, model: str, params: dict | None = None,
     results = resolve(results_dir or params.get("results_dir") or "data/results", root)
     if results_dir or "results_dir" in params:
         params["results_dir"] = str(results)
-    out = Path(output) if output else results / reader.results_folder(results) / nb_path.stem / f"{nb_path.stem}.ipynb"
+    out = (
+        Path(output)
+        if output
+        else results / reader.results_folder(results) / nb_path.stem / f"{nb_path.stem}.ipynb"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     nb = jupytext.read(nb_path)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     staged = out.with_suffix(".input.ipynb")
     running = out.with_suffix(".running.ipynb")
     jupytext.write(nb, staged, fmt="ipynb")
     try:
-        papermill.execute_notebook(str(staged), str(running), parameters=params, cwd=str(nb_path.parent.resolve()),
-                                   kernel_name="python3", progress_bar=progress)
+        papermill.execute_notebook(
+            str(staged),
+            str(running),
+            parameters=params,
+            cwd=str(nb_path.parent.resolve()),
+            kernel_name="python3",
+            progress_bar=progress,
+        )
     except BaseException:
         # Keep the last good executed notebook; leave the failed one beside it for debugging.
         if running.exists():
@@ -80,7 +99,9 @@ def _only(blocks, parts):
             matched = True
             yield block
     if not matched:
-        raise ParameterError(f"--only {' '.join(parts)} matches no block; --dry-run without it lists them")
+        raise ParameterError(
+            f"--only {' '.join(parts)} matches no block; --dry-run without it lists them"
+        )
 
 
 def _reproduce(args) -> int:
@@ -95,19 +116,39 @@ def _reproduce(args) -> int:
     if args.chunk_prompts < 1:
         raise ParameterError(f"--chunk-prompts must be at least 1, not {args.chunk_prompts}")
     per_chapter = dict(s.split(":", 1) for s in args.scale if ":" in s)
-    blocks = chapter_blocks(chapters, default, overrides, per_chapter, model=args.model, dry_run=args.dry_run)
+    blocks = chapter_blocks(
+        chapters, default, overrides, per_chapter, model=args.model, dry_run=args.dry_run
+    )
     if args.only:
         blocks = _only(blocks, args.only)
-    reader = Reader.of(args.model, args.backend, args.url, served_model=args.served_model,
-                       concurrency=args.concurrency, device=args.device, dtype=args.dtype)
-    report = run(blocks, reader, resolve(args.results_dir or "data/results"), batch_size=args.batch_size,
-                 token_budget=args.token_budget, deadline_s=args.deadline_s, chunk_prompts=args.chunk_prompts,
-                 copy_to=args.copy_to, dry_run=args.dry_run, progress=False)
+    reader = Reader.of(
+        args.model,
+        args.backend,
+        args.url,
+        served_model=args.served_model,
+        concurrency=args.concurrency,
+        device=args.device,
+        dtype=args.dtype,
+    )
+    report = run(
+        blocks,
+        reader,
+        resolve(args.results_dir or "data/results"),
+        batch_size=args.batch_size,
+        token_budget=args.token_budget,
+        deadline_s=args.deadline_s,
+        chunk_prompts=args.chunk_prompts,
+        copy_to=args.copy_to,
+        dry_run=args.dry_run,
+        progress=False,
+    )
     total = sum(b["requests"] for b in report.blocks)
     stored = sum(b["stored"] for b in report.blocks)
     generated = sum(b["generated"] for b in report.blocks)
-    print(f"{len(report.blocks)} blocks, {total} requests: {stored} already stored, {generated} generated, "
-          f"{report.missing} missing" + (f" ({report.stopped_early})" if report.stopped_early else ""))
+    print(
+        f"{len(report.blocks)} blocks, {total} requests: {stored} already stored, {generated} generated, "
+        f"{report.missing} missing" + (f" ({report.stopped_early})" if report.stopped_early else "")
+    )
     return 0 if args.dry_run or not report.missing else 3
 
 
@@ -130,15 +171,20 @@ def _merge(args) -> int:
         store = ResultsStore(root, folder, experiment)
         added = store.merge(source)
         packed = store.pack() if args.pack else 0
-        print(f"{source}: {added} new rows into {folder}/{experiment}" + (f" ({packed} packed)" if args.pack else ""))
+        print(
+            f"{source}: {added} new rows into {folder}/{experiment}"
+            + (f" ({packed} packed)" if args.pack else "")
+        )
     return 0
 
 
 def _replay(args) -> int:
     path = Path(args.results)
     if not path.is_file():
-        raise DataFileError(f"{path} is not a results file (data/results/<model>/<experiment>/generations.jsonl"
-                            f" or {ResultsStore.PACKED})")
+        raise DataFileError(
+            f"{path} is not a results file (data/results/<model>/<experiment>/generations.jsonl"
+            f" or {ResultsStore.PACKED})"
+        )
     rows = ResultsStore.at(path).rows()
     if args.created_before:  # e.g. only the rows another machine made, before this one joined
         rows = [r for r in rows if r.get("created", "") < args.created_before]
@@ -148,25 +194,42 @@ def _replay(args) -> int:
     check_replayable(sample, str(path))
     model, backend = reader_of(sample)
     if resolve_model(model).fingerprint != sample[0]["model_fingerprint"]:
-        raise DataFileError(f"'{model}' here is not the weights that wrote {path} "
-                            f"({sample[0]['model_fingerprint']}); replaying would compare two models")
+        raise DataFileError(
+            f"'{model}' here is not the weights that wrote {path} "
+            f"({sample[0]['model_fingerprint']}); replaying would compare two models"
+        )
     # hf rows replay in the dtype they were made in unless asked otherwise (auto picks per machine).
     stored_dtype = sample[0]["params"].get("dtype") if backend == "hf" else None
     dtype = stored_dtype if args.dtype == "auto" and stored_dtype else args.dtype
     scorer = row_scorer(sample)
     # An openai row's identity names the model id the server served (openai:<served model>).
     served = sample[0].get("backend", "").partition(":")[2] or None
-    lm = Reader.of(model, backend, args.url, served_model=served, device=args.device, dtype=dtype).load()
+    lm = Reader.of(
+        model, backend, args.url, served_model=served, device=args.device, dtype=dtype
+    ).load()
     result = replay(sample, lm, batch_size=args.batch_size)
-    report = result.report(scorer, results=str(path), rows_stored=len(rows), created_before=args.created_before,
-                           seed=args.seed)
+    report = result.report(
+        scorer,
+        results=str(path),
+        rows_stored=len(rows),
+        created_before=args.created_before,
+        seed=args.seed,
+    )
     summary = report["summary"]
-    print(f"{path}: {len(sample)} of {len(rows)} rows replayed with {model} ({backend}) on {report['machine']['cpu']}: "
-          f"{summary['identical']:.1%} identical outputs"
-          + (f"; accuracy stored {summary['accuracy_stored']:.1%}, replayed {summary['accuracy_replayed']:.1%}"
-             if "accuracy_stored" in summary else ""))
+    print(
+        f"{path}: {len(sample)} of {len(rows)} rows replayed with {model} ({backend}) on {report['machine']['cpu']}: "
+        f"{summary['identical']:.1%} identical outputs"
+        + (
+            f"; accuracy stored {summary['accuracy_stored']:.1%}, replayed {summary['accuracy_replayed']:.1%}"
+            if "accuracy_stored" in summary
+            else ""
+        )
+    )
     for a, b in result.changed():
-        print(f"  {a['example_id']}: stored {a['output'][:70]!r}\n  {'':{len(a['example_id'])}}  here   {b['output'][:70]!r}")
+        print(
+            f"  {a['example_id']}: stored {a['output'][:70]!r}\n"
+            f"  {'':{len(a['example_id'])}}  here   {b['output'][:70]!r}"
+        )
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
@@ -174,13 +237,25 @@ def _replay(args) -> int:
 
 
 def _backend_arguments(parser) -> None:
-    parser.add_argument("--backend", default="hf", help="hf (transformers), llamacpp (GGUF in process) or openai "
-                                                        "(an OpenAI-compatible server at --url)")
-    parser.add_argument("--url", default=None, help="server URL for --backend openai, e.g. http://127.0.0.1:8000/v1")
-    parser.add_argument("--served-model", default=None, help="the model id the server serves (default: --model)")
-    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight for --backend openai")
+    parser.add_argument(
+        "--backend",
+        default="hf",
+        help="hf (transformers), llamacpp (GGUF in process) or openai "
+        "(an OpenAI-compatible server at --url)",
+    )
+    parser.add_argument(
+        "--url", default=None, help="server URL for --backend openai, e.g. http://127.0.0.1:8000/v1"
+    )
+    parser.add_argument(
+        "--served-model", default=None, help="the model id the server serves (default: --model)"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=8, help="requests in flight for --backend openai"
+    )
     parser.add_argument("--device", default="auto", help="hf only: auto, cpu or cuda[:N]")
-    parser.add_argument("--dtype", default="auto", help="hf only: auto, bfloat16, float16 or float32")
+    parser.add_argument(
+        "--dtype", default="auto", help="hf only: auto, bfloat16, float16 or float32"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,52 +264,117 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="execute a chapter notebook for a model with papermill")
     run.add_argument("notebook", help="path to a notebooks/*.py chapter")
     run.add_argument("--model", required=True, help="alias, .gguf path, checkpoint dir or hub id")
-    run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                     help="override a notebook parameter (value parsed as a Python literal)")
+    run.add_argument(
+        "-p",
+        "--param",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="override a notebook parameter (value parsed as a Python literal)",
+    )
     run.add_argument("--results-dir", help="results root (default data/results in the repository)")
-    run.add_argument("--backend", default=None, help="hf (default), llamacpp or openai (sets the notebook's backend)")
-    run.add_argument("--url", default=None, help="server URL for --backend openai, e.g. http://127.0.0.1:8000/v1")
+    run.add_argument(
+        "--backend",
+        default=None,
+        help="hf (default), llamacpp or openai (sets the notebook's backend)",
+    )
+    run.add_argument(
+        "--url", default=None, help="server URL for --backend openai, e.g. http://127.0.0.1:8000/v1"
+    )
     run.add_argument("--output", help="where to write the executed notebook")
     sub.add_parser("models", help="list model aliases")
-    rep = sub.add_parser("reproduce", help="generate chapters' rows at a named scale (headline first, resumable)")
+    rep = sub.add_parser(
+        "reproduce", help="generate chapters' rows at a named scale (headline first, resumable)"
+    )
     rep.add_argument("--chapters", nargs="+", default=None, help="default: every chapter")
-    rep.add_argument("--scale", nargs="+", default=["book"], metavar="SCALE",
-                     help="a parameter set in lib/longctx/scales/<chapter>.json for every chapter, and/or "
-                          "CHAPTER:SCALE for one (e.g. --scale book kv_retrieval:paper)")
+    rep.add_argument(
+        "--scale",
+        nargs="+",
+        default=["book"],
+        metavar="SCALE",
+        help="a parameter set in lib/longctx/scales/<chapter>.json for every chapter, and/or "
+        "CHAPTER:SCALE for one (e.g. --scale book kv_retrieval:paper)",
+    )
     rep.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
-    rep.add_argument("--set", nargs=2, action="append", default=[], metavar=("CHAPTER.PARAM", "VALUE"),
-                     help="override one parameter of a chapter's scale (value parsed as a Python literal)")
+    rep.add_argument(
+        "--set",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("CHAPTER.PARAM", "VALUE"),
+        help="override one parameter of a chapter's scale (value parsed as a Python literal)",
+    )
     rep.add_argument("--batch-size", type=int, default=8)
-    rep.add_argument("--token-budget", type=int, default=None, help="rows x tokens per batch (long prompts batch less)")
-    rep.add_argument("--deadline-s", type=float, default=None, help="start no new chunk after this many seconds")
-    rep.add_argument("--chunk-prompts", type=int, default=256,
-                     help="prompts per chunk; the deadline is checked between chunks, so lower this where one "
-                          "prompt takes a minute (long contexts on a CPU)")
-    rep.add_argument("--copy-to", default=None,
-                     help="copy the rows this run adds here, one <model>__<experiment>.jsonl.xz per store, at most "
-                          "once a minute and when the run stops (take them back with `longctx merge`)")
-    rep.add_argument("--only", nargs="+", default=None, metavar="TEXT",
-                     help="run only the blocks whose name contains one of these strings")
+    rep.add_argument(
+        "--token-budget",
+        type=int,
+        default=None,
+        help="rows x tokens per batch (long prompts batch less)",
+    )
+    rep.add_argument(
+        "--deadline-s", type=float, default=None, help="start no new chunk after this many seconds"
+    )
+    rep.add_argument(
+        "--chunk-prompts",
+        type=int,
+        default=256,
+        help="prompts per chunk; the deadline is checked between chunks, so lower this where one "
+        "prompt takes a minute (long contexts on a CPU)",
+    )
+    rep.add_argument(
+        "--copy-to",
+        default=None,
+        help="copy the rows this run adds here, one <model>__<experiment>.jsonl.xz per store, at most "
+        "once a minute and when the run stops (take them back with `longctx merge`)",
+    )
+    rep.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        metavar="TEXT",
+        help="run only the blocks whose name contains one of these strings",
+    )
     _backend_arguments(rep)
     rep.add_argument("--results-dir", default=None)
-    rep.add_argument("--dry-run", action="store_true", help="count stored and missing rows; generate nothing")
-    pk = sub.add_parser("pack", help="move appended rows into each store's packed generations.jsonl.xz")
+    rep.add_argument(
+        "--dry-run", action="store_true", help="count stored and missing rows; generate nothing"
+    )
+    pk = sub.add_parser(
+        "pack", help="move appended rows into each store's packed generations.jsonl.xz"
+    )
     pk.add_argument("--results-dir", default=None)
-    mg = sub.add_parser("merge", help="add the rows of flat copies (reproduce --copy-to) to the stores, then pack")
+    mg = sub.add_parser(
+        "merge", help="add the rows of flat copies (reproduce --copy-to) to the stores, then pack"
+    )
     mg.add_argument("files", nargs="+", help="<model>__<experiment>.jsonl.xz files")
     mg.add_argument("--results-dir", default=None)
-    mg.add_argument("--no-pack", dest="pack", action="store_false", help="leave the merged rows unpacked")
-    rp = sub.add_parser("replay", help="answer a seeded sample of stored rows again on this machine and compare")
-    rp.add_argument("results", help="a results file, data/results/<model>/<experiment>/generations.jsonl[.xz]")
+    mg.add_argument(
+        "--no-pack", dest="pack", action="store_false", help="leave the merged rows unpacked"
+    )
+    rp = sub.add_parser(
+        "replay", help="answer a seeded sample of stored rows again on this machine and compare"
+    )
+    rp.add_argument(
+        "results", help="a results file, data/results/<model>/<experiment>/generations.jsonl[.xz]"
+    )
     rp.add_argument("--n", type=int, default=16, help="rows to replay")
     rp.add_argument("--seed", type=int, default=0, help="seed of the sample")
     rp.add_argument("--json", default=None, help="write the report (every replayed answer) here")
-    rp.add_argument("--created-before", default=None, metavar="DATE",
-                    help="sample only rows created before this ISO date (e.g. 2026-11-25: another machine's rows)")
+    rp.add_argument(
+        "--created-before",
+        default=None,
+        metavar="DATE",
+        help="sample only rows created before this ISO date (e.g. 2026-11-25: another machine's rows)",
+    )
     rp.add_argument("--batch-size", type=int, default=8)
     rp.add_argument("--url", default=None, help="server URL, for rows of the openai backend")
     rp.add_argument("--device", default="auto", help="hf only: auto, cpu or cuda[:N]")
-    rp.add_argument("--dtype", default="auto", help="hf only: bfloat16, float16 or float32 (default: the rows' own)")
+    rp.add_argument(
+        "--dtype",
+        default="auto",
+        help="hf only: bfloat16, float16 or float32 (default: the rows' own)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "reproduce":

@@ -115,10 +115,15 @@ def fetch(name: str, download: bool = True) -> Path:
     cached = cache_dir() / "data" / spec.filename
     if cached.exists():
         return _verified(cached, spec)
-    where = (f"{MIRROR_ENV}={mirror!r} has no {spec.filename}, " if mirror else f"{MIRROR_ENV} is not set, ") + \
-        f"{COMMITTED_DIR} has no copy; "
+    where = (
+        f"{MIRROR_ENV}={mirror!r} has no {spec.filename}, "
+        if mirror
+        else f"{MIRROR_ENV} is not set, "
+    ) + f"{COMMITTED_DIR} has no copy; "
     if not download:
-        raise DataFileError(f"'{name}' is not available offline: {where}download it from {spec.url}")
+        raise DataFileError(
+            f"'{name}' is not available offline: {where}download it from {spec.url}"
+        )
     cached.parent.mkdir(parents=True, exist_ok=True)
     partial = cached.with_suffix(cached.suffix + ".part")
     try:
@@ -141,9 +146,13 @@ def package_file(package: str, relative: str, install: str) -> Path:
     command that fixes a missing package, quoted in the error."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise DataFileError(f"the data file {relative} ships in the package '{package}', which is not "
-                            f"installed: {install}")
+        raise DataFileError(
+            f"the data file {relative} ships in the package '{package}', which is not "
+            f"installed: {install}"
+        )
     path = Path(list(spec.submodule_search_locations)[0]) / relative
     if not path.exists():
-        raise DataFileError(f"{path} is missing from the installed {package} package; reinstall it ({install})")
+        raise DataFileError(
+            f"{path} is missing from the installed {package} package; reinstall it ({install})"
+        )
     return path

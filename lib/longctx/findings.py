@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import __version__
 from .chapters import get_chapter, scale
 from .claims import (
     PRECISION_TARGET,
@@ -29,7 +30,9 @@ from .errors import DataFileError
 from .reader import Reader
 
 
-def estimates(results_dir: str | Path, claims: list[Claim], reader: Reader | None = None) -> dict[str, Estimate]:
+def estimates(
+    results_dir: str | Path, claims: list[Claim], reader: Reader | None = None
+) -> dict[str, Estimate]:
     """Our estimate of every claim, from its chapter at the chapter's book scale (each
     chapter computed once)."""
     reader = reader or Reader()
@@ -42,7 +45,9 @@ def estimates(results_dir: str | Path, claims: list[Claim], reader: Reader | Non
         out.update(module.claims(Path(results_dir), params, reader))
     missing = [c.id for c in claims if c.id not in out]
     if missing:
-        raise DataFileError(f"no chapter computes the claims {missing}; check data/paper/claims.csv")
+        raise DataFileError(
+            f"no chapter computes the claims {missing}; check data/paper/claims.csv"
+        )
     return out
 
 
@@ -54,11 +59,27 @@ def findings_table(results_dir: str | Path, claims: list[Claim] | None = None):
     out = []
     for c in claims:
         est = ours[c.id]
-        out.append({"id": c.id, "paper": c.paper, "short": c.short or c.comparison, "claim": c.claim,
-                    "comparison": c.comparison, "paper_value": c.paper_value, "paper_effect": c.paper_effect,
-                    "difference": est.difference, "ci_low": est.ci_low, "ci_high": est.ci_high, "n": est.n,
-                    "p": est.p, "detail": est.detail, "setting": c.setting, "verdict": verdict(est, c),
-                    "chapter": c.chapter, "label": c.label})
+        out.append(
+            {
+                "id": c.id,
+                "paper": c.paper,
+                "short": c.short or c.comparison,
+                "claim": c.claim,
+                "comparison": c.comparison,
+                "paper_value": c.paper_value,
+                "paper_effect": c.paper_effect,
+                "difference": est.difference,
+                "ci_low": est.ci_low,
+                "ci_high": est.ci_high,
+                "n": est.n,
+                "p": est.p,
+                "detail": est.detail,
+                "setting": c.setting,
+                "verdict": verdict(est, c),
+                "chapter": c.chapter,
+                "label": c.label,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -69,18 +90,32 @@ def as_markdown(table) -> str:
     than :data:`~longctx.claims.PRECISION_TARGET` on a side (a secondary claim not sized for it)."""
     parts = []
     for paper, rows in table.groupby("paper", sort=False):
-        lines = [f"**{paper}**", "", "| # | claim | paper | ours [95% CI] | n | p | verdict | data |",
-                 "|---|---|---|---|---|---|---|---|"]
+        lines = [
+            f"**{paper}**",
+            "",
+            "| # | claim | paper | ours [95% CI] | n | p | verdict | data |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         notes = []
         for k, r in enumerate(rows.itertuples(), 1):
             # Intervals print to 0.1: a half-width that rounds to the target meets it.
             wide = round(half_width(r), 1) > PRECISION_TARGET
-            ours = f"**{r.difference:+.1f}** [{r.ci_low:+.1f}, {r.ci_high:+.1f}]" + (" †" if wide else "")
-            lines.append(f"| {k} | {r.claim} | {r.paper_value} | {ours} | {r.n} | {r.p:.2g} | "
-                         f"{VERDICT_MARK[r.verdict]} | {{ref}}`section <{r.label}>` |")
-            notes.append(f"{k}. {r.comparison}: {r.detail}; {r.setting}."
-                         + (f" † Wider than ±{PRECISION_TARGET:g} points: a secondary claim, not sized for "
-                            "the book's precision target; read its verdict as provisional." if wide else ""))
+            ours = f"**{r.difference:+.1f}** [{r.ci_low:+.1f}, {r.ci_high:+.1f}]" + (
+                " †" if wide else ""
+            )
+            lines.append(
+                f"| {k} | {r.claim} | {r.paper_value} | {ours} | {r.n} | {r.p:.2g} | "
+                f"{VERDICT_MARK[r.verdict]} | {{ref}}`section <{r.label}>` |"
+            )
+            notes.append(
+                f"{k}. {r.comparison}: {r.detail}; {r.setting}."
+                + (
+                    f" † Wider than ±{PRECISION_TARGET:g} points: a secondary claim, not sized for "
+                    "the book's precision target; read its verdict as provisional."
+                    if wide
+                    else ""
+                )
+            )
         parts.append("\n".join(lines) + "\n\n" + "\n".join(notes))
     return "\n\n".join(parts)
 
@@ -89,15 +124,32 @@ def quoted(table) -> dict:
     """The numbers the findings page's prose quotes: the competition headline (EM), the case
     the verdict rule's two-part test is explained by."""
     em = table.set_index("id").loc["sc-far-minus-hard"]
-    return {"fi-sc-n": int(em["n"]), "fi-sc-em": f"{em['difference']:+.1f} [{em['ci_low']:+.1f}, {em['ci_high']:+.1f}]",
-            "fi-sc-p": f"{em['p']:.3f}"}
+    return {
+        "fi-sc-n": int(em["n"]),
+        "fi-sc-em": f"{em['difference']:+.1f} [{em['ci_low']:+.1f}, {em['ci_high']:+.1f}]",
+        "fi-sc-p": f"{em['p']:.3f}",
+    }
 
 
 def statements(table) -> dict[str, bool]:
     """What the findings page's prose says in words, each as a check on the committed rows."""
     by = table.set_index("id")
     em = by.loc["sc-far-minus-hard"]
-    return {"the competition headline's EM is inconclusive, on the line of p = 0.05":
-            em["verdict"] == "inconclusive at this n" and em["ci_low"] > 0 and round(em["p"], 2) == 0.05,
-            "inclusion, the paper's clearer signal, is reproduced":
-            by.loc["sc-far-minus-hard-inclusion", "verdict"] == "reproduced"}
+    return {
+        "the competition headline's EM is inconclusive, on the line of p = 0.05": em["verdict"]
+        == "inconclusive at this n"
+        and em["ci_low"] > 0
+        and round(em["p"], 2) == 0.05,
+        "inclusion, the paper's clearer signal, is reproduced": by.loc[
+            "sc-far-minus-hard-inclusion", "verdict"
+        ]
+        == "reproduced",
+    }
+
+
+def provenance(results_dir: str | Path) -> str:
+    """Where the findings table comes from, for the line under it."""
+    return (
+        f"Computed from `{results_dir}` with longctx {__version__}. Differences in points; "
+        "p: two-sided sign-flip test on the per-unit differences."
+    )

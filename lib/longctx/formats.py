@@ -56,7 +56,9 @@ def delimiter_label(delimiter: str) -> str:
 
 def _groups(num_hex: int) -> list[int]:
     if num_hex < 1 or num_hex % 32:
-        raise ParameterError(f"identifiers are whole UUIDs: num_hex must be a multiple of 32, got {num_hex}")
+        raise ParameterError(
+            f"identifiers are whole UUIDs: num_hex must be a multiple of 32, got {num_hex}"
+        )
     return list(UUID_GROUPS) * (num_hex // 32)
 
 
@@ -110,13 +112,15 @@ def split_sentences(text: str) -> list[str]:
     trailing whitespace, so ``"".join(split_sentences(t)) == t``."""
     parts = _SENTENCE_END.split(text)
     # re.split with a group alternates [sentence, sep, sentence, sep, ..., sentence]
-    pieces = [parts[i] + (parts[i + 1] if i + 1 < len(parts) else "") for i in range(0, len(parts), 2)]
+    pieces = [
+        parts[i] + (parts[i + 1] if i + 1 < len(parts) else "") for i in range(0, len(parts), 2)
+    ]
     return [p for p in pieces if p]
 
 
 def _reformat_sentence(sentence: str, delimiter: str) -> str:
     body = sentence.rstrip()
-    return body.replace(" ", delimiter) + sentence[len(body):]
+    return body.replace(" ", delimiter) + sentence[len(body) :]
 
 
 def chosen_sentences(num_sentences: int, ratio: float, rng: random.Random) -> list[int]:
@@ -133,12 +137,16 @@ def format_passage(text: str, delimiter: str, ratio: float, rng: random.Random) 
     whitespace, which separates it from the next one, is kept). ``delimiter=""``
     is not allowed here: deleting spaces would merge words and lose content."""
     if not isinstance(delimiter, str) or not delimiter or any(c.isspace() for c in delimiter):
-        raise ParameterError(f"a passage delimiter must be a non-empty, non-space string, got {delimiter!r}")
+        raise ParameterError(
+            f"a passage delimiter must be a non-empty, non-space string, got {delimiter!r}"
+        )
     sentences = split_sentences(text)
     if not sentences:
         return text
     chosen = set(chosen_sentences(len(sentences), ratio, rng))
-    return "".join(_reformat_sentence(s, delimiter) if i in chosen else s for i, s in enumerate(sentences))
+    return "".join(
+        _reformat_sentence(s, delimiter) if i in chosen else s for i, s in enumerate(sentences)
+    )
 
 
 def restore_passage(text: str, delimiter: str) -> str:
@@ -146,8 +154,13 @@ def restore_passage(text: str, delimiter: str) -> str:
     return text.replace(delimiter, " ")
 
 
-def format_passages(texts: Sequence[str], delimiter: str | None, ratio: float, seed: int | str,
-                    ids: Sequence[str] | None = None) -> list[str]:
+def format_passages(
+    texts: Sequence[str],
+    delimiter: str | None,
+    ratio: float,
+    seed: int | str,
+    ids: Sequence[str] | None = None,
+) -> list[str]:
     """Format several passages; each gets its own seeded generator (from ``seed`` and its
     id, or its index), so a passage is formatted the same wherever it appears.
     ``delimiter=None`` returns the passages unchanged (the baseline)."""

@@ -71,8 +71,9 @@ def squad_f1(prediction: str, gold_answers: Sequence[str]) -> float:
     return best
 
 
-def includes_normalized(normalized_text: str, normalized_answers: Iterable[str], *,
-                        whole_words: bool = False) -> bool:
+def includes_normalized(
+    normalized_text: str, normalized_answers: Iterable[str], *, whole_words: bool = False
+) -> bool:
     """Whether some already-normalized answer occurs in already-normalized text: as a
     substring, or with ``whole_words`` only as a run of whole words (the token-level match
     of DPR's ``hasanswer``). Empty answers never match. Callers that test one text against
@@ -87,7 +88,11 @@ def answer_inclusion(prediction: str, gold_answers: Sequence[str]) -> float:
     """Answer inclusion (semantic-competition paper): 1.0 if any normalized gold answer
     appears anywhere in the normalized output, else 0.0 (the same test as
     :func:`best_subspan_em`). An empty gold answer never counts as included."""
-    return float(includes_normalized(normalize_answer(prediction), (normalize_answer(a) for a in gold_answers)))
+    return float(
+        includes_normalized(
+            normalize_answer(prediction), (normalize_answer(a) for a in gold_answers)
+        )
+    )
 
 
 def nolima_contains(response: str, gold_answers: Sequence[str]) -> float:
@@ -113,7 +118,9 @@ def retention(scores_by_h: dict, baseline_h=0) -> dict:
     R is undefined (nan) when the baseline M(0) is 0: nothing was there to retain.
     """
     if baseline_h not in scores_by_h:
-        raise ValueError(f"retention needs the baseline H={baseline_h}; got H in {sorted(scores_by_h)}")
+        raise ValueError(
+            f"retention needs the baseline H={baseline_h}; got H in {sorted(scores_by_h)}"
+        )
     base = scores_by_h[baseline_h]
     return {h: (m / base if base else float("nan")) for h, m in sorted(scores_by_h.items())}
 
@@ -164,8 +171,13 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     return lo, hi
 
 
-def bootstrap_interval(values: Sequence[float], confidence: float = 0.95, n_resamples: int = 2000,
-                       seed: int = 0, clusters: Sequence | None = None) -> tuple[float, float]:
+def bootstrap_interval(
+    values: Sequence[float],
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    clusters: Sequence | None = None,
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean, with a seeded ``random.Random``.
 
     With ``clusters`` (one label per value, e.g. the example id) whole clusters are
@@ -179,7 +191,9 @@ def bootstrap_interval(values: Sequence[float], confidence: float = 0.95, n_resa
         groups = [[v] for v in vals]
     else:
         if len(clusters) != len(vals):
-            raise ValueError(f"need one cluster label per value, got {len(clusters)} for {len(vals)}")
+            raise ValueError(
+                f"need one cluster label per value, got {len(clusters)} for {len(vals)}"
+            )
         by_label: dict = {}
         for label, v in zip(clusters, vals):
             by_label.setdefault(label, []).append(v)
@@ -201,8 +215,13 @@ def bootstrap_interval(values: Sequence[float], confidence: float = 0.95, n_resa
     return means[lo_idx], means[hi_idx]
 
 
-def summarize(df, by: Iterable[str], score: str = "correct", confidence: float = 0.95,
-              unit: str | None = "example_id"):
+def summarize(
+    df,
+    by: Iterable[str],
+    score: str = "correct",
+    confidence: float = 0.95,
+    unit: str | None = "example_id",
+):
     """Accuracy per group with its interval: columns n, units, accuracy, ci_low, ci_high, interval.
 
     When every row of a group is a different ``unit`` (question, problem, example), rows are
@@ -226,14 +245,28 @@ def summarize(df, by: Iterable[str], score: str = "correct", confidence: float =
         else:
             lo, hi = wilson_interval(int(round(sum(values))), n, confidence)
             method = "wilson"
-        rows.append({**dict(zip(by, keys)), "n": n, "units": units, "accuracy": sum(values) / n,
-                     "ci_low": lo, "ci_high": hi, "interval": method})
+        rows.append(
+            {
+                **dict(zip(by, keys)),
+                "n": n,
+                "units": units,
+                "accuracy": sum(values) / n,
+                "ci_low": lo,
+                "ci_high": hi,
+                "interval": method,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def paired_bootstrap_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
-                                n_resamples: int = 2000, seed: int = 0,
-                                clusters: Sequence | None = None) -> tuple[float, float, float]:
+def paired_bootstrap_difference(
+    a: Sequence[float],
+    b: Sequence[float],
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    clusters: Sequence | None = None,
+) -> tuple[float, float, float]:
     """Mean of ``b - a`` over paired items, with a percentile bootstrap interval that
     resamples the pairs (so both conditions always see the same items), or whole
     ``clusters`` of pairs when items share an example."""
@@ -267,6 +300,12 @@ def sign_flip_test(differences: Sequence[float], n_resamples: int = 9999, seed: 
     d = d[d != 0]
     if d.size <= 1:  # all ties (p = 1), or the null {d, -d}: both as extreme as the observation
         return 1.0
-    res = permutation_test((d,), np.mean, permutation_type="samples", alternative="two-sided",
-                           n_resamples=n_resamples, random_state=np.random.default_rng(seed))
+    res = permutation_test(
+        (d,),
+        np.mean,
+        permutation_type="samples",
+        alternative="two-sided",
+        n_resamples=n_resamples,
+        random_state=np.random.default_rng(seed),
+    )
     return float(res.pvalue)

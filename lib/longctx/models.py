@@ -196,7 +196,9 @@ def resolve_model(name: str, revision: str = "main") -> ModelRef:
         return ModelRef(name, "gguf", f"{path.name}@sha256:{_cached_sha(path)}", None)
     if path.is_dir():
         if not (path / "config.json").exists():
-            raise UnknownModelError(f"directory '{name}' has no config.json; it is not a transformers checkpoint")
+            raise UnknownModelError(
+                f"directory '{name}' has no config.json; it is not a transformers checkpoint"
+            )
         digest = hashlib.sha256((path / "config.json").read_bytes()).hexdigest()[:16]
         return ModelRef(name, "local", f"{path.name}@config:{digest}", None)
     if _HUB_ID.match(name):
@@ -225,7 +227,11 @@ def weights_source(ref: ModelRef, revision: str) -> tuple[str, dict]:
     """``from_pretrained`` source and keyword arguments for a resolved model."""
     common: dict = {"trust_remote_code": False}
     if ref.kind in ("alias", "gguf"):
-        gguf = alias_gguf_path(ALIASES[ref.name]) if ref.kind == "alias" else Path(ref.name).expanduser().resolve()
+        gguf = (
+            alias_gguf_path(ALIASES[ref.name])
+            if ref.kind == "alias"
+            else Path(ref.name).expanduser().resolve()
+        )
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         return str(gguf.parent), {**common, "gguf_file": gguf.name}
     source = str(Path(ref.name).expanduser()) if ref.kind == "local" else ref.name
@@ -245,9 +251,10 @@ def load_tokenizer(name: str, revision: str = "main"):
     try:
         return AutoTokenizer.from_pretrained(source, **common)
     except OSError as err:
-        raise UnknownModelError(f"could not load the tokenizer of '{name}': {str(err).splitlines()[0]}") from None
+        raise UnknownModelError(
+            f"could not load the tokenizer of '{name}': {str(err).splitlines()[0]}"
+        ) from None
 
 
 def describe_aliases() -> str:
     return "\n".join(f"{a}: {s.description}" for a, s in ALIASES.items())
-

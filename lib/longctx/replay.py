@@ -43,7 +43,9 @@ def reader_of(rows: Sequence[dict]) -> tuple[str, str]:
     """The (model, backend) that wrote ``rows``; rows of two readers cannot be replayed as one."""
     readers = {(r["model"], row_backend(r)) for r in rows}
     if len(readers) != 1:
-        raise DataFileError(f"rows of {len(readers)} readers ({sorted(readers)}); replay one results file at a time")
+        raise DataFileError(
+            f"rows of {len(readers)} readers ({sorted(readers)}); replay one results file at a time"
+        )
     return next(iter(readers))
 
 
@@ -76,20 +78,36 @@ class Replay:
     def report(self, score: Callable[[dict], float] | None, **context) -> dict:
         """What ``longctx replay --json`` writes and :func:`describe_report` reads: ``context``
         (results file, seed, ...), the reader, this machine, the summary and every answer."""
-        return {**context, "model": self.stored[0]["model"], "backend": row_backend(self.stored[0]),
-                "machine": machine(), "run_params": self.run_params, "summary": self.summary(score),
-                "rows": [{"key": a["key"], "example_id": a["example_id"], "condition": a["condition"],
-                          "stored": a["output"], "replayed": b["output"], "identical": a["output"] == b["output"],
-                          "seconds_per_prompt": b["seconds_per_prompt"]}
-                         for a, b in zip(self.stored, self.replayed)]}
+        return {
+            **context,
+            "model": self.stored[0]["model"],
+            "backend": row_backend(self.stored[0]),
+            "machine": machine(),
+            "run_params": self.run_params,
+            "summary": self.summary(score),
+            "rows": [
+                {
+                    "key": a["key"],
+                    "example_id": a["example_id"],
+                    "condition": a["condition"],
+                    "stored": a["output"],
+                    "replayed": b["output"],
+                    "identical": a["output"] == b["output"],
+                    "seconds_per_prompt": b["seconds_per_prompt"],
+                }
+                for a, b in zip(self.stored, self.replayed)
+            ],
+        }
 
 
 def check_replayable(rows: Sequence[dict], source: str = "these rows") -> None:
     """One line, before any model loads, when ``rows`` are not generations (attention rows
     hold measurements, not answers) or name a task no module makes."""
     if any("params" not in r or "task" not in r for r in rows):
-        raise DataFileError(f"{source} holds final-token attention measurements, not generations: replay "
-                            "regenerates answers, so there is nothing to replay there")
+        raise DataFileError(
+            f"{source} holds final-token attention measurements, not generations: replay "
+            "regenerates answers, so there is nothing to replay there"
+        )
     for task in {r["task"] for r in rows}:
         get_task(task)
 
@@ -122,13 +140,24 @@ def replay(rows: Sequence[dict], lm, *, batch_size: int = 8, progress: bool = Tr
         by_budget.setdefault(row["params"]["max_new_tokens"], []).append(i)
     out: list[dict | None] = [None] * len(rows)
     for budget, idxs in by_budget.items():
-        gens = lm.generate([rows[i]["prompt"] for i in idxs], max_new_tokens=budget,
-                           stop_rules=[stop_rule(rows[i]) for i in idxs], batch_size=batch_size, progress=progress,
-                           desc=f"replaying {len(idxs)} rows")
+        gens = lm.generate(
+            [rows[i]["prompt"] for i in idxs],
+            max_new_tokens=budget,
+            stop_rules=[stop_rule(rows[i]) for i in idxs],
+            batch_size=batch_size,
+            progress=progress,
+            desc=f"replaying {len(idxs)} rows",
+        )
         for i, g in zip(idxs, gens):
-            out[i] = {**rows[i], "output": g.text, "raw_output": g.raw_text, "prompt_tokens": g.prompt_tokens,
-                      "new_tokens": g.new_tokens, "stop_reason": g.stop_reason,
-                      "seconds_per_prompt": round(g.batch_seconds / g.batch_size, 4)}
+            out[i] = {
+                **rows[i],
+                "output": g.text,
+                "raw_output": g.raw_text,
+                "prompt_tokens": g.prompt_tokens,
+                "new_tokens": g.new_tokens,
+                "stop_reason": g.stop_reason,
+                "seconds_per_prompt": round(g.batch_seconds / g.batch_size, 4),
+            }
     return Replay(list(rows), out, lm.run_params())  # type: ignore[arg-type]
 
 
@@ -149,16 +178,27 @@ def describe_report(report: dict) -> str:
     back byte for byte, on which machine, the accuracy both ways, and each changed answer."""
     s, rows = report["summary"], report["rows"]
     same = sum(r["identical"] for r in rows)
-    text = (f"{same} of {len(rows)} replayed answers came back byte for byte on {report['machine']['cpu']} "
-            f"(`{report['backend']}`, {report['model']}; seeded sample of {report['rows_stored']} rows"
-            + (f" made before {report['created_before']}" if report.get("created_before") else "") + ").")
+    text = (
+        f"{same} of {len(rows)} replayed answers came back byte for byte on {report['machine']['cpu']} "
+        f"(`{report['backend']}`, {report['model']}; seeded sample of {report['rows_stored']} rows"
+        + (f" made before {report['created_before']}" if report.get("created_before") else "")
+        + ")."
+    )
     if "accuracy_stored" in s:
-        text += (f" Accuracy on the sample: {100 * s['accuracy_stored']:.1f}% as stored, "
-                 f"{100 * s['accuracy_replayed']:.1f}% replayed.")
+        text += (
+            f" Accuracy on the sample: {100 * s['accuracy_stored']:.1f}% as stored, "
+            f"{100 * s['accuracy_replayed']:.1f}% replayed."
+        )
     changed = [r for r in rows if not r["identical"]]
     if changed:
-        text += " Changed: " + "; ".join(f"{r['example_id']}: \"{r['stored'][:60]}\" became \"{r['replayed'][:60]}\""
-                                         for r in changed) + "."
+        text += (
+            " Changed: "
+            + "; ".join(
+                f'{r["example_id"]}: "{r["stored"][:60]}" became "{r["replayed"][:60]}"'
+                for r in changed
+            )
+            + "."
+        )
     return text
 
 
@@ -166,5 +206,7 @@ def replay_summary(path) -> str:
     """:func:`describe_report` of a committed report file (relative paths from the repository root)."""
     file = resolve(path)
     if not file.exists():
-        raise DataFileError(f"{file} is missing; make it with `longctx replay <results file> --json {path}`")
+        raise DataFileError(
+            f"{file} is missing; make it with `longctx replay <results file> --json {path}`"
+        )
     return describe_report(json.loads(file.read_text(encoding="utf-8")))

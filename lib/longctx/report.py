@@ -32,7 +32,9 @@ def points_ci(diff: float, low: float, high: float, digits: int = 1) -> str:
     return f"{diff:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
-def n_for_half_width(differences: Sequence[float], half_width: float = 0.10, z: float = 1.96) -> int:
+def n_for_half_width(
+    differences: Sequence[float], half_width: float = 0.10, z: float = 1.96
+) -> int:
     """Units needed for a 95% interval of +-``half_width`` on the mean of paired per-unit
     differences, from their observed standard deviation: n = (z s / h)^2, rounded up. For
     0/1 outcomes s^2 = d - m^2, with d the share of discordant units and m the mean
@@ -50,14 +52,17 @@ def show(df, notes: str | None = None, *, index: bool = False):
     is the dash or ``notes`` is given)."""
     from IPython.display import HTML, display
 
-
     table = df.copy()
-    if isinstance(table.columns, pd.MultiIndex):  # ("OAA", "mean") -> "OAA mean": no stacked headers
+    if isinstance(
+        table.columns, pd.MultiIndex
+    ):  # ("OAA", "mean") -> "OAA mean": no stacked headers
         table.columns = [" ".join(str(p) for p in col if str(p)) for col in table.columns]
     table.columns.name = None
     if not isinstance(table.index, pd.MultiIndex):
         table.index.name = None
-    has_missing = bool(table.isna().to_numpy().any()) or (table.astype(str) == MISSING).to_numpy().any()
+    has_missing = (
+        bool(table.isna().to_numpy().any()) or (table.astype(str) == MISSING).to_numpy().any()
+    )
     table = table.astype(object).where(table.notna(), MISSING)
     html = table.to_html(index=index, escape=True, border=0, classes="longctx-table")
     foot = []
@@ -97,7 +102,8 @@ def p_text(p: float) -> str:
 def estimate_text(est, unit: str = "points") -> str:
     """``-50.9 points [-59.4, -41.8], n = 165, p < 0.001`` for a paired estimate
     (:class:`~longctx.claims.Estimate`, differences in points)."""
-    diff, low, high = (round(v, 1) + 0.0 for v in (est.difference, est.ci_low, est.ci_high))  # never "-0.0"
+    # Never "-0.0"
+    diff, low, high = (round(v, 1) + 0.0 for v in (est.difference, est.ci_low, est.ci_high))
     return f"{diff:+.1f} {unit} [{low:+.1f}, {high:+.1f}], n = {est.n}, {p_text(est.p)}"
 
 

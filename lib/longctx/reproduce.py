@@ -17,9 +17,14 @@ from .chapters import get_chapter, scale
 from .runner import Block
 
 
-def chapter_blocks(chapters: Sequence[str], scale_name: str, overrides: dict | None = None,
-                   per_chapter: dict[str, str] | None = None, model: str | None = None,
-                   dry_run: bool = False) -> Iterator[Block]:
+def chapter_blocks(
+    chapters: Sequence[str],
+    scale_name: str,
+    overrides: dict | None = None,
+    per_chapter: dict[str, str] | None = None,
+    model: str | None = None,
+    dry_run: bool = False,
+) -> Iterator[Block]:
     """Every named chapter's blocks at a scale (``per_chapter`` may name another scale for
     some chapters): all headline blocks first (chapter order), then the rest. ``overrides``
     maps a chapter to parameter overrides. A chapter whose prompts depend on the reader
@@ -32,8 +37,11 @@ def chapter_blocks(chapters: Sequence[str], scale_name: str, overrides: dict | N
     modules, params = {}, {}
     for chapter in chapters:
         module = modules[chapter] = get_chapter(chapter)
-        params[chapter] = scale(chapter, (per_chapter or {}).get(chapter, scale_name),
-                                **(overrides or {}).get(chapter, {}))
+        params[chapter] = scale(
+            chapter,
+            (per_chapter or {}).get(chapter, scale_name),
+            **(overrides or {}).get(chapter, {}),
+        )
         if getattr(module, "NEEDS_MODEL", False):
             params[chapter]["model"] = model
         if getattr(module, "PLANS_RUN_MODELS", False):

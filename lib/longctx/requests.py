@@ -63,7 +63,10 @@ class StopRule:
         rest = line
         for echo in self.echoes:
             rest = rest.replace(echo, "")
-        return bool(re.fullmatch(r"[\s\"'{}:,.]*(key)?[\s\"'{}:,.]*", rest, flags=re.IGNORECASE)) and rest != line
+        return (
+            bool(re.fullmatch(r"[\s\"'{}:,.]*(key)?[\s\"'{}:,.]*", rest, flags=re.IGNORECASE))
+            and rest != line
+        )
 
 
 def _is_lead_in(line: str) -> bool:
@@ -105,7 +108,8 @@ def request_key(fingerprint: str, req: Request, prompt_mode: str) -> str:
     """Identity of a generation: model weights, task, condition, example, prompt, prompt
     mode and decoding settings (a changed stop rule or token budget is a new row)."""
     decoding = {"max_new_tokens": req.max_new_tokens, "stop": asdict(req.stop)}
-    prompt = req.prompt if req.system is None else [req.system, req.prompt]  # keys without a system stay as before
+    # Keys without a system stay as before
+    prompt = req.prompt if req.system is None else [req.system, req.prompt]
     payload = json.dumps(
         [fingerprint, req.task, req.condition, req.example_id, prompt, prompt_mode, decoding],
         sort_keys=True,

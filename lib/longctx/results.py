@@ -25,8 +25,12 @@ from .requests import request_identity
 from .store import ResultsStore, model_folder
 
 
-def load_experiment(results_dir: str | Path, experiment: str, score: Callable[[dict], float],
-                    task: str | None = None):
+def load_experiment(
+    results_dir: str | Path,
+    experiment: str,
+    score: Callable[[dict], float],
+    task: str | None = None,
+):
     """One row per generation for every model with results under ``results_dir/<model>/<experiment>``.
 
     Condition fields become columns; ``correct`` holds ``score(row)``. Prompt, gold and
@@ -42,22 +46,27 @@ def load_experiment(results_dir: str | Path, experiment: str, score: Callable[[d
 def rows_table(rows: Sequence[dict], score: Callable[[dict], float]):
     """Stored rows (e.g. those :func:`~longctx.runner.answer` returns) as a table:
     condition fields become columns, ``correct`` holds ``score(row)``."""
-    return pd.DataFrame.from_records([{
-        "model": model_label(row["model"], row_backend(row)),
-        "model_name": row["model"],
-        "backend": row_backend(row),
-        "example_id": row["example_id"],
-        **row["condition"],
-        "prompt": row["prompt"],
-        "gold": row["gold"],
-        "output": row["output"],
-        "prompt_tokens": row["prompt_tokens"],
-        "new_tokens": row["new_tokens"],
-        "seconds_per_prompt": row["seconds_per_prompt"],
-        "meta": row.get("meta", {}),
-        "longctx_version": row["longctx_version"],
-        "correct": score(row),
-    } for row in rows])
+    return pd.DataFrame.from_records(
+        [
+            {
+                "model": model_label(row["model"], row_backend(row)),
+                "model_name": row["model"],
+                "backend": row_backend(row),
+                "example_id": row["example_id"],
+                **row["condition"],
+                "prompt": row["prompt"],
+                "gold": row["gold"],
+                "output": row["output"],
+                "prompt_tokens": row["prompt_tokens"],
+                "new_tokens": row["new_tokens"],
+                "seconds_per_prompt": row["seconds_per_prompt"],
+                "meta": row.get("meta", {}),
+                "longctx_version": row["longctx_version"],
+                "correct": score(row),
+            }
+            for row in rows
+        ]
+    )
 
 
 def _shown(results_dir: str | Path) -> str:
@@ -74,8 +83,10 @@ def provenance(df, results_dir: str | Path, experiment: str) -> str:
     """A one-paragraph caption naming files, models, sizes and library versions behind a figure."""
     if df.empty:
         return "no results"
-    df = df.assign(model_name=df["model_name"] if "model_name" in df else df["model"],
-                   backend=df["backend"] if "backend" in df else "hf")
+    df = df.assign(
+        model_name=df["model_name"] if "model_name" in df else df["model"],
+        backend=df["backend"] if "backend" in df else "hf",
+    )
     parts = []
     for (model, backend), group in df.groupby(["model_name", "backend"]):
         try:
@@ -86,19 +97,34 @@ def provenance(df, results_dir: str | Path, experiment: str) -> str:
         names = " + ".join(p.name for p in store.files) or ResultsStore.FILENAME
         path = f"{_shown(results_dir)}/{results_folder(slug, backend)}/{experiment}/{names}"
         versions = ", ".join(sorted(group["longctx_version"].unique()))
-        parts.append(f"{model_label(model, backend)}: {len(group)} generations in `{path}` (longctx {versions})")
+        parts.append(
+            f"{model_label(model, backend)}: {len(group)} generations in `{path}` (longctx {versions})"
+        )
     return "; ".join(parts)
 
 
-def paired_effects(table, *, condition: str, control: str, treatment: str, length: str, item: Sequence[str],
-                   seed: int = 0, score: str = "correct") -> list[dict]:
+def paired_effects(
+    table,
+    *,
+    condition: str,
+    control: str,
+    treatment: str,
+    length: str,
+    item: Sequence[str],
+    seed: int = 0,
+    score: str = "correct",
+) -> list[dict]:
     """``treatment`` minus ``control`` accuracy per model and ``length`` value, and pooled
     over lengths ("all"), on the items (``item`` columns, e.g. example and position) run
     under both; 95% paired bootstrap intervals resample whole examples, since the items of
     one example share its content. Empty when either condition is missing."""
     if "example_id" not in item:
         raise ValueError("item must include 'example_id', the unit the bootstrap resamples")
-    pairs = table.pivot_table(index=["model", length, *item], columns=condition, values=score).dropna().reset_index()
+    pairs = (
+        table.pivot_table(index=["model", length, *item], columns=condition, values=score)
+        .dropna()
+        .reset_index()
+    )
     if not {control, treatment} <= set(pairs.columns):
         return []
     rows = []
@@ -106,16 +132,32 @@ def paired_effects(table, *, condition: str, control: str, treatment: str, lengt
         for value, g in [*by_model.groupby(length), ("all", by_model)]:
             # Cluster by example alone: the pooled row ("all") holds each example once per
             # length, and those rows share the example's content.
-            mean, lo, hi = paired_bootstrap_difference(g[control], g[treatment], seed=seed,
-                                                       clusters=g["example_id"].tolist())
-            rows.append({"model": model, length: value, "items": len(g),
-                         f"{treatment} minus {control} (pts)": round(100 * mean, 1),
-                         "95% CI": f"[{100 * lo:.1f}, {100 * hi:.1f}]"})
+            mean, lo, hi = paired_bootstrap_difference(
+                g[control], g[treatment], seed=seed, clusters=g["example_id"].tolist()
+            )
+            rows.append(
+                {
+                    "model": model,
+                    length: value,
+                    "items": len(g),
+                    f"{treatment} minus {control} (pts)": round(100 * mean, 1),
+                    "95% CI": f"[{100 * lo:.1f}, {100 * hi:.1f}]",
+                }
+            )
     return rows
 
 
-def paired_comparison(table, *, condition: str, control: str, treatment: str, item: Sequence[str],
-                      cluster: str = "example_id", score: str = "correct", seed: int = 0) -> dict:
+def paired_comparison(
+    table,
+    *,
+    condition: str,
+    control: str,
+    treatment: str,
+    item: Sequence[str],
+    cluster: str = "example_id",
+    score: str = "correct",
+    seed: int = 0,
+) -> dict:
     """``treatment`` minus ``control`` on the items run under both: the mean difference,
     its 95% paired bootstrap interval (whole ``cluster`` units resampled) and a two-sided
     sign-flip p-value on the per-cluster mean differences (clusters are the independent
@@ -124,18 +166,42 @@ def paired_comparison(table, *, condition: str, control: str, treatment: str, it
         raise ValueError(f"item must include the cluster column {cluster!r}")
     pairs = table.pivot_table(index=list(item), columns=condition, values=score).reset_index()
     if not {control, treatment} <= set(pairs.columns):
-        return {"items": 0, "clusters": 0, "difference": float("nan"), "ci_low": float("nan"),
-                "ci_high": float("nan"), "p_sign_flip": float("nan")}
+        return {
+            "items": 0,
+            "clusters": 0,
+            "difference": float("nan"),
+            "ci_low": float("nan"),
+            "ci_high": float("nan"),
+            "p_sign_flip": float("nan"),
+        }
     pairs = pairs.dropna(subset=[control, treatment])
-    mean, lo, hi = paired_bootstrap_difference(pairs[control], pairs[treatment], seed=seed,
-                                               clusters=pairs[cluster].tolist())
+    mean, lo, hi = paired_bootstrap_difference(
+        pairs[control], pairs[treatment], seed=seed, clusters=pairs[cluster].tolist()
+    )
     per_cluster = (pairs[treatment] - pairs[control]).groupby(pairs[cluster]).mean()
-    return {"items": len(pairs), "clusters": int(per_cluster.size), "difference": mean, "ci_low": lo,
-            "ci_high": hi, "p_sign_flip": sign_flip_test(per_cluster.tolist(), seed=seed)}
+    return {
+        "items": len(pairs),
+        "clusters": int(per_cluster.size),
+        "difference": mean,
+        "ci_low": lo,
+        "ci_high": hi,
+        "p_sign_flip": sign_flip_test(per_cluster.tolist(), seed=seed),
+    }
 
 
-def reader_contrast(table, *, readers: Sequence[str], condition: str, control, treatment, item: Sequence[str],
-                    reader: str = "model", cluster: str = "example_id", score: str = "correct", seed: int = 0) -> dict:
+def reader_contrast(
+    table,
+    *,
+    readers: Sequence[str],
+    condition: str,
+    control,
+    treatment,
+    item: Sequence[str],
+    reader: str = "model",
+    cluster: str = "example_id",
+    score: str = "correct",
+    seed: int = 0,
+) -> dict:
     """How two readers differ in one paired effect (e.g. base vs instruction-tuned on gold
     first minus middle): each reader's ``treatment`` minus ``control`` and the second
     reader's effect minus the first's, on the items both readers answered under both
@@ -154,8 +220,11 @@ def reader_contrast(table, *, readers: Sequence[str], condition: str, control, t
     wide = wide[cols].dropna().reset_index()
     effects = {r: wide[(r, treatment)] - wide[(r, control)] for r in readers}
     out = {"items": len(wide), "clusters": int(wide[cluster].nunique())}
-    for label, values in [(readers[0], effects[readers[0]]), (readers[1], effects[readers[1]]),
-                          ("difference", effects[readers[1]] - effects[readers[0]])]:
+    for label, values in [
+        (readers[0], effects[readers[0]]),
+        (readers[1], effects[readers[1]]),
+        ("difference", effects[readers[1]] - effects[readers[0]]),
+    ]:
         lo, hi = bootstrap_interval(values.tolist(), seed=seed, clusters=wide[cluster].tolist())
         out[label] = {"effect": float(values.mean()), "ci_low": lo, "ci_high": hi}
     per_cluster = (effects[readers[1]] - effects[readers[0]]).groupby(wide[cluster]).mean()
@@ -163,9 +232,18 @@ def reader_contrast(table, *, readers: Sequence[str], condition: str, control, t
     return out
 
 
-def retention_curve(table, *, metric: str, h: str = "num_hard", by: Sequence[str] = ("model",),
-                    cluster: str = "example_id", baseline=0, confidence: float = 0.95, n_resamples: int = 2000,
-                    seed: int = 0):
+def retention_curve(
+    table,
+    *,
+    metric: str,
+    h: str = "num_hard",
+    by: Sequence[str] = ("model",),
+    cluster: str = "example_id",
+    baseline=0,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+):
     """Retention R(H) = M(H) / M(baseline) per group, with a percentile bootstrap interval
     over ``cluster`` units (questions; only those run at every H of their group, so the
     ratio is paired), and the censored half-life K_1/2 per group (:func:`censored_half_life`
@@ -181,7 +259,9 @@ def retention_curve(table, *, metric: str, h: str = "num_hard", by: Sequence[str
         keys = keys if isinstance(keys, tuple) else (keys,)
         wide = group.pivot_table(index=cluster, columns=h, values=metric, aggfunc="mean").dropna()
         if baseline not in wide.columns:
-            raise ValueError(f"retention needs the baseline {h}={baseline} for {dict(zip(by, keys))}")
+            raise ValueError(
+                f"retention needs the baseline {h}={baseline} for {dict(zip(by, keys))}"
+            )
         hs = sorted(wide.columns)
         values = wide[hs].to_numpy()  # clusters x H
         means = values.mean(axis=0)
@@ -191,14 +271,32 @@ def retention_curve(table, *, metric: str, h: str = "num_hard", by: Sequence[str
         draws = values[rng.integers(0, len(values), size=(n_resamples, len(values)))].mean(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratios = draws / draws[:, [hs.index(baseline)]]
-        lo, hi = np.nanquantile(ratios, [(1 - confidence) / 2, (1 + confidence) / 2], axis=0) \
-            if base else (np.full(len(hs), np.nan),) * 2
+        lo, hi = (
+            np.nanquantile(ratios, [(1 - confidence) / 2, (1 + confidence) / 2], axis=0)
+            if base
+            else (np.full(len(hs), np.nan),) * 2
+        )
         for j, hv in enumerate(hs):
-            curve.append({**dict(zip(by, keys)), h: hv, "questions": len(values), "M": means[j], "R": point[j],
-                          "R_low": lo[j], "R_high": hi[j]})
+            curve.append(
+                {
+                    **dict(zip(by, keys)),
+                    h: hv,
+                    "questions": len(values),
+                    "M": means[j],
+                    "R": point[j],
+                    "R_low": lo[j],
+                    "R_high": hi[j],
+                }
+            )
         life = censored_half_life(dict(zip(hs, point)))
-        lives.append({**dict(zip(by, keys)), "K_1/2": life["label"], "censored": life["censored"],
-                      "R at largest H": point[-1]})
+        lives.append(
+            {
+                **dict(zip(by, keys)),
+                "K_1/2": life["label"],
+                "censored": life["censored"],
+                "R at largest H": point[-1],
+            }
+        )
     return pd.DataFrame(curve), pd.DataFrame(lives)
 
 
@@ -221,11 +319,22 @@ def position_gap_permutation(by_position, *, n_resamples: int = 9999, seed: int 
     perm = rng.permuted(np.broadcast_to(values, (n_resamples, *values.shape)).copy(), axis=2)
     gaps = perm.mean(axis=1).max(axis=1) - perm.mean(axis=1).min(axis=1)
     p = (int((gaps >= observed - 1e-12).sum()) + 1) / (n_resamples + 1)
-    return {"gap": 100 * observed, "p": p, "null_mean": 100 * float(gaps.mean()), "units": values.shape[0]}
+    return {
+        "gap": 100 * observed,
+        "p": p,
+        "null_mean": 100 * float(gaps.mean()),
+        "units": values.shape[0],
+    }
 
 
-def backend_agreement(rows_a: Sequence[dict], rows_b: Sequence[dict], score: Callable[[dict], float], *,
-                      names: tuple[str, str] = ("hf", "llamacpp"), seed: int = 0) -> dict:
+def backend_agreement(
+    rows_a: Sequence[dict],
+    rows_b: Sequence[dict],
+    score: Callable[[dict], float],
+    *,
+    names: tuple[str, str] = ("hf", "llamacpp"),
+    seed: int = 0,
+) -> dict:
     """How far two backends' answers to the same requests agree.
 
     Rows are matched by request (task, condition, example id); the rendered prompts of a
@@ -234,6 +343,7 @@ def backend_agreement(rows_a: Sequence[dict], rows_b: Sequence[dict], score: Cal
     backend's accuracy, and ``b`` minus ``a`` in points with a paired 95% bootstrap
     interval and a sign-flip p-value over examples (requests of one example are averaged
     first, so an example that appears at several positions counts once)."""
+
     def ident(r):
         return request_identity(r["task"], r["condition"], r["example_id"])
 
@@ -243,7 +353,9 @@ def backend_agreement(rows_a: Sequence[dict], rows_b: Sequence[dict], score: Cal
         raise DataFileError(f"no request was answered by both {names[0]} and {names[1]}")
     for a, b in pairs:
         if a["prompt"] != b["prompt"]:
-            raise DataFileError(f"{names[0]} and {names[1]} rendered request {ident(a)} differently")
+            raise DataFileError(
+                f"{names[0]} and {names[1]} rendered request {ident(a)} differently"
+            )
     same = sum(a["output"] == b["output"] for a, b in pairs)
     unit_a: dict = {}
     unit_b: dict = {}
@@ -251,15 +363,28 @@ def backend_agreement(rows_a: Sequence[dict], rows_b: Sequence[dict], score: Cal
         unit = (a["task"], a["example_id"])
         unit_a.setdefault(unit, []).append(score(a))
         unit_b.setdefault(unit, []).append(score(b))
-    est = paired_estimate({u: sum(v) / len(v) for u, v in unit_a.items()},
-                          {u: sum(v) / len(v) for u, v in unit_b.items()}, side_names=names, seed=seed)
-    return {"n": len(pairs), "units": est.n, "identical": same / len(pairs),
-            f"accuracy_{names[0]}": sum(score(a) for a, _ in pairs) / len(pairs),
-            f"accuracy_{names[1]}": sum(score(b) for _, b in pairs) / len(pairs),
-            "difference": est.difference, "low": est.ci_low, "high": est.ci_high, "p": est.p}
+    est = paired_estimate(
+        {u: sum(v) / len(v) for u, v in unit_a.items()},
+        {u: sum(v) / len(v) for u, v in unit_b.items()},
+        side_names=names,
+        seed=seed,
+    )
+    return {
+        "n": len(pairs),
+        "units": est.n,
+        "identical": same / len(pairs),
+        f"accuracy_{names[0]}": sum(score(a) for a, _ in pairs) / len(pairs),
+        f"accuracy_{names[1]}": sum(score(b) for _, b in pairs) / len(pairs),
+        "difference": est.difference,
+        "low": est.ci_low,
+        "high": est.ci_high,
+        "p": est.p,
+    }
 
 
-def comparable_rows(results_dir: str | Path, experiment: str, requests: Sequence, *, exclude: str | None = None) -> list[dict]:
+def comparable_rows(
+    results_dir: str | Path, experiment: str, requests: Sequence, *, exclude: str | None = None
+) -> list[dict]:
     """Rows of *other* runs (models or backends) under ``results_dir`` that answer any of
     ``requests``: same task, condition and example, whatever model or backend wrote them.
     ``exclude`` names the results folder of the run already in hand. A chapter adds these to
@@ -269,6 +394,9 @@ def comparable_rows(results_dir: str | Path, experiment: str, requests: Sequence
     for folder in ResultsStore.folders(results_dir, experiment):
         if folder == exclude:
             continue
-        out += [row for row in ResultsStore(results_dir, folder, experiment).rows()
-                if request_identity(row["task"], row["condition"], row["example_id"]) in wanted]
+        out += [
+            row
+            for row in ResultsStore(results_dir, folder, experiment).rows()
+            if request_identity(row["task"], row["condition"], row["example_id"]) in wanted
+        ]
     return out

@@ -43,7 +43,9 @@ class BM25Ranker:
         self.retriever.index(tokens, show_progress=False)
 
     def scores(self, query: str):
-        tokens = self._bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
+        tokens = self._bm25s.tokenize(
+            [query], stopwords="en", return_ids=False, show_progress=False
+        )[0]
         return self.retriever.get_scores(tokens) if tokens else np.zeros(self.size)
 
     def ranking(self, query: str) -> list[int]:
@@ -75,9 +77,18 @@ class DenseRanker:
 
     name = "dense"
 
-    def __init__(self, texts: Sequence[str], model: str = "all-minilm-l6-v2", *, pooling: str = "mean",
-                 query_prefix: str = "", batch_size: int = 64, max_length: int = 256, device: str = "cpu",
-                 progress: bool = False):
+    def __init__(
+        self,
+        texts: Sequence[str],
+        model: str = "all-minilm-l6-v2",
+        *,
+        pooling: str = "mean",
+        query_prefix: str = "",
+        batch_size: int = 64,
+        max_length: int = 256,
+        device: str = "cpu",
+        progress: bool = False,
+    ):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -99,9 +110,13 @@ class DenseRanker:
                 if shown:
                     hf_logging.enable_progress_bar()
         except (OSError, ValueError) as err:  # missing files, or a folder that holds no encoder
-            first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise UnknownModelError(f"could not load dense retriever '{model}' ({first_line}); use "
-                                    f"{', '.join(DENSE_ALIASES)}, a local encoder folder or a hub id") from None
+            first_line = (
+                str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            )
+            raise UnknownModelError(
+                f"could not load dense retriever '{model}' ({first_line}); use "
+                f"{', '.join(DENSE_ALIASES)}, a local encoder folder or a hub id"
+            ) from None
         self.model_name, self.pooling, self.query_prefix = model, pooling, query_prefix
         self.batch_size, self.max_length, self.device = batch_size, max_length, device
         self._torch = torch
@@ -114,8 +129,13 @@ class DenseRanker:
         starts = range(0, len(texts), self.batch_size)
         with torch.inference_mode():
             for i in tqdm(starts, desc=f"encoding with {self.model_name}", disable=not progress):
-                batch = self.tokenizer(texts[i:i + self.batch_size], padding=True, truncation=True,
-                                       max_length=self.max_length, return_tensors="pt").to(self.device)
+                batch = self.tokenizer(
+                    texts[i : i + self.batch_size],
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.device)
                 hidden = self.model(**batch).last_hidden_state
                 if self.pooling == "cls":
                     pooled = hidden[:, 0]

@@ -70,7 +70,11 @@ class LazyRequests(collections.abc.Sequence):
         return iter(self._get())
 
     def __repr__(self) -> str:
-        return f"LazyRequests({len(self._items)} built)" if self._items is not None else "LazyRequests(not built)"
+        return (
+            f"LazyRequests({len(self._items)} built)"
+            if self._items is not None
+            else "LazyRequests(not built)"
+        )
 
 
 @dataclass
@@ -106,8 +110,18 @@ def all_requests(blocks: Sequence[Block]) -> list[Request]:
 # Rows
 
 
-def make_row(key: str, req: Request, gen, *, model: str, fingerprint: str, prompt_mode: str,
-             rendered_prompt: str, params: dict, backend: str = "hf") -> dict:
+def make_row(
+    key: str,
+    req: Request,
+    gen,
+    *,
+    model: str,
+    fingerprint: str,
+    prompt_mode: str,
+    rendered_prompt: str,
+    params: dict,
+    backend: str = "hf",
+) -> dict:
     """One stored generation with its provenance. ``backend`` is the backend's identity
     (``hf``, ``llamacpp``, ``openai:<served model>``); rows stored before backends existed
     have none and came from ``hf``."""
@@ -140,15 +154,24 @@ def make_row(key: str, req: Request, gen, *, model: str, fingerprint: str, promp
     }
 
 
-def generate_missing(requests: Sequence[Request], store: ResultsStore, reader: Reader, *, batch_size: int = 8,
-                     progress: bool = True, params: dict | None = None,
-                     load: Callable[[], object] | None = None) -> list[dict]:
+def generate_missing(
+    requests: Sequence[Request],
+    store: ResultsStore,
+    reader: Reader,
+    *,
+    batch_size: int = 8,
+    progress: bool = True,
+    params: dict | None = None,
+    load: Callable[[], object] | None = None,
+) -> list[dict]:
     """Answer every request, reusing rows already in ``store``; one row per request, in order.
 
     ``load`` (default :meth:`Reader.load`) is called only if some request is missing."""
     keys = [request_key(reader.fingerprint, r, reader.prompt_mode) for r in requests]
     if len(set(keys)) != len(keys):
-        raise ValueError("duplicate requests: two requests share task, condition, example id and prompt")
+        raise ValueError(
+            "duplicate requests: two requests share task, condition, example id and prompt"
+        )
     existing = {r["key"]: r for r in store.rows()}
     missing = [i for i, k in enumerate(keys) if k not in existing]
     if missing:
@@ -156,7 +179,9 @@ def generate_missing(requests: Sequence[Request], store: ResultsStore, reader: R
             reader.require(need)
         lm = (load or reader.load)()
         if lm.backend != reader.backend.name:
-            raise ValueError(f"load() gave a {lm.backend!r} backend for backend={reader.backend.name!r}")
+            raise ValueError(
+                f"load() gave a {lm.backend!r} backend for backend={reader.backend.name!r}"
+            )
         # Group by generation settings, since one batch shares max_new_tokens.
         groups: dict[int, list[int]] = {}
         for i in missing:
@@ -167,17 +192,29 @@ def generate_missing(requests: Sequence[Request], store: ResultsStore, reader: R
 
             def persist(batch, gens, idxs=idxs, rendered=rendered):
                 rows = [
-                    make_row(keys[idxs[b]], requests[idxs[b]], g, model=reader.model,
-                             fingerprint=reader.ref.fingerprint, prompt_mode=reader.prompt_mode,
-                             rendered_prompt=rendered[b], params=run_params, backend=reader.identity or "hf")
+                    make_row(
+                        keys[idxs[b]],
+                        requests[idxs[b]],
+                        g,
+                        model=reader.model,
+                        fingerprint=reader.ref.fingerprint,
+                        prompt_mode=reader.prompt_mode,
+                        rendered_prompt=rendered[b],
+                        params=run_params,
+                        backend=reader.identity or "hf",
+                    )
                     for b, g in zip(batch, gens)
                 ]
                 store.append(rows)
                 existing.update({r["key"]: r for r in rows})
 
             lm.generate(
-                rendered, max_new_tokens=max_new, stop_rules=[requests[i].stop for i in idxs],
-                batch_size=batch_size, progress=progress, on_batch=persist,
+                rendered,
+                max_new_tokens=max_new,
+                stop_rules=[requests[i].stop for i in idxs],
+                batch_size=batch_size,
+                progress=progress,
+                on_batch=persist,
                 desc=f"{reader.label} ({len(idxs)} new prompts)",
             )
     return [existing[k] for k in keys]
@@ -186,8 +223,12 @@ def generate_missing(requests: Sequence[Request], store: ResultsStore, reader: R
 def block_keys(block: Block, reader: Reader) -> list[str]:
     """Store keys of a block's requests (generations) or attention items, in order."""
     if block.attention is not None:
-        return [attention_key(reader.ref.fingerprint, it["prompt"], reader.prompt_mode, -1, block.keep_vector)
-                for it in block.attention]
+        return [
+            attention_key(
+                reader.ref.fingerprint, it["prompt"], reader.prompt_mode, -1, block.keep_vector
+            )
+            for it in block.attention
+        ]
     return [request_key(reader.fingerprint, r, reader.prompt_mode) for r in block.requests]
 
 
@@ -209,7 +250,11 @@ def stage_two(block: Block, rows: list[dict]) -> Block | None:
     second = block.followup(rows)
     if isinstance(second, Block):
         return second if second.size else None
-    return Block(f"{block.name} -> stage two", block.experiment, second, block.headline) if second else None
+    return (
+        Block(f"{block.name} -> stage two", block.experiment, second, block.headline)
+        if second
+        else None
+    )
 
 
 def stored(plan: Iterable[Block], reader: Reader, results_dir: str | Path) -> list[dict]:
@@ -218,7 +263,9 @@ def stored(plan: Iterable[Block], reader: Reader, results_dir: str | Path) -> li
     out, queue = [], list(plan)
     while queue:
         block = queue.pop(0)
-        mine = block_rows(block, reader.store(results_dir, block.experiment), block_keys(block, reader))
+        mine = block_rows(
+            block, reader.store(results_dir, block.experiment), block_keys(block, reader)
+        )
         out += mine
         second = stage_two(block, mine)
         if second:
@@ -226,15 +273,31 @@ def stored(plan: Iterable[Block], reader: Reader, results_dir: str | Path) -> li
     return out
 
 
-def answer(plan: Block | Iterable[Block], reader: Reader, results_dir: str | Path, *, batch_size: int = 8,
-           token_budget: int | None = None, progress: bool = True, params: dict | None = None) -> list[dict]:
+def answer(
+    plan: Block | Iterable[Block],
+    reader: Reader,
+    results_dir: str | Path,
+    *,
+    batch_size: int = 8,
+    token_budget: int | None = None,
+    progress: bool = True,
+    params: dict | None = None,
+) -> list[dict]:
     """Every row of ``plan`` for ``reader``: stored rows reused, missing ones generated (the
     model loaded once, only then), stage-two blocks built from the first stage's rows; in
     plan order. What every chapter notebook calls. ``token_budget`` caps rows x tokens per
     batch (long prompts batch less)."""
     blocks = [plan] if isinstance(plan, Block) else list(plan)
-    report = run(blocks, reader, results_dir, batch_size=batch_size, token_budget=token_budget, progress=progress,
-                 params=params, log=lambda line: None)
+    report = run(
+        blocks,
+        reader,
+        results_dir,
+        batch_size=batch_size,
+        token_budget=token_budget,
+        progress=progress,
+        params=params,
+        log=lambda line: None,
+    )
     if report.missing:
         raise LongctxError(f"{report.missing} requests of this plan were not answered")
     return stored(blocks, reader, results_dir)
@@ -260,12 +323,16 @@ def approx_tokens(req: Request) -> int:
     """A cheap prompt length estimate for batching: filler tokens (placeholders) plus about
     one token per 3.5 characters of the rest."""
     # Masked gaps (MASKED_GAP) are never computed, so they add nothing.
-    filler = sum(int(m.group(2)) for rx in (FILLER_SLOT, TOKEN_SLOT) for m in rx.finditer(req.prompt))
+    filler = sum(
+        int(m.group(2)) for rx in (FILLER_SLOT, TOKEN_SLOT) for m in rx.finditer(req.prompt)
+    )
     text = re.sub(r"<\|longctx_[^|]*\|>", "", req.prompt)
     return filler + int(len(text) / 3.5)
 
 
-def chunks(requests: Sequence[Request], chunk_prompts: int, whole_units: bool = False) -> list[list[Request]]:
+def chunks(
+    requests: Sequence[Request], chunk_prompts: int, whole_units: bool = False
+) -> list[list[Request]]:
     """Requests sorted by length and cut into chunks of at most ``chunk_prompts``, so each
     chunk's batches pad little and a deadline is checked often.
 
@@ -277,7 +344,9 @@ def chunks(requests: Sequence[Request], chunk_prompts: int, whole_units: bool = 
         units: dict[str, list[Request]] = {}
         for r in requests:
             units.setdefault(r.example_id, []).append(r)
-        ordered = [r for unit in sorted(units.values(), key=len) for r in sorted(unit, key=approx_tokens)]
+        ordered = [
+            r for unit in sorted(units.values(), key=len) for r in sorted(unit, key=approx_tokens)
+        ]
     else:
         ordered = sorted(requests, key=approx_tokens)
     out, current = [], []
@@ -319,11 +388,23 @@ def batch_for(reqs: Sequence[Request], batch_size: int, token_budget: int | None
     return max(1, min(batch_size, token_budget // max(1, longest)))
 
 
-def run(plan: Iterable[Block], reader: Reader, results_dir: str | Path, *, batch_size: int = 8,
-        token_budget: int | None = None, chunk_prompts: int = 256, deadline_s: float | None = None,
-        copy_to: str | Path | None = None, dry_run: bool = False, progress: bool = True,
-        log: Callable[[str], None] = print, params: dict | None = None, copy_interval_s: float = 60.0,
-        load: Callable[[], object] | None = None) -> Report:
+def run(
+    plan: Iterable[Block],
+    reader: Reader,
+    results_dir: str | Path,
+    *,
+    batch_size: int = 8,
+    token_budget: int | None = None,
+    chunk_prompts: int = 256,
+    deadline_s: float | None = None,
+    copy_to: str | Path | None = None,
+    dry_run: bool = False,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    params: dict | None = None,
+    copy_interval_s: float = 60.0,
+    load: Callable[[], object] | None = None,
+) -> Report:
     """Run ``plan``'s blocks in order with ``reader``, in chunks sorted by length, until
     ``deadline_s`` (checked before each block and chunk); rows already stored are skipped.
     With ``copy_to``, the stores this run adds to are copied there (see :func:`copy_flat`) at
@@ -331,15 +412,41 @@ def run(plan: Iterable[Block], reader: Reader, results_dir: str | Path, *, batch
     ``load`` replaces :meth:`Reader.load` (tests)."""
     copier = _Copier(copy_to, copy_interval_s)
     try:
-        return _run(plan, reader, results_dir, batch_size=batch_size, token_budget=token_budget,
-                    chunk_prompts=chunk_prompts, deadline_s=deadline_s, copier=copier, dry_run=dry_run,
-                    progress=progress, log=log, params=params, load=load or reader.load)
+        return _run(
+            plan,
+            reader,
+            results_dir,
+            batch_size=batch_size,
+            token_budget=token_budget,
+            chunk_prompts=chunk_prompts,
+            deadline_s=deadline_s,
+            copier=copier,
+            dry_run=dry_run,
+            progress=progress,
+            log=log,
+            params=params,
+            load=load or reader.load,
+        )
     finally:
         copier.flush()
 
 
-def _run(plan, reader: Reader, results_dir, *, batch_size, token_budget, chunk_prompts, deadline_s,
-         copier: _Copier, dry_run, progress, log, params, load) -> Report:
+def _run(
+    plan,
+    reader: Reader,
+    results_dir,
+    *,
+    batch_size,
+    token_budget,
+    chunk_prompts,
+    deadline_s,
+    copier: _Copier,
+    dry_run,
+    progress,
+    log,
+    params,
+    load,
+) -> Report:
     started = time.time()
     loaded: dict = {}
 
@@ -363,7 +470,9 @@ def _run(plan, reader: Reader, results_dir, *, batch_size, token_budget, chunk_p
         if second_stages:
             block = second_stages.pop(0)
         else:
-            if past_deadline("before the next block"):  # building the next block may be the costly part
+            if past_deadline(
+                "before the next block"
+            ):  # building the next block may be the costly part
                 return report
             block = next(planned, None)
             if block is None:
@@ -372,35 +481,59 @@ def _run(plan, reader: Reader, results_dir, *, batch_size, token_budget, chunk_p
         have = store.keys()
         keys = block_keys(block, reader)
         todo = [i for i, k in enumerate(keys) if k not in have]
-        entry = {"block": block.name, "experiment": block.experiment, "requests": block.size,
-                 "stored": block.size - len(todo), "generated": 0, "seconds": 0.0}
+        entry = {
+            "block": block.name,
+            "experiment": block.experiment,
+            "requests": block.size,
+            "stored": block.size - len(todo),
+            "generated": 0,
+            "seconds": 0.0,
+        }
         report.blocks.append(entry)
-        log(f"[{time.time() - started:7.0f} s] {block.name}: {block.size} "
+        log(
+            f"[{time.time() - started:7.0f} s] {block.name}: {block.size} "
             f"{'attention prompts' if block.attention is not None else 'requests'}, "
-            f"{entry['stored']} stored, {len(todo)} to {'score' if block.attention is not None else 'generate'}")
+            f"{entry['stored']} stored, {len(todo)} to {'score' if block.attention is not None else 'generate'}"
+        )
         if todo and not dry_run:
             if block.attention is not None:
                 if past_deadline(f"in block '{block.name}'"):
                     return report
                 t0 = time.time()
-                attention_rows(block.attention, store, reader, load=lazy, keep_vector=block.keep_vector,
-                               progress=progress)
+                attention_rows(
+                    block.attention,
+                    store,
+                    reader,
+                    load=lazy,
+                    keep_vector=block.keep_vector,
+                    progress=progress,
+                )
                 entry["generated"] += len(todo)
                 entry["seconds"] += time.time() - t0
                 copier.touched(store)
             else:
-                for part in chunks([block.requests[i] for i in todo], chunk_prompts, block.whole_units):
+                for part in chunks(
+                    [block.requests[i] for i in todo], chunk_prompts, block.whole_units
+                ):
                     if past_deadline(f"in block '{block.name}'"):
                         return report
                     t0 = time.time()
-                    generate_missing(part, store, reader, load=lazy,
-                                     batch_size=batch_for(part, batch_size, token_budget), progress=progress,
-                                     params=params)
+                    generate_missing(
+                        part,
+                        store,
+                        reader,
+                        load=lazy,
+                        batch_size=batch_for(part, batch_size, token_budget),
+                        progress=progress,
+                        params=params,
+                    )
                     entry["generated"] += len(part)
                     entry["seconds"] += time.time() - t0
                     copier.touched(store)
-                    log(f"[{time.time() - started:7.0f} s] {block.name}: "
-                        + progress_line(entry["generated"], len(todo), entry["seconds"]))
+                    log(
+                        f"[{time.time() - started:7.0f} s] {block.name}: "
+                        + progress_line(entry["generated"], len(todo), entry["seconds"])
+                    )
         if block.followup is not None:
             second = stage_two(block, block_rows(block, store, keys))
             if second:
@@ -436,10 +569,12 @@ def copy_target(name: str) -> tuple[str, str]:
     """The (model folder, experiment) a flat copy's file name stands for."""
     for suffix in (COPY_SUFFIX, ".jsonl"):
         if name.endswith(suffix):
-            folder, sep, experiment = name[:-len(suffix)].partition("__")
+            folder, sep, experiment = name[: -len(suffix)].partition("__")
             if sep and folder and experiment:
                 return folder, experiment
-    raise DataFileError(f"{name} is not a flat copy of a store (<model>__<experiment>{COPY_SUFFIX})")
+    raise DataFileError(
+        f"{name} is not a flat copy of a store (<model>__<experiment>{COPY_SUFFIX})"
+    )
 
 
 class _Copier:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from .errors import ParameterError
 
-_GUARD = r'''
+_GUARD = r"""
 import builtins, io, os, shutil, socket, sys
 _ROOT = os.path.realpath(os.getcwd())
 
@@ -94,7 +94,7 @@ socket.create_connection = _deny
 socket.getaddrinfo = _deny
 socket.gethostbyname = _deny
 del _name
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -106,12 +106,17 @@ class ExecutionResult:
     stderr_tail: str
 
 
-def run_untrusted(program: str, *, timeout_s: float = 10.0, memory_mb: int = 1024,
-                  max_file_mb: int = 10) -> ExecutionResult:
+def run_untrusted(
+    program: str, *, timeout_s: float = 10.0, memory_mb: int = 1024, max_file_mb: int = 10
+) -> ExecutionResult:
     """Run ``program`` (Python source) in a contained child; see the module docstring."""
     if timeout_s <= 0 or memory_mb < 64:
         raise ParameterError("timeout_s must be > 0 and memory_mb >= 64")
-    limits = {"cpu": max(1, int(timeout_s) + 1), "mem": memory_mb * 2**20, "fsize": max_file_mb * 2**20}
+    limits = {
+        "cpu": max(1, int(timeout_s) + 1),
+        "mem": memory_mb * 2**20,
+        "fsize": max_file_mb * 2**20,
+    }
 
     def contain():  # runs in the child between fork and exec
         import resource
@@ -125,11 +130,23 @@ def run_untrusted(program: str, *, timeout_s: float = 10.0, memory_mb: int = 102
     with tempfile.TemporaryDirectory(prefix="longctx-sandbox-") as work:
         with open(os.path.join(work, "program.py"), "w", encoding="utf-8") as f:
             f.write(_GUARD + "\n" + program)
-        env = {"HOME": work, "TMPDIR": work, "PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin",
-               "LANG": "C.UTF-8"}
+        env = {
+            "HOME": work,
+            "TMPDIR": work,
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+        }
         started = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-I", "program.py"], cwd=work, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=contain)
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "program.py"],
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=contain,
+        )
         try:
             _, err = proc.communicate(timeout=timeout_s)
             timed_out = False

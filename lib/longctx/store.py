@@ -52,15 +52,21 @@ class ResultsStore:
         or its packed ``.jsonl.xz``) belongs to."""
         path = Path(path)
         if path.name not in (cls.FILENAME, cls.PACKED):
-            raise DataFileError(f"{path} is not a results file "
-                                f"(data/results/<model>/<experiment>/{cls.FILENAME} or {cls.PACKED})")
+            raise DataFileError(
+                f"{path} is not a results file "
+                f"(data/results/<model>/<experiment>/{cls.FILENAME} or {cls.PACKED})"
+            )
         return cls(path.parents[2], path.parent.parent.name, path.parent.name)
 
     @classmethod
     def all_under(cls, root: str | os.PathLike, experiment: str = "*") -> list[ResultsStore]:
         """Every store under ``root`` that holds rows (packed or appended) of ``experiment``
         (a glob pattern; every experiment by default), sorted by model folder, then experiment."""
-        dirs = {p.parent for name in (cls.FILENAME, cls.PACKED) for p in Path(root).glob(f"*/{experiment}/{name}")}
+        dirs = {
+            p.parent
+            for name in (cls.FILENAME, cls.PACKED)
+            for p in Path(root).glob(f"*/{experiment}/{name}")
+        }
         return [cls(root, d.parent.name, d.name) for d in sorted(dirs)]
 
     @classmethod
@@ -84,20 +90,27 @@ class ResultsStore:
         if not self.packed_path.exists():
             return []
         stat = self.packed_path.stat()
-        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)  # pack() replaces the file: a new inode
+        # Pack() replaces the file: a new inode
+        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         cached = self._packed_cache.get(self.packed_path)
-        if cached is None or cached[0] != stamp:  # decompress once; parse per call, so callers own their rows
+        if (
+            cached is None or cached[0] != stamp
+        ):  # decompress once; parse per call, so callers own their rows
             try:
                 text = lzma.decompress(self.packed_path.read_bytes()).decode("utf-8")
             except (lzma.LZMAError, EOFError, UnicodeDecodeError) as e:
-                raise DataFileError(f"{self.packed_path} is damaged ({e}); restore it with "
-                                    f"`git checkout -- {self.packed_path}`") from None
+                raise DataFileError(
+                    f"{self.packed_path} is damaged ({e}); restore it with "
+                    f"`git checkout -- {self.packed_path}`"
+                ) from None
             cached = self._packed_cache[self.packed_path] = (stamp, text.splitlines())
         try:
             return [json.loads(line) for line in cached[1] if line.strip()]
         except json.JSONDecodeError as e:
-            raise DataFileError(f"{self.packed_path} holds a row that is not JSON ({e}); restore it with "
-                                f"`git checkout -- {self.packed_path}`") from None
+            raise DataFileError(
+                f"{self.packed_path} holds a row that is not JSON ({e}); restore it with "
+                f"`git checkout -- {self.packed_path}`"
+            ) from None
 
     def plain_rows(self) -> list[dict]:
         if not self.path.exists():
@@ -111,9 +124,14 @@ class ResultsStore:
                 out.append(json.loads(line))
             except json.JSONDecodeError:
                 if n == len(lines):  # a run killed mid-write: drop the torn line, it will be redone
-                    warnings.warn(f"{self.path}: ignoring truncated last line {n}; it will be regenerated", stacklevel=2)
+                    warnings.warn(
+                        f"{self.path}: ignoring truncated last line {n}; it will be regenerated",
+                        stacklevel=2,
+                    )
                     continue
-                raise DataFileError(f"{self.path}, line {n}: not valid JSON; fix or delete that line") from None
+                raise DataFileError(
+                    f"{self.path}, line {n}: not valid JSON; fix or delete that line"
+                ) from None
         return out
 
     def keys(self) -> set[str]:
@@ -154,7 +172,9 @@ class ResultsStore:
             text = (lzma.decompress(data) if source.suffix == ".xz" else data).decode("utf-8")
             rows = [json.loads(line) for line in text.splitlines() if line.strip()]
         except (lzma.LZMAError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise DataFileError(f"{source} is not a generations file ({e}); copy it again") from None
+            raise DataFileError(
+                f"{source} is not a generations file ({e}); copy it again"
+            ) from None
         if any(not isinstance(r, dict) or "key" not in r for r in rows):
             raise DataFileError(f"{source} holds rows without a store key: not a generations file")
         have = self.keys()

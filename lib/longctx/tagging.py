@@ -60,9 +60,9 @@ def split_sentences(text: str) -> list[str]:
     A period after a common abbreviation (Mr., e.g.) or a single capital (J. Smith) does not end one."""
     out, start = [], 0
     for m in _SENTENCE_END.finditer(text):
-        if _ABBREVIATION.search(text[start:m.start() + 1]):
+        if _ABBREVIATION.search(text[start : m.start() + 1]):
             continue
-        out.append(text[start:m.end()])
+        out.append(text[start : m.end()])
         start = m.end()
     if start < len(text):
         out.append(text[start:])
@@ -73,7 +73,7 @@ def split_paragraphs(text: str) -> list[str]:
     """Paragraphs (separated by a blank line), each with its trailing separator."""
     out, start = [], 0
     for m in _PARAGRAPH_END.finditer(text):
-        out.append(text[start:m.end()])
+        out.append(text[start : m.end()])
         start = m.end()
     if start < len(text):
         out.append(text[start:])
@@ -89,7 +89,9 @@ def chunk_text(text: str, strategy: str = "sentence", max_chars: int = 0) -> lis
     packed sentence chunks. A single sentence longer than ``max_chars`` is its own chunk.
     """
     if strategy not in CHUNK_STRATEGIES:
-        raise ParameterError(f"unknown chunking strategy '{strategy}'; use one of {', '.join(CHUNK_STRATEGIES)}")
+        raise ParameterError(
+            f"unknown chunking strategy '{strategy}'; use one of {', '.join(CHUNK_STRATEGIES)}"
+        )
     if max_chars < 0:
         raise ParameterError(f"max_chars must be >= 0, got {max_chars}")
     chunks: list[str] = []
@@ -145,14 +147,18 @@ class CategorySet:
         for n, c in enumerate(self.categories, 1):
             line = self.line_format.format(n=n, name=c.name, tag=c.tag, definition=c.definition)
             if examples and (c.positive_examples or c.negative_examples):
-                line += (f"\n   positive_examples: {', '.join(c.positive_examples) or 'none'}"
-                         f"\n   negative_examples: {', '.join(c.negative_examples) or 'none'}")
+                line += (
+                    f"\n   positive_examples: {', '.join(c.positive_examples) or 'none'}"
+                    f"\n   negative_examples: {', '.join(c.negative_examples) or 'none'}"
+                )
             lines.append(line)
         return "\n".join(lines)
 
     @property
     def digest(self) -> str:
-        payload = json.dumps([self.line_format, [c.__dict__ for c in self.categories]], sort_keys=True)
+        payload = json.dumps(
+            [self.line_format, [c.__dict__ for c in self.categories]], sort_keys=True
+        )
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
@@ -167,17 +173,28 @@ def load_categories(name: str) -> CategorySet:
     else:
         path = Path(name)
         if not path.is_file():
-            raise ParameterError(f"unknown category set '{name}'; use {', '.join(CATEGORY_SETS)} or a JSON file path")
+            raise ParameterError(
+                f"unknown category set '{name}'; use {', '.join(CATEGORY_SETS)} or a JSON file path"
+            )
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        cats = tuple(Category(c["name"], c.get("tag", c["name"]), c["definition"],
-                              tuple(c.get("positive_examples", ())), tuple(c.get("negative_examples", ())),
-                              tuple(c.get("spacy_labels", ())))
-                     for c in raw["categories"])
+        cats = tuple(
+            Category(
+                c["name"],
+                c.get("tag", c["name"]),
+                c["definition"],
+                tuple(c.get("positive_examples", ())),
+                tuple(c.get("negative_examples", ())),
+                tuple(c.get("spacy_labels", ())),
+            )
+            for c in raw["categories"]
+        )
         line_format = raw.get("line_format", "{n}. {name}: {definition}")
     except (ValueError, KeyError, TypeError) as err:
-        raise DataFileError(f"{path}: not a category file ({type(err).__name__}: {err}); expected "
-                            '{"categories": [{"name", "definition", ...}]}') from None
+        raise DataFileError(
+            f"{path}: not a category file ({type(err).__name__}: {err}); expected "
+            '{"categories": [{"name", "definition", ...}]}'
+        ) from None
     if not cats:
         raise DataFileError(f"{path}: no categories")
     return CategorySet(raw.get("name", str(name)), cats, line_format)
@@ -189,8 +206,14 @@ def wrap(chunk: str, tags: Sequence[str]) -> str:
     if not tags or not core:
         return chunk
     lead = chunk[: len(chunk) - len(chunk.lstrip())]
-    trail = chunk[len(chunk.rstrip()):]
-    return lead + "".join(f"<{t}>" for t in tags) + core + "".join(f"</{t}>" for t in reversed(tags)) + trail
+    trail = chunk[len(chunk.rstrip()) :]
+    return (
+        lead
+        + "".join(f"<{t}>" for t in tags)
+        + core
+        + "".join(f"</{t}>" for t in reversed(tags))
+        + trail
+    )
 
 
 def strip_tags(text: str, tags: Sequence[str]) -> str:
@@ -221,9 +244,14 @@ class TagCache:
                     self._tags[row["key"]] = list(row["tags"])
                 except (ValueError, KeyError, TypeError):
                     if n == len(lines):  # a run killed mid-write: that chunk is tagged again
-                        warnings.warn(f"{self.path}: ignoring a truncated last line; it will be redone", stacklevel=2)
+                        warnings.warn(
+                            f"{self.path}: ignoring a truncated last line; it will be redone",
+                            stacklevel=2,
+                        )
                         continue
-                    raise DataFileError(f"{self.path}, line {n}: not a tag cache row; fix or delete it") from None
+                    raise DataFileError(
+                        f"{self.path}, line {n}: not a tag cache row; fix or delete it"
+                    ) from None
 
     @staticmethod
     def key(tagger_id: str, chunk: str) -> str:
@@ -238,13 +266,23 @@ class TagCache:
         for chunk, tags, raw in items:
             k = self.key(tagger_id, chunk)
             self._tags[k] = list(tags)
-            rows.append({"key": k, "tagger": tagger_id, "chunk_sha256": chunk_hash(chunk), "tags": list(tags),
-                         "raw": raw, "chunk_start": chunk.strip()[:80],
-                         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            rows.append(
+                {
+                    "key": k,
+                    "tagger": tagger_id,
+                    "chunk_sha256": chunk_hash(chunk),
+                    "tags": list(tags),
+                    "raw": raw,
+                    "chunk_start": chunk.strip()[:80],
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                }
+            )
         if self.path and rows:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as f:
-                f.write("".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows))
+                f.write(
+                    "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
+                )
                 f.flush()
                 os.fsync(f.fileno())
 
@@ -255,10 +293,16 @@ class TagCache:
         """The rows of the cache file (tagger, chunk start, tags and the model's raw answer); none in memory only."""
         if not self.path or not self.path.exists():
             return []
-        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [
+            json.loads(line)
+            for line in self.path.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
 
 
-def tag_chunks(chunks: Sequence[str], tagger, cache: TagCache | None = None, slice_size: int = 32) -> list[list[str]]:
+def tag_chunks(
+    chunks: Sequence[str], tagger, cache: TagCache | None = None, slice_size: int = 32
+) -> list[list[str]]:
     """Tags for every chunk: distinct, non-blank chunks not in ``cache`` go to the tagger once,
     ``slice_size`` at a time, each slice cached as soon as it is tagged (an interrupted run
     keeps what it tagged)."""
@@ -270,7 +314,7 @@ def tag_chunks(chunks: Sequence[str], tagger, cache: TagCache | None = None, sli
             todo.setdefault(chunk_hash(c), c.strip())
     pending = list(todo.values())
     for start in range(0, len(pending), slice_size):
-        part = pending[start:start + slice_size]
+        part = pending[start : start + slice_size]
         tags, raws = tagger.tag_with_raw(part)
         cache.put(tagger_id, list(zip(part, tags, raws)))
     return [cache.get(tagger_id, c) or [] if c.strip() else [] for c in chunks]
@@ -286,11 +330,20 @@ def tagged_text(chunks: Sequence[str], tags: Sequence[Sequence[str]]) -> str:
 class SpacyTagger:
     """spaCy NER, entity labels mapped to a category set's tags (``spacy_labels`` in the set)."""
 
-    def __init__(self, categories: CategorySet | str = "spacy", model: str = SPACY_MODEL, batch_size: int = 64):
+    def __init__(
+        self,
+        categories: CategorySet | str = "spacy",
+        model: str = SPACY_MODEL,
+        batch_size: int = 64,
+    ):
         self.categories = load_categories(categories) if isinstance(categories, str) else categories
-        self.label_to_tag = {label: c.tag for c in self.categories.categories for label in c.spacy_labels}
+        self.label_to_tag = {
+            label: c.tag for c in self.categories.categories for label in c.spacy_labels
+        }
         if not self.label_to_tag:
-            raise ParameterError(f"category set '{self.categories.name}' maps no spaCy labels; use 'spacy'")
+            raise ParameterError(
+                f"category set '{self.categories.name}' maps no spaCy labels; use 'spacy'"
+            )
         self.model, self.batch_size = model, batch_size
         self._nlp = None
         self._id: str | None = None
@@ -304,16 +357,22 @@ class SpacyTagger:
                 raise ParameterError(f"spaCy is not installed: {SPACY_INSTALL}") from None
             try:
                 # Only NER is needed; the parser and tagger would triple the time.
-                self._nlp = spacy.load(self.model, disable=["tagger", "parser", "attribute_ruler", "lemmatizer"])
+                self._nlp = spacy.load(
+                    self.model, disable=["tagger", "parser", "attribute_ruler", "lemmatizer"]
+                )
             except OSError:
-                raise ParameterError(f"spaCy model '{self.model}' is not installed: {SPACY_INSTALL}") from None
+                raise ParameterError(
+                    f"spaCy model '{self.model}' is not installed: {SPACY_INSTALL}"
+                ) from None
         return self._nlp
 
     @property
     def id(self) -> str:
         # Asked for every chunk looked up in a cache: hash the categories once, not each time.
         if self._id is None:
-            self._id = f"spacy:{self.model}@{self.nlp.meta.get('version', '?')}:{self.categories.digest}"
+            self._id = (
+                f"spacy:{self.model}@{self.nlp.meta.get('version', '?')}:{self.categories.digest}"
+            )
         return self._id
 
     def tag_with_raw(self, chunks: Sequence[str]) -> tuple[list[list[str]], list[str]]:
@@ -332,7 +391,9 @@ class SpacyTagger:
         return self.tag_with_raw(chunks)[0]
 
 
-def parse_classification(output: str, categories: CategorySet, min_confidence: int = 1) -> list[str]:
+def parse_classification(
+    output: str, categories: CategorySet, min_confidence: int = 1
+) -> list[str]:
     """Categories named in a classification answer (Figure 7), in order of first mention.
 
     Reasoning inside ``<thinking>...</thinking>`` is ignored (it may weigh and reject a
@@ -345,7 +406,7 @@ def parse_classification(output: str, categories: CategorySet, min_confidence: i
     for c in categories.categories:
         for alias in {c.name, c.tag}:
             for m in re.finditer(re.escape(alias), visible, flags=re.IGNORECASE):
-                rest = visible[m.end():].split("\n", 1)[0]
+                rest = visible[m.end() :].split("\n", 1)[0]
                 conf = re.search(r"(?<![\d.])([1-3])(?![\d.])", rest)
                 if conf and int(conf.group(1)) < min_confidence:
                     continue
@@ -384,11 +445,24 @@ class LLMTagger:
     stops once the answer is complete (the IE answer after its leading tags).
     """
 
-    def __init__(self, model: str, categories: CategorySet | str = "privileged", *, method: str = "classification",
-                 load: Callable | None = None, lm=None, batch_size: int = 8, min_confidence: int = 1,
-                 classification_tokens: int = 160, ie_tokens: int = 48, progress: bool = True):
+    def __init__(
+        self,
+        model: str,
+        categories: CategorySet | str = "privileged",
+        *,
+        method: str = "classification",
+        load: Callable | None = None,
+        lm=None,
+        batch_size: int = 8,
+        min_confidence: int = 1,
+        classification_tokens: int = 160,
+        ie_tokens: int = 48,
+        progress: bool = True,
+    ):
         if method not in LLM_METHODS:
-            raise ParameterError(f"unknown LLM tagging method '{method}'; use one of {', '.join(LLM_METHODS)}")
+            raise ParameterError(
+                f"unknown LLM tagging method '{method}'; use one of {', '.join(LLM_METHODS)}"
+            )
         self.model, self.ref = model, resolve_model(model)
         self.categories = load_categories(categories) if isinstance(categories, str) else categories
         self.method, self.batch_size, self.min_confidence = method, batch_size, min_confidence
@@ -399,8 +473,10 @@ class LLMTagger:
     def id(self) -> str:
         templates = "".join(load_prompt(f"tag_{m}") for m in ("classification", "ie"))
         digest = hashlib.sha256(templates.encode()).hexdigest()[:8]
-        return (f"llm:{self.ref.fingerprint}:{self.method}:{self.categories.digest}:{digest}:"
-                f"{self.budget['classification']}/{self.budget['ie']}:c{self.min_confidence}")
+        return (
+            f"llm:{self.ref.fingerprint}:{self.method}:{self.categories.digest}:{digest}:"
+            f"{self.budget['classification']}/{self.budget['ie']}:c{self.min_confidence}"
+        )
 
     @property
     def lm(self):
@@ -409,17 +485,26 @@ class LLMTagger:
         return self._lm
 
     def prompt(self, method: str, chunk: str) -> str:
-        return load_prompt(f"tag_{method}").format(categories=self.categories.definitions(examples=True),
-                                                   text=chunk.strip())
+        return load_prompt(f"tag_{method}").format(
+            categories=self.categories.definitions(examples=True), text=chunk.strip()
+        )
 
     def _run(self, method: str, chunks: Sequence[str]) -> list[str]:
         if method == "ie":
-            stop = StopRule(newline=False, answer_pattern=r"^\s*(?:```[a-zA-Z]*\s*)?(?:<[^<>/]+>\s*)+[^<\s]")
+            stop = StopRule(
+                newline=False, answer_pattern=r"^\s*(?:```[a-zA-Z]*\s*)?(?:<[^<>/]+>\s*)+[^<\s]"
+            )
         else:
             stop = StopRule(newline=False)
         rendered = [self.lm.render(self.prompt(method, c)) for c in chunks]
-        gens = self.lm.generate(rendered, max_new_tokens=self.budget[method], stop_rules=stop,
-                        batch_size=self.batch_size, progress=self.progress, desc=f"tagging ({method})")
+        gens = self.lm.generate(
+            rendered,
+            max_new_tokens=self.budget[method],
+            stop_rules=stop,
+            batch_size=self.batch_size,
+            progress=self.progress,
+            desc=f"tagging ({method})",
+        )
         return [g.raw_text for g in gens]
 
     def tag_with_raw(self, chunks: Sequence[str]) -> tuple[list[list[str]], list[str]]:
@@ -429,9 +514,13 @@ class LLMTagger:
         for i in range(len(chunks)):
             merged: list[str] = []
             if "classification" in outputs:
-                merged += parse_classification(outputs["classification"][i], self.categories, self.min_confidence)
+                merged += parse_classification(
+                    outputs["classification"][i], self.categories, self.min_confidence
+                )
             if "ie" in outputs:
-                merged += [t for t in parse_ie(outputs["ie"][i], self.categories) if t not in merged]
+                merged += [
+                    t for t in parse_ie(outputs["ie"][i], self.categories) if t not in merged
+                ]
             tags.append(merged)
             raws.append(json.dumps({m: outputs[m][i] for m in methods}, ensure_ascii=False))
         return tags, raws
@@ -457,7 +546,9 @@ def tagging_report(chunks: Sequence[str], tags: Sequence[Sequence[str]]) -> Tagg
         for t in ts:
             by_tag[t] = by_tag.get(t, 0) + 1
     added = sum(len(wrap(c, t)) - len(c) for c, t in zip(chunks, tags))
-    return TaggingReport(len(chunks), sum(1 for t in tags if t), sum(len(t) for t in tags), added, by_tag)
+    return TaggingReport(
+        len(chunks), sum(1 for t in tags if t), sum(len(t) for t in tags), added, by_tag
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -470,6 +561,7 @@ VARIANTS = {
     "td_tc_spacy": ("spacy", "spacy", "tag_system_td_tc"),
     "td_tc_llm": ("privileged", "llm", "tag_system_td_tc"),
 }
+
 
 def system_prompt(variant: str) -> str | None:
     """The system message of a TAG variant: its template with its categories' definitions (None for the baseline)."""

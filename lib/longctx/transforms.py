@@ -141,7 +141,9 @@ class Transform:
 
 
 TRANSFORMS: dict[str, type[Transform]] = {}
-RECORDED: list[str] = []  # settings of registered transforms that every renderer puts in the condition
+RECORDED: list[
+    str
+] = []  # settings of registered transforms that every renderer puts in the condition
 
 
 def register(cls: type[Transform]) -> type[Transform]:
@@ -162,8 +164,10 @@ def make(name: str, **params) -> Transform:
     cls = TRANSFORMS[name]
     unknown = set(params) - set(cls.parameters())
     if unknown:
-        raise ParameterError(f"transform '{name}' has no parameter {sorted(unknown)}; "
-                             f"its parameters: {cls.parameters()}")
+        raise ParameterError(
+            f"transform '{name}' has no parameter {sorted(unknown)}; "
+            f"its parameters: {cls.parameters()}"
+        )
     return cls(**params)
 
 
@@ -205,7 +209,9 @@ class Competitors(Transform):
         if self.kind not in ("hard", "far", "random"):
             raise ParameterError(f"competitors kind must be hard, far or random, got {self.kind!r}")
         if not isinstance(self.count, int) or self.count < 0:
-            raise ParameterError(f"competitors count must be a non-negative integer, got {self.count!r}")
+            raise ParameterError(
+                f"competitors count must be a non-negative integer, got {self.count!r}"
+            )
         pool = list(example.candidates)
         if self.kind == "hard":
             start, order = 0, list(range(len(pool)))
@@ -216,13 +222,18 @@ class Competitors(Transform):
             order = list(range(start, len(pool)))
             _rng(self.seed, self.kind, example.example_id).shuffle(order)
         if len(order) < self.count:
-            raise ParameterError(f"example {example.example_id} has {len(order)} {self.kind} candidates "
-                                 f"(from rank {start}), {self.count} requested; attach a larger pool")
-        chosen = [pool[i] for i in order[:self.count]]
+            raise ParameterError(
+                f"example {example.example_id} has {len(order)} {self.kind} candidates "
+                f"(from rank {start}), {self.count} requested; attach a larger pool"
+            )
+        chosen = [pool[i] for i in order[: self.count]]
         counts = dict(example.settings.get("competitor_counts", {}))
         counts[self.kind] = counts.get(self.kind, 0) + self.count
-        settings = {"competitors": "+".join(k for k in ("hard", "far", "random") if counts.get(k)) or "none",
-                    "competitor_counts": counts}
+        settings = {
+            "competitors": "+".join(k for k in ("hard", "far", "random") if counts.get(k))
+            or "none",
+            "competitor_counts": counts,
+        }
         if self.kind != "hard":
             settings.update(competitor_seed=self.seed, competitor_ranks=[start, len(pool)])
         if self.kind == "far":
@@ -248,16 +259,23 @@ class Shuffle(Transform):
     def apply(self, example: Example) -> Example:
         if self.of == "candidates":
             pool = list(example.candidates)
-            random.Random(f"{self.stream or 'shuffle'}:{self.seed}:{example.example_id}").shuffle(pool)
+            random.Random(f"{self.stream or 'shuffle'}:{self.seed}:{example.example_id}").shuffle(
+                pool
+            )
             return replace(example, candidates=tuple(pool)).set(random_order=self.mention)
         if self.of != "distractors":
             raise ParameterError(f"shuffle of must be candidates or distractors, got {self.of!r}")
         if self.mention:
-            raise ParameterError("the ordered-randomly instruction goes with of='candidates' (as in the paper)")
+            raise ParameterError(
+                "the ordered-randomly instruction goes with of='candidates' (as in the paper)"
+            )
         rest = [it for it in example.items if not it.gold]
-        random.Random(f"{self.stream or 'cnorm-order'}:{self.seed}:{example.example_id}").shuffle(rest)
+        random.Random(f"{self.stream or 'cnorm-order'}:{self.seed}:{example.example_id}").shuffle(
+            rest
+        )
         gold = example.gold_index
-        items = rest if gold is None else [example.items[gold], *rest]  # Position places the gold item
+        # Position places the gold item
+        items = rest if gold is None else [example.items[gold], *rest]
         return replace(example, items=tuple(items)).set(order_seed=self.seed)
 
 
@@ -288,7 +306,9 @@ class Position(Transform):
             return self.at - 1
         if isinstance(self.at, float) and 0.0 <= self.at <= 1.0:
             return int(self.at * (n - 1)) if rounding == "floor" else round(self.at * (n - 1))
-        raise ParameterError(f"position {self.at!r}: use a float depth in [0, 1] or an int position 1..{n}")
+        raise ParameterError(
+            f"position {self.at!r}: use a float depth in [0, 1] or an int position 1..{n}"
+        )
 
     def apply(self, example: Example) -> Example:
         gold = example.gold
@@ -336,14 +356,23 @@ class Normalize(Transform):
     def apply(self, example: Example) -> Example:
         delimiter = None if self.delimiter in ("none", None) else self.delimiter
         label = self.label or ("baseline" if delimiter is None else "C-NORM")
-        out = example.set(method=label, delimiter=delimiter or "none", ratio=self.ratio if delimiter else 0.0,
-                          format_seed=self.seed)
+        out = example.set(
+            method=label,
+            delimiter=delimiter or "none",
+            ratio=self.ratio if delimiter else 0.0,
+            format_seed=self.seed,
+        )
         if delimiter is None:
             return out
 
         def fmt(items):
-            texts = format_passages([it.text for it in items], delimiter, self.ratio, self.seed,
-                                    ids=[f"{it.title}|{it.text[:64]}" for it in items])
+            texts = format_passages(
+                [it.text for it in items],
+                delimiter,
+                self.ratio,
+                self.seed,
+                ids=[f"{it.title}|{it.text[:64]}" for it in items],
+            )
             return tuple(replace(it, text=t) for it, t in zip(items, texts))
 
         return replace(out, items=fmt(example.items), candidates=fmt(example.candidates))
@@ -363,15 +392,24 @@ class IdFormat(Transform):
 
         def fmt(it: Item) -> Item:
             if it.kind != "pair":
-                raise ParameterError("id_format applies to key-value pairs; use normalize for passages")
-            return replace(it, title=format_identifier(it.title, self.delimiter),
-                           text=format_identifier(it.text, self.delimiter))
+                raise ParameterError(
+                    "id_format applies to key-value pairs; use normalize for passages"
+                )
+            return replace(
+                it,
+                title=format_identifier(it.title, self.delimiter),
+                text=format_identifier(it.text, self.delimiter),
+            )
 
         answers = tuple(format_identifier(a, self.delimiter) for a in example.answers)
         question = format_identifier(example.question, self.delimiter)
-        return replace(example, items=tuple(fmt(i) for i in example.items),
-                       candidates=tuple(fmt(i) for i in example.candidates), answers=answers,
-                       question=question).set(delimiter=self.delimiter)
+        return replace(
+            example,
+            items=tuple(fmt(i) for i in example.items),
+            candidates=tuple(fmt(i) for i in example.candidates),
+            answers=answers,
+            question=question,
+        ).set(delimiter=self.delimiter)
 
 
 _TAGGERS: dict[str, tuple[object, object]] = {}
@@ -388,7 +426,9 @@ def tagger_for(name: str):
     built once), or one registered with :func:`register_tagger`."""
     if name not in _TAGGERS:
         if name != "spacy":
-            raise ParameterError(f"unknown tagger '{name}'; use spacy or register one with register_tagger")
+            raise ParameterError(
+                f"unknown tagger '{name}'; use spacy or register one with register_tagger"
+            )
         _TAGGERS["spacy"] = (SpacyTagger(), TagCache())
     return _TAGGERS[name]
 
@@ -411,7 +451,13 @@ class Tags(Transform):
     def apply(self, example: Example) -> Example:
         label = (self.tagger or "none") + ("+definitions" if self.definitions else "")
         if self.definitions:
-            variant = "td" if not self.tagger else "td_tc_spacy" if self.tagger == "spacy" else "td_tc_llm"
+            variant = (
+                "td"
+                if not self.tagger
+                else "td_tc_spacy"
+                if self.tagger == "spacy"
+                else "td_tc_llm"
+            )
             example = example.write("system", system_prompt(variant))
         if not self.tagger:
             if not self.definitions:
@@ -420,17 +466,24 @@ class Tags(Transform):
         tagger, cache = tagger_for(self.tagger)
 
         if self.chunk_chars:
+
             def tag(it: Item) -> Item:
                 chunks = chunk_text(it.text, "sentence", self.chunk_chars)
                 lead = it.text[: len(it.text) - len(it.text.lstrip())]
-                return replace(it, text=lead + tagged_text(chunks, tag_chunks(chunks, tagger, cache)).strip())
+                return replace(
+                    it, text=lead + tagged_text(chunks, tag_chunks(chunks, tagger, cache)).strip()
+                )
+
             items = tuple(tag(i) for i in example.items)
         else:
             tags = tag_chunks([it.text for it in example.items], tagger, cache)
-            items = tuple(replace(it, text=tagged_text([it.text], [t])) for it, t in zip(example.items, tags))
+            items = tuple(
+                replace(it, text=tagged_text([it.text], [t])) for it, t in zip(example.items, tags)
+            )
             example = example.set(item_tags=[list(t) for t in tags])
-        return replace(example, items=items).set(tags=label, tag_definitions=self.definitions,
-                                                  tagger=getattr(tagger, "id", self.tagger))
+        return replace(example, items=items).set(
+            tags=label, tag_definitions=self.definitions, tagger=getattr(tagger, "id", self.tagger)
+        )
 
 
 @register
@@ -449,10 +502,14 @@ class Padding(Transform):
 
     def apply(self, example: Example) -> Example:
         if self.placement not in ("between", "before"):
-            raise ParameterError(f"padding placement must be between or before, got {self.placement!r}")
+            raise ParameterError(
+                f"padding placement must be between or before, got {self.placement!r}"
+            )
         slot = filler_slot(self.kind, self.tokens)  # validates kind and length
         if self.tokens:
-            example = example.write("after_context" if self.placement == "between" else "before_context", slot)
+            example = example.write(
+                "after_context" if self.placement == "between" else "before_context", slot
+            )
         return example.set(filler=self.kind, filler_tokens=self.tokens, placement=self.placement)
 
 
@@ -494,7 +551,11 @@ def recorded_fields(example: Example) -> dict:
         out.update(filler=s["filler"], filler_tokens=s["filler_tokens"], placement=s["placement"])
     counts = s.get("competitor_counts", {})
     if counts.get("far") or counts.get("random"):
-        out.update(competitors=s["competitors"], competitor_counts=counts, competitor_seed=s["competitor_seed"])
+        out.update(
+            competitors=s["competitors"],
+            competitor_counts=counts,
+            competitor_seed=s["competitor_seed"],
+        )
         if counts.get("far"):
             out["far_from"] = s["far_from"]
     out.update({k: s[k] for k in RECORDED if k in s})
@@ -517,8 +578,13 @@ def fill_slots(prompt: str, context: tuple[int, int], example: Example) -> str:
     start, end = context
     if start < 0 or end <= start:
         raise ParameterError("text around the context needs a context (this prompt has none)")
-    return (prompt[:start] + "".join(t + "\n" for t in before) + prompt[start:end]
-            + "".join("\n" + t for t in after) + prompt[end:])
+    return (
+        prompt[:start]
+        + "".join(t + "\n" for t in before)
+        + prompt[start:end]
+        + "".join("\n" + t for t in after)
+        + prompt[end:]
+    )
 
 
 def span_of(prompt: str, block: str) -> tuple[int, int]:

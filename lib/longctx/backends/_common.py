@@ -22,8 +22,9 @@ class Prepared:
     ids_only: bool
 
 
-def prepare(reader, prompts: Sequence[str], max_new_tokens: int, stop_rules, batch_size: int,
-            backend: str) -> tuple[list[Prepared], list[StopRule]]:
+def prepare(
+    reader, prompts: Sequence[str], max_new_tokens: int, stop_rules, batch_size: int, backend: str
+) -> tuple[list[Prepared], list[StopRule]]:
     """Expand fillers, tokenize and check every prompt against the window, before any
     generation; masked gaps are a one-line :class:`CapabilityError` naming ``hf``."""
     if max_new_tokens < 1:
@@ -34,8 +35,10 @@ def prepare(reader, prompts: Sequence[str], max_new_tokens: int, stop_rules, bat
     out = []
     for i, prompt in enumerate(prompts):
         if MASKED_GAP.search(prompt):
-            raise CapabilityError(f"masked padding needs the model's weights in torch: backend {backend!r} "
-                                  f"cannot provide it; use backend='hf'")
+            raise CapabilityError(
+                f"masked padding needs the model's weights in torch: backend {backend!r} "
+                f"cannot provide it; use backend='hf'"
+            )
         text = expand_fillers(prompt, reader.tokenizer)
         ids = encode_prompt(reader.tokenizer, text)
         reader.check_fits(len(ids), max_new_tokens, label=f"prompt {i}")

@@ -21,8 +21,10 @@ from ..padding import MASKED_GAP
 from ..requests import Generation, StopRule
 
 GENERATE, MASKED_PADDING, ATTENTION = "generate", "masked_padding", "attention"
-_NEEDS = {MASKED_PADDING: "masked padding needs the model's weights in torch",
-          ATTENTION: "attention weights need the model's weights in torch"}
+_NEEDS = {
+    MASKED_PADDING: "masked padding needs the model's weights in torch",
+    ATTENTION: "attention weights need the model's weights in torch",
+}
 
 
 class Backend(Protocol):
@@ -36,18 +38,37 @@ class Backend(Protocol):
     max_context: int
 
     @classmethod
-    def load(cls, model: str, spec: BackendSpec, *, device: str, dtype: str, prompt_mode: str,
-             max_context: int | None, progress: Callable[[str], None] | None) -> Backend: ...
+    def load(
+        cls,
+        model: str,
+        spec: BackendSpec,
+        *,
+        device: str,
+        dtype: str,
+        prompt_mode: str,
+        max_context: int | None,
+        progress: Callable[[str], None] | None,
+    ) -> Backend: ...
 
     def render(self, prompt: str, system: str | None = None) -> str: ...
 
     def count_tokens(self, text: str) -> int: ...
 
-    def check_fits(self, n_prompt_tokens: int, max_new_tokens: int, label: str = "prompt") -> None: ...
+    def check_fits(
+        self, n_prompt_tokens: int, max_new_tokens: int, label: str = "prompt"
+    ) -> None: ...
 
-    def generate(self, prompts: Sequence[str], *, max_new_tokens: int,
-                 stop_rules: Sequence[StopRule] | StopRule | None = None, batch_size: int = 8,
-                 progress: bool = True, desc: str = "generating", on_batch=None) -> list[Generation]: ...
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int,
+        stop_rules: Sequence[StopRule] | StopRule | None = None,
+        batch_size: int = 8,
+        progress: bool = True,
+        desc: str = "generating",
+        on_batch=None,
+    ) -> list[Generation]: ...
 
     def run_params(self) -> dict: ...
 
@@ -104,7 +125,9 @@ class BackendSpec:
     def __post_init__(self):
         backend_class(self.name)
         if self.name == "openai" and not self.url:
-            raise ParameterError("backend 'openai' needs the server's URL, e.g. url='http://127.0.0.1:8000/v1'")
+            raise ParameterError(
+                "backend 'openai' needs the server's URL, e.g. url='http://127.0.0.1:8000/v1'"
+            )
         if self.name != "openai" and self.url:
             raise ParameterError(f"a URL is only used by backend 'openai', not {self.name!r}")
         if self.concurrency < 1 or self.retries < 0 or self.timeout_s <= 0:
@@ -122,11 +145,15 @@ class BackendSpec:
     def require(self, capability: str) -> None:
         """Raise a one-line :class:`CapabilityError` if this backend cannot do ``capability``."""
         if capability not in backend_class(self.name).capabilities:
-            raise CapabilityError(f"{_NEEDS.get(capability, capability)}: backend {self.name!r} cannot provide it; "
-                                  f"use backend='hf'")
+            raise CapabilityError(
+                f"{_NEEDS.get(capability, capability)}: backend {self.name!r} cannot provide it; "
+                f"use backend='hf'"
+            )
 
 
-def spec(backend: str | BackendSpec | None = None, url: str | None = None, **options) -> BackendSpec:
+def spec(
+    backend: str | BackendSpec | None = None, url: str | None = None, **options
+) -> BackendSpec:
     """A :class:`BackendSpec` from a name (``hf``, ``llamacpp``, ``openai``) or a spec."""
     if isinstance(backend, BackendSpec):
         return backend
@@ -171,7 +198,9 @@ class PromptReader:
         messages = [{"role": "user", "content": prompt}]
         if system is not None:
             messages.insert(0, {"role": "system", "content": system})
-        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False
+        )
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)
@@ -201,7 +230,9 @@ def chat_mode(tokenizer, ref: ModelRef, prompt_mode: str, name: str) -> bool:
     check_prompt_mode(prompt_mode)
     has_template = bool(getattr(tokenizer, "chat_template", None))
     if prompt_mode == "chat" and not has_template:
-        raise ParameterError(f"prompt_mode='chat' but {name} has no chat template; use prompt_mode='raw'")
+        raise ParameterError(
+            f"prompt_mode='chat' but {name} has no chat template; use prompt_mode='raw'"
+        )
     chat = has_template if prompt_mode == "auto" else prompt_mode == "chat"
     if ref.chat_default is False and prompt_mode == "auto":
         chat = False

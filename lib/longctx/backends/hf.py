@@ -38,7 +38,9 @@ def pick_device(device: str = "auto") -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ParameterError(f"device '{device}' requested but CUDA is not available; use device='cpu' or 'auto'")
+        raise ParameterError(
+            f"device '{device}' requested but CUDA is not available; use device='cpu' or 'auto'"
+        )
     if device not in ("cpu",) and not device.startswith("cuda"):
         raise ParameterError(f"unknown device '{device}'; use 'auto', 'cpu' or 'cuda[:N]'")
     return device
@@ -85,15 +87,23 @@ def pick_dtype(dtype: str, device: str):
     model (GGUF alias or file, local checkpoint, hub id); ``$LONGCTX_CPU_DTYPE`` overrides it."""
     import torch
 
-    table = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32,
-             "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16}
+    table = {
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
     if dtype == "auto":
         if device.startswith("cuda"):
             return torch.bfloat16
         forced = os.environ.get(CPU_DTYPE_ENV)
         if forced:
             if forced not in table:
-                raise ParameterError(f"{CPU_DTYPE_ENV}={forced!r} is not a dtype; use bfloat16 or float32")
+                raise ParameterError(
+                    f"{CPU_DTYPE_ENV}={forced!r} is not a dtype; use bfloat16 or float32"
+                )
             return table[forced]
         return torch.bfloat16 if cpu_bf16_is_faster() else torch.float32
     if dtype not in table:
@@ -116,11 +126,25 @@ class HFBackend(PromptReader):
     extra: dict = field(default_factory=dict)
 
     @classmethod
-    def load(cls, model: str, spec: BackendSpec | None = None, *, device: str = "auto", dtype: str = "auto",
-             prompt_mode: str = "auto", max_context: int | None = None,
-             progress: Callable[[str], None] | None = None) -> HFBackend:
-        return load_model(model, device=device, dtype=dtype, prompt_mode=prompt_mode, max_context=max_context,
-                          progress=progress)
+    def load(
+        cls,
+        model: str,
+        spec: BackendSpec | None = None,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        prompt_mode: str = "auto",
+        max_context: int | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> HFBackend:
+        return load_model(
+            model,
+            device=device,
+            dtype=dtype,
+            prompt_mode=prompt_mode,
+            max_context=max_context,
+            progress=progress,
+        )
 
     def generate(self, prompts: Sequence[str], **kw) -> list[Generation]:
         """Greedy generation of rendered prompts (:func:`longctx.backends.hf_engine.generate`)."""
@@ -128,7 +152,11 @@ class HFBackend(PromptReader):
 
     def run_params(self) -> dict:
         """Provenance of this backend's runs, stored with every row."""
-        return {"backend": "hf", "device": self.device, "dtype": str(self.dtype).replace("torch.", "")}
+        return {
+            "backend": "hf",
+            "device": self.device,
+            "dtype": str(self.dtype).replace("torch.", ""),
+        }
 
 
 def _context_window(config) -> int:
@@ -185,5 +213,3 @@ def load_model(
     if max_context:
         window = min(window, max_context)
     return HFBackend(ref, model, tokenizer, dev, torch_dtype, chat, window)
-
-

@@ -35,7 +35,9 @@ class _RowStop:
         import torch
 
         done = []
-        new = input_ids[:, self.prompt_len :].tolist()  # one device-to-host copy per step, not one per row
+        new = input_ids[
+            :, self.prompt_len :
+        ].tolist()  # one device-to-host copy per step, not one per row
         for row, rule in zip(new, self.rules):
             text = self.tokenizer.decode(row, skip_special_tokens=True)
             done.append(rule.cut(text)[1])
@@ -70,8 +72,17 @@ def generate(
     prompts = [expand_fillers(p, lm.tokenizer) for p in prompts]
     masked = [i for i, p in enumerate(prompts) if MASKED_GAP.search(p)]
     if masked:
-        return _generate_in_two_parts(lm, prompts, masked, max_new_tokens=max_new_tokens, stop_rules=stop_rules,
-                                      batch_size=batch_size, progress=progress, desc=desc, on_batch=on_batch)
+        return _generate_in_two_parts(
+            lm,
+            prompts,
+            masked,
+            max_new_tokens=max_new_tokens,
+            stop_rules=stop_rules,
+            batch_size=batch_size,
+            progress=progress,
+            desc=desc,
+            on_batch=on_batch,
+        )
     tok = lm.tokenizer
     encoded = [encode_prompt(tok, p) for p in prompts]
     for i, ids in enumerate(encoded):
@@ -83,7 +94,9 @@ def generate(
         width = max(len(encoded[i]) for i in batch)
         pad = tok.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(encoded[i])) + encoded[i] for i in batch])
-        mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in batch])
+        mask = torch.tensor(
+            [[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in batch]
+        )
         rules = [stop_rules[i] for i in batch]
         started = time.perf_counter()
         with torch.inference_mode():
@@ -101,7 +114,15 @@ def generate(
         seconds = time.perf_counter() - started
         gens = []
         for row, i in enumerate(batch):
-            gen = _finish(tok, out[row, width:].tolist(), eos, stop_rules[i], len(encoded[i]), seconds, len(batch))
+            gen = _finish(
+                tok,
+                out[row, width:].tolist(),
+                eos,
+                stop_rules[i],
+                len(encoded[i]),
+                seconds,
+                len(batch),
+            )
             results[i] = gen
             gens.append(gen)
         if on_batch is not None:
@@ -123,7 +144,13 @@ def _generate_in_two_parts(lm, prompts, masked, *, stop_rules, on_batch, **kw) -
             if on_batch is not None:
                 on_batch([idxs[b] for b in batch], gens)
 
-        gens = fn(lm, [prompts[i] for i in idxs], stop_rules=[stop_rules[i] for i in idxs], on_batch=relay, **kw)
+        gens = fn(
+            lm,
+            [prompts[i] for i in idxs],
+            stop_rules=[stop_rules[i] for i in idxs],
+            on_batch=relay,
+            **kw,
+        )
         for i, g in zip(idxs, gens):
             results[i] = g
     return results  # type: ignore[return-value]
@@ -177,7 +204,9 @@ def generate_masked(
     tok = lm.tokenizer
     inputs = [masked_inputs(tok, p) for p in prompts]
     for i, (_, pos) in enumerate(inputs):
-        lm.check_fits(pos[-1] + 1 if pos else 0, max_new_tokens, label=f"prompt {i} (with its masked gaps)")
+        lm.check_fits(
+            pos[-1] + 1 if pos else 0, max_new_tokens, label=f"prompt {i} (with its masked gaps)"
+        )
     eos = set(_eos_ids(lm))
     pad = tok.pad_token_id
     results: list[Generation | None] = [None] * len(prompts)
@@ -186,8 +215,12 @@ def generate_masked(
     for batch in _buckets([len(inputs[i][0]) for i in range(len(prompts))], batch_size):
         width = max(len(inputs[i][0]) for i in batch)
         rows = len(batch)
-        input_ids = torch.tensor([[pad] * (width - len(inputs[i][0])) + inputs[i][0] for i in batch])
-        mask = torch.tensor([[0] * (width - len(inputs[i][0])) + [1] * len(inputs[i][0]) for i in batch])
+        input_ids = torch.tensor(
+            [[pad] * (width - len(inputs[i][0])) + inputs[i][0] for i in batch]
+        )
+        mask = torch.tensor(
+            [[0] * (width - len(inputs[i][0])) + [1] * len(inputs[i][0]) for i in batch]
+        )
         positions = torch.tensor([[0] * (width - len(inputs[i][1])) + inputs[i][1] for i in batch])
         new_tokens: list[list[int]] = [[] for _ in batch]
         done = [False] * rows
@@ -197,8 +230,14 @@ def generate_masked(
             step_ids, step_pos = input_ids.to(lm.device), positions.to(lm.device)
             mask = mask.to(lm.device)
             for _ in range(max_new_tokens):
-                out = model(input_ids=step_ids, attention_mask=mask, position_ids=step_pos,
-                            past_key_values=cache, use_cache=True, logits_to_keep=1)
+                out = model(
+                    input_ids=step_ids,
+                    attention_mask=mask,
+                    position_ids=step_pos,
+                    past_key_values=cache,
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
                 cache = out.past_key_values
                 nxt = out.logits[:, -1, :].argmax(-1)
                 for r in range(rows):
@@ -206,20 +245,35 @@ def generate_masked(
                         continue
                     t = int(nxt[r])
                     new_tokens[r].append(t)
-                    if t in eos or stop_rules[batch[r]].cut(tok.decode(new_tokens[r], skip_special_tokens=True))[1]:
+                    if (
+                        t in eos
+                        or stop_rules[batch[r]].cut(
+                            tok.decode(new_tokens[r], skip_special_tokens=True)
+                        )[1]
+                    ):
                         done[r] = True
                 if all(done):
                     break
                 step_ids = nxt[:, None]
                 step_pos = step_pos[:, -1:] + 1
-                mask = torch.cat([mask, torch.ones((rows, 1), dtype=mask.dtype, device=mask.device)], dim=1)
+                mask = torch.cat(
+                    [mask, torch.ones((rows, 1), dtype=mask.dtype, device=mask.device)], dim=1
+                )
         seconds = time.perf_counter() - started
         gens = []
         for r, i in enumerate(batch):
             computed = len(inputs[i][0])
             perceived = inputs[i][1][-1] + 1 if inputs[i][1] else 0
-            gen = _finish(tok, new_tokens[r], eos, stop_rules[i], perceived, seconds, rows,
-                          extra={"computed_prompt_tokens": computed, "masked_tokens": perceived - computed})
+            gen = _finish(
+                tok,
+                new_tokens[r],
+                eos,
+                stop_rules[i],
+                perceived,
+                seconds,
+                rows,
+                extra={"computed_prompt_tokens": computed, "masked_tokens": perceived - computed},
+            )
             results[i] = gen
             gens.append(gen)
         if on_batch is not None:
@@ -229,16 +283,33 @@ def generate_masked(
     return results  # type: ignore[return-value]
 
 
-def _finish(tok, new: list[int], eos: set, rule: StopRule, prompt_tokens: int, seconds: float, rows: int,
-            extra: dict | None = None) -> Generation:
+def _finish(
+    tok,
+    new: list[int],
+    eos: set,
+    rule: StopRule,
+    prompt_tokens: int,
+    seconds: float,
+    rows: int,
+    extra: dict | None = None,
+) -> Generation:
     """A row's Generation: new tokens up to the first EOS, decoded, cut at its stop rule."""
     first_eos = next((k for k, t in enumerate(new) if t in eos), None)
     n_new = len(new) if first_eos is None else first_eos + 1
     raw = tok.decode(new[:n_new], skip_special_tokens=True)
     text, fired = rule.cut(raw)
     reason = "stop_rule" if fired else "eos" if first_eos is not None else "max_new_tokens"
-    return Generation(text.strip(), raw, prompt_tokens, n_new, fired, seconds, rows, extra=extra or {},
-                      stop_reason=reason)
+    return Generation(
+        text.strip(),
+        raw,
+        prompt_tokens,
+        n_new,
+        fired,
+        seconds,
+        rows,
+        extra=extra or {},
+        stop_reason=reason,
+    )
 
 
 def _eos_ids(lm) -> list[int]:

@@ -34,34 +34,55 @@ from ..requests import Generation
 from ._common import decode, prepare
 from .base import BackendSpec, PromptReader, chat_mode, register
 
-INSTALL = ("scripts/install_llamacpp.sh .venv/bin/pip  (compiles llama.cpp without its AMX kernels, which "
-           "crash in VMs: about 4 minutes; or pip install \"llama-cpp-python[server]==0.3.36\")")
+INSTALL = (
+    "scripts/install_llamacpp.sh .venv/bin/pip  (compiles llama.cpp without its AMX kernels, which "
+    'crash in VMs: about 4 minutes; or pip install "llama-cpp-python[server]==0.3.36")'
+)
 DEFAULT_WINDOW = 32768  # KV cache allocated up front: cap it unless the caller asks for more
 
 
 @register("llamacpp")
 class LlamaCppBackend(PromptReader):
     @classmethod
-    def load(cls, model: str, spec: BackendSpec, *, device: str = "auto", dtype: str = "auto",
-             prompt_mode: str = "auto", max_context: int | None = None,
-             progress: Callable[[str], None] | None = None) -> LlamaCppBackend:
+    def load(
+        cls,
+        model: str,
+        spec: BackendSpec,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        prompt_mode: str = "auto",
+        max_context: int | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> LlamaCppBackend:
         """``device`` and ``dtype`` are the ``hf`` backend's: llama.cpp runs the GGUF weights as they are."""
         return cls(model, spec, prompt_mode=prompt_mode, max_context=max_context, progress=progress)
 
-    def __init__(self, model: str, spec: BackendSpec, *, prompt_mode: str = "auto", max_context: int | None = None,
-                 progress: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        model: str,
+        spec: BackendSpec,
+        *,
+        prompt_mode: str = "auto",
+        max_context: int | None = None,
+        progress: Callable[[str], None] | None = None,
+    ):
         self.ref = resolve_model(model)
         if self.ref.kind == "alias":
             path = alias_gguf_path(ALIASES[self.ref.name])
         elif self.ref.kind == "gguf":
             path = Path(self.ref.name).expanduser().resolve()
         else:
-            raise CapabilityError(f"backend 'llamacpp' runs GGUF files; '{model}' is a {self.ref.kind} model: "
-                                  f"use backend='hf', or serve it and use backend='openai'")
+            raise CapabilityError(
+                f"backend 'llamacpp' runs GGUF files; '{model}' is a {self.ref.kind} model: "
+                f"use backend='hf', or serve it and use backend='openai'"
+            )
         try:
             import llama_cpp
         except ImportError:
-            raise ModelPackageMissingError(f"backend 'llamacpp' needs llama-cpp-python: {INSTALL}") from None
+            raise ModelPackageMissingError(
+                f"backend 'llamacpp' needs llama-cpp-python: {INSTALL}"
+            ) from None
         self.spec = spec
         self.path = path
         self.threads = spec.threads or os.cpu_count() or 1
@@ -70,21 +91,43 @@ class LlamaCppBackend(PromptReader):
         if progress:
             progress(f"loading {model} with llama.cpp ({self.threads} threads)")
         self.max_context = min(trained_window(path), max_context or DEFAULT_WINDOW)
-        self.llm = llama_cpp.Llama(model_path=str(path), n_ctx=self.max_context, n_batch=512, n_ubatch=512,
-                                   n_threads=self.threads, n_threads_batch=self.threads, logits_all=False,
-                                   verbose=False)
+        self.llm = llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=self.max_context,
+            n_batch=512,
+            n_ubatch=512,
+            n_threads=self.threads,
+            n_threads_batch=self.threads,
+            logits_all=False,
+            verbose=False,
+        )
         vocab = self.llm._model.vocab
         self._is_eog = lambda t: bool(llama_cpp.llama_vocab_is_eog(vocab, t))
 
     def run_params(self) -> dict:
         import llama_cpp
 
-        return {"backend": "llamacpp", "device": "cpu", "dtype": "gguf", "gguf": self.path.name,
-                "prefix_cache": self.spec.prefix_cache,
-                "threads": self.threads, "llama_cpp_python": llama_cpp.__version__}
+        return {
+            "backend": "llamacpp",
+            "device": "cpu",
+            "dtype": "gguf",
+            "gguf": self.path.name,
+            "prefix_cache": self.spec.prefix_cache,
+            "threads": self.threads,
+            "llama_cpp_python": llama_cpp.__version__,
+        }
 
-    def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_rules=None, batch_size: int = 8,
-                 progress: bool = True, desc: str = "generating", on_batch=None) -> list[Generation]:
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int,
+        stop_rules=None,
+        batch_size: int = 8,
+        progress: bool = True,
+        desc: str = "generating",
+        on_batch=None,
+    ) -> list[Generation]:
         """Greedy-decode ``prompts`` (rendered); ``on_batch(indices, generations)`` gets every
         ``batch_size`` finished prompts, so an interrupted run loses at most that many."""
         prepared, rules = prepare(self, prompts, max_new_tokens, stop_rules, batch_size, "llamacpp")
@@ -92,7 +135,9 @@ class LlamaCppBackend(PromptReader):
         if self.spec.prefix_cache:  # neighbours in token order share the longest prefixes
             order = sorted(order, key=lambda i: prepared[i].ids)
         results: list[Generation | None] = [None] * len(prompts)
-        bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr)
+        bar = tqdm(
+            total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr
+        )
         pending: list[int] = []
         for i in order:
             results[i] = self._one(prepared[i].ids, max_new_tokens, rules[i])
@@ -119,7 +164,9 @@ class LlamaCppBackend(PromptReader):
         started = time.perf_counter()
         new: list[int] = []
         eog = False
-        for token in self.llm.generate(ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True):
+        for token in self.llm.generate(
+            ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True
+        ):
             if self._is_eog(token):
                 eog = True
                 break
@@ -134,8 +181,17 @@ class LlamaCppBackend(PromptReader):
         # hf counts an end-of-generation token among the new tokens (its position ends the row)
         n_new = len(new) + (1 if eog else 0)
         reason = "stop_rule" if fired else "eos" if eog else "max_new_tokens"
-        return Generation(text.strip(), raw, len(ids), n_new, fired, seconds, 1,
-                          extra={"prefix_reused": reused}, stop_reason=reason)
+        return Generation(
+            text.strip(),
+            raw,
+            len(ids),
+            n_new,
+            fired,
+            seconds,
+            1,
+            extra={"prefix_reused": reused},
+            stop_reason=reason,
+        )
 
 
 def trained_window(path: Path) -> int:

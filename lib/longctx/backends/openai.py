@@ -39,14 +39,30 @@ RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 @register("openai")
 class OpenAIBackend(PromptReader):
     @classmethod
-    def load(cls, model: str, spec: BackendSpec, *, device: str = "auto", dtype: str = "auto",
-             prompt_mode: str = "auto", max_context: int | None = None,
-             progress: Callable[[str], None] | None = None) -> OpenAIBackend:
+    def load(
+        cls,
+        model: str,
+        spec: BackendSpec,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        prompt_mode: str = "auto",
+        max_context: int | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> OpenAIBackend:
         """``device`` and ``dtype`` are the ``hf`` backend's: the server chose its own."""
         return cls(model, spec, prompt_mode=prompt_mode, max_context=max_context, progress=progress)
 
-    def __init__(self, model: str, spec: BackendSpec, *, prompt_mode: str = "auto", max_context: int | None = None,
-                 progress: Callable[[str], None] | None = None, tokenizer=None):
+    def __init__(
+        self,
+        model: str,
+        spec: BackendSpec,
+        *,
+        prompt_mode: str = "auto",
+        max_context: int | None = None,
+        progress: Callable[[str], None] | None = None,
+        tokenizer=None,
+    ):
         import httpx
 
         self.ref = resolve_model(model)
@@ -56,9 +72,11 @@ class OpenAIBackend(PromptReader):
         self.client = httpx.Client(timeout=httpx.Timeout(spec.timeout_s, connect=10.0))
         served = self._served_models()  # before anything slow: a wrong URL fails at once
         if self.served_model not in served:
-            raise BackendError(f"the server at {self.url} serves {', '.join(served) or 'no model'}, not "
-                               f"'{self.served_model}'; start it with that model (or that alias), or pass "
-                               f"served_model='<id>' if it serves this model under another name")
+            raise BackendError(
+                f"the server at {self.url} serves {', '.join(served) or 'no model'}, not "
+                f"'{self.served_model}'; start it with that model (or that alias), or pass "
+                f"served_model='<id>' if it serves this model under another name"
+            )
         # The serving model's tokenizer renders the chat template and measures filler; a user
         # whose model is only on the server passes its hub id (the tokenizer is small).
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model)
@@ -67,7 +85,9 @@ class OpenAIBackend(PromptReader):
         window = window if isinstance(window, int) and 0 < window < 10**8 else 32768
         self.max_context = min(window, max_context) if max_context else window
         if progress:
-            progress(f"{model} via {self.url} (model '{self.served_model}', {self.max_context}-token window)")
+            progress(
+                f"{model} via {self.url} (model '{self.served_model}', {self.max_context}-token window)"
+            )
 
     def _served_models(self) -> dict[str, int | None]:
         """Model ids the server lists, with their context window where it says."""
@@ -76,11 +96,15 @@ class OpenAIBackend(PromptReader):
         try:
             response = self.client.get(f"{self.url}/models", timeout=10.0)
         except httpx.HTTPError as err:
-            raise BackendError(f"cannot reach an OpenAI-compatible server at {self.url} "
-                               f"({type(err).__name__}); is it running, and does the URL end in /v1?") from None
+            raise BackendError(
+                f"cannot reach an OpenAI-compatible server at {self.url} "
+                f"({type(err).__name__}); is it running, and does the URL end in /v1?"
+            ) from None
         if response.status_code != 200:
-            raise BackendError(f"{self.url}/models answered HTTP {response.status_code}; "
-                               f"is {self.url} an OpenAI-compatible API (ending in /v1)?")
+            raise BackendError(
+                f"{self.url}/models answered HTTP {response.status_code}; "
+                f"is {self.url} an OpenAI-compatible API (ending in /v1)?"
+            )
         try:
             data = response.json()["data"]
         except (ValueError, KeyError, TypeError):
@@ -88,21 +112,38 @@ class OpenAIBackend(PromptReader):
         return {m["id"]: m.get("max_model_len") for m in data if isinstance(m, dict) and "id" in m}
 
     def run_params(self) -> dict:
-        return {"backend": "openai", "served_model": self.served_model, "url": self.url,
-                "concurrency": self.spec.concurrency}
+        return {
+            "backend": "openai",
+            "served_model": self.served_model,
+            "url": self.url,
+            "concurrency": self.spec.concurrency,
+        }
 
-    def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_rules=None, batch_size: int = 8,
-                 progress: bool = True, desc: str = "generating", on_batch=None) -> list[Generation]:
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int,
+        stop_rules=None,
+        batch_size: int = 8,
+        progress: bool = True,
+        desc: str = "generating",
+        on_batch=None,
+    ) -> list[Generation]:
         """Answer ``prompts`` (rendered) ``concurrency`` at a time; ``on_batch(indices,
         generations)`` receives every completed group of ``max(batch_size, concurrency)``."""
         prepared, rules = prepare(self, prompts, max_new_tokens, stop_rules, batch_size, "openai")
         group = max(batch_size, self.spec.concurrency)
         results: list[Generation | None] = [None] * len(prompts)
-        bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr)
+        bar = tqdm(
+            total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr
+        )
         with ThreadPoolExecutor(max_workers=self.spec.concurrency) as pool:
             for start in range(0, len(prompts), group):
                 idxs = list(range(start, min(start + group, len(prompts))))
-                futures = [pool.submit(self._one, prepared[i], max_new_tokens, rules[i]) for i in idxs]
+                futures = [
+                    pool.submit(self._one, prepared[i], max_new_tokens, rules[i]) for i in idxs
+                ]
                 done, failure = [], None
                 for i, fut in zip(idxs, futures):
                     try:
@@ -122,8 +163,16 @@ class OpenAIBackend(PromptReader):
     def _one(self, p: Prepared, max_new_tokens: int, rule: StopRule) -> Generation:
         # Plain greedy decoding: no repetition penalty (llama.cpp's server defaults to 1.1 and
         # names it repeat_penalty; vLLM and SGLang call it repetition_penalty).
-        body = {"model": self.served_model, "prompt": p.ids if p.ids_only else p.text, "max_tokens": max_new_tokens,
-                "temperature": 0.0, "top_p": 1.0, "stream": True, "repeat_penalty": 1.0, "repetition_penalty": 1.0}
+        body = {
+            "model": self.served_model,
+            "prompt": p.ids if p.ids_only else p.text,
+            "max_tokens": max_new_tokens,
+            "temperature": 0.0,
+            "top_p": 1.0,
+            "stream": True,
+            "repeat_penalty": 1.0,
+            "repetition_penalty": 1.0,
+        }
         started = time.perf_counter()
         for attempt in range(self.spec.retries + 1):
             try:
@@ -131,15 +180,25 @@ class OpenAIBackend(PromptReader):
                 break
             except _Retryable as err:
                 if attempt == self.spec.retries:
-                    raise BackendError(f"request to {self.url}/completions failed after {attempt + 1} tries: "
-                                       f"{err}") from None
-                time.sleep(min(30.0, 0.5 * 2 ** attempt))
+                    raise BackendError(
+                        f"request to {self.url}/completions failed after {attempt + 1} tries: {err}"
+                    ) from None
+                time.sleep(min(30.0, 0.5 * 2**attempt))
         seconds = time.perf_counter() - started
         text, fired = rule.cut(raw)
         new_tokens = len(self.tokenizer(raw, add_special_tokens=False).input_ids)
         reason = "stop_rule" if fired else "max_new_tokens" if finish == "length" else "eos"
-        return Generation(text.strip(), raw, len(p.ids), new_tokens, fired, seconds, 1,
-                          extra={"finish_reason": finish}, stop_reason=reason)
+        return Generation(
+            text.strip(),
+            raw,
+            len(p.ids),
+            new_tokens,
+            fired,
+            seconds,
+            1,
+            extra={"finish_reason": finish},
+            stop_reason=reason,
+        )
 
     def _stream(self, body: dict, rule: StopRule) -> tuple[str, str | None]:
         """One streamed completion: the text (until the stop rule fires) and the finish reason."""
@@ -153,8 +212,10 @@ class OpenAIBackend(PromptReader):
                     raise _Retryable(f"HTTP {response.status_code}")
                 if response.status_code != 200:
                     response.read()
-                    raise BackendError(f"{self.url}/completions answered HTTP {response.status_code}: "
-                                       f"{response.text[:200]}")
+                    raise BackendError(
+                        f"{self.url}/completions answered HTTP {response.status_code}: "
+                        f"{response.text[:200]}"
+                    )
                 for line in response.iter_lines():
                     if not line.startswith("data:"):
                         continue
@@ -164,15 +225,19 @@ class OpenAIBackend(PromptReader):
                     try:
                         chunk = json.loads(data)
                     except ValueError:
-                        raise BackendError(f"{self.url}/completions streamed something that is not JSON: "
-                                           f"{data[:200]!r}") from None
+                        raise BackendError(
+                            f"{self.url}/completions streamed something that is not JSON: "
+                            f"{data[:200]!r}"
+                        ) from None
                     if "error" in chunk:
                         raise _Retryable(f"server error: {str(chunk['error'])[:200]}")
                     choice = (chunk.get("choices") or [{}])[0]
                     pieces.append(choice.get("text") or "")
                     finish = choice.get("finish_reason") or finish
                     if rule.cut("".join(pieces))[1]:
-                        return "".join(pieces), finish  # leaving the block closes the stream: decoding stops
+                        return "".join(
+                            pieces
+                        ), finish  # leaving the block closes the stream: decoding stops
         except httpx.HTTPError as err:
             raise _Retryable(f"{type(err).__name__}: {err}") from None
         if finish is None:

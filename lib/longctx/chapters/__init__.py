@@ -48,21 +48,29 @@ def scales(chapter: str) -> dict[str, dict]:
     model) and ``smoke`` (the paper's design at a size a unit test can plan). A set may say
     ``"extends": "<other set>"`` and list only what differs; it cannot add parameters."""
     get_chapter(chapter)
-    raw = json.loads(files("longctx").joinpath("scales", f"{chapter}.json").read_text(encoding="utf-8"))
+    raw = json.loads(
+        files("longctx").joinpath("scales", f"{chapter}.json").read_text(encoding="utf-8")
+    )
 
     def resolved(name: str, seen: tuple = ()) -> dict:
         if name in seen:
-            raise ParameterError(f"scales/{chapter}.json: '{name}' extends itself through {' -> '.join(seen)}")
+            raise ParameterError(
+                f"scales/{chapter}.json: '{name}' extends itself through {' -> '.join(seen)}"
+            )
         own = dict(raw[name])
         base_name = own.pop("extends", None)
         if base_name is None:
             return own
         if base_name not in raw:
-            raise ParameterError(f"scales/{chapter}.json: '{name}' extends '{base_name}', which does not exist")
+            raise ParameterError(
+                f"scales/{chapter}.json: '{name}' extends '{base_name}', which does not exist"
+            )
         base = resolved(base_name, (*seen, name))
         unknown = set(own) - set(base)
         if unknown:
-            raise ParameterError(f"scales/{chapter}.json: '{name}' sets {sorted(unknown)}, which '{base_name}' lacks")
+            raise ParameterError(
+                f"scales/{chapter}.json: '{name}' sets {sorted(unknown)}, which '{base_name}' lacks"
+            )
         return {**base, **own}
 
     return {name: resolved(name) for name in raw}
@@ -76,5 +84,7 @@ def scale(chapter: str, name: str, **overrides) -> dict:
     params = dict(sets[name])
     unknown = set(overrides) - set(params)
     if unknown:
-        raise ParameterError(f"unknown parameters for {chapter}: {sorted(unknown)}; known: {sorted(params)}")
+        raise ParameterError(
+            f"unknown parameters for {chapter}: {sorted(unknown)}; known: {sorted(params)}"
+        )
     return {**params, **overrides}

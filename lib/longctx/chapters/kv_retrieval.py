@@ -48,16 +48,23 @@ def examples_for(num_pairs: int, params: dict) -> tuple[list[kv.KVExample], str]
     ``kv_source``: ``synthetic`` (seeded UUIDs), ``release-75`` / ``release-140`` (that
     file, trimmed to ``num_pairs``), or ``release`` (the smallest release file that holds
     ``num_pairs`` pairs, so 75 and 140 pairs both come from the paper's own records)."""
-    source, n = per_size(params, "kv_source", num_pairs), per_size(params, "examples_per_cell", num_pairs)
+    source, n = (
+        per_size(params, "kv_source", num_pairs),
+        per_size(params, "examples_per_cell", num_pairs),
+    )
     if source == "synthetic":
         return kv.synthetic_examples(n, num_pairs, seed=params["seed"]), source
     if source == "release":
         total = next((t for t in (75, 140) if num_pairs <= t), None)
         if total is None:
-            raise ParameterError(f"the release files hold at most 140 pairs, not {num_pairs}; use synthetic")
+            raise ParameterError(
+                f"the release files hold at most 140 pairs, not {num_pairs}; use synthetic"
+            )
         source = f"release-{total}"
     if source not in ("release-75", "release-140"):
-        raise ParameterError(f"kv_source must be synthetic, release, release-75 or release-140, not {source!r}")
+        raise ParameterError(
+            f"kv_source must be synthetic, release, release-75 or release-140, not {source!r}"
+        )
     return kv.release_examples(int(source.split("-")[1]), limit=n, num_pairs=num_pairs), source
 
 
@@ -73,13 +80,22 @@ def plan(params: dict) -> list[Block]:
             others = [p for p in positions if p not in top]
             label = f"{k} pairs, {'query-aware' if qa else 'query at end'}"
             if top:
-                headline.append(Block(f"{label}, depths {top}", EXPERIMENT,
-                                      kv.make_requests(examples, top, query_aware=qa, source=source), True))
+                headline.append(
+                    Block(
+                        f"{label}, depths {top}",
+                        EXPERIMENT,
+                        kv.make_requests(examples, top, query_aware=qa, source=source),
+                        True,
+                    )
+                )
             if others:
                 # Positions that round to a headline index are already in the headline block.
                 done = set(kv.position_indices(k, top)) if top else set()
-                reqs = [r for r in kv.make_requests(examples, others, query_aware=qa, source=source)
-                        if r.condition["gold_index"] not in done]
+                reqs = [
+                    r
+                    for r in kv.make_requests(examples, others, query_aware=qa, source=source)
+                    if r.condition["gold_index"] not in done
+                ]
                 rest.append(Block(f"{label}, depths {others}", EXPERIMENT, reqs))
     return headline + rest
 
@@ -90,20 +106,30 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     query at the end with the gold pair in the middle."""
     largest = max(params["num_pairs"])
     examples, source = examples_for(largest, params)
-    keep = {ex.example_id for ex in examples}  # the store may hold more records (an extension under way)
+    # The store may hold more records (an extension under way)
+    keep = {ex.example_id for ex in examples}
     rows = [r for r in reader.store(results_dir, EXPERIMENT).rows() if r["example_id"] in keep]
-    first, middle = kv.position_indices(largest, [HEADLINE_DEPTHS[0]])[0], kv.position_indices(largest, [0.5])[0]
+    first, middle = (
+        kv.position_indices(largest, [HEADLINE_DEPTHS[0]])[0],
+        kv.position_indices(largest, [0.5])[0],
+    )
     base = {"source": source, "num_pairs": largest}
 
     def side(gold_index, query_aware):
-        return by_unit(rows, {**base, "gold_index": gold_index, "query_aware": query_aware}, kv.score)
+        return by_unit(
+            rows, {**base, "gold_index": gold_index, "query_aware": query_aware}, kv.score
+        )
 
-    return estimable({
-        "litm-kv-middle": lambda: paired_estimate(side(first, False), side(middle, False),
-                                                  side_names=("first", "middle")),
-        "litm-kv-query-aware": lambda: paired_estimate(side(middle, False), side(middle, True),
-                                                       side_names=("query at end", "query-aware")),
-    })
+    return estimable(
+        {
+            "litm-kv-middle": lambda: paired_estimate(
+                side(first, False), side(middle, False), side_names=("first", "middle")
+            ),
+            "litm-kv-query-aware": lambda: paired_estimate(
+                side(middle, False), side(middle, True), side_names=("query at end", "query-aware")
+            ),
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,8 +139,11 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
 def scored(rows: list[dict], params: dict) -> pd.DataFrame:
     """One row per generation with the chapter's columns: ``num_pairs``, the requested
     ``depth`` behind each gold index (sizes round a depth to different indices), ``query``."""
-    depth_of = {(k, kv.position_indices(k, [d])[0]): d for k in params["num_pairs"]
-                for d in per_size(params, "gold_positions", k)}
+    depth_of = {
+        (k, kv.position_indices(k, [d])[0]): d
+        for k in params["num_pairs"]
+        for d in per_size(params, "gold_positions", k)
+    }
     table = rows_table(rows, kv.score)
     table["num_pairs"] = [r["condition"]["num_pairs"] for r in rows]
     table["depth"] = [depth_of[(k, i)] for k, i in zip(table["num_pairs"], table["gold_index"])]
@@ -129,10 +158,15 @@ def accuracy(table: pd.DataFrame) -> pd.DataFrame:
 
 def headline_cells(summary: pd.DataFrame, params: dict, label: str) -> pd.DataFrame:
     """The headline's four cells (first and middle, each query placement) at the largest size."""
-    cells = summary[(summary["num_pairs"] == max(params["num_pairs"])) & (summary["model"] == label)
-                    & summary["depth"].isin(HEADLINE_DEPTHS)]
-    return cells.assign(position=cells["depth"].map({0.0: "first", 0.5: "middle"}),
-                        correct=(cells["accuracy"] * cells["n"]).round().astype(int))
+    cells = summary[
+        (summary["num_pairs"] == max(params["num_pairs"]))
+        & (summary["model"] == label)
+        & summary["depth"].isin(HEADLINE_DEPTHS)
+    ]
+    return cells.assign(
+        position=cells["depth"].map({0.0: "first", 0.5: "middle"}),
+        correct=(cells["accuracy"] * cells["n"]).round().astype(int),
+    )
 
 
 def sizing(table: pd.DataFrame, params: dict, label: str) -> pd.DataFrame:
@@ -147,30 +181,56 @@ def sizing(table: pd.DataFrame, params: dict, label: str) -> pd.DataFrame:
 
         return (side(depth_b, qa_b) - side(depth_a, qa_a)).dropna()
 
-    diffs = {"middle minus first": per_record(0.0, False, 0.5, False),
-             "query-aware minus query at end": per_record(0.5, False, 0.5, True)}
-    return pd.DataFrame([{"comparison": name, "records": len(d), "discordant": (d != 0).mean(),
-                          "records for ±10 pts": n_for_half_width(d)} for name, d in diffs.items()])
+    diffs = {
+        "middle minus first": per_record(0.0, False, 0.5, False),
+        "query-aware minus query at end": per_record(0.5, False, 0.5, True),
+    }
+    return pd.DataFrame(
+        [
+            {
+                "comparison": name,
+                "records": len(d),
+                "discordant": (d != 0).mean(),
+                "records for ±10 pts": n_for_half_width(d),
+            }
+            for name, d in diffs.items()
+        ]
+    )
 
 
 def grid(summary: pd.DataFrame, params: dict, label: str) -> tuple[pd.DataFrame, str]:
     """The position grid at every size below the largest: accuracy [interval] per depth, and its note."""
     short = summary[(summary["num_pairs"] < max(params["num_pairs"])) & (summary["model"] == label)]
-    short = short.assign(cell=[pct_ci(a, lo, hi, 0) for a, lo, hi in
-                               zip(short["accuracy"], short["ci_low"], short["ci_high"])])
-    wide = short.pivot_table(index=["num_pairs", "query"], columns="depth", values="cell", aggfunc="first")
+    short = short.assign(
+        cell=[
+            pct_ci(a, lo, hi, 0)
+            for a, lo, hi in zip(short["accuracy"], short["ci_low"], short["ci_high"])
+        ]
+    )
+    wide = short.pivot_table(
+        index=["num_pairs", "query"], columns="depth", values="cell", aggfunc="first"
+    )
     wide.columns = [f"depth {c:g}" for c in wide.columns]
-    return wide.reset_index().rename(columns={"num_pairs": "pairs"}), "Accuracy (%) [95% Wilson interval]."
+    return wide.reset_index().rename(
+        columns={"num_pairs": "pairs"}
+    ), "Accuracy (%) [95% Wilson interval]."
 
 
 def speed(table: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
     """Prompts, mean prompt tokens and seconds per prompt by size, query placement and device."""
     devices = [r["params"].get("device", "?") + " " + r["params"].get("dtype", "") for r in rows]
-    return (table.assign(device=devices)
-            .groupby(["num_pairs", "query", "device"])
-            .agg(prompts=("correct", "size"), mean_tokens=("prompt_tokens", "mean"),
-                 seconds_per_prompt=("seconds_per_prompt", "mean"))
-            .round(1).reset_index().rename(columns={"num_pairs": "pairs"}))
+    return (
+        table.assign(device=devices)
+        .groupby(["num_pairs", "query", "device"])
+        .agg(
+            prompts=("correct", "size"),
+            mean_tokens=("prompt_tokens", "mean"),
+            seconds_per_prompt=("seconds_per_prompt", "mean"),
+        )
+        .round(1)
+        .reset_index()
+        .rename(columns={"num_pairs": "pairs"})
+    )
 
 
 def error_kinds(table: pd.DataFrame) -> pd.DataFrame:
@@ -178,32 +238,61 @@ def error_kinds(table: pd.DataFrame) -> pd.DataFrame:
     errors = table[~table["correct"].astype(bool)]
     errors = errors.assign(kind=[kv.classify_error(r) for r in errors.to_dict("records")])
     kinds = pd.crosstab([errors["num_pairs"], errors["query"]], errors["kind"]).reindex(
-        columns=list(kv.ERROR_KINDS), fill_value=0)
+        columns=list(kv.ERROR_KINDS), fill_value=0
+    )
     kinds.columns.name = None
     return kinds.reset_index().rename(columns={"num_pairs": "pairs"})
 
 
-def reader_comparison(table: pd.DataFrame, readers: tuple[str, str]) -> tuple[pd.DataFrame, str] | None:
+def reader_comparison(
+    table: pd.DataFrame, readers: tuple[str, str]
+) -> tuple[pd.DataFrame, str] | None:
     """Each reader's middle-minus-first effect (query at the end) and the difference between
     them, paired by record, at the largest size where both have rows, with a note that says
     on what; None when they share no size."""
-    both = table[table["model"].isin(readers) & ~table["query_aware"] & table["depth"].isin(HEADLINE_DEPTHS)]
+    both = table[
+        table["model"].isin(readers) & ~table["query_aware"] & table["depth"].isin(HEADLINE_DEPTHS)
+    ]
     sizes = [k for k, g in both.groupby("num_pairs") if g["model"].nunique() == 2]
     if not sizes or readers[0] == readers[1]:
         return None
     at = both[both["num_pairs"] == max(sizes)]
-    contrast = reader_contrast(at, readers=list(readers), condition="depth", control=0.0, treatment=0.5,
-                               item=["example_id"])
-    shown = pd.DataFrame([{"reader": name, "middle minus first (pts, 95% CI)": points_ci(
-        100 * contrast[name]["effect"], 100 * contrast[name]["ci_low"], 100 * contrast[name]["ci_high"])}
-        for name in [*readers, "difference"]])
-    note = (f"{max(sizes)} pairs, query at the end, {contrast['items']} records answered by both readers; "
-            f"difference = {readers[1]} minus {readers[0]}; sign-flip {p_text(contrast['p_sign_flip'])}.")
+    contrast = reader_contrast(
+        at,
+        readers=list(readers),
+        condition="depth",
+        control=0.0,
+        treatment=0.5,
+        item=["example_id"],
+    )
+    shown = pd.DataFrame(
+        [
+            {
+                "reader": name,
+                "middle minus first (pts, 95% CI)": points_ci(
+                    100 * contrast[name]["effect"],
+                    100 * contrast[name]["ci_low"],
+                    100 * contrast[name]["ci_high"],
+                ),
+            }
+            for name in [*readers, "difference"]
+        ]
+    )
+    note = (
+        f"{max(sizes)} pairs, query at the end, {contrast['items']} records answered by both readers; "
+        f"difference = {readers[1]} minus {readers[0]}; sign-flip {p_text(contrast['p_sign_flip'])}."
+    )
     return shown, note
 
 
-def quoted(estimates: dict[str, Estimate], cells: pd.DataFrame, summary: pd.DataFrame, errors: pd.DataFrame,
-           params: dict, label: str) -> dict:
+def quoted(
+    estimates: dict[str, Estimate],
+    cells: pd.DataFrame,
+    summary: pd.DataFrame,
+    errors: pd.DataFrame,
+    params: dict,
+    label: str,
+) -> dict:
     """Every number the chapter's prose quotes, by glue key."""
     largest = max(params["num_pairs"])
 
@@ -217,79 +306,145 @@ def quoted(estimates: dict[str, Estimate], cells: pd.DataFrame, summary: pd.Data
     qa_errors = errors[(errors["pairs"] == largest) & (errors["query"] == QUERY_LABELS[True])]
     wrong = qa_errors[list(kv.ERROR_KINDS)].to_numpy().sum()
     return {
-        "kv-largest": largest, "kv-records": int(first["n"]),
-        "kv-first-correct": int(first["correct"]), "kv-first-pct": f"{100 * first['accuracy']:.1f}%",
-        "kv-middle-correct": int(middle["correct"]), "kv-middle-pct": f"{100 * middle['accuracy']:.1f}%",
-        "kv-qa-middle-correct": int(qa_middle["correct"]), "kv-qa-middle-pct": f"{100 * qa_middle['accuracy']:.1f}%",
+        "kv-largest": largest,
+        "kv-records": int(first["n"]),
+        "kv-first-correct": int(first["correct"]),
+        "kv-first-pct": f"{100 * first['accuracy']:.1f}%",
+        "kv-middle-correct": int(middle["correct"]),
+        "kv-middle-pct": f"{100 * middle['accuracy']:.1f}%",
+        "kv-qa-middle-correct": int(qa_middle["correct"]),
+        "kv-qa-middle-pct": f"{100 * qa_middle['accuracy']:.1f}%",
         "kv-middle-vs-first": estimate_text(estimates["litm-kv-middle"]),
         "kv-query-aware": estimate_text(estimates["litm-kv-query-aware"]),
         "kv-short-sizes": " and ".join(str(k) for k in sorted(params["num_pairs"]) if k < largest),
         "kv-short-low": f"{100 * short['accuracy'].min():.0f}%" if len(short) else "—",
         "kv-short-high": f"{100 * short['accuracy'].max():.0f}%" if len(short) else "—",
-        "kv-qa-errors-first-pair": f"{qa_errors[kv.ERROR_KINDS[0]].sum() / wrong:.0%}" if wrong else "—",
+        "kv-qa-errors-first-pair": f"{qa_errors[kv.ERROR_KINDS[0]].sum() / wrong:.0%}"
+        if wrong
+        else "—",
     }
 
 
 def headline_table(estimates: dict[str, Estimate]) -> pd.DataFrame:
     """The two headline comparisons: difference, interval, records, p and the two sides."""
-    names = {"litm-kv-middle": "middle minus first (query at end)",
-             "litm-kv-query-aware": "query-aware minus query at end (gold in the middle)"}
-    return pd.DataFrame([{"comparison": name, "ours (pts, 95% CI)": points_ci(e.difference, e.ci_low, e.ci_high),
-                          "records": e.n, "sign-flip p": p_text(e.p).removeprefix("p = "), "sides": e.detail}
-                         for cid, name in names.items() if (e := estimates.get(cid)) is not None])
+    names = {
+        "litm-kv-middle": "middle minus first (query at end)",
+        "litm-kv-query-aware": "query-aware minus query at end (gold in the middle)",
+    }
+    return pd.DataFrame(
+        [
+            {
+                "comparison": name,
+                "ours (pts, 95% CI)": points_ci(e.difference, e.ci_low, e.ci_high),
+                "records": e.n,
+                "sign-flip p": p_text(e.p).removeprefix("p = "),
+                "sides": e.detail,
+            }
+            for cid, name in names.items()
+            if (e := estimates.get(cid)) is not None
+        ]
+    )
 
 
 def cells_table(cells: pd.DataFrame) -> pd.DataFrame:
-    return cells.assign(accuracy=[pct_ci(a, lo, hi) for a, lo, hi in
-                                  zip(cells["accuracy"], cells["ci_low"], cells["ci_high"])])[
-        ["query", "position", "n", "accuracy"]].rename(columns={"accuracy": "accuracy (%, 95% Wilson)"})
+    return cells.assign(
+        accuracy=[
+            pct_ci(a, lo, hi)
+            for a, lo, hi in zip(cells["accuracy"], cells["ci_low"], cells["ci_high"])
+        ]
+    )[["query", "position", "n", "accuracy"]].rename(
+        columns={"accuracy": "accuracy (%, 95% Wilson)"}
+    )
 
 
-def statements(estimates: dict[str, Estimate], verdicts: dict[str, str], cells: pd.DataFrame, summary: pd.DataFrame,
-               table: pd.DataFrame, errors: pd.DataFrame, params: dict, label: str) -> dict[str, bool]:
+def statements(
+    estimates: dict[str, Estimate],
+    verdicts: dict[str, str],
+    cells: pd.DataFrame,
+    summary: pd.DataFrame,
+    table: pd.DataFrame,
+    errors: pd.DataFrame,
+    params: dict,
+    label: str,
+) -> dict[str, bool]:
     """What the chapter's prose says in words, each as a check on the committed run."""
     largest = max(params["num_pairs"])
-    middle = cells[(cells["position"] == "middle") & (cells["query"] == QUERY_LABELS[False])]["accuracy"].iloc[0]
+    middle = cells[(cells["position"] == "middle") & (cells["query"] == QUERY_LABELS[False])][
+        "accuracy"
+    ].iloc[0]
     qa_errors = errors[(errors["pairs"] == largest) & (errors["query"] == QUERY_LABELS[True])]
     short = summary[(summary["num_pairs"] < largest) & (summary["model"] == label)]
     return {
         "lost in the middle, reproduced": verdicts["litm-kv-middle"] == "reproduced",
-        "query-aware did not help; a gain of the paper's size is ruled out":
-            verdicts["litm-kv-query-aware"] == "not reproduced" and estimates["litm-kv-query-aware"].difference <= 0,
+        "query-aware did not help; a gain of the paper's size is ruled out": verdicts[
+            "litm-kv-query-aware"
+        ]
+        == "not reproduced"
+        and estimates["litm-kv-query-aware"].difference <= 0,
         "this reader goes lower than the paper's worst case (45.6%)": middle < 0.456,
         "both comparisons are sized for ±10 points": all(
-            n <= estimates["litm-kv-middle"].n for n in sizing(table, params, label)["records for ±10 pts"]),
+            n <= estimates["litm-kv-middle"].n
+            for n in sizing(table, params, label)["records for ±10 pts"]
+        ),
         "short contexts stay between 50 and 100%": short["accuracy"].between(0.5, 1.0).all(),
-        "most query-aware errors return the first pair's value":
-            qa_errors[kv.ERROR_KINDS[0]].sum() > qa_errors[list(kv.ERROR_KINDS)].to_numpy().sum() / 2,
+        "most query-aware errors return the first pair's value": qa_errors[kv.ERROR_KINDS[0]].sum()
+        > qa_errors[list(kv.ERROR_KINDS)].to_numpy().sum() / 2,
     }
 
 
-def analysis(plan: list[Block], rows: list[dict], params: dict, reader: Reader, results_dir: str | Path,
-             second_reader: str) -> SimpleNamespace:
+def analysis(
+    plan: list[Block],
+    rows: list[dict],
+    params: dict,
+    reader: Reader,
+    results_dir: str | Path,
+    second_reader: str,
+) -> SimpleNamespace:
     """Everything the chapter shows, computed from its rows and those other readers and
     backends stored for the same prompts (one more line each in the figure): tables, the
     headline estimates and their verdicts, the numbers the prose quotes (``quoted``) and the
     statements it makes in words (``said``)."""
-    others = comparable_rows(results_dir, EXPERIMENT, all_requests(plan), exclude=reader.results_folder(results_dir))
+    others = comparable_rows(
+        results_dir, EXPERIMENT, all_requests(plan), exclude=reader.results_folder(results_dir)
+    )
     view = SimpleNamespace(table=scored(rows, params), everything=scored(rows + others, params))
     view.summary, view.errors = accuracy(view.table), error_kinds(view.table)
     view.estimates = claims(results_dir, params, reader)
     view.verdicts = chapter_verdicts("kv_retrieval", view.estimates)
     view.cells = headline_cells(view.summary, params, reader.label)
-    view.quoted = quoted(view.estimates, view.cells, view.summary, view.errors, params, reader.label)
-    view.said = statements(view.estimates, view.verdicts, view.cells, view.summary, view.table, view.errors, params,
-                           reader.label)
-    view.provenance = (f"**Data.** {provenance(view.everything, results_dir, EXPERIMENT)}. Greedy decoding, prompts "
-                       f"from `lib/longctx/prompts/`, parameters: `{params}`.")
+    view.quoted = quoted(
+        view.estimates, view.cells, view.summary, view.errors, params, reader.label
+    )
+    view.said = statements(
+        view.estimates,
+        view.verdicts,
+        view.cells,
+        view.summary,
+        view.table,
+        view.errors,
+        params,
+        reader.label,
+    )
+    view.provenance = (
+        f"**Data.** {provenance(view.everything, results_dir, EXPERIMENT)}. Greedy decoding, prompts "
+        f"from `lib/longctx/prompts/`, parameters: `{params}`."
+    )
     view.readers = reader_comparison(view.everything, (reader.label, second_reader))
-    view.consistent = (len(rows) == len(all_requests(plan)) == len({r["key"] for r in rows})
-                       and (view.summary["ci_low"] <= view.summary["accuracy"]).all()
-                       and (view.summary["accuracy"] <= view.summary["ci_high"]).all())
+    view.consistent = (
+        len(rows) == len(all_requests(plan)) == len({r["key"] for r in rows})
+        and (view.summary["ci_low"] <= view.summary["accuracy"]).all()
+        and (view.summary["accuracy"] <= view.summary["ci_high"]).all()
+    )
     return view
 
 
 def figure(view: SimpleNamespace):
     """Accuracy against the gold pair's depth, one panel per size, every reader with rows."""
-    return accuracy_by_position(accuracy(view.everything), x="depth", style="query",
-                                xlabel="Relative depth of the gold pair", panel_width=3.3, xlim=(-0.05, 1.05))
+    return accuracy_by_position(
+        accuracy(view.everything),
+        x="depth",
+        style="query",
+        xlabel="Relative depth of the gold pair",
+        panel_width=3.3,
+        xlim=(-0.05, 1.05),
+    )

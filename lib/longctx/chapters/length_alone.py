@@ -58,17 +58,26 @@ def plan(params: dict) -> list[Block]:
     for k, arm in enumerate(params["arms"]):
         unknown = set(arm) - ARM_FIELDS
         if unknown or not {"subtasks", "kinds", "lengths"} <= set(arm):
-            raise ParameterError(f"arm {k}: needs subtasks, kinds, lengths (optional mode, placement, headline, "
-                                 f"num_problems); unknown fields {sorted(unknown)}")
+            raise ParameterError(
+                f"arm {k}: needs subtasks, kinds, lengths (optional mode, placement, headline, "
+                f"num_problems); unknown fields {sorted(unknown)}"
+            )
         limit = arm.get("num_problems", params["num_problems"])
         if not isinstance(limit, int) or not 1 <= limit <= params["num_problems"]:
-            raise ParameterError(f"arm {k}: num_problems must be an integer in 1..{params['num_problems']}, got {limit!r}")
+            raise ParameterError(
+                f"arm {k}: num_problems must be an integer in 1..{params['num_problems']}, got {limit!r}"
+            )
         mode, placement = arm.get("mode", "solve"), arm.get("placement", "between")
         for length in sorted(arm["lengths"]):
             reqs = []
             for subtask in arm["subtasks"]:
-                for r in la.make_requests(problems[subtask][:limit], filler_kinds=arm["kinds"], lengths=[length],
-                                          placements=(placement,), mode=mode):
+                for r in la.make_requests(
+                    problems[subtask][:limit],
+                    filler_kinds=arm["kinds"],
+                    lengths=[length],
+                    placements=(placement,),
+                    mode=mode,
+                ):
                     key = r.example_id + json.dumps(r.condition, sort_keys=True)
                     if key not in seen:
                         seen.add(key)
@@ -77,19 +86,29 @@ def plan(params: dict) -> list[Block]:
                 continue
             followup = None
             if mode == "recite" and params.get("retrieve_then_solve", True):
+
                 def followup(rows, every=every):
-                    return la.retrieve_then_solve_requests(every, [r for r in rows if r["condition"]["mode"] == "recite"])
-            name = f"{mode} {'/'.join(arm['subtasks'])} {'/'.join(arm['kinds'])} {placement} {length}"
+                    return la.retrieve_then_solve_requests(
+                        every, [r for r in rows if r["condition"]["mode"] == "recite"]
+                    )
+
+            name = (
+                f"{mode} {'/'.join(arm['subtasks'])} {'/'.join(arm['kinds'])} {placement} {length}"
+            )
             (headline if arm.get("headline") else rest).append(
-                Block(name, EXPERIMENT, reqs, bool(arm.get("headline")), followup))
+                Block(name, EXPERIMENT, reqs, bool(arm.get("headline")), followup)
+            )
     return headline + rest + ruler_blocks(params)
 
 
 def ruler_questions(params: dict) -> dict:
     """{subtask: (RULER set, the seeded questions asked)} for the ``ruler`` parameters."""
     cfg = params["ruler"]
-    return {s: (ruler, rq.sample(ruler, cfg["num_questions"], seed=params["seed"]))
-            for s in cfg["subtasks"] for ruler in [rq.load(s)]}
+    return {
+        s: (ruler, rq.sample(ruler, cfg["num_questions"], seed=params["seed"]))
+        for s in cfg["subtasks"]
+        for ruler in [rq.load(s)]
+    }
 
 
 def ruler_blocks(params: dict, count_tokens=None) -> list[Block]:
@@ -99,11 +118,15 @@ def ruler_blocks(params: dict, count_tokens=None) -> list[Block]:
     if not cfg:
         return []
     if not isinstance(cfg, dict) or set(cfg) != RULER_FIELDS:
-        raise ParameterError(f"ruler must be a mapping with exactly {sorted(RULER_FIELDS)}, got {cfg!r}")
+        raise ParameterError(
+            f"ruler must be a mapping with exactly {sorted(RULER_FIELDS)}, got {cfg!r}"
+        )
     if count_tokens is None:
         if not params.get("model"):
-            raise ParameterError("RULER contexts are sized in the reader's tokens: pass the reader as "
-                                 "params['model'] (longctx reproduce --model does)")
+            raise ParameterError(
+                "RULER contexts are sized in the reader's tokens: pass the reader as "
+                "params['model'] (longctx reproduce --model does)"
+            )
         tokenizer = load_tokenizer(params["model"])
 
         def count_tokens(text):
@@ -119,19 +142,32 @@ def ruler_blocks(params: dict, count_tokens=None) -> list[Block]:
 
         def requests_at(length, ruler=ruler, questions=questions, built=built):
             if not built:
-                for r in rq.make_requests(ruler, questions, lengths=lengths, count_tokens=count_tokens,
-                                          seed=params["seed"]):
+                for r in rq.make_requests(
+                    ruler,
+                    questions,
+                    lengths=lengths,
+                    count_tokens=count_tokens,
+                    seed=params["seed"],
+                ):
                     built.setdefault(r.condition["length"], []).append(r)
             return built.get(length, [])
 
         def followup(rows, questions=questions, ruler=ruler):
             recited = [r for r in rows if r["condition"]["mode"] == "recite"]
-            return (rq.answer_from_recitation_requests(questions, recited)
-                    + rq.answer_from_named_documents_requests(ruler, questions, recited))
+            return rq.answer_from_recitation_requests(
+                questions, recited
+            ) + rq.answer_from_named_documents_requests(ruler, questions, recited)
 
         for length in lengths:
-            blocks.append(Block(f"RULER {subtask} {length}", rq.TASK,
-                                LazyRequests(lambda length=length, at=requests_at: at(length)), False, followup))
+            blocks.append(
+                Block(
+                    f"RULER {subtask} {length}",
+                    rq.TASK,
+                    LazyRequests(lambda length=length, at=requests_at: at(length)),
+                    False,
+                    followup,
+                )
+            )
     return blocks
 
 
@@ -149,20 +185,33 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     and the question (and whitespace before the evidence) at the longest filler asked, minus
     no filler; with ``ruler``, RULER QA1 and QA2 at the shortest length, the paper's two steps
     (recite, then answer from the recitation) minus RULER's prompt over the whole context."""
-    keep = {p.id for p in problems_for(params).get("gsm8k", [])}  # the store also holds an earlier run
+    # The store also holds an earlier run
+    keep = {p.id for p in problems_for(params).get("gsm8k", [])}
     rows = [r for r in reader.store(results_dir, EXPERIMENT).rows() if r["example_id"] in keep]
     longest = max(n for arm in params["arms"] if "gsm8k" in arm["subtasks"] for n in arm["lengths"])
     short = by_unit(rows, {"subtask": "gsm8k", "mode": "solve", "filler_tokens": 0}, _gsm8k_correct)
 
     def drop(filler, placement="between"):
-        long = {"subtask": "gsm8k", "mode": "solve", "filler": filler, "placement": placement,
-                "filler_tokens": longest}
+        long = {
+            "subtask": "gsm8k",
+            "mode": "solve",
+            "filler": filler,
+            "placement": placement,
+            "filler_tokens": longest,
+        }
         label = f"{longest / 1000:g}K" if longest >= 1000 else str(longest)
-        return paired_estimate(short, by_unit(rows, long, _gsm8k_correct),
-                               side_names=("no filler", f"{label} {filler} {placement}"))
+        return paired_estimate(
+            short,
+            by_unit(rows, long, _gsm8k_correct),
+            side_names=("no filler", f"{label} {filler} {placement}"),
+        )
 
-    out = {"la-essay": lambda: drop("essay"), "la-whitespace": lambda: drop("whitespace"),
-           "la-mask": lambda: drop("mask"), "la-before": lambda: drop("whitespace", "before")}
+    out = {
+        "la-essay": lambda: drop("essay"),
+        "la-whitespace": lambda: drop("whitespace"),
+        "la-mask": lambda: drop("mask"),
+        "la-before": lambda: drop("whitespace", "before"),
+    }
     if params.get("ruler"):
         length = min(params["ruler"]["lengths"])
         ruler_rows = reader.store(results_dir, rq.TASK).rows()
@@ -173,23 +222,43 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
             out[f"la-ruler-{subtask}"] = lambda mine=mine, where=where: paired_estimate(
                 by_unit(mine, {**where, "mode": "answer"}, rq.score),
                 by_unit(mine, {**where, "mode": "retrieve_then_answer"}, rq.score),
-                side_names=("whole context", "recite, then answer"))
+                side_names=("whole context", "recite, then answer"),
+            )
     return estimable(out)
 
 
 # ---------------------------------------------------------------------------------------------
 # Analysis: what the notebook shows, as numbers
 
-LABELS = {("none", "none"): "no filler", ("essay", "between"): "essay", ("whitespace", "between"): "whitespace",
-          ("mask", "between"): "masked", ("whitespace", "before"): "whitespace, before the evidence",
-          ("space_tokens", "between"): "single-space tokens", ("newline_tokens", "between"): "newline tokens"}
-BAR_ORDER = ("no filler", "essay", "whitespace", "single-space tokens", "newline tokens", "masked",
-         "whitespace, before the evidence")
-VARIANTS = {"gsm8k": "GSM8K (paper's design)", "gsm8k_no_final_step": "GSM8K without the final step"}
+LABELS = {
+    ("none", "none"): "no filler",
+    ("essay", "between"): "essay",
+    ("whitespace", "between"): "whitespace",
+    ("mask", "between"): "masked",
+    ("whitespace", "before"): "whitespace, before the evidence",
+    ("space_tokens", "between"): "single-space tokens",
+    ("newline_tokens", "between"): "newline tokens",
+}
+BAR_ORDER = (
+    "no filler",
+    "essay",
+    "whitespace",
+    "single-space tokens",
+    "newline tokens",
+    "masked",
+    "whitespace, before the evidence",
+)
+VARIANTS = {
+    "gsm8k": "GSM8K (paper's design)",
+    "gsm8k_no_final_step": "GSM8K without the final step",
+}
 PAPER_TABLE = {"essay": 6, "whitespace": 7, "mask": 3}
 PAPER_READERS = {"Llama3-8B": "Llama-3-8B", "Mistral-7B-v0.3": "Mistral-7B"}
-RULER_MODES = {"answer": "RULER's prompt, whole context", "retrieve_then_answer": "recite, then answer (paper)",
-               "answer_from_named": "answer from the named documents (ours)"}
+RULER_MODES = {
+    "answer": "RULER's prompt, whole context",
+    "retrieve_then_answer": "recite, then answer (paper)",
+    "answer_from_named": "answer from the named documents (ours)",
+}
 RULER_TASKS = {"qa1": "QA1 (SQuAD)", "qa2": "QA2 (HotpotQA)"}
 
 
@@ -213,71 +282,135 @@ def bars(solve: pd.DataFrame) -> pd.DataFrame:
 def between(gsm: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     """Each filler kind between evidence and question minus no filler, beside the paper's drops."""
     drops = la.drops_from_short(gsm)
-    theirs = {(t, m): v for t, m, v in paper[(paper["subtask"] == "gsm8k") & (paper["length"] == 15000)
-                                               & (paper["metric"] == "accuracy")][["table", "model", "value"]]
-              .itertuples(index=False)}
+    theirs = {
+        (t, m): v
+        for t, m, v in paper[
+            (paper["subtask"] == "gsm8k")
+            & (paper["length"] == 15000)
+            & (paper["metric"] == "accuracy")
+        ][["table", "model", "value"]].itertuples(index=False)
+    }
 
     def paper_cell(kind, who):
         value = theirs.get((PAPER_TABLE.get(kind), who))
         return "—" if value is None else f"{value:+.1f}"
 
     rows = drops[drops["placement"] == "between"]
-    return pd.DataFrame([{"filler": LABELS[(r.filler, "between")], "tokens": r.filler_tokens, "problems": r.n,
-                          "ours: change (pts, 95% CI)": points_ci(r.change, r.ci_low, r.ci_high),
-                          "sign-flip p": p_text(r.p_sign_flip).removeprefix("p = "),
-                          **{f"paper, {label} (15K)": paper_cell(r.filler, who) for who, label in PAPER_READERS.items()}}
-                         for r in rows.itertuples()])
+    return pd.DataFrame(
+        [
+            {
+                "filler": LABELS[(r.filler, "between")],
+                "tokens": r.filler_tokens,
+                "problems": r.n,
+                "ours: change (pts, 95% CI)": points_ci(r.change, r.ci_low, r.ci_high),
+                "sign-flip p": p_text(r.p_sign_flip).removeprefix("p = "),
+                **{
+                    f"paper, {label} (15K)": paper_cell(r.filler, who)
+                    for who, label in PAPER_READERS.items()
+                },
+            }
+            for r in rows.itertuples()
+        ]
+    )
 
 
 def sizing(gsm: pd.DataFrame) -> pd.DataFrame:
     """Problems a 95% half-width of 10 points needs for each filler condition minus no filler."""
     wide = gsm.pivot_table(index="problem", columns="condition", values="correct")
-    return pd.DataFrame([{"comparison": f"{c} minus no filler", "problems": int(wide[c].notna().sum()),
-                          "discordant": f"{(wide[c] != wide['no filler']).mean():.0%}",
-                          "problems for ±10 pts": n_for_half_width((wide[c] - wide["no filler"]).dropna())}
-                         for c in ["essay", "whitespace", "masked", "whitespace, before the evidence"] if c in wide])
+    return pd.DataFrame(
+        [
+            {
+                "comparison": f"{c} minus no filler",
+                "problems": int(wide[c].notna().sum()),
+                "discordant": f"{(wide[c] != wide['no filler']).mean():.0%}",
+                "problems for ±10 pts": n_for_half_width((wide[c] - wide["no filler"]).dropna()),
+            }
+            for c in ["essay", "whitespace", "masked", "whitespace, before the evidence"]
+            if c in wide
+        ]
+    )
 
 
 def placement(gsm: pd.DataFrame, paper: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
     """Whitespace before the evidence minus no filler, and before minus between, beside Table 8."""
     drops = la.drops_from_short(gsm)
     before = drops[drops["placement"] == "before"].iloc[0]
-    placed = la.paired_differences(gsm[gsm["filler"] == "whitespace"], condition="placement", control="between",
-                                   treatment="before", by=["subtask", "filler_tokens"]).iloc[0]
+    placed = la.paired_differences(
+        gsm[gsm["filler"] == "whitespace"],
+        condition="placement",
+        control="between",
+        treatment="before",
+        by=["subtask", "filler_tokens"],
+    ).iloc[0]
     t8 = paper[(paper["table"] == 8) & (paper["subtask"] == "gsm8k") & (paper["length"] == 15000)]
-    shown = pd.DataFrame([
-        {"comparison": "whitespace before the evidence minus no filler", "problems": int(before["n"]),
-         "ours (pts, 95% CI)": points_ci(before["change"], before["ci_low"], before["ci_high"]),
-         "sign-flip p": p_text(before["p_sign_flip"]).removeprefix("p = "),
-         "paper, Table 8 (15K)": ", ".join(f"{m}: {v:+.1f}" for m, v in zip(t8["model"], t8["value"]))},
-        {"comparison": "before minus between (same whitespace)", "problems": int(placed["n"]),
-         "ours (pts, 95% CI)": points_ci(placed["change"], placed["ci_low"], placed["ci_high"]),
-         "sign-flip p": p_text(placed["p_sign_flip"]).removeprefix("p = "), "paper, Table 8 (15K)": "—"}])
+    shown = pd.DataFrame(
+        [
+            {
+                "comparison": "whitespace before the evidence minus no filler",
+                "problems": int(before["n"]),
+                "ours (pts, 95% CI)": points_ci(
+                    before["change"], before["ci_low"], before["ci_high"]
+                ),
+                "sign-flip p": p_text(before["p_sign_flip"]).removeprefix("p = "),
+                "paper, Table 8 (15K)": ", ".join(
+                    f"{m}: {v:+.1f}" for m, v in zip(t8["model"], t8["value"])
+                ),
+            },
+            {
+                "comparison": "before minus between (same whitespace)",
+                "problems": int(placed["n"]),
+                "ours (pts, 95% CI)": points_ci(
+                    placed["change"], placed["ci_low"], placed["ci_high"]
+                ),
+                "sign-flip p": p_text(placed["p_sign_flip"]).removeprefix("p = "),
+                "paper, Table 8 (15K)": "—",
+            },
+        ]
+    )
     return shown, before, placed
 
 
 def whitespace_units(gsm: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The three constructions of whitespace: accuracy, output length and outputs at the token
     cap; and one output of each token-level kind."""
-    unit = gsm[gsm["filler"].isin(["whitespace", "space_tokens", "newline_tokens"]) & (gsm["placement"] == "between")]
+    unit = gsm[
+        gsm["filler"].isin(["whitespace", "space_tokens", "newline_tokens"])
+        & (gsm["placement"] == "between")
+    ]
     cap = la.budget("gsm8k", "solve")
-    table = (unit.groupby("condition")
-             .agg(problems=("correct", "size"), accuracy=("correct", "mean"), mean_new_tokens=("new_tokens", "mean"),
-                  at_token_cap=("new_tokens", lambda s: (s >= cap).mean()))
-             .assign(accuracy=lambda d: (100 * d["accuracy"]).round(1),
-                     mean_new_tokens=lambda d: d["mean_new_tokens"].round(0),
-                     at_token_cap=lambda d: (100 * d["at_token_cap"]).round(0))
-             .rename(columns={"accuracy": "accuracy (%)", "at_token_cap": "outputs at the token cap (%)"}).reset_index())
-    return table, unit[unit["filler"] != "whitespace"].drop_duplicates("condition")[["condition", "output"]]
+    table = (
+        unit.groupby("condition")
+        .agg(
+            problems=("correct", "size"),
+            accuracy=("correct", "mean"),
+            mean_new_tokens=("new_tokens", "mean"),
+            at_token_cap=("new_tokens", lambda s: (s >= cap).mean()),
+        )
+        .assign(
+            accuracy=lambda d: (100 * d["accuracy"]).round(1),
+            mean_new_tokens=lambda d: d["mean_new_tokens"].round(0),
+            at_token_cap=lambda d: (100 * d["at_token_cap"]).round(0),
+        )
+        .rename(
+            columns={"accuracy": "accuracy (%)", "at_token_cap": "outputs at the token cap (%)"}
+        )
+        .reset_index()
+    )
+    return table, unit[unit["filler"] != "whitespace"].drop_duplicates("condition")[
+        ["condition", "output"]
+    ]
 
 
 def no_final_step(solve: pd.DataFrame) -> pd.DataFrame:
     """GSM8K without the last step of its worked solution, per filler condition."""
     cut = solve[solve["subtask"] == "gsm8k_no_final_step"]
     table = summarize(cut, ["condition"])
-    table["accuracy"] = [pct_ci(a, lo, hi) for a, lo, hi in zip(table["accuracy"], table["ci_low"], table["ci_high"])]
-    return table[["condition", "n", "accuracy"]].rename(columns={"accuracy": "accuracy (%, 95% Wilson)",
-                                                                 "n": "problems"})
+    table["accuracy"] = [
+        pct_ci(a, lo, hi) for a, lo, hi in zip(table["accuracy"], table["ci_low"], table["ci_high"])
+    ]
+    return table[["condition", "n", "accuracy"]].rename(
+        columns={"accuracy": "accuracy (%, 95% Wilson)", "n": "problems"}
+    )
 
 
 def varsum_views(solve: pd.DataFrame, rows: list[dict], paper: pd.DataFrame) -> dict | None:
@@ -288,21 +421,45 @@ def varsum_views(solve: pd.DataFrame, rows: list[dict], paper: pd.DataFrame) -> 
     if varsum.empty:
         return None
     cap = la.budget("varsum", "solve")
-    levels = (varsum.groupby("filler_tokens")
-              .agg(problems=("correct", "size"), right=("correct", "sum"), accuracy=("correct", "mean"),
-                   at_cap=("new_tokens", lambda s: (s >= cap).sum()), longest=("new_tokens", "max"),
-                   longest_correct=("new_tokens", lambda s: s[varsum.loc[s.index, "correct"] == 1].max())))
+    levels = varsum.groupby("filler_tokens").agg(
+        problems=("correct", "size"),
+        right=("correct", "sum"),
+        accuracy=("correct", "mean"),
+        at_cap=("new_tokens", lambda s: (s >= cap).sum()),
+        longest=("new_tokens", "max"),
+        longest_correct=("new_tokens", lambda s: s[varsum.loc[s.index, "correct"] == 1].max()),
+    )
     drop = la.drops_from_short(varsum)
-    vp = paper[(paper["subtask"] == "varsum") & (paper["table"] == 6) & (paper["metric"] == "accuracy")].pivot_table(
-        index="model", columns="length", values="value")
-    paper_15k = ", ".join(f"{m}: {r[15000]:+.0f} (from {r[0]:.0f}%)" for m, r in vp.dropna(subset=[15000]).iterrows())
-    drops = pd.DataFrame([{"comparison": f"{int(r.filler_tokens):,} essay tokens minus no filler", "problems": r.n,
-                           "ours (pts, 95% CI)": points_ci(r.change, r.ci_low, r.ci_high),
-                           "sign-flip p": p_text(r.p_sign_flip).removeprefix("p = "), "paper, Table 6 (15K)": paper_15k}
-                          for r in drop.itertuples()])
-    reads = pd.DataFrame([(r["condition"]["filler_tokens"], *la.varsum_values_read(r["prompt"], r["output"]))
-                          for r in rows if r["condition"]["subtask"] == "varsum" and r["condition"]["mode"] == "solve"],
-                         columns=["filler_tokens", "stated", "right"]).groupby("filler_tokens").sum()
+    vp = paper[
+        (paper["subtask"] == "varsum") & (paper["table"] == 6) & (paper["metric"] == "accuracy")
+    ].pivot_table(index="model", columns="length", values="value")
+    paper_15k = ", ".join(
+        f"{m}: {r[15000]:+.0f} (from {r[0]:.0f}%)" for m, r in vp.dropna(subset=[15000]).iterrows()
+    )
+    drops = pd.DataFrame(
+        [
+            {
+                "comparison": f"{int(r.filler_tokens):,} essay tokens minus no filler",
+                "problems": r.n,
+                "ours (pts, 95% CI)": points_ci(r.change, r.ci_low, r.ci_high),
+                "sign-flip p": p_text(r.p_sign_flip).removeprefix("p = "),
+                "paper, Table 6 (15K)": paper_15k,
+            }
+            for r in drop.itertuples()
+        ]
+    )
+    reads = (
+        pd.DataFrame(
+            [
+                (r["condition"]["filler_tokens"], *la.varsum_values_read(r["prompt"], r["output"]))
+                for r in rows
+                if r["condition"]["subtask"] == "varsum" and r["condition"]["mode"] == "solve"
+            ],
+            columns=["filler_tokens", "stated", "right"],
+        )
+        .groupby("filler_tokens")
+        .sum()
+    )
     return {"cap": cap, "levels": levels, "drop": drop, "drops": drops, "reads": reads}
 
 
@@ -313,68 +470,132 @@ def ruler_views(ruler_rows: list[dict], params: dict, paper: pd.DataFrame) -> di
         return None
     scored = pd.DataFrame(rq.score_rows(ruler_rows, ruler_questions(params)))
     answers = scored[scored["mode"].isin(list(RULER_MODES))].assign(
-        condition=lambda d: d["mode"].map(RULER_MODES), task=lambda d: d["subtask"].map(RULER_TASKS))
-    t5 = paper[paper["table"] == 5].pivot_table(index=["subtask", "length"], columns="metric", values="value")
-    steps = pd.concat([la.paired_differences(scored, condition="mode", control="answer", treatment=m,
-                                             by=["subtask", "length"]).rename(columns={m: "second_step"})
-                       .assign(step=RULER_MODES[m], mode=m) for m in ["retrieve_then_answer", "answer_from_named"]])
+        condition=lambda d: d["mode"].map(RULER_MODES), task=lambda d: d["subtask"].map(RULER_TASKS)
+    )
+    t5 = paper[paper["table"] == 5].pivot_table(
+        index=["subtask", "length"], columns="metric", values="value"
+    )
+    steps = pd.concat(
+        [
+            la.paired_differences(
+                scored, condition="mode", control="answer", treatment=m, by=["subtask", "length"]
+            )
+            .rename(columns={m: "second_step"})
+            .assign(step=RULER_MODES[m], mode=m)
+            for m in ["retrieve_then_answer", "answer_from_named"]
+        ]
+    )
 
     def paper_t5(subtask, length, step):
         if step != RULER_MODES["retrieve_then_answer"] or (subtask, length) not in t5.index:
             return "—"
         r = t5.loc[(subtask, length)]
-        return f"{r['baseline']:.1f} -> {r['retrieve_then_answer']:.1f} ({r['retrieve_then_answer'] - r['baseline']:+.1f})"
+        before, after = r["baseline"], r["retrieve_then_answer"]
+        return f"{before:.1f} -> {after:.1f} ({after - before:+.1f})"
 
-    steps_shown = pd.DataFrame([{"task": RULER_TASKS[r.subtask], "tokens": f"{r.length:,}", "second step": r.step,
-                                 "questions": r.n, "whole context (%)": f"{r.answer:.1f}",
-                                 "second step (%)": f"{r.second_step:.1f}",
-                                 "change (pts, 95% CI)": points_ci(r.change, r.ci_low, r.ci_high),
-                                 "sign-flip p": p_text(r.p_sign_flip).removeprefix("p = "),
-                                 "paper, GPT-4o (Table 5)": paper_t5(r.subtask, r.length, r.step)}
-                                for r in steps.itertuples()])
+    steps_shown = pd.DataFrame(
+        [
+            {
+                "task": RULER_TASKS[r.subtask],
+                "tokens": f"{r.length:,}",
+                "second step": r.step,
+                "questions": r.n,
+                "whole context (%)": f"{r.answer:.1f}",
+                "second step (%)": f"{r.second_step:.1f}",
+                "change (pts, 95% CI)": points_ci(r.change, r.ci_low, r.ci_high),
+                "sign-flip p": p_text(r.p_sign_flip).removeprefix("p = "),
+                "paper, GPT-4o (Table 5)": paper_t5(r.subtask, r.length, r.step),
+            }
+            for r in steps.itertuples()
+        ]
+    )
     recitations = scored[scored["mode"] == "recite"]
-    recited = (recitations.groupby("subtask")
-               .agg(questions=("example_id", "size"), names=("named", lambda s: (s > 0).mean()),
-                    supporting=("names_a_supporting", "mean"), copies=("copies_text", "mean"),
-                    copies_supporting=("copies_supporting", "mean"), answer=("answer_in_recitation", "mean"),
-                    tokens=("new_tokens", "median"), at_cap=("new_tokens", lambda t: (t >= rq.RECITE_TOKENS).sum())))
+    recited = recitations.groupby("subtask").agg(
+        questions=("example_id", "size"),
+        names=("named", lambda s: (s > 0).mean()),
+        supporting=("names_a_supporting", "mean"),
+        copies=("copies_text", "mean"),
+        copies_supporting=("copies_supporting", "mean"),
+        answer=("answer_in_recitation", "mean"),
+        tokens=("new_tokens", "median"),
+        at_cap=("new_tokens", lambda t: (t >= rq.RECITE_TOKENS).sum()),
+    )
     wide = scored.pivot_table(index=["subtask", "example_id"], columns="mode", values="correct")
-    sizing = pd.DataFrame([{"task": RULER_TASKS[t], "comparison": f"{RULER_MODES[m]} minus whole context",
-                            "questions": int(w[m].notna().sum()), "discordant": f"{(w[m] != w['answer']).mean():.0%}",
-                            "questions for ±10 pts": n_for_half_width((w[m] - w["answer"]).dropna())}
-                           for t, w in wide.groupby(level="subtask")
-                           for m in ["retrieve_then_answer", "answer_from_named"]])
-    return {"scored": scored, "answers": answers, "steps": steps, "steps_shown": steps_shown, "recited": recited,
-            "sizing": sizing}
+    sizing = pd.DataFrame(
+        [
+            {
+                "task": RULER_TASKS[t],
+                "comparison": f"{RULER_MODES[m]} minus whole context",
+                "questions": int(w[m].notna().sum()),
+                "discordant": f"{(w[m] != w['answer']).mean():.0%}",
+                "questions for ±10 pts": n_for_half_width((w[m] - w["answer"]).dropna()),
+            }
+            for t, w in wide.groupby(level="subtask")
+            for m in ["retrieve_then_answer", "answer_from_named"]
+        ]
+    )
+    return {
+        "scored": scored,
+        "answers": answers,
+        "steps": steps,
+        "steps_shown": steps_shown,
+        "recited": recited,
+        "sizing": sizing,
+    }
 
 
 def recitation_table(recited: pd.DataFrame) -> pd.DataFrame:
     percent = ["names", "supporting", "copies", "copies_supporting", "answer"]
-    return (recited.drop(columns="at_cap").assign(**{c: (100 * recited[c]).round(1) for c in percent})
-            .rename(index=RULER_TASKS, columns={
-                "names": "name a document (%)", "supporting": "name one holding the answer (%)",
-                "copies": "copy a line verbatim (%)", "copies_supporting": "copy a line of one holding the answer (%)",
-                "answer": "contain a gold answer (%)", "tokens": "median length (tokens)"})
-            .reset_index().rename(columns={"subtask": "task"}))
+    return (
+        recited.drop(columns="at_cap")
+        .assign(**{c: (100 * recited[c]).round(1) for c in percent})
+        .rename(
+            index=RULER_TASKS,
+            columns={
+                "names": "name a document (%)",
+                "supporting": "name one holding the answer (%)",
+                "copies": "copy a line verbatim (%)",
+                "copies_supporting": "copy a line of one holding the answer (%)",
+                "answer": "contain a gold answer (%)",
+                "tokens": "median length (tokens)",
+            },
+        )
+        .reset_index()
+        .rename(columns={"subtask": "task"})
+    )
 
 
-def quoted(estimates: dict[str, Estimate], gsm: pd.DataFrame, solve: pd.DataFrame, before: pd.Series,
-           placed: pd.Series, varsum: dict | None, ruler: dict | None, rows: list[dict], ruler_rows: list[dict],
-           params: dict) -> dict:
+def quoted(
+    estimates: dict[str, Estimate],
+    gsm: pd.DataFrame,
+    solve: pd.DataFrame,
+    before: pd.Series,
+    placed: pd.Series,
+    varsum: dict | None,
+    ruler: dict | None,
+    rows: list[dict],
+    ruler_rows: list[dict],
+    params: dict,
+) -> dict:
     """Every number the chapter's prose quotes, by glue key."""
     acc = gsm.groupby("condition")["correct"].mean().mul(100)
     cut = solve[solve["subtask"] == "gsm8k_no_final_step"]
     short = gsm[gsm["filler_tokens"] == 0]
     longest = max(n for arm in params["arms"] if "gsm8k" in arm["subtasks"] for n in arm["lengths"])
-    out = {"la-problems": int(short["problem"].nunique()), "la-rows": len(rows), "la-ruler-rows": len(ruler_rows),
-           "la-filler": f"{longest:,}", "la-short-pct": f"{acc['no filler']:.1f}%",
-           "la-short-correct": int(short["correct"].sum()),
-           "la-no-step-pct": f"{100 * cut[cut['filler_tokens'] == 0]['correct'].mean():.1f}%",
-           "la-no-step-correct": int(cut[cut["filler_tokens"] == 0]["correct"].sum()),
-           "la-before-pct": f"{acc.get('whitespace, before the evidence', float('nan')):.1f}%",
-           "la-before-minus-between": f"{placed['change']:+.1f}",
-           "la-token-level-pct": f"{max(acc.get('single-space tokens', 0), acc.get('newline tokens', 0)):.0f}%",
-           "la-whitespace-pct": f"{acc.get('whitespace', float('nan')):.0f}%"}
+    out = {
+        "la-problems": int(short["problem"].nunique()),
+        "la-rows": len(rows),
+        "la-ruler-rows": len(ruler_rows),
+        "la-filler": f"{longest:,}",
+        "la-short-pct": f"{acc['no filler']:.1f}%",
+        "la-short-correct": int(short["correct"].sum()),
+        "la-no-step-pct": f"{100 * cut[cut['filler_tokens'] == 0]['correct'].mean():.1f}%",
+        "la-no-step-correct": int(cut[cut["filler_tokens"] == 0]["correct"].sum()),
+        "la-before-pct": f"{acc.get('whitespace, before the evidence', float('nan')):.1f}%",
+        "la-before-minus-between": f"{placed['change']:+.1f}",
+        "la-token-level-pct": f"{max(acc.get('single-space tokens', 0), acc.get('newline tokens', 0)):.0f}%",
+        "la-whitespace-pct": f"{acc.get('whitespace', float('nan')):.0f}%",
+    }
     for kind, key in (("essay", "essay"), ("whitespace", "whitespace"), ("masked", "mask")):
         out[f"la-{key}-pct"] = f"{acc[kind]:.1f}%"
         out[f"la-{key}"] = estimate_text(estimates[f"la-{key}"])
@@ -384,16 +605,24 @@ def quoted(estimates: dict[str, Estimate], gsm: pd.DataFrame, solve: pd.DataFram
         levels, reads = varsum["levels"], varsum["reads"]
         short_v, long_v = levels.loc[0], levels.loc[levels.index.max()]
         d = varsum["drop"].iloc[0]
-        out.update({"la-varsum-cap": varsum["cap"], "la-varsum-longest": int(short_v["longest"]),
-                    "la-varsum-longest-correct": int(levels["longest_correct"].max()),
-                    "la-varsum-right": int(short_v["right"]), "la-varsum-n": int(short_v["problems"]),
-                    "la-varsum-pct": f"{100 * short_v['accuracy']:.1f}%",
-                    "la-varsum-long-right": int(long_v["right"]), "la-varsum-long-n": int(long_v["problems"]),
-                    "la-varsum-long-at-cap": int(long_v["at_cap"]),
-                    "la-varsum-drop": f"{d['change']:+.1f} points [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}], "
-                                      f"n = {d['n']}, {p_text(d['p_sign_flip'])}",
-                    "la-varsum-stated": int(reads.loc[0, "stated"]), "la-varsum-stated-right": int(reads.loc[0, "right"]),
-                    "la-varsum-stated-share": f"{reads.loc[0, 'right'] / reads.loc[0, 'stated']:.0%}"})
+        out.update(
+            {
+                "la-varsum-cap": varsum["cap"],
+                "la-varsum-longest": int(short_v["longest"]),
+                "la-varsum-longest-correct": int(levels["longest_correct"].max()),
+                "la-varsum-right": int(short_v["right"]),
+                "la-varsum-n": int(short_v["problems"]),
+                "la-varsum-pct": f"{100 * short_v['accuracy']:.1f}%",
+                "la-varsum-long-right": int(long_v["right"]),
+                "la-varsum-long-n": int(long_v["problems"]),
+                "la-varsum-long-at-cap": int(long_v["at_cap"]),
+                "la-varsum-drop": f"{d['change']:+.1f} points [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}], "
+                f"n = {d['n']}, {p_text(d['p_sign_flip'])}",
+                "la-varsum-stated": int(reads.loc[0, "stated"]),
+                "la-varsum-stated-right": int(reads.loc[0, "right"]),
+                "la-varsum-stated-share": f"{reads.loc[0, 'right'] / reads.loc[0, 'stated']:.0%}",
+            }
+        )
     if ruler is not None:
         rec = ruler["recited"]
         steps = ruler["steps"].set_index(["subtask", "mode"])
@@ -413,24 +642,46 @@ def quoted(estimates: dict[str, Estimate], gsm: pd.DataFrame, solve: pd.DataFram
 def varsum_tables(varsum: dict) -> list[pd.DataFrame]:
     """VarSum's levels (accuracy, outputs at the cap, longest outputs), its drop with filler,
     and the values of asked variables the outputs state."""
-    levels = (varsum["levels"].assign(accuracy=(100 * varsum["levels"]["accuracy"]).round(1)).drop(columns="right")
-              .rename(columns={"accuracy": "accuracy (%)", "at_cap": f"outputs at the {varsum['cap']}-token cap",
-                               "longest": "longest output (tokens)",
-                               "longest_correct": "longest correct output (tokens)"})
-              .reset_index().rename(columns={"filler_tokens": "essay tokens"}))
+    levels = (
+        varsum["levels"]
+        .assign(accuracy=(100 * varsum["levels"]["accuracy"]).round(1))
+        .drop(columns="right")
+        .rename(
+            columns={
+                "accuracy": "accuracy (%)",
+                "at_cap": f"outputs at the {varsum['cap']}-token cap",
+                "longest": "longest output (tokens)",
+                "longest_correct": "longest correct output (tokens)",
+            }
+        )
+        .reset_index()
+        .rename(columns={"filler_tokens": "essay tokens"})
+    )
     reads = varsum["reads"]
-    reads = (reads.assign(share=(100 * reads["right"] / reads["stated"]).round(1)).reset_index()
-             .rename(columns={"filler_tokens": "essay tokens", "stated": "values of asked variables stated",
-                              "right": "of which match the evidence", "share": "share right (%)"}))
+    reads = (
+        reads.assign(share=(100 * reads["right"] / reads["stated"]).round(1))
+        .reset_index()
+        .rename(
+            columns={
+                "filler_tokens": "essay tokens",
+                "stated": "values of asked variables stated",
+                "right": "of which match the evidence",
+                "share": "share right (%)",
+            }
+        )
+    )
     return [levels, varsum["drops"], reads]
 
 
 def sample_outputs(solve: pd.DataFrame, params: dict, n: int = 3) -> str:
     """A few outputs of GSM8K without the final step, with no filler, beside their answers."""
     answers = {p.id: p.answer for ps in problems_for(params).values() for p in ps}
-    sample = solve[(solve["subtask"] == "gsm8k_no_final_step") & (solve["filler_tokens"] == 0)].head(n)
-    return "Outputs with no filler: " + "; ".join(f"`{o}` (answer {answers[e]})"
-                                                 for o, e in zip(sample["output"], sample["example_id"]))
+    sample = solve[
+        (solve["subtask"] == "gsm8k_no_final_step") & (solve["filler_tokens"] == 0)
+    ].head(n)
+    return "Outputs with no filler: " + "; ".join(
+        f"`{o}` (answer {answers[e]})" for o, e in zip(sample["output"], sample["example_id"])
+    )
 
 
 def statements(view: SimpleNamespace) -> dict[str, bool]:
@@ -438,34 +689,49 @@ def statements(view: SimpleNamespace) -> dict[str, bool]:
     est, verdicts = view.estimates, view.verdicts
     acc = view.gsm.groupby("condition")["correct"].mean()
     said = {
-        "filler between evidence and question hurts (reproduced, each kind)":
-            all(verdicts.get(c) == "reproduced" for c in ("la-essay", "la-whitespace", "la-mask")),
-        "and more than the paper's 3-29 points": all(-est[c].difference > 29 for c in ("la-essay", "la-whitespace",
-                                                                                      "la-mask")),
+        "filler between evidence and question hurts (reproduced, each kind)": all(
+            verdicts.get(c) == "reproduced" for c in ("la-essay", "la-whitespace", "la-mask")
+        ),
+        "and more than the paper's 3-29 points": all(
+            -est[c].difference > 29 for c in ("la-essay", "la-whitespace", "la-mask")
+        ),
         "masking hurts most": acc["masked"] < acc["whitespace"] < acc["essay"],
-        "next to its evidence length costs nothing (not reproduced)":
-            verdicts.get("la-before") == "not reproduced" and est["la-before"].ci_low >= 0,
-        "token-level whitespace answers none": acc["single-space tokens"] == acc["newline tokens"] == 0,
+        "next to its evidence length costs nothing (not reproduced)": verdicts.get("la-before")
+        == "not reproduced"
+        and est["la-before"].ci_low >= 0,
+        "token-level whitespace answers none": acc["single-space tokens"]
+        == acc["newline tokens"]
+        == 0,
     }
     if view.varsum is not None:
         said["VarSum is at the floor and its budget decides nothing"] = (
-            view.varsum["levels"].loc[0, "at_cap"] == 0 and view.varsum["levels"].loc[0, "accuracy"] < 0.1)
+            view.varsum["levels"].loc[0, "at_cap"] == 0
+            and view.varsum["levels"].loc[0, "accuracy"] < 0.1
+        )
     if view.ruler is not None:
         rec = view.ruler["recited"]
-        said.update({
-            "recite-then-answer goes the opposite way on QA1 and QA2":
-                verdicts.get("la-ruler-qa1") == verdicts.get("la-ruler-qa2") == "opposite direction",
-            "few recitations name a document with the answer": (rec["supporting"] < 0.25).all()
-            and (rec["answer"] < 0.3).all(),
-            "both RULER intervals are within ±10 points": all(
-                max(r.ci_high - r.change, r.change - r.ci_low) <= 10.05 for r in view.ruler["steps"].itertuples()
-                if r.mode == "retrieve_then_answer"),
-        })
+        said.update(
+            {
+                "recite-then-answer goes the opposite way on QA1 and QA2": verdicts.get(
+                    "la-ruler-qa1"
+                )
+                == verdicts.get("la-ruler-qa2")
+                == "opposite direction",
+                "few recitations name a document with the answer": (rec["supporting"] < 0.25).all()
+                and (rec["answer"] < 0.3).all(),
+                "both RULER intervals are within ±10 points": all(
+                    max(r.ci_high - r.change, r.change - r.ci_low) <= 10.05
+                    for r in view.ruler["steps"].itertuples()
+                    if r.mode == "retrieve_then_answer"
+                ),
+            }
+        )
     return said
 
 
-def analysis(stored: list[dict], params: dict, reader: Reader, results_dir: str | Path,
-             paper: pd.DataFrame) -> SimpleNamespace:
+def analysis(
+    stored: list[dict], params: dict, reader: Reader, results_dir: str | Path, paper: pd.DataFrame
+) -> SimpleNamespace:
     """Everything the chapter shows from its rows: GSM8K with every filler, placement and
     whitespace unit, VarSum, RULER's recite-then-answer, the claims' estimates and verdicts,
     the numbers the prose quotes and its statements."""
@@ -478,26 +744,53 @@ def analysis(stored: list[dict], params: dict, reader: Reader, results_dir: str 
     view.placement, before, placed = placement(view.gsm, paper)
     view.varsum = varsum_views(view.solve, rows, paper)
     view.ruler = ruler_views(ruler_rows, params, paper)
-    view.quoted = quoted(view.estimates, view.gsm, view.solve, before, placed, view.varsum, view.ruler, rows,
-                         ruler_rows, params)
+    view.quoted = quoted(
+        view.estimates,
+        view.gsm,
+        view.solve,
+        before,
+        placed,
+        view.varsum,
+        view.ruler,
+        rows,
+        ruler_rows,
+        params,
+    )
     view.said = statements(view)
-    view.between_note = ("The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% (Mistral-7B); "
-                         f"ours is {100 * view.gsm[view.gsm['filler_tokens'] == 0]['correct'].mean():.1f}%.")
-    view.provenance = (f"**Data.** {provenance(rows_table(rows, lambda r: 0), results_dir, EXPERIMENT)}. Greedy "
-                       "decoding; the figure's arms are the `gsm8k` entries of `arms` in the parameters cell.")
-    view.ruler_provenance = (f"**Data.** {provenance(rows_table(ruler_rows, lambda r: 0), results_dir, rq.TASK)}. "
-                             f"Greedy decoding, parameters: `ruler = {params.get('ruler')}`.") if ruler_rows else ""
-    view.consistent = (len(view.solve) == sum(r["condition"]["mode"] == "solve" for r in rows)
-                       and len({r["key"] for r in stored}) == len(stored) == len(rows) + len(ruler_rows))
+    view.between_note = (
+        "The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% (Mistral-7B); "
+        f"ours is {100 * view.gsm[view.gsm['filler_tokens'] == 0]['correct'].mean():.1f}%."
+    )
+    view.provenance = (
+        f"**Data.** {provenance(rows_table(rows, lambda r: 0), results_dir, EXPERIMENT)}. Greedy "
+        "decoding; the figure's arms are the `gsm8k` entries of `arms` in the parameters cell."
+    )
+    view.ruler_provenance = (
+        (
+            f"**Data.** {provenance(rows_table(ruler_rows, lambda r: 0), results_dir, rq.TASK)}. "
+            f"Greedy decoding, parameters: `ruler = {params.get('ruler')}`."
+        )
+        if ruler_rows
+        else ""
+    )
+    view.consistent = len(view.solve) == sum(
+        r["condition"]["mode"] == "solve" for r in rows
+    ) and len({r["key"] for r in stored}) == len(stored) == len(rows) + len(ruler_rows)
     return view
 
 
 def figure(view: SimpleNamespace):
     """GSM8K accuracy per filler condition, the paper's design and without the final step."""
-    return condition_bars(bars(view.solve), order=BAR_ORDER, hue="variant", xlabel="GSM8K accuracy (%)")
+    return condition_bars(
+        bars(view.solve), order=BAR_ORDER, hue="variant", xlabel="GSM8K accuracy (%)"
+    )
 
 
 def ruler_figure(view: SimpleNamespace):
     """RULER QA1 and QA2 under each arm."""
-    return condition_bars(summarize(view.ruler["answers"], ["task", "condition"]), order=list(RULER_MODES.values()),
-                          hue="task", xlabel="RULER string_match_part (%)")
+    return condition_bars(
+        summarize(view.ruler["answers"], ["task", "condition"]),
+        order=list(RULER_MODES.values()),
+        hue="task",
+        xlabel="RULER string_match_part (%)",
+    )

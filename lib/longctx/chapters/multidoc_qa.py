@@ -47,7 +47,9 @@ def positions_for(params: dict, k: int) -> list:
     positions = params["gold_positions"]
     if isinstance(positions, dict):
         if str(k) not in positions and k not in positions:
-            raise ParameterError(f"gold_positions names no positions for {k} documents: {sorted(positions)}")
+            raise ParameterError(
+                f"gold_positions names no positions for {k} documents: {sorted(positions)}"
+            )
         return list(positions.get(str(k), positions.get(k)))
     return list(positions)
 
@@ -61,14 +63,25 @@ def questions_for(params: dict) -> tuple[list[qa.QAExample], list[qa.QAExample]]
 def examples_for(params: dict, k: int, questions, pool) -> list[qa.QAExample]:
     if params["source"] == "release":
         if not params.get("release_dir"):
-            raise ParameterError("source 'release' needs release_dir, the folder of the paper's files")
-        return qa.read_release_file(Path(params["release_dir"]) / qa.release_filename(k, 0),
-                                    limit=params["num_questions"])
+            raise ParameterError(
+                "source 'release' needs release_dir, the folder of the paper's files"
+            )
+        return qa.read_release_file(
+            Path(params["release_dir"]) / qa.release_filename(k, 0), limit=params["num_questions"]
+        )
     if params["source"] != "oracle":
         raise ParameterError(f"source must be oracle or release, not {params['source']!r}")
-    exs = qa.attach_distractors(questions, max(params["num_documents"]) - 1, kind=params["distractors"],
-                                seed=params["seed"], pool=pool, progress=False)
-    return [qa.shuffle_distractors(e, params["seed"]) for e in exs] if params["random_order"] else exs
+    exs = qa.attach_distractors(
+        questions,
+        max(params["num_documents"]) - 1,
+        kind=params["distractors"],
+        seed=params["seed"],
+        pool=pool,
+        progress=False,
+    )
+    return (
+        [qa.shuffle_distractors(e, params["seed"]) for e in exs] if params["random_order"] else exs
+    )
 
 
 def plan(params: dict) -> list[Block]:
@@ -84,8 +97,14 @@ def plan(params: dict) -> list[Block]:
         if "examples" not in cache:
             cache["examples"] = examples_for(params, largest, questions, pool)
         examples = cache["examples"] if headline else cache["examples"][:detail]
-        return qa.make_requests(examples, k, positions, query_aware=qa_flag,
-                                mention_random_ordering=params["random_order"], distractors=params["distractors"])
+        return qa.make_requests(
+            examples,
+            k,
+            positions,
+            query_aware=qa_flag,
+            mention_random_ordering=params["random_order"],
+            distractors=params["distractors"],
+        )
 
     head = [Block("closed-book and oracle", EXPERIMENT, qa.make_baseline_requests(questions), True)]
     rest = []
@@ -95,14 +114,30 @@ def plan(params: dict) -> list[Block]:
         # paper's 1-based positions (1, 15, 30 at 30 documents).
         edges_and_middle = set(qa.position_indices(k, HEADLINE_DEPTHS))
         for qa_flag in params["query_aware"]:
-            top = [p for p in positions if k == largest and not qa_flag
-                   and qa.position_indices(k, [p])[0] in edges_and_middle]
+            top = [
+                p
+                for p in positions
+                if k == largest
+                and not qa_flag
+                and qa.position_indices(k, [p])[0] in edges_and_middle
+            ]
             top_idx = set(qa.position_indices(k, top)) if top else set()
             label = f"{k} documents, {'query-aware' if qa_flag else 'query at end'}"
             if top:
-                head.append(Block(f"{label}, depths {top}", EXPERIMENT, requests(k, top, qa_flag, True), True))
-            others = [r for r in requests(k, [p for p in positions if p not in top], qa_flag)
-                      if r.condition["gold_index"] not in top_idx] if [p for p in positions if p not in top] else []
+                head.append(
+                    Block(
+                        f"{label}, depths {top}", EXPERIMENT, requests(k, top, qa_flag, True), True
+                    )
+                )
+            others = (
+                [
+                    r
+                    for r in requests(k, [p for p in positions if p not in top], qa_flag)
+                    if r.condition["gold_index"] not in top_idx
+                ]
+                if [p for p in positions if p not in top]
+                else []
+            )
             if others:
                 rest.append(Block(f"{label}, other positions", EXPERIMENT, others))
     if params.get("open_domain_ks"):
@@ -118,8 +153,11 @@ def open_domain_block(params: dict, pool) -> Block:
     ``open_domain_questions``): the first questions, each with its top k BM25 chunks of the
     oracle collection for every k."""
     n = params.get("open_domain_questions") or params["num_questions"]
-    return Block(f"open-domain, k = {params['open_domain_ks']}", OPEN_DOMAIN,
-                 od.make_requests(pool[:n], od.ChunkRetriever(pool), params["open_domain_ks"]))
+    return Block(
+        f"open-domain, k = {params['open_domain_ks']}",
+        OPEN_DOMAIN,
+        od.make_requests(pool[:n], od.ChunkRetriever(pool), params["open_domain_ks"]),
+    )
 
 
 def open_domain_ks(params: dict) -> tuple[int, int]:
@@ -141,30 +179,52 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     keep = {q.example_id for q in questions}  # the store can also hold rows of larger plans
     rows = [r for r in reader.store(results_dir, EXPERIMENT).rows() if r["example_id"] in keep]
     k = max(params["num_documents"])
-    docs = {"setting": "documents", "num_documents": k, "query_aware": False, "distractors": params["distractors"],
-            "random_order": params["random_order"]}
-    first, middle, last = (by_unit(rows, {**docs, "gold_index": qa.position_indices(k, [depth])[0]}, qa.score)
-                           for depth in HEADLINE_DEPTHS)
+    docs = {
+        "setting": "documents",
+        "num_documents": k,
+        "query_aware": False,
+        "distractors": params["distractors"],
+        "random_order": params["random_order"],
+    }
+    first, middle, last = (
+        by_unit(rows, {**docs, "gold_index": qa.position_indices(k, [depth])[0]}, qa.score)
+        for depth in HEADLINE_DEPTHS
+    )
     closed = by_unit(rows, {"setting": "closed-book"}, qa.score)
     edge = {u: (first[u] + last[u]) / 2 for u in set(first) & set(last)}
-    out = {"litm-qa-u-shape": lambda: paired_estimate(edge, middle,
-                                                      side_names=("edges (mean of first and last)", "middle")),
-           "litm-qa-closed-book": lambda: paired_estimate(closed, middle,
-                                                          side_names=("closed-book", f"middle of {k}"))}
+    out = {
+        "litm-qa-u-shape": lambda: paired_estimate(
+            edge, middle, side_names=("edges (mean of first and last)", "middle")
+        ),
+        "litm-qa-closed-book": lambda: paired_estimate(
+            closed, middle, side_names=("closed-book", f"middle of {k}")
+        ),
+    }
     if params.get("open_domain_ks"):
         low, high = open_domain_ks(params)
-        asked = {q.example_id for q in pool[:params.get("open_domain_questions") or params["num_questions"]]}
-        od_rows = [r for r in reader.store(results_dir, OPEN_DOMAIN).rows() if r["example_id"] in asked]
+        asked = {
+            q.example_id
+            for q in pool[: params.get("open_domain_questions") or params["num_questions"]]
+        }
+        od_rows = [
+            r for r in reader.store(results_dir, OPEN_DOMAIN).rows() if r["example_id"] in asked
+        ]
 
         def recall():
             table = od.recall_table(pool, od.ChunkRetriever(pool), [low, high])
-            side = {k: dict(zip(g["example_id"], g["recall"].astype(float))) for k, g in table.groupby("k")}
-            return paired_estimate(side[low], side[high], side_names=(f"recall@{low}", f"recall@{high}"))
+            side = {
+                k: dict(zip(g["example_id"], g["recall"].astype(float)))
+                for k, g in table.groupby("k")
+            }
+            return paired_estimate(
+                side[low], side[high], side_names=(f"recall@{low}", f"recall@{high}")
+            )
 
         out["litm-open-domain"] = lambda: paired_estimate(
             by_unit(od_rows, {"k": low, "retriever": "bm25"}, qa.score),
             by_unit(od_rows, {"k": high, "retriever": "bm25"}, qa.score),
-            side_names=(f"{low} documents", f"{high} documents"))
+            side_names=(f"{low} documents", f"{high} documents"),
+        )
         out["litm-open-domain-recall"] = recall
     return estimable(out)
 
@@ -181,7 +241,9 @@ def scored(rows: list[dict]) -> pd.DataFrame:
     1-based ``position`` and the ``query`` placement."""
     table = rows_table(rows, qa.score)
     docs = table["setting"] == "documents"
-    table.loc[docs, "depth"] = (table.loc[docs, "gold_index"] / (table.loc[docs, "num_documents"] - 1)).round(2)
+    table.loc[docs, "depth"] = (
+        table.loc[docs, "gold_index"] / (table.loc[docs, "num_documents"] - 1)
+    ).round(2)
     table.loc[docs, "position"] = table.loc[docs, "gold_index"] + 1
     table["query"] = table["query_aware"].map(QUERY_LABELS)
     return table
@@ -200,8 +262,12 @@ def baselines(table: pd.DataFrame) -> pd.DataFrame:
 
 def paper_numbers(paper: pd.DataFrame, k: int = 20) -> dict:
     """The paper's GPT-3.5-Turbo numbers the headline compares with, at ``k`` documents."""
-    gpt = paper[(paper["model"] == PAPER_READER) & (paper["num_documents"] == k)].set_index("position")["accuracy"]
-    closed = paper[(paper["model"] == PAPER_READER) & (paper["setting"] == "closed-book")]["accuracy"].iloc[0]
+    gpt = paper[(paper["model"] == PAPER_READER) & (paper["num_documents"] == k)].set_index(
+        "position"
+    )["accuracy"]
+    closed = paper[(paper["model"] == PAPER_READER) & (paper["setting"] == "closed-book")][
+        "accuracy"
+    ].iloc[0]
     middle = gpt[qa.position_indices(k, [0.5])[0] + 1]
     edges = (gpt[1] + gpt[k]) / 2
     return {"middle": middle, "edges": edges, "closed": closed, "first": gpt[1], "last": gpt[k]}
@@ -210,15 +276,34 @@ def paper_numbers(paper: pd.DataFrame, k: int = 20) -> dict:
 def headline(estimates: dict[str, Estimate], paper: pd.DataFrame, params: dict) -> pd.DataFrame:
     """The two headline comparisons beside the paper's GPT-3.5-Turbo at 20 documents."""
     k, gpt = max(params["num_documents"]), paper_numbers(paper)
-    rows = [("litm-qa-u-shape", f"middle minus edges ({k} documents)",
-             f"{gpt['middle'] - gpt['edges']:+.1f} ({gpt['middle']} vs {gpt['edges']:.1f})"),
-            ("litm-qa-closed-book", f"middle of {k} minus closed-book",
-             f"{gpt['middle'] - gpt['closed']:+.1f} ({gpt['middle']} vs {gpt['closed']})")]
-    return pd.DataFrame([{"comparison": name, "questions": estimates[cid].n,
-                          "ours (pts, 95% CI)": points_ci(estimates[cid].difference, estimates[cid].ci_low,
-                                                          estimates[cid].ci_high),
-                          "sign-flip p": p_text(estimates[cid].p).removeprefix("p = "), "sides": estimates[cid].detail,
-                          f"paper, {PAPER_READER} (20 docs)": theirs} for cid, name, theirs in rows if cid in estimates])
+    rows = [
+        (
+            "litm-qa-u-shape",
+            f"middle minus edges ({k} documents)",
+            f"{gpt['middle'] - gpt['edges']:+.1f} ({gpt['middle']} vs {gpt['edges']:.1f})",
+        ),
+        (
+            "litm-qa-closed-book",
+            f"middle of {k} minus closed-book",
+            f"{gpt['middle'] - gpt['closed']:+.1f} ({gpt['middle']} vs {gpt['closed']})",
+        ),
+    ]
+    return pd.DataFrame(
+        [
+            {
+                "comparison": name,
+                "questions": estimates[cid].n,
+                "ours (pts, 95% CI)": points_ci(
+                    estimates[cid].difference, estimates[cid].ci_low, estimates[cid].ci_high
+                ),
+                "sign-flip p": p_text(estimates[cid].p).removeprefix("p = "),
+                "sides": estimates[cid].detail,
+                f"paper, {PAPER_READER} (20 docs)": theirs,
+            }
+            for cid, name, theirs in rows
+            if cid in estimates
+        ]
+    )
 
 
 def position_gaps(table: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
@@ -227,11 +312,19 @@ def position_gaps(table: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     docs = table[table["setting"] == "documents"]
     out = []
     for (k, query), g in docs.groupby(["num_documents", "query"]):
-        res = position_gap_permutation(g.pivot_table(index="example_id", columns="position", values="correct"),
-                                       seed=seed)
-        out.append({"documents": k, "query": query, "questions": res["units"],
-                    "best minus worst (pts)": round(res["gap"], 1),
-                    "expected from noise (pts)": round(res["null_mean"], 1), "permutation p": res["p"]})
+        res = position_gap_permutation(
+            g.pivot_table(index="example_id", columns="position", values="correct"), seed=seed
+        )
+        out.append(
+            {
+                "documents": k,
+                "query": query,
+                "questions": res["units"],
+                "best minus worst (pts)": round(res["gap"], 1),
+                "expected from noise (pts)": round(res["null_mean"], 1),
+                "permutation p": res["p"],
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -239,7 +332,9 @@ def headline_sides(table: pd.DataFrame, params: dict) -> dict[str, dict]:
     """Per question, the headline's sides at the most documents, question at the end:
     ``first``, ``middle``, ``last``, ``edges`` (mean of first and last) and ``closed``."""
     k = max(params["num_documents"])
-    head = table[(table["setting"] == "documents") & (table["num_documents"] == k) & ~table["query_aware"]]
+    head = table[
+        (table["setting"] == "documents") & (table["num_documents"] == k) & ~table["query_aware"]
+    ]
 
     def at(index):
         part = head[head["gold_index"] == index]
@@ -247,44 +342,75 @@ def headline_sides(table: pd.DataFrame, params: dict) -> dict[str, dict]:
 
     first, middle, last = (at(qa.position_indices(k, [d])[0]) for d in HEADLINE_DEPTHS)
     closed_rows = table[table["setting"] == "closed-book"]
-    return {"first": first, "middle": middle, "last": last,
-            "edges": {q: (first[q] + last[q]) / 2 for q in set(first) & set(last)},
-            "closed": dict(zip(closed_rows["example_id"], closed_rows["correct"]))}
+    return {
+        "first": first,
+        "middle": middle,
+        "last": last,
+        "edges": {q: (first[q] + last[q]) / 2 for q in set(first) & set(last)},
+        "closed": dict(zip(closed_rows["example_id"], closed_rows["correct"])),
+    }
 
 
 def sizing(sides: dict[str, dict]) -> pd.DataFrame:
     """Questions a 95% half-width of 10 points needs for each headline comparison."""
+
     def diff(a, b):
         return pd.Series({q: sides[b][q] - sides[a][q] for q in set(sides[a]) & set(sides[b])})
 
-    return pd.DataFrame([{"comparison": name, "questions": len(d), "questions for ±10 pts": n_for_half_width(d)}
-                         for name, d in (("middle minus edges", diff("edges", "middle")),
-                                         ("middle minus closed-book", diff("closed", "middle")))])
+    return pd.DataFrame(
+        [
+            {"comparison": name, "questions": len(d), "questions for ±10 pts": n_for_half_width(d)}
+            for name, d in (
+                ("middle minus edges", diff("edges", "middle")),
+                ("middle minus closed-book", diff("closed", "middle")),
+            )
+        ]
+    )
 
 
 def closed_book_table(base: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     """Closed-book and oracle, ours (with Wilson intervals) above the paper's Table 1."""
-    ours = base.assign(accuracy=[pct_ci(a, lo, hi) for a, lo, hi in
-                                 zip(base["accuracy"], base["ci_low"], base["ci_high"])])
+    ours = base.assign(
+        accuracy=[
+            pct_ci(a, lo, hi)
+            for a, lo, hi in zip(base["accuracy"], base["ci_low"], base["ci_high"])
+        ]
+    )
     ours = ours.pivot(index="model", columns="setting", values="accuracy").reset_index()
-    theirs = paper[paper["table"] == "Table 1"].pivot(index="model", columns="setting", values="accuracy").reset_index()
-    return pd.concat([ours.assign(model=ours["model"] + " (ours, %, 95% Wilson)"), theirs], ignore_index=True)
+    theirs = (
+        paper[paper["table"] == "Table 1"]
+        .pivot(index="model", columns="setting", values="accuracy")
+        .reset_index()
+    )
+    return pd.concat(
+        [ours.assign(model=ours["model"] + " (ours, %, 95% Wilson)"), theirs], ignore_index=True
+    )
 
 
 def position_grid(summary: pd.DataFrame, label: str) -> pd.DataFrame:
     """Our cells, accuracy % [95% Wilson], one row per size and query placement."""
     mine = summary[summary["model"] == label]
-    mine = mine.assign(cell=[pct_ci(a, lo, hi, 0) for a, lo, hi in
-                             zip(mine["accuracy"], mine["ci_low"], mine["ci_high"])])
-    wide = mine.pivot_table(index=["num_documents", "query", "n"], columns="position", values="cell", aggfunc="first")
+    mine = mine.assign(
+        cell=[
+            pct_ci(a, lo, hi, 0)
+            for a, lo, hi in zip(mine["accuracy"], mine["ci_low"], mine["ci_high"])
+        ]
+    )
+    wide = mine.pivot_table(
+        index=["num_documents", "query", "n"], columns="position", values="cell", aggfunc="first"
+    )
     wide.columns = [f"position {c}" for c in wide.columns]
     return wide.reset_index().rename(columns={"num_documents": "documents", "n": "questions"})
 
 
 def paper_grid(paper: pd.DataFrame, params: dict) -> pd.DataFrame:
     """The paper's appendix G accuracy for the same numbers of documents."""
-    appendix = paper[(paper["table"] != "Table 1") & paper["num_documents"].isin(params["num_documents"])]
-    wide = appendix.pivot_table(index=["model", "num_documents"], columns="position", values="accuracy")
+    appendix = paper[
+        (paper["table"] != "Table 1") & paper["num_documents"].isin(params["num_documents"])
+    ]
+    wide = appendix.pivot_table(
+        index=["model", "num_documents"], columns="position", values="accuracy"
+    )
     wide.columns = [f"position {int(c)}" for c in wide.columns]
     return wide.reset_index().rename(columns={"num_documents": "documents"})
 
@@ -294,16 +420,31 @@ def query_aware_effects(table: pd.DataFrame, label: str, seed: int = 0) -> pd.Da
     items asked both ways; intervals resample whole questions."""
     docs = table[(table["setting"] == "documents") & (table["model"] == label)]
     docs = docs[docs["example_id"].isin(set(docs[docs["query_aware"]]["example_id"]))]
-    effects = paired_effects(docs, condition="query", control=QUERY_LABELS[False], treatment=QUERY_LABELS[True],
-                             length="num_documents", item=["example_id", "position"], seed=seed)
-    return pd.DataFrame(effects).drop(columns="model").rename(columns={"num_documents": "documents"}) \
-        if effects else pd.DataFrame()
+    effects = paired_effects(
+        docs,
+        condition="query",
+        control=QUERY_LABELS[False],
+        treatment=QUERY_LABELS[True],
+        length="num_documents",
+        item=["example_id", "position"],
+        seed=seed,
+    )
+    return (
+        pd.DataFrame(effects).drop(columns="model").rename(columns={"num_documents": "documents"})
+        if effects
+        else pd.DataFrame()
+    )
 
 
 def prompt_lengths(table: pd.DataFrame) -> pd.DataFrame:
     """Prompt tokens per setting and size (the paper's appendix F)."""
-    return (table.assign(setting=table["setting"] + " " + table["num_documents"].astype(str))
-            .groupby("setting")["prompt_tokens"].agg(["mean", "std", "max"]).round(1).reset_index())
+    return (
+        table.assign(setting=table["setting"] + " " + table["num_documents"].astype(str))
+        .groupby("setting")["prompt_tokens"]
+        .agg(["mean", "std", "max"])
+        .round(1)
+        .reset_index()
+    )
 
 
 def open_domain(od_rows: list[dict], params: dict) -> dict | None:
@@ -317,24 +458,49 @@ def open_domain(od_rows: list[dict], params: dict) -> dict | None:
     recall_all = summarize(recall_rows.assign(correct=recall_rows["recall"].astype(float)), ["k"])
     curve = od.curve(table)
     n = table["example_id"].nunique()
-    shown = pd.concat([curve.replace({"measure": {"retriever recall@k": f"recall@k, the {n} questions read"}}),
-                       recall_all.assign(measure=f"recall@k, all {len(pool):,} questions")],
-                      ignore_index=True).assign(panel="open-domain")
+    shown = pd.concat(
+        [
+            curve.replace({"measure": {"retriever recall@k": f"recall@k, the {n} questions read"}}),
+            recall_all.assign(measure=f"recall@k, all {len(pool):,} questions"),
+        ],
+        ignore_index=True,
+    ).assign(panel="open-domain")
     low, high = open_domain_ks(params)
     steps = pd.concat([od.saturation(table), od.saturation(table, [low, high])], ignore_index=True)
-    return {"table": table, "curve": curve, "recall_all": recall_all, "shown": shown, "steps": steps,
-            "questions": n, "pool": len(pool), "ks": (low, high)}
+    return {
+        "table": table,
+        "curve": curve,
+        "recall_all": recall_all,
+        "shown": shown,
+        "steps": steps,
+        "questions": n,
+        "pool": len(pool),
+        "ks": (low, high),
+    }
 
 
 def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
-    return steps.assign(**{"change (pts, 95% CI)": [points_ci(c, lo, hi) for c, lo, hi in
-                                                     zip(steps["change"], steps["ci_low"], steps["ci_high"])],
-                           "sign-flip p": steps["p_sign_flip"].map(lambda p: p_text(p).removeprefix("p = "))})[
-        ["from k", "to k", "measure", "questions", "change (pts, 95% CI)", "sign-flip p"]]
+    return steps.assign(
+        **{
+            "change (pts, 95% CI)": [
+                points_ci(c, lo, hi)
+                for c, lo, hi in zip(steps["change"], steps["ci_low"], steps["ci_high"])
+            ],
+            "sign-flip p": steps["p_sign_flip"].map(lambda p: p_text(p).removeprefix("p = ")),
+        }
+    )[["from k", "to k", "measure", "questions", "change (pts, 95% CI)", "sign-flip p"]]
 
 
-def quoted(estimates: dict[str, Estimate], table: pd.DataFrame, sides: dict, gaps: pd.DataFrame,
-           effects: pd.DataFrame, od_view: dict | None, params: dict, label: str) -> dict:
+def quoted(
+    estimates: dict[str, Estimate],
+    table: pd.DataFrame,
+    sides: dict,
+    gaps: pd.DataFrame,
+    effects: pd.DataFrame,
+    od_view: dict | None,
+    params: dict,
+    label: str,
+) -> dict:
     """Every number the chapter's prose quotes, by glue key."""
     k = max(params["num_documents"])
     mine = table[table["model"] == label]
@@ -344,94 +510,146 @@ def quoted(estimates: dict[str, Estimate], table: pd.DataFrame, sides: dict, gap
         return f"{100 * sum(side.values()) / len(side):.1f}%" if side else "—"
 
     head_gap = gaps[(gaps["documents"] == k) & (gaps["query"] == QUERY_LABELS[False])]
-    small = gaps[gaps["questions"] < head_gap["questions"].max()] if len(head_gap) else gaps.iloc[:0]
+    small = (
+        gaps[gaps["questions"] < head_gap["questions"].max()] if len(head_gap) else gaps.iloc[:0]
+    )
     out = {
-        "qa-questions": len(sides["middle"]), "qa-documents": k, "qa-detail-questions": params.get("detail_questions")
-        or params["num_questions"],
-        "qa-middle-pct": pct(sides["middle"]), "qa-edges-pct": pct(sides["edges"]),
-        "qa-first-pct": pct(sides["first"]), "qa-last-pct": pct(sides["last"]),
+        "qa-questions": len(sides["middle"]),
+        "qa-documents": k,
+        "qa-detail-questions": params.get("detail_questions") or params["num_questions"],
+        "qa-middle-pct": pct(sides["middle"]),
+        "qa-edges-pct": pct(sides["edges"]),
+        "qa-first-pct": pct(sides["first"]),
+        "qa-last-pct": pct(sides["last"]),
         "qa-u-shape": estimate_text(estimates["litm-qa-u-shape"]),
         "qa-vs-closed": estimate_text(estimates["litm-qa-closed-book"]),
-        "qa-closed-correct": int(hits.loc["closed-book", "sum"]), "qa-closed-n": int(hits.loc["closed-book", "count"]),
+        "qa-closed-correct": int(hits.loc["closed-book", "sum"]),
+        "qa-closed-n": int(hits.loc["closed-book", "count"]),
         "qa-closed-pct": f"{100 * hits.loc['closed-book', 'sum'] / hits.loc['closed-book', 'count']:.1f}%",
         "qa-oracle-pct": f"{100 * hits.loc['oracle', 'sum'] / hits.loc['oracle', 'count']:.1f}%",
     }
     if len(head_gap):
         g = head_gap.iloc[0]
-        out.update({"qa-gap": f"{g['best minus worst (pts)']:.1f}", "qa-gap-noise": f"{g['expected from noise (pts)']:.1f}",
-                    "qa-gap-p": p_text(g["permutation p"])})
+        out.update(
+            {
+                "qa-gap": f"{g['best minus worst (pts)']:.1f}",
+                "qa-gap-noise": f"{g['expected from noise (pts)']:.1f}",
+                "qa-gap-p": p_text(g["permutation p"]),
+            }
+        )
     if len(small):
-        out.update({"qa-small-gap-low": f"{small['best minus worst (pts)'].min():.0f}",
-                    "qa-small-gap-high": f"{small['best minus worst (pts)'].max():.0f}",
-                    "qa-small-noise-low": f"{small['expected from noise (pts)'].min():.0f}",
-                    "qa-small-noise-high": f"{small['expected from noise (pts)'].max():.0f}",
-                    "qa-small-significant": int((small["permutation p"] < 0.05).sum()),
-                    "qa-small-settings": len(small)})
+        out.update(
+            {
+                "qa-small-gap-low": f"{small['best minus worst (pts)'].min():.0f}",
+                "qa-small-gap-high": f"{small['best minus worst (pts)'].max():.0f}",
+                "qa-small-noise-low": f"{small['expected from noise (pts)'].min():.0f}",
+                "qa-small-noise-high": f"{small['expected from noise (pts)'].max():.0f}",
+                "qa-small-significant": int((small["permutation p"] < 0.05).sum()),
+                "qa-small-settings": len(small),
+            }
+        )
     if len(effects):
         pooled = effects[effects["documents"] == "all"].iloc[0]
         column = next(c for c in effects.columns if c.endswith("(pts)"))
-        out.update({"qa-query-aware": f"{pooled[column]:+.1f} points (95% CI {pooled['95% CI']})",
-                    "qa-query-aware-low": f"{-float(pooled['95% CI'].strip('[]').split(',')[0]):.0f}"})
+        out.update(
+            {
+                "qa-query-aware": f"{pooled[column]:+.1f} points (95% CI {pooled['95% CI']})",
+                "qa-query-aware-low": f"{-float(pooled['95% CI'].strip('[]').split(',')[0]):.0f}",
+            }
+        )
     if od_view is not None:
         low, high = od_view["ks"]
         curve, recall = od_view["curve"], od_view["recall_all"].set_index("k")["accuracy"]
         acc = curve[curve["measure"] == "reader accuracy"].set_index("k")["accuracy"]
         read = curve[curve["measure"] == "retriever recall@k"].set_index("k")["accuracy"]
         step = od_view["steps"]
-        head = step[(step["from k"] == low) & (step["to k"] == high) & (step["measure"] == "reader accuracy")].iloc[0]
+        head = step[
+            (step["from k"] == low)
+            & (step["to k"] == high)
+            & (step["measure"] == "reader accuracy")
+        ].iloc[0]
         wide = od_view["table"].pivot_table(index="example_id", columns="k", values="correct")
         tokens = od_view["table"].groupby("k")["prompt_tokens"].mean()
         smallest, largest = min(acc.index), max(acc.index)
-        out.update({
-            "od-questions": od_view["questions"], "od-pool": f"{od_view['pool']:,}", "od-low": low, "od-high": high,
-            "od-k-min": smallest, "od-k-max": largest,
-            "od-recall-all-min": f"{100 * recall[smallest]:.1f}%", "od-recall-all-low": f"{100 * recall[low]:.1f}%",
-            "od-recall-all-high": f"{100 * recall[high]:.1f}%",
-            "od-recall-rise": estimate_text(estimates["litm-open-domain-recall"]),
-            "od-recall-read-min": f"{100 * read[smallest]:.1f}%", "od-recall-read-max": f"{100 * read[largest]:.0f}%",
-            "od-acc-min-k": f"{100 * acc[smallest]:.1f}%", "od-acc-best-k": int(acc.idxmax()),
-            "od-acc-best": f"{100 * acc.max():.1f}%", "od-acc-max-k": f"{100 * acc[largest]:.1f}%",
-            "od-tokens-low": f"{tokens[low]:,.0f}", "od-tokens-high": f"{tokens[high]:,.0f}",
-            "od-step": estimate_text(estimates["litm-open-domain"]),
-            "od-lost": int(((wide[high] - wide[low]) < 0).sum()), "od-gained": int(((wide[high] - wide[low]) > 0).sum()),
-            "od-step-questions": int(head["questions"]),
-        })
+        out.update(
+            {
+                "od-questions": od_view["questions"],
+                "od-pool": f"{od_view['pool']:,}",
+                "od-low": low,
+                "od-high": high,
+                "od-k-min": smallest,
+                "od-k-max": largest,
+                "od-recall-all-min": f"{100 * recall[smallest]:.1f}%",
+                "od-recall-all-low": f"{100 * recall[low]:.1f}%",
+                "od-recall-all-high": f"{100 * recall[high]:.1f}%",
+                "od-recall-rise": estimate_text(estimates["litm-open-domain-recall"]),
+                "od-recall-read-min": f"{100 * read[smallest]:.1f}%",
+                "od-recall-read-max": f"{100 * read[largest]:.0f}%",
+                "od-acc-min-k": f"{100 * acc[smallest]:.1f}%",
+                "od-acc-best-k": int(acc.idxmax()),
+                "od-acc-best": f"{100 * acc.max():.1f}%",
+                "od-acc-max-k": f"{100 * acc[largest]:.1f}%",
+                "od-tokens-low": f"{tokens[low]:,.0f}",
+                "od-tokens-high": f"{tokens[high]:,.0f}",
+                "od-step": estimate_text(estimates["litm-open-domain"]),
+                "od-lost": int(((wide[high] - wide[low]) < 0).sum()),
+                "od-gained": int(((wide[high] - wide[low]) > 0).sum()),
+                "od-step-questions": int(head["questions"]),
+            }
+        )
     return out
 
 
 def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
     """What the chapter's prose says in words, each as a check on the committed run."""
     est, gaps = view.estimates, view.gaps
-    head = gaps[(gaps["documents"] == max(params["num_documents"])) & (gaps["query"] == QUERY_LABELS[False])].iloc[0]
+    head = gaps[
+        (gaps["documents"] == max(params["num_documents"])) & (gaps["query"] == QUERY_LABELS[False])
+    ].iloc[0]
     small = gaps[gaps["questions"] < head["questions"]]
-    acc = view.od["curve"][view.od["curve"]["measure"] == "reader accuracy"].set_index("k")["accuracy"]
+    acc = view.od["curve"][view.od["curve"]["measure"] == "reader accuracy"].set_index("k")[
+        "accuracy"
+    ]
     low, high = view.od["ks"]
     return {
         "the U-shape holds (reproduced)": view.verdicts.get("litm-qa-u-shape") == "reproduced",
-        "its interval includes the paper's -15.7": est["litm-qa-u-shape"].ci_low <= -15.7 <= est["litm-qa-u-shape"].ci_high,
-        "documents help far more than closed-book (opposite direction)":
-            view.verdicts.get("litm-qa-closed-book") == "opposite direction",
-        "open-domain: inconclusive, leaning to a loss":
-            view.verdicts.get("litm-open-domain") == "inconclusive at this n" and est["litm-open-domain"].difference < 0,
+        "its interval includes the paper's -15.7": est["litm-qa-u-shape"].ci_low
+        <= -15.7
+        <= est["litm-qa-u-shape"].ci_high,
+        "documents help far more than closed-book (opposite direction)": view.verdicts.get(
+            "litm-qa-closed-book"
+        )
+        == "opposite direction",
+        "open-domain: inconclusive, leaning to a loss": view.verdicts.get("litm-open-domain")
+        == "inconclusive at this n"
+        and est["litm-open-domain"].difference < 0,
         "the headline's gap is real": head["permutation p"] < 0.05
         and head["best minus worst (pts)"] > head["expected from noise (pts)"],
-        "the grid's gaps exceed what noise gives": (small["best minus worst (pts)"]
-                                                    > small["expected from noise (pts)"]).all(),
+        "the grid's gaps exceed what noise gives": (
+            small["best minus worst (pts)"] > small["expected from noise (pts)"]
+        ).all(),
         "both comparisons are sized for ±10 points": all(
-            n <= est["litm-qa-u-shape"].n for n in sizing(view.sides)["questions for ±10 pts"]),
+            n <= est["litm-qa-u-shape"].n for n in sizing(view.sides)["questions for ±10 pts"]
+        ),
         f"more documents stop helping at {low}": acc.idxmax() == low and acc[high] < acc[low],
     }
 
 
-def analysis(plan: list[Block], answered: list[dict], params: dict, reader: Reader,
-             results_dir: str | Path) -> SimpleNamespace:
+def analysis(
+    plan: list[Block], answered: list[dict], params: dict, reader: Reader, results_dir: str | Path
+) -> SimpleNamespace:
     """Everything the chapter shows, computed from its rows and those other readers and
     backends stored for the same prompts: tables, the claims' estimates and verdicts, the
     open-domain curves, the numbers the prose quotes and the statements it makes."""
     rows = [r for r in answered if r["task"] == qa.TASK]
     requests = all_requests([b for b in plan if b.experiment == EXPERIMENT])
-    others = [r for r in comparable_rows(results_dir, EXPERIMENT, requests, exclude=reader.results_folder(results_dir))
-              if r["condition"]["setting"] == "documents"]
+    others = [
+        r
+        for r in comparable_rows(
+            results_dir, EXPERIMENT, requests, exclude=reader.results_folder(results_dir)
+        )
+        if r["condition"]["setting"] == "documents"
+    ]
     view = SimpleNamespace(table=scored(rows), everything=scored(rows + others))
     view.summary, view.base = accuracy(view.table), baselines(view.table)
     view.estimates = claims(results_dir, params, reader)
@@ -440,36 +658,63 @@ def analysis(plan: list[Block], answered: list[dict], params: dict, reader: Read
     view.gaps = position_gaps(view.table, seed=params["seed"])
     view.effects = query_aware_effects(view.table, reader.label, seed=params["seed"])
     view.od = open_domain([r for r in answered if r["task"] != qa.TASK], params)
-    view.quoted = quoted(view.estimates, view.table, view.sides, view.gaps, view.effects, view.od, params,
-                         reader.label)
+    view.quoted = quoted(
+        view.estimates,
+        view.table,
+        view.sides,
+        view.gaps,
+        view.effects,
+        view.od,
+        params,
+        reader.label,
+    )
     view.said = statements(view, params) if view.od else {}
     view.provenance = "**Data.** " + provenance(view.table, results_dir, EXPERIMENT)
-    view.od_provenance = "**Data.** " + provenance(view.od["table"], results_dir, OPEN_DOMAIN) if view.od else ""
-    view.consistent = (len(rows) == len(requests) == len({r["key"] for r in rows})
-                       and (view.summary["ci_low"] <= view.summary["accuracy"]).all()
-                       and (view.summary["accuracy"] <= view.summary["ci_high"]).all())
+    view.od_provenance = (
+        "**Data.** " + provenance(view.od["table"], results_dir, OPEN_DOMAIN) if view.od else ""
+    )
+    view.consistent = (
+        len(rows) == len(requests) == len({r["key"] for r in rows})
+        and (view.summary["ci_low"] <= view.summary["accuracy"]).all()
+        and (view.summary["accuracy"] <= view.summary["ci_high"]).all()
+    )
     return view
 
 
 def figure(view: SimpleNamespace):
     """Accuracy against the answer's position per size and query placement, every reader
     with rows; closed-book (dotted) and oracle (dash-dot) as grey lines."""
-    fig = accuracy_by_position(accuracy(view.everything), facet="num_documents", facet_title="{} documents",
-                               style="query", xlabel="Position of the document with the answer")
+    fig = accuracy_by_position(
+        accuracy(view.everything),
+        facet="num_documents",
+        facet_title="{} documents",
+        style="query",
+        xlabel="Position of the document with the answer",
+    )
     for ax in fig.axes:
         for b in view.base.itertuples():
-            ax.axhline(100 * b.accuracy, ls=":" if b.setting == "closed-book" else "-.", lw=1, color="grey")
+            ax.axhline(
+                100 * b.accuracy, ls=":" if b.setting == "closed-book" else "-.", lw=1, color="grey"
+            )
     return fig
 
 
 def open_domain_figure(view: SimpleNamespace):
     """Recall@k and reader accuracy against the number of retrieved documents."""
-    fig = accuracy_by_position(view.od["shown"], x="k", facet="panel", hue="measure",
-                               facet_title="BM25 over the NQ-Open gold chunks", xlabel="Retrieved documents (k)",
-                               panel_width=6.0)
+    fig = accuracy_by_position(
+        view.od["shown"],
+        x="k",
+        facet="panel",
+        hue="measure",
+        facet_title="BM25 over the NQ-Open gold chunks",
+        xlabel="Retrieved documents (k)",
+        panel_width=6.0,
+    )
     fig.axes[0].set_ylabel("Recall or accuracy (%)")
     return fig
 
 
 def gaps_table(gaps: pd.DataFrame) -> pd.DataFrame:
-    return gaps.assign(**{"permutation p": gaps["permutation p"].map(lambda p: p_text(p).removeprefix("p = "))})
+    return gaps.assign(
+        **{"permutation p": gaps["permutation p"].map(lambda p: p_text(p).removeprefix("p = "))}
+    )

@@ -44,38 +44,70 @@ def build(params: dict, progress: bool = False) -> dict[str, tuple[list[Request]
     num_questions = params["num_questions"]
     headline_questions = params.get("headline_questions") or num_questions
     if headline_questions < num_questions:
-        raise ParameterError(f"headline_questions ({headline_questions}) must be at least num_questions "
-                             f"({num_questions}): the retention sweeps run on the first num_questions of them")
+        raise ParameterError(
+            f"headline_questions ({headline_questions}) must be at least num_questions "
+            f"({num_questions}): the retention sweeps run on the first num_questions of them"
+        )
     # The sample is prefix-stable, so the sweep's questions are the first of the headline's.
     sampled = sc.sample_questions(squad, headline_questions, params["seed"])
     questions = sampled[:num_questions]
     words = params["snippet_words"]
-    index = {r: sc.SnippetIndex(squad, words, r, **({"model": params["dense_model"]} if r == "dense" else {}))
-             for r in sorted(set(params["retrievers"]) | {"bm25"})}
-    far_from, seed, keep, size = params["far_from"], params["seed"], params["keep_hard"], params["matched_size"]
+    index = {
+        r: sc.SnippetIndex(
+            squad, words, r, **({"model": params["dense_model"]} if r == "dense" else {})
+        )
+        for r in sorted(set(params["retrievers"]) | {"bm25"})
+    }
+    far_from, seed, keep, size = (
+        params["far_from"],
+        params["seed"],
+        params["keep_hard"],
+        params["matched_size"],
+    )
     # The BM25 experiment (sweep and matched control) runs on all headline questions; the
     # rest on the first num_questions of them.
     head_reqs, head_examples, head_skipped = sc.experiment_requests(
-        index["bm25"], sampled, sc.plan_conditions(params["hard_counts"], [size], keep),
-        far_from=far_from, seed=seed, progress=progress)
+        index["bm25"],
+        sampled,
+        sc.plan_conditions(params["hard_counts"], [size], keep),
+        far_from=far_from,
+        seed=seed,
+        progress=progress,
+    )
     plans = {HEADLINE: (head_reqs, head_examples, head_skipped)}
     for r in params["retrievers"]:
         if r != "bm25":
-            plans[f"squad, {r}"] = sc.experiment_requests(index[r], questions, sc.plan_conditions(params["hard_counts"]),
-                                                          far_from=far_from, seed=seed)
-    subset = questions[:params["compare_questions"]]
-    plans["squad, other N"] = sc.experiment_requests(index["bm25"], subset,
-                                                     sc.plan_conditions([], params["other_sizes"], keep),
-                                                     far_from=far_from, seed=seed)
+            plans[f"squad, {r}"] = sc.experiment_requests(
+                index[r],
+                questions,
+                sc.plan_conditions(params["hard_counts"]),
+                far_from=far_from,
+                seed=seed,
+            )
+    subset = questions[: params["compare_questions"]]
+    plans["squad, other N"] = sc.experiment_requests(
+        index["bm25"],
+        subset,
+        sc.plan_conditions([], params["other_sizes"], keep),
+        far_from=far_from,
+        seed=seed,
+    )
     plans[f"squad, {params['compare_snippet_words']} words"] = sc.experiment_requests(
-        sc.SnippetIndex(squad, params["compare_snippet_words"], "bm25"), subset,
-        sc.plan_conditions([], [params["matched_size"]], keep), far_from=far_from, seed=seed)
+        sc.SnippetIndex(squad, params["compare_snippet_words"], "bm25"),
+        subset,
+        sc.plan_conditions([], [params["matched_size"]], keep),
+        far_from=far_from,
+        seed=seed,
+    )
     if params["nq_questions"]:
         nq = sc.load_corpus("nq-open-oracle").limit_passages(params["max_passages"] or None)
-        plans["nq, bm25"] = sc.experiment_requests(sc.SnippetIndex(nq, words, "bm25"),
-                                                   sc.sample_questions(nq, params["nq_questions"], seed),
-                                                   sc.plan_conditions([], [params["matched_size"]], keep),
-                                                   far_from=far_from, seed=seed)
+        plans["nq, bm25"] = sc.experiment_requests(
+            sc.SnippetIndex(nq, words, "bm25"),
+            sc.sample_questions(nq, params["nq_questions"], seed),
+            sc.plan_conditions([], [params["matched_size"]], keep),
+            far_from=far_from,
+            seed=seed,
+        )
     return plans
 
 
@@ -86,20 +118,32 @@ def plan(params: dict, built: dict | None = None) -> list[Block]:
     plans = built if built is not None else build(params)
     head_reqs, examples, _ = plans[HEADLINE]
     size = params["matched_size"]
-    matched = unique_requests(sc.second_reader_requests(head_reqs, [e.question for e in examples], size))
+    matched = unique_requests(
+        sc.second_reader_requests(head_reqs, [e.question for e in examples], size)
+    )
     keys = {dedupe_key(r) for r in matched}
     sweep = [r for r in unique_requests(head_reqs) if dedupe_key(r) not in keys]
     keys |= {dedupe_key(r) for r in sweep}
-    rest = [r for r in unique_requests([r for reqs, _, _ in plans.values() for r in reqs]) if dedupe_key(r) not in keys]
+    rest = [
+        r
+        for r in unique_requests([r for reqs, _, _ in plans.values() for r in reqs])
+        if dedupe_key(r) not in keys
+    ]
     # Question by question, so a run stopped early leaves whole paired questions.
-    blocks = [Block(f"matched control, {size} snippets (gold, hard, far)", EXPERIMENT, matched, True,
-                    whole_units=True)]
+    blocks = [
+        Block(
+            f"matched control, {size} snippets (gold, hard, far)",
+            EXPERIMENT,
+            matched,
+            True,
+            whole_units=True,
+        )
+    ]
     if sweep:
         blocks.append(Block("BM25 retention sweep", EXPERIMENT, sweep, True, whole_units=True))
     if rest:
         blocks.append(Block("other retrievers, other sizes, snippet length, NQ", EXPERIMENT, rest))
     return blocks
-
 
 
 def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
@@ -114,22 +158,36 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     size, kept = params["matched_size"], params["keep_hard"]
     where = {"corpus": corpus.name, "snippet_words": params["snippet_words"]}
     hard = {**where, "retriever": "bm25", "num_hard": size - 1, "num_far": 0, "num_snippets": size}
-    far = {**where, "retriever": "bm25", "num_hard": kept, "num_far": size - 1 - kept, "num_snippets": size}
+    far = {
+        **where,
+        "retriever": "bm25",
+        "num_hard": kept,
+        "num_far": size - 1 - kept,
+        "num_snippets": size,
+    }
     gold = {**where, "num_snippets": 1, "num_hard": 0}
 
     def metric(name):
         return lambda row: sc.score(row)[name]
 
     def far_minus_hard(name):
-        return paired_estimate(by_unit(rows, hard, metric(name)), by_unit(rows, far, metric(name)),
-                               side_names=(f"{size - 1} hard", f"{kept} hard + {size - 1 - kept} far-rank"))
+        return paired_estimate(
+            by_unit(rows, hard, metric(name)),
+            by_unit(rows, far, metric(name)),
+            side_names=(f"{size - 1} hard", f"{kept} hard + {size - 1 - kept} far-rank"),
+        )
 
-    return estimable({
-        "sc-far-minus-hard": lambda: far_minus_hard("em"),
-        "sc-far-minus-hard-inclusion": lambda: far_minus_hard("inclusion"),
-        "sc-hard-hurts": lambda: paired_estimate(by_unit(rows, gold, metric("em")), by_unit(rows, hard, metric("em")),
-                                                 side_names=("gold snippet only", f"gold + {size - 1} hard")),
-    })
+    return estimable(
+        {
+            "sc-far-minus-hard": lambda: far_minus_hard("em"),
+            "sc-far-minus-hard-inclusion": lambda: far_minus_hard("inclusion"),
+            "sc-hard-hurts": lambda: paired_estimate(
+                by_unit(rows, gold, metric("em")),
+                by_unit(rows, hard, metric("em")),
+                side_names=("gold snippet only", f"gold + {size - 1} hard"),
+            ),
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -141,8 +199,11 @@ def second_reader_block(params: dict, built: dict) -> Block:
     readers (Tables 1 and 2 beside the default reader)."""
     corpus = sc.load_corpus(params["corpus"]).limit_passages(params["max_passages"] or None)
     questions = sc.sample_questions(corpus, params["second_reader_questions"], params["seed"])
-    return Block("matched control, second readers", EXPERIMENT,
-                 sc.second_reader_requests(built[HEADLINE][0], questions, params["matched_size"]))
+    return Block(
+        "matched control, second readers",
+        EXPERIMENT,
+        sc.second_reader_requests(built[HEADLINE][0], questions, params["matched_size"]),
+    )
 
 
 def scored(rows: list[dict]) -> pd.DataFrame:
@@ -152,7 +213,9 @@ def scored(rows: list[dict]) -> pd.DataFrame:
 
 def _select(table: pd.DataFrame, params: dict, words: int | None = None) -> pd.DataFrame:
     corpus = sc.load_corpus(params["corpus"]).name
-    return table[(table["corpus"] == corpus) & (table["snippet_words"] == (words or params["snippet_words"]))]
+    return table[
+        (table["corpus"] == corpus) & (table["snippet_words"] == (words or params["snippet_words"]))
+    ]
 
 
 def _with_far(part: pd.DataFrame) -> pd.DataFrame:
@@ -160,7 +223,9 @@ def _with_far(part: pd.DataFrame) -> pd.DataFrame:
     return part[part["example_id"].isin(set(part[part["condition"] == "far"]["example_id"]))]
 
 
-def matched(table: pd.DataFrame, params: dict, size: int | None = None, questions=None) -> pd.DataFrame:
+def matched(
+    table: pd.DataFrame, params: dict, size: int | None = None, questions=None
+) -> pd.DataFrame:
     """One matched control's rows (gold only, hard and far at ``size`` snippets, default
     ``matched_size``), on ``questions`` (ids) when given."""
     part = sc.matched_rows(_select(table, params), size or params["matched_size"])
@@ -177,7 +242,9 @@ def retention(table: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataF
     for r in params["retrievers"]:
         part = sweep[(sweep["retriever"] == r) | (sweep["condition"] == "gold")].assign(retriever=r)
         for metric, label in [("em", "EM"), ("f1", "F1"), ("inclusion", "Incl.")]:
-            curve, life = retention_curve(part, metric=metric, by=["model", "retriever"], seed=params["seed"])
+            curve, life = retention_curve(
+                part, metric=metric, by=["model", "retriever"], seed=params["seed"]
+            )
             curves.append(curve.assign(metric=label))
             lives.append(life.assign(metric=label))
     return pd.concat(curves), pd.concat(lives)
@@ -185,26 +252,44 @@ def retention(table: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataF
 
 def retention_table(curves: pd.DataFrame) -> pd.DataFrame:
     """M(H) / R(H) [95% CI] per retriever, H and metric."""
-    cells = [f"{m:.3f} / {r:.3f} [{lo:.3f}, {hi:.3f}]" for m, r, lo, hi in
-             zip(curves["M"], curves["R"], curves["R_low"], curves["R_high"])]
-    return (curves.assign(cell=cells).pivot(index=["retriever", "num_hard", "questions"], columns="metric", values="cell")
-            .reset_index().rename(columns={"num_hard": "H"}))
+    cells = [
+        f"{m:.3f} / {r:.3f} [{lo:.3f}, {hi:.3f}]"
+        for m, r, lo, hi in zip(curves["M"], curves["R"], curves["R_low"], curves["R_high"])
+    ]
+    return (
+        curves.assign(cell=cells)
+        .pivot(index=["retriever", "num_hard", "questions"], columns="metric", values="cell")
+        .reset_index()
+        .rename(columns={"num_hard": "H"})
+    )
 
 
 def sizing(main: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """Questions a 95% half-width of 10 points needs for far minus hard EM, and its note."""
     em = main.pivot_table(index="example_id", columns="condition", values="em")
     diff = em["far"] - em["hard"]
-    table = pd.DataFrame([{"comparison": "far minus hard EM", "questions": len(em),
-                           "discordant": f"{(diff != 0).mean():.0%}", "questions for ±10 pts": n_for_half_width(diff)}])
-    return table, ("How n was chosen: questions a 95% interval of at most 10 points on each side needs, from the "
-                   "observed per-question differences; few questions change between hard and far, so the paired "
-                   "design needs few.")
+    table = pd.DataFrame(
+        [
+            {
+                "comparison": "far minus hard EM",
+                "questions": len(em),
+                "discordant": f"{(diff != 0).mean():.0%}",
+                "questions for ±10 pts": n_for_half_width(diff),
+            }
+        ]
+    )
+    return table, (
+        "How n was chosen: questions a 95% interval of at most 10 points on each side needs, from the "
+        "observed per-question differences; few questions change between hard and far, so the paired "
+        "design needs few."
+    )
 
 
 def half_lives(lives: pd.DataFrame) -> pd.DataFrame:
     """K_1/2 per retriever and metric."""
-    return lives.pivot_table(index="retriever", columns="metric", values="K_1/2", aggfunc="first").reset_index()
+    return lives.pivot_table(
+        index="retriever", columns="metric", values="K_1/2", aggfunc="first"
+    ).reset_index()
 
 
 def far_ranks(main: pd.DataFrame) -> pd.DataFrame:
@@ -212,8 +297,16 @@ def far_ranks(main: pd.DataFrame) -> pd.DataFrame:
     far = main[main["condition"] == "far"]
     ranks = pd.Series([rk for m in far["meta"] for rk in m["far_ranks"]])
     eligible = pd.Series([m["eligible"] for m in far["meta"]])
-    return pd.DataFrame([{"eligible snippets per question (median)": int(eligible.median()),
-                          "far ranks: min": int(ranks.min()), "median": int(ranks.median()), "max": int(ranks.max())}])
+    return pd.DataFrame(
+        [
+            {
+                "eligible snippets per question (median)": int(eligible.median()),
+                "far ranks: min": int(ranks.min()),
+                "median": int(ranks.median()),
+                "max": int(ranks.max()),
+            }
+        ]
+    )
 
 
 def example_prompt(built: dict) -> str:
@@ -231,10 +324,21 @@ def snippet_length(table: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.
     for words in [params["snippet_words"], params["compare_snippet_words"]]:
         part = _with_far(sc.matched_rows(_select(table, params, words), params["matched_size"]))
         part = part[part["example_id"].isin(subset)]
-        levels.append(sc.condition_summary(part, by=["condition"], seed=params["seed"]).assign(snippet_words=words))
-        recovery.append(sc.recovery_table(part, by=[], seed=params["seed"]).assign(snippet_words=words))
-    levels = pd.concat(levels).pivot_table(index="condition", columns="snippet_words",
-                                           values=["EM", "Incl.", "F1", "Tok."], aggfunc="first", sort=False)
+        levels.append(
+            sc.condition_summary(part, by=["condition"], seed=params["seed"]).assign(
+                snippet_words=words
+            )
+        )
+        recovery.append(
+            sc.recovery_table(part, by=[], seed=params["seed"]).assign(snippet_words=words)
+        )
+    levels = pd.concat(levels).pivot_table(
+        index="condition",
+        columns="snippet_words",
+        values=["EM", "Incl.", "F1", "Tok."],
+        aggfunc="first",
+        sort=False,
+    )
     return levels.reset_index(), pd.concat(recovery)
 
 
@@ -244,9 +348,14 @@ def other_sizes(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     out = []
     for n in sorted({params["matched_size"], *params["other_sizes"]}):
         part = matched(table, params, n, subset)
-        levels = sc.condition_summary(part[part["condition"] != "gold"], by=["condition"], seed=params["seed"])
-        out.append(sc.recovery_table(part, by=[], seed=params["seed"])
-                   .assign(N=n, tokens=" / ".join(str(t) for t in levels["Tok."])))
+        levels = sc.condition_summary(
+            part[part["condition"] != "gold"], by=["condition"], seed=params["seed"]
+        )
+        out.append(
+            sc.recovery_table(part, by=[], seed=params["seed"]).assign(
+                N=n, tokens=" / ".join(str(t) for t in levels["Tok."])
+            )
+        )
     return pd.concat(out)
 
 
@@ -255,18 +364,35 @@ def nq(table: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataFrame] |
     if not params["nq_questions"]:
         return None
     part = sc.matched_rows(table[table["corpus"] == "nq-open-oracle"], params["matched_size"])
-    return (sc.condition_summary(part, by=["condition"], seed=params["seed"]),
-            sc.recovery_table(part, by=[], seed=params["seed"]))
+    return (
+        sc.condition_summary(part, by=["condition"], seed=params["seed"]),
+        sc.recovery_table(part, by=[], seed=params["seed"]),
+    )
 
 
 def _compare_ids(params: dict) -> set[str]:
     corpus = sc.load_corpus(params["corpus"]).limit_passages(params["max_passages"] or None)
-    return {q.question_id for q in sc.sample_questions(corpus, params["compare_questions"], params["seed"])}
+    return {
+        q.question_id
+        for q in sc.sample_questions(corpus, params["compare_questions"], params["seed"])
+    }
 
 
-def quoted(estimates: dict[str, Estimate], table1: pd.DataFrame, table2: pd.DataFrame, main: pd.DataFrame,
-           curves: pd.DataFrame, lives: pd.DataFrame, table: pd.DataFrame, recovery_by_length: pd.DataFrame,
-           sizes: pd.DataFrame, nq_view, params: dict, label: str, second: str | None) -> dict:
+def quoted(
+    estimates: dict[str, Estimate],
+    table1: pd.DataFrame,
+    table2: pd.DataFrame,
+    main: pd.DataFrame,
+    curves: pd.DataFrame,
+    lives: pd.DataFrame,
+    table: pd.DataFrame,
+    recovery_by_length: pd.DataFrame,
+    sizes: pd.DataFrame,
+    nq_view,
+    params: dict,
+    label: str,
+    second: str | None,
+) -> dict:
     """Every number the chapter's prose quotes, by glue key."""
     out: dict = {}
 
@@ -275,22 +401,40 @@ def quoted(estimates: dict[str, Estimate], table1: pd.DataFrame, table2: pd.Data
         return " -> ".join(str(rows.loc[c, metric]) for c in ("gold", "hard", "far"))
 
     mine = table1[table1["model"] == label].set_index("condition")
-    out.update({"sc-questions": int(mine["questions"].max()), "sc-em-levels": levels(label, "EM"),
-                "sc-f1-levels": levels(label, "F1"), "sc-incl-levels": levels(label, "Incl."),
-                "sc-hard-tokens": f"{mine.loc['hard', 'Tok.']:,}", "sc-far-tokens": f"{mine.loc['far', 'Tok.']:,}"})
+    out.update(
+        {
+            "sc-questions": int(mine["questions"].max()),
+            "sc-em-levels": levels(label, "EM"),
+            "sc-f1-levels": levels(label, "F1"),
+            "sc-incl-levels": levels(label, "Incl."),
+            "sc-hard-tokens": f"{mine.loc['hard', 'Tok.']:,}",
+            "sc-far-tokens": f"{mine.loc['far', 'Tok.']:,}",
+        }
+    )
     rec = table2[table2["model"] == label].set_index("metric")
     for metric, key in (("EM", "em"), ("Incl.", "incl"), ("F1", "f1")):
-        out[f"sc-recovery-{key}"] = f"{rec.loc[metric, 'Δ']} {rec.loc[metric, '95% CI']}, {p_text(rec.loc[metric, 'p'])}"
+        out[f"sc-recovery-{key}"] = (
+            f"{rec.loc[metric, 'Δ']} {rec.loc[metric, '95% CI']}, {p_text(rec.loc[metric, 'p'])}"
+        )
     em = main.pivot_table(index="example_id", columns="condition", values="em")
     changed = em["far"] - em["hard"]
-    out.update({"sc-em-changed": int((changed != 0).sum()), "sc-em-better": int((changed > 0).sum())})
+    out.update(
+        {"sc-em-changed": int((changed != 0).sum()), "sc-em-better": int((changed > 0).sum())}
+    )
     if second and (table1["model"] == second).any():
         theirs = table2[table2["model"] == second].set_index("metric")
-        out.update({"sc2-questions": int(table1[table1["model"] == second]["questions"].max()),
-                    "sc2-em-levels": levels(second, "EM"), "sc2-f1-levels": levels(second, "F1"),
-                    "sc2-incl-levels": levels(second, "Incl."),
-                    "sc2-recovery": ", ".join(f"{theirs.loc[m, 'Δ']} {m}" for m in ("EM", "Incl.", "F1")),
-                    "sc2-f1": f"{theirs.loc['F1', '95% CI']}, {p_text(theirs.loc['F1', 'p'])}"})
+        out.update(
+            {
+                "sc2-questions": int(table1[table1["model"] == second]["questions"].max()),
+                "sc2-em-levels": levels(second, "EM"),
+                "sc2-f1-levels": levels(second, "F1"),
+                "sc2-incl-levels": levels(second, "Incl."),
+                "sc2-recovery": ", ".join(
+                    f"{theirs.loc[m, 'Δ']} {m}" for m in ("EM", "Incl.", "F1")
+                ),
+                "sc2-f1": f"{theirs.loc['F1', '95% CI']}, {p_text(theirs.loc['F1', 'p'])}",
+            }
+        )
     r = curves.set_index(["retriever", "metric", "num_hard"])
     hs = sorted(params["hard_counts"])[1:]
     bm25 = r.loc["bm25"]
@@ -302,40 +446,76 @@ def quoted(estimates: dict[str, Estimate], table1: pd.DataFrame, table2: pd.Data
     half = lives.set_index(["retriever", "metric"])["K_1/2"]
     largest = max(hs)
     tokens = _select(table, params)
-    tokens = tokens[(tokens["retriever"] == "bm25") & (tokens["num_far"] == 0)].groupby("num_hard")["prompt_tokens"].mean()
-    out.update({"sc-bm25-questions": int(bm25["questions"].max()), "sc-h-max": largest,
-                "sc-em-half": half[("bm25", "EM")], "sc-incl-half": half[("bm25", "Incl.")],
-                "sc-f1-half": half[("bm25", "F1")],
-                "sc-em-retention": ", ".join(f"{ret('EM', h, h >= 19)} at H = {h}" for h in hs),
-                "sc-incl-retention": ", ".join(f"R({h}) = {ret('Incl.', h)}" for h in hs if h >= 19),
-                "sc-f1-retention": ", ".join(f"R({h}) = {ret('F1', h)}" for h in hs if h >= 19),
-                "sc-em-at-max": f"{100 * bm25.loc[('EM', 0), 'M']:.1f} -> {100 * bm25.loc[('EM', largest), 'M']:.1f}",
-                "sc-tokens-max": f"{tokens[largest]:,.0f}",
-                "sc-tokens-39": f"{tokens[39]:,.0f}" if 39 in tokens else "—"})
+    tokens = (
+        tokens[(tokens["retriever"] == "bm25") & (tokens["num_far"] == 0)]
+        .groupby("num_hard")["prompt_tokens"]
+        .mean()
+    )
+    out.update(
+        {
+            "sc-bm25-questions": int(bm25["questions"].max()),
+            "sc-h-max": largest,
+            "sc-em-half": half[("bm25", "EM")],
+            "sc-incl-half": half[("bm25", "Incl.")],
+            "sc-f1-half": half[("bm25", "F1")],
+            "sc-em-retention": ", ".join(f"{ret('EM', h, h >= 19)} at H = {h}" for h in hs),
+            "sc-incl-retention": ", ".join(f"R({h}) = {ret('Incl.', h)}" for h in hs if h >= 19),
+            "sc-f1-retention": ", ".join(f"R({h}) = {ret('F1', h)}" for h in hs if h >= 19),
+            "sc-em-at-max": f"{100 * bm25.loc[('EM', 0), 'M']:.1f} -> {100 * bm25.loc[('EM', largest), 'M']:.1f}",
+            "sc-tokens-max": f"{tokens[largest]:,.0f}",
+            "sc-tokens-39": f"{tokens[39]:,.0f}" if 39 in tokens else "—",
+        }
+    )
     if "dense" in params["retrievers"]:
         dense = r.loc["dense"]
-        out.update({"sc-dense-questions": int(dense["questions"].max()), "sc-dense-em-half": half[("dense", "EM")],
-                    "sc-dense-f1-half": half[("dense", "F1")], "sc-dense-incl-half": half[("dense", "Incl.")],
-                    "sc-dense-f1": ", ".join(f"R_F1({h}) = {dense.loc[('F1', h), 'R']:.3f}" for h in hs if h >= 19)})
+        out.update(
+            {
+                "sc-dense-questions": int(dense["questions"].max()),
+                "sc-dense-em-half": half[("dense", "EM")],
+                "sc-dense-f1-half": half[("dense", "F1")],
+                "sc-dense-incl-half": half[("dense", "Incl.")],
+                "sc-dense-f1": ", ".join(
+                    f"R_F1({h}) = {dense.loc[('F1', h), 'R']:.3f}" for h in hs if h >= 19
+                ),
+            }
+        )
     lr = recovery_by_length.set_index(["snippet_words", "metric"])
-    out.update({"sc-compare-questions": params["compare_questions"],
-                "sc-length": "; ".join(f"{lr.loc[(w, 'EM'), 'Δ']} EM / {lr.loc[(w, 'F1'), 'Δ']} F1 at {w} words"
-                                       for w in (params["snippet_words"], params["compare_snippet_words"])),
-                "sc-length-min-p": f"{lr['p'].min():.2g}"})
+    out.update(
+        {
+            "sc-compare-questions": params["compare_questions"],
+            "sc-length": "; ".join(
+                f"{lr.loc[(w, 'EM'), 'Δ']} EM / {lr.loc[(w, 'F1'), 'Δ']} F1 at {w} words"
+                for w in (params["snippet_words"], params["compare_snippet_words"])
+            ),
+            "sc-length-min-p": f"{lr['p'].min():.2g}",
+        }
+    )
     other = [n for n in params["other_sizes"]]
     if other:
         sz = sizes.set_index(["N", "metric"])
         n = other[0]
-        out.update({"sc-other-n": n, "sc-other-hard": n - 1, "sc-other-kept": params["keep_hard"],
-                    "sc-other-far": n - 1 - params["keep_hard"], "sc-other-tokens": sz.loc[(n, "EM"), "tokens"],
-                    "sc-other": f"{sz.loc[(n, 'EM'), 'Δ']} EM, {sz.loc[(n, 'F1'), 'Δ']} F1, "
-                                f"{p_text(sz.loc[(n, 'F1'), 'p'])}"})
+        out.update(
+            {
+                "sc-other-n": n,
+                "sc-other-hard": n - 1,
+                "sc-other-kept": params["keep_hard"],
+                "sc-other-far": n - 1 - params["keep_hard"],
+                "sc-other-tokens": sz.loc[(n, "EM"), "tokens"],
+                "sc-other": f"{sz.loc[(n, 'EM'), 'Δ']} EM, {sz.loc[(n, 'F1'), 'Δ']} F1, "
+                f"{p_text(sz.loc[(n, 'F1'), 'p'])}",
+            }
+        )
     if nq_view is not None:
         levels_nq, rec_nq = nq_view
         nq_em = levels_nq.set_index("condition")["EM"]
         rec_nq = rec_nq.set_index("metric")
-        out.update({"sc-nq-gold-hard": f"{nq_em['gold']} -> {nq_em['hard']}", "sc-nq-far": nq_em["far"],
-                    "sc-nq-f1": f"{rec_nq.loc['F1', 'Δ']} F1, {p_text(rec_nq.loc['F1', 'p'])}"})
+        out.update(
+            {
+                "sc-nq-gold-hard": f"{nq_em['gold']} -> {nq_em['hard']}",
+                "sc-nq-far": nq_em["far"],
+                "sc-nq-f1": f"{rec_nq.loc['F1', 'Δ']} F1, {p_text(rec_nq.loc['F1', 'p'])}",
+            }
+        )
     out["sc-far-minus-hard"] = estimate_text(estimates["sc-far-minus-hard"])
     out["sc-far-minus-hard-inclusion"] = estimate_text(estimates["sc-far-minus-hard-inclusion"])
     return out
@@ -343,20 +523,40 @@ def quoted(estimates: dict[str, Estimate], table1: pd.DataFrame, table2: pd.Data
 
 def experiments_table(built: dict, plan: list[Block]) -> tuple[pd.DataFrame, str]:
     """Per experiment: questions, questions left out, prompts; and the distinct prompts in all."""
-    table = pd.DataFrame([{"experiment": name, "questions": len(exs),
-                           "left out (answer not locatable or in most snippets)": len(skipped), "prompts": len(reqs)}
-                          for name, (reqs, exs, skipped) in built.items()])
+    table = pd.DataFrame(
+        [
+            {
+                "experiment": name,
+                "questions": len(exs),
+                "left out (answer not locatable or in most snippets)": len(skipped),
+                "prompts": len(reqs),
+            }
+            for name, (reqs, exs, skipped) in built.items()
+        ]
+    )
     return table, f"{sum(len(b.requests) for b in plan)} distinct prompts in all."
 
 
 def paper_tables(paper: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The paper's Table 1 (pivoted), Table 2, section 4.1 (retention) and 4.4 (snippet length)."""
-    return {"table 1": paper[paper["source"] == "Table 1"].pivot_table(
-                index=["reader", "condition"], columns="metric", values="value", aggfunc="first",
-                sort=False).reset_index(),
-            "table 2": paper[paper["source"] == "Table 2"][["reader", "metric", "value"]],
-            "retention": paper[paper["source"] == "Section 4.1"][["setting", "condition", "metric", "value"]],
-            "length": paper[paper["source"] == "Section 4.4"][["setting", "condition", "metric", "value"]]}
+    return {
+        "table 1": paper[paper["source"] == "Table 1"]
+        .pivot_table(
+            index=["reader", "condition"],
+            columns="metric",
+            values="value",
+            aggfunc="first",
+            sort=False,
+        )
+        .reset_index(),
+        "table 2": paper[paper["source"] == "Table 2"][["reader", "metric", "value"]],
+        "retention": paper[paper["source"] == "Section 4.1"][
+            ["setting", "condition", "metric", "value"]
+        ],
+        "length": paper[paper["source"] == "Section 4.4"][
+            ["setting", "condition", "metric", "value"]
+        ],
+    }
 
 
 def statements(view: SimpleNamespace, second: str | None) -> dict[str, bool]:
@@ -365,27 +565,40 @@ def statements(view: SimpleNamespace, second: str | None) -> dict[str, bool]:
     r = view.curves.set_index(["retriever", "metric", "num_hard"])
     largest = r.index.get_level_values("num_hard").max()
     said = {
-        "inclusion recovery and hard-negative loss reproduced":
-            view.verdicts.get("sc-far-minus-hard-inclusion") == view.verdicts.get("sc-hard-hurts") == "reproduced",
-        "EM sits on the 5% line (inconclusive)": view.verdicts.get("sc-far-minus-hard") == "inconclusive at this n"
+        "inclusion recovery and hard-negative loss reproduced": view.verdicts.get(
+            "sc-far-minus-hard-inclusion"
+        )
+        == view.verdicts.get("sc-hard-hurts")
+        == "reproduced",
+        "EM sits on the 5% line (inconclusive)": view.verdicts.get("sc-far-minus-hard")
+        == "inconclusive at this n"
         and 0.04 < est["sc-far-minus-hard"].p < 0.06,
-        "small and real for inclusion and F1": rec.loc["F1", "p"] < 0.05 and rec.loc["Incl.", "p"] < 0.05,
+        "small and real for inclusion and F1": rec.loc["F1", "p"] < 0.05
+        and rec.loc["Incl.", "p"] < 0.05,
         "nothing is right-censored": not view.lives["censored"].any(),
         "at the largest H every retention interval lies below one half": all(
-            r.loc[("bm25", m, largest), "R_high"] < 0.5 for m in ("EM", "F1", "Incl.")),
-        "this reader keeps about a fifth of its EM": 0.15 < r.loc[("bm25", "EM", largest), "R"] < 0.25,
+            r.loc[("bm25", m, largest), "R_high"] < 0.5 for m in ("EM", "F1", "Incl.")
+        ),
+        "this reader keeps about a fifth of its EM": 0.15
+        < r.loc[("bm25", "EM", largest), "R"]
+        < 0.25,
         "no snippet-length difference is decided": (view.length_recovery["p"] >= 0.1).all(),
     }
     if view.nq is not None:
-        said["the NQ control gives nothing back"] = view.nq[1].set_index("metric").loc["F1", "p"] > 0.5
+        said["the NQ control gives nothing back"] = (
+            view.nq[1].set_index("metric").loc["F1", "p"] > 0.5
+        )
     if second:
         cis = view.table2[view.table2["model"] == second]["95% CI"]
         said["the second reader's intervals include zero"] = all(
-            float(ci.strip("[]").split(",")[0]) < 0 for ci in cis)
+            float(ci.strip("[]").split(",")[0]) < 0 for ci in cis
+        )
     return said
 
 
-def analysis(built: dict, rows: list[dict], params: dict, reader: Reader, results_dir: str | Path) -> SimpleNamespace:
+def analysis(
+    built: dict, rows: list[dict], params: dict, reader: Reader, results_dir: str | Path
+) -> SimpleNamespace:
     """Everything the chapter shows from its rows and the second readers': the matched
     control's Tables 1 and 2, the retention curves, the snippet-length, other-N and NQ checks,
     the claims' estimates and verdicts, the numbers the prose quotes and its statements."""
@@ -402,11 +615,26 @@ def analysis(built: dict, rows: list[dict], params: dict, reader: Reader, result
     view.sizes, view.nq = other_sizes(view.table, params), nq(view.table, params)
     view.estimates = claims(results_dir, params, reader)
     view.verdicts = chapter_verdicts("semantic_competition", view.estimates)
-    view.quoted = quoted(view.estimates, view.table1, view.table2, view.main, view.curves, view.lives, view.table,
-                         view.length_recovery, view.sizes, view.nq, params, reader.label, second)
+    view.quoted = quoted(
+        view.estimates,
+        view.table1,
+        view.table2,
+        view.main,
+        view.curves,
+        view.lives,
+        view.table,
+        view.length_recovery,
+        view.sizes,
+        view.nq,
+        params,
+        reader.label,
+        second,
+    )
     view.said = statements(view, second)
     view.example = example_prompt(built)
-    view.provenance = f"{len(rows)} rows. **Data.** {provenance(view.everything, results_dir, EXPERIMENT)}"
+    view.provenance = (
+        f"{len(rows)} rows. **Data.** {provenance(view.everything, results_dir, EXPERIMENT)}"
+    )
     return view
 
 

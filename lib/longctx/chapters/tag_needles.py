@@ -41,35 +41,60 @@ ORDER = 6  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/tag_needles.py"
 EXPERIMENT = "tag_needles"
 NEEDS_MODEL = True  # chapter_blocks passes the reader as params["model"]
-PLANS_RUN_MODELS = True  # the LLM tagger, for uncached chunks: chapter_blocks passes params["dry_run"]
+# The LLM tagger, for uncached chunks: chapter_blocks passes params["dry_run"]
+PLANS_RUN_MODELS = True
 
 
 def cases_for(params: dict) -> tuple[str, list[tn.NeedleCase]]:
     """(haystack text, the first ``num_cases`` seeded needle questions)."""
     text = tn.haystack_text()
-    return text, tn.load_cases(params["needle_set"], n=params["num_cases"], avoid_text=text, seed=params["seed"])
+    return text, tn.load_cases(
+        params["needle_set"], n=params["num_cases"], avoid_text=text, seed=params["seed"]
+    )
 
 
-def taggers_for(params: dict, results_dir: str | Path, load_tagger=None, batch_size: int = 8) -> tn.Taggers:
+def taggers_for(
+    params: dict, results_dir: str | Path, load_tagger=None, batch_size: int = 8
+) -> tn.Taggers:
     """The taggers the variants need; the LLM tagger loads ``tagger_model`` (hf) only for
     chunks whose tags are not cached."""
     if load_tagger is None:
         load_tagger = Reader(params["tagger_model"]).load
-    variants = (params["variants"] + params["query_aware_variants"] + list(params.get("long_variants") or [])
-                + list(params.get("short_variants") or []))
-    return tn.chapter_taggers(variants, results_dir=results_dir,
-                              tagger_model=params["tagger_model"], llm_method=params["llm_tag_method"],
-                              load=load_tagger, batch_size=batch_size)
+    variants = (
+        params["variants"]
+        + params["query_aware_variants"]
+        + list(params.get("long_variants") or [])
+        + list(params.get("short_variants") or [])
+    )
+    return tn.chapter_taggers(
+        variants,
+        results_dir=results_dir,
+        tagger_model=params["tagger_model"],
+        llm_method=params["llm_tag_method"],
+        load=load_tagger,
+        batch_size=batch_size,
+    )
 
 
-def requests_for(params: dict, *, tokenizer, taggers: tn.Taggers, cases=None, text=None, lengths=None):
+def requests_for(
+    params: dict, *, tokenizer, taggers: tn.Taggers, cases=None, text=None, lengths=None
+):
     if cases is None:
         text, cases = cases_for(params)
-    return tn.make_requests(cases, tokenizer=tokenizer, lengths=lengths or params["lengths"],
-                            variants=params["variants"], taggers=taggers, depths=params["depths"],
-                            depth_mode=params["depth_mode"], query_aware_variants=params["query_aware_variants"],
-                            query_aware_lengths=params["query_aware_lengths"], strategy=params["chunk_strategy"],
-                            max_chars=params["chunk_chars"], text=text)
+    return tn.make_requests(
+        cases,
+        tokenizer=tokenizer,
+        lengths=lengths or params["lengths"],
+        variants=params["variants"],
+        taggers=taggers,
+        depths=params["depths"],
+        depth_mode=params["depth_mode"],
+        query_aware_variants=params["query_aware_variants"],
+        query_aware_lengths=params["query_aware_lengths"],
+        strategy=params["chunk_strategy"],
+        max_chars=params["chunk_chars"],
+        text=text,
+    )
 
 
 def long_cases(params: dict, text: str) -> list[tn.NeedleCase]:
@@ -77,10 +102,14 @@ def long_cases(params: dict, text: str) -> list[tn.NeedleCase]:
     set, in set order; case ids differ across the shipped sets."""
     out = []
     for source in params["long_needle_sets"]:
-        out += tn.load_cases(source, n=params["long_num_cases"], avoid_text=text, seed=params["seed"])
+        out += tn.load_cases(
+            source, n=params["long_num_cases"], avoid_text=text, seed=params["seed"]
+        )
     ids = [c.id for c in out]
     if len(set(ids)) != len(ids):
-        raise ParameterError(f"needle sets {params['long_needle_sets']} share case ids; pairing needs distinct ids")
+        raise ParameterError(
+            f"needle sets {params['long_needle_sets']} share case ids; pairing needs distinct ids"
+        )
     return out
 
 
@@ -89,24 +118,44 @@ def _every_case_at(params: dict, length, variants, *, tokenizer, taggers: tn.Tag
     rotating depth (:func:`sized_depths`); none when ``length`` is null."""
     if not length:
         return []
-    return tn.make_requests(long_cases(params, text), tokenizer=tokenizer, lengths=[length],
-                            variants=variants, taggers=taggers, depths=params["depths"],
-                            depth_mode="rotate", strategy=params["chunk_strategy"], max_chars=params["chunk_chars"],
-                            text=text)
+    return tn.make_requests(
+        long_cases(params, text),
+        tokenizer=tokenizer,
+        lengths=[length],
+        variants=variants,
+        taggers=taggers,
+        depths=params["depths"],
+        depth_mode="rotate",
+        strategy=params["chunk_strategy"],
+        max_chars=params["chunk_chars"],
+        text=text,
+    )
 
 
 def long_requests(params: dict, *, tokenizer, taggers: tn.Taggers, text: str):
     """The headline pair at ``long_length`` tokens (none when it is null)."""
-    return _every_case_at(params, params.get("long_length"), params["long_variants"], tokenizer=tokenizer,
-                          taggers=taggers, text=text)
+    return _every_case_at(
+        params,
+        params.get("long_length"),
+        params["long_variants"],
+        tokenizer=tokenizer,
+        taggers=taggers,
+        text=text,
+    )
 
 
 def short_requests(params: dict, *, tokenizer, taggers: tn.Taggers, text: str):
     """The paper's short-context comparisons, ``short_variants`` at ``short_length`` tokens,
     on the headline's cases (none when ``short_length`` is null). The grid asks the same
     length on ``num_cases`` cases, too few to size a paired change."""
-    return _every_case_at(params, params.get("short_length"), params.get("short_variants") or [],
-                          tokenizer=tokenizer, taggers=taggers, text=text)
+    return _every_case_at(
+        params,
+        params.get("short_length"),
+        params.get("short_variants") or [],
+        tokenizer=tokenizer,
+        taggers=taggers,
+        text=text,
+    )
 
 
 def sized_depths(params: dict, text: str | None = None) -> dict[str, float]:
@@ -127,18 +176,27 @@ def plan(params: dict, results_dir: str | Path | None = None) -> list[Block]:
     sets it) the LLM tagger is never loaded: when a chunk's tags are not cached, the plan
     is one empty block that says so, since those prompts cannot be written without them."""
     if not params.get("model"):
-        raise ParameterError("the tagging chapter's haystack lengths are counted in the reader's tokens: "
-                             "pass the reader as params['model'] (longctx reproduce --model does)")
+        raise ParameterError(
+            "the tagging chapter's haystack lengths are counted in the reader's tokens: "
+            "pass the reader as params['model'] (longctx reproduce --model does)"
+        )
     if params.get("dry_run"):
+
         def refuse():
             raise _TagsNotCached
 
         try:
             return _plan(params, results_dir, load_tagger=refuse)
         except _TagsNotCached:
-            return [Block(f"LLM tags from {params['tagger_model']} not cached for every chunk: a real run tags "
-                          "them first, then builds this chapter's requests (a dry run loads no model)",
-                          EXPERIMENT, [], True)]
+            return [
+                Block(
+                    f"LLM tags from {params['tagger_model']} not cached for every chunk: a real run tags "
+                    "them first, then builds this chapter's requests (a dry run loads no model)",
+                    EXPERIMENT,
+                    [],
+                    True,
+                )
+            ]
     return _plan(params, results_dir)
 
 
@@ -151,16 +209,41 @@ def _plan(params: dict, results_dir, load_tagger=None) -> list[Block]:
     short = short_requests(params, tokenizer=tokenizer, taggers=taggers, text=text)
     # A grid case at the short length and its rotating depth is a sized request already.
     sized = {dedupe_key(r) for r in [*headline, *short]}
-    every = [r for r in requests_for(params, tokenizer=tokenizer, taggers=taggers, cases=cases, text=text)
-             if dedupe_key(r) not in sized]
+    every = [
+        r
+        for r in requests_for(params, tokenizer=tokenizer, taggers=taggers, cases=cases, text=text)
+        if dedupe_key(r) not in sized
+    ]
     head = [r for r in every if r.condition["length"] == longest and not r.condition["query_aware"]]
     rest = [r for r in every if r.condition["length"] != longest or r.condition["query_aware"]]
-    return [*([Block(f"{params['long_length']} tokens, {' vs '.join(params['long_variants'])}", EXPERIMENT, headline,
-                     True)] if headline else []),
-            *([Block(f"{params['short_length']} tokens on every case, {' vs '.join(params['short_variants'])}",
-                     EXPERIMENT, short, True)] if short else []),
-            Block(f"{longest} tokens, every variant", EXPERIMENT, head, not headline),
-            *([Block("other lengths and query-aware prompts", EXPERIMENT, rest)] if rest else [])]
+    return [
+        *(
+            [
+                Block(
+                    f"{params['long_length']} tokens, {' vs '.join(params['long_variants'])}",
+                    EXPERIMENT,
+                    headline,
+                    True,
+                )
+            ]
+            if headline
+            else []
+        ),
+        *(
+            [
+                Block(
+                    f"{params['short_length']} tokens on every case, {' vs '.join(params['short_variants'])}",
+                    EXPERIMENT,
+                    short,
+                    True,
+                )
+            ]
+            if short
+            else []
+        ),
+        Block(f"{longest} tokens, every variant", EXPERIMENT, head, not headline),
+        *([Block("other lengths and query-aware prompts", EXPERIMENT, rest)] if rest else []),
+    ]
 
 
 def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
@@ -170,21 +253,34 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     the short length too, with its cases at other depths; those rows are left out so each
     case counts once, at one depth."""
     depth_of = sized_depths(params)
-    rows = [r for r in reader.store(results_dir, EXPERIMENT).rows()
-            if depth_of.get(r["example_id"]) == r["condition"]["depth"]]
+    rows = [
+        r
+        for r in reader.store(results_dir, EXPERIMENT).rows()
+        if depth_of.get(r["example_id"]) == r["condition"]["depth"]
+    ]
 
     def versus_baseline(variant, length):
         base = {"length": length, "query_aware": False}
-        return paired_estimate(by_unit(rows, {**base, "variant": "baseline"}, _contains),
-                               by_unit(rows, {**base, "variant": variant}, _contains),
-                               side_names=("baseline", variant.replace("_", " ")))
+        return paired_estimate(
+            by_unit(rows, {**base, "variant": "baseline"}, _contains),
+            by_unit(rows, {**base, "variant": variant}, _contains),
+            side_names=("baseline", variant.replace("_", " ")),
+        )
 
     short, long = params.get("short_length"), params.get("long_length")
-    return estimable({
-        **({"tag-td": lambda: versus_baseline("td", short),
-            "tag-spacy": lambda: versus_baseline("td_tc_spacy", short)} if short else {}),
-        **({"tag-spacy-long": lambda: versus_baseline("td_tc_spacy", long)} if long else {}),
-    })
+    return estimable(
+        {
+            **(
+                {
+                    "tag-td": lambda: versus_baseline("td", short),
+                    "tag-spacy": lambda: versus_baseline("td_tc_spacy", short),
+                }
+                if short
+                else {}
+            ),
+            **({"tag-spacy-long": lambda: versus_baseline("td_tc_spacy", long)} if long else {}),
+        }
+    )
 
 
 def _contains(row: dict) -> float:
@@ -206,26 +302,52 @@ class Haystack:
     taggers: tn.Taggers
 
 
-def haystack(params: dict, results_dir: str | Path, *, tagger: Reader, batch_size: int = 8) -> Haystack:
+def haystack(
+    params: dict, results_dir: str | Path, *, tagger: Reader, batch_size: int = 8
+) -> Haystack:
     """The chapter's haystack, cases, the reader's tokenizer (``params["model"]``) and taggers;
     the LLM tagger (``tagger``) loads only for a chunk whose tags are not cached."""
     text, cases = cases_for(params)
-    return Haystack(text, cases, load_tokenizer(params["model"]),
-                    taggers_for(params, results_dir, load_tagger=tagger.load, batch_size=batch_size))
+    return Haystack(
+        text,
+        cases,
+        load_tokenizer(params["model"]),
+        taggers_for(params, results_dir, load_tagger=tagger.load, batch_size=batch_size),
+    )
 
 
-def answered(params: dict, stack: Haystack, reader: Reader, results_dir: str | Path, *, batch_size: int = 8) -> dict:
+def answered(
+    params: dict, stack: Haystack, reader: Reader, results_dir: str | Path, *, batch_size: int = 8
+) -> dict:
     """The grid, the headline pair at ``long_length`` and the 250-token comparisons, each
     answered (stored rows reused) and scored; an empty table for a part the parameters skip.
     The parts are answered one by one because one prompt may serve two of them (:func:`plan`
     asks it once)."""
-    parts = {"grid": requests_for(params, tokenizer=stack.tokenizer, taggers=stack.taggers, cases=stack.cases,
-                                  text=stack.text),
-             "long": long_requests(params, tokenizer=stack.tokenizer, taggers=stack.taggers, text=stack.text),
-             "short": short_requests(params, tokenizer=stack.tokenizer, taggers=stack.taggers, text=stack.text)}
-    return {name: pd.DataFrame(tn.score_rows(answer(Block(name, EXPERIMENT, reqs), reader, results_dir,
-                                                    batch_size=batch_size))) if reqs else pd.DataFrame()
-            for name, reqs in parts.items()}
+    parts = {
+        "grid": requests_for(
+            params,
+            tokenizer=stack.tokenizer,
+            taggers=stack.taggers,
+            cases=stack.cases,
+            text=stack.text,
+        ),
+        "long": long_requests(
+            params, tokenizer=stack.tokenizer, taggers=stack.taggers, text=stack.text
+        ),
+        "short": short_requests(
+            params, tokenizer=stack.tokenizer, taggers=stack.taggers, text=stack.text
+        ),
+    }
+    return {
+        name: pd.DataFrame(
+            tn.score_rows(
+                answer(Block(name, EXPERIMENT, reqs), reader, results_dir, batch_size=batch_size)
+            )
+        )
+        if reqs
+        else pd.DataFrame()
+        for name, reqs in parts.items()
+    }
 
 
 def grid_accuracy(main: pd.DataFrame) -> pd.DataFrame:
@@ -233,9 +355,13 @@ def grid_accuracy(main: pd.DataFrame) -> pd.DataFrame:
     return accuracy.assign(label=accuracy["variant"].map(tn.VARIANT_LABELS))
 
 
-def paper_change(paper: pd.DataFrame, variant: str, length, model: str = "Claude 3.5 Sonnet") -> str:
+def paper_change(
+    paper: pd.DataFrame, variant: str, length, model: str = "Claude 3.5 Sonnet"
+) -> str:
     """The paper's change for ``variant`` over the baseline at ``length`` (Table 1), or a dash."""
-    t1 = paper[(paper["table"] == 1) & (paper["model"] == model)].set_index(["variant", "setting"])["value"]
+    t1 = paper[(paper["table"] == 1) & (paper["model"] == model)].set_index(["variant", "setting"])[
+        "value"
+    ]
     try:
         return f"{t1[(variant, str(length))] - t1[('baseline', str(length))]:+.1f}"
     except KeyError:
@@ -243,23 +369,41 @@ def paper_change(paper: pd.DataFrame, variant: str, length, model: str = "Claude
 
 
 def gains_table(gains: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame([{"length": r.length, "variant": tn.VARIANT_LABELS[r.variant],
-                          "ours: change (pts, 95% CI)": points_ci(r.change, r.ci_low, r.ci_high),
-                          "sign-flip p": p_text(r.p_sign_flip).removeprefix("p = "),
-                          "paper, Claude 3.5 Sonnet": paper_change(paper, r.variant, r.length)}
-                         for r in gains.itertuples()])
+    return pd.DataFrame(
+        [
+            {
+                "length": r.length,
+                "variant": tn.VARIANT_LABELS[r.variant],
+                "ours: change (pts, 95% CI)": points_ci(r.change, r.ci_low, r.ci_high),
+                "sign-flip p": p_text(r.p_sign_flip).removeprefix("p = "),
+                "paper, Claude 3.5 Sonnet": paper_change(paper, r.variant, r.length),
+            }
+            for r in gains.itertuples()
+        ]
+    )
 
 
 def grid_sizing(main: pd.DataFrame) -> pd.DataFrame:
     """Questions TD+TC (spaCy) minus baseline needs for ±10 points at each grid length."""
     pairs = main[main["variant"].isin(["baseline", "td_tc_spacy"])].pivot_table(
-        index=["example_id", "length"], columns="variant", values="correct")
-    return pd.DataFrame([{"comparison": "TD+TC (spaCy) minus baseline", "length": k, "questions": len(g),
-                          "questions for ±10 pts": n_for_half_width(g["td_tc_spacy"] - g["baseline"])}
-                         for k, g in pairs.groupby(level="length")])
+        index=["example_id", "length"], columns="variant", values="correct"
+    )
+    return pd.DataFrame(
+        [
+            {
+                "comparison": "TD+TC (spaCy) minus baseline",
+                "length": k,
+                "questions": len(g),
+                "questions for ±10 pts": n_for_half_width(g["td_tc_spacy"] - g["baseline"]),
+            }
+            for k, g in pairs.groupby(level="length")
+        ]
+    )
 
 
-def sized_comparison(scored: pd.DataFrame, params: dict, paper: pd.DataFrame, which: str) -> dict | None:
+def sized_comparison(
+    scored: pd.DataFrame, params: dict, paper: pd.DataFrame, which: str
+) -> dict | None:
     """The sized comparisons at ``long_length`` (``which="long"``) or ``short_length``: each
     variant against the baseline on every case, with the questions that move each way."""
     if scored.empty:
@@ -272,47 +416,79 @@ def sized_comparison(scored: pd.DataFrame, params: dict, paper: pd.DataFrame, wh
     rows = []
     for v, g in gains.iterrows():
         diff = pairs[v] - pairs["baseline"]
-        row = {"comparison": f"{tn.VARIANT_LABELS[v]} minus baseline", "n": int(g.n),
-               "accuracy (%)": f"{accuracy[v]:.1f} vs {accuracy['baseline']:.1f}",
-               "change (pts, 95% CI)": points_ci(g.change, g.ci_low, g.ci_high),
-               "half-width": round((g.ci_high - g.ci_low) / 2, 1),
-               "sign-flip p": p_text(g.p_sign_flip).removeprefix("p = "), "discordant": int((diff != 0).sum()),
-               "n for ±10 pts": n_for_half_width(diff)}
+        row = {
+            "comparison": f"{tn.VARIANT_LABELS[v]} minus baseline",
+            "n": int(g.n),
+            "accuracy (%)": f"{accuracy[v]:.1f} vs {accuracy['baseline']:.1f}",
+            "change (pts, 95% CI)": points_ci(g.change, g.ci_low, g.ci_high),
+            "half-width": round((g.ci_high - g.ci_low) / 2, 1),
+            "sign-flip p": p_text(g.p_sign_flip).removeprefix("p = "),
+            "discordant": int((diff != 0).sum()),
+            "n for ±10 pts": n_for_half_width(diff),
+        }
         if which == "long":
-            row.update({f"paper, {m} at 500 / 16K": " / ".join(
-                f"{t1[(m, v, s)] - t1[(m, 'baseline', s)]:+.1f}" for s in ("500", "16000"))
-                for m in ("Claude 3.5 Sonnet", "Claude 3.7 Sonnet")})
+            row.update(
+                {
+                    f"paper, {m} at 500 / 16K": " / ".join(
+                        f"{t1[(m, v, s)] - t1[(m, 'baseline', s)]:+.1f}" for s in ("500", "16000")
+                    )
+                    for m in ("Claude 3.5 Sonnet", "Claude 3.7 Sonnet")
+                }
+            )
         else:
             row["paper (Claude 3.5)"] = paper_change(paper, v, length)
         rows.append(row)
     by_hop = tn.accuracy_table(scored, by=["variant", "hop"])
     hops = pd.concat([tn.accuracy_table(scored, by=["variant"]).assign(hop="all"), by_hop])
-    return {"gains": gains, "pairs": pairs, "accuracy": accuracy, "table": pd.DataFrame(rows), "hops": hops,
-            "scored": scored}
+    return {
+        "gains": gains,
+        "pairs": pairs,
+        "accuracy": accuracy,
+        "table": pd.DataFrame(rows),
+        "hops": hops,
+        "scored": scored,
+    }
 
 
 def hop_table(hops: pd.DataFrame) -> pd.DataFrame:
-    return hops.assign(variant=hops["variant"].map(tn.VARIANT_LABELS),
-                       **{"accuracy (95% CI)": [f"{a:.2f} [{lo:.2f}, {hi:.2f}]" for a, lo, hi in
-                                                zip(hops["accuracy"], hops["ci_low"], hops["ci_high"])]})[
-        ["variant", "hop", "n", "accuracy (95% CI)"]]
+    return hops.assign(
+        variant=hops["variant"].map(tn.VARIANT_LABELS),
+        **{
+            "accuracy (95% CI)": [
+                f"{a:.2f} [{lo:.2f}, {hi:.2f}]"
+                for a, lo, hi in zip(hops["accuracy"], hops["ci_low"], hops["ci_high"])
+            ]
+        },
+    )[["variant", "hop", "n", "accuracy (95% CI)"]]
 
 
 def paper_table(paper: pd.DataFrame) -> pd.DataFrame:
-    t1 = paper[paper["table"] == 1].pivot_table(index=["model", "variant"], columns="setting", values="value",
-                                                sort=False)
+    t1 = paper[paper["table"] == 1].pivot_table(
+        index=["model", "variant"], columns="setting", values="value", sort=False
+    )
     return t1.reset_index().rename(columns={"drop_rate": "drop rate (%)"})
 
 
 def ours_table(accuracy: pd.DataFrame, variants) -> pd.DataFrame:
-    ours = (accuracy.pivot_table(index="variant", columns="length", values="accuracy") * 100).round(1)
-    return ours.reindex([v for v in variants if v in ours.index]).rename(index=tn.VARIANT_LABELS).reset_index()
+    ours = (accuracy.pivot_table(index="variant", columns="length", values="accuracy") * 100).round(
+        1
+    )
+    return (
+        ours.reindex([v for v in variants if v in ours.index])
+        .rename(index=tn.VARIANT_LABELS)
+        .reset_index()
+    )
 
 
 def tag_stats(stack: Haystack, params: dict) -> pd.DataFrame:
     """Per tagger: haystack chunks and needles tagged, tags per tagged chunk, the commonest tags."""
-    longest = tn.haystack_chunks(stack.tokenizer, max(params["lengths"]), strategy=params["chunk_strategy"],
-                                 max_chars=params["chunk_chars"], text=stack.text)
+    longest = tn.haystack_chunks(
+        stack.tokenizer,
+        max(params["lengths"]),
+        strategy=params["chunk_strategy"],
+        max_chars=params["chunk_chars"],
+        text=stack.text,
+    )
     chunks = longest + [c.needle for c in stack.cases]
     out = []
     for kind in ("spacy", "llm"):
@@ -320,54 +496,86 @@ def tag_stats(stack: Haystack, params: dict) -> pd.DataFrame:
             continue
         tags = stack.taggers.tags(kind, chunks)
         report = tagging_report(chunks, tags)
-        out.append({"tagger": kind, "haystack chunks": len(longest),
-                    "haystack chunks tagged": sum(1 for t in tags[:len(longest)] if t),
-                    "needles tagged": f"{sum(1 for t in tags[len(longest):] if t)}/{len(stack.cases)}",
-                    "tags per tagged chunk": round(report.tags / max(1, report.tagged_chunks), 1),
-                    "most used tags": ", ".join(sorted(report.by_tag, key=report.by_tag.get, reverse=True)[:4])})
+        out.append(
+            {
+                "tagger": kind,
+                "haystack chunks": len(longest),
+                "haystack chunks tagged": sum(1 for t in tags[: len(longest)] if t),
+                "needles tagged": f"{sum(1 for t in tags[len(longest) :] if t)}/{len(stack.cases)}",
+                "tags per tagged chunk": round(report.tags / max(1, report.tagged_chunks), 1),
+                "most used tags": ", ".join(
+                    sorted(report.by_tag, key=report.by_tag.get, reverse=True)[:4]
+                ),
+            }
+        )
     return pd.DataFrame(out)
 
 
 def llm_tagged_chunks(stack: Haystack, params: dict) -> pd.DataFrame:
     """The haystack chunks the LLM tagger tagged, with their tags."""
-    longest = tn.haystack_chunks(stack.tokenizer, max(params["lengths"]), strategy=params["chunk_strategy"],
-                                 max_chars=params["chunk_chars"], text=stack.text)
+    longest = tn.haystack_chunks(
+        stack.tokenizer,
+        max(params["lengths"]),
+        strategy=params["chunk_strategy"],
+        max_chars=params["chunk_chars"],
+        text=stack.text,
+    )
     tags = stack.taggers.tags("llm", longest)
-    return pd.DataFrame([{"chunk": k, "starts": c.strip()[:70], "LLM tags": t}
-                         for k, (c, t) in enumerate(zip(longest, tags)) if t])
+    return pd.DataFrame(
+        [
+            {"chunk": k, "starts": c.strip()[:70], "LLM tags": t}
+            for k, (c, t) in enumerate(zip(longest, tags))
+            if t
+        ]
+    )
 
 
 def llm_answers(stack: Haystack, n: int = 6) -> pd.DataFrame:
     """The LLM tagger's raw IE answers for the first needles, from its cache."""
     rows = stack.taggers.caches["llm"].rows()
     by_start = {r["chunk_start"]: r for r in rows if r["tagger"] == stack.taggers.llm.id}
-    return pd.DataFrame([{"needle": c.needle, "tags": by_start.get(c.needle[:80], {}).get("tags"),
-                          "raw answer": json.loads(by_start.get(c.needle[:80], {}).get("raw", "{}"))}
-                         for c in stack.cases[:n]])
+    return pd.DataFrame(
+        [
+            {
+                "needle": c.needle,
+                "tags": by_start.get(c.needle[:80], {}).get("tags"),
+                "raw answer": json.loads(by_start.get(c.needle[:80], {}).get("raw", "{}")),
+            }
+            for c in stack.cases[:n]
+        ]
+    )
 
 
 def tagged_needle(params: dict, stack: Haystack) -> str | None:
     """A spaCy-tagged needle in its context (a few hundred characters around it)."""
-    requests = requests_for(params, tokenizer=stack.tokenizer, taggers=stack.taggers, cases=stack.cases,
-                            text=stack.text)
+    requests = requests_for(
+        params, tokenizer=stack.tokenizer, taggers=stack.taggers, cases=stack.cases, text=stack.text
+    )
     example = next((r for r in requests if r.condition["variant"] == "td_tc_spacy"), None)
     if example is None:
         return None
     at = example.prompt.find(next(c.needle for c in stack.cases if c.id == example.example_id))
-    return example.prompt[max(0, at - 300): at + 200]
+    return example.prompt[max(0, at - 300) : at + 200]
 
 
 def wrong_answers(main: pd.DataFrame) -> pd.DataFrame:
     wrong = main[main["correct"] == 0]
-    return (wrong.groupby(["variant_label", "length"])["output"]
-            .agg(lambda s: "; ".join(f"{k!r} x{v}" for k, v in s.value_counts().head(3).items()))
-            .rename("top wrong answers").reset_index().rename(columns={"variant_label": "variant"}))
+    return (
+        wrong.groupby(["variant_label", "length"])["output"]
+        .agg(lambda s: "; ".join(f"{k!r} x{v}" for k, v in s.value_counts().head(3).items()))
+        .rename("top wrong answers")
+        .reset_index()
+        .rename(columns={"variant_label": "variant"})
+    )
 
 
 def by_depth(main: pd.DataFrame) -> pd.DataFrame:
     """Accuracy per variant and needle depth (percent of the context before it), pooled over lengths."""
     table = tn.accuracy_table(main, by=["model", "variant", "depth"])
-    return table.assign(depth=(100 * table["depth"]).round().astype(int), label=table["variant"].map(tn.VARIANT_LABELS))
+    return table.assign(
+        depth=(100 * table["depth"]).round().astype(int),
+        label=table["variant"].map(tn.VARIANT_LABELS),
+    )
 
 
 def overhead(main: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -375,34 +583,65 @@ def overhead(main: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]
     each tagged variant against TD alone."""
     over = tn.overhead_vs_gain(main, seed=seed)
     tagged = over[over["variant"].str.startswith("td_tc")]
-    tagged = tagged.assign(variant=tagged["variant"].map(tn.VARIANT_LABELS), tag_tokens=tagged["tag_tokens"].round(1),
-                           tag_share=(100 * tagged["tag_share"]).round(1),
-                           change=[points_ci(c, lo, hi) for c, lo, hi in
-                                   zip(tagged["change"], tagged["ci_low"], tagged["ci_high"])])
-    shown = tagged[["variant", "length", "tag_tokens", "tag_share", "change", "p_sign_flip"]].rename(
-        columns={"tag_share": "tag share of context (%)", "change": "change vs baseline (pts, 95% CI)"}).round(3)
+    tagged = tagged.assign(
+        variant=tagged["variant"].map(tn.VARIANT_LABELS),
+        tag_tokens=tagged["tag_tokens"].round(1),
+        tag_share=(100 * tagged["tag_share"]).round(1),
+        change=[
+            points_ci(c, lo, hi)
+            for c, lo, hi in zip(tagged["change"], tagged["ci_low"], tagged["ci_high"])
+        ],
+    )
+    shown = (
+        tagged[["variant", "length", "tag_tokens", "tag_share", "change", "p_sign_flip"]]
+        .rename(
+            columns={
+                "tag_share": "tag share of context (%)",
+                "change": "change vs baseline (pts, 95% CI)",
+            }
+        )
+        .round(3)
+    )
     against_td = tn.versus_baseline(main[main["variant"] != "baseline"], control="td", seed=seed)
     return shown, against_td
 
 
 def query_aware(scored: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """Accuracy with and without the question before the context, and each arm against the baseline."""
-    rows = scored[scored["length"].isin(params["query_aware_lengths"])
-                  & scored["variant"].isin(params["query_aware_variants"])]
+    rows = scored[
+        scored["length"].isin(params["query_aware_lengths"])
+        & scored["variant"].isin(params["query_aware_variants"])
+    ]
     if not rows["query_aware"].any():
         return None
-    table = rows.pivot_table(index="variant", columns="query_aware", values="correct", aggfunc="mean") * 100
+    table = (
+        rows.pivot_table(index="variant", columns="query_aware", values="correct", aggfunc="mean")
+        * 100
+    )
     rows = rows.assign(arm=rows["variant"] + rows["query_aware"].map({True: "+qac", False: ""}))
-    gains = tn.versus_baseline(rows.assign(variant=rows["arm"]), control="baseline", seed=params["seed"])
+    gains = tn.versus_baseline(
+        rows.assign(variant=rows["arm"]), control="baseline", seed=params["seed"]
+    )
     return table, gains
 
 
-def quoted(main: pd.DataFrame, gains: pd.DataFrame, drops: pd.DataFrame, against_td: pd.DataFrame,
-           stats: pd.DataFrame, qac, long_view: dict | None, short_view: dict | None, estimates: dict,
-           params: dict) -> dict:
+def quoted(
+    main: pd.DataFrame,
+    gains: pd.DataFrame,
+    drops: pd.DataFrame,
+    against_td: pd.DataFrame,
+    stats: pd.DataFrame,
+    qac,
+    long_view: dict | None,
+    short_view: dict | None,
+    estimates: dict,
+    params: dict,
+) -> dict:
     """Every number the chapter's prose quotes, by glue key."""
     lengths = sorted(params["lengths"])
-    acc = main.pivot_table(index="variant", columns="length", values="correct", aggfunc="mean") * 100
+    acc = (
+        main.pivot_table(index="variant", columns="length", values="correct", aggfunc="mean") * 100
+    )
     d = drops.set_index("variant")
     g = gains.set_index(["length", "variant"])
     wrong = main[main["correct"] == 0]
@@ -418,47 +657,76 @@ def quoted(main: pd.DataFrame, gains: pd.DataFrame, drops: pd.DataFrame, against
     base_depth = by_depth(main)
     base_depth = base_depth[base_depth["variant"] == "baseline"]
     tokens = main.groupby(["variant", "length"])["tag_tokens"].mean()
-    shares = main.assign(share=main["tag_tokens"] / main["context_tokens"]).groupby("variant")["share"].mean()
+    shares = (
+        main.assign(share=main["tag_tokens"] / main["context_tokens"])
+        .groupby("variant")["share"]
+        .mean()
+    )
     s = stats.set_index("tagger")
-    out = {"tag-cases": main["example_id"].nunique(), "tag-lengths": ", ".join(f"{n:,}" for n in lengths),
-           "tag-baseline-levels": levels("baseline"), "tag-td-levels": levels("td"),
-           "tag-spacy-levels": levels("td_tc_spacy"),
-           "tag-drop-baseline": f"{d.loc['baseline', 'drop_rate']:.1f}% (95% CI {d.loc['baseline', 'ci_low']:.1f} to "
-                                f"{d.loc['baseline', 'ci_high']:.1f})",
-           "tag-drop-spacy": f"{d.loc['td_tc_spacy', 'drop_rate']:.1f}% (CI {d.loc['td_tc_spacy', 'ci_low']:.1f} to "
-                             f"{d.loc['td_tc_spacy', 'ci_high']:.1f})",
-           "tag-longest-wrong": len(longest_wrong[longest_wrong["variant"] == "baseline"]),
-           "tag-top-wrong": wrong["output"].value_counts().index[0] if len(wrong) else "—",
-           "tag-td-short": change(lengths[0], "td"), "tag-td-mid": f"{-g.loc[(lengths[1], 'td'), 'change']:.1f}",
-           "tag-td-long": change(lengths[-1], "td"),
-           "tag-td-wrong-top": int((wrong[(wrong["variant"] == "td") & (wrong["length"] == lengths[0])]["output"]
-                                    == (wrong["output"].value_counts().index[0] if len(wrong) else "")).sum()),
-           "tag-td-wrong": int(((wrong["variant"] == "td") & (wrong["length"] == lengths[0])).sum()),
-           "tag-spacy-changes": ", ".join(f"{g.loc[(n, 'td_tc_spacy'), 'change']:+.1f}" for n in lengths),
-           "tag-spacy-mid-p": p_text(g.loc[(lengths[1], "td_tc_spacy"), "p_sign_flip"]),
-           "tag-spacy-vs-td": (lambda r: f"{r['change']:+.1f} (CI {r['ci_low']:+.1f} to {r['ci_high']:+.1f})")(
-               against_td.set_index(["length", "variant"]).loc[(lengths[0], "td_tc_spacy")]),
-           "tag-depth-levels": " / ".join(f"{100 * a:.1f}" for a in base_depth.sort_values("depth")["accuracy"]),
-           "tag-depth-units": int(base_depth["units"].iloc[0]) if len(base_depth) else 0,
-           "tag-spacy-tokens": f"{tokens[('td_tc_spacy', lengths[0])]:.1f}-{tokens[('td_tc_spacy', lengths[-1])]:.1f}",
-           "tag-spacy-share": f"{100 * shares['td_tc_spacy']:.0f}%",
-           "tag-llm-tokens": f"{tokens[('td_tc_llm', lengths[0])]:.0f}-{tokens[('td_tc_llm', lengths[-1])]:.0f}"
-           if "td_tc_llm" in acc.index else "—"}
+    out = {
+        "tag-cases": main["example_id"].nunique(),
+        "tag-lengths": ", ".join(f"{n:,}" for n in lengths),
+        "tag-baseline-levels": levels("baseline"),
+        "tag-td-levels": levels("td"),
+        "tag-spacy-levels": levels("td_tc_spacy"),
+        "tag-drop-baseline": f"{d.loc['baseline', 'drop_rate']:.1f}% (95% CI {d.loc['baseline', 'ci_low']:.1f} to "
+        f"{d.loc['baseline', 'ci_high']:.1f})",
+        "tag-drop-spacy": f"{d.loc['td_tc_spacy', 'drop_rate']:.1f}% (CI {d.loc['td_tc_spacy', 'ci_low']:.1f} to "
+        f"{d.loc['td_tc_spacy', 'ci_high']:.1f})",
+        "tag-longest-wrong": len(longest_wrong[longest_wrong["variant"] == "baseline"]),
+        "tag-top-wrong": wrong["output"].value_counts().index[0] if len(wrong) else "—",
+        "tag-td-short": change(lengths[0], "td"),
+        "tag-td-mid": f"{-g.loc[(lengths[1], 'td'), 'change']:.1f}",
+        "tag-td-long": change(lengths[-1], "td"),
+        "tag-td-wrong-top": int(
+            (
+                wrong[(wrong["variant"] == "td") & (wrong["length"] == lengths[0])]["output"]
+                == (wrong["output"].value_counts().index[0] if len(wrong) else "")
+            ).sum()
+        ),
+        "tag-td-wrong": int(((wrong["variant"] == "td") & (wrong["length"] == lengths[0])).sum()),
+        "tag-spacy-changes": ", ".join(
+            f"{g.loc[(n, 'td_tc_spacy'), 'change']:+.1f}" for n in lengths
+        ),
+        "tag-spacy-mid-p": p_text(g.loc[(lengths[1], "td_tc_spacy"), "p_sign_flip"]),
+        "tag-spacy-vs-td": (
+            lambda r: f"{r['change']:+.1f} (CI {r['ci_low']:+.1f} to {r['ci_high']:+.1f})"
+        )(against_td.set_index(["length", "variant"]).loc[(lengths[0], "td_tc_spacy")]),
+        "tag-depth-levels": " / ".join(
+            f"{100 * a:.1f}" for a in base_depth.sort_values("depth")["accuracy"]
+        ),
+        "tag-depth-units": int(base_depth["units"].iloc[0]) if len(base_depth) else 0,
+        "tag-spacy-tokens": f"{tokens[('td_tc_spacy', lengths[0])]:.1f}-{tokens[('td_tc_spacy', lengths[-1])]:.1f}",
+        "tag-spacy-share": f"{100 * shares['td_tc_spacy']:.0f}%",
+        "tag-llm-tokens": f"{tokens[('td_tc_llm', lengths[0])]:.0f}-{tokens[('td_tc_llm', lengths[-1])]:.0f}"
+        if "td_tc_llm" in acc.index
+        else "—",
+    }
     if "llm" in s.index:
-        out.update({"tag-llm-needles": s.loc["llm", "needles tagged"],
-                    "tag-llm-chunks": f"{s.loc['llm', 'haystack chunks tagged']} of {s.loc['llm', 'haystack chunks']}",
-                    "tag-llm-questions": int((main["variant"] == "td_tc_llm").sum()),
-                    "tag-llm-levels": levels("td_tc_llm")})
+        out.update(
+            {
+                "tag-llm-needles": s.loc["llm", "needles tagged"],
+                "tag-llm-chunks": f"{s.loc['llm', 'haystack chunks tagged']} of {s.loc['llm', 'haystack chunks']}",
+                "tag-llm-questions": int((main["variant"] == "td_tc_llm").sum()),
+                "tag-llm-levels": levels("td_tc_llm"),
+            }
+        )
     if qac is not None:
         table, qgains = qac
         q = qgains.set_index("variant").loc["baseline+qac"]
-        out.update({"tag-qac-length": f"{params['query_aware_lengths'][0]:,}",
-                    "tag-qac-baseline": f"{table.loc['baseline', False]:.1f}% to {table.loc['baseline', True]:.1f}%",
-                    "tag-qac-change": f"{q['change']:+.1f} points, CI {q['ci_low']:+.1f} to {q['ci_high']:+.1f}, "
-                                      f"{p_text(q['p_sign_flip'])}",
-                    "tag-qac-llm": f"{table.loc['td_tc_llm', False]:.1f}% to {table.loc['td_tc_llm', True]:.1f}%"
-                    if "td_tc_llm" in table.index else "—"})
+        out.update(
+            {
+                "tag-qac-length": f"{params['query_aware_lengths'][0]:,}",
+                "tag-qac-baseline": f"{table.loc['baseline', False]:.1f}% to {table.loc['baseline', True]:.1f}%",
+                "tag-qac-change": f"{q['change']:+.1f} points, CI {q['ci_low']:+.1f} to {q['ci_high']:+.1f}, "
+                f"{p_text(q['p_sign_flip'])}",
+                "tag-qac-llm": f"{table.loc['td_tc_llm', False]:.1f}% to {table.loc['td_tc_llm', True]:.1f}%"
+                if "td_tc_llm" in table.index
+                else "—",
+            }
+        )
     if long_view is not None:
+        spacy_long = estimates["tag-spacy-long"]
         pairs = long_view["pairs"]
         diff = pairs["td_tc_spacy"] - pairs["baseline"]
         scored_long = long_view["scored"]
@@ -467,20 +735,30 @@ def quoted(main: pd.DataFrame, gains: pd.DataFrame, drops: pd.DataFrame, against
         top_name = top_long.index[0] if len(top_long) else "—"
         at_start = scored_long[scored_long["depth"] == 0.0].groupby("variant")["correct"].mean()
         tokens_long = scored_long.groupby("variant")["prompt_tokens"].mean()
-        out.update({
-            "tag-long-length": f"{params['long_length']:,}", "tag-long-n": len(pairs),
-            "tag-long-baseline": f"{int(pairs['baseline'].sum())} ({100 * pairs['baseline'].mean():.0f}%)",
-            "tag-long-spacy": f"{int(pairs['td_tc_spacy'].sum())} ({100 * pairs['td_tc_spacy'].mean():.0f}%)",
-            "tag-long": estimate_text(estimates["tag-spacy-long"]),
-            "tag-long-half-width": f"{(estimates['tag-spacy-long'].ci_high - estimates['tag-spacy-long'].ci_low) / 2:.1f}",
-            "tag-long-changed": int((diff != 0).sum()), "tag-long-worse": int((diff < 0).sum()),
-            "tag-long-top-wrong": top_name, "tag-long-top-wrong-n": int(top_long.iloc[0]) if len(top_long) else 0,
-            "tag-long-misses": int((misses["variant"] == "td_tc_spacy").sum()),
-            "tag-long-base-top": int((misses[misses["variant"] == "baseline"]["output"].str.strip() == top_name).sum()),
-            "tag-long-base-misses": int((misses["variant"] == "baseline").sum()),
-            "tag-long-tokens": f"{tokens_long['td_tc_spacy']:,.0f} vs {tokens_long['baseline']:,.0f}",
-            "tag-long-at-start": f"{100 * at_start.get('baseline', float('nan')):.0f}% and "
-                                 f"{100 * at_start.get('td_tc_spacy', float('nan')):.0f}%"})
+        out.update(
+            {
+                "tag-long-length": f"{params['long_length']:,}",
+                "tag-long-n": len(pairs),
+                "tag-long-baseline": f"{int(pairs['baseline'].sum())} ({100 * pairs['baseline'].mean():.0f}%)",
+                "tag-long-spacy": f"{int(pairs['td_tc_spacy'].sum())} ({100 * pairs['td_tc_spacy'].mean():.0f}%)",
+                "tag-long": estimate_text(estimates["tag-spacy-long"]),
+                "tag-long-half-width": f"{(spacy_long.ci_high - spacy_long.ci_low) / 2:.1f}",
+                "tag-long-changed": int((diff != 0).sum()),
+                "tag-long-worse": int((diff < 0).sum()),
+                "tag-long-top-wrong": top_name,
+                "tag-long-top-wrong-n": int(top_long.iloc[0]) if len(top_long) else 0,
+                "tag-long-misses": int((misses["variant"] == "td_tc_spacy").sum()),
+                "tag-long-base-top": int(
+                    (
+                        misses[misses["variant"] == "baseline"]["output"].str.strip() == top_name
+                    ).sum()
+                ),
+                "tag-long-base-misses": int((misses["variant"] == "baseline").sum()),
+                "tag-long-tokens": f"{tokens_long['td_tc_spacy']:,.0f} vs {tokens_long['baseline']:,.0f}",
+                "tag-long-at-start": f"{100 * at_start.get('baseline', float('nan')):.0f}% and "
+                f"{100 * at_start.get('td_tc_spacy', float('nan')):.0f}%",
+            }
+        )
     if short_view is not None:
         pairs, acc_s = short_view["pairs"], short_view["accuracy"]
         short_misses = short_view["scored"][short_view["scored"]["correct"] == 0]
@@ -488,20 +766,37 @@ def quoted(main: pd.DataFrame, gains: pd.DataFrame, drops: pd.DataFrame, against
         for v, key in (("td", "td"), ("td_tc_spacy", "spacy")):
             diff = pairs[v] - pairs["baseline"]
             est = estimates["tag-td" if v == "td" else "tag-spacy"]
-            out.update({f"tag-short-{key}": estimate_text(est), f"tag-short-{key}-lost": int((diff < 0).sum()),
-                        f"tag-short-{key}-gained": int((diff > 0).sum()), f"tag-short-{key}-pct": f"{acc_s[v]:.1f}%",
-                        f"tag-short-{key}-misses": int((short_misses["variant"] == v).sum()),
-                        f"tag-short-{key}-top": int(((short_misses["variant"] == v)
-                                                     & (short_misses["output"] == top)).sum())})
+            out.update(
+                {
+                    f"tag-short-{key}": estimate_text(est),
+                    f"tag-short-{key}-lost": int((diff < 0).sum()),
+                    f"tag-short-{key}-gained": int((diff > 0).sum()),
+                    f"tag-short-{key}-pct": f"{acc_s[v]:.1f}%",
+                    f"tag-short-{key}-misses": int((short_misses["variant"] == v).sum()),
+                    f"tag-short-{key}-top": int(
+                        ((short_misses["variant"] == v) & (short_misses["output"] == top)).sum()
+                    ),
+                }
+            )
         spacy = estimates["tag-spacy"]
-        out.update({"tag-short-length": f"{params['short_length']:,}", "tag-short-n": len(pairs),
-                    "tag-short-baseline-pct": f"{acc_s['baseline']:.1f}%",
-                    "tag-short-baseline-misses": int((short_misses["variant"] == "baseline").sum()),
-                    "tag-short-baseline-top": int(((short_misses["variant"] == "baseline")
-                                                   & (short_misses["output"] == top)).sum()),
-                    "tag-short-spacy-half-width": f"{(spacy.ci_high - spacy.ci_low) / 2:.1f}",
-                    "tag-short-spacy-needed": n_for_half_width(pairs["td_tc_spacy"] - pairs["baseline"]),
-                    "tag-short-td-half-width": f"{(estimates['tag-td'].ci_high - estimates['tag-td'].ci_low) / 2:.1f}"})
+        out.update(
+            {
+                "tag-short-length": f"{params['short_length']:,}",
+                "tag-short-n": len(pairs),
+                "tag-short-baseline-pct": f"{acc_s['baseline']:.1f}%",
+                "tag-short-baseline-misses": int((short_misses["variant"] == "baseline").sum()),
+                "tag-short-baseline-top": int(
+                    (
+                        (short_misses["variant"] == "baseline") & (short_misses["output"] == top)
+                    ).sum()
+                ),
+                "tag-short-spacy-half-width": f"{(spacy.ci_high - spacy.ci_low) / 2:.1f}",
+                "tag-short-spacy-needed": n_for_half_width(
+                    pairs["td_tc_spacy"] - pairs["baseline"]
+                ),
+                "tag-short-td-half-width": f"{(estimates['tag-td'].ci_high - estimates['tag-td'].ci_low) / 2:.1f}",
+            }
+        )
     return out
 
 
@@ -511,27 +806,46 @@ def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
     wrong = view.main[view.main["correct"] == 0]
     spacy = view.estimates.get("tag-spacy")
     said = {
-        "TD, and spaCy TD+TC at the long length, go the opposite way to the paper":
-            view.verdicts.get("tag-td") == view.verdicts.get("tag-spacy-long") == "opposite direction",
-        "spaCy TD+TC at the short length is not reproduced": view.verdicts.get("tag-spacy") == "not reproduced",
-        "TD is below the baseline at every length and spaCy TD+TC above TD at the shortest":
-            bool((acc.loc["td"] < acc.loc["baseline"]).all() and (acc.loc["td_tc_spacy"] > acc.loc["td"]).iloc[0]),
-        "the LLM-tag arm is 0% at every length": "td_tc_llm" in acc.index and bool((acc.loc["td_tc_llm"] == 0).all()),
-        "every baseline miss at the longest length is 'Bronnie Ware'":
-            bool((wrong[wrong["length"] == max(params["lengths"])]["output"] == "Bronnie Ware").all()),
-        "the short spaCy interval holds zero and is just over the ±10-point target":
-            spacy is not None and spacy.ci_low < 0 < spacy.ci_high and 10 < (spacy.ci_high - spacy.ci_low) / 2 < 11,
-        "tags are 5-20% of the context": bool(view.overhead["tag share of context (%)"].between(5, 20).all()),
+        "TD, and spaCy TD+TC at the long length, go the opposite way to the paper": view.verdicts.get(
+            "tag-td"
+        )
+        == view.verdicts.get("tag-spacy-long")
+        == "opposite direction",
+        "spaCy TD+TC at the short length is not reproduced": view.verdicts.get("tag-spacy")
+        == "not reproduced",
+        "TD is below the baseline at every length and spaCy TD+TC above TD at the shortest": bool(
+            (acc.loc["td"] < acc.loc["baseline"]).all()
+            and (acc.loc["td_tc_spacy"] > acc.loc["td"]).iloc[0]
+        ),
+        "the LLM-tag arm is 0% at every length": "td_tc_llm" in acc.index
+        and bool((acc.loc["td_tc_llm"] == 0).all()),
+        "every baseline miss at the longest length is 'Bronnie Ware'": bool(
+            (wrong[wrong["length"] == max(params["lengths"])]["output"] == "Bronnie Ware").all()
+        ),
+        "the short spaCy interval holds zero and is just over the ±10-point target": spacy
+        is not None
+        and spacy.ci_low < 0 < spacy.ci_high
+        and 10 < (spacy.ci_high - spacy.ci_low) / 2 < 11,
+        "tags are 5-20% of the context": bool(
+            view.overhead["tag share of context (%)"].between(5, 20).all()
+        ),
     }
     if view.long is not None:
         diff = view.long["pairs"]["td_tc_spacy"] - view.long["pairs"]["baseline"]
-        said["at the long length, the questions that change almost all change for the worse"] = bool(
-            (diff < 0).sum() > 0.95 * (diff != 0).sum())
+        said["at the long length, the questions that change almost all change for the worse"] = (
+            bool((diff < 0).sum() > 0.95 * (diff != 0).sum())
+        )
     return said
 
 
-def analysis(params: dict, stack: Haystack, scored: dict, reader: Reader, results_dir: str | Path,
-             paper: pd.DataFrame) -> SimpleNamespace:
+def analysis(
+    params: dict,
+    stack: Haystack,
+    scored: dict,
+    reader: Reader,
+    results_dir: str | Path,
+    paper: pd.DataFrame,
+) -> SimpleNamespace:
     """Everything the chapter shows from its answered parts (:func:`answered`): the grid
     without query-aware prompts (``main``) and its accuracy, gains, drop rates and tag
     overhead, the sized comparisons at ``long_length`` and ``short_length``, the findings
@@ -539,7 +853,9 @@ def analysis(params: dict, stack: Haystack, scored: dict, reader: Reader, result
     statements it makes (``said``)."""
     seed = params["seed"]
     grid = scored["grid"]
-    view = SimpleNamespace(params=params, stack=stack, paper=paper, grid=grid, main=grid[~grid["query_aware"]])
+    view = SimpleNamespace(
+        params=params, stack=stack, paper=paper, grid=grid, main=grid[~grid["query_aware"]]
+    )
     view.accuracy = grid_accuracy(view.main)
     view.gains = tn.versus_baseline(view.main, seed=seed)
     view.drops = tn.drop_rates(view.main, seed=seed)
@@ -550,23 +866,43 @@ def analysis(params: dict, stack: Haystack, scored: dict, reader: Reader, result
     view.short = sized_comparison(scored["short"], params, paper, "short")
     view.estimates = claims(results_dir, params, reader)
     view.verdicts = chapter_verdicts("tag_needles", view.estimates)
-    view.quoted = quoted(view.main, view.gains, view.drops, view.against_td, view.stats, view.qac, view.long,
-                         view.short, view.estimates, params)
+    view.quoted = quoted(
+        view.main,
+        view.gains,
+        view.drops,
+        view.against_td,
+        view.stats,
+        view.qac,
+        view.long,
+        view.short,
+        view.estimates,
+        params,
+    )
     view.said = statements(view, params)
     devices = ", ".join(sorted(set(grid["device"] + " " + grid["dtype"])))
-    view.provenance = (f"{provenance(grid, results_dir, EXPERIMENT)}; generated on {devices}, greedy decoding, "
-                       f"needle set `{params['needle_set']}`, seed {seed}")
+    view.provenance = (
+        f"{provenance(grid, results_dir, EXPERIMENT)}; generated on {devices}, greedy decoding, "
+        f"needle set `{params['needle_set']}`, seed {seed}"
+    )
     # One answer per question, variant, length, depth and query placement.
-    view.consistent = len(view.main) > 0 and not grid.duplicated(
-        ["example_id", "variant", "length", "depth", "query_aware"]).any()
+    view.consistent = (
+        len(view.main) > 0
+        and not grid.duplicated(["example_id", "variant", "length", "depth", "query_aware"]).any()
+    )
     return view
 
 
 def figure(view: SimpleNamespace):
     """Accuracy against haystack length per prompt variant (log-scaled lengths)."""
     lengths = sorted(view.params["lengths"])
-    fig = accuracy_by_position(view.accuracy, x="length", facet="model", hue="label", facet_title="{}",
-                               xlabel="haystack tokens")
+    fig = accuracy_by_position(
+        view.accuracy,
+        x="length",
+        facet="model",
+        hue="label",
+        facet_title="{}",
+        xlabel="haystack tokens",
+    )
     fig.axes[0].set_xscale("log")
     fig.axes[0].set_xticks(lengths, [str(n) for n in lengths])
     fig.axes[0].minorticks_off()
@@ -575,46 +911,77 @@ def figure(view: SimpleNamespace):
 
 def depth_figure(view: SimpleNamespace):
     """Accuracy against the needle's depth per variant, pooled over lengths."""
-    return accuracy_by_position(by_depth(view.main), x="depth", facet="model", hue="label",
-                                facet_title="{} (all lengths)", xlabel="needle depth (% of the context before it)")
+    return accuracy_by_position(
+        by_depth(view.main),
+        x="depth",
+        facet="model",
+        hue="label",
+        facet_title="{} (all lengths)",
+        xlabel="needle depth (% of the context before it)",
+    )
 
 
 def grid_tables(view: SimpleNamespace) -> list:
     """The grid's changes against the baseline beside the paper's, and the questions each
     comparison would need for ±10 points."""
-    return [(gains_table(view.gains, view.paper), "The paper reports 250, 500, 16K and 32K tokens; we run 250 to "
-                                                  f"{max(view.params['lengths']):,}."),
-            (grid_sizing(view.main), "From the observed per-question differences. The project's needle set has 48 "
-                                     "questions; the comparisons below are asked on 154 (the set plus 106 extra "
-                                     "pairs written to the same rules).")]
+    return [
+        (
+            gains_table(view.gains, view.paper),
+            "The paper reports 250, 500, 16K and 32K tokens; we run 250 to "
+            f"{max(view.params['lengths']):,}.",
+        ),
+        (
+            grid_sizing(view.main),
+            "From the observed per-question differences. The project's needle set has 48 "
+            "questions; the comparisons below are asked on 154 (the set plus 106 extra "
+            "pairs written to the same rules).",
+        ),
+    ]
 
 
 def long_tables(view: SimpleNamespace) -> list:
     """Accuracy by hop and the sized comparison at ``long_length`` (nothing when skipped)."""
     if view.long is None:
         return []
-    return [(hop_table(view.long["hops"]), f"{view.params['long_length']} haystack tokens; Wilson intervals."),
-            (view.long["table"], "Paired over questions: bootstrap interval and sign-flip p over the per-question "
-                                 "differences. The paper's changes bracket our length (it reports no length between "
-                                 "500 and 16K).")]
+    return [
+        (
+            hop_table(view.long["hops"]),
+            f"{view.params['long_length']} haystack tokens; Wilson intervals.",
+        ),
+        (
+            view.long["table"],
+            "Paired over questions: bootstrap interval and sign-flip p over the per-question "
+            "differences. The paper's changes bracket our length (it reports no length between "
+            "500 and 16K).",
+        ),
+    ]
 
 
 def short_tables(view: SimpleNamespace) -> list:
     """The sized comparisons at ``short_length`` (nothing when skipped)."""
     if view.short is None:
         return []
-    return [(view.short["table"], f"{view.params['short_length']} haystack tokens; n: questions, each at one depth; "
-                                  "accuracy: the variant vs the baseline; discordant: questions whose answer changes. "
-                                  "Paired over questions: bootstrap interval and sign-flip p over the per-question "
-                                  "differences; n for ±10 pts from their observed spread.")]
+    return [
+        (
+            view.short["table"],
+            f"{view.params['short_length']} haystack tokens; n: questions, each at one depth; "
+            "accuracy: the variant vs the baseline; discordant: questions whose answer changes. "
+            "Paired over questions: bootstrap interval and sign-flip p over the per-question "
+            "differences; n for ±10 pts from their observed spread.",
+        )
+    ]
 
 
 def paper_tables(view: SimpleNamespace) -> list:
     """The paper's Table 1 and ours in the same shape."""
     cases = view.main["example_id"].nunique()
-    return [paper_table(view.paper),
-            (ours_table(view.accuracy, view.params["variants"]),
-             f"Ours: accuracy (%) at each haystack length, {cases} questions per cell.")]
+    return [
+        paper_table(view.paper),
+        (
+            ours_table(view.accuracy, view.params["variants"]),
+            f"Ours: accuracy (%) at each haystack length, {cases} questions per cell.",
+        ),
+    ]
 
 
 def drops_table(view: SimpleNamespace) -> pd.DataFrame:
@@ -624,11 +991,23 @@ def drops_table(view: SimpleNamespace) -> pd.DataFrame:
 def needle_tables(view: SimpleNamespace, shown: int = 6) -> list:
     """The needle set by kind (in the set, asked here) and its first needle/question pairs."""
     stack = view.stack
-    every = tn.load_cases(view.params["needle_set"], avoid_text=stack.text, seed=view.params["seed"])
-    kinds = (tn.needle_set_summary(every).rename(columns={"cases": "in the set"})
-             .merge(tn.needle_set_summary(stack.cases).rename(columns={"cases": "asked here"}), how="left").fillna(0))
-    pairs = pd.DataFrame([{"needle": c.needle, "question": c.question, "answer": c.answer, "hop": c.hop}
-                          for c in stack.cases[:shown]])
+    every = tn.load_cases(
+        view.params["needle_set"], avoid_text=stack.text, seed=view.params["seed"]
+    )
+    kinds = (
+        tn.needle_set_summary(every)
+        .rename(columns={"cases": "in the set"})
+        .merge(
+            tn.needle_set_summary(stack.cases).rename(columns={"cases": "asked here"}), how="left"
+        )
+        .fillna(0)
+    )
+    pairs = pd.DataFrame(
+        [
+            {"needle": c.needle, "question": c.question, "answer": c.answer, "hop": c.hop}
+            for c in stack.cases[:shown]
+        ]
+    )
     overlap = sum(bool(tn.literal_overlap(c)) for c in every)
     return [kinds, (pairs, f"Needle/question pairs sharing a content word: {overlap}.")]
 
@@ -638,7 +1017,9 @@ def tagging_tables(view: SimpleNamespace) -> list:
     its context."""
     out = [view.stats]
     if view.stack.taggers.llm is not None:
-        out.append((llm_tagged_chunks(view.stack, view.params), "Haystack chunks the LLM tagger tagged."))
+        out.append(
+            (llm_tagged_chunks(view.stack, view.params), "Haystack chunks the LLM tagger tagged.")
+        )
     needle = tagged_needle(view.params, view.stack)
     if needle is not None:
         out.append("A spaCy-tagged needle in its context:\n\n```text\n" + needle + "\n```")
@@ -651,17 +1032,29 @@ def llm_tables(view: SimpleNamespace) -> list:
 
 
 def tokens_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
-    means = view.main.groupby(["variant_label", "length"])[["prompt_tokens", "context_tokens", "tag_tokens"]].mean()
-    return means.round(1).reset_index().rename(columns={"variant_label": "variant"}), "Mean tokens per prompt."
+    means = view.main.groupby(["variant_label", "length"])[
+        ["prompt_tokens", "context_tokens", "tag_tokens"]
+    ].mean()
+    return means.round(1).reset_index().rename(
+        columns={"variant_label": "variant"}
+    ), "Mean tokens per prompt."
 
 
 def overhead_tables(view: SimpleNamespace) -> list:
     """Tag overhead against the change over the baseline, and each tagged variant against TD."""
     td = view.against_td
-    against = td.assign(variant=td["variant"].map(tn.VARIANT_LABELS),
-                        change=[points_ci(c, lo, hi) for c, lo, hi in zip(td["change"], td["ci_low"], td["ci_high"])])
-    return [view.overhead, against[["length", "variant", "change", "p_sign_flip"]].rename(
-        columns={"change": "change vs TD (pts, 95% CI)"}).round(3)]
+    against = td.assign(
+        variant=td["variant"].map(tn.VARIANT_LABELS),
+        change=[
+            points_ci(c, lo, hi) for c, lo, hi in zip(td["change"], td["ci_low"], td["ci_high"])
+        ],
+    )
+    return [
+        view.overhead,
+        against[["length", "variant", "change", "p_sign_flip"]]
+        .rename(columns={"change": "change vs TD (pts, 95% CI)"})
+        .round(3),
+    ]
 
 
 def query_aware_tables(view: SimpleNamespace) -> list:
@@ -670,25 +1063,50 @@ def query_aware_tables(view: SimpleNamespace) -> list:
         return []
     table, gains = view.qac
     columns = {False: "question after", True: "question before and after"}
-    return [(table.rename(index=tn.VARIANT_LABELS, columns=columns).round(1).reset_index(), "Accuracy (%)."),
-            gains.round(3)]
+    return [
+        (
+            table.rename(index=tn.VARIANT_LABELS, columns=columns).round(1).reset_index(),
+            "Accuracy (%).",
+        ),
+        gains.round(3),
+    ]
 
 
-def novelqa_tables(view: SimpleNamespace, reader: Reader, results_dir: str | Path, batch_size: int = 8) -> list:
+def novelqa_tables(
+    view: SimpleNamespace, reader: Reader, results_dir: str | Path, batch_size: int = 8
+) -> list:
     """Our NovelQA accuracy by question complexity when ``novelqa_dir`` names a checkout, and
     the paper's Table 2. NovelQA is tagged with spaCy only, as in the paper."""
     params, stack = view.params, view.stack
-    theirs = (view.paper[view.paper["table"] == 2]
-              .pivot_table(index=["model", "variant"], columns="setting", values="value", sort=False).reset_index(),
-              "The paper's Table 2 (NovelQA+, accuracy %).")
+    theirs = (
+        view.paper[view.paper["table"] == 2]
+        .pivot_table(index=["model", "variant"], columns="setting", values="value", sort=False)
+        .reset_index(),
+        "The paper's Table 2 (NovelQA+, accuracy %).",
+    )
     if not params.get("novelqa_dir"):
-        return ["`novelqa_dir` is not set, so the NovelQA part did not run; the paper's Table 2:", theirs]
+        return [
+            "`novelqa_dir` is not set, so the NovelQA part did not run; the paper's Table 2:",
+            theirs,
+        ]
     questions, books = tn.read_novelqa(resolve(params["novelqa_dir"]))
-    requests = tn.novelqa_requests(questions, books, tokenizer=stack.tokenizer,
-                                   variants=[v for v in params["variants"] if v != "td_tc_llm"],
-                                   max_book_tokens=params["novelqa_max_book_tokens"], taggers=stack.taggers)
+    requests = tn.novelqa_requests(
+        questions,
+        books,
+        tokenizer=stack.tokenizer,
+        variants=[v for v in params["variants"] if v != "td_tc_llm"],
+        max_book_tokens=params["novelqa_max_book_tokens"],
+        taggers=stack.taggers,
+    )
     rows = answer(Block("NovelQA", "novelqa", requests), reader, results_dir, batch_size=batch_size)
     scored = pd.DataFrame(tn.score_novelqa(rows))
-    ours = (scored.pivot_table(index="variant", columns="complexity", values="correct") * 100).round(1)
-    return [(ours.rename(index=tn.VARIANT_LABELS).reset_index(), "Ours: accuracy (%) by question complexity."),
-            theirs]
+    ours = (
+        scored.pivot_table(index="variant", columns="complexity", values="correct") * 100
+    ).round(1)
+    return [
+        (
+            ours.rename(index=tn.VARIANT_LABELS).reset_index(),
+            "Ours: accuracy (%) by question complexity.",
+        ),
+        theirs,
+    ]

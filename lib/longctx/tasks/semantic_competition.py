@@ -95,7 +95,9 @@ class Corpus:
         known = set(ids)
         missing = [q.question_id for q in self.questions if q.passage_id not in known]
         if missing:
-            raise DataFileError(f"corpus '{self.name}': questions {missing[:3]} point at unknown passages")
+            raise DataFileError(
+                f"corpus '{self.name}': questions {missing[:3]} point at unknown passages"
+            )
 
     def passage(self, passage_id: str) -> Passage:
         return self._by_id[passage_id]
@@ -119,7 +121,10 @@ class Corpus:
 
 # --- reading corpora -------------------------------------------------------------------
 
-def read_squad_json(path: str | Path, name: str | None = None, answerable_only: bool = True) -> Corpus:
+
+def read_squad_json(
+    path: str | Path, name: str | None = None, answerable_only: bool = True
+) -> Corpus:
     """An official SQuAD JSON file (v1.1 or v2.0: ``data`` -> articles -> ``paragraphs`` ->
     ``context`` and ``qas``). v2.0 questions marked ``is_impossible`` are dropped unless
     ``answerable_only`` is False (they then have no answers and cannot be scored)."""
@@ -141,10 +146,14 @@ def read_squad_json(path: str | Path, name: str | None = None, answerable_only: 
                     start = qa["answers"][0]["answer_start"] if qa["answers"] else None
                     questions.append(Question(qa["id"], qa["question"], answers, pid, start))
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, IndexError) as err:
-        raise DataFileError(f"{path} is not an official SQuAD JSON file ({type(err).__name__}: {err})") from None
+        raise DataFileError(
+            f"{path} is not an official SQuAD JSON file ({type(err).__name__}: {err})"
+        ) from None
     if not questions:
         raise DataFileError(f"{path} holds no answerable questions")
-    return Corpus(name or f"{path.stem}-{data.get('version', 'squad')}", tuple(passages), tuple(questions))
+    return Corpus(
+        name or f"{path.stem}-{data.get('version', 'squad')}", tuple(passages), tuple(questions)
+    )
 
 
 def squad_from_rows(rows: Iterable[dict], name: str) -> Corpus:
@@ -162,10 +171,19 @@ def squad_from_rows(rows: Iterable[dict], name: str) -> Corpus:
             if not texts:
                 continue
             start = int(row["answers"]["answer_start"][0])
-            questions.append(Question(row["id"], row["question"], tuple(dict.fromkeys(texts)),
-                                      passages[context].passage_id, start))
+            questions.append(
+                Question(
+                    row["id"],
+                    row["question"],
+                    tuple(dict.fromkeys(texts)),
+                    passages[context].passage_id,
+                    start,
+                )
+            )
         except (KeyError, TypeError, IndexError, ValueError) as err:
-            raise DataFileError(f"{name} row {n}: not a SQuAD row ({type(err).__name__}: {err})") from None
+            raise DataFileError(
+                f"{name} row {n}: not a SQuAD row ({type(err).__name__}: {err})"
+            ) from None
     if not questions:
         raise DataFileError(f"{name} holds no answerable questions")
     return Corpus(name, tuple(passages.values()), tuple(questions))
@@ -198,7 +216,9 @@ def load_squad(source: str = "squad-v2-dev", split: str = "validation") -> Corpu
                 "offline, use source 'squad-v2-dev' or a local SQuAD JSON file"
             ) from None
         return squad_from_rows(rows, name=f"{source.split('/')[-1]}-{split}")
-    raise ParameterError(f"unknown SQuAD source '{source}'; use one of {', '.join(SQUAD_SOURCES)} or a JSON path")
+    raise ParameterError(
+        f"unknown SQuAD source '{source}'; use one of {', '.join(SQUAD_SOURCES)} or a JSON path"
+    )
 
 
 def read_nq_corpus(path: str | Path | None = None) -> Corpus:
@@ -232,6 +252,7 @@ def sample_questions(corpus: Corpus, n: int, seed: int = 0) -> list[Question]:
 
 # --- snippets ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Snippet:
     passage_id: str
@@ -257,11 +278,17 @@ def passage_windows(passage: Passage, snippet_words: int) -> list[Snippet]:
     starts = list(range(0, len(words) - snippet_words + 1, snippet_words))
     if starts[-1] + snippet_words < len(words):
         starts.append(len(words) - snippet_words)
-    return [Snippet(passage.passage_id, s, " ".join(words[s:s + snippet_words])) for s in starts]
+    return [Snippet(passage.passage_id, s, " ".join(words[s : s + snippet_words])) for s in starts]
 
 
-def _answer_span(text: str, answers: Sequence[str], answer_start: int | None) -> tuple[int, int] | None:
-    if answer_start is not None and answers and text[answer_start:answer_start + len(answers[0])] == answers[0]:
+def _answer_span(
+    text: str, answers: Sequence[str], answer_start: int | None
+) -> tuple[int, int] | None:
+    if (
+        answer_start is not None
+        and answers
+        and text[answer_start : answer_start + len(answers[0])] == answers[0]
+    ):
         return answer_start, answer_start + len(answers[0])
     lowered = text.lower()
     for answer in answers:
@@ -271,8 +298,9 @@ def _answer_span(text: str, answers: Sequence[str], answer_start: int | None) ->
     return None
 
 
-def gold_snippet(passage_text: str, answers: Sequence[str], answer_start: int | None,
-                 snippet_words: int) -> str | None:
+def gold_snippet(
+    passage_text: str, answers: Sequence[str], answer_start: int | None, snippet_words: int
+) -> str | None:
     """``snippet_words`` words of the passage centred on the answer span.
 
     The answer is located at ``answer_start`` (SQuAD) or found case-insensitively; the
@@ -293,7 +321,7 @@ def gold_snippet(passage_text: str, answers: Sequence[str], answer_start: int | 
         return None
     start = max(0, first - (snippet_words - (last - first + 1)) // 2)
     start = min(start, max(0, len(words) - snippet_words))
-    text = " ".join(w.group() for w in words[start:start + snippet_words])
+    text = " ".join(w.group() for w in words[start : start + snippet_words])
     return text if contains_answer(text, answers) else None
 
 
@@ -303,6 +331,7 @@ def contains_answer(text: str, answers: Sequence[str]) -> bool:
 
 
 # --- contexts ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class CompetitionExample:
@@ -320,8 +349,14 @@ class CompetitionExample:
 class SnippetIndex:
     """A corpus cut into snippets and indexed by one retriever (built once, reused per question)."""
 
-    def __init__(self, corpus: Corpus, snippet_words: int, retriever: str = "bm25", progress: bool = False,
-                 **retriever_options):
+    def __init__(
+        self,
+        corpus: Corpus,
+        snippet_words: int,
+        retriever: str = "bm25",
+        progress: bool = False,
+        **retriever_options,
+    ):
         self.corpus, self.snippet_words, self.retriever = corpus, snippet_words, retriever
         self.snippets = [s for p in corpus.passages for s in passage_windows(p, snippet_words)]
         if retriever == "dense":
@@ -338,8 +373,15 @@ class SnippetIndex:
             text = self._normalized[i] = normalize_answer(self.snippets[i].text)
         return includes_normalized(text, normalized_answers)
 
-    def example(self, question: Question, *, max_hard: int, max_far: int, far_from: float = 0.5,
-                seed: int = 0) -> CompetitionExample | None:
+    def example(
+        self,
+        question: Question,
+        *,
+        max_hard: int,
+        max_far: int,
+        far_from: float = 0.5,
+        seed: int = 0,
+    ) -> CompetitionExample | None:
         """Hard and far candidates for one question; ``None`` when its gold snippet cannot
         be cut (see :func:`gold_snippet`), or when too few snippets are left for the
         conditions because the answer occurs in most of them (a one-letter answer such as
@@ -353,11 +395,16 @@ class SnippetIndex:
         if not 0.0 <= far_from < 1.0:
             raise ParameterError(f"far_from must be in [0, 1), got {far_from}")
         passage = self.corpus.passage(question.passage_id)
-        gold = gold_snippet(passage.text, question.answers, question.answer_start, self.snippet_words)
+        gold = gold_snippet(
+            passage.text, question.answers, question.answer_start, self.snippet_words
+        )
         if gold is None:
             return None
-        others = [i for i in self.ranker.ranking(question.question)
-                  if self.snippets[i].passage_id != question.passage_id]
+        others = [
+            i
+            for i in self.ranker.ranking(question.question)
+            if self.snippets[i].passage_id != question.passage_id
+        ]
         answers = [normalize_answer(a) for a in question.answers]
         eligible = [self.snippets[i] for i in others if not self._holds_answer(i, answers)]
         far_start = max(max_hard, int(far_from * len(eligible)))
@@ -375,11 +422,28 @@ class SnippetIndex:
         ranks = list(range(far_start, len(eligible)))
         random.Random(f"{seed}:far:{question.question_id}").shuffle(ranks)
         ranks = ranks[:max_far]
-        return CompetitionExample(question, gold, tuple(eligible[:max_hard]), tuple(eligible[r] for r in ranks),
-                                  tuple(ranks), len(eligible), self.retriever, self.snippet_words, self.corpus.name)
+        return CompetitionExample(
+            question,
+            gold,
+            tuple(eligible[:max_hard]),
+            tuple(eligible[r] for r in ranks),
+            tuple(ranks),
+            len(eligible),
+            self.retriever,
+            self.snippet_words,
+            self.corpus.name,
+        )
 
-    def examples(self, questions: Sequence[Question], *, max_hard: int, max_far: int, far_from: float = 0.5,
-                 seed: int = 0, progress: bool = False) -> tuple[list[CompetitionExample], list[str]]:
+    def examples(
+        self,
+        questions: Sequence[Question],
+        *,
+        max_hard: int,
+        max_far: int,
+        far_from: float = 0.5,
+        seed: int = 0,
+        progress: bool = False,
+    ) -> tuple[list[CompetitionExample], list[str]]:
         """Examples for every question :meth:`example` can build, and the ids left out."""
         out, skipped = [], []
         for q in tqdm(questions, desc=f"{self.retriever} contexts", disable=not progress):
@@ -392,8 +456,9 @@ def condition_name(num_hard: int, num_far: int) -> str:
     return "gold" if num_hard + num_far == 0 else ("hard" if num_far == 0 else "far")
 
 
-def context_snippets(example: CompetitionExample, num_hard: int, num_far: int,
-                     seed: int = 0) -> tuple[list[str], int]:
+def context_snippets(
+    example: CompetitionExample, num_hard: int, num_far: int, seed: int = 0
+) -> tuple[list[str], int]:
     """The snippets of one context and the 0-based gold index.
 
     Gold-only is ``[gold]``. Otherwise the top ``num_hard`` and first ``num_far`` far
@@ -404,14 +469,18 @@ def context_snippets(example: CompetitionExample, num_hard: int, num_far: int,
     if num_hard < 0 or num_far < 0:
         raise ParameterError(f"num_hard and num_far must be >= 0, got {num_hard} and {num_far}")
     if num_hard > len(example.hard) or num_far > len(example.far):
-        raise ParameterError(f"example {example.question.question_id} has {len(example.hard)} hard and "
-                             f"{len(example.far)} far snippets; {num_hard} and {num_far} requested")
+        raise ParameterError(
+            f"example {example.question.question_id} has {len(example.hard)} hard and "
+            f"{len(example.far)} far snippets; {num_hard} and {num_far} requested"
+        )
     if num_hard + num_far == 0:
         return [example.gold], 0
     size = num_hard + num_far + 1
     rng = random.Random(f"{seed}:context:{example.question.question_id}:{size}")
     gold_index = rng.randrange(size)
-    distractors = [s.text for s in example.hard[:num_hard]] + [s.text for s in example.far[:num_far]]
+    distractors = [s.text for s in example.hard[:num_hard]] + [
+        s.text for s in example.far[:num_far]
+    ]
     rng.shuffle(distractors)
     distractors.insert(gold_index, example.gold)
     return distractors, gold_index
@@ -431,8 +500,13 @@ def matched_conditions(num_snippets: int, keep_hard: int = 4) -> list[tuple[int,
     return [(0, 0), (num_snippets - 1, 0), (keep_hard, num_snippets - 1 - keep_hard)]
 
 
-def make_requests(examples: Sequence[CompetitionExample], conditions: Sequence[tuple[int, int]], *,
-                  far_from: float = 0.5, seed: int = 0) -> list[Request]:
+def make_requests(
+    examples: Sequence[CompetitionExample],
+    conditions: Sequence[tuple[int, int]],
+    *,
+    far_from: float = 0.5,
+    seed: int = 0,
+) -> list[Request]:
     """One request per (example, (num_hard, num_far)). Gold-only rows carry retriever
     ``"none"`` so that BM25 and dense sweeps share the same baseline generation."""
     reqs = []
@@ -440,18 +514,31 @@ def make_requests(examples: Sequence[CompetitionExample], conditions: Sequence[t
         for num_hard, num_far in conditions:
             snippets, gold_index = context_snippets(ex, num_hard, num_far, seed)
             name = condition_name(num_hard, num_far)
-            condition = {"corpus": ex.corpus, "snippet_words": ex.snippet_words,
-                         "retriever": "none" if name == "gold" else ex.retriever,
-                         "num_hard": num_hard, "num_far": num_far, "num_snippets": len(snippets),
-                         "gold_index": gold_index}
+            condition = {
+                "corpus": ex.corpus,
+                "snippet_words": ex.snippet_words,
+                "retriever": "none" if name == "gold" else ex.retriever,
+                "num_hard": num_hard,
+                "num_far": num_far,
+                "num_snippets": len(snippets),
+                "gold_index": gold_index,
+            }
             if name != "gold":
                 condition["seed"] = seed
             if num_far:
                 condition["far_from"] = far_from
-            reqs.append(Request(task=TASK, example_id=ex.question.question_id,
-                                prompt=build_prompt(ex.question.question, snippets), gold=ex.question.answers,
-                                condition=condition, max_new_tokens=MAX_NEW_TOKENS, stop=StopRule(newline=True),
-                                meta={"far_ranks": list(ex.far_ranks[:num_far]), "eligible": ex.eligible}))
+            reqs.append(
+                Request(
+                    task=TASK,
+                    example_id=ex.question.question_id,
+                    prompt=build_prompt(ex.question.question, snippets),
+                    gold=ex.question.answers,
+                    condition=condition,
+                    max_new_tokens=MAX_NEW_TOKENS,
+                    stop=StopRule(newline=True),
+                    meta={"far_ranks": list(ex.far_ranks[:num_far]), "eligible": ex.eligible},
+                )
+            )
     return reqs
 
 
@@ -462,8 +549,11 @@ def answer_line(output: str) -> str:
 def score(row: dict) -> dict[str, float]:
     """EM, token F1 and answer inclusion of the answer's first line against all gold answers."""
     answer = answer_line(row["output"])
-    return {"em": squad_exact_match(answer, row["gold"]), "f1": squad_f1(answer, row["gold"]),
-            "inclusion": answer_inclusion(answer, row["gold"])}
+    return {
+        "em": squad_exact_match(answer, row["gold"]),
+        "f1": squad_f1(answer, row["gold"]),
+        "inclusion": answer_inclusion(answer, row["gold"]),
+    }
 
 
 def add_metrics(table):
@@ -476,8 +566,9 @@ def add_metrics(table):
     return table
 
 
-def plan_conditions(hard_counts: Sequence[int] = (), matched_sizes: Sequence[int] = (),
-                    keep_hard: int = 4) -> list[tuple[int, int]]:
+def plan_conditions(
+    hard_counts: Sequence[int] = (), matched_sizes: Sequence[int] = (), keep_hard: int = 4
+) -> list[tuple[int, int]]:
     """(num_hard, num_far) for a hard-negative sweep (``0`` is the gold-only baseline) and
     matched controls at each N in ``matched_sizes``, without repeats, in that order."""
     conditions: list[tuple[int, int]] = [(h, 0) for h in hard_counts]
@@ -488,15 +579,27 @@ def plan_conditions(hard_counts: Sequence[int] = (), matched_sizes: Sequence[int
     return list(dict.fromkeys(conditions))
 
 
-def experiment_requests(index: SnippetIndex, questions: Sequence[Question], conditions: Sequence[tuple[int, int]],
-                        *, far_from: float = 0.5, seed: int = 0,
-                        progress: bool = False) -> tuple[list[Request], list[CompetitionExample], list[str]]:
+def experiment_requests(
+    index: SnippetIndex,
+    questions: Sequence[Question],
+    conditions: Sequence[tuple[int, int]],
+    *,
+    far_from: float = 0.5,
+    seed: int = 0,
+    progress: bool = False,
+) -> tuple[list[Request], list[CompetitionExample], list[str]]:
     """Requests for ``conditions`` on every usable question, the examples behind them and
     the ids of questions left out (gold snippet could not be cut)."""
     max_hard = max((h for h, _ in conditions), default=0)
     max_far = max((f for _, f in conditions), default=0)
-    examples, skipped = index.examples(questions, max_hard=max_hard, max_far=max_far, far_from=far_from, seed=seed,
-                                       progress=progress)
+    examples, skipped = index.examples(
+        questions,
+        max_hard=max_hard,
+        max_far=max_far,
+        far_from=far_from,
+        seed=seed,
+        progress=progress,
+    )
     return make_requests(examples, conditions, far_from=far_from, seed=seed), examples, skipped
 
 
@@ -512,9 +615,11 @@ def _fmt(metric: str, value: float) -> str:
 
 def matched_rows(table, num_snippets: int, retriever: str = "bm25"):
     """Gold-only rows and the hard and far rows with ``num_snippets`` snippets (one matched control)."""
-    keep = (table["condition"] == "gold") | ((table["num_snippets"] == num_snippets)
-                                             & (table["retriever"] == retriever)
-                                             & table["condition"].isin(["hard", "far"]))
+    keep = (table["condition"] == "gold") | (
+        (table["num_snippets"] == num_snippets)
+        & (table["retriever"] == retriever)
+        & table["condition"].isin(["hard", "far"])
+    )
     return table[keep]
 
 
@@ -534,12 +639,17 @@ def condition_summary(table, by=("model", "condition"), seed: int = 0):
         rows.append(row)
     out = pd.DataFrame(rows)
     if "condition" in by:
-        out = out.sort_values([*[b for b in by if b != "condition"], "condition"],
-                              key=lambda s: s.map(order) if s.name == "condition" else s, kind="stable")
+        out = out.sort_values(
+            [*[b for b in by if b != "condition"], "condition"],
+            key=lambda s: s.map(order) if s.name == "condition" else s,
+            kind="stable",
+        )
     return out.reset_index(drop=True)
 
 
-def recovery_table(table, by=("model",), control: str = "hard", treatment: str = "far", seed: int = 0):
+def recovery_table(
+    table, by=("model",), control: str = "hard", treatment: str = "far", seed: int = 0
+):
     """Paired ``treatment`` minus ``control`` per group and metric (the paper's Table 2):
     the mean difference over questions, its 95% paired bootstrap interval over question
     ids and the two-sided sign-flip randomization p-value. ``table`` must hold one row
@@ -548,29 +658,53 @@ def recovery_table(table, by=("model",), control: str = "hard", treatment: str =
     for keys, g in table.groupby(list(by), sort=False) if by else [((), table)]:
         keys = keys if isinstance(keys, tuple) else (keys,)
         if g.duplicated(["example_id", "condition"]).any():
-            raise ParameterError(f"{dict(zip(by, keys))}: several rows per question and condition; "
-                                 "select one matched control (matched_rows) first")
+            raise ParameterError(
+                f"{dict(zip(by, keys))}: several rows per question and condition; "
+                "select one matched control (matched_rows) first"
+            )
         for m, label in METRIC_LABELS.items():
-            res = paired_comparison(g, condition="condition", control=control, treatment=treatment,
-                                    item=["example_id"], score=m, seed=seed)
+            res = paired_comparison(
+                g,
+                condition="condition",
+                control=control,
+                treatment=treatment,
+                item=["example_id"],
+                score=m,
+                seed=seed,
+            )
             sign = "+" if res["difference"] >= 0 else ""
-            rows.append({**dict(zip(by, keys)), "metric": label, "questions": res["items"],
-                         "delta": res["difference"] * (1 if m == "f1" else 100),
-                         "Δ": sign + _fmt(m, res["difference"]),
-                         "95% CI": f"[{_fmt(m, res['ci_low'])}, {_fmt(m, res['ci_high'])}]",
-                         "p": res["p_sign_flip"]})
+            rows.append(
+                {
+                    **dict(zip(by, keys)),
+                    "metric": label,
+                    "questions": res["items"],
+                    "delta": res["difference"] * (1 if m == "f1" else 100),
+                    "Δ": sign + _fmt(m, res["difference"]),
+                    "95% CI": f"[{_fmt(m, res['ci_low'])}, {_fmt(m, res['ci_high'])}]",
+                    "p": res["p_sign_flip"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def second_reader_requests(requests: Sequence[Request], questions: Sequence[Question],
-                           num_snippets: int) -> list[Request]:
+def second_reader_requests(
+    requests: Sequence[Request], questions: Sequence[Question], num_snippets: int
+) -> list[Request]:
     """The gold-only, hard and far requests of one matched control (``num_snippets``) for
     ``questions``, picked from a larger plan: the same prompts, for another reader."""
     ids = {q.question_id for q in questions}
-    return [r for r in requests if r.example_id in ids
-            and (r.condition["num_snippets"] == 1
-                 or (r.condition["num_snippets"] == num_snippets
-                     and r.condition["num_hard"] + r.condition["num_far"] == num_snippets - 1))]
+    return [
+        r
+        for r in requests
+        if r.example_id in ids
+        and (
+            r.condition["num_snippets"] == 1
+            or (
+                r.condition["num_snippets"] == num_snippets
+                and r.condition["num_hard"] + r.condition["num_far"] == num_snippets - 1
+            )
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -586,13 +720,23 @@ def to_example(index: SnippetIndex, question) -> Example | None:
     gold = gold_snippet(passage.text, question.answers, question.answer_start, index.snippet_words)
     if gold is None:
         return None
-    eligible = [index.snippets[i] for i in index.ranker.ranking(question.question)
-                if index.snippets[i].passage_id != question.passage_id
-                and not contains_answer(index.snippets[i].text, question.answers)]
-    return Example(TASK, question.question_id, question.question, tuple(question.answers),
-                   (Item(gold, gold=True, kind="snippet"),), tuple(Item(s.text, kind="snippet") for s in eligible),
-                   index.retriever, {"corpus": index.corpus.name, "snippet_words": index.snippet_words},
-                   native=question)
+    eligible = [
+        index.snippets[i]
+        for i in index.ranker.ranking(question.question)
+        if index.snippets[i].passage_id != question.passage_id
+        and not contains_answer(index.snippets[i].text, question.answers)
+    ]
+    return Example(
+        TASK,
+        question.question_id,
+        question.question,
+        tuple(question.answers),
+        (Item(gold, gold=True, kind="snippet"),),
+        tuple(Item(s.text, kind="snippet") for s in eligible),
+        index.retriever,
+        {"corpus": index.corpus.name, "snippet_words": index.snippet_words},
+        native=question,
+    )
 
 
 def render(example: Example) -> Request:
@@ -603,18 +747,40 @@ def render(example: Example) -> Request:
     counts = s.get("competitor_counts", {})
     num_hard, num_far = counts.get("hard", 0), counts.get("far", 0)
     if counts.get("random"):
-        raise ParameterError("the competition prompt takes hard and far competitors, not random ones")
-    cond = {**example.fields, "retriever": example.ranking if num_hard + num_far else "none",
-            "num_hard": num_hard, "num_far": num_far, "num_snippets": len(example.items),
-            "gold_index": example.gold_index}
+        raise ParameterError(
+            "the competition prompt takes hard and far competitors, not random ones"
+        )
+    cond = {
+        **example.fields,
+        "retriever": example.ranking if num_hard + num_far else "none",
+        "num_hard": num_hard,
+        "num_far": num_far,
+        "num_snippets": len(example.items),
+        "gold_index": example.gold_index,
+    }
     if num_hard + num_far:
         cond["seed"] = s.get("scatter_seed", s.get("competitor_seed", 0))
     if num_far:
         cond["far_from"] = s["far_from"]
-    cond.update({k: v for k, v in recorded_fields(example).items()
-                 if k not in ("competitors", "competitor_counts", "competitor_seed", "far_from")})
+    cond.update(
+        {
+            k: v
+            for k, v in recorded_fields(example).items()
+            if k not in ("competitors", "competitor_counts", "competitor_seed", "far_from")
+        }
+    )
     prompt = build_prompt(example.question, [it.text for it in example.items])
     last = example.items[-1].text
-    prompt = fill_slots(prompt, (prompt.find("Passage [1]:"), prompt.rfind(last) + len(last)), example)
-    return Request(task=TASK, example_id=example.example_id, prompt=prompt, gold=example.answers, condition=cond,
-                   max_new_tokens=MAX_NEW_TOKENS, stop=StopRule(newline=True), system=system_of(example))
+    prompt = fill_slots(
+        prompt, (prompt.find("Passage [1]:"), prompt.rfind(last) + len(last)), example
+    )
+    return Request(
+        task=TASK,
+        example_id=example.example_id,
+        prompt=prompt,
+        gold=example.answers,
+        condition=cond,
+        max_new_tokens=MAX_NEW_TOKENS,
+        stop=StopRule(newline=True),
+        system=system_of(example),
+    )

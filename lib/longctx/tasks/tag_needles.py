@@ -64,14 +64,23 @@ TASKS = (TASK, "novelqa")  # NovelQA multiple choice (Table 2) rides along with 
 PROJECT_NEEDLE_SET = "longctx"
 # Named sets shipped with the package. "longctx-extra" holds 106 more cases of the same
 # kinds (new experiment ids, so "longctx" cases and their seeded sample are unchanged).
-SHIPPED_NEEDLE_SETS = {"longctx": "tag_needle_set.json", "longctx-extra": "tag_needle_set_extra.json"}
-VARIANT_LABELS = {"baseline": "baseline", "td": "TD", "td_tc_spacy": "TD+TC (spaCy)",
-                  "td_tc_llm": "TD+TC (LLM tagger)"}
+SHIPPED_NEEDLE_SETS = {
+    "longctx": "tag_needle_set.json",
+    "longctx-extra": "tag_needle_set_extra.json",
+}
+VARIANT_LABELS = {
+    "baseline": "baseline",
+    "td": "TD",
+    "td_tc_spacy": "TD+TC (spaCy)",
+    "td_tc_llm": "TD+TC (LLM tagger)",
+}
 DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 MAX_NEW_TOKENS = 32
-STOPWORDS = frozenset("""a an the of to in on at by for with from and or is was were be been has have had
+STOPWORDS = frozenset(
+    """a an the of to in on at by for with from and or is was were be been has have had
 which who whom what character characters actually there named next lives live can cannot not do does did
-this that it its as into than""".split())
+this that it its as into than""".split()
+)
 
 
 # ---------------------------------------------------------------- needle sets
@@ -117,8 +126,10 @@ def read_needle_set(source: str | Path = PROJECT_NEEDLE_SET) -> list[dict]:
     shipped = SHIPPED_NEEDLE_SETS.get(str(source))
     path = files("longctx.tasks").joinpath(shipped) if shipped else Path(source)
     if not path.is_file():
-        raise DataFileError(f"needle set {path} not found; pass one of {', '.join(SHIPPED_NEEDLE_SETS)} or the "
-                            "path of a NoLiMa-format needle_set.json")
+        raise DataFileError(
+            f"needle set {path} not found; pass one of {', '.join(SHIPPED_NEEDLE_SETS)} or the "
+            "path of a NoLiMa-format needle_set.json"
+        )
     try:
         experiments = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as err:
@@ -126,13 +137,19 @@ def read_needle_set(source: str | Path = PROJECT_NEEDLE_SET) -> list[dict]:
     if not isinstance(experiments, list) or not experiments:
         raise DataFileError(f"{path}: expected a non-empty JSON list of needle experiments")
     for k, e in enumerate(experiments):
-        missing = [f for f in ("id", "needle", "questions", "character_set", "tests") if not e.get(f)]
+        missing = [
+            f for f in ("id", "needle", "questions", "character_set", "tests") if not e.get(f)
+        ]
         if missing:
-            raise DataFileError(f"{path}: experiment {k} lacks {', '.join(missing)} (NoLiMa needle-set format)")
+            raise DataFileError(
+                f"{path}: experiment {k} lacks {', '.join(missing)} (NoLiMa needle-set format)"
+            )
     return experiments
 
 
-def expand_cases(experiments: Sequence[dict], *, seed: int = 0, avoid_text: str = "") -> list[NeedleCase]:
+def expand_cases(
+    experiments: Sequence[dict], *, seed: int = 0, avoid_text: str = ""
+) -> list[NeedleCase]:
     """One case per (experiment, test, question type). The character is drawn from the
     experiment's ``character_set`` with a seeded RNG per test, skipping names that occur
     in ``avoid_text`` (the haystack), so the needle's character is the only one to find."""
@@ -140,24 +157,39 @@ def expand_cases(experiments: Sequence[dict], *, seed: int = 0, avoid_text: str 
     for e in experiments:
         names = [n for n in e["character_set"] if not re.search(rf"\b{re.escape(n)}\b", avoid_text)]
         if not names:
-            raise DataFileError(f"needle experiment {e['id']}: every character name occurs in the haystack")
+            raise DataFileError(
+                f"needle experiment {e['id']}: every character name occurs in the haystack"
+            )
         for test_id, test in e["tests"].items():
             args = tuple(test.get("input_args", ()))
             character = random.Random(f"{seed}:{e['id']}:{test_id}").choice(names)
             where = f"needle experiment {e['id']} test {test_id}"
             needle = _fill(e["needle"], character, args, where)
             for hop, question in e["questions"].items():
-                cases.append(NeedleCase(f"{e['id']}/{test_id}/{hop}", e["id"], test_id, hop, needle,
-                                        _fill(question, character, args, where), character,
-                                        e.get("reasoning_type", ""), args, e.get("task_template") or "",
-                                        e.get("system_prompt") or ""))
+                cases.append(
+                    NeedleCase(
+                        f"{e['id']}/{test_id}/{hop}",
+                        e["id"],
+                        test_id,
+                        hop,
+                        needle,
+                        _fill(question, character, args, where),
+                        character,
+                        e.get("reasoning_type", ""),
+                        args,
+                        e.get("task_template") or "",
+                        e.get("system_prompt") or "",
+                    )
+                )
     return cases
 
 
 def content_words(text: str, ignore: Sequence[str] = ()) -> set[str]:
     """Lower-cased words of ``text`` without stop words and without ``ignore`` (names)."""
     skip = {w.lower() for w in ignore}
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS and w not in skip}
+    return {
+        w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS and w not in skip
+    }
 
 
 def literal_overlap(case: NeedleCase) -> set[str]:
@@ -165,8 +197,12 @@ def literal_overlap(case: NeedleCase) -> set[str]:
     return content_words(case.needle, [case.answer]) & content_words(case.question, [case.answer])
 
 
-def load_cases(source: str | Path = PROJECT_NEEDLE_SET, n: int | None = None, seed: int = 0,
-               avoid_text: str = "") -> list[NeedleCase]:
+def load_cases(
+    source: str | Path = PROJECT_NEEDLE_SET,
+    n: int | None = None,
+    seed: int = 0,
+    avoid_text: str = "",
+) -> list[NeedleCase]:
     """``n`` seeded cases (all when None) of a needle set."""
     cases = expand_cases(read_needle_set(source), seed=seed, avoid_text=avoid_text)
     if n is None or n >= len(cases):
@@ -178,8 +214,17 @@ def load_cases(source: str | Path = PROJECT_NEEDLE_SET, n: int | None = None, se
 
 
 def needle_set_summary(cases: Sequence[NeedleCase]):
-    return (pd.DataFrame([{"experiment": c.experiment, "reasoning": c.reasoning_type, "hop": c.hop} for c in cases])
-            .value_counts().rename("cases").reset_index())
+    return (
+        pd.DataFrame(
+            [
+                {"experiment": c.experiment, "reasoning": c.reasoning_type, "hop": c.hop}
+                for c in cases
+            ]
+        )
+        .value_counts()
+        .rename("cases")
+        .reset_index()
+    )
 
 
 # ---------------------------------------------------------------- haystack
@@ -190,13 +235,20 @@ def haystack_text() -> str:
     package copy glues together ("mistakes.If") restored, so sentences can be found."""
     text = paul_graham_essays()
     text = re.sub(r"(?<=[a-z0-9][.!?])(?=[A-Z])", "\n\n", text)
-    text = re.sub(r"(?<=\b(?:19|20)\d\d)(?=[A-Z])", "\n\n", text)  # essay dates: "April 2012A palliative ..."
+    # Essay dates: "April 2012A palliative ..."
+    text = re.sub(r"(?<=\b(?:19|20)\d\d)(?=[A-Z])", "\n\n", text)
     text = re.sub(r"(?<!\n)\n(?!\n)", " ", text)
     return re.sub(r"[ \t]{2,}", " ", text)
 
 
-def haystack_chunks(tokenizer, n_tokens: int, *, strategy: str = "sentence", max_chars: int = 500,
-                    text: str | None = None) -> list[str]:
+def haystack_chunks(
+    tokenizer,
+    n_tokens: int,
+    *,
+    strategy: str = "sentence",
+    max_chars: int = 500,
+    text: str | None = None,
+) -> list[str]:
     """The leading chunks of the haystack whose total is at most ``n_tokens`` of ``tokenizer``
     (chunks are counted one by one; each ends in whitespace, so the sum is the length of the
     joined text to within a token or two)."""
@@ -217,8 +269,10 @@ def haystack_chunks(tokenizer, n_tokens: int, *, strategy: str = "sentence", max
         out.append(chunk)
         total += count
     if not out:
-        raise ParameterError(f"a haystack of {n_tokens} tokens holds no whole chunk; use a longer length "
-                             f"or a smaller max_chars ({max_chars})")
+        raise ParameterError(
+            f"a haystack of {n_tokens} tokens holds no whole chunk; use a longer length "
+            f"or a smaller max_chars ({max_chars})"
+        )
     return out
 
 
@@ -260,8 +314,15 @@ class Taggers:
         return tag_chunks(chunks, tagger, self.caches.setdefault(kind, TagCache()))
 
 
-def chapter_taggers(variants: Sequence[str], *, results_dir: str | Path, tagger_model: str,
-                    llm_method: str = "ie", load=None, batch_size: int = 8) -> Taggers:
+def chapter_taggers(
+    variants: Sequence[str],
+    *,
+    results_dir: str | Path,
+    tagger_model: str,
+    llm_method: str = "ie",
+    load=None,
+    batch_size: int = 8,
+) -> Taggers:
     """The taggers ``variants`` need: spaCy (in-memory cache: it is fast and deterministic)
     and the LLM tagger with the privileged categories, its tags cached in
     ``<results_dir>/<tagger model>/tags/<method>.jsonl`` so a rerun never reloads the model."""
@@ -270,17 +331,34 @@ def chapter_taggers(variants: Sequence[str], *, results_dir: str | Path, tagger_
     if "spacy" in kinds:
         taggers.spacy = SpacyTagger()
     if "llm" in kinds:
-        taggers.llm = LLMTagger(tagger_model, "privileged", method=llm_method, load=load, batch_size=batch_size)
-        path = Path(results_dir) / model_folder(resolve_model(tagger_model), results_dir) / "tags" / f"{llm_method}.jsonl"
+        taggers.llm = LLMTagger(
+            tagger_model, "privileged", method=llm_method, load=load, batch_size=batch_size
+        )
+        path = (
+            Path(results_dir)
+            / model_folder(resolve_model(tagger_model), results_dir)
+            / "tags"
+            / f"{llm_method}.jsonl"
+        )
         taggers.caches["llm"] = TagCache(path)
     return taggers
 
 
-def make_requests(cases: Sequence[NeedleCase], *, tokenizer, lengths: Sequence[int], variants: Sequence[str],
-                  taggers: Taggers | None = None, depths: Sequence[float] = DEFAULT_DEPTHS,
-                  depth_mode: str = "rotate", query_aware_variants: Sequence[str] = (),
-                  query_aware_lengths: Sequence[int] = (), strategy: str = "sentence", max_chars: int = 500,
-                  text: str | None = None) -> list[Request]:
+def make_requests(
+    cases: Sequence[NeedleCase],
+    *,
+    tokenizer,
+    lengths: Sequence[int],
+    variants: Sequence[str],
+    taggers: Taggers | None = None,
+    depths: Sequence[float] = DEFAULT_DEPTHS,
+    depth_mode: str = "rotate",
+    query_aware_variants: Sequence[str] = (),
+    query_aware_lengths: Sequence[int] = (),
+    strategy: str = "sentence",
+    max_chars: int = 500,
+    text: str | None = None,
+) -> list[Request]:
     """One request per (case, length, variant[, depth]).
 
     ``depth_mode``: ``rotate`` gives case *i* the depth ``depths[i % len(depths)]`` at every
@@ -294,8 +372,12 @@ def make_requests(cases: Sequence[NeedleCase], *, tokenizer, lengths: Sequence[i
     for v in [*variants, *query_aware_variants]:
         variant_parts(v)
     taggers = taggers or Taggers()
-    haystacks = {int(n): haystack_chunks(tokenizer, int(n), strategy=strategy, max_chars=max_chars, text=text)
-                 for n in lengths}
+    haystacks = {
+        int(n): haystack_chunks(
+            tokenizer, int(n), strategy=strategy, max_chars=max_chars, text=text
+        )
+        for n in lengths
+    }
     # Tag every distinct chunk up front: one batched pass per tagger instead of one per needle.
     every_chunk = [c for chunks in haystacks.values() for c in chunks] + [c.needle for c in cases]
     for kind in {VARIANTS[v][1] for v in [*variants, *query_aware_variants]} - {None}:
@@ -314,21 +396,46 @@ def make_requests(cases: Sequence[NeedleCase], *, tokenizer, lengths: Sequence[i
                     asked += [(v, True) for v in query_aware_variants]
                 for variant, qac in asked:
                     definitions, tagger_kind, _ = VARIANTS[variant]
-                    meta = {"hop": case.hop, "experiment": case.experiment, "needle_chunk": at,
-                            "chunks": len(placed), "context_tokens": plain_tokens, "tag_tokens": 0,
-                            "needle_tags": []}
+                    meta = {
+                        "hop": case.hop,
+                        "experiment": case.experiment,
+                        "needle_chunk": at,
+                        "chunks": len(placed),
+                        "context_tokens": plain_tokens,
+                        "tag_tokens": 0,
+                        "needle_tags": [],
+                    }
                     context = plain
                     if tagger_kind:
                         tags = taggers.tags(tagger_kind, placed)
                         context = tagged_text(placed, tags).strip()
-                        meta.update(tag_tokens=len(tokenizer(context, add_special_tokens=False).input_ids)
-                                    - plain_tokens, needle_tags=tags[at],
-                                    tagged_chunks=sum(1 for t in tags if t))
-                    condition = {"variant": variant, "length": int(length), "depth": float(depth),
-                                 "query_aware": qac, "hop": case.hop, "tagger": _tagger_id(taggers, tagger_kind)}
-                    out.append(Request(TASK, case.id, build_prompt(case, context, query_aware=qac), (case.answer,),
-                                       condition, max_new_tokens=MAX_NEW_TOKENS, stop=StopRule(newline=True),
-                                       meta=meta, system=case.system_prompt or system_prompt(variant)))
+                        meta.update(
+                            tag_tokens=len(tokenizer(context, add_special_tokens=False).input_ids)
+                            - plain_tokens,
+                            needle_tags=tags[at],
+                            tagged_chunks=sum(1 for t in tags if t),
+                        )
+                    condition = {
+                        "variant": variant,
+                        "length": int(length),
+                        "depth": float(depth),
+                        "query_aware": qac,
+                        "hop": case.hop,
+                        "tagger": _tagger_id(taggers, tagger_kind),
+                    }
+                    out.append(
+                        Request(
+                            TASK,
+                            case.id,
+                            build_prompt(case, context, query_aware=qac),
+                            (case.answer,),
+                            condition,
+                            max_new_tokens=MAX_NEW_TOKENS,
+                            stop=StopRule(newline=True),
+                            meta=meta,
+                            system=case.system_prompt or system_prompt(variant),
+                        )
+                    )
     return out
 
 
@@ -352,13 +459,25 @@ def score_rows(rows: Sequence[dict]) -> list[dict]:
     out = []
     for r in rows:
         c = r["condition"]
-        out.append({**c, "variant_label": VARIANT_LABELS.get(c["variant"], c["variant"]), "model": r["model"],
-                    "example_id": r["example_id"], "output": r["output"], "gold": r["gold"][0],
-                    "correct": nolima_contains(r["output"], r["gold"]), "prompt_tokens": r["prompt_tokens"],
-                    "context_tokens": r["meta"].get("context_tokens"), "tag_tokens": r["meta"].get("tag_tokens", 0),
-                    "needle_tagged": bool(r["meta"].get("needle_tags")), "longctx_version": r["longctx_version"],
-                    "device": r["params"].get("device"), "dtype": r["params"].get("dtype"),
-                    "seconds_per_prompt": r["seconds_per_prompt"]})
+        out.append(
+            {
+                **c,
+                "variant_label": VARIANT_LABELS.get(c["variant"], c["variant"]),
+                "model": r["model"],
+                "example_id": r["example_id"],
+                "output": r["output"],
+                "gold": r["gold"][0],
+                "correct": nolima_contains(r["output"], r["gold"]),
+                "prompt_tokens": r["prompt_tokens"],
+                "context_tokens": r["meta"].get("context_tokens"),
+                "tag_tokens": r["meta"].get("tag_tokens", 0),
+                "needle_tagged": bool(r["meta"].get("needle_tags")),
+                "longctx_version": r["longctx_version"],
+                "device": r["params"].get("device"),
+                "dtype": r["params"].get("dtype"),
+                "seconds_per_prompt": r["seconds_per_prompt"],
+            }
+        )
     return out
 
 
@@ -367,7 +486,9 @@ def accuracy_table(scored, by: Sequence[str] = ("model", "variant", "length")):
     return summarize(scored, list(by), score="correct")
 
 
-def versus_baseline(scored, *, control: str = "baseline", by: Sequence[str] = ("length",), seed: int = 0):
+def versus_baseline(
+    scored, *, control: str = "baseline", by: Sequence[str] = ("length",), seed: int = 0
+):
     """Each variant minus ``control`` on the same cases (and depths), per ``by``: points, 95%
     paired bootstrap interval, sign-flip p."""
     out = []
@@ -375,16 +496,37 @@ def versus_baseline(scored, *, control: str = "baseline", by: Sequence[str] = ("
         key = key if isinstance(key, tuple) else (key,)
         for variant in sorted(set(group["variant"]) - {control}):
             sub = group[group["variant"].isin([control, variant])]
-            res = paired_comparison(sub, condition="variant", control=control, treatment=variant,
-                                    item=["example_id", "depth"], score="correct", seed=seed)
-            out.append({**dict(zip(by, key)), "variant": variant, "n": res["items"],
-                        "change": 100 * res["difference"], "ci_low": 100 * res["ci_low"],
-                        "ci_high": 100 * res["ci_high"], "p_sign_flip": res["p_sign_flip"]})
+            res = paired_comparison(
+                sub,
+                condition="variant",
+                control=control,
+                treatment=variant,
+                item=["example_id", "depth"],
+                score="correct",
+                seed=seed,
+            )
+            out.append(
+                {
+                    **dict(zip(by, key)),
+                    "variant": variant,
+                    "n": res["items"],
+                    "change": 100 * res["difference"],
+                    "ci_low": 100 * res["ci_low"],
+                    "ci_high": 100 * res["ci_high"],
+                    "p_sign_flip": res["p_sign_flip"],
+                }
+            )
     return pd.DataFrame(out)
 
 
-def drop_rates(scored, *, short: int | None = None, long: int | None = None, n_resamples: int = 2000,
-               seed: int = 0):
+def drop_rates(
+    scored,
+    *,
+    short: int | None = None,
+    long: int | None = None,
+    n_resamples: int = 2000,
+    seed: int = 0,
+):
     """The paper's extremum drop rate per variant, ``(acc_short - acc_long) / acc_short`` in
     percent, from the shortest to the longest length, with a 95% bootstrap interval that
     resamples cases (each case's short and long answers stay paired)."""
@@ -405,9 +547,20 @@ def drop_rates(scored, *, short: int | None = None, long: int | None = None, n_r
             idx = rng.integers(0, len(a), len(a))
             if a[idx].mean() > 0:
                 draws.append(extremum_drop_rate(a[idx].mean(), b[idx].mean()))
-        low, high = (np.percentile(draws, [2.5, 97.5]) if draws else (float("nan"), float("nan")))
-        out.append({"variant": variant, "short": short, "long": long, "n": len(a), "acc_short": 100 * a.mean(),
-                    "acc_long": 100 * b.mean(), "drop_rate": rate, "ci_low": low, "ci_high": high})
+        low, high = np.percentile(draws, [2.5, 97.5]) if draws else (float("nan"), float("nan"))
+        out.append(
+            {
+                "variant": variant,
+                "short": short,
+                "long": long,
+                "n": len(a),
+                "acc_short": 100 * a.mean(),
+                "acc_long": 100 * b.mean(),
+                "drop_rate": rate,
+                "ci_low": low,
+                "ci_high": high,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -415,7 +568,9 @@ def overhead_vs_gain(scored, *, control: str = "baseline", seed: int = 0):
     """Per tagged variant and length: tag tokens added to the context (mean), and the
     accuracy change against ``control`` with its interval."""
     gains = versus_baseline(scored, control=control, seed=seed)
-    tokens = scored.groupby(["variant", "length"])[["tag_tokens", "context_tokens"]].mean().reset_index()
+    tokens = (
+        scored.groupby(["variant", "length"])[["tag_tokens", "context_tokens"]].mean().reset_index()
+    )
     merged = gains.merge(tokens, on=["variant", "length"])
     merged["tag_share"] = merged["tag_tokens"] / merged["context_tokens"]  # a share in [0, 1]
     return merged
@@ -424,8 +579,14 @@ def overhead_vs_gain(scored, *, control: str = "baseline", seed: int = 0):
 # ---------------------------------------------------------------- NovelQA
 
 
-COMPLEXITY = {"sh": "single-hop", "mh": "multi-hop", "dtl": "detail", "single-hop": "single-hop",
-              "multi-hop": "multi-hop", "detail": "detail"}
+COMPLEXITY = {
+    "sh": "single-hop",
+    "mh": "multi-hop",
+    "dtl": "detail",
+    "single-hop": "single-hop",
+    "multi-hop": "multi-hop",
+    "detail": "detail",
+}
 
 
 @dataclass(frozen=True)
@@ -459,7 +620,11 @@ def read_novelqa(root: str | Path) -> tuple[list[MCQuestion], dict[str, tuple[st
         book_path = root / "Books" / path.parent.name / f"{book}.txt"
         if not book_path.is_file():
             raise DataFileError(f"{path}: its book {book_path} is missing")
-        title = (titles.get(book) or {}).get("title", book) if isinstance(titles.get(book), dict) else book
+        title = (
+            (titles.get(book) or {}).get("title", book)
+            if isinstance(titles.get(book), dict)
+            else book
+        )
         books[book] = (title, book_path.read_text(encoding="utf-8"))
         try:
             rows = json.loads(path.read_text(encoding="utf-8"))
@@ -471,12 +636,23 @@ def read_novelqa(root: str | Path) -> tuple[list[MCQuestion], dict[str, tuple[st
                 if len(options) != 4:
                     raise ValueError(f"expected 4 options, got {len(options)}")
                 answer = str(row.get("Answer", "")).strip().upper()[:1]
-                questions.append(MCQuestion(str(row.get("QID", f"{book}-{k}")), book, row["Question"],
-                                            options, answer if answer in "ABCD" else "",
-                                            COMPLEXITY.get(str(row.get("Complex", "")).lower(), str(row.get("Complex", ""))),
-                                            str(row.get("Aspect", ""))))
+                questions.append(
+                    MCQuestion(
+                        str(row.get("QID", f"{book}-{k}")),
+                        book,
+                        row["Question"],
+                        options,
+                        answer if answer in "ABCD" else "",
+                        COMPLEXITY.get(
+                            str(row.get("Complex", "")).lower(), str(row.get("Complex", ""))
+                        ),
+                        str(row.get("Aspect", "")),
+                    )
+                )
         except (ValueError, KeyError, TypeError) as err:
-            raise DataFileError(f"{path}: not a NovelQA question file ({type(err).__name__}: {err})") from None
+            raise DataFileError(
+                f"{path}: not a NovelQA question file ({type(err).__name__}: {err})"
+            ) from None
     return questions, books
 
 
@@ -491,9 +667,17 @@ def truncate_to_tokens(text: str, tokenizer, n_tokens: int) -> str:
     return prefix[: cut + 1] if cut > 0 else prefix
 
 
-def novelqa_requests(questions: Sequence[MCQuestion], books: dict, *, tokenizer, variants: Sequence[str],
-                     max_book_tokens: int, taggers: Taggers | None = None, strategy: str = "paragraph",
-                     max_chars: int = 1500) -> list[Request]:
+def novelqa_requests(
+    questions: Sequence[MCQuestion],
+    books: dict,
+    *,
+    tokenizer,
+    variants: Sequence[str],
+    max_book_tokens: int,
+    taggers: Taggers | None = None,
+    strategy: str = "paragraph",
+    max_chars: int = 1500,
+) -> list[Request]:
     """Figure 4's prompt per (question, variant), the book truncated to ``max_book_tokens``.
     Questions without a released answer are skipped (they cannot be scored)."""
     taggers = taggers or Taggers()
@@ -512,14 +696,35 @@ def novelqa_requests(questions: Sequence[MCQuestion], books: dict, *, tokenizer,
                     chunks = chunk_text(content, strategy, max_chars)
                     content = tagged_text(chunks, taggers.tags(tagger_kind, chunks))
                 contexts[key] = content
-            prompt = load_prompt("novelqa_mc").format(title=title, content=contexts[key], question=q.question,
-                                                     choice0=q.options[0], choice1=q.options[1],
-                                                     choice2=q.options[2], choice3=q.options[3])
-            cond = {"variant": variant, "complexity": q.complexity, "aspect": q.aspect,
-                    "max_book_tokens": max_book_tokens, "tagger": _tagger_id(taggers, tagger_kind)}
-            out.append(Request("novelqa", q.id, prompt, (q.answer,), cond, max_new_tokens=8,
-                               stop=StopRule(newline=True, answer_pattern=r"\b[A-D]\b"),
-                               meta={"book": q.book}, system=system_prompt(variant)))
+            prompt = load_prompt("novelqa_mc").format(
+                title=title,
+                content=contexts[key],
+                question=q.question,
+                choice0=q.options[0],
+                choice1=q.options[1],
+                choice2=q.options[2],
+                choice3=q.options[3],
+            )
+            cond = {
+                "variant": variant,
+                "complexity": q.complexity,
+                "aspect": q.aspect,
+                "max_book_tokens": max_book_tokens,
+                "tagger": _tagger_id(taggers, tagger_kind),
+            }
+            out.append(
+                Request(
+                    "novelqa",
+                    q.id,
+                    prompt,
+                    (q.answer,),
+                    cond,
+                    max_new_tokens=8,
+                    stop=StopRule(newline=True, answer_pattern=r"\b[A-D]\b"),
+                    meta={"book": q.book},
+                    system=system_prompt(variant),
+                )
+            )
     return out
 
 
@@ -534,8 +739,16 @@ def score_novelqa(rows: Sequence[dict]) -> list[dict]:
     out = []
     for r in rows:
         choice = parse_choice(r["output"])
-        out.append({**r["condition"], "model": r["model"], "example_id": r["example_id"], "output": r["output"],
-                    "choice": choice, "correct": float(choice == r["gold"][0])})
+        out.append(
+            {
+                **r["condition"],
+                "model": r["model"],
+                "example_id": r["example_id"],
+                "output": r["output"],
+                "choice": choice,
+                "correct": float(choice == r["gold"][0]),
+            }
+        )
     return out
 
 
@@ -548,12 +761,23 @@ def to_example(case: NeedleCase, chunks: Sequence[str], length: int) -> Example:
     to ``length`` reader tokens): the needle first, then the chunks; ``Position`` with a
     depth puts it at the chunk boundary the chapter uses (nearest)."""
     items = (Item(case.needle, gold=True, kind="chunk"), *(Item(c, kind="chunk") for c in chunks))
-    return Example(TASK, case.id, case.question, (case.answer,), items,
-                   fields={"length": int(length), "hop": case.hop}, native=case)
+    return Example(
+        TASK,
+        case.id,
+        case.question,
+        (case.answer,),
+        items,
+        fields={"length": int(length), "hop": case.hop},
+        native=case,
+    )
 
 
-VARIANT_OF_TAGS = {"none": "baseline", "none+definitions": "td", "spacy+definitions": "td_tc_spacy",
-                   "llm+definitions": "td_tc_llm"}
+VARIANT_OF_TAGS = {
+    "none": "baseline",
+    "none+definitions": "td",
+    "spacy+definitions": "td_tc_spacy",
+    "llm+definitions": "td_tc_llm",
+}
 
 
 def render(example: Example) -> Request:
@@ -571,10 +795,25 @@ def render(example: Example) -> Request:
     variant = VARIANT_OF_TAGS.get(tags_label)
     if variant is None:
         raise ParameterError(f"the needle chapter has no variant for tags {tags_label!r}")
-    cond = {"variant": variant, "length": example.fields["length"], "depth": float(s.get("position", 0.0)),
-            "query_aware": bool(s.get("query_aware", False)), "hop": example.fields["hop"],
-            "tagger": s.get("tagger") or "none"}
+    cond = {
+        "variant": variant,
+        "length": example.fields["length"],
+        "depth": float(s.get("position", 0.0)),
+        "query_aware": bool(s.get("query_aware", False)),
+        "hop": example.fields["hop"],
+        "tagger": s.get("tagger") or "none",
+    }
     prompt = build_prompt(case, context, query_aware=cond["query_aware"])
-    prompt = fill_slots(prompt, (prompt.rfind(context), prompt.rfind(context) + len(context)), example)
-    return Request(TASK, case.id, prompt, (case.answer,), cond, max_new_tokens=MAX_NEW_TOKENS,
-                   stop=StopRule(newline=True), system=case.system_prompt or system_of(example))
+    prompt = fill_slots(
+        prompt, (prompt.rfind(context), prompt.rfind(context) + len(context)), example
+    )
+    return Request(
+        TASK,
+        case.id,
+        prompt,
+        (case.answer,),
+        cond,
+        max_new_tokens=MAX_NEW_TOKENS,
+        stop=StopRule(newline=True),
+        system=case.system_prompt or system_of(example),
+    )

@@ -54,18 +54,30 @@ def qa_examples(params: dict) -> tuple[list[qa.QAExample], list[qa.QAExample]]:
     distractors from the whole oracle pool; calibration starts at ``calibration_offset``."""
     oracle = qa.read_oracle()
     k = params["qa_documents"] - 1
-    evaluated = qa.attach_distractors(oracle[:params["qa_questions"]], k, pool=oracle)
+    evaluated = qa.attach_distractors(oracle[: params["qa_questions"]], k, pool=oracle)
     start = params["calibration_offset"]
-    calibration = qa.attach_distractors(oracle[start:start + params["calibration_questions"]], k, pool=oracle)
+    calibration = qa.attach_distractors(
+        oracle[start : start + params["calibration_questions"]], k, pool=oracle
+    )
     return evaluated, calibration
 
 
-def selection_items(params: dict, calibration, *, ratio: float, samples: int, candidates) -> list[dict]:
+def selection_items(
+    params: dict, calibration, *, ratio: float, samples: int, candidates
+) -> list[dict]:
     """Attention items (prompt, candidate, sample, ratio) for scoring ``candidates``."""
-    prompts = cn.selection_prompts(calibration[:samples], candidates, num_documents=params["qa_documents"],
-                                   ratio=ratio, seed=params["seed"])
-    return [{"prompt": p, "candidate": c, "sample": i, "ratio": ratio}
-            for c, ps in prompts.items() for i, p in enumerate(ps)]
+    prompts = cn.selection_prompts(
+        calibration[:samples],
+        candidates,
+        num_documents=params["qa_documents"],
+        ratio=ratio,
+        seed=params["seed"],
+    )
+    return [
+        {"prompt": p, "candidate": c, "sample": i, "ratio": ratio}
+        for c, ps in prompts.items()
+        for i, p in enumerate(ps)
+    ]
 
 
 def choices(selection_rows: list[dict]) -> tuple[str, str, dict[str, list[float]]]:
@@ -75,7 +87,9 @@ def choices(selection_rows: list[dict]) -> tuple[str, str, dict[str, list[float]
     for r in selection_rows:
         by.setdefault(r["candidate"], []).append(r)
     scores = {c: [r["abs"] for r in sorted(rs, key=lambda r: r["sample"])] for c, rs in by.items()}
-    tokens = {c: sum(r["tokens"] for r in rs) / len(rs) for c, rs in by.items() if c != cn.NO_FORMAT}
+    tokens = {
+        c: sum(r["tokens"] for r in rs) / len(rs) for c, rs in by.items() if c != cn.NO_FORMAT
+    }
     # Ties go to the first name in sorted order, as pandas' idxmin over a groupby does.
     return cn.select_delimiter(scores), min(sorted(tokens), key=tokens.get), scores
 
@@ -83,14 +97,23 @@ def choices(selection_rows: list[dict]) -> tuple[str, str, dict[str, list[float]
 def qa_requests(params: dict, evaluated, chosen: str, shortest: str) -> list[Request]:
     """Baseline and C-NORM for every seed; the shortest-tokenization control on the first
     seed when it differs from the ABS choice."""
-    common = dict(num_documents=params["qa_documents"], positions=params["qa_positions"], ratio=params["cnorm_ratio"])
+    common = dict(
+        num_documents=params["qa_documents"],
+        positions=params["qa_positions"],
+        ratio=params["cnorm_ratio"],
+    )
     out = []
     for s in params["qa_seeds"]:
         out += cn.qa_requests(evaluated, seed=s, method="baseline", delimiter="none", **common)
         out += cn.qa_requests(evaluated, seed=s, method="C-NORM", delimiter=chosen, **common)
     if shortest != chosen:
-        out += cn.qa_requests(evaluated, seed=params["qa_seeds"][0], method="shortest tokenization",
-                              delimiter=shortest, **common)
+        out += cn.qa_requests(
+            evaluated,
+            seed=params["qa_seeds"][0],
+            method="shortest tokenization",
+            delimiter=shortest,
+            **common,
+        )
     return out
 
 
@@ -100,22 +123,44 @@ def kv_requests(params: dict) -> tuple[list[Request], list[Request]]:
     the paper's stated format effect, so it is sized; the examples are prefix-stable, so the
     first ``kv_examples`` are the low-density cells' examples too."""
     seed = params["seed"]
-    grid = (cn.kv_format_requests(delimiters=params["kv_formats"], density="low", num_pairs=params["kv_low_pairs"],
-                                  positions=params["kv_low_positions"], examples=params["kv_examples"], seed=seed)
-            + cn.kv_format_requests(delimiters=params["kv_formats"], density="high", num_pairs=params["kv_high_pairs"],
-                                    positions=params["kv_high_positions"], examples=params["kv_high_examples"],
-                                    seed=seed))
-    sweep = cn.kv_format_requests(delimiters=params["sweep_delimiters"], density="low", num_pairs=params["sweep_pairs"],
-                                  positions=params["sweep_positions"], examples=params["sweep_examples"], seed=seed)
+    grid = cn.kv_format_requests(
+        delimiters=params["kv_formats"],
+        density="low",
+        num_pairs=params["kv_low_pairs"],
+        positions=params["kv_low_positions"],
+        examples=params["kv_examples"],
+        seed=seed,
+    ) + cn.kv_format_requests(
+        delimiters=params["kv_formats"],
+        density="high",
+        num_pairs=params["kv_high_pairs"],
+        positions=params["kv_high_positions"],
+        examples=params["kv_high_examples"],
+        seed=seed,
+    )
+    sweep = cn.kv_format_requests(
+        delimiters=params["sweep_delimiters"],
+        density="low",
+        num_pairs=params["sweep_pairs"],
+        positions=params["sweep_positions"],
+        examples=params["sweep_examples"],
+        seed=seed,
+    )
     return grid, sweep
 
 
 def attention_items(params: dict) -> list[dict]:
     """Figure 4: one key-value example, UUID vs plain ids, gold at each of ``attention_positions``."""
     example = kv.synthetic_examples(1, params["attention_pairs"], seed=params["seed"])[0]
-    return [{"prompt": kv.build_prompt(example.with_format(d).with_gold_at(p - 1)), "format": delimiter_label(d),
-             "gold_position": p}
-            for d in ["-", ""] for p in params["attention_positions"]]
+    return [
+        {
+            "prompt": kv.build_prompt(example.with_format(d).with_gold_at(p - 1)),
+            "format": delimiter_label(d),
+            "gold_position": p,
+        }
+        for d in ["-", ""]
+        for p in params["attention_positions"]
+    ]
 
 
 def plan(params: dict) -> list[Block]:
@@ -123,26 +168,54 @@ def plan(params: dict) -> list[Block]:
 
     def qa_stage(rows: list[dict]) -> Block:
         chosen, shortest, _ = choices(rows)
-        return Block(f"C-NORM QA ({chosen!r}; shortest {shortest!r})", QA,
-                     qa_requests(params, evaluated, chosen, shortest), True)
+        return Block(
+            f"C-NORM QA ({chosen!r}; shortest {shortest!r})",
+            QA,
+            qa_requests(params, evaluated, chosen, shortest),
+            True,
+        )
 
     grid, sweep = kv_requests(params)
     blocks = [
-        Block("C-NORM selection (attention)", SELECTION, [], True, qa_stage,
-              attention=selection_items(params, calibration, ratio=params["cnorm_ratio"],
-                                        samples=params["calibration_questions"],
-                                        candidates=params["cnorm_candidates"])),
+        Block(
+            "C-NORM selection (attention)",
+            SELECTION,
+            [],
+            True,
+            qa_stage,
+            attention=selection_items(
+                params,
+                calibration,
+                ratio=params["cnorm_ratio"],
+                samples=params["calibration_questions"],
+                candidates=params["cnorm_candidates"],
+            ),
+        ),
         # At the paper's sizes the sweep's UUID and plain cells are the grid's low-density cells.
         Block("key-value formats and delimiter sweep", KV, unique_requests(grid + sweep)),
-        Block("final-token attention (Figure 4)", ATTENTION, [], attention=attention_items(params),
-              keep_vector=True),
+        Block(
+            "final-token attention (Figure 4)",
+            ATTENTION,
+            [],
+            attention=attention_items(params),
+            keep_vector=True,
+        ),
     ]
     for p in params["ratio_sweep"]:
-        blocks.append(Block(f"selection at p = {p} (attention)", SELECTION, [],
-                            attention=selection_items(params, calibration, ratio=p,
-                                                      samples=params["ratio_sweep_samples"],
-                                                      candidates=[c for c in params["cnorm_candidates"]
-                                                                  if c != cn.NO_FORMAT])))
+        blocks.append(
+            Block(
+                f"selection at p = {p} (attention)",
+                SELECTION,
+                [],
+                attention=selection_items(
+                    params,
+                    calibration,
+                    ratio=p,
+                    samples=params["ratio_sweep_samples"],
+                    candidates=[c for c in params["cnorm_candidates"] if c != cn.NO_FORMAT],
+                ),
+            )
+        )
     return blocks
 
 
@@ -157,17 +230,25 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
       under the half of the delimiters with the most prompt tokens minus the half with the
       fewest (formats ranked by their mean prompt tokens over the sweep).
     """
-    evaluated = {e.example_id for e in qa.read_oracle()[:params["qa_questions"]]}
-    qa_rows = [r for r in reader.store(results_dir, QA).rows()
-               if r["example_id"] in evaluated and r["condition"]["num_documents"] == params["qa_documents"]
-               and r["condition"]["seed"] in params["qa_seeds"]]
+    evaluated = {e.example_id for e in qa.read_oracle()[: params["qa_questions"]]}
+    qa_rows = [
+        r
+        for r in reader.store(results_dir, QA).rows()
+        if r["example_id"] in evaluated
+        and r["condition"]["num_documents"] == params["qa_documents"]
+        and r["condition"]["seed"] in params["qa_seeds"]
+    ]
     kv_rows = reader.store(results_dir, KV).rows()
     high = {"density": "high", "num_pairs": params["kv_high_pairs"], "query_aware": False}
     _, sweep = kv_requests(params)
     planned = {(r.example_id, r.condition["gold_index"], r.condition["delimiter"]) for r in sweep}
-    swept = [r for r in kv_rows
-             if r["condition"].get("density") == "low" and r["condition"].get("num_pairs") == params["sweep_pairs"]
-             and (r["example_id"], r["condition"]["gold_index"], r["condition"]["delimiter"]) in planned]
+    swept = [
+        r
+        for r in kv_rows
+        if r["condition"].get("density") == "low"
+        and r["condition"].get("num_pairs") == params["sweep_pairs"]
+        and (r["example_id"], r["condition"]["gold_index"], r["condition"]["delimiter"]) in planned
+    ]
     tokens: dict = {}
     for r in swept:
         tokens.setdefault(r["condition"]["delimiter"], []).append(r["prompt_tokens"])
@@ -175,23 +256,36 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     half = len(order) // 2
 
     def formats(delimiters):
-        return by_unit([r for r in swept if r["condition"]["delimiter"] in delimiters], {}, kv.score)
+        return by_unit(
+            [r for r in swept if r["condition"]["delimiter"] in delimiters], {}, kv.score
+        )
 
     def longer_formats():
         if half < 1:
-            raise NoPairedUnits("the delimiter sweep needs at least two delimiters with stored rows")
-        return paired_estimate(formats(set(order[:half])), formats(set(order[-half:])),
-                               side_names=(f"{half} shortest formats", f"{half} longest formats"))
+            raise NoPairedUnits(
+                "the delimiter sweep needs at least two delimiters with stored rows"
+            )
+        return paired_estimate(
+            formats(set(order[:half])),
+            formats(set(order[-half:])),
+            side_names=(f"{half} shortest formats", f"{half} longest formats"),
+        )
 
-    return estimable({
-        "cnorm-qa": lambda: paired_estimate(by_unit(qa_rows, {"method": "baseline"}, qa.score),
-                                            by_unit(qa_rows, {"method": "C-NORM"}, qa.score),
-                                            side_names=("baseline", "C-NORM")),
-        "cnorm-format": lambda: paired_estimate(by_unit(kv_rows, {**high, "delimiter": "-"}, kv.score),
-                                                by_unit(kv_rows, {**high, "delimiter": ""}, kv.score),
-                                                side_names=("UUID", "plain text")),
-        "cnorm-tokens": longer_formats,
-    })
+    return estimable(
+        {
+            "cnorm-qa": lambda: paired_estimate(
+                by_unit(qa_rows, {"method": "baseline"}, qa.score),
+                by_unit(qa_rows, {"method": "C-NORM"}, qa.score),
+                side_names=("baseline", "C-NORM"),
+            ),
+            "cnorm-format": lambda: paired_estimate(
+                by_unit(kv_rows, {**high, "delimiter": "-"}, kv.score),
+                by_unit(kv_rows, {**high, "delimiter": ""}, kv.score),
+                side_names=("UUID", "plain text"),
+            ),
+            "cnorm-tokens": longer_formats,
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,41 +294,67 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
 FORMATS = ("UUID (-)", "plain text", "modified UUID (&)")
 
 
-def selection(params: dict, results_dir: str | Path, reader: Reader, *, ratio: float | None = None,
-              samples: int | None = None, candidates=None) -> pd.DataFrame:
+def selection(
+    params: dict,
+    results_dir: str | Path,
+    reader: Reader,
+    *,
+    ratio: float | None = None,
+    samples: int | None = None,
+    candidates=None,
+) -> pd.DataFrame:
     """The attention rows of the calibration prompts (stored; scored only when missing):
     one row per candidate and sample, with its ABS, tokens and seconds."""
     _, calibration = qa_examples(params)
-    items = selection_items(params, calibration, ratio=params["cnorm_ratio"] if ratio is None else ratio,
-                            samples=samples or params["calibration_questions"],
-                            candidates=candidates or params["cnorm_candidates"])
+    items = selection_items(
+        params,
+        calibration,
+        ratio=params["cnorm_ratio"] if ratio is None else ratio,
+        samples=samples or params["calibration_questions"],
+        candidates=candidates or params["cnorm_candidates"],
+    )
     return pd.DataFrame(attention_rows(items, reader.store(results_dir, SELECTION), reader))
 
 
 def selection_summary(sel: pd.DataFrame) -> pd.DataFrame:
-    return sel.groupby("candidate", sort=False).agg(mean_ABS=("abs", "mean"), sd_ABS=("abs", "std"),
-                                                    prompt_tokens=("tokens", "mean"), seconds=("seconds", "sum"))
+    return sel.groupby("candidate", sort=False).agg(
+        mean_ABS=("abs", "mean"),
+        sd_ABS=("abs", "std"),
+        prompt_tokens=("tokens", "mean"),
+        seconds=("seconds", "sum"),
+    )
 
 
 def abs_scores(sel: pd.DataFrame) -> dict[str, list[float]]:
-    return {c: g.sort_values("sample")["abs"].tolist() for c, g in sel.groupby("candidate", sort=False)}
+    return {
+        c: g.sort_values("sample")["abs"].tolist() for c, g in sel.groupby("candidate", sort=False)
+    }
 
 
-def qa_table(results_dir: str | Path, params: dict, reader: Reader, chosen: str, shortest: str) -> pd.DataFrame:
+def qa_table(
+    results_dir: str | Path, params: dict, reader: Reader, chosen: str, shortest: str
+) -> pd.DataFrame:
     """The QA rows of this run: the evaluated questions, their size and orderings, the
     baseline and the two selected delimiters."""
-    evaluated = {e.example_id for e in qa.read_oracle()[:params["qa_questions"]]}
-    table = rows_table([r for r in reader.store(results_dir, QA).rows() if r["task"] == qa.TASK], qa.score)
-    table = table[(table["num_documents"] == params["qa_documents"]) & table["example_id"].isin(evaluated)
-                  & table["seed"].isin(params["qa_seeds"])]
+    evaluated = {e.example_id for e in qa.read_oracle()[: params["qa_questions"]]}
+    table = rows_table(
+        [r for r in reader.store(results_dir, QA).rows() if r["task"] == qa.TASK], qa.score
+    )
+    table = table[
+        (table["num_documents"] == params["qa_documents"])
+        & table["example_id"].isin(evaluated)
+        & table["seed"].isin(params["qa_seeds"])
+    ]
     return table[(table["method"] == "baseline") | table["delimiter"].isin([chosen, shortest])]
 
 
 def qa_accuracy(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     """Accuracy per method and gold position (the figure), pooled over the orderings."""
     summary = summarize(table, ["model", "method", "gold_index"])
-    return summary.assign(position=summary["gold_index"] + 1,
-                          panel=f"{params['qa_documents']} documents, seeds {params['qa_seeds']}")
+    return summary.assign(
+        position=summary["gold_index"] + 1,
+        panel=f"{params['qa_documents']} documents, seeds {params['qa_seeds']}",
+    )
 
 
 def qa_tests(table: pd.DataFrame, params: dict) -> pd.DataFrame:
@@ -243,29 +363,61 @@ def qa_tests(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     out = []
     for treatment in ["C-NORM", "shortest tokenization"]:
         sub = table[table["method"].isin(["baseline", treatment])]
-        for label, g in [*[(f"seed {s}", sub[sub["seed"] == s]) for s in params["qa_seeds"]], ("all seeds", sub)]:
-            res = paired_comparison(g, condition="method", control="baseline", treatment=treatment,
-                                    item=["example_id", "gold_index", "seed"])
+        for label, g in [
+            *[(f"seed {s}", sub[sub["seed"] == s]) for s in params["qa_seeds"]],
+            ("all seeds", sub),
+        ]:
+            res = paired_comparison(
+                g,
+                condition="method",
+                control="baseline",
+                treatment=treatment,
+                item=["example_id", "gold_index", "seed"],
+            )
             if res["items"]:
-                out.append({"comparison": f"{treatment} - baseline", "seeds": label, "items": res["items"],
-                            "questions": res["clusters"], "difference": 100 * res["difference"],
-                            "ci_low": 100 * res["ci_low"], "ci_high": 100 * res["ci_high"], "p": res["p_sign_flip"]})
+                out.append(
+                    {
+                        "comparison": f"{treatment} - baseline",
+                        "seeds": label,
+                        "items": res["items"],
+                        "questions": res["clusters"],
+                        "difference": 100 * res["difference"],
+                        "ci_low": 100 * res["ci_low"],
+                        "ci_high": 100 * res["ci_high"],
+                        "p": res["p_sign_flip"],
+                    }
+                )
     return pd.DataFrame(out)
 
 
 def with_ci(table: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
     """Point estimate and interval columns as one readable ``difference (pts, 95% CI)`` column."""
-    return table.assign(**{"difference (pts, 95% CI)": [points_ci(d, lo, hi, digits) for d, lo, hi in
-                                                         zip(table["difference"], table["ci_low"], table["ci_high"])],
-                           "sign-flip p": table["p"].map(lambda p: p_text(p).removeprefix("p = "))}) \
-        .drop(columns=["difference", "ci_low", "ci_high", "p"])
+    return table.assign(
+        **{
+            "difference (pts, 95% CI)": [
+                points_ci(d, lo, hi, digits)
+                for d, lo, hi in zip(table["difference"], table["ci_low"], table["ci_high"])
+            ],
+            "sign-flip p": table["p"].map(lambda p: p_text(p).removeprefix("p = ")),
+        }
+    ).drop(columns=["difference", "ci_low", "ci_high", "p"])
 
 
 def qa_sizing(table: pd.DataFrame) -> pd.DataFrame:
-    per_question = (table[table["method"].isin(["baseline", "C-NORM"])]
-                    .pivot_table(index="example_id", columns="method", values="correct", aggfunc="mean"))
-    return pd.DataFrame([{"comparison": "C-NORM minus baseline", "questions": len(per_question),
-                          "questions for ±10 pts": n_for_half_width(per_question["C-NORM"] - per_question["baseline"])}])
+    per_question = table[table["method"].isin(["baseline", "C-NORM"])].pivot_table(
+        index="example_id", columns="method", values="correct", aggfunc="mean"
+    )
+    return pd.DataFrame(
+        [
+            {
+                "comparison": "C-NORM minus baseline",
+                "questions": len(per_question),
+                "questions for ±10 pts": n_for_half_width(
+                    per_question["C-NORM"] - per_question["baseline"]
+                ),
+            }
+        ]
+    )
 
 
 def oaa_opa(table: pd.DataFrame, by) -> pd.DataFrame:
@@ -274,30 +426,48 @@ def oaa_opa(table: pd.DataFrame, by) -> pd.DataFrame:
 
 
 def oaa_opa_shown(table: pd.DataFrame) -> pd.DataFrame:
-    out = table.assign(**{"OAA (95% CI)": [f"{a:.3f} [{lo:.2f}, {hi:.2f}]" for a, lo, hi in
-                                           zip(table["OAA"], table["OAA_low"], table["OAA_high"])],
-                          "OPA (95% CI)": [f"{a:.3f} [{lo:.2f}, {hi:.2f}]" for a, lo, hi in
-                                           zip(table["OPA"], table["OPA_low"], table["OPA_high"])]})
+    out = table.assign(
+        **{
+            "OAA (95% CI)": [
+                f"{a:.3f} [{lo:.2f}, {hi:.2f}]"
+                for a, lo, hi in zip(table["OAA"], table["OAA_low"], table["OAA_high"])
+            ],
+            "OPA (95% CI)": [
+                f"{a:.3f} [{lo:.2f}, {hi:.2f}]"
+                for a, lo, hi in zip(table["OPA"], table["OPA_low"], table["OPA_high"])
+            ],
+        }
+    )
     return out.drop(columns=["OAA", "OAA_low", "OAA_high", "OPA", "OPA_low", "OPA_high"]).round(3)
 
 
 def kv_table(results_dir: str | Path, reader: Reader) -> pd.DataFrame:
     """The key-value rows (format grid and delimiter sweep) with ``format`` and 1-based ``position``."""
     table = rows_table(reader.store(results_dir, KV).rows(), kv.score)
-    return table.assign(format=table["delimiter"].map(delimiter_label), position=table["gold_index"] + 1)
+    return table.assign(
+        format=table["delimiter"].map(delimiter_label), position=table["gold_index"] + 1
+    )
 
 
 def figure2(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     """The rows of the Figure 2 grid: both densities at their sizes, the grid's formats."""
-    grid = table[((table["density"] == "low") & (table["num_pairs"] == params["kv_low_pairs"]))
-                 | ((table["density"] == "high") & (table["num_pairs"] == params["kv_high_pairs"]))]
+    grid = table[
+        ((table["density"] == "low") & (table["num_pairs"] == params["kv_low_pairs"]))
+        | ((table["density"] == "high") & (table["num_pairs"] == params["kv_high_pairs"]))
+    ]
     return grid[grid["delimiter"].isin(params["kv_formats"])]
 
 
 def figure2_accuracy(grid: pd.DataFrame, params: dict, label: str) -> pd.DataFrame:
     summary = summarize(grid[grid["model"] == label], ["model", "density", "format", "position"])
-    return summary.assign(panel=summary["density"].map({"low": f"low density ({params['kv_low_pairs']} x 32 hex)",
-                                                        "high": f"high density ({params['kv_high_pairs']} x 128 hex)"}))
+    return summary.assign(
+        panel=summary["density"].map(
+            {
+                "low": f"low density ({params['kv_low_pairs']} x 32 hex)",
+                "high": f"high density ({params['kv_high_pairs']} x 128 hex)",
+            }
+        )
+    )
 
 
 def format_effects(grid: pd.DataFrame, control: str = "-") -> pd.DataFrame:
@@ -305,27 +475,49 @@ def format_effects(grid: pd.DataFrame, control: str = "-") -> pd.DataFrame:
     out = []
     for (m, density), g in grid.groupby(["model", "density"]):
         for treatment in sorted(set(g["delimiter"]) - {control}):
-            res = paired_comparison(g, condition="delimiter", control=control, treatment=treatment,
-                                    item=["example_id", "gold_index"])
-            out.append({"model": m, "density": density, "comparison": f"{delimiter_label(treatment)} - UUID",
-                        "items": res["items"], "difference": 100 * res["difference"], "ci_low": 100 * res["ci_low"],
-                        "ci_high": 100 * res["ci_high"], "p": res["p_sign_flip"]})
+            res = paired_comparison(
+                g,
+                condition="delimiter",
+                control=control,
+                treatment=treatment,
+                item=["example_id", "gold_index"],
+            )
+            out.append(
+                {
+                    "model": m,
+                    "density": density,
+                    "comparison": f"{delimiter_label(treatment)} - UUID",
+                    "items": res["items"],
+                    "difference": 100 * res["difference"],
+                    "ci_low": 100 * res["ci_low"],
+                    "ci_high": 100 * res["ci_high"],
+                    "p": res["p_sign_flip"],
+                }
+            )
     return pd.DataFrame(out)
 
 
 def sweep(table: pd.DataFrame, params: dict, label: str) -> pd.DataFrame:
     """The delimiter sweep's rows: the planned examples and position at ``sweep_pairs``."""
     _, planned = kv_requests(params)
-    rows = table[(table["density"] == "low") & (table["num_pairs"] == params["sweep_pairs"])
-                 & table["delimiter"].isin(params["sweep_delimiters"]) & (table["model"] == label)]
-    return rows[rows["gold_index"].isin({r.condition["gold_index"] for r in planned})
-                & rows["example_id"].isin({r.example_id for r in planned})]
+    rows = table[
+        (table["density"] == "low")
+        & (table["num_pairs"] == params["sweep_pairs"])
+        & table["delimiter"].isin(params["sweep_delimiters"])
+        & (table["model"] == label)
+    ]
+    return rows[
+        rows["gold_index"].isin({r.condition["gold_index"] for r in planned})
+        & rows["example_id"].isin({r.example_id for r in planned})
+    ]
 
 
 def by_delimiter(swept: pd.DataFrame) -> pd.DataFrame:
     """OAA (with its interval over examples) and mean prompt tokens per delimiter, fewest tokens first."""
     table = cn.oaa_opa_table(swept, ["delimiter"]).merge(
-        swept.groupby("delimiter")["prompt_tokens"].mean().rename("prompt tokens").reset_index(), on="delimiter")
+        swept.groupby("delimiter")["prompt_tokens"].mean().rename("prompt tokens").reset_index(),
+        on="delimiter",
+    )
     table.insert(1, "format", table["delimiter"].map(delimiter_label))
     return table.sort_values("prompt tokens").reset_index(drop=True)
 
@@ -340,30 +532,52 @@ def correlations(swept: pd.DataFrame, delimiters: pd.DataFrame, seed: int) -> di
     if len(x) >= 4 and np.ptp(x) > 0 and np.ptp(y) > 0:
         ci = pearsonr(x, y).confidence_interval()
         fisher = (float(ci.low), float(ci.high))
-    return {"all": every, "fisher": fisher,
-            "uuid_shaped": cn.tokens_accuracy_correlation(swept[swept["delimiter"] != ""], n_resamples=2000, seed=seed)}
+    return {
+        "all": every,
+        "fisher": fisher,
+        "uuid_shaped": cn.tokens_accuracy_correlation(
+            swept[swept["delimiter"] != ""], n_resamples=2000, seed=seed
+        ),
+    }
 
 
 def correlation_table(corr: dict, estimate: Estimate, delimiters: pd.DataFrame) -> pd.DataFrame:
     every, uuid = corr["all"], corr["uuid_shaped"]
     half = len(delimiters) // 2
-    return pd.DataFrame([
-        {"measure": "Pearson r, tokens vs OAA", "ours": f"{every['r']:.2f}",
-         "95% CI": f"[{every['ci_low']:.2f}, {every['ci_high']:.2f}] (bootstrap over {every['examples']} examples)",
-         "other interval": f"[{corr['fisher'][0]:.2f}, {corr['fisher'][1]:.2f}] (Fisher, over {every['formats']} "
-                           "delimiters)", "paper (Qwen2.5-1.5B, 40 pairs)": "r = -0.82"},
-        {"measure": "Pearson r, UUID-shaped formats only (post hoc, plain text left out)", "ours": f"{uuid['r']:.2f}",
-         "95% CI": f"[{uuid['ci_low']:.2f}, {uuid['ci_high']:.2f}] (bootstrap over {uuid['examples']} examples)",
-         "other interval": f"{uuid['formats']} delimiters", "paper (Qwen2.5-1.5B, 40 pairs)": "r = -0.82"},
-        {"measure": f"{half} longest minus {half} shortest formats (pts)", "ours": f"{estimate.difference:+.1f}",
-         "95% CI": f"[{estimate.ci_low:+.1f}, {estimate.ci_high:+.1f}] ({estimate.n} examples)",
-         "other interval": f"{p_text(estimate.p)}; {estimate.detail}",
-         "paper (Qwen2.5-1.5B, 40 pairs)": "negative (longer formats score lower)"}])
+    return pd.DataFrame(
+        [
+            {
+                "measure": "Pearson r, tokens vs OAA",
+                "ours": f"{every['r']:.2f}",
+                "95% CI": f"[{every['ci_low']:.2f}, {every['ci_high']:.2f}] "
+                f"(bootstrap over {every['examples']} examples)",
+                "other interval": f"[{corr['fisher'][0]:.2f}, {corr['fisher'][1]:.2f}] "
+                f"(Fisher, over {every['formats']} delimiters)",
+                "paper (Qwen2.5-1.5B, 40 pairs)": "r = -0.82",
+            },
+            {
+                "measure": "Pearson r, UUID-shaped formats only (post hoc, plain text left out)",
+                "ours": f"{uuid['r']:.2f}",
+                "95% CI": f"[{uuid['ci_low']:.2f}, {uuid['ci_high']:.2f}] (bootstrap over {uuid['examples']} examples)",
+                "other interval": f"{uuid['formats']} delimiters",
+                "paper (Qwen2.5-1.5B, 40 pairs)": "r = -0.82",
+            },
+            {
+                "measure": f"{half} longest minus {half} shortest formats (pts)",
+                "ours": f"{estimate.difference:+.1f}",
+                "95% CI": f"[{estimate.ci_low:+.1f}, {estimate.ci_high:+.1f}] ({estimate.n} examples)",
+                "other interval": f"{p_text(estimate.p)}; {estimate.detail}",
+                "paper (Qwen2.5-1.5B, 40 pairs)": "negative (longer formats score lower)",
+            },
+        ]
+    )
 
 
 def attention_view(params: dict, results_dir: str | Path, reader: Reader) -> list[dict]:
     """Figure 4's stored attention rows (vectors kept)."""
-    return attention_rows(attention_items(params), reader.store(results_dir, ATTENTION), reader, keep_vector=True)
+    return attention_rows(
+        attention_items(params), reader.store(results_dir, ATTENTION), reader, keep_vector=True
+    )
 
 
 def attention_shares(rows: list[dict]) -> pd.DataFrame:
@@ -373,13 +587,26 @@ def attention_shares(rows: list[dict]) -> pd.DataFrame:
     for r in rows:
         a = np.asarray(r["attention"])
         tenth = a.size // 10
-        out.append({"format": r["format"], "gold_position": r["gold_position"], "abs": r["abs"],
-                    "head": a[:tenth].sum(), "middle": a[tenth:-tenth].sum(), "tail": a[-tenth:].sum()})
+        out.append(
+            {
+                "format": r["format"],
+                "gold_position": r["gold_position"],
+                "abs": r["abs"],
+                "head": a[:tenth].sum(),
+                "middle": a[tenth:-tenth].sum(),
+                "tail": a[-tenth:].sum(),
+            }
+        )
     return pd.DataFrame(out)
 
 
-def stability(scores: dict[str, list[float]], chosen: str, params: dict, results_dir: str | Path,
-              reader: Reader) -> tuple[pd.DataFrame, pd.DataFrame]:
+def stability(
+    scores: dict[str, list[float]],
+    chosen: str,
+    params: dict,
+    results_dir: str | Path,
+    reader: Reader,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The choice from the first S prompts and how often it wins over random subsets of S;
     and the choice at the other ratios p (their attention rows stored by the plan)."""
     rng = random.Random(params["seed"])
@@ -387,15 +614,31 @@ def stability(scores: dict[str, list[float]], chosen: str, params: dict, results
     for s in range(1, params["calibration_questions"] + 1):
         wins = pd.Series([cn.select_delimiter(scores, samples=s, rng=rng) for _ in range(500)])
         share = wins.value_counts(normalize=True)
-        rows.append({"S": s, "first S prompts choose": cn.select_delimiter(scores, samples=s),
-                     f"share of subsets choosing {chosen!r}": round(float(share.get(chosen, 0.0)), 2),
-                     "most frequent": share.idxmax()})
+        rows.append(
+            {
+                "S": s,
+                "first S prompts choose": cn.select_delimiter(scores, samples=s),
+                f"share of subsets choosing {chosen!r}": round(float(share.get(chosen, 0.0)), 2),
+                "most frequent": share.idxmax(),
+            }
+        )
     n = params["ratio_sweep_samples"]
-    ratios = [{"p": params["cnorm_ratio"], "S": n,
-               "chosen": cn.select_delimiter(scores, samples=min(n, params["calibration_questions"]))}]
+    ratios = [
+        {
+            "p": params["cnorm_ratio"],
+            "S": n,
+            "chosen": cn.select_delimiter(scores, samples=min(n, params["calibration_questions"])),
+        }
+    ]
     for p in params["ratio_sweep"]:
-        sel = selection(params, results_dir, reader, ratio=p, samples=n,
-                        candidates=[c for c in params["cnorm_candidates"] if c != cn.NO_FORMAT])
+        sel = selection(
+            params,
+            results_dir,
+            reader,
+            ratio=p,
+            samples=n,
+            candidates=[c for c in params["cnorm_candidates"] if c != cn.NO_FORMAT],
+        )
         at_p = abs_scores(sel)
         if cn.NO_FORMAT in scores:
             at_p[cn.NO_FORMAT] = scores[cn.NO_FORMAT][:n]
@@ -403,25 +646,45 @@ def stability(scores: dict[str, list[float]], chosen: str, params: dict, results
     return pd.DataFrame(rows), pd.DataFrame(ratios)
 
 
-def quoted(estimates: dict[str, Estimate], sel: pd.DataFrame, chosen: str, shortest: str, qa: pd.DataFrame,
-           tests: pd.DataFrame, seeds: pd.DataFrame, grid: pd.DataFrame, effects: pd.DataFrame,
-           delimiters: pd.DataFrame, corr: dict, shares: pd.DataFrame, stable: pd.DataFrame, ratios: pd.DataFrame,
-           params: dict, label: str) -> dict:
+def quoted(
+    estimates: dict[str, Estimate],
+    sel: pd.DataFrame,
+    chosen: str,
+    shortest: str,
+    qa: pd.DataFrame,
+    tests: pd.DataFrame,
+    seeds: pd.DataFrame,
+    grid: pd.DataFrame,
+    effects: pd.DataFrame,
+    delimiters: pd.DataFrame,
+    corr: dict,
+    shares: pd.DataFrame,
+    stable: pd.DataFrame,
+    ratios: pd.DataFrame,
+    params: dict,
+    label: str,
+) -> dict:
     """Every number the chapter's prose quotes, by glue key."""
     summary = selection_summary(sel)
-    fig2 = cn.oaa_opa_table(grid[grid["model"] == label], ["density", "format"]).set_index(["density", "format"])
+    fig2 = cn.oaa_opa_table(grid[grid["model"] == label], ["density", "format"]).set_index(
+        ["density", "format"]
+    )
     eff = effects[effects["model"] == label].set_index(["density", "comparison"])
     plain = eff.loc[("high", "plain text - UUID")]
     tokens = qa.groupby("method")["prompt_tokens"].mean()
     over = seeds.groupby("method")[["OAA", "OPA"]].mean()
     t = tests.set_index(["comparison", "seeds"])
-    cnorm_all, short_all = t.loc[("C-NORM - baseline", "all seeds")], t.loc[("shortest tokenization - baseline",
-                                                                                "all seeds")]
+    cnorm_all, short_all = (
+        t.loc[("C-NORM - baseline", "all seeds")],
+        t.loc[("shortest tokenization - baseline", "all seeds")],
+    )
     oaa = delimiters.set_index("delimiter")
     every, uuid = corr["all"], corr["uuid_shaped"]
     s = stable.set_index("S")
     first = s["first S prompts choose"]
-    switch = next((k for k, v in first.items() if v == chosen and (first.loc[k:] == chosen).all()), None)
+    switch = next(
+        (k for k, v in first.items() if v == chosen and (first.loc[k:] == chosen).all()), None
+    )
     at_8 = s.loc[min(8, len(s)), f"share of subsets choosing {chosen!r}"]
     paper_s = min(8, params["calibration_questions"])
     cost = sel[sel["sample"] < paper_s]["seconds"].sum()
@@ -432,44 +695,65 @@ def quoted(estimates: dict[str, Estimate], sel: pd.DataFrame, chosen: str, short
         "cn-high-oaa": " / ".join(f"{fig2.loc[('high', f), 'OAA']:.3f}" for f in FORMATS),
         "cn-low-range": f"{fig2.loc['low', 'OAA'].min():.2f}-{fig2.loc['low', 'OAA'].max():.2f}",
         "cn-high-range": f"{fig2.loc['high', 'OAA'].min():.3f}-{fig2.loc['high', 'OAA'].max():.3f}",
-        "cn-plain-high": f"{fig2.loc[('high', 'plain text'), 'OAA']:.3f} vs {fig2.loc[('high', 'UUID (-)'), 'OAA']:.3f}",
+        "cn-plain-high": f"{fig2.loc[('high', 'plain text'), 'OAA']:.3f} vs "
+        f"{fig2.loc[('high', 'UUID (-)'), 'OAA']:.3f}",
         "cn-format": estimate_text(estimates["cnorm-format"]),
         "cn-plain-items": int(plain["items"]),
         "cn-amp-low": f"{eff.loc[('low', 'modified UUID (&) - UUID'), 'difference']:+.0f}",
         "cn-format-min-p": f"{eff['p'].min():.2g}",
-        "cn-sweep-oaa": ", ".join(f"{oaa.loc[d, 'OAA']:.2f} ({repr(d) if d else 'plain'})" for d in oaa.index),
+        "cn-sweep-oaa": ", ".join(
+            f"{oaa.loc[d, 'OAA']:.2f} ({repr(d) if d else 'plain'})" for d in oaa.index
+        ),
         "cn-r": f"{every['r']:.2f} [{every['ci_low']:.2f}, {every['ci_high']:.2f}]",
         "cn-r-fisher": f"[{corr['fisher'][0]:.2f}, {corr['fisher'][1]:.2f}]",
         "cn-r-uuid": f"{uuid['r']:.2f} [{uuid['ci_low']:.2f}, {uuid['ci_high']:.2f}]",
-        "cn-uuid-formats": uuid["formats"], "cn-formats": every["formats"], "cn-sweep-examples": every["examples"],
+        "cn-uuid-formats": uuid["formats"],
+        "cn-formats": every["formats"],
+        "cn-sweep-examples": every["examples"],
         "cn-tokens": estimate_text(estimates["cnorm-tokens"]),
         "cn-tokens-detail": estimates["cnorm-tokens"].detail,
         "cn-plain-shorter": f"{(oaa.drop(index='')['prompt tokens'].min() - oaa.loc['', 'prompt tokens']):,.0f}"
-        if "" in oaa.index else "—",
+        if "" in oaa.index
+        else "—",
         "cn-head": f"{100 * shares['head'].min():.0f}-{100 * shares['head'].max():.0f}%",
         "cn-tail": f"{100 * shares['tail'].min():.0f}-{100 * shares['tail'].max():.0f}%",
         "cn-middle": f"{100 * shares['middle'].min():.0f}-{100 * shares['middle'].max():.0f}%",
-        "cn-abs-plain": "{:.2f}-{:.2f}".format(*shares[shares["format"] == "plain text"]["abs"].agg(["min", "max"])),
-        "cn-abs-uuid": "{:.2f}-{:.2f}".format(*shares[shares["format"] == "UUID (-)"]["abs"].agg(["min", "max"])),
+        "cn-abs-plain": "{:.2f}-{:.2f}".format(
+            *shares[shares["format"] == "plain text"]["abs"].agg(["min", "max"])
+        ),
+        "cn-abs-uuid": "{:.2f}-{:.2f}".format(
+            *shares[shares["format"] == "UUID (-)"]["abs"].agg(["min", "max"])
+        ),
         "cn-abs-range": f"{summary['mean_ABS'].min():.3f} to {summary['mean_ABS'].max():.3f}",
-        "cn-abs-none": f"{summary.loc[cn.NO_FORMAT, 'mean_ABS']:.3f}" if cn.NO_FORMAT in summary.index else "—",
-        "cn-calibration": params["calibration_questions"], "cn-chosen": repr(chosen), "cn-shortest": repr(shortest),
+        "cn-abs-none": f"{summary.loc[cn.NO_FORMAT, 'mean_ABS']:.3f}"
+        if cn.NO_FORMAT in summary.index
+        else "—",
+        "cn-calibration": params["calibration_questions"],
+        "cn-chosen": repr(chosen),
+        "cn-shortest": repr(shortest),
         "cn-qa-tokens": f"{tokens['C-NORM']:,.0f} vs {tokens['baseline']:,.0f}",
         "cn-oaa": f"{over.loc['C-NORM', 'OAA']:.2f} against {over.loc['baseline', 'OAA']:.2f}",
         "cn-opa": f"{over.loc['C-NORM', 'OPA']:.2f} vs {over.loc['baseline', 'OPA']:.2f}",
-        "cn-qa-questions": params["qa_questions"], "cn-orderings": len(params["qa_seeds"]),
+        "cn-qa-questions": params["qa_questions"],
+        "cn-orderings": len(params["qa_seeds"]),
         "cn-qa": estimate_text(estimates["cnorm-qa"]),
-        "cn-qa-per-seed": ", ".join(f"{t.loc[('C-NORM - baseline', f'seed {x}'), 'difference']:+.0f}"
-                                    for x in params["qa_seeds"]),
+        "cn-qa-per-seed": ", ".join(
+            f"{t.loc[('C-NORM - baseline', f'seed {x}'), 'difference']:+.0f}"
+            for x in params["qa_seeds"]
+        ),
         "cn-pooled": f"{cnorm_all['difference']:+.1f} points (95% CI {cnorm_all['ci_low']:+.1f} to "
-                     f"{cnorm_all['ci_high']:+.1f}, {p_text(cnorm_all['p'])})",
+        f"{cnorm_all['ci_high']:+.1f}, {p_text(cnorm_all['p'])})",
         "cn-shortest-effect": f"{short_all['difference']:+.1f} points (CI {short_all['ci_low']:+.1f} to "
-                              f"{short_all['ci_high']:+.1f}, {p_text(short_all['p'])})",
+        f"{short_all['ci_high']:+.1f}, {p_text(short_all['p'])})",
         "cn-switch-s": switch if switch is not None else "—",
-        "cn-share-at-8": f"{100 * at_8:.0f}%", "cn-ratio-choices": ", ".join(
-            f"{r.chosen!r} at {r.p:g}" for r in ratios.sort_values("p").itertuples()),
-        "cn-cost": f"{cost / 60:.0f} minutes", "cn-cost-per-prompt": f"{cost / max(1, len(per_prompt)):.0f} s",
-        "cn-generation-seconds": f"{gen_seconds:.0f} s", "cn-candidates": len(params["cnorm_candidates"]),
+        "cn-share-at-8": f"{100 * at_8:.0f}%",
+        "cn-ratio-choices": ", ".join(
+            f"{r.chosen!r} at {r.p:g}" for r in ratios.sort_values("p").itertuples()
+        ),
+        "cn-cost": f"{cost / 60:.0f} minutes",
+        "cn-cost-per-prompt": f"{cost / max(1, len(per_prompt)):.0f} s",
+        "cn-generation-seconds": f"{gen_seconds:.0f} s",
+        "cn-candidates": len(params["cnorm_candidates"]),
         "cn-paper-s": paper_s,
     }
     return out
@@ -481,20 +765,34 @@ def statements(view: SimpleNamespace, params: dict, label: str) -> dict[str, boo
     t = view.qa_tests.set_index(["comparison", "seeds"])
     shortest = ("shortest tokenization - baseline", "all seeds")
     subsets = view.stability.set_index("S")
-    chosen_share = subsets.loc[min(8, params["calibration_questions"]), f"share of subsets choosing {view.chosen!r}"]
+    chosen_share = subsets.loc[
+        min(8, params["calibration_questions"]), f"share of subsets choosing {view.chosen!r}"
+    ]
     return {
-        "C-NORM on QA goes the opposite way, the format effect is not reproduced, the token effect is":
-            view.verdicts == {"cnorm-qa": "opposite direction", "cnorm-format": "not reproduced",
-                              "cnorm-tokens": "reproduced"},
-        "no format comparison is significant":
-            bool((mine["p"] >= 0.5).all() and ((mine["ci_low"] <= 0) & (mine["ci_high"] >= 0)).all()),
-        "the bootstrap decides the correlation, Fisher's interval does not":
-            view.correlations["all"]["ci_high"] < 0 and view.correlations["fisher"][1] > 0,
-        "attention mass sits at the ends":
-            bool((view.shares["tail"] > view.shares["middle"]).all() and (view.shares["head"] > 0.2).all()),
-        "C-NORM is below the baseline on every ordering, and the shortest tokenization too":
-            bool((t.loc["C-NORM - baseline", "difference"] < 0).all()) and t.loc[shortest, "ci_high"] < 0,
-        "ABS chooses ':' and most subsets of 8 prompts agree": view.chosen == ":" and chosen_share > 0.5,
+        "C-NORM on QA goes the opposite way, the format effect is not reproduced, the token effect is": view.verdicts
+        == {
+            "cnorm-qa": "opposite direction",
+            "cnorm-format": "not reproduced",
+            "cnorm-tokens": "reproduced",
+        },
+        "no format comparison is significant": bool(
+            (mine["p"] >= 0.5).all() and ((mine["ci_low"] <= 0) & (mine["ci_high"] >= 0)).all()
+        ),
+        "the bootstrap decides the correlation, Fisher's interval does not": view.correlations[
+            "all"
+        ]["ci_high"]
+        < 0
+        and view.correlations["fisher"][1] > 0,
+        "attention mass sits at the ends": bool(
+            (view.shares["tail"] > view.shares["middle"]).all()
+            and (view.shares["head"] > 0.2).all()
+        ),
+        "C-NORM is below the baseline on every ordering, and the shortest tokenization too": bool(
+            (t.loc["C-NORM - baseline", "difference"] < 0).all()
+        )
+        and t.loc[shortest, "ci_high"] < 0,
+        "ABS chooses ':' and most subsets of 8 prompts agree": view.chosen == ":"
+        and chosen_share > 0.5,
     }
 
 
@@ -521,58 +819,103 @@ def analysis(params: dict, reader: Reader, results_dir: str | Path) -> SimpleNam
     view.stability, view.ratio_choice = stability(scores, view.chosen, params, results_dir, reader)
     view.estimates = claims(results_dir, params, reader)
     view.verdicts = chapter_verdicts("cnorm", view.estimates)
-    view.quoted = quoted(view.estimates, view.selection, view.chosen, view.shortest, view.qa, view.qa_tests,
-                         view.per_seed, view.grid, view.effects, view.delimiters, view.correlations, view.shares,
-                         view.stability, view.ratio_choice, params, reader.label)
+    view.quoted = quoted(
+        view.estimates,
+        view.selection,
+        view.chosen,
+        view.shortest,
+        view.qa,
+        view.qa_tests,
+        view.per_seed,
+        view.grid,
+        view.effects,
+        view.delimiters,
+        view.correlations,
+        view.shares,
+        view.stability,
+        view.ratio_choice,
+        params,
+        reader.label,
+    )
     view.said = statements(view, params, reader.label)
-    view.consistent = len(view.qa) > 0 and not view.qa.duplicated(
-        ["example_id", "method", "delimiter", "seed", "gold_index"]).any()
+    view.consistent = (
+        len(view.qa) > 0
+        and not view.qa.duplicated(
+            ["example_id", "method", "delimiter", "seed", "gold_index"]
+        ).any()
+    )
     return view
 
 
 def qa_figure(view: SimpleNamespace):
     """Accuracy of baseline, C-NORM and the shortest-tokenization control against the gold
     document's position."""
-    return accuracy_by_position(qa_accuracy(view.qa, view.params), x="position", facet="panel", hue="method",
-                                facet_title="{}", xlabel="Position of the gold document",
-                                title=f"C-NORM ({view.chosen!r}, p = {view.params['cnorm_ratio']}) vs baseline")
+    return accuracy_by_position(
+        qa_accuracy(view.qa, view.params),
+        x="position",
+        facet="panel",
+        hue="method",
+        facet_title="{}",
+        xlabel="Position of the gold document",
+        title=f"C-NORM ({view.chosen!r}, p = {view.params['cnorm_ratio']}) vs baseline",
+    )
 
 
 def formats_figure(view: SimpleNamespace, model: str):
     """Figure 2: key-value accuracy by id format against the gold pair's position."""
-    return accuracy_by_position(figure2_accuracy(view.grid, view.params, view.label), x="position", facet="panel",
-                                hue="format", facet_title="{}", xlabel="Position of the gold pair",
-                                title=f"Key-value retrieval by id format ({model})")
+    return accuracy_by_position(
+        figure2_accuracy(view.grid, view.params, view.label),
+        x="position",
+        facet="panel",
+        hue="format",
+        facet_title="{}",
+        xlabel="Position of the gold pair",
+        title=f"Key-value retrieval by id format ({model})",
+    )
 
 
 def tokens_figure(view: SimpleNamespace, model: str):
     """Mean prompt tokens against OAA, one point per delimiter of the sweep."""
-    return tokens_vs_accuracy(view.delimiters, view.correlations["all"],
-                              title=f"{view.params['sweep_pairs']} pairs, {model}")
+    return tokens_vs_accuracy(
+        view.delimiters,
+        view.correlations["all"],
+        title=f"{view.params['sweep_pairs']} pairs, {model}",
+    )
 
 
 def attention_figure(view: SimpleNamespace):
     """Figure 4: final-token attention over the prompt for UUID and plain-text ids."""
-    return attention_profiles(view.attention, ["UUID (-)", "plain text"], pairs=view.params["attention_pairs"])
+    return attention_profiles(
+        view.attention, ["UUID (-)", "plain text"], pairs=view.params["attention_pairs"]
+    )
 
 
 def selection_tables(view: SimpleNamespace) -> list:
     """ABS per candidate delimiter, what it selects and what that cost, and the prompt
     tokens per QA method."""
     sel = view.selection
-    said = (f"ABS selects **{view.chosen!r}**; the shortest tokenization is **{view.shortest!r}**. Scoring "
-            f"{len(view.params['cnorm_candidates'])} candidates on S = {view.params['calibration_questions']} "
-            f"prompts took {sel['seconds'].sum():.0f} s of forward passes on {sel['device'].iloc[0]}.")
+    said = (
+        f"ABS selects **{view.chosen!r}**; the shortest tokenization is **{view.shortest!r}**. Scoring "
+        f"{len(view.params['cnorm_candidates'])} candidates on S = {view.params['calibration_questions']} "
+        f"prompts took {sel['seconds'].sum():.0f} s of forward passes on {sel['device'].iloc[0]}."
+    )
     tokens = view.qa.groupby("method")["prompt_tokens"].mean().round(1).reset_index()
-    return [selection_summary(sel).round(3).reset_index(), said, (tokens, "Mean prompt tokens by method.")]
+    return [
+        selection_summary(sel).round(3).reset_index(),
+        said,
+        (tokens, "Mean prompt tokens by method."),
+    ]
 
 
 def seed_tables(view: SimpleNamespace) -> list:
     """OAA and OPA per method and distractor ordering, then their mean and sd over orderings
     (the paper's way of reporting), and the rows' provenance."""
     over_seeds = view.per_seed.groupby("method")[["OAA", "OPA", "position_sd"]].agg(["mean", "std"])
-    return [oaa_opa_shown(view.per_seed), "**Mean (and sd) over seeds**, the paper's way of reporting:",
-            over_seeds.round(3).reset_index()]
+    return [
+        oaa_opa_shown(view.per_seed),
+        "**Mean (and sd) over seeds**, the paper's way of reporting:",
+        over_seeds.round(3).reset_index(),
+    ]
 
 
 def formats_tables(view: SimpleNamespace, shown_chars: int = 420) -> list:
@@ -580,31 +923,47 @@ def formats_tables(view: SimpleNamespace, shown_chars: int = 420) -> list:
     and the rows' provenance."""
     grid_requests, _ = kv_requests(view.params)
     example = next(r.prompt for r in grid_requests if r.condition["delimiter"] == "&")[:shown_chars]
-    return ["```text\n" + example + "\n...\n```",
-            oaa_opa_shown(oaa_opa(view.grid, ["model", "density", "format"])),
-            "**Data.** " + provenance(view.grid, view.results, KV)]
+    return [
+        "```text\n" + example + "\n...\n```",
+        oaa_opa_shown(oaa_opa(view.grid, ["model", "density", "format"])),
+        "**Data.** " + provenance(view.grid, view.results, KV),
+    ]
 
 
 def sweep_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
-    shown = oaa_opa_shown(view.delimiters.drop(columns=["best_position", "position_sd"])).drop(columns=["OPA (95% CI)"])
-    return shown, (f"{view.params['sweep_pairs']} pairs, gold at depth {view.params['sweep_positions']}, "
-                   f"{view.swept['example_id'].nunique()} examples per delimiter.")
+    shown = oaa_opa_shown(view.delimiters.drop(columns=["best_position", "position_sd"])).drop(
+        columns=["OPA (95% CI)"]
+    )
+    return shown, (
+        f"{view.params['sweep_pairs']} pairs, gold at depth {view.params['sweep_positions']}, "
+        f"{view.swept['example_id'].nunique()} examples per delimiter."
+    )
 
 
 def correlation_shown(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
     """The token/accuracy correlations and the longest-minus-shortest estimate, with the note."""
     order = view.delimiters["delimiter"].tolist()
     half = len(order) // 2
-    note = (f"Longest: {', '.join(map(repr, order[-half:]))}; shortest: {', '.join(map(repr, order[:half]))}. "
-            f"Bootstrap draws where r is undefined (all formats equal): "
-            f"{view.correlations['all']['undefined_share']:.0%}.")
-    return correlation_table(view.correlations, view.estimates["cnorm-tokens"], view.delimiters), note
+    note = (
+        f"Longest: {', '.join(map(repr, order[-half:]))}; shortest: {', '.join(map(repr, order[:half]))}. "
+        f"Bootstrap draws where r is undefined (all formats equal): "
+        f"{view.correlations['all']['undefined_share']:.0%}."
+    )
+    return correlation_table(
+        view.correlations, view.estimates["cnorm-tokens"], view.delimiters
+    ), note
 
 
 def attention_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
-    table = (pd.DataFrame(view.attention)[["format", "gold_position", "tokens", "abs", "seconds"]]
-             .merge(view.shares.drop(columns="abs"), on=["format", "gold_position"]).round(3))
-    return table, "head, middle, tail: the share of attention on the prompt's first tenth, the middle and the last tenth."
+    table = (
+        pd.DataFrame(view.attention)[["format", "gold_position", "tokens", "abs", "seconds"]]
+        .merge(view.shares.drop(columns="abs"), on=["format", "gold_position"])
+        .round(3)
+    )
+    return (
+        table,
+        "head, middle, tail: the share of attention on the prompt's first tenth, the middle and the last tenth.",
+    )
 
 
 def bench_tables(path: str = "data/bench/attention-cpu.json") -> list:
@@ -613,8 +972,11 @@ def bench_tables(path: str = "data/bench/attention-cpu.json") -> list:
     if not bench_path.exists():
         return [f"No benchmark file at `{path}`; run `scripts/bench_attention.py --json {path}`."]
     bench = json.loads(bench_path.read_text())
-    return [f"`{path}`: {bench['model']} on {bench['device']} ({bench['dtype']}, {bench['cpu_threads']} threads), "
-            f"longctx {bench['longctx_version']}", pd.DataFrame(bench["rows"])]
+    return [
+        f"`{path}`: {bench['model']} on {bench['device']} ({bench['dtype']}, {bench['cpu_threads']} threads), "
+        f"longctx {bench['longctx_version']}",
+        pd.DataFrame(bench["rows"]),
+    ]
 
 
 def longbench_tables(view: SimpleNamespace, reader: Reader, batch_size: int = 8) -> list:
@@ -623,17 +985,38 @@ def longbench_tables(view: SimpleNamespace, reader: Reader, batch_size: int = 8)
     carries retrieved chunks."""
     params = view.params
     if not params["longbench_data"]:
-        return ["`longbench_data` is empty: LongBench-v2 did not run (the data is not reachable offline)."]
+        return [
+            "`longbench_data` is empty: LongBench-v2 did not run (the data is not reachable offline)."
+        ]
     source = str(params["longbench_data"])
-    examples = lb.load(source if source.startswith("THUDM/") else resolve(source),
-                       limit=params["longbench_limit"] or None)
+    examples = lb.load(
+        source if source.startswith("THUDM/") else resolve(source),
+        limit=params["longbench_limit"] or None,
+    )
     settings = ["base"] + (["rag"] if all(e.retrieved for e in examples) else [])
     tokenizer = load_tokenizer(reader.model)
-    requests = [r for setting in settings
-                for method, delimiter in [("baseline", None), ("C-NORM", None if view.chosen == "none" else view.chosen)]
-                for r in lb.make_requests(examples, setting=setting, tokenizer=tokenizer,
-                                          max_prompt_tokens=params["longbench_max_prompt_tokens"],
-                                          delimiter=delimiter, ratio=params["cnorm_ratio"], method=method)]
-    answer(Block("LongBench-v2", "cnorm_longbench_v2", requests), reader, view.results, batch_size=batch_size)
+    requests = [
+        r
+        for setting in settings
+        for method, delimiter in [
+            ("baseline", None),
+            ("C-NORM", None if view.chosen == "none" else view.chosen),
+        ]
+        for r in lb.make_requests(
+            examples,
+            setting=setting,
+            tokenizer=tokenizer,
+            max_prompt_tokens=params["longbench_max_prompt_tokens"],
+            delimiter=delimiter,
+            ratio=params["cnorm_ratio"],
+            method=method,
+        )
+    ]
+    answer(
+        Block("LongBench-v2", "cnorm_longbench_v2", requests),
+        reader,
+        view.results,
+        batch_size=batch_size,
+    )
     table = load_experiment(view.results, "cnorm_longbench_v2", score=lb.score, task=lb.TASK)
     return [lb.breakdown(table[table["model"] == reader.label]).round(1).reset_index()]

@@ -32,8 +32,16 @@ from ...tasks import multidoc_qa as qa
 DENSITIES = {"low": 32, "high": 128}
 
 
-def kv_format_requests(*, delimiters: Sequence[str], density: str, num_pairs: int, positions: Sequence,
-                       examples: int, seed: int = 0, query_aware: bool = False) -> list[Request]:
+def kv_format_requests(
+    *,
+    delimiters: Sequence[str],
+    density: str,
+    num_pairs: int,
+    positions: Sequence,
+    examples: int,
+    seed: int = 0,
+    query_aware: bool = False,
+) -> list[Request]:
     """Key-value requests: the same seeded examples rendered in each id format.
 
     ``density`` picks the id length (``low``: 32 hex digits, ``high``: 128). Every
@@ -47,8 +55,12 @@ def kv_format_requests(*, delimiters: Sequence[str], density: str, num_pairs: in
     reqs = []
     for d in delimiters:
         check_delimiter(d)
-        reqs += kv.make_requests([e.with_format(d) for e in base], positions, query_aware=query_aware,
-                                 extra_condition={"delimiter": d, "density": density, "num_hex": num_hex})
+        reqs += kv.make_requests(
+            [e.with_format(d) for e in base],
+            positions,
+            query_aware=query_aware,
+            extra_condition={"delimiter": d, "density": density, "num_hex": num_hex},
+        )
     return reqs
 
 
@@ -56,8 +68,11 @@ def oaa_opa(table, by: Sequence[str], position: str = "gold_index", score: str =
     """OAA and OPA per group of ``by``: the mean and the max over positions of the
     per-position accuracy (positions weigh equally, as in the paper)."""
     per_position = table.groupby([*by, position], dropna=False)[score].mean().reset_index()
-    out = per_position.groupby(list(by), dropna=False)[score].agg(OAA="mean", OPA="max",
-                                                                   position_sd="std").reset_index()
+    out = (
+        per_position.groupby(list(by), dropna=False)[score]
+        .agg(OAA="mean", OPA="max", position_sd="std")
+        .reset_index()
+    )
     best = per_position.loc[per_position.groupby(list(by), dropna=False)[score].idxmax()]
     out["best_position"] = best[position].to_numpy() + 1
     return out
@@ -75,7 +90,9 @@ def _delimiter(candidate: str | None) -> str | None:
     return None if candidate in (None, NO_FORMAT) else candidate
 
 
-def normalize_example(example: qa.QAExample, delimiter: str | None, ratio: float, seed: int | str) -> qa.QAExample:
+def normalize_example(
+    example: qa.QAExample, delimiter: str | None, ratio: float, seed: int | str
+) -> qa.QAExample:
     """The example with every passage text (gold and distractors) C-NORM formatted; titles,
     question and answers untouched. Each passage's sentence choice is seeded by ``seed``
     and the passage's title and text, so the same passage is formatted alike everywhere."""
@@ -83,8 +100,13 @@ def normalize_example(example: qa.QAExample, delimiter: str | None, ratio: float
     if delimiter is None:
         return example
     docs = [example.gold, *example.distractors]
-    texts = format_passages([d.text for d in docs], delimiter, ratio, seed,
-                            ids=[f"{d.title}|{d.text[:64]}" for d in docs])
+    texts = format_passages(
+        [d.text for d in docs],
+        delimiter,
+        ratio,
+        seed,
+        ids=[f"{d.title}|{d.text[:64]}" for d in docs],
+    )
     new = [replace(d, text=t) for d, t in zip(docs, texts)]
     return replace(example, gold=new[0], distractors=tuple(new[1:]))
 
@@ -96,32 +118,55 @@ def permuted_example(example: qa.QAExample, seed: int, num_distractors: int) -> 
     return replace(example, distractors=tuple(docs))
 
 
-def selection_prompts(examples: Sequence[qa.QAExample], candidates: Sequence[str], *, num_documents: int,
-                      ratio: float, seed: int = 0) -> dict[str, list[str]]:
+def selection_prompts(
+    examples: Sequence[qa.QAExample],
+    candidates: Sequence[str],
+    *,
+    num_documents: int,
+    ratio: float,
+    seed: int = 0,
+) -> dict[str, list[str]]:
     """Calibration prompts for each candidate format: every example once, its gold document
     at a seeded random position, distractors in a seeded order; the same documents and
     positions for every candidate, so only the format differs."""
     out: dict[str, list[str]] = {c: [] for c in candidates}
     for ex in examples:
         base = permuted_example(ex, seed, num_documents - 1)
-        gold_index = random.Random(f"cnorm-calibration:{seed}:{ex.example_id}").randrange(num_documents)
+        gold_index = random.Random(f"cnorm-calibration:{seed}:{ex.example_id}").randrange(
+            num_documents
+        )
         for c in candidates:
             norm = normalize_example(base, c, ratio, seed)
             out[c].append(qa.build_prompt(norm.question, norm.documents(num_documents, gold_index)))
     return out
 
 
-def qa_requests(examples: Sequence[qa.QAExample], *, num_documents: int, positions: Sequence, seed: int,
-                method: str, delimiter: str | None, ratio: float) -> list[Request]:
+def qa_requests(
+    examples: Sequence[qa.QAExample],
+    *,
+    num_documents: int,
+    positions: Sequence,
+    seed: int,
+    method: str,
+    delimiter: str | None,
+    ratio: float,
+) -> list[Request]:
     """Requests for one (seed, method): distractors in the seed's order, passages formatted
     with ``delimiter`` at ratio ``ratio`` (``"none"``/``None``: the baseline, unformatted)."""
     delimiter = _delimiter(delimiter)
     out = []
     for ex in examples:
-        ex = normalize_example(permuted_example(ex, seed, num_documents - 1), delimiter, ratio, seed)
+        ex = normalize_example(
+            permuted_example(ex, seed, num_documents - 1), delimiter, ratio, seed
+        )
         for r in qa.make_requests([ex], num_documents, positions):
-            cond = {**r.condition, "seed": seed, "method": method, "delimiter": delimiter or NO_FORMAT,
-                    "ratio": ratio if delimiter else 0.0}
+            cond = {
+                **r.condition,
+                "seed": seed,
+                "method": method,
+                "delimiter": delimiter or NO_FORMAT,
+                "ratio": ratio if delimiter else 0.0,
+            }
             out.append(replace(r, condition=cond))
     return out
 
@@ -130,8 +175,11 @@ def qa_requests(examples: Sequence[qa.QAExample], *, num_documents: int, positio
 # Attention-guided selection
 
 
-def select_delimiter(abs_scores: dict[str, Sequence[float]], samples: int | None = None,
-                     rng: random.Random | None = None) -> str:
+def select_delimiter(
+    abs_scores: dict[str, Sequence[float]],
+    samples: int | None = None,
+    rng: random.Random | None = None,
+) -> str:
     """``argmax_f mean_s ABS(a_s^(f))`` (paper, section 4.2) over the first ``samples``
     prompts (or a seeded random subset of that size when ``rng`` is given). Ties go to
     the delimiter listed first."""
@@ -153,8 +201,15 @@ def select_delimiter(abs_scores: dict[str, Sequence[float]], samples: int | None
 # Tables
 
 
-def oaa_opa_table(table, by: Sequence[str], *, position: str = "gold_index", cluster: str = "example_id",
-                  score: str = "correct", seed: int = 0):
+def oaa_opa_table(
+    table,
+    by: Sequence[str],
+    *,
+    position: str = "gold_index",
+    cluster: str = "example_id",
+    score: str = "correct",
+    seed: int = 0,
+):
     """:func:`oaa_opa` plus intervals: OAA's 95% bootstrap interval resamples whole
     ``cluster`` units (an example is seen at every position); OPA's is the Wilson
     interval at the best position (optimistic: that position was picked as the best)."""
@@ -169,12 +224,31 @@ def oaa_opa_table(table, by: Sequence[str], *, position: str = "gold_index", clu
         lows.append(lo), highs.append(hi), opa_lo.append(wlo), opa_hi.append(whi), n.append(len(g))
     out["n"] = n
     out["OAA_low"], out["OAA_high"], out["OPA_low"], out["OPA_high"] = lows, highs, opa_lo, opa_hi
-    cols = [*by, "n", "OAA", "OAA_low", "OAA_high", "OPA", "OPA_low", "OPA_high", "best_position", "position_sd"]
+    cols = [
+        *by,
+        "n",
+        "OAA",
+        "OAA_low",
+        "OAA_high",
+        "OPA",
+        "OPA_low",
+        "OPA_high",
+        "best_position",
+        "position_sd",
+    ]
     return out[cols]
 
 
-def tokens_accuracy_correlation(table, *, by: str = "delimiter", cluster: str = "example_id", score: str = "correct",
-                                tokens: str = "prompt_tokens", n_resamples: int = 2000, seed: int = 0) -> dict:
+def tokens_accuracy_correlation(
+    table,
+    *,
+    by: str = "delimiter",
+    cluster: str = "example_id",
+    score: str = "correct",
+    tokens: str = "prompt_tokens",
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> dict:
     """Pearson r between a format's mean prompt tokens and its accuracy across formats (the
     paper's Figure 3: r = -0.82), with a 95% percentile bootstrap interval that resamples
     whole ``cluster`` units (examples), so formats stay paired on the same examples. ``r``
@@ -183,8 +257,12 @@ def tokens_accuracy_correlation(table, *, by: str = "delimiter", cluster: str = 
     per = table.groupby([by, cluster]).agg(acc=(score, "mean"), tok=(tokens, "mean")).reset_index()
     formats = sorted(per[by].unique())
     clusters = sorted(per[cluster].unique())
-    acc = per.pivot(index=cluster, columns=by, values="acc").reindex(index=clusters, columns=formats)
-    tok = per.pivot(index=cluster, columns=by, values="tok").reindex(index=clusters, columns=formats)
+    acc = per.pivot(index=cluster, columns=by, values="acc").reindex(
+        index=clusters, columns=formats
+    )
+    tok = per.pivot(index=cluster, columns=by, values="tok").reindex(
+        index=clusters, columns=formats
+    )
     if acc.isna().any().any():
         raise ParameterError("every format needs every example (a paired design)")
 
@@ -196,8 +274,18 @@ def tokens_accuracy_correlation(table, *, by: str = "delimiter", cluster: str = 
 
     everything = np.arange(len(clusters))
     rng = random.Random(seed)
-    draws = [r_of(np.array([rng.randrange(len(clusters)) for _ in clusters])) for _ in range(n_resamples)]
+    draws = [
+        r_of(np.array([rng.randrange(len(clusters)) for _ in clusters])) for _ in range(n_resamples)
+    ]
     defined = [d for d in draws if d == d]
-    lo, hi = (np.percentile(defined, [2.5, 97.5]).tolist() if defined else (float("nan"), float("nan")))
-    return {"r": r_of(everything), "ci_low": lo, "ci_high": hi, "formats": len(formats), "examples": len(clusters),
-            "undefined_share": 1 - len(defined) / n_resamples}
+    lo, hi = (
+        np.percentile(defined, [2.5, 97.5]).tolist() if defined else (float("nan"), float("nan"))
+    )
+    return {
+        "r": r_of(everything),
+        "ci_low": lo,
+        "ci_high": hi,
+        "formats": len(formats),
+        "examples": len(clusters),
+        "undefined_share": 1 - len(defined) / n_resamples,
+    }

@@ -44,25 +44,72 @@ def factors(params: dict) -> list[X.Factor]:
     k = params["num_documents"] - 1
     seed = params["seed"]
     every = {
-        "position": X.Factor("position", "first", "middle", (T.Position(1),), (T.Position(0.5),),
-                             "Lost in the Middle", -1, "the middle of the context is read worst"),
-        "format": X.Factor("format", "as is", "C-NORM", (),
-                           (T.Normalize(params["cnorm_delimiter"], params["cnorm_ratio"], seed=seed),),
-                           "C-NORM", +1, "normalized passages are read better"),
-        "tags": X.Factor("tags", "none", "spaCy + definitions", (), (T.Tags("spacy", True),),
-                         "TAG", +1, "tags with definitions help retrieval from long contexts"),
-        "distractors": X.Factor("distractors", "hard", "far", (T.Competitors(k, "hard"),),
-                                (T.Competitors(k, "far", params["far_from"], seed=seed),),
-                                "semantic competition", +1, "far-ranked distractors hurt less than hard ones"),
-        "filler": X.Factor("filler", "none", f"{params['filler_tokens']} whitespace", (),
-                           (T.Padding("whitespace", params["filler_tokens"], "between"),),
-                           "context length alone", -1, "length alone hurts"),
-        "query_aware": X.Factor("query_aware", "off", "on", (), (T.QueryAware(),), "Lost in the Middle", 0,
-                                "query-aware contextualization barely changes multi-document QA"),
+        "position": X.Factor(
+            "position",
+            "first",
+            "middle",
+            (T.Position(1),),
+            (T.Position(0.5),),
+            "Lost in the Middle",
+            -1,
+            "the middle of the context is read worst",
+        ),
+        "format": X.Factor(
+            "format",
+            "as is",
+            "C-NORM",
+            (),
+            (T.Normalize(params["cnorm_delimiter"], params["cnorm_ratio"], seed=seed),),
+            "C-NORM",
+            +1,
+            "normalized passages are read better",
+        ),
+        "tags": X.Factor(
+            "tags",
+            "none",
+            "spaCy + definitions",
+            (),
+            (T.Tags("spacy", True),),
+            "TAG",
+            +1,
+            "tags with definitions help retrieval from long contexts",
+        ),
+        "distractors": X.Factor(
+            "distractors",
+            "hard",
+            "far",
+            (T.Competitors(k, "hard"),),
+            (T.Competitors(k, "far", params["far_from"], seed=seed),),
+            "semantic competition",
+            +1,
+            "far-ranked distractors hurt less than hard ones",
+        ),
+        "filler": X.Factor(
+            "filler",
+            "none",
+            f"{params['filler_tokens']} whitespace",
+            (),
+            (T.Padding("whitespace", params["filler_tokens"], "between"),),
+            "context length alone",
+            -1,
+            "length alone hurts",
+        ),
+        "query_aware": X.Factor(
+            "query_aware",
+            "off",
+            "on",
+            (),
+            (T.QueryAware(),),
+            "Lost in the Middle",
+            0,
+            "query-aware contextualization barely changes multi-document QA",
+        ),
     }
     unknown = set(params["factors"]) - set(every)
     if unknown:
-        raise ParameterError(f"unknown crossing factors {sorted(unknown)}; known: {', '.join(every)}")
+        raise ParameterError(
+            f"unknown crossing factors {sorted(unknown)}; known: {', '.join(every)}"
+        )
     if "distractors" not in params["factors"]:
         raise ParameterError("the distractors factor builds the context; keep it among the factors")
     return [every[name] for name in FACTOR_ORDER if name in params["factors"]]
@@ -76,7 +123,9 @@ def examples(params: dict) -> list[T.Example]:
     """The first ``num_questions`` NQ-Open oracle questions with the ``pool_size`` BM25-ranked
     chunks of the oracle pool as candidates (far draws come from its bottom half)."""
     oracle = qa.read_oracle()
-    attached = qa.attach_distractors(oracle[:params["num_questions"]], params["pool_size"], pool=oracle)
+    attached = qa.attach_distractors(
+        oracle[: params["num_questions"]], params["pool_size"], pool=oracle
+    )
     return [qa.to_example(e) for e in attached]
 
 
@@ -84,8 +133,15 @@ def plan(params: dict) -> list[Block]:
     d = design(params)
     reqs = X.requests(d, examples(params), order=[f.name for f in d.factors])
     # Example by example: effects are clustered by question, so a partial run must hold whole ones.
-    return [Block(f"{len(d.cells)} cells x {params['num_questions']} questions", EXPERIMENT, reqs, True,
-                  whole_units=True)]
+    return [
+        Block(
+            f"{len(d.cells)} cells x {params['num_questions']} questions",
+            EXPERIMENT,
+            reqs,
+            True,
+            whole_units=True,
+        )
+    ]
 
 
 def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
@@ -94,14 +150,25 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     the balanced fraction this is the GEE main effect; the interval resamples questions)."""
     d = design(params)
     cells = {tuple(sorted(d.levels(c).items())) for c in d.cells}
-    keep = {q.example_id for q in qa.read_oracle()[:params["num_questions"]]}
-    rows = [r for r in reader.store(results_dir, EXPERIMENT).rows()
-            if r["example_id"] in keep and r["condition"].get("num_documents") == params["num_documents"]
-            and tuple(sorted(r["condition"].get("crossing", {}).items())) in cells]
+    keep = {q.example_id for q in qa.read_oracle()[: params["num_questions"]]}
+    rows = [
+        r
+        for r in reader.store(results_dir, EXPERIMENT).rows()
+        if r["example_id"] in keep
+        and r["condition"].get("num_documents") == params["num_documents"]
+        and tuple(sorted(r["condition"].get("crossing", {}).items())) in cells
+    ]
+
     def main_effect(factor):
-        side = {level: by_unit([r for r in rows if r["condition"]["crossing"][factor.name] == level], {}, qa.score)
-                for level in (factor.low, factor.high)}
-        return paired_estimate(side[factor.low], side[factor.high], side_names=(factor.low, factor.high))
+        side = {
+            level: by_unit(
+                [r for r in rows if r["condition"]["crossing"][factor.name] == level], {}, qa.score
+            )
+            for level in (factor.low, factor.high)
+        }
+        return paired_estimate(
+            side[factor.low], side[factor.high], side_names=(factor.low, factor.high)
+        )
 
     return estimable({f"crossing-{f.name}": lambda f=f: main_effect(f) for f in d.factors})
 
@@ -120,10 +187,20 @@ def main_effects(estimates: dict[str, Estimate], params: dict, claims: dict) -> 
     for f in d.factors:
         est = estimates[f"crossing-{f.name}"]
         claim = claims.get(f"crossing-{f.name}")
-        rows.append({"factor": f.name, "levels": f"{f.high} vs {f.low}", "paper": f.source, "claim": f.claim,
-                     "estimate": est.difference, "ci_low": est.ci_low, "ci_high": est.ci_high, "p": est.p,
-                     "questions": est.n,
-                     "verdict": verdict(est, claim) if claim else "not judged (a claim of no effect)"})
+        rows.append(
+            {
+                "factor": f.name,
+                "levels": f"{f.high} vs {f.low}",
+                "paper": f.source,
+                "claim": f.claim,
+                "estimate": est.difference,
+                "ci_low": est.ci_low,
+                "ci_high": est.ci_high,
+                "p": est.p,
+                "questions": est.n,
+                "verdict": verdict(est, claim) if claim else "not judged (a claim of no effect)",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -134,7 +211,9 @@ def forest_effects(fx: pd.DataFrame, main: pd.DataFrame) -> pd.DataFrame:
     by = main.set_index("factor")
     out = fx.copy()
     for column in ("estimate", "ci_low", "ci_high", "p"):
-        out.loc[out["kind"] == "main", column] = out.loc[out["kind"] == "main", "term"].map(by[column])
+        out.loc[out["kind"] == "main", column] = out.loc[out["kind"] == "main", "term"].map(
+            by[column]
+        )
     return out
 
 
@@ -142,10 +221,17 @@ def sizing(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     """Questions a 95% half-width of 10 points needs for each main effect, from the spread of
     the per-question effects."""
     unit_diffs = X.unit_differences(table, design(params))
-    return pd.DataFrame([{"factor": f, "questions": int(unit_diffs[f].notna().sum()),
-                          "sd of per-question effects (pts)": round(100 * unit_diffs[f].std(), 1),
-                          "questions for ±10 pts": n_for_half_width(unit_diffs[f].dropna())}
-                         for f in unit_diffs.columns])
+    return pd.DataFrame(
+        [
+            {
+                "factor": f,
+                "questions": int(unit_diffs[f].notna().sum()),
+                "sd of per-question effects (pts)": round(100 * unit_diffs[f].std(), 1),
+                "questions for ±10 pts": n_for_half_width(unit_diffs[f].dropna()),
+            }
+            for f in unit_diffs.columns
+        ]
+    )
 
 
 def interactions(fx: pd.DataFrame) -> pd.DataFrame:
@@ -154,36 +240,59 @@ def interactions(fx: pd.DataFrame) -> pd.DataFrame:
     return inter.sort_values("p")
 
 
-def reader_view(table: pd.DataFrame, others: list[dict], params: dict, labels: tuple[str, str],
-                min_shared: int = 8) -> dict:
+def reader_view(
+    table: pd.DataFrame,
+    others: list[dict],
+    params: dict,
+    labels: tuple[str, str],
+    min_shared: int = 8,
+) -> dict:
     """The second reader's rows and, once it has answered ``min_shared`` questions in every
     cell, both readers' main effects and their paired difference (:func:`X.reader_effects`)."""
     this_reader, other_reader = labels
     d = design(params)
     other_table = rows_table(others, qa.score) if others else table.iloc[:0]
     other_table = other_table[other_table["model"] == other_reader]
-    shared = X.complete_units(table, d) & X.complete_units(other_table, d) if not other_table.empty else set()
+    shared = (
+        X.complete_units(table, d) & X.complete_units(other_table, d)
+        if not other_table.empty
+        else set()
+    )
     both = None
     if other_reader != this_reader and len(shared) >= min_shared:
         both = X.reader_effects(pd.concat([table, other_table], ignore_index=True), d, list(labels))
     return {"table": other_table, "shared": shared, "both": both, "min_shared": min_shared}
 
 
-def quoted(table: pd.DataFrame, main: pd.DataFrame, fx: pd.DataFrame, logit: pd.DataFrame, readers: dict,
-           params: dict, labels: tuple[str, str]) -> dict:
+def quoted(
+    table: pd.DataFrame,
+    main: pd.DataFrame,
+    fx: pd.DataFrame,
+    logit: pd.DataFrame,
+    readers: dict,
+    params: dict,
+    labels: tuple[str, str],
+) -> dict:
     """Every number the chapter's prose quotes, by glue key."""
     d = design(params)
     by = main.set_index("factor")
     inter = interactions(fx)
     top = inter.loc[inter["estimate"].abs().idxmax()]
-    out = {"x-questions": table["example_id"].nunique(), "x-cells": len(d.cells), "x-answers": len(table),
-           "x-accuracy": f"{100 * table['correct'].mean():.1f}%",
-           "x-max-half-width": f"{((by['ci_high'] - by['ci_low']) / 2).max():.1f}",
-           "x-interactions": len(inter), "x-interactions-significant": int((inter["p"] < 0.05).sum()),
-           "x-top-interaction": top["term"],
-           "x-top-interaction-ci": f"{top['estimate']:+.1f}, 95% CI {top['ci_low']:+.1f} to {top['ci_high']:+.1f}",
-           "x-logit-agrees": "agrees" if (logit.set_index("term")["estimate"] * by["estimate"] > 0).all()
-           else "disagrees", "x-filler-tokens": f"{params['filler_tokens']:,}"}
+    out = {
+        "x-questions": table["example_id"].nunique(),
+        "x-cells": len(d.cells),
+        "x-answers": len(table),
+        "x-accuracy": f"{100 * table['correct'].mean():.1f}%",
+        "x-max-half-width": f"{((by['ci_high'] - by['ci_low']) / 2).max():.1f}",
+        "x-interactions": len(inter),
+        "x-interactions-significant": int((inter["p"] < 0.05).sum()),
+        "x-top-interaction": top["term"],
+        "x-top-interaction-ci": f"{top['estimate']:+.1f}, 95% CI {top['ci_low']:+.1f} to {top['ci_high']:+.1f}",
+        "x-logit-agrees": "agrees"
+        if (logit.set_index("term")["estimate"] * by["estimate"] > 0).all()
+        else "disagrees",
+        "x-filler-tokens": f"{params['filler_tokens']:,}",
+    }
     for f in by.index:
         r = by.loc[f]
         out[f"x-{f}"] = f"{r['estimate']:+.1f}, 95% CI {r['ci_low']:+.1f} to {r['ci_high']:+.1f}"
@@ -204,45 +313,74 @@ def quoted(table: pd.DataFrame, main: pd.DataFrame, fx: pd.DataFrame, logit: pd.
         diff = both[both["reader"] == "difference"]
         theirs = both[both["reader"] == other_reader].set_index("factor")
         rest = theirs.drop(index=[f for f in ("position", "distractors") if f in theirs.index])
-        out.update({
-            "x2-shared": len(readers["shared"]), "x2-answers": len(other),
-            "x2-accuracy": f"{100 * other['correct'].mean():.1f}%",
-            **{f"x2-{f}": ci(other_reader, f) for f in theirs.index},
-            **{f"x2-diff-{f}": ci("difference", f) for f in theirs.index},
-            "x2-diff-position-p": p_text(b.loc[("difference", "position"), "p"]),
-            "x2-rest-max": f"{rest['estimate'].abs().max():.0f}",
-            "x2-top-interaction": other_top["term"],
-            "x2-top-interaction-ci": f"{other_top['estimate']:+.1f}, 95% CI {other_top['ci_low']:+.1f} to "
-                                     f"{other_top['ci_high']:+.1f}",
-            "x2-interactions-significant": int((other_inter["p"] < 0.05).sum()),
-            "x2-max-half-width": f"{((theirs['ci_high'] - theirs['ci_low']) / 2).max():.1f}",
-            "x2-diff-max-half-width": f"{((diff['ci_high'] - diff['ci_low']) / 2).max():.1f}",
-            "x2-diff-widest": diff.loc[((diff["ci_high"] - diff["ci_low"]) / 2).idxmax(), "factor"],
-        })
+        out.update(
+            {
+                "x2-shared": len(readers["shared"]),
+                "x2-answers": len(other),
+                "x2-accuracy": f"{100 * other['correct'].mean():.1f}%",
+                **{f"x2-{f}": ci(other_reader, f) for f in theirs.index},
+                **{f"x2-diff-{f}": ci("difference", f) for f in theirs.index},
+                "x2-diff-position-p": p_text(b.loc[("difference", "position"), "p"]),
+                "x2-rest-max": f"{rest['estimate'].abs().max():.0f}",
+                "x2-top-interaction": other_top["term"],
+                "x2-top-interaction-ci": f"{other_top['estimate']:+.1f}, 95% CI {other_top['ci_low']:+.1f} to "
+                f"{other_top['ci_high']:+.1f}",
+                "x2-interactions-significant": int((other_inter["p"] < 0.05).sum()),
+                "x2-max-half-width": f"{((theirs['ci_high'] - theirs['ci_low']) / 2).max():.1f}",
+                "x2-diff-max-half-width": f"{((diff['ci_high'] - diff['ci_low']) / 2).max():.1f}",
+                "x2-diff-widest": diff.loc[
+                    ((diff["ci_high"] - diff["ci_low"]) / 2).idxmax(), "factor"
+                ],
+            }
+        )
     return out
 
 
 def main_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
     """The main effects against each paper's claim, formatted, with their note."""
     main = view.main
-    shown = main.assign(**{
-        "effect (pts, 95% CI)": [points_ci(e, lo, hi) for e, lo, hi in zip(main["estimate"], main["ci_low"],
-                                                                            main["ci_high"])],
-        "half-width": ((main["ci_high"] - main["ci_low"]) / 2).round(1),
-        "sign-flip p": main["p"].map("{:.2g}".format)})
-    columns = ["factor", "levels", "paper", "claim", "effect (pts, 95% CI)", "half-width", "sign-flip p", "verdict"]
-    note = (f"{view.table['example_id'].nunique()} questions x {len(view.design.cells)} cells = {len(view.table)} "
-            "answers; paired bootstrap over questions, two-sided sign-flip p.")
+    shown = main.assign(
+        **{
+            "effect (pts, 95% CI)": [
+                points_ci(e, lo, hi)
+                for e, lo, hi in zip(main["estimate"], main["ci_low"], main["ci_high"])
+            ],
+            "half-width": ((main["ci_high"] - main["ci_low"]) / 2).round(1),
+            "sign-flip p": main["p"].map("{:.2g}".format),
+        }
+    )
+    columns = [
+        "factor",
+        "levels",
+        "paper",
+        "claim",
+        "effect (pts, 95% CI)",
+        "half-width",
+        "sign-flip p",
+        "verdict",
+    ]
+    note = (
+        f"{view.table['example_id'].nunique()} questions x {len(view.design.cells)} cells = {len(view.table)} "
+        "answers; paired bootstrap over questions, two-sided sign-flip p."
+    )
     return shown[columns], note
 
 
 def interactions_table(view: SimpleNamespace, shown: int = 6) -> tuple[pd.DataFrame, str]:
     """The ``shown`` two-way interactions with the smallest p, formatted, with their note."""
     inter = view.interactions
-    table = inter.assign(**{"interaction (pts, 95% CI)": [
-        points_ci(e, lo, hi) for e, lo, hi in zip(inter["estimate"], inter["ci_low"], inter["ci_high"])]})
-    note = (f"The {shown} interactions with the smallest p-values of {len(inter)}; with {len(inter)} tests, one p "
-            "below 0.05 is expected by chance alone.")
+    table = inter.assign(
+        **{
+            "interaction (pts, 95% CI)": [
+                points_ci(e, lo, hi)
+                for e, lo, hi in zip(inter["estimate"], inter["ci_low"], inter["ci_high"])
+            ]
+        }
+    )
+    note = (
+        f"The {shown} interactions with the smallest p-values of {len(inter)}; with {len(inter)} tests, one p "
+        "below 0.05 is expected by chance alone."
+    )
     return table[["term", "interaction (pts, 95% CI)", "p"]].round(3).head(shown), note
 
 
@@ -250,16 +388,22 @@ def aliases_table(view: SimpleNamespace, shown: int = 6) -> pd.DataFrame:
     """What the fraction cannot separate: each low-order effect and its alias."""
     if view.design.fraction == "full":
         return pd.DataFrame([{"design": "full factorial: no aliasing"}])
-    return pd.DataFrame([{"effect": k, "aliased with": v} for k, v in X.aliases(view.design).items()][:shown])
+    return pd.DataFrame(
+        [{"effect": k, "aliased with": v} for k, v in X.aliases(view.design).items()][:shown]
+    )
 
 
 def logit_table(view: SimpleNamespace) -> pd.DataFrame:
     """The logistic GEE's main effects as log odds ratios with intervals."""
     logit = view.logit
-    return logit.assign(**{"log odds ratio (95% CI)": [
-        f"{e:+.2f} [{lo:+.2f}, {hi:+.2f}]" for e, lo, hi in zip(logit["estimate"], logit["ci_low"],
-                                                                 logit["ci_high"])]})[
-        ["term", "log odds ratio (95% CI)", "p"]].round(3)
+    return logit.assign(
+        **{
+            "log odds ratio (95% CI)": [
+                f"{e:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+                for e, lo, hi in zip(logit["estimate"], logit["ci_low"], logit["ci_high"])
+            ]
+        }
+    )[["term", "log odds ratio (95% CI)", "p"]].round(3)
 
 
 def readers_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str] | None:
@@ -268,28 +412,43 @@ def readers_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str] | None:
     both, labels = view.readers["both"], view.labels
     if both is None:
         return None
-    wide = (both.assign(ci=[points_ci(e, lo, hi) for e, lo, hi in zip(both["estimate"], both["ci_low"],
-                                                                        both["ci_high"])])
-            .pivot(index="factor", columns="reader", values="ci")[[*labels, "difference"]].reset_index())
-    note = (f"Main effects in points (95% CI); {len(view.readers['shared'])} questions answered by both readers in "
-            f"all {len(view.design.cells)} cells; difference = {labels[1]} minus {labels[0]}.")
+    wide = (
+        both.assign(
+            ci=[
+                points_ci(e, lo, hi)
+                for e, lo, hi in zip(both["estimate"], both["ci_low"], both["ci_high"])
+            ]
+        )
+        .pivot(index="factor", columns="reader", values="ci")[[*labels, "difference"]]
+        .reset_index()
+    )
+    note = (
+        f"Main effects in points (95% CI); {len(view.readers['shared'])} questions answered by both readers in "
+        f"all {len(view.design.cells)} cells; difference = {labels[1]} minus {labels[0]}."
+    )
     return wide, note
 
 
 def readers_status(view: SimpleNamespace) -> str | None:
     """Why the two-reader comparison is not shown (and the command that makes it), or None."""
     this_reader, other_reader = view.labels
-    make = (f"`longctx reproduce --chapters crossing --scale book --model {view.second_reader[0]} "
-            f"--backend {view.second_reader[1]}`")
+    make = (
+        f"`longctx reproduce --chapters crossing --scale book --model {view.second_reader[0]} "
+        f"--backend {view.second_reader[1]}`"
+    )
     if other_reader == this_reader:
         return f"`second_reader` is this chapter's own reader (`{this_reader}`); name another one to compare."
     if view.readers["table"].empty:
-        return (f"No stored rows of `{other_reader}` answer these {view.prompts} prompts yet, so this section "
-                f"shows one reader. Make them with {make} (the store resumes) and rebuild the page.")
+        return (
+            f"No stored rows of `{other_reader}` answer these {view.prompts} prompts yet, so this section "
+            f"shows one reader. Make them with {make} (the store resumes) and rebuild the page."
+        )
     if view.readers["both"] is None:
-        return (f"`{other_reader}` has answered {len(view.readers['shared'])} of these questions in all "
-                f"{len(view.design.cells)} cells so far (a run stores whole questions in turn); the comparison "
-                f"waits for {view.readers['min_shared']}. Resume it with {make}.")
+        return (
+            f"`{other_reader}` has answered {len(view.readers['shared'])} of these questions in all "
+            f"{len(view.design.cells)} cells so far (a run stores whole questions in turn); the comparison "
+            f"waits for {view.readers['min_shared']}. Resume it with {make}."
+        )
     return None
 
 
@@ -298,15 +457,19 @@ def readers_summary(view: SimpleNamespace) -> str:
     in words computed from the rows, so it holds for any ``second_reader``."""
     both, labels = view.readers["both"], view.labels
     if both is None:
-        return (f"Not compared yet: `{labels[1]}` has answered too few questions in every cell (the comparison "
-                f"waits for {view.readers['min_shared']}).")
+        return (
+            f"Not compared yet: `{labels[1]}` has answered too few questions in every cell (the comparison "
+            f"waits for {view.readers['min_shared']})."
+        )
     shared, other = view.readers["shared"], view.readers["table"]
     mine = view.table[view.table["example_id"].isin(shared)]["correct"].mean()
     theirs = other[other["example_id"].isin(shared)]["correct"].mean()
-    return (f"On the {len(shared)} questions both readers answered in all {len(view.design.cells)} cells "
-            f"({len(other)} stored `{labels[1]}` rows), accuracy over all cells is {100 * mine:.1f}% for "
-            f"`{labels[0]}` and {100 * theirs:.1f}% for `{labels[1]}`.\n\n"
-            + X.describe_reader_comparison(both, list(labels)))
+    return (
+        f"On the {len(shared)} questions both readers answered in all {len(view.design.cells)} cells "
+        f"({len(other)} stored `{labels[1]}` rows), accuracy over all cells is {100 * mine:.1f}% for "
+        f"`{labels[0]}` and {100 * theirs:.1f}% for `{labels[1]}`.\n\n"
+        + X.describe_reader_comparison(both, list(labels))
+    )
 
 
 def statements(view: SimpleNamespace) -> dict[str, bool]:
@@ -314,41 +477,63 @@ def statements(view: SimpleNamespace) -> dict[str, bool]:
     m = view.main.set_index("factor")
     order = m["estimate"].abs().sort_values().index
     said = {
-        "position matters most, reproduced": order[-1] == "position" and m.loc["position", "verdict"] == "reproduced",
-        "distractors come next; the interval touches zero":
-            order[-2] == "distractors" and m.loc["distractors", "ci_low"] <= 0,
-        "C-NORM, tags, filler and distractors are not reproduced":
-            all(m.loc[f, "verdict"] != "reproduced" for f in ("format", "tags", "filler", "distractors")),
-        "query-aware's interval holds zero": m.loc["query_aware", "ci_low"] < 0 < m.loc["query_aware", "ci_high"],
-        "C-NORM and tags lean the way their chapters found (down)":
-            m.loc["format", "estimate"] < 0 and m.loc["tags", "estimate"] < 0,
-        "C-NORM costs less when filler is present (the largest interaction)":
-            view.top["term"] == "format x filler" and view.top["estimate"] > 0,
-        "the logistic fit agrees in sign": bool((view.logit.set_index("term")["estimate"] * m["estimate"] > 0).all()),
+        "position matters most, reproduced": order[-1] == "position"
+        and m.loc["position", "verdict"] == "reproduced",
+        "distractors come next; the interval touches zero": order[-2] == "distractors"
+        and m.loc["distractors", "ci_low"] <= 0,
+        "C-NORM, tags, filler and distractors are not reproduced": all(
+            m.loc[f, "verdict"] != "reproduced" for f in ("format", "tags", "filler", "distractors")
+        ),
+        "query-aware's interval holds zero": m.loc["query_aware", "ci_low"]
+        < 0
+        < m.loc["query_aware", "ci_high"],
+        "C-NORM and tags lean the way their chapters found (down)": m.loc["format", "estimate"] < 0
+        and m.loc["tags", "estimate"] < 0,
+        "C-NORM costs less when filler is present (the largest interaction)": view.top["term"]
+        == "format x filler"
+        and view.top["estimate"] > 0,
+        "the logistic fit agrees in sign": bool(
+            (view.logit.set_index("term")["estimate"] * m["estimate"] > 0).all()
+        ),
     }
     both = view.readers["both"]
     this_reader, other_reader = view.labels
     b = both.set_index(["reader", "factor"]) if both is not None else None
-    said.update({
-        "position nearly stops mattering for the second reader": b is not None and (
-            abs(b.loc[(other_reader, "position"), "estimate"]) < abs(b.loc[(this_reader, "position"), "estimate"]) / 3),
-        "distractors are the second reader's largest effect":
-            b is not None and b.loc[other_reader, "estimate"].abs().idxmax() == "distractors",
-        "the larger reader is right more often":
-            not view.readers["table"].empty and view.readers["table"]["correct"].mean() > view.table["correct"].mean(),
-    })
+    said.update(
+        {
+            "position nearly stops mattering for the second reader": b is not None
+            and (
+                abs(b.loc[(other_reader, "position"), "estimate"])
+                < abs(b.loc[(this_reader, "position"), "estimate"]) / 3
+            ),
+            "distractors are the second reader's largest effect": b is not None
+            and b.loc[other_reader, "estimate"].abs().idxmax() == "distractors",
+            "the larger reader is right more often": not view.readers["table"].empty
+            and view.readers["table"]["correct"].mean() > view.table["correct"].mean(),
+        }
+    )
     return said
 
 
-def analysis(plan: list[Block], rows: list[dict], params: dict, reader: Reader, results_dir: str | Path,
-             second_reader: tuple[str, str]) -> SimpleNamespace:
+def analysis(
+    plan: list[Block],
+    rows: list[dict],
+    params: dict,
+    reader: Reader,
+    results_dir: str | Path,
+    second_reader: tuple[str, str],
+) -> SimpleNamespace:
     """Everything the chapter shows, from this reader's rows and those of ``second_reader``
     (model, backend) stored for the same prompts: the paired main effects with their
     verdicts, the GEE interactions, the logistic check, the two-reader comparison, the
     numbers the prose quotes (``quoted``) and the statements it makes (``said``)."""
     d = design(params)
-    view = SimpleNamespace(design=d, table=rows_table(rows, qa.score), second_reader=second_reader,
-                           prompts=len(all_requests(plan)))
+    view = SimpleNamespace(
+        design=d,
+        table=rows_table(rows, qa.score),
+        second_reader=second_reader,
+        prompts=len(all_requests(plan)),
+    )
     view.estimates = claims(results_dir, params, reader)
     view.main = main_effects(view.estimates, params, {c.id: c for c in read_claims()})
     view.fx = X.effects(view.table, d)
@@ -356,34 +541,48 @@ def analysis(plan: list[Block], rows: list[dict], params: dict, reader: Reader, 
     view.interactions = interactions(view.fx)
     view.top = view.interactions.loc[view.interactions["estimate"].abs().idxmax()]
     view.labels = (reader.label, model_label(*second_reader))
-    others = comparable_rows(results_dir, EXPERIMENT, all_requests(plan), exclude=reader.results_folder(results_dir))
+    others = comparable_rows(
+        results_dir, EXPERIMENT, all_requests(plan), exclude=reader.results_folder(results_dir)
+    )
     view.readers = reader_view(view.table, others, params, view.labels)
     view.expected = {f.name: f.expected for f in d.factors}
-    view.quoted = quoted(view.table, view.main, view.fx, view.logit, view.readers, params, view.labels)
+    view.quoted = quoted(
+        view.table, view.main, view.fx, view.logit, view.readers, params, view.labels
+    )
     view.said = statements(view)
-    view.provenance = "**Data.** " + provenance(pd.concat([view.table, view.readers["table"]], ignore_index=True),
-                                                results_dir, EXPERIMENT)
+    view.provenance = "**Data.** " + provenance(
+        pd.concat([view.table, view.readers["table"]], ignore_index=True), results_dir, EXPERIMENT
+    )
     view.consistent = len(rows) == view.prompts == len({r["key"] for r in rows})
     return view
 
 
 def forest_figure(view: SimpleNamespace, model: str):
     """Main effects (paired intervals) and two-way interactions (GEE) in one forest."""
-    return effects_forest(forest_effects(view.fx, view.main), expected=view.expected,
-                          title=f"{model}: {len(view.design.cells)} cells x {view.table['example_id'].nunique()} "
-                                "questions")
+    return effects_forest(
+        forest_effects(view.fx, view.main),
+        expected=view.expected,
+        title=f"{model}: {len(view.design.cells)} cells x {view.table['example_id'].nunique()} "
+        "questions",
+    )
 
 
 def interaction_figure(view: SimpleNamespace):
     """Accuracy at the four level combinations of the largest interaction's two factors."""
     a, b = view.top["term"].split(" x ")
     ci = points_ci(view.top["estimate"], view.top["ci_low"], view.top["ci_high"])
-    return interaction_plot(X.cell_means(view.table, view.design, a, b), a, b, title=f"{a} x {b}: {ci} pts")
+    return interaction_plot(
+        X.cell_means(view.table, view.design, a, b), a, b, title=f"{a} x {b}: {ci} pts"
+    )
 
 
 def readers_figure(view: SimpleNamespace):
     """Both readers' main effects side by side; nothing until both are estimated."""
     if view.readers["both"] is None:
         return None
-    return readers_forest(view.readers["both"], list(view.labels), expected=view.expected,
-                          title=f"Main effects of two readers, {len(view.readers['shared'])} shared questions")
+    return readers_forest(
+        view.readers["both"],
+        list(view.labels),
+        expected=view.expected,
+        title=f"Main effects of two readers, {len(view.readers['shared'])} shared questions",
+    )

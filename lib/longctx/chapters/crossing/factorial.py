@@ -61,7 +61,9 @@ class Design:
         for f in self.factors:
             if f.name == name:
                 return f
-        raise ParameterError(f"no factor '{name}' in this design; factors: {', '.join(f.name for f in self.factors)}")
+        raise ParameterError(
+            f"no factor '{name}' in this design; factors: {', '.join(f.name for f in self.factors)}"
+        )
 
 
 LETTERS = "ABCDEFGHIJ"
@@ -82,9 +84,14 @@ def two_level_design(factors: Sequence[Factor], fraction: str = "half") -> Desig
         raise ParameterError(f"fraction must be full or half, got {fraction!r}")
     half = [c for c in full if _product(c) == 1]
     relation = "I = " + LETTERS[:k]
-    return Design(tuple(factors), tuple(half), relation, k,
-                  notes=f"2^({k}-1) half fraction, {relation}: each main effect is aliased with the "
-                        f"{k - 1}-way interaction of the others, each two-way with a {k - 2}-way one")
+    return Design(
+        tuple(factors),
+        tuple(half),
+        relation,
+        k,
+        notes=f"2^({k}-1) half fraction, {relation}: each main effect is aliased with the "
+        f"{k - 1}-way interaction of the others, each two-way with a {k - 2}-way one",
+    )
 
 
 def _product(cell: Sequence[int]) -> int:
@@ -109,15 +116,23 @@ def aliases(design: Design, max_order: int = 2) -> dict[str, str]:
     return out
 
 
-def cell_transforms(design: Design, cell: Sequence[int], order: Sequence[str] | None = None) -> list:
+def cell_transforms(
+    design: Design, cell: Sequence[int], order: Sequence[str] | None = None
+) -> list:
     """The transforms of one cell, in the order the factors are listed (or ``order``)."""
-    chosen = {f.name: (f.high_transforms if x else f.low_transforms) for f, x in zip(design.factors, cell)}
+    chosen = {
+        f.name: (f.high_transforms if x else f.low_transforms) for f, x in zip(design.factors, cell)
+    }
     names = list(order) if order is not None else [f.name for f in design.factors]
     return [t for n in names for t in chosen[n]]
 
 
-def requests(design: Design, examples: Sequence[T.Example], order: Sequence[str] | None = None,
-             base: Sequence = ()) -> list:
+def requests(
+    design: Design,
+    examples: Sequence[T.Example],
+    order: Sequence[str] | None = None,
+    base: Sequence = (),
+) -> list:
     """One request per (example, cell): ``base`` transforms, then the cell's; each
     request's condition also names the cell's levels (``crossing``)."""
     out = []
@@ -144,8 +159,15 @@ def coded(table, design: Design):
     return pd.DataFrame(out)
 
 
-def effects(table, design: Design, *, cluster: str = "example_id", score: str = "correct",
-            interactions: bool = True, family: str = "linear"):
+def effects(
+    table,
+    design: Design,
+    *,
+    cluster: str = "example_id",
+    score: str = "correct",
+    interactions: bool = True,
+    family: str = "linear",
+):
     """Main effects (and two-way interactions) with 95% intervals clustered by ``cluster``.
 
     ``family="linear"``: GEE linear probability model, coefficients in points (x100);
@@ -165,15 +187,25 @@ def effects(table, design: Design, *, cluster: str = "example_id", score: str = 
     X = sm.add_constant(X)
     fam = sm.families.Gaussian() if family == "linear" else sm.families.Binomial()
     groups = pd.factorize(data[cluster])[0]
-    fit = sm.GEE(data[score].astype(float), X, groups=groups, family=fam, cov_struct=Independence()).fit()
+    fit = sm.GEE(
+        data[score].astype(float), X, groups=groups, family=fam, cov_struct=Independence()
+    ).fit()
     ci = fit.conf_int()
     scale = 100.0 if family == "linear" else 1.0
     rows = []
     for term in X.columns[1:]:
-        rows.append({"term": term, "kind": "interaction" if " x " in term else "main",
-                     "estimate": scale * fit.params[term], "ci_low": scale * ci.loc[term, 0],
-                     "ci_high": scale * ci.loc[term, 1], "p": float(fit.pvalues[term]),
-                     "n": len(data), "clusters": int(np.unique(groups).size)})
+        rows.append(
+            {
+                "term": term,
+                "kind": "interaction" if " x " in term else "main",
+                "estimate": scale * fit.params[term],
+                "ci_low": scale * ci.loc[term, 0],
+                "ci_high": scale * ci.loc[term, 1],
+                "p": float(fit.pvalues[term]),
+                "n": len(data),
+                "clusters": int(np.unique(groups).size),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -189,7 +221,9 @@ def unit_differences(table, design: Design, *, cluster: str = "example_id", scor
     return pd.DataFrame(out)
 
 
-def cell_means(table, design: Design, a: str, b: str, *, cluster: str = "example_id", score: str = "correct"):
+def cell_means(
+    table, design: Design, a: str, b: str, *, cluster: str = "example_id", score: str = "correct"
+):
     """Accuracy (%) at the four level combinations of factors ``a`` and ``b``, averaged over
     the others, with 95% intervals resampling whole clusters (for the interaction plot)."""
     data = table.copy()
@@ -198,8 +232,16 @@ def cell_means(table, design: Design, a: str, b: str, *, cluster: str = "example
     rows = []
     for (la, lb), g in data.groupby([a, b]):
         lo, hi = bootstrap_interval(g[score].tolist(), clusters=g[cluster].tolist())
-        rows.append({a: la, b: lb, "accuracy": 100 * g[score].mean(), "ci_low": 100 * lo, "ci_high": 100 * hi,
-                     "n": len(g)})
+        rows.append(
+            {
+                a: la,
+                b: lb,
+                "accuracy": 100 * g[score].mean(),
+                "ci_low": 100 * lo,
+                "ci_high": 100 * hi,
+                "n": len(g),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -209,12 +251,22 @@ def complete_units(table, design: Design, *, cluster: str = "example_id") -> set
     cells = len(design.cells)
     if table.empty:
         return set()
-    per_unit = table.groupby(cluster)["crossing"].apply(lambda c: len({tuple(sorted(x.items())) for x in c}))
+    per_unit = table.groupby(cluster)["crossing"].apply(
+        lambda c: len({tuple(sorted(x.items())) for x in c})
+    )
     return set(per_unit[per_unit == cells].index)
 
 
-def reader_effects(table, design: Design, readers: Sequence[str], *, reader: str = "model",
-                   cluster: str = "example_id", score: str = "correct", seed: int = 0):
+def reader_effects(
+    table,
+    design: Design,
+    readers: Sequence[str],
+    *,
+    reader: str = "model",
+    cluster: str = "example_id",
+    score: str = "correct",
+    seed: int = 0,
+):
     """The main effects of two readers side by side, and how they differ, on the questions
     both readers answered in every cell of the design (so the comparison is paired).
 
@@ -231,13 +283,17 @@ def reader_effects(table, design: Design, readers: Sequence[str], *, reader: str
         raise ParameterError(f"reader_effects compares two different readers, got {list(readers)}")
     missing = [r for r in readers if not (table[reader] == r).any()]
     if missing:
-        raise ParameterError(f"no rows for reader(s) {missing}; readers in the table: "
-                             f"{sorted(table[reader].unique())}")
+        raise ParameterError(
+            f"no rows for reader(s) {missing}; readers in the table: "
+            f"{sorted(table[reader].unique())}"
+        )
     cells = len(design.cells)
     complete = [complete_units(table[table[reader] == r], design, cluster=cluster) for r in readers]
     shared = sorted(complete[0] & complete[1])
     if not shared:
-        raise ParameterError(f"no question was answered in all {cells} cells by both {readers[0]} and {readers[1]}")
+        raise ParameterError(
+            f"no question was answered in all {cells} cells by both {readers[0]} and {readers[1]}"
+        )
     rows, units = [], {}
     for r in readers:
         sub = table[(table[reader] == r) & table[cluster].isin(shared)]
@@ -246,14 +302,31 @@ def reader_effects(table, design: Design, readers: Sequence[str], *, reader: str
             sides = sub.assign(level=sub["crossing"].map(lambda c, name=f.name: c[name]))
             means = sides.groupby([cluster, "level"])[score].mean().unstack()
             est = paired_estimate(means[f.low].to_dict(), means[f.high].to_dict(), seed=seed)
-            rows.append({"factor": f.name, "reader": r, "estimate": est.difference, "ci_low": est.ci_low,
-                         "ci_high": est.ci_high, "p": est.p, "questions": len(shared)})
+            rows.append(
+                {
+                    "factor": f.name,
+                    "reader": r,
+                    "estimate": est.difference,
+                    "ci_low": est.ci_low,
+                    "ci_high": est.ci_high,
+                    "p": est.p,
+                    "questions": len(shared),
+                }
+            )
     for f in design.factors:
         diff = (units[readers[1]][f.name] - units[readers[0]][f.name]).tolist()
         lo, hi = bootstrap_interval(diff, seed=seed)
-        rows.append({"factor": f.name, "reader": "difference", "estimate": 100 * sum(diff) / len(diff),
-                     "ci_low": 100 * lo, "ci_high": 100 * hi, "p": sign_flip_test(diff, seed=seed),
-                     "questions": len(shared)})
+        rows.append(
+            {
+                "factor": f.name,
+                "reader": "difference",
+                "estimate": 100 * sum(diff) / len(diff),
+                "ci_low": 100 * lo,
+                "ci_high": 100 * hi,
+                "p": sign_flip_test(diff, seed=seed),
+                "questions": len(shared),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -268,10 +341,14 @@ def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 
     this n is a demo for differences smaller than that width.
     """
     if len(readers) != 2:
-        raise ParameterError(f"describe_reader_comparison compares two readers, got {list(readers)}")
+        raise ParameterError(
+            f"describe_reader_comparison compares two readers, got {list(readers)}"
+        )
     missing = [r for r in [*readers, "difference"] if not (both["reader"] == r).any()]
     if missing:
-        raise ParameterError(f"no rows for {missing} in the reader comparison; pass reader_effects' output")
+        raise ParameterError(
+            f"no rows for {missing} in the reader comparison; pass reader_effects' output"
+        )
     n = int(both["questions"].iloc[0])
 
     def ci(row) -> str:
@@ -282,27 +359,48 @@ def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 
         sub = both[both["reader"] == r]
         top = sub.loc[sub["estimate"].abs().idxmax()]
         excludes = top.ci_low > 0 or top.ci_high < 0
-        lines.append(f"* **{r}**: the largest main effect is {top.factor}, {ci(top)} points"
-                     f"{'' if excludes else ', an interval that holds zero'}.")
+        lines.append(
+            f"* **{r}**: the largest main effect is {top.factor}, {ci(top)} points"
+            f"{'' if excludes else ', an interval that holds zero'}."
+        )
     diff = both[both["reader"] == "difference"]
     excludes_zero = (diff["ci_low"] > 0) | (diff["ci_high"] < 0)
-    decided, split = diff[excludes_zero & (diff["p"] < ALPHA)], diff[excludes_zero & (diff["p"] >= ALPHA)]
+    decided, split = (
+        diff[excludes_zero & (diff["p"] < ALPHA)],
+        diff[excludes_zero & (diff["p"] >= ALPHA)],
+    )
     if decided.empty:
-        lines.append(f"* **Difference ({readers[1]} minus {readers[0]})**: no factor's difference is decided "
-                     f"(its interval must exclude zero and its sign-flip p be below {ALPHA:g}).")
+        lines.append(
+            f"* **Difference ({readers[1]} minus {readers[0]})**: no factor's difference is decided "
+            f"(its interval must exclude zero and its sign-flip p be below {ALPHA:g})."
+        )
     else:
-        lines.append(f"* **Difference ({readers[1]} minus {readers[0]})**: the readers differ on "
-                     + "; ".join(f"{row.factor}, {ci(row)} points, p={row.p:.3f}" for row in decided.itertuples())
-                     + ".")
+        lines.append(
+            f"* **Difference ({readers[1]} minus {readers[0]})**: the readers differ on "
+            + "; ".join(
+                f"{row.factor}, {ci(row)} points, p={row.p:.3f}" for row in decided.itertuples()
+            )
+            + "."
+        )
     if not split.empty:
-        lines.append("* Undecided: " + "; ".join(
-            f"{row.factor}'s interval, {ci(row)} points, excludes zero but its sign-flip p={row.p:.3f} does not agree"
-            for row in split.itertuples()) + ".")
+        lines.append(
+            "* Undecided: "
+            + "; ".join(
+                f"{row.factor}'s interval, {ci(row)} points, excludes zero but its sign-flip "
+                f"p={row.p:.3f} does not agree"
+                for row in split.itertuples()
+            )
+            + "."
+        )
     widest = float(((diff["ci_high"] - diff["ci_low"]) / 2).max())
     if widest > margin:
-        lines.append(f"* **n = {n} questions is a demo for the differences.** The widest difference interval is "
-                     f"±{widest:.1f} points, wider than ±{margin:g}; a difference smaller than that is not "
-                     "resolved at this n, and more questions narrow it.")
+        lines.append(
+            f"* **n = {n} questions is a demo for the differences.** The widest difference interval is "
+            f"±{widest:.1f} points, wider than ±{margin:g}; a difference smaller than that is not "
+            "resolved at this n, and more questions narrow it."
+        )
     else:
-        lines.append(f"* Every difference interval is within ±{widest:.1f} points (n = {n} questions).")
+        lines.append(
+            f"* Every difference interval is within ±{widest:.1f} points (n = {n} questions)."
+        )
     return "\n".join(lines)
