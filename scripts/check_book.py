@@ -8,9 +8,11 @@ Serves ``_build/html`` on 127.0.0.1 and, for every page:
   holds MathJax output;
 * every internal link resolves: the target file exists and, for ``#anchor`` links, the
   target page has an element with that id;
-* every chapter's hidden check cell verified its quoted numbers in this build: it prints
-  "quoted numbers checked: N", read from the build's execution cache, and N = 0 (a guard
-  that no longer matches the committed run) fails like a broken page.
+* every page's hidden check cell verified the statements of its prose in this build: it
+  prints "claims checked: N", read from the build's execution cache, and N = 0 (a guard
+  that no longer matches the committed run) fails like a broken page;
+* every ``{glue:text}`key``` of a page's prose was glued by its executed notebook: a
+  missing key would print nothing where a number belongs.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` and the ``selenium`` package (``make
 check-book`` installs them). Exit status 1 lists every problem; 0 prints a summary.
@@ -32,8 +34,8 @@ from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlparse
 
 RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{")
-CHECKED = re.compile(r"(?:quoted numbers|claims) checked: (\d+)")
-NOT_CHAPTERS = {"findings"}  # pages that quote no numbers of their own
+CHECKED = re.compile(r"claims checked: (\d+)")
+GLUE_ROLE = re.compile(r"\{glue(?::[a-z]+)?\}`([^`:]+)(?::[^`]*)?`")
 
 
 class _Links(HTMLParser):
@@ -94,7 +96,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 def checks_in_notebook(nb) -> int | None:
-    """The N of a notebook's "quoted numbers checked: N" output, or None if it printed none."""
+    """The N of a notebook's "claims checked: N" output, or None if it printed none."""
     for cell in nb.cells:
         for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
             m = CHECKED.search(out.get("text", "") if out.get("output_type") == "stream" else "")
@@ -103,11 +105,35 @@ def checks_in_notebook(nb) -> int | None:
     return None
 
 
+def glued_keys(nb) -> set[str]:
+    """The keys an executed notebook glued (MyST-NB stores each as an output's ``scrapbook`` name)."""
+    return {
+        out.get("metadata", {}).get("scrapbook", {}).get("name")
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+    } - {None}
+
+
+def missing_glue_keys(nb) -> list[str]:
+    """Keys the notebook's Markdown quotes with a glue role but no code cell glued."""
+    quoted = {
+        m.group(1)
+        for c in nb.cells
+        if c.cell_type == "markdown"
+        for m in GLUE_ROLE.finditer(c.source)
+    }
+    return sorted(quoted - glued_keys(nb))
+
+
 def quoted_number_problems(build: Path) -> list[str]:
-    """Chapters whose executed notebook (in the build's jupyter cache) checked no quoted number."""
+    """Pages whose executed notebook (in the build's jupyter cache) checked no statement of its
+    prose, or quotes a glue key it never glued."""
     cache_dir = build / ".jupyter_cache"
     if not cache_dir.exists():
-        return [f"no execution cache at {cache_dir}: cannot tell whether the chapters checked their numbers"]
+        return [
+            f"no execution cache at {cache_dir}: cannot tell whether the chapters checked their numbers"
+        ]
     from jupyter_cache import get_cache
 
     cache = get_cache(str(cache_dir))
@@ -119,15 +145,23 @@ def quoted_number_problems(build: Path) -> list[str]:
     problems = []
     for record in cache.list_project_records():
         name = Path(record.uri).stem
-        if Path(record.uri).parent.name != "notebooks" or name in NOT_CHAPTERS:
+        if Path(record.uri).parent.name != "notebooks":
             continue
         cached = latest.get(record.uri)
         if cached is None:
             problems.append(f"{name}: not executed in this build")
             continue
-        count = checks_in_notebook(cache.get_cache_bundle(cached.pk).nb)
+        executed = cache.get_cache_bundle(cached.pk).nb
+        count = checks_in_notebook(executed)
         if not count:
-            problems.append(f"{name}: its check cell verified {count or 0} quoted numbers (is its guard stale?)")
+            problems.append(
+                f"{name}: its check cell verified {count or 0} statements (is its guard stale?)"
+            )
+        missing = missing_glue_keys(executed)
+        if missing:
+            problems.append(
+                f"{name}: its prose quotes glue keys no cell glued: {', '.join(missing)}"
+            )
     return problems
 
 
@@ -145,13 +179,24 @@ def browser():
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver_path = shutil.which("chromedriver")
     if not chromium or not driver_path:
-        raise SystemExit("check_book: needs chromium and chromedriver (Debian: apt-get install chromium "
-                         "chromium-driver); `make check-book` installs them")
+        raise SystemExit(
+            "check_book: needs chromium and chromedriver (Debian: apt-get install chromium "
+            "chromium-driver); `make check-book` installs them"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--disable-extensions"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
@@ -184,7 +229,9 @@ def check_page(driver, url: str) -> list[str]:
     visible = state["text"]
     if RAW_TEX.search(visible):
         snippet = RAW_TEX.search(visible)
-        problems.append(f"raw TeX left in the page: ...{visible[max(0, snippet.start() - 40):snippet.end() + 40]!r}...")
+        problems.append(
+            f"raw TeX left in the page: ...{visible[max(0, snippet.start() - 40) : snippet.end() + 40]!r}..."
+        )
     if state["hadMath"] and not state["math"]:
         problems.append("math on the page but no MathJax output")
     for entry in driver.get_log("browser"):
@@ -198,9 +245,14 @@ def main(argv=None) -> int:
     ap.add_argument("--html", default="_build/html", help="the built book")
     args = ap.parse_args(argv)
     root = Path(args.html).resolve()
-    pages = sorted(p for p in root.rglob("*.html") if "_static" not in p.parts and "_sources" not in p.parts)
+    pages = sorted(
+        p for p in root.rglob("*.html") if "_static" not in p.parts and "_sources" not in p.parts
+    )
     if not pages:
-        print(f"check_book: no HTML pages under {root}; build the book first (make book)", file=sys.stderr)
+        print(
+            f"check_book: no HTML pages under {root}; build the book first (make book)",
+            file=sys.stderr,
+        )
         return 1
     problems = broken_links(root, pages) + quoted_number_problems(root.parent)
     server, base = serve(root)
@@ -212,14 +264,18 @@ def main(argv=None) -> int:
     finally:
         driver.quit()
         server.shutdown()
-    problems += [f"a page asked for a missing file: {path}" for path in sorted(set(_QuietHandler.missing))]
+    problems += [
+        f"a page asked for a missing file: {path}" for path in sorted(set(_QuietHandler.missing))
+    ]
     if problems:
         print(f"check_book: {len(problems)} problem(s) in {len(pages)} pages:", file=sys.stderr)
         for p in problems:
             print(f"  {p}", file=sys.stderr)
         return 1
-    print(f"check_book: {len(pages)} pages loaded in headless Chromium: no console errors, every image loaded, "
-          "math rendered, every internal link resolves, every chapter checked its quoted numbers")
+    print(
+        f"check_book: {len(pages)} pages loaded in headless Chromium: no console errors, every image loaded, "
+        "math rendered, every internal link resolves, every page checked its prose and glued every number it quotes"
+    )
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Every chapter notebook has a parameters cell that papermill can read in full."""
+"""Every notebook has a parameters cell papermill can read in full, and is a page of prose
+that calls the library: no functions of its own, no model loading, mostly Markdown."""
 
 import ast
 from pathlib import Path
@@ -7,8 +8,11 @@ import jupytext
 import pytest
 from papermill.translators import PythonTranslator
 
-READ_ONLY_PAGES = {"findings", "backends"}  # pages that only read committed rows: no model to choose
+# Pages that only read committed rows: no model to choose.
+READ_ONLY_PAGES = {"findings", "backends"}
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.py"))
+# The book's pages and the contributors' template, held to the same shape.
+PAGES = [*NOTEBOOKS, NOTEBOOKS[0].parent / "templates" / "chapter.py"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -16,14 +20,77 @@ def test_parameters_cell_is_fully_parsed_by_papermill(path):
     nb = jupytext.read(path)
     cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(cells) == 1, f"{path.name}: expected one cell tagged 'parameters'"
-    assigned = [t.id for node in ast.parse(cells[0].source).body if isinstance(node, ast.Assign)
-                for t in node.targets]
+    assigned = [
+        t.id
+        for node in ast.parse(cells[0].source).body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+    ]
     # papermill drops a line it cannot parse (e.g. an '=' inside a comment) from --help-notebook
     parsed = [p.name for p in PythonTranslator.inspect(cells[0])]
     assert parsed == assigned
     if path.stem not in READ_ONLY_PAGES:
-        assert {"model", "seed", "device", "batch_size", "results_dir", "backend", "backend_url"} <= set(parsed)
+        assert {
+            "model",
+            "seed",
+            "device",
+            "batch_size",
+            "results_dir",
+            "backend",
+            "backend_url",
+        } <= set(parsed)
 
 
 def test_there_are_notebooks():
     assert NOTEBOOKS
+
+
+def code_cells(path):
+    return [c for c in jupytext.read(path).cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.stem)
+def test_notebook_defines_no_functions(path):
+    """Analysis lives in the library, where it is tested and shared with the findings page."""
+    defined = [
+        f"line {node.lineno} of a cell: {type(node).__name__}"
+        for cell in code_cells(path)
+        for node in ast.walk(ast.parse(cell.source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda)
+    ]
+    assert not defined, f"{path.name} defines code the library should hold: {defined}"
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.stem)
+def test_notebook_loads_no_model_itself(path):
+    """A notebook answers through longctx.runner; weights and backends stay behind the Reader."""
+    heavy = {"torch", "transformers", "llama_cpp", "longctx.backends", "longctx.models"}
+    imported = {
+        name
+        for cell in code_cells(path)
+        for node in ast.walk(ast.parse(cell.source))
+        for name in (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+    }
+    assert not {n for n in imported if n.split(".")[0] in heavy or n in heavy}, imported
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.stem)
+def test_notebook_is_mostly_prose(path):
+    """Under 40% of a page's non-blank lines are code, and every code line fits the page."""
+    cells = jupytext.read(path).cells
+    lines = {
+        kind: [
+            ln for c in cells if c.cell_type == kind for ln in c.source.splitlines() if ln.strip()
+        ]
+        for kind in ("code", "markdown")
+    }
+    share = len(lines["code"]) / (len(lines["code"]) + len(lines["markdown"]))
+    assert share < 0.40, f"{path.name}: {share:.0%} of its lines are code"
+    too_long = [ln for ln in lines["code"] if len(ln) > 100]
+    assert not too_long, f"{path.name}: code lines over 100 characters: {too_long}"

@@ -1,0 +1,124 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # The chapter's question, as a reader would ask it
+#
+# *A chapter page, the template: copy it to `notebooks/<name>.py`, with its library module
+# from `notebooks/templates/chapter_module.py` at `lib/longctx/chapters/<name>.py`. It is
+# prose that calls that module: no functions here, every quoted number glued, code under
+# 40% of the lines (`tests/test_notebooks.py` checks all three).*
+#
+# ## What we found
+#
+# Verdicts first, each with its number glued from the rows, the paper's number beside it,
+# and why they differ:
+#
+# * **The middle is read worse than the start.** With the gold pair in the middle of 10
+#   pairs instead of first, accuracy changes by {glue:text}`template-middle`
+#   ({glue:text}`template-examples` examples, paired). The paper's worst case is 45.6% at
+#   75-300 pairs; at 10 pairs the context is far shorter.
+#
+# Each verdict says three things: the direction (the interval and the exact test agree),
+# the size against the paper's effect, and whether the paper's premise holds for this
+# reader (a closed-book floor, a retrieval rate, room below the ceiling). A claim of "no
+# effect" is judged against an equivalence margin fixed in advance, never by an interval
+# that holds zero. The words are checked on the book run: `view.said` in the module.
+#
+# **What the paper claims.** Who, where (section, figure), the number, for which models.
+#
+# **What we test.** The task, the reader, the sizes and why they answer the claim; what
+# differs from the paper (the model's size, the context lengths, the data) and why.
+#
+# To rerun the chapter with another reader, one command (the store resumes, and only
+# missing rows are generated):
+#
+# ```bash
+# make run NB=notebooks/<name>.py MODEL=Qwen/Qwen2.5-1.5B-Instruct
+# ```
+
+# %% tags=["parameters", "hide-input"]
+model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
+num_pairs = 10  # the chapter's own parameters: its book scale, scales/<name>.json
+examples = 8
+seed = 0
+device = "auto"  # auto: cuda if available, else cpu
+backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
+backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
+dtype = "auto"  # auto: bf16 on GPU, and on CPUs where it measures faster than float32
+prompt_mode = "auto"  # chat template for instruct models, raw text for base models
+batch_size = 8
+results_dir = "data/results"  # relative to the repository root
+
+# %% tags=["remove-cell"]
+import matplotlib.pyplot as plt
+
+from longctx.page import setup
+from longctx.report import glue_all, say, show
+from longctx.runner import answer
+
+page = setup("<name>", globals())
+chapter, reader = page.chapter, page.reader
+
+# %% [markdown]
+# The prompts come from `longctx.chapters.<name>.plan`, which `longctx reproduce` also
+# calls; stored rows are reused and the model loads only for missing ones.
+
+# %%
+plan = chapter.plan(page.params)
+rows = answer(plan, reader, page.results, batch_size=batch_size)
+
+# %% tags=["remove-cell"]
+view = chapter.analysis(plan, rows, page.params, reader, page.results)
+glue_all(view.quoted)
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "What the figure shows, with n per point and what the bands are.", "name": "fig-name-headline"}, "image": {"alt": "What a reader who cannot see the figure needs to know from it."}}
+chapter.figure(view)
+plt.show()
+
+# %% tags=["remove-input"]
+say(view.provenance)
+
+# %% [markdown]
+# The caption says what is drawn, n per point and what the bands are; the paper's curve
+# goes beside ours where it reports one. Under the figure: where its rows are
+# (`data/results/<reader>/<experiment>/`), so a reader can download them, and an example
+# prompt and answer.
+
+# %% [markdown]
+# ## The headline comparison
+#
+# What is compared, paired by which unit (question, problem, record), which interval
+# (bootstrap over that unit) and which test (sign-flip), with n beside every number.
+#
+# **How n was chosen.** For a paired difference of 0/1 outcomes the 95% half-width is about
+# $1.96\,s/\sqrt{n}$; the book run's n gives at most ±10 points (`report.n_for_half_width`
+# from the observed per-unit differences).
+
+# %% tags=["hide-input"]
+show(chapter.accuracy_table(view), "Accuracy (%) [95% Wilson interval].")
+
+# %% [markdown]
+# ## The paper's numbers beside ours
+#
+# A table from `data/paper/<name>.csv` (`page.paper("<name>")`), and plainly why ours
+# differ: the reader, the lengths, the data, the prompt.
+#
+# ## At the paper's scale
+#
+# `scales/<name>.json` holds a `paper` set; on a GPU:
+# `longctx reproduce --chapters <name> --scale paper --model <hub id>`.
+
+# %% tags=["remove-cell"]
+page.check(view.said)
+assert view.consistent

@@ -1,0 +1,111 @@
+"""A chapter module, the template (copy it to ``lib/longctx/chapters/<name>.py``).
+
+As written it is a small working chapter: the gold pair first vs in the middle of 10
+synthetic key-value pairs (Lost in the Middle, section 4.2), whose rows the key-value
+chapter has committed, so :func:`analysis` runs on them with no model
+(``tests/test_templates.py`` runs it so). Replace the task, the plan and the claims with
+yours; keep the four names the rest of longctx looks for:
+
+* ``plan(params) -> list[Block]``: every prompt of the chapter, headline blocks first
+  (``longctx reproduce`` and the notebook both call it, so both store the same rows);
+* ``claims(results_dir, params, reader) -> {claim_id: Estimate}``: the headline
+  comparisons, paired by the independent unit; each id has a row in
+  ``data/paper/claims.csv`` (paper, statement, the paper's value and effect, direction),
+  and the findings page reads them from here;
+* ``analysis(...) -> view``: everything the notebook shows, as numbers, with ``quoted`` (the
+  numbers its prose glues) and ``said`` (its statements in words, checked on the book run);
+* ``ORDER``, ``NOTEBOOK``, ``EXPERIMENT``: where ``longctx reproduce`` runs its headline
+  blocks among the chapters, its page, and the store folder its rows go to.
+
+Its parameter sets are ``lib/longctx/scales/<name>.json`` (``book``, ``paper``, ``ci``,
+``smoke``); the ``book`` set equals the notebook's parameter cell.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+
+from longctx.claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
+from longctx.metrics import summarize
+from longctx.plots import accuracy_by_position
+from longctx.reader import Reader
+from longctx.report import estimate_text, pct_ci
+from longctx.results import provenance, rows_table
+from longctx.runner import Block, all_requests
+from longctx.tasks import kv_retrieval as kv
+
+ORDER = 99  # where longctx reproduce runs its headline blocks among the chapters
+NOTEBOOK = "notebooks/<name>.py"
+EXPERIMENT = "kv_retrieval"  # the store folder its rows go to (here: the key-value chapter's)
+NAME = "template"  # the chapter's name: its rows in data/paper/claims.csv say it
+DEPTHS = {"first": 0.0, "middle": 0.5}
+
+
+def examples(params: dict) -> list[kv.KVExample]:
+    return kv.synthetic_examples(params["examples"], params["num_pairs"], seed=params["seed"])
+
+
+def plan(params: dict) -> list[Block]:
+    requests = kv.make_requests(
+        examples(params), list(DEPTHS.values()), query_aware=False, source="synthetic"
+    )
+    return [Block(f"{params['num_pairs']} pairs, first vs middle", EXPERIMENT, requests, True)]
+
+
+def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
+    """Gold pair in the middle minus first, paired by example."""
+    keep = {e.example_id for e in examples(params)}
+    rows = [r for r in reader.store(results_dir, EXPERIMENT).rows() if r["example_id"] in keep]
+    first, middle = kv.position_indices(params["num_pairs"], list(DEPTHS.values()))
+    base = {"source": "synthetic", "num_pairs": params["num_pairs"], "query_aware": False}
+
+    def side(gold_index):
+        return by_unit(rows, {**base, "gold_index": gold_index}, kv.score)
+
+    return estimable(
+        {
+            f"{NAME}-middle": lambda: paired_estimate(
+                side(first), side(middle), side_names=("first", "middle")
+            )
+        }
+    )
+
+
+def analysis(
+    plan: list[Block], rows: list[dict], params: dict, reader: Reader, results_dir: str | Path
+) -> SimpleNamespace:
+    """Everything the page shows: accuracy per depth, the headline estimate and its verdict,
+    the numbers the prose quotes and the statements it makes."""
+    indices = kv.position_indices(params["num_pairs"], list(DEPTHS.values()))
+    table = rows_table(rows, kv.score).assign(num_pairs=params["num_pairs"])
+    table["depth"] = table["gold_index"].map(dict(zip(indices, DEPTHS.values())))
+    view = SimpleNamespace(table=table)
+    view.accuracy = summarize(table, ["model", "num_pairs", "depth"])  # Wilson intervals
+    view.estimates = claims(results_dir, params, reader)
+    view.verdicts = chapter_verdicts(NAME, view.estimates)
+    middle = view.estimates[f"{NAME}-middle"]
+    view.quoted = {
+        f"{NAME}-examples": middle.n,
+        f"{NAME}-middle": estimate_text(middle),
+    }
+    view.said = {"the middle is read worse than the start": middle.ci_high < 0}
+    view.provenance = f"**Data.** {provenance(table, results_dir, EXPERIMENT)}."
+    view.consistent = len(rows) == len(all_requests(plan))
+    return view
+
+
+def accuracy_table(view: SimpleNamespace) -> pd.DataFrame:
+    """Accuracy per depth with its 95% Wilson interval, formatted for the page."""
+    cells = view.accuracy
+    shown = [
+        pct_ci(a, lo, hi) for a, lo, hi in zip(cells["accuracy"], cells["ci_low"], cells["ci_high"])
+    ]
+    return cells.assign(accuracy=shown)[["depth", "n", "accuracy"]]
+
+
+def figure(view: SimpleNamespace):
+    """Accuracy against the gold pair's depth."""
+    return accuracy_by_position(view.accuracy, x="depth", xlabel="Relative depth of the gold pair")
