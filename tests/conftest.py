@@ -24,3 +24,12 @@ def smollm2():
     from longctx.backends.hf import load_model
 
     return load_model("smollm2-135m-instruct", device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="session")
+def committed_findings():
+    """The findings table of the committed rows, computed once for every test that reads it."""
+    from longctx.findings import findings_table
+    from longctx.paths import repo_root
+
+    return findings_table(repo_root() / "data" / "results")

@@ -54,8 +54,8 @@ def test_paired_estimate_hand_worked():
 
 
 @pytest.fixture(scope="module")
-def table():
-    return findings.findings_table(RESULTS)
+def table(committed_findings):
+    return committed_findings
 
 
 def test_every_verdict_follows_the_rule(table):

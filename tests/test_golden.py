@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from longctx.findings import findings_table
-
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "findings.json"
 NUMBERS = ("difference", "ci_low", "ci_high", "p", "paper_effect")
@@ -30,8 +28,8 @@ WORDS = (
 
 
 @pytest.fixture(scope="module")
-def rows():
-    table = findings_table(ROOT / "data" / "results")
+def rows(committed_findings):
+    table = committed_findings
     return {r["id"]: r for r in json.loads(table.to_json(orient="records", double_precision=15))}
 
 

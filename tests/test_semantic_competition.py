@@ -375,6 +375,23 @@ def test_bm25_ranking_is_full_and_deterministic():
         make_ranker("colbert", TEXTS)
 
 
+def test_dense_corpus_vectors_are_encoded_once_then_read_from_the_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("LONGCTX_CACHE", str(tmp_path))
+    first = DenseRanker(TEXTS)
+    assert len(list((tmp_path / "embeddings").glob("*.pt"))) == 1
+
+    def no_encoding(self, texts, progress=False):
+        raise AssertionError("the corpus was encoded again")
+
+    encode = DenseRanker.encode
+    monkeypatch.setattr(DenseRanker, "encode", no_encoding)
+    again = DenseRanker(TEXTS)
+    assert again.vectors.equal(first.vectors)
+    monkeypatch.setattr(DenseRanker, "encode", encode)
+    other = DenseRanker(TEXTS[:2])  # other texts: another file
+    assert len(list((tmp_path / "embeddings").glob("*.pt"))) == 2 and other.vectors.shape[0] == 2
+
+
 def test_dense_ranker_with_package_minilm():
     ranker = DenseRanker(TEXTS)
     assert ranker.vectors.shape == (3, 384)

@@ -91,7 +91,9 @@ from longctx.reader import Reader
 from longctx.runner import generate_missing
 from longctx.store import ResultsStore
 from longctx.tasks import kv_retrieval as kv
-reqs = kv.make_requests(kv.synthetic_examples(5, 4, seed=11), [0.0, 1.0])
+from dataclasses import replace
+# A short budget: what is tested is resuming, not answering.
+reqs = [replace(r, max_new_tokens=12) for r in kv.make_requests(kv.synthetic_examples(3, 4, seed=11), [0.0, 1.0])]
 store = ResultsStore(sys.argv[1], "smollm2-135m-instruct", "kv")
 rows = generate_missing(reqs, store, Reader("smollm2-135m-instruct", device="cpu", dtype="float32"), batch_size=1,
                         progress=False)
@@ -117,13 +119,13 @@ def test_killed_run_resumes_without_losing_rows(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = store.rows()
-    assert 2 <= len(before) < 10, "the run should have been killed midway"
+    assert 2 <= len(before) < 6, "the run should have been killed midway"
     done = subprocess.run(
         [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300
     )
-    assert "ROWS 10" in done.stdout
+    assert "ROWS 6" in done.stdout
     after = store.rows()
-    assert len(after) == 10 and len({r["key"] for r in after}) == 10
+    assert len(after) == 6 and len({r["key"] for r in after}) == 6
     assert after[: len(before)] == before  # finished rows were kept, not recomputed
 
 
@@ -231,3 +233,25 @@ def test_all_under_lists_every_store_with_rows_packed_or_not(tmp_path):
         ("b", "y"),
     ]
     assert [s.dir.parent.name for s in ResultsStore.all_under(tmp_path, "y")] == ["b"]
+
+
+def test_a_generation_cap_cuts_every_budget_above_it_and_gives_capped_requests_their_own_key():
+    from longctx.errors import ParameterError
+    from longctx.requests import cap_generation, request_key
+
+    def req(budget):
+        return Request(task="t", example_id="1", prompt="p", gold=("x",), max_new_tokens=budget)
+
+    full = req(512)
+    try:
+        cap_generation(24)
+        assert req(512).max_new_tokens == 24 and req(8).max_new_tokens == 8
+        assert request_key("fp", req(512), "auto") != request_key("fp", full, "auto")
+        from longctx.tagging import LLMTagger
+
+        assert LLMTagger("smollm2-135m-instruct").budget == {"classification": 24, "ie": 24}
+    finally:
+        cap_generation(None)
+    assert req(512).max_new_tokens == 512
+    with pytest.raises(ParameterError, match="positive number of tokens"):
+        cap_generation(0)

@@ -294,7 +294,10 @@ def test_llm_tagger_with_a_real_model_tags_from_the_set_and_is_cached(smollm2, t
         "Caleb ordered a glass of Guinness.",
     ]
     cache = TagCache(tmp_path / "tags.jsonl")
-    tagger = LLMTagger("smollm2-135m-instruct", method="hybrid", lm=smollm2, progress=False)
+    short = {"classification_tokens": 48, "ie_tokens": 24}  # tags, not eloquence, are tested
+    tagger = LLMTagger(
+        "smollm2-135m-instruct", method="hybrid", lm=smollm2, progress=False, **short
+    )
     tags = tag_chunks(chunks, tagger, cache)
     assert all(set(t) <= set(PRIVILEGED.tags) for t in tags)
     rows = [json.loads(line) for line in (tmp_path / "tags.jsonl").read_text().splitlines()]
@@ -303,6 +306,6 @@ def test_llm_tagger_with_a_real_model_tags_from_the_set_and_is_cached(smollm2, t
     )
     # A second tagger with the same id reads the cache and never loads a model.
     cached = LLMTagger(
-        "smollm2-135m-instruct", method="hybrid", load=lambda: pytest.fail("model loaded")
+        "smollm2-135m-instruct", method="hybrid", load=lambda: pytest.fail("model loaded"), **short
     )
     assert tag_chunks(chunks, cached, TagCache(tmp_path / "tags.jsonl")) == tags

@@ -23,6 +23,7 @@ import importlib.util
 import os
 import re
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from .data import cache_dir, sha256_file
@@ -240,9 +241,11 @@ def weights_source(ref: ModelRef, revision: str) -> tuple[str, dict]:
     return source, common
 
 
+@cache
 def load_tokenizer(name: str, revision: str = "main"):
     """Only the tokenizer of ``name`` (no weights): for measuring text in the model's tokens
-    before deciding whether the model has to run at all."""
+    before deciding whether the model has to run at all. Loaded once per process (from a
+    GGUF file that takes seconds: its whole vocabulary is parsed); callers only read it."""
     ref = resolve_model(name, revision)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from transformers import AutoTokenizer

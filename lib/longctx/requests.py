@@ -89,6 +89,27 @@ class Generation:
     stop_reason: str = ""  # stop_rule | eos | max_new_tokens
 
 
+# A cap on every request's generation budget, for runs that check that pages execute rather
+# than what they answer (CI runs the notebooks with one, see conftest.py); None: each task's own.
+_generation_cap: int | None = None
+
+
+def cap_generation(tokens: int | None) -> None:
+    """Cap ``max_new_tokens`` of every :class:`Request` (and the budgets of every LLM tagger)
+    made from now on in this process (``None`` lifts the cap). The budget is part of a
+    request's key and of a tagger's id, so capped rows and tags never stand in for
+    full-length ones."""
+    global _generation_cap
+    if tokens is not None and (not isinstance(tokens, int) or tokens < 1):
+        raise ParameterError(f"a generation cap is a positive number of tokens, not {tokens!r}")
+    _generation_cap = tokens
+
+
+def capped(tokens: int) -> int:
+    """A generation budget under the cap of :func:`cap_generation`, if one is set."""
+    return tokens if _generation_cap is None else min(tokens, _generation_cap)
+
+
 @dataclass(frozen=True)
 class Request:
     """One prompt to answer, with everything needed to score and trace it."""
@@ -102,6 +123,10 @@ class Request:
     stop: StopRule = StopRule()
     meta: dict = field(default_factory=dict, hash=False)
     system: str | None = None  # system message; None keeps the chat template's default
+
+    def __post_init__(self):
+        if capped(self.max_new_tokens) != self.max_new_tokens:
+            object.__setattr__(self, "max_new_tokens", capped(self.max_new_tokens))
 
 
 def request_key(fingerprint: str, req: Request, prompt_mode: str) -> str:

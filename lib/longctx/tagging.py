@@ -31,15 +31,16 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from importlib.resources import files
 from pathlib import Path
 
+from .data import cache_dir
 from .errors import DataFileError, ParameterError
 from .models import resolve_model
 from .prompts import load_prompt
 from .reader import Reader
-from .requests import StopRule
+from .requests import StopRule, capped
 
 CHUNK_STRATEGIES = ("sentence", "paragraph")
 LLM_METHODS = ("classification", "ie", "hybrid")
@@ -300,6 +301,19 @@ class TagCache:
         ]
 
 
+def spacy_cache() -> TagCache:
+    """The user's cache of spaCy tags, ``$LONGCTX_CACHE/tags/spacy.jsonl``, one per process:
+    spaCy is deterministic and its tagger id names its version and category set, so every
+    run (a test, a notebook, the book) reads what an earlier one tagged instead of tagging
+    the same chunks again (most of a minute for the book's haystacks on 2 cores)."""
+    return _cache_at(cache_dir() / "tags" / "spacy.jsonl")
+
+
+@cache
+def _cache_at(path: Path) -> TagCache:
+    return TagCache(path)
+
+
 def tag_chunks(
     chunks: Sequence[str], tagger, cache: TagCache | None = None, slice_size: int = 32
 ) -> list[list[str]]:
@@ -466,7 +480,7 @@ class LLMTagger:
         self.model, self.ref = model, resolve_model(model)
         self.categories = load_categories(categories) if isinstance(categories, str) else categories
         self.method, self.batch_size, self.min_confidence = method, batch_size, min_confidence
-        self.budget = {"classification": classification_tokens, "ie": ie_tokens}
+        self.budget = {"classification": capped(classification_tokens), "ie": capped(ie_tokens)}
         self._load, self._lm, self.progress = load, lm, progress
 
     @cached_property

@@ -57,7 +57,14 @@ from typing import ClassVar
 from .errors import ParameterError
 from .formats import check_delimiter, format_identifier, format_passages
 from .padding import filler_slot
-from .tagging import SpacyTagger, TagCache, chunk_text, system_prompt, tag_chunks, tagged_text
+from .tagging import (
+    SpacyTagger,
+    chunk_text,
+    spacy_cache,
+    system_prompt,
+    tag_chunks,
+    tagged_text,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Examples
@@ -429,7 +436,7 @@ def tagger_for(name: str):
             raise ParameterError(
                 f"unknown tagger '{name}'; use spacy or register one with register_tagger"
             )
-        _TAGGERS["spacy"] = (SpacyTagger(), TagCache())
+        _TAGGERS["spacy"] = (SpacyTagger(), spacy_cache())
     return _TAGGERS[name]
 
 

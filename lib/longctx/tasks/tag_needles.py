@@ -52,6 +52,7 @@ from ..tagging import (
     SpacyTagger,
     TagCache,
     chunk_text,
+    spacy_cache,
     system_prompt,
     tag_chunks,
     tagged_text,
@@ -323,13 +324,14 @@ def chapter_taggers(
     load=None,
     batch_size: int = 8,
 ) -> Taggers:
-    """The taggers ``variants`` need: spaCy (in-memory cache: it is fast and deterministic)
-    and the LLM tagger with the privileged categories, its tags cached in
+    """The taggers ``variants`` need: spaCy, its tags kept in the user's cache
+    (:func:`longctx.tagging.spacy_cache`), and the LLM tagger with the privileged categories, its tags committed in
     ``<results_dir>/<tagger model>/tags/<method>.jsonl`` so a rerun never reloads the model."""
     kinds = {variant_parts(v)[1] for v in variants}
     taggers = Taggers()
     if "spacy" in kinds:
         taggers.spacy = SpacyTagger()
+        taggers.caches["spacy"] = spacy_cache()
     if "llm" in kinds:
         taggers.llm = LLMTagger(
             tagger_model, "privileged", method=llm_method, load=load, batch_size=batch_size
