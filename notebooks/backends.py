@@ -26,6 +26,50 @@
 # This page measures both on committed prompts of two chapters, and the speed of each
 # backend in one benchmark run.
 
+# %% [markdown]
+# ## What we found
+#
+# * **The two backends give the same answer to {glue:text}`be-identical` of the prompts,
+#   and accuracy within a few points.** Over {glue:text}`be-prompts` committed prompts
+#   ({glue:text}`be-examples` examples), llama.cpp scored {glue:text}`be-acc-llamacpp` and hf
+#   (float32, the committed rows) {glue:text}`be-acc-hf`, a paired difference of
+#   {glue:text}`be-difference`: the interval rules out a change of more than 3 points
+#   either way (a margin chosen here, not in advance). Every key-value answer was identical; the
+#   {glue:text}`be-differ` answers that differ are all in multi-document QA, where hf's is
+#   right in {glue:text}`be-differ-hf-right` and llama.cpp's in
+#   {glue:text}`be-differ-llamacpp-right`: free-text answers of a 0.5B model part ways on
+#   near-ties between tokens, in both directions. Long answers part ways more often: in the
+#   VarSum benchmark, {glue:text}`be-varsum-same` of {glue:text}`be-varsum-prompts` answers
+#   were the same, at the same accuracy.
+# * **On this CPU llama.cpp is not faster than the hf engine.** Key-value prompts (reading
+#   dominates): {glue:text}`be-kv-llamacpp` the hf engine; VarSum (writing dominates):
+#   {glue:text}`be-varsum-llamacpp`. This machine's CPU has native bfloat16 (AVX512-BF16),
+#   where `dtype="auto"` runs torch in bfloat16 and its matrix products are as fast as
+#   llama.cpp's 4-bit kernels; and the hf engine decodes {glue:text}`be-hf-batch` sequences
+#   per step while llama-cpp-python's API decodes one. The hf engine itself is
+#   {glue:text}`be-varsum-hf-naive` the plain `model.generate` loop on VarSum (stop rules
+#   and batching) and {glue:text}`be-kv-hf-naive` on key-value prompts, whose answers end at
+#   once anyway. The run that motivated this backend measured llama.cpp at 2.2x the hf
+#   engine in **float32**, on a CPU where bfloat16 was slow; `make bench` tells which case a
+#   machine is.
+# * **llama.cpp's prefix cache is not worth its side effect here.** Reusing the prefix a
+#   prompt shares with the previous one saved {glue:text}`be-prefix-kv` of the time on
+#   key-value prompts and {glue:text}`be-prefix-varsum` on VarSum (the chapters' prompts
+#   share only their instructions), but {glue:text}`be-prefix-changed` of
+#   {glue:text}`be-prefix-prompts` long VarSum answers changed with it: a prompt read in two
+#   pieces is rounded differently. So the backend now reads every prompt from an empty
+#   cache (an answer no longer depends on which prompts ran before it); `prefix_cache=True`
+#   turns reuse on. The committed `llamacpp` rows and the benchmark's llama.cpp arm above
+#   were made with reuse on.
+# * **The `openai` client** through a local llama.cpp server ran at
+#   {glue:text}`be-kv-openai` and {glue:text}`be-varsum-openai` the hf engine here (that
+#   server answers one request at a time); its purpose is vLLM and SGLang on GPUs, which
+#   batch the client's concurrent requests.
+# * **The default stays `hf`**: it is as fast or faster on this CPU, every committed row is
+#   an `hf` row (a switch would regenerate every chapter), and masked padding and attention
+#   need the weights in torch. Use `backend="llamacpp"` on CPUs without fast bfloat16, and
+#   `backend="openai"` with vLLM or SGLang at scale (README, "Run at scale").
+
 # %% tags=["parameters", "remove-cell"]
 model = "qwen2.5-coder-0.5b-instruct"
 results_dir = "data/results"  # the committed generations
@@ -78,49 +122,6 @@ show(*page.agreement_table(view))
 
 # %% tags=["hide-input"]
 show(*page.speed_table(view))
-
-# %% [markdown]
-# ## What we found
-#
-# * **The two backends give the same answer to {glue:text}`be-identical` of the prompts,
-#   and the same accuracy.** Over {glue:text}`be-prompts` committed prompts
-#   ({glue:text}`be-examples` examples), llama.cpp scored {glue:text}`be-acc-llamacpp` and hf
-#   (float32, the committed rows) {glue:text}`be-acc-hf`, a paired difference of
-#   {glue:text}`be-difference`. Every key-value answer was identical; the
-#   {glue:text}`be-differ` answers that differ are all in multi-document QA, where hf's is
-#   right in {glue:text}`be-differ-hf-right` and llama.cpp's in
-#   {glue:text}`be-differ-llamacpp-right`: free-text answers of a 0.5B model part ways on
-#   near-ties between tokens, in both directions. Long answers part ways more often: in the
-#   VarSum benchmark, {glue:text}`be-varsum-same` of {glue:text}`be-varsum-prompts` answers
-#   were the same, at the same accuracy.
-# * **On this CPU llama.cpp is not faster than the hf engine.** Key-value prompts (reading
-#   dominates): {glue:text}`be-kv-llamacpp` the hf engine; VarSum (writing dominates):
-#   {glue:text}`be-varsum-llamacpp`. This machine's CPU has native bfloat16 (AVX512-BF16),
-#   where `dtype="auto"` runs torch in bfloat16 and its matrix products are as fast as
-#   llama.cpp's 4-bit kernels; and the hf engine decodes {glue:text}`be-hf-batch` sequences
-#   per step while llama-cpp-python's API decodes one. The hf engine itself is
-#   {glue:text}`be-varsum-hf-naive` the plain `model.generate` loop on VarSum (stop rules
-#   and batching) and {glue:text}`be-kv-hf-naive` on key-value prompts, whose answers end at
-#   once anyway. The run that motivated this backend measured llama.cpp at 2.2x the hf
-#   engine in **float32**, on a CPU where bfloat16 was slow; `make bench` tells which case a
-#   machine is.
-# * **llama.cpp's prefix cache is not worth its side effect here.** Reusing the prefix a
-#   prompt shares with the previous one saved {glue:text}`be-prefix-kv` of the time on
-#   key-value prompts and {glue:text}`be-prefix-varsum` on VarSum (the chapters' prompts
-#   share only their instructions), but {glue:text}`be-prefix-changed` of
-#   {glue:text}`be-prefix-prompts` long VarSum answers changed with it: a prompt read in two
-#   pieces is rounded differently. So the backend now reads every prompt from an empty
-#   cache (an answer no longer depends on which prompts ran before it); `prefix_cache=True`
-#   turns reuse on. The committed `llamacpp` rows and the benchmark's llama.cpp arm above
-#   were made with reuse on.
-# * **The `openai` client** through a local llama.cpp server ran at
-#   {glue:text}`be-kv-openai` and {glue:text}`be-varsum-openai` the hf engine here (that
-#   server answers one request at a time); its purpose is vLLM and SGLang on GPUs, which
-#   batch the client's concurrent requests.
-# * **The default stays `hf`**: it is as fast or faster on this CPU, every committed row is
-#   an `hf` row (a switch would regenerate every chapter), and masked padding and attention
-#   need the weights in torch. Use `backend="llamacpp"` on CPUs without fast bfloat16, and
-#   `backend="openai"` with vLLM or SGLang at scale (README, "Run at scale").
 
 # %% tags=["remove-cell"]
 check_statements("backends", view.said, view.book_run)

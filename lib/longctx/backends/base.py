@@ -184,6 +184,22 @@ class PromptReader:
     max_context: int
     backend: ClassVar[str] = "hf"
 
+    @classmethod
+    def load(
+        cls,
+        model: str,
+        spec: BackendSpec,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        prompt_mode: str = "auto",
+        max_context: int | None = None,
+        progress: Callable[[str], None] | None = None,
+    ):
+        """A backend whose model runs outside torch (``llamacpp``, ``openai``): ``device`` and
+        ``dtype`` are the ``hf`` backend's; the model runs as its file or its server has it."""
+        return cls(model, spec, prompt_mode=prompt_mode, max_context=max_context, progress=progress)
+
     @property
     def name(self) -> str:
         return self.ref.name

@@ -43,21 +43,6 @@ DEFAULT_WINDOW = 32768  # KV cache allocated up front: cap it unless the caller 
 
 @register("llamacpp")
 class LlamaCppBackend(PromptReader):
-    @classmethod
-    def load(
-        cls,
-        model: str,
-        spec: BackendSpec,
-        *,
-        device: str = "auto",
-        dtype: str = "auto",
-        prompt_mode: str = "auto",
-        max_context: int | None = None,
-        progress: Callable[[str], None] | None = None,
-    ) -> LlamaCppBackend:
-        """``device`` and ``dtype`` are the ``hf`` backend's: llama.cpp runs the GGUF weights as they are."""
-        return cls(model, spec, prompt_mode=prompt_mode, max_context=max_context, progress=progress)
-
     def __init__(
         self,
         model: str,

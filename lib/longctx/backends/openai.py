@@ -38,21 +38,6 @@ RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 @register("openai")
 class OpenAIBackend(PromptReader):
-    @classmethod
-    def load(
-        cls,
-        model: str,
-        spec: BackendSpec,
-        *,
-        device: str = "auto",
-        dtype: str = "auto",
-        prompt_mode: str = "auto",
-        max_context: int | None = None,
-        progress: Callable[[str], None] | None = None,
-    ) -> OpenAIBackend:
-        """``device`` and ``dtype`` are the ``hf`` backend's: the server chose its own."""
-        return cls(model, spec, prompt_mode=prompt_mode, max_context=max_context, progress=progress)
-
     def __init__(
         self,
         model: str,

@@ -190,7 +190,7 @@ def sizing(table: pd.DataFrame, params: dict, label: str) -> pd.DataFrame:
             {
                 "comparison": name,
                 "records": len(d),
-                "discordant": (d != 0).mean(),
+                "discordant": f"{(d != 0).mean():.0%}",
                 "records for ±10 pts": n_for_half_width(d),
             }
             for name, d in diffs.items()

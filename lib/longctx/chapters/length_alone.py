@@ -300,7 +300,7 @@ def between(gsm: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
         [
             {
                 "filler": LABELS[(r.filler, "between")],
-                "tokens": r.filler_tokens,
+                "tokens": f"{r.filler_tokens:,}",
                 "problems": r.n,
                 "ours: change (pts, 95% CI)": points_ci(r.change, r.ci_low, r.ci_high),
                 "sign-flip p": p_text(r.p_sign_flip).removeprefix("p = "),
