@@ -195,21 +195,25 @@ def test_every_committed_document_row_is_rebuilt_with_its_key():
 
 
 def test_every_committed_key_value_row_is_rebuilt_with_its_key():
-    params = scale("kv_retrieval", "book")
-    # The store may hold release records beyond the book scale (an extension in progress): rebuild those too.
+    # The store holds the book scale's records and the paper scale's (a GPU run's), and may
+    # hold release records beyond either (an extension in progress): rebuild them all.
     released = [
         int(r["example_id"].rsplit("-", 1)[1])
         for r in committed("kv_retrieval")
         if r["condition"]["source"] == "release-140"
     ]
-    params["examples_per_cell"] = {
-        **params["examples_per_cell"],
-        "140": max(params["examples_per_cell"]["140"], 1 + max(released)),
-    }
     by_id = {}
-    for k in params["num_pairs"]:
-        examples, source = kv_examples_for(k, params)
-        by_id.update({(e.example_id, k, source): e for e in examples})
+    for name in ("book", "paper"):
+        params = scale("kv_retrieval", name)
+        per_cell = params["examples_per_cell"]  # one number, or one per number of pairs
+        params["examples_per_cell"] = (
+            {**per_cell, "140": max(per_cell["140"], 1 + max(released))}
+            if isinstance(per_cell, dict)
+            else max(per_cell, 1 + max(released))
+        )
+        for k in params["num_pairs"]:
+            examples, source = kv_examples_for(k, params)
+            by_id.update({(e.example_id, k, source): e for e in examples})
     cn = scale("cnorm", "book")
     for density, pairs, n in [
         ("low", cn["kv_low_pairs"], cn["kv_examples"]),
