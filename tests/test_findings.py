@@ -276,6 +276,7 @@ def test_cnorm_token_contrast_on_hand_made_rows(tmp_path):
     lines = [
         json.dumps(
             {
+                "key": f"k{i}",
                 "example_id": r.example_id,
                 "condition": r.condition,
                 "gold": list(r.gold),
@@ -283,12 +284,13 @@ def test_cnorm_token_contrast_on_hand_made_rows(tmp_path):
                 "output": r.gold[0] if r.condition["delimiter"] in short else "no idea",
             }
         )
-        for r in sweep
+        for i, r in enumerate(sweep)
     ]
     # A row outside the sweep (another size) must not count.
     lines.append(
         json.dumps(
             {
+                "key": "outside",
                 "example_id": sweep[0].example_id,
                 "condition": {**sweep[0].condition, "num_pairs": 16},
                 "gold": list(sweep[0].gold),

@@ -1,8 +1,10 @@
+import json
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +12,8 @@ from longctx.errors import DataFileError
 from longctx.requests import Generation, Request, StopRule, request_key, unique_requests
 from longctx.runner import make_row
 from longctx.store import ResultsStore
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _req(i=0, **kw):
@@ -218,7 +222,7 @@ def test_merge_adds_only_missing_rows_from_plain_or_xz_copies(tmp_path):
         store.merge(bad)
     keyless = tmp_path / "keyless.jsonl"
     keyless.write_text('{"output": "x"}\n')
-    with pytest.raises(DataFileError, match="without a store key"):
+    with pytest.raises(DataFileError, match="keyless.jsonl, line 1: not a stored row"):
         store.merge(keyless)
 
 
@@ -255,3 +259,78 @@ def test_a_generation_cap_cuts_every_budget_above_it_and_gives_capped_requests_t
     assert req(512).max_new_tokens == 512
     with pytest.raises(ParameterError, match="positive number of tokens"):
         cap_generation(0)
+
+
+# ----------------------------------------------------------------- stores under attack
+
+
+def _writer_that_packs(root: str, rounds: int) -> None:
+    store = ResultsStore(root, "m", "exp")
+    for k in range(rounds):
+        store.append(_rows_of(5, start=5 * k))
+        store.pack()
+
+
+def test_reads_racing_pack_never_lose_a_row_or_crash(tmp_path):
+    """A run asks its store for keys before every chunk while `longctx pack` may run: a read
+    between pack's writing the packed file and deleting the appended one saw rows vanish."""
+    import multiprocessing
+
+    store = ResultsStore(tmp_path, "m", "exp")
+    writer = multiprocessing.get_context("spawn").Process(
+        target=_writer_that_packs, args=(str(tmp_path), 60)
+    )
+    writer.start()
+    seen, reads = 0, 0
+    while writer.is_alive() or reads == 0:
+        keys, rows = store.keys(), store.rows()
+        assert len(keys) >= seen and len(rows) >= seen, "a read lost stored rows"
+        assert len({r["key"] for r in rows}) == len(rows)
+        seen, reads = len(keys), reads + 1
+    writer.join()
+    assert writer.exitcode == 0 and len(store.rows()) == len(store.keys()) == 300 and reads > 10
+
+
+def test_two_writers_of_one_row_store_it_once(tmp_path):
+    first, second = ResultsStore(tmp_path, "m", "exp"), ResultsStore(tmp_path, "m", "exp")
+    rows = _rows_of(4)
+    assert first.append(rows[:3]) == 3
+    assert second.append(rows) == 1  # the other run stored three of them meanwhile
+    assert [r["key"] for r in first.rows()] == ["k0", "k1", "k2", "k3"]
+    assert len(first.path.read_text().splitlines()) == 4
+
+
+def test_a_row_of_another_model_is_refused_at_read_pack_and_merge(tmp_path):
+    store = ResultsStore(tmp_path, "m", "exp")
+    store.append(_rows_of(2))
+    stranger = {**_rows_of(1, start=9)[0], "model_fingerprint": "other-weights"}
+    with store.path.open("a") as f:
+        f.write(json.dumps(stranger) + "\n")
+    for action in (store.rows, store.pack):
+        with pytest.raises(
+            DataFileError, match=r"generations.jsonl, line 3: a row of other-weights"
+        ):
+            action()
+    store.path.write_text("".join(json.dumps(r) + "\n" for r in _rows_of(2)))
+    store.pack()
+    copy = tmp_path / "m__exp.jsonl"
+    copy.write_text(json.dumps(stranger) + "\n")
+    with pytest.raises(DataFileError, match=r"m__exp.jsonl, line 1: a row of other-weights"):
+        store.merge(copy)
+
+
+@pytest.mark.parametrize("line", ["{}", "[1, 2]", "42", '"text"', '{"key": 7}'])
+def test_a_line_that_is_json_but_not_a_row_is_one_line_naming_it(tmp_path, line):
+    store = ResultsStore(tmp_path, "m", "exp")
+    rows = _rows_of(2)
+    store.dir.mkdir(parents=True)
+    store.path.write_text(json.dumps(rows[0]) + "\n" + line + "\n" + json.dumps(rows[1]) + "\n")
+    with pytest.raises(DataFileError, match=r"line 2: not a stored row"):
+        store.rows()
+
+
+def test_no_lock_file_is_tracked():
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.lock"], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.split()
+    assert tracked == []

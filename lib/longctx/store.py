@@ -39,7 +39,9 @@ class ResultsStore:
 
     FILENAME = "generations.jsonl"  # rows appended by runs
     PACKED = "generations.jsonl.xz"  # rows moved here by pack(); read-only otherwise
-    _packed_cache: dict = {}  # packed path -> ((inode, mtime, size), lines): a driver rereads its store per chunk
+    # A run rereads its stores before every chunk and batch: decompress and parse once.
+    _packed_cache: dict = {}  # packed path -> ((inode, mtime, size), lines)
+    _keys_cache: dict = {}  # packed path -> (stamp, keys); plain path -> (file's identity, offset read, keys)
 
     def __init__(self, root: str | os.PathLike, model_slug: str, experiment: str):
         self.dir = Path(root) / model_slug / experiment
@@ -83,19 +85,29 @@ class ResultsStore:
         return [p for p in (self.packed_path, self.path) if p.exists()]
 
     def rows(self) -> list[dict]:
-        """Every stored row: the packed rows, then the appended ones."""
-        return self.packed_rows() + self.plain_rows()
+        """Every stored row, each key once: the packed rows, then the appended ones not packed.
+
+        The appended file is read before the packed one: :meth:`pack` writes the packed file
+        before it deletes the appended one, so a read that races a pack sees every row (some
+        twice, and the second copy is dropped) instead of losing the rows being moved. Two runs
+        of one chapter at once can append one key twice; it is returned once."""
+        plain_lines = self._plain_lines()
+        out = self.packed_rows()
+        plain = self._parse(plain_lines, self.path, _FIX_LINE, _reader(out[0]) if out else None)
+        seen = {r["key"] for r in out}
+        out += [r for r in plain if r["key"] not in seen and not seen.add(r["key"])]
+        return out
 
     def packed_rows(self) -> list[dict]:
-        if not self.packed_path.exists():
+        try:
+            stat = self.packed_path.stat()
+        except FileNotFoundError:
             return []
-        stat = self.packed_path.stat()
-        # Pack() replaces the file: a new inode
+        # pack() replaces the file: a new inode
         stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         cached = self._packed_cache.get(self.packed_path)
-        if (
-            cached is None or cached[0] != stamp
-        ):  # decompress once; parse per call, so callers own their rows
+        if cached is None or cached[0] != stamp:
+            # decompress once; parse per call, so callers own their rows
             try:
                 text = lzma.decompress(self.packed_path.read_bytes()).decode("utf-8")
             except (lzma.LZMAError, EOFError, UnicodeDecodeError) as e:
@@ -104,38 +116,101 @@ class ResultsStore:
                     f"`git checkout -- {self.packed_path}`"
                 ) from None
             cached = self._packed_cache[self.packed_path] = (stamp, text.splitlines())
-        try:
-            return [json.loads(line) for line in cached[1] if line.strip()]
-        except json.JSONDecodeError as e:
-            raise DataFileError(
-                f"{self.packed_path} holds a row that is not JSON ({e}); restore it with "
-                f"`git checkout -- {self.packed_path}`"
-            ) from None
+        restore = f"restore it with `git checkout -- {self.packed_path}`"
+        return self._parse(cached[1], self.packed_path, restore, None)
 
     def plain_rows(self) -> list[dict]:
-        if not self.path.exists():
+        """The appended rows (checked against the packed rows' reader)."""
+        lines = self._plain_lines()
+        packed = self.packed_rows() if lines else []
+        return self._parse(lines, self.path, _FIX_LINE, _reader(packed[0]) if packed else None)
+
+    def _plain_lines(self) -> list[str]:
+        try:
+            return self.path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:  # never written, or packed and deleted a moment ago
             return []
+
+    def _parse(
+        self, lines: list[str], path: Path, fix: str, reference: tuple[str, str] | None
+    ) -> list[dict]:
+        """Rows of one file, each a JSON object with a ``key``, all of one reader (weights
+        and backend: a store holds one model's rows); a torn last line of the appended file
+        (a run killed mid-write) is skipped with a warning."""
         out = []
-        lines = self.path.read_text(encoding="utf-8").splitlines()
         for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
-                out.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError:
-                if n == len(lines):  # a run killed mid-write: drop the torn line, it will be redone
+                if path == self.path and n == len(lines):
                     warnings.warn(
-                        f"{self.path}: ignoring truncated last line {n}; it will be regenerated",
-                        stacklevel=2,
+                        f"{path}: ignoring truncated last line {n}; it will be regenerated",
+                        stacklevel=3,
                     )
                     continue
+                raise DataFileError(f"{path}, line {n}: not valid JSON; {fix}") from None
+            if not isinstance(row, dict) or not isinstance(row.get("key"), str):
                 raise DataFileError(
-                    f"{self.path}, line {n}: not valid JSON; fix or delete that line"
-                ) from None
+                    f"{path}, line {n}: not a stored row (a JSON object with a 'key'); {fix}"
+                )
+            reference = reference or _reader(row)
+            if _reader(row) != reference:
+                raise DataFileError(
+                    f"{path}, line {n}: a row of {_describe(_reader(row))} in a store of "
+                    f"{_describe(reference)}; a store holds one model's rows: {fix}"
+                )
+            out.append(row)
         return out
 
     def keys(self) -> set[str]:
-        return {r["key"] for r in self.rows()}
+        """The keys of every stored row, read incrementally: the appended file from where the
+        last call stopped, the packed file once per version (a run asks before every chunk and
+        :meth:`append` before every batch). The appended file is read first, as in :meth:`rows`."""
+        plain = self._plain_keys()
+        return self._packed_keys() | plain
+
+    def _packed_keys(self) -> set[str]:
+        try:
+            stat = self.packed_path.stat()
+        except FileNotFoundError:
+            return set()
+        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        cached = self._keys_cache.get(self.packed_path)
+        if cached is None or cached[0] != stamp:
+            cached = self._keys_cache[self.packed_path] = (
+                stamp,
+                frozenset(r["key"] for r in self.packed_rows()),
+            )
+        return set(cached[1])
+
+    def _plain_keys(self) -> set[str]:
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            self._keys_cache.pop(self.path, None)
+            return set()
+        with f:
+            stat = os.fstat(f.fileno())
+            head = f.read(256)
+            seen_head, offset, keys = self._keys_cache.get(self.path, (None, 0, set()))
+            # Packed and appended anew (an inode number can be reused): read it from the start.
+            if seen_head != (stat.st_ino, head[: min(offset, 256)]) or stat.st_size < offset:
+                offset, keys = 0, set()
+            f.seek(offset)
+            data = f.read()
+        complete = data[: data.rfind(b"\n") + 1]  # a line being written is read next time
+        for line in complete.splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a torn line (rows() reports it)
+                continue
+            if isinstance(row, dict) and isinstance(row.get("key"), str):
+                keys.add(row["key"])
+        offset += len(complete)
+        self._keys_cache[self.path] = ((stat.st_ino, head[: min(offset, 256)]), offset, keys)
+        return set(keys)
 
     def pack(self) -> int:
         """Move the appended rows into the packed file (a row whose key is packed already is
@@ -165,34 +240,45 @@ class ResultsStore:
 
     def merge(self, source: str | os.PathLike) -> int:
         """Append the rows of another generations file (plain or ``.xz``, such as a flat copy
-        a GPU run sent back) whose keys this store lacks; returns how many were added."""
+        a GPU run sent back) whose keys this store lacks; returns how many were added. Rows
+        of another reader than this store's are refused, naming the line."""
         source = Path(source)
         data = source.read_bytes()
         try:
             text = (lzma.decompress(data) if source.suffix == ".xz" else data).decode("utf-8")
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except (lzma.LZMAError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        except (lzma.LZMAError, EOFError, UnicodeDecodeError) as e:
             raise DataFileError(
                 f"{source} is not a generations file ({e}); copy it again"
             ) from None
-        if any(not isinstance(r, dict) or "key" not in r for r in rows):
-            raise DataFileError(f"{source} holds rows without a store key: not a generations file")
-        have = self.keys()
-        new = [r for r in rows if r["key"] not in have and not have.add(r["key"])]
-        self.append(new)
-        return len(new)
+        first = next(iter(self.packed_rows() or self.plain_rows()), None)
+        rows = self._parse(
+            text.splitlines(),
+            source,
+            "merge only flat copies of this store (`longctx reproduce --copy-to`)",
+            _reader(first) if first else None,
+        )
+        return self.append(rows)
 
-    def append(self, rows: Iterable[dict]) -> None:
+    def append(self, rows: Iterable[dict]) -> int:
+        """Append ``rows`` whose keys are not stored yet (another process may have stored
+        some since this one looked: two runs of one chapter at once store each row once);
+        returns how many were written. Written and flushed under the store's lock."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
-        if not text:
-            return
+        rows = list(rows)
+        if not rows:
+            return 0
         with self.lock():
+            have = self.keys()
+            new = [r for r in rows if r["key"] not in have and not have.add(r["key"])]
+            text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in new)
+            if not text:
+                return 0
             self._drop_torn_tail()
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
+        return len(new)
 
     def lock(self):
         """An exclusive inter-process lock on this store (a ``.lock`` file beside it)."""
@@ -209,6 +295,19 @@ class ResultsStore:
                 return
             f.seek(0)
             f.truncate(f.read().rfind(b"\n") + 1)
+
+
+_FIX_LINE = "fix or delete that line"
+
+
+def _reader(row: dict) -> tuple[str | None, str]:
+    """Who wrote a row: its weights' fingerprint and its backend's identity (rows stored
+    before backends existed name none and came from ``hf``)."""
+    return row.get("model_fingerprint"), row.get("backend") or "hf"
+
+
+def _describe(reader: tuple[str | None, str]) -> str:
+    return f"{reader[0] or 'an unnamed model'} ({reader[1]})"
 
 
 def model_folder(ref, results_root: str | os.PathLike) -> str:
