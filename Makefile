@@ -50,11 +50,12 @@ lint: install
 test: lint
 	$(BIN)/pytest --nbval-lax -q
 
-# BACKEND: hf (default), llamacpp, or openai with URL=http://host:port/v1 (a vLLM/SGLang/llama.cpp server)
+# BACKEND: hf (default), llamacpp, or openai with URL=http://host:port/v1 (a vLLM/SGLang/llama.cpp server);
+# ARGS: server options, e.g. ARGS="--concurrency 1 --timeout 60 --retries 2 --context-window 4096"
 BACKEND ?=
 URL     ?=
 run:
-	$(BIN)/longctx run $(NB) --model $(MODEL) $(if $(BACKEND),--backend $(BACKEND)) $(if $(URL),--url $(URL)) $(PARAMS)
+	$(BIN)/longctx run $(NB) --model $(MODEL) $(if $(BACKEND),--backend $(BACKEND)) $(if $(URL),--url $(URL)) $(PARAMS) $(ARGS)
 
 # Every chapter's generations at a named scale, headline comparisons first, resumable:
 #   make reproduce SCALE=paper CHAPTERS="kv_retrieval length_alone" ARGS="--batch-size 64"

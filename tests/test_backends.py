@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,9 +20,7 @@ from longctx.reader import Reader
 from longctx.requests import Request, StopRule, request_key
 from longctx.runner import generate_missing
 from longctx.store import ResultsStore
-
-SMOKE = "smollm2-135m-instruct"
-
+from servers import SMOKE, Server, free_port
 
 # ----------------------------------------------------------------- interface, no model
 
@@ -104,7 +98,7 @@ def test_llamacpp_refuses_models_that_are_not_gguf():
 
 
 def test_unreachable_server_is_a_one_line_error():
-    port = _free_port()
+    port = free_port()
     with pytest.raises(
         BackendError,
         match=f"cannot reach an OpenAI-compatible server at http://127.0.0.1:{port}/v1",
@@ -262,64 +256,6 @@ def test_llamacpp_rows_carry_backend_and_resume(tmp_path, llama):
 # ----------------------------------------------------------------- OpenAI client, real server
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, serving the smoke model."""
-
-    def __init__(self, alias: str = SMOKE, interrupt: bool = False):
-        from longctx.models import ALIASES, alias_gguf_path
-
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.cmd = [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(alias_gguf_path(ALIASES[SMOKE])),
-            "--model_alias",
-            alias,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--n_ctx",
-            "8192",
-            "--n_threads",
-            str(os.cpu_count() or 1),
-            "--verbose",
-            "False",
-            "--interrupt_requests",
-            str(interrupt),
-        ]
-        self.proc = None
-
-    def start(self):
-        import httpx
-
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(240):
-            try:
-                if httpx.get(f"{self.url}/models", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"llama.cpp server exited with {self.proc.returncode}")
-            time.sleep(0.5)
-        raise RuntimeError("llama.cpp server did not come up in 120 s")
-
-    def kill(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-
 @pytest.fixture
 def server():
     srv = Server().start()
@@ -409,13 +345,16 @@ def test_openai_server_killed_mid_run_stores_only_answers_and_a_rerun_completes(
 @pytest.mark.model
 def test_a_stream_cut_off_by_the_server_is_never_stored(tmp_path, llama):
     """llama.cpp's server, by default, cuts a streaming request off when another arrives; the
-    cut stream ends without a finish reason and must not become an answer."""
+    cut stream ends without a finish reason and must not become an answer, and a run whose
+    streams are cut while others are in flight says which server flag to change."""
     reqs = _kv_requests(3)
     srv = Server(interrupt=True).start()
     try:
-        reader = Reader(SMOKE, backends.spec("openai", srv.url, concurrency=4, retries=0))
+        reader = Reader(SMOKE, backends.spec("openai", srv.url, concurrency=4, retries=3))
         store = reader.store(tmp_path, "kv")
-        with pytest.raises(BackendError, match="stream ended before the server said why"):
+        with pytest.raises(
+            BackendError, match="--interrupt_requests False, or pass --concurrency 1"
+        ):
             generate_missing(reqs, store, reader, batch_size=4)
     finally:
         srv.kill()

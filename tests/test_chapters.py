@@ -303,7 +303,7 @@ def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
     monkeypatch.setattr(reproduce, "get_chapter", lambda name: modules[name])
     monkeypatch.setattr(reproduce, "scale", lambda chapter, name, **overrides: {})
 
-    blocks = reproduce.chapter_blocks(["a", "b"], "book")
+    blocks = iter(reproduce.chapter_blocks(["a", "b"], "book"))
     assert built == []
     assert next(blocks).name == "a head" and built == ["a"]
     assert next(blocks).name == "b head" and built == ["a", "b"] and not lazy.built
@@ -404,7 +404,16 @@ class _AnsweringLM:
         return {"device": "test"}
 
     def generate(
-        self, prompts, *, max_new_tokens, stop_rules, batch_size, progress, on_batch, desc
+        self,
+        prompts,
+        *,
+        max_new_tokens,
+        stop_rules,
+        batch_size,
+        progress,
+        on_batch,
+        desc,
+        stop_at=None,
     ):
         from longctx.requests import Generation
 

@@ -25,12 +25,28 @@ from .reproduce import chapter_blocks
 from .runner import copy_target, run
 from .store import ResultsStore
 
+# Exit codes: 0 done, 1 a notebook failed, 2 a one-line error, 3 a run that stopped (deadline)
+# with planned rows still missing: run the same command again to go on.
+ROWS_MISSING = 3
 
-def _literal(text: str):
+
+def _literal(text: str, name: str):
+    """A parameter's value: a Python literal where the text is one, else the text itself
+    (so ``-p backend llamacpp`` needs no quotes); text that opens a list, mapping, tuple or
+    string and does not close it is an error, not a word."""
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
+        if text.strip()[:1] and text.strip()[0] in "[{(\"'":
+            raise ParameterError(
+                f"{name} {text!r} is not a valid value: close its brackets or quotes"
+            ) from None
         return text
+
+
+def _at_least(flag: str, value, least) -> None:
+    if value is not None and value < least:
+        raise ParameterError(f"{flag} must be at least {least}, not {value}")
 
 
 def run_notebook(
@@ -87,21 +103,8 @@ def run_notebook(
     finally:
         staged.unlink(missing_ok=True)
     running.replace(out)
+    out.with_suffix(".failed.ipynb").unlink(missing_ok=True)  # an earlier failure, now mended
     return out
-
-
-def _only(blocks, parts):
-    """The blocks whose name holds one of ``parts``, lazily (plans are built as they are
-    reached); an error, once every plan is seen, when none matched."""
-    matched = False
-    for block in blocks:
-        if any(part in block.name for part in parts):
-            matched = True
-            yield block
-    if not matched:
-        raise ParameterError(
-            f"--only {' '.join(parts)} matches no block; --dry-run without it lists them"
-        )
 
 
 def _reproduce(args) -> int:
@@ -111,25 +114,23 @@ def _reproduce(args) -> int:
         chapter, _, param = name.partition(".")
         if chapter not in chapters or not param:
             raise ParameterError(f"--set {name}: use CHAPTER.PARAM with a chapter among {chapters}")
-        overrides.setdefault(chapter, {})[param] = _literal(value)
+        overrides.setdefault(chapter, {})[param] = _literal(value, f"--set {name}")
     default = next((s for s in args.scale if ":" not in s), "book")
-    if args.chunk_prompts < 1:
-        raise ParameterError(f"--chunk-prompts must be at least 1, not {args.chunk_prompts}")
+    _at_least("--chunk-prompts", args.chunk_prompts, 1)
+    _at_least("--batch-size", args.batch_size, 1)
+    _at_least("--token-budget", args.token_budget, 1)
+    _at_least("--deadline-s", args.deadline_s, 0)
     per_chapter = dict(s.split(":", 1) for s in args.scale if ":" in s)
     blocks = chapter_blocks(
-        chapters, default, overrides, per_chapter, model=args.model, dry_run=args.dry_run
+        chapters,
+        default,
+        overrides,
+        per_chapter,
+        model=args.model,
+        dry_run=args.dry_run,
+        only=args.only,
     )
-    if args.only:
-        blocks = _only(blocks, args.only)
-    reader = Reader.of(
-        args.model,
-        args.backend,
-        args.url,
-        served_model=args.served_model,
-        concurrency=args.concurrency,
-        device=args.device,
-        dtype=args.dtype,
-    )
+    reader = _reader(args)
     report = run(
         blocks,
         reader,
@@ -142,14 +143,24 @@ def _reproduce(args) -> int:
         dry_run=args.dry_run,
         progress=False,
     )
-    total = sum(b["requests"] for b in report.blocks)
-    stored = sum(b["stored"] for b in report.blocks)
-    generated = sum(b["generated"] for b in report.blocks)
-    print(
-        f"{len(report.blocks)} blocks, {total} requests: {stored} already stored, {generated} generated, "
-        f"{report.missing} missing" + (f" ({report.stopped_early})" if report.stopped_early else "")
+    print(report.summary())
+    return 0 if args.dry_run or report.complete else ROWS_MISSING
+
+
+def _reader(args) -> Reader:
+    """The reader a command's backend options name (see :func:`_backend_arguments`)."""
+    return Reader.of(
+        args.model,
+        args.backend,
+        args.url,
+        served_model=args.served_model,
+        concurrency=args.concurrency,
+        timeout_s=args.timeout_s,
+        retries=args.retries,
+        context_window=args.context_window,
+        device=args.device,
+        dtype=args.dtype,
     )
-    return 0 if args.dry_run or not report.missing else 3
 
 
 def _pack(args) -> int:
@@ -190,6 +201,7 @@ def _replay(args) -> int:
         rows = [r for r in rows if r.get("created", "") < args.created_before]
         if not rows:
             raise DataFileError(f"no row of {path} was created before {args.created_before}")
+    _at_least("--batch-size", args.batch_size, 1)
     sample = sample_rows(rows, args.n, args.seed)
     check_replayable(sample, str(path))
     model, backend = reader_of(sample)
@@ -203,9 +215,18 @@ def _replay(args) -> int:
     dtype = stored_dtype if args.dtype == "auto" and stored_dtype else args.dtype
     scorer = row_scorer(sample)
     # An openai row's identity names the model id the server served (openai:<served model>).
-    served = sample[0].get("backend", "").partition(":")[2] or None
+    served = args.served_model or sample[0].get("backend", "").partition(":")[2] or None
     lm = Reader.of(
-        model, backend, args.url, served_model=served, device=args.device, dtype=dtype
+        model,
+        backend,
+        args.url,
+        served_model=served,
+        concurrency=args.concurrency,
+        timeout_s=args.timeout_s,
+        retries=args.retries,
+        context_window=args.context_window,
+        device=args.device,
+        dtype=dtype,
     ).load()
     result = replay(sample, lm, batch_size=args.batch_size)
     report = result.report(
@@ -236,13 +257,9 @@ def _replay(args) -> int:
     return 0
 
 
-def _backend_arguments(parser) -> None:
-    parser.add_argument(
-        "--backend",
-        default="hf",
-        help="hf (transformers), llamacpp (GGUF in process) or openai "
-        "(an OpenAI-compatible server at --url)",
-    )
+def _server_arguments(parser) -> None:
+    """How the ``openai`` backend talks to its server (left unset, :class:`BackendSpec`'s
+    defaults hold)."""
     parser.add_argument(
         "--url", default=None, help="server URL for --backend openai, e.g. http://127.0.0.1:8000/v1"
     )
@@ -250,8 +267,41 @@ def _backend_arguments(parser) -> None:
         "--served-model", default=None, help="the model id the server serves (default: --model)"
     )
     parser.add_argument(
-        "--concurrency", type=int, default=8, help="requests in flight for --backend openai"
+        "--concurrency",
+        type=int,
+        default=None,
+        help="requests in flight for --backend openai (8; use 1 for a server that serves one "
+        "request at a time, such as llama.cpp's without --interrupt_requests False)",
     )
+    parser.add_argument(
+        "--timeout",
+        dest="timeout_s",
+        type=float,
+        default=None,
+        help="seconds to wait for the server's next bytes before trying again (120)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=None,
+        help="tries after a connection error, timeout, 429 or 5xx before the run stops (3)",
+    )
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        default=None,
+        help="the server's context window in tokens, where it does not say (llama-cpp-python)",
+    )
+
+
+def _backend_arguments(parser) -> None:
+    parser.add_argument(
+        "--backend",
+        default="hf",
+        help="hf (transformers), llamacpp (GGUF in process) or openai "
+        "(an OpenAI-compatible server at --url)",
+    )
+    _server_arguments(parser)
     parser.add_argument("--device", default="auto", help="hf only: auto, cpu or cuda[:N]")
     parser.add_argument(
         "--dtype", default="auto", help="hf only: auto, bfloat16, float16 or float32"
@@ -279,9 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="hf (default), llamacpp or openai (sets the notebook's backend)",
     )
-    run.add_argument(
-        "--url", default=None, help="server URL for --backend openai, e.g. http://127.0.0.1:8000/v1"
-    )
+    _server_arguments(run)
     run.add_argument("--output", help="where to write the executed notebook")
     sub.add_parser("models", help="list model aliases")
     rep = sub.add_parser(
@@ -368,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         help="sample only rows created before this ISO date (e.g. 2026-11-25: another machine's rows)",
     )
     rp.add_argument("--batch-size", type=int, default=8)
-    rp.add_argument("--url", default=None, help="server URL, for rows of the openai backend")
+    _server_arguments(rp)
     rp.add_argument("--device", default="auto", help="hf only: auto, cpu or cuda[:N]")
     rp.add_argument(
         "--dtype",
@@ -388,11 +436,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "models":
             print(describe_aliases())
             return 0
-        params = {k: _literal(v) for k, v in args.param}
-        if args.backend:
-            params["backend"] = args.backend
-        if args.url:
-            params["backend_url"] = args.url
+        params = {k: _literal(v, f"-p {k}") for k, v in args.param}
+        for name, value in (
+            ("backend", args.backend),
+            ("backend_url", args.url),
+            ("served_model", args.served_model),
+            ("backend_concurrency", args.concurrency),
+            ("backend_timeout_s", args.timeout_s),
+            ("backend_retries", args.retries),
+            ("backend_context_window", args.context_window),
+        ):
+            if value is not None:
+                params[name] = value
         out = run_notebook(args.notebook, args.model, params, args.results_dir, args.output)
         print(f"executed notebook: {out}")
         return 0

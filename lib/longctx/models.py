@@ -259,5 +259,88 @@ def load_tokenizer(name: str, revision: str = "main"):
         ) from None
 
 
+def window_of_config(config) -> int | None:
+    """The context window a transformers config names (None where it names none)."""
+    for attr in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    text_config = getattr(config, "text_config", None)
+    return window_of_config(text_config) if text_config is not None else None
+
+
+@cache
+def context_window(ref: ModelRef, revision: str = "main") -> int | None:
+    """The context window ``ref`` was made for, read without its weights: ``<arch>.context_length``
+    in a GGUF file's header, else its transformers config; None where neither says."""
+    source, common = weights_source(ref, revision)
+    if "gguf_file" in common:
+        return _gguf_context_length(Path(source) / common["gguf_file"])
+    from transformers import AutoConfig
+
+    try:
+        return window_of_config(AutoConfig.from_pretrained(source, **common))
+    except (OSError, ValueError):
+        return None
+
+
+_GGUF_SCALARS = {
+    0: "B",
+    1: "b",
+    2: "H",
+    3: "h",
+    4: "I",
+    5: "i",
+    6: "f",
+    7: "?",
+    10: "Q",
+    11: "q",
+    12: "d",
+}
+
+
+def _gguf_context_length(path: Path) -> int | None:
+    """``<general.architecture>.context_length`` from a GGUF header (format version 2 or 3),
+    reading key-value pairs only until it is found: the ``gguf`` package maps every tensor
+    first, seconds for a large file."""
+    import struct
+
+    def read(f, fmt):
+        fmt = "<" + fmt
+        return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
+
+    def string(f):
+        return f.read(read(f, "Q")).decode("utf-8", "replace")
+
+    def value(f, kind):
+        if kind == 8:
+            return string(f)
+        if kind == 9:  # array: item type, count, items (skipped item by item)
+            item, n = read(f, "I"), read(f, "Q")
+            if item in _GGUF_SCALARS:
+                f.seek(n * struct.calcsize("<" + _GGUF_SCALARS[item]), 1)
+            else:
+                for _ in range(n):
+                    value(f, item)
+            return None
+        return read(f, _GGUF_SCALARS[kind])
+
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF" or read(f, "I") < 2:
+            return None
+        read(f, "Q")  # tensors
+        arch = None
+        for _ in range(read(f, "Q")):
+            key, kind = string(f), read(f, "I")
+            if kind not in _GGUF_SCALARS and kind not in (8, 9):
+                return None
+            found = value(f, kind)
+            if key == "general.architecture":
+                arch = found
+            elif arch and key == f"{arch}.context_length" and isinstance(found, int):
+                return found
+    return None
+
+
 def describe_aliases() -> str:
     return "\n".join(f"{a}: {s.description}" for a, s in ALIASES.items())

@@ -57,17 +57,29 @@ class Reader:
         *,
         served_model: str | None = None,
         concurrency: int | None = None,
+        timeout_s: float | None = None,
+        retries: int | None = None,
+        context_window: int | None = None,
         prompt_mode: str = "auto",
         device: str = "auto",
         dtype: str = "auto",
     ) -> Reader:
-        """A reader from the words a notebook's parameters or a command line use."""
+        """A reader from the words a notebook's parameters or a command line use; options
+        left None keep :class:`BackendSpec`'s defaults."""
         if isinstance(backend, BackendSpec):
             chosen = backend
         else:
-            options = {"served_model": served_model} if served_model else {}
-            if concurrency is not None:
-                options["concurrency"] = concurrency
+            options = {
+                name: value
+                for name, value in (
+                    ("served_model", served_model),
+                    ("concurrency", concurrency),
+                    ("timeout_s", timeout_s),
+                    ("retries", retries),
+                    ("context_window", context_window),
+                )
+                if value is not None
+            }
             chosen = spec(backend, url, **options)
         return cls(model, chosen, prompt_mode, device, dtype)
 

@@ -27,9 +27,11 @@ from pathlib import Path
 
 from . import __version__
 from .attention import attention_key, attention_rows
-from .backends import prompts_need
+from .backends import backend_class, prompts_need
+from .backends.base import PromptReader
 from .errors import DataFileError, LongctxError
-from .padding import FILLER_SLOT, TOKEN_SLOT
+from .models import context_window, load_tokenizer
+from .padding import FILLER_SLOT, MASKED_GAP, TOKEN_SLOT, encode_prompt, expand_fillers
 from .reader import Reader
 from .requests import Request, request_key
 from .store import ResultsStore
@@ -163,10 +165,13 @@ def generate_missing(
     progress: bool = True,
     params: dict | None = None,
     load: Callable[[], object] | None = None,
+    stop_at: float | None = None,
 ) -> list[dict]:
     """Answer every request, reusing rows already in ``store``; one row per request, in order.
 
-    ``load`` (default :meth:`Reader.load`) is called only if some request is missing."""
+    ``load`` (default :meth:`Reader.load`) is called only if some request is missing. With
+    ``stop_at`` (a :func:`time.time` value) the backend starts nothing after it and the rows
+    it completed are kept; the requests left unanswered have no row in the result."""
     keys = [request_key(reader.fingerprint, r, reader.prompt_mode) for r in requests]
     if len(set(keys)) != len(keys):
         raise ValueError(
@@ -177,6 +182,7 @@ def generate_missing(
     if missing:
         for need in prompts_need(requests[i].prompt for i in missing):
             reader.require(need)
+        check_windows([requests[i] for i in missing], reader)
         lm = (load or reader.load)()
         if lm.backend != reader.backend.name:
             raise ValueError(
@@ -216,8 +222,40 @@ def generate_missing(
                 progress=progress,
                 on_batch=persist,
                 desc=f"{reader.label} ({len(idxs)} new prompts)",
+                # Only a run with a deadline asks for it: a backend written before stop_at ran.
+                **({"stop_at": stop_at} if stop_at is not None else {}),
             )
-    return [existing[k] for k in keys]
+            if stop_at is not None and time.time() >= stop_at:
+                break
+    return [existing[k] for k in keys if k in existing]
+
+
+def check_windows(requests: Sequence[Request], reader: Reader, longest: int = 4) -> None:
+    """Refuse, before any weights load, a prompt that cannot fit the model's own window: the
+    ``longest`` requests by estimated length are rendered and counted with the model's
+    tokenizer (the loaded backend counts every prompt again). An ``openai`` reader's window
+    is the server's, learnt at load, which loads no weights; a model whose window or
+    tokenizer cannot be read here is left to the backend."""
+    cls = backend_class(reader.backend.name)
+    if reader.backend.name == "openai" or not requests:
+        return
+    try:
+        window = context_window(reader.ref)
+        tokenizer = load_tokenizer(reader.model) if window else None
+    except (LongctxError, OSError, ValueError):
+        return
+    if not window:
+        return
+    checker = PromptReader.without_weights(
+        reader.ref, tokenizer, reader.prompt_mode, min(window, cls.window_cap or window)
+    )
+    for r in sorted(requests, key=approx_tokens, reverse=True)[:longest]:
+        if MASKED_GAP.search(r.prompt):
+            continue  # its window counts the masked positions: the hf backend checks it
+        text = expand_fillers(checker.render(r.prompt, system=r.system), tokenizer)
+        checker.check_fits(
+            len(encode_prompt(tokenizer, text)), r.max_new_tokens, label=f"{r.example_id}'s prompt"
+        )
 
 
 def block_keys(block: Block, reader: Reader) -> list[str]:
@@ -309,14 +347,42 @@ def answer(
 
 @dataclass
 class Report:
-    """What a run did, per block: requests, already stored, generated, seconds."""
+    """What a run did, per block: requests, already stored, generated, seconds. A run stopped
+    by its deadline also lists the blocks it never reached (``reached`` False) with their
+    stored and missing rows, and in ``uncounted`` the parts it could not count without
+    building them (a chapter whose plan was never built, a block of contexts never sized)."""
 
     blocks: list[dict] = field(default_factory=list)
     stopped_early: str | None = None
+    uncounted: list[str] = field(default_factory=list)
 
     @property
     def missing(self) -> int:
         return sum(b["requests"] - b["stored"] - b["generated"] for b in self.blocks)
+
+    @property
+    def complete(self) -> bool:
+        """Every planned row is stored."""
+        return not self.missing and not self.uncounted and not self.stopped_early
+
+    def summary(self) -> str:
+        """One line: blocks, requests, stored, generated, missing, and why the run stopped."""
+        unreached = sum(not b.get("reached", True) for b in self.blocks)
+        line = (
+            f"{len(self.blocks)} blocks"
+            + (f" ({unreached} of them not reached)" if unreached else "")
+            + f", {sum(b['requests'] for b in self.blocks)} requests: "
+            f"{sum(b['stored'] for b in self.blocks)} already stored, "
+            f"{sum(b['generated'] for b in self.blocks)} generated, {self.missing} missing"
+        )
+        if self.stopped_early:
+            line += f"; {self.stopped_early}"
+        if self.uncounted:
+            line += (
+                f"; not counted, since not built before the deadline: {', '.join(self.uncounted)}"
+                " (a dry run counts them)"
+            )
+        return line
 
 
 def approx_tokens(req: Request) -> int:
@@ -406,7 +472,8 @@ def run(
     load: Callable[[], object] | None = None,
 ) -> Report:
     """Run ``plan``'s blocks in order with ``reader``, in chunks sorted by length, until
-    ``deadline_s`` (checked before each block and chunk); rows already stored are skipped.
+    ``deadline_s`` (checked before each block and chunk, and by the backend before each batch
+    or request it starts); rows already stored are skipped.
     With ``copy_to``, the stores this run adds to are copied there (see :func:`copy_flat`) at
     most every ``copy_interval_s`` seconds each and once more when it returns or fails.
     ``load`` replaces :meth:`Reader.load` (tests)."""
@@ -448,6 +515,7 @@ def _run(
     load,
 ) -> Report:
     started = time.time()
+    stop_at = None if dry_run or deadline_s is None else started + deadline_s
     loaded: dict = {}
 
     def lazy():
@@ -456,39 +524,33 @@ def _run(
         return loaded["lm"]
 
     report = Report()
+    planned, second_stages = iter(plan), []
 
     def past_deadline(where: str) -> bool:
-        """True (and recorded in the report) once the deadline has passed; never in a dry run."""
-        if dry_run or deadline_s is None or time.time() - started <= deadline_s:
+        """True once the deadline has passed (never in a dry run); the report then says where
+        the run stopped and counts what it did not reach."""
+        if stop_at is None or time.time() < stop_at:
             return False
         report.stopped_early = f"deadline of {deadline_s:.0f} s reached {where}"
         log(report.stopped_early)
+        _count_unreached(report, plan, planned, second_stages, reader, results_dir)
         return True
 
-    planned, second_stages = iter(plan), []
     while True:
         if second_stages:
             block = second_stages.pop(0)
         else:
-            if past_deadline(
-                "before the next block"
-            ):  # building the next block may be the costly part
+            # Building the next block may be the costly part.
+            if past_deadline("before the next block"):
                 return report
             block = next(planned, None)
             if block is None:
                 break
         store = reader.store(results_dir, block.experiment)
-        have = store.keys()
         keys = block_keys(block, reader)
+        have = store.keys()
         todo = [i for i, k in enumerate(keys) if k not in have]
-        entry = {
-            "block": block.name,
-            "experiment": block.experiment,
-            "requests": block.size,
-            "stored": block.size - len(todo),
-            "generated": 0,
-            "seconds": 0.0,
-        }
+        entry = _entry(block, len(todo))
         report.blocks.append(entry)
         log(
             f"[{time.time() - started:7.0f} s] {block.name}: {block.size} "
@@ -518,7 +580,7 @@ def _run(
                     if past_deadline(f"in block '{block.name}'"):
                         return report
                     t0 = time.time()
-                    generate_missing(
+                    answered = generate_missing(
                         part,
                         store,
                         reader,
@@ -526,8 +588,9 @@ def _run(
                         batch_size=batch_for(part, batch_size, token_budget),
                         progress=progress,
                         params=params,
+                        stop_at=stop_at,
                     )
-                    entry["generated"] += len(part)
+                    entry["generated"] += len(answered)
                     entry["seconds"] += time.time() - t0
                     copier.touched(store)
                     log(
@@ -539,6 +602,41 @@ def _run(
             if second:
                 second_stages.insert(0, second)
     return report
+
+
+def _entry(block: Block, missing: int, reached: bool = True) -> dict:
+    return {
+        "block": block.name,
+        "experiment": block.experiment,
+        "requests": block.size,
+        "stored": block.size - missing,
+        "generated": 0,
+        "seconds": 0.0,
+        **({} if reached else {"reached": False}),
+    }
+
+
+def _count_unreached(
+    report: Report, plan, planned: Iterator[Block], second_stages, reader, results_dir
+) -> None:
+    """Add the blocks a stopped run never reached to its report, with their stored and
+    missing rows, without building anything costly: a plan that can list what it has not
+    handed out (:meth:`longctx.reproduce.ChapterPlan.unreached`) says so, a list's rest is
+    known; a block whose requests were never built, and a chapter whose plan never was,
+    are named in ``report.uncounted``."""
+    if hasattr(plan, "unreached"):
+        rest, report.uncounted = plan.unreached()
+    elif isinstance(plan, collections.abc.Sequence):
+        rest = list(planned)
+    else:
+        rest, report.uncounted = [], ["the rest of the plan"]
+    for block in [*second_stages, *rest]:
+        if isinstance(block.requests, LazyRequests) and not block.requests.built:
+            report.uncounted.append(f"block '{block.name}'")
+            continue
+        have = reader.store(results_dir, block.experiment).keys()
+        missing = sum(k not in have for k in block_keys(block, reader))
+        report.blocks.append(_entry(block, missing, reached=False))
 
 
 # ---------------------------------------------------------------------------------------------

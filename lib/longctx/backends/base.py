@@ -28,7 +28,9 @@ _NEEDS = {
 
 
 class Backend(Protocol):
-    """The interface of a loaded backend (one model, ready to generate)."""
+    """The interface of a loaded backend (one model, ready to generate). ``generate`` starts
+    no work after ``stop_at`` (a :func:`time.time` value: a run's deadline) and leaves None
+    for the prompts it did not answer; ``on_batch`` has stored the others by then."""
 
     backend: ClassVar[str]  # the registry name: hf, llamacpp, openai
     capabilities: ClassVar[frozenset[str]]
@@ -68,7 +70,8 @@ class Backend(Protocol):
         progress: bool = True,
         desc: str = "generating",
         on_batch=None,
-    ) -> list[Generation]: ...
+        stop_at: float | None = None,
+    ) -> list[Generation | None]: ...
 
     def run_params(self) -> dict: ...
 
@@ -110,7 +113,11 @@ class BackendSpec:
     * ``threads``: CPU threads for ``llamacpp`` (default: every core); ``prefix_cache``: let
       ``llamacpp`` reuse the prompt prefix shared with the previous prompt (off: see
       :mod:`longctx.backends.llamacpp`).
-    * ``concurrency``, ``timeout_s``, ``retries``: request handling of ``openai``.
+    * ``concurrency``, ``timeout_s``, ``retries``: request handling of ``openai``: requests
+      in flight, the longest wait for the server's next bytes (a hung server fails a request
+      after ``retries + 1`` waits, about 8 minutes by default, not hours), and how often a
+      connection error, timeout, 429 or 5xx is tried again; ``context_window``: the server's
+      window in tokens, for a server that does not say it (llama-cpp-python's).
     """
 
     name: str = "hf"
@@ -119,19 +126,24 @@ class BackendSpec:
     threads: int | None = None
     prefix_cache: bool = False
     concurrency: int = 8
-    timeout_s: float = 600.0
-    retries: int = 5
+    timeout_s: float = 120.0
+    retries: int = 3
+    context_window: int | None = None
 
     def __post_init__(self):
         backend_class(self.name)
         if self.name == "openai" and not self.url:
             raise ParameterError(
-                "backend 'openai' needs the server's URL, e.g. url='http://127.0.0.1:8000/v1'"
+                "backend 'openai' needs the server's URL (--url on the command line, url= in "
+                "Python, backend_url in a notebook), e.g. http://127.0.0.1:8000/v1"
             )
         if self.name != "openai" and self.url:
             raise ParameterError(f"a URL is only used by backend 'openai', not {self.name!r}")
         if self.concurrency < 1 or self.retries < 0 or self.timeout_s <= 0:
-            raise ParameterError("concurrency must be >= 1, retries >= 0 and timeout_s > 0")
+            raise ParameterError(
+                f"concurrency must be at least 1 (not {self.concurrency}), retries at least 0 "
+                f"(not {self.retries}) and the timeout above 0 s (not {self.timeout_s})"
+            )
 
     def identity(self, model: str) -> str:
         """What distinguishes this backend's rows from ``hf`` rows of the same weights:
@@ -183,6 +195,18 @@ class PromptReader:
     chat: bool
     max_context: int
     backend: ClassVar[str] = "hf"
+    window_cap: ClassVar[int | None] = None  # a backend that allocates its window caps it
+
+    @classmethod
+    def without_weights(
+        cls, ref: ModelRef, tokenizer, prompt_mode: str, max_context: int
+    ) -> PromptReader:
+        """Rendering and the window check alone, from the tokenizer: enough to refuse a
+        prompt that cannot fit before any weights load."""
+        reader = PromptReader()
+        reader.ref, reader.tokenizer, reader.max_context = ref, tokenizer, max_context
+        reader.chat = chat_mode(tokenizer, ref, prompt_mode, ref.name)
+        return reader
 
     @classmethod
     def load(

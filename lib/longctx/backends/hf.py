@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ParameterError, UnknownModelError
-from ..models import ModelRef, resolve_model, weights_source
+from ..models import ModelRef, resolve_model, weights_source, window_of_config
 from ..requests import Generation
 from .base import (
     ATTENTION,
@@ -159,17 +159,6 @@ class HFBackend(PromptReader):
         }
 
 
-def _context_window(config) -> int:
-    for attr in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
-        value = getattr(config, attr, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    text_config = getattr(config, "text_config", None)
-    if text_config is not None:
-        return _context_window(text_config)
-    raise ParameterError("cannot tell the model's context window from its config")
-
-
 def load_model(
     name: str,
     *,
@@ -209,7 +198,9 @@ def load_model(
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     chat = chat_mode(tokenizer, ref, prompt_mode, name)
-    window = _context_window(model.config)
+    window = window_of_config(model.config)
+    if window is None:
+        raise ParameterError(f"cannot tell {name}'s context window from its config")
     if max_context:
         window = min(window, max_context)
     return HFBackend(ref, model, tokenizer, dev, torch_dtype, chat, window)

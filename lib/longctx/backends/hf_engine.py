@@ -54,12 +54,14 @@ def generate(
     progress: bool = True,
     desc: str = "generating",
     on_batch=None,
-) -> list[Generation]:
+    stop_at: float | None = None,
+) -> list[Generation | None]:
     """Greedy-decode ``prompts`` (already rendered for the model) in length-sorted batches.
 
     ``on_batch(indices, generations)`` is called after each batch so callers can
     persist results as they arrive (an interrupted run then loses at most one batch).
-    Raises :class:`ContextTooLongError` before any work if a prompt does not fit.
+    Raises :class:`ContextTooLongError` before any work if a prompt does not fit. No batch
+    starts after ``stop_at`` (a :func:`time.time` value); the prompts left have None.
     """
     import torch
     from transformers import StoppingCriteriaList
@@ -82,6 +84,7 @@ def generate(
             progress=progress,
             desc=desc,
             on_batch=on_batch,
+            stop_at=stop_at,
         )
     tok = lm.tokenizer
     encoded = [encode_prompt(tok, p) for p in prompts]
@@ -91,6 +94,8 @@ def generate(
     eos = set(_eos_ids(lm))
     bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr)
     for batch in _buckets([len(e) for e in encoded], batch_size):
+        if stop_at is not None and time.time() >= stop_at:
+            break
         width = max(len(encoded[i]) for i in batch)
         pad = tok.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(encoded[i])) + encoded[i] for i in batch])
@@ -187,7 +192,8 @@ def generate_masked(
     progress: bool = True,
     desc: str = "generating (masked gaps)",
     on_batch=None,
-) -> list[Generation]:
+    stop_at: float | None = None,
+) -> list[Generation | None]:
     """Greedy decoding with explicit position ids, for prompts with masked gaps.
 
     A small loop over the model's forward pass with a KV cache: ``model.generate``
@@ -213,6 +219,8 @@ def generate_masked(
     bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr)
     model = lm.model
     for batch in _buckets([len(inputs[i][0]) for i in range(len(prompts))], batch_size):
+        if stop_at is not None and time.time() >= stop_at:  # as in generate
+            break
         width = max(len(inputs[i][0]) for i in batch)
         rows = len(batch)
         input_ids = torch.tensor(

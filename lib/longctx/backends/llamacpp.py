@@ -29,7 +29,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..errors import CapabilityError, ModelPackageMissingError
-from ..models import ALIASES, alias_gguf_path, load_tokenizer, resolve_model
+from ..models import ALIASES, alias_gguf_path, context_window, load_tokenizer, resolve_model
 from ..requests import Generation
 from ._common import decode, prepare
 from .base import BackendSpec, PromptReader, chat_mode, register
@@ -43,6 +43,8 @@ DEFAULT_WINDOW = 32768  # KV cache allocated up front: cap it unless the caller 
 
 @register("llamacpp")
 class LlamaCppBackend(PromptReader):
+    window_cap = DEFAULT_WINDOW
+
     def __init__(
         self,
         model: str,
@@ -75,7 +77,9 @@ class LlamaCppBackend(PromptReader):
         self.chat = chat_mode(self.tokenizer, self.ref, prompt_mode, model)
         if progress:
             progress(f"loading {model} with llama.cpp ({self.threads} threads)")
-        self.max_context = min(trained_window(path), max_context or DEFAULT_WINDOW)
+        self.max_context = min(
+            context_window(self.ref) or DEFAULT_WINDOW, max_context or DEFAULT_WINDOW
+        )
         self.llm = llama_cpp.Llama(
             model_path=str(path),
             n_ctx=self.max_context,
@@ -112,9 +116,11 @@ class LlamaCppBackend(PromptReader):
         progress: bool = True,
         desc: str = "generating",
         on_batch=None,
-    ) -> list[Generation]:
+        stop_at: float | None = None,
+    ) -> list[Generation | None]:
         """Greedy-decode ``prompts`` (rendered); ``on_batch(indices, generations)`` gets every
-        ``batch_size`` finished prompts, so an interrupted run loses at most that many."""
+        ``batch_size`` finished prompts, so an interrupted run loses at most that many. No
+        prompt starts after ``stop_at`` (a :func:`time.time` value); those left have None."""
         prepared, rules = prepare(self, prompts, max_new_tokens, stop_rules, batch_size, "llamacpp")
         order = range(len(prompts))
         if self.spec.prefix_cache:  # neighbours in token order share the longest prefixes
@@ -125,6 +131,8 @@ class LlamaCppBackend(PromptReader):
         )
         pending: list[int] = []
         for i in order:
+            if stop_at is not None and time.time() >= stop_at:
+                break
             results[i] = self._one(prepared[i].ids, max_new_tokens, rules[i])
             pending.append(i)
             bar.update(1)
@@ -177,18 +185,3 @@ class LlamaCppBackend(PromptReader):
             extra={"prefix_reused": reused},
             stop_reason=reason,
         )
-
-
-def trained_window(path: Path) -> int:
-    """The context length a GGUF file declares (``<architecture>.context_length``)."""
-    from gguf import GGUFReader
-
-    fields = GGUFReader(str(path)).fields
-
-    def value(name):
-        field = fields.get(name)
-        return None if field is None else field.contents()
-
-    arch = value("general.architecture")
-    length = value(f"{arch}.context_length") if arch else None
-    return int(length) if length else DEFAULT_WINDOW

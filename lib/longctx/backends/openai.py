@@ -10,25 +10,36 @@ tokenizes to them. Responses are streamed, and a stream is closed as soon as the
 request's :class:`~longctx.requests.StopRule` fires, so the server stops decoding once the
 answer is complete, like the other backends.
 
-Requests run ``concurrency`` at a time (the server batches them); each has a timeout, and
-connection errors, timeouts, 429 and 5xx answers are retried with exponential backoff. A
-request that still fails stops the run with a :class:`~longctx.errors.BackendError`; only
-requests that completed are handed to ``on_batch`` (and so stored), so a rerun after the
-server is back does only what is missing.
+Requests run ``concurrency`` at a time (the server batches them); each waits at most
+``timeout_s`` for the server's next bytes, and connection errors, timeouts, 429 and 5xx
+answers are retried with exponential backoff. A request that still fails stops the run with
+a :class:`~longctx.errors.BackendError`; only requests that completed are handed to
+``on_batch`` (and so stored), so a rerun after the server is back does only what is missing.
+A deadline (``stop_at``) stops starting requests and abandons the ones in flight.
+
+The context window is the server's where it says (vLLM's and SGLang's ``max_model_len`` in
+``/v1/models``, llama.cpp's ``n_ctx`` in ``/props``), else ``context_window`` of the
+:class:`~longctx.backends.base.BackendSpec`, else the model's own; a prompt the server still
+refuses as too long is a one-line error, never retried. llama.cpp's server cuts a stream
+whenever another request arrives unless started with ``--interrupt_requests False``; a stream
+cut while others are in flight says so. A server that ignores ``stream`` and answers whole
+is read whole.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from tqdm import tqdm
 
-from ..errors import BackendError
-from ..models import load_tokenizer, resolve_model
+from ..errors import BackendError, ContextTooLongError, LongctxError, ParameterError
+from ..models import context_window, load_tokenizer, resolve_model
 from ..requests import Generation, StopRule
 from ._common import Prepared, prepare
 from .base import BackendSpec, PromptReader, chat_mode, register
@@ -54,7 +65,9 @@ class OpenAIBackend(PromptReader):
         self.spec = spec
         self.url = spec.url.rstrip("/")
         self.served_model = spec.served_model or model
-        self.client = httpx.Client(timeout=httpx.Timeout(spec.timeout_s, connect=10.0))
+        self.client = httpx.Client(
+            timeout=httpx.Timeout(spec.timeout_s, connect=min(10.0, spec.timeout_s))
+        )
         served = self._served_models()  # before anything slow: a wrong URL fails at once
         if self.served_model not in served:
             raise BackendError(
@@ -66,13 +79,52 @@ class OpenAIBackend(PromptReader):
         # whose model is only on the server passes its hub id (the tokenizer is small).
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model)
         self.chat = chat_mode(self.tokenizer, self.ref, prompt_mode, model)
-        window = served[self.served_model] or getattr(self.tokenizer, "model_max_length", None)
-        window = window if isinstance(window, int) and 0 < window < 10**8 else 32768
+        window, self.window_source = self._window(served[self.served_model])
         self.max_context = min(window, max_context) if max_context else window
+        self._in_flight = 0
+        self._in_flight_lock = threading.Lock()
         if progress:
             progress(
-                f"{model} via {self.url} (model '{self.served_model}', {self.max_context}-token window)"
+                f"{model} via {self.url} (model '{self.served_model}', {self.max_context}-token "
+                f"window from {self.window_source})"
             )
+
+    def _window(self, listed: int | None) -> tuple[int, str]:
+        """The context window and where it came from: the one the user gave, else the server's
+        own word, else the model's (the server may serve it with a smaller one: a prompt it
+        then refuses is a one-line error naming ``--context-window``)."""
+        if self.spec.context_window:
+            return self.spec.context_window, "--context-window"
+        if listed:
+            return listed, "the server's /v1/models"
+        props = self._props_window()
+        if props:
+            return props, "the server's /props"
+        own = context_window(self.ref)
+        if own:
+            return own, "the model's config (the server does not say its own)"
+        raise ParameterError(
+            f"the server at {self.url} does not say its context window and {self.ref.name}'s "
+            f"config has none: pass --context-window N (context_window= in Python)"
+        )
+
+    def _props_window(self) -> int | None:
+        """llama.cpp's server says its window in ``/props`` (beside, not under, ``/v1``)."""
+        import httpx
+
+        try:
+            response = self.client.get(f"{self.url.removesuffix('/v1')}/props", timeout=10.0)
+            data = response.json() if response.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError):
+            return None
+        settings = data.get("default_generation_settings") if isinstance(data, dict) else None
+        for value in (
+            data.get("n_ctx") if isinstance(data, dict) else None,
+            (settings or {}).get("n_ctx") if isinstance(settings, dict) else None,
+        ):
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
 
     def _served_models(self) -> dict[str, int | None]:
         """Model ids the server lists, with their context window where it says."""
@@ -94,7 +146,11 @@ class OpenAIBackend(PromptReader):
             data = response.json()["data"]
         except (ValueError, KeyError, TypeError):
             raise BackendError(f"{self.url}/models did not return an OpenAI model list") from None
-        return {m["id"]: m.get("max_model_len") for m in data if isinstance(m, dict) and "id" in m}
+        return {
+            m["id"]: m.get("max_model_len") if isinstance(m.get("max_model_len"), int) else None
+            for m in data
+            if isinstance(m, dict) and "id" in m
+        }
 
     def run_params(self) -> dict:
         return {
@@ -114,9 +170,12 @@ class OpenAIBackend(PromptReader):
         progress: bool = True,
         desc: str = "generating",
         on_batch=None,
-    ) -> list[Generation]:
+        stop_at: float | None = None,
+    ) -> list[Generation | None]:
         """Answer ``prompts`` (rendered) ``concurrency`` at a time; ``on_batch(indices,
-        generations)`` receives every completed group of ``max(batch_size, concurrency)``."""
+        generations)`` receives every completed group of ``max(batch_size, concurrency)``.
+        After ``stop_at`` (a :func:`time.time` value) no request starts and those in flight
+        are abandoned: their places in the result are None."""
         prepared, rules = prepare(self, prompts, max_new_tokens, stop_rules, batch_size, "openai")
         group = max(batch_size, self.spec.concurrency)
         results: list[Generation | None] = [None] * len(prompts)
@@ -125,17 +184,21 @@ class OpenAIBackend(PromptReader):
         )
         with ThreadPoolExecutor(max_workers=self.spec.concurrency) as pool:
             for start in range(0, len(prompts), group):
+                if _past(stop_at):
+                    break
                 idxs = list(range(start, min(start + group, len(prompts))))
                 futures = [
-                    pool.submit(self._one, prepared[i], max_new_tokens, rules[i]) for i in idxs
+                    pool.submit(self._one, prepared[i], max_new_tokens, rules[i], stop_at)
+                    for i in idxs
                 ]
                 done, failure = [], None
                 for i, fut in zip(idxs, futures):
                     try:
                         results[i] = fut.result()
-                        done.append(i)
-                    except BackendError as err:
+                    except LongctxError as err:
                         failure = failure or err
+                    if results[i] is not None:
+                        done.append(i)
                 if on_batch is not None and done:
                     on_batch(done, [results[i] for i in done])
                 bar.update(len(done))
@@ -143,9 +206,11 @@ class OpenAIBackend(PromptReader):
                     bar.close()
                     raise failure
         bar.close()
-        return results  # type: ignore[return-value]
+        return results
 
-    def _one(self, p: Prepared, max_new_tokens: int, rule: StopRule) -> Generation:
+    def _one(
+        self, p: Prepared, max_new_tokens: int, rule: StopRule, stop_at: float | None = None
+    ) -> Generation | None:
         # Plain greedy decoding: no repetition penalty (llama.cpp's server defaults to 1.1 and
         # names it repeat_penalty; vLLM and SGLang call it repetition_penalty).
         body = {
@@ -159,14 +224,28 @@ class OpenAIBackend(PromptReader):
             "repetition_penalty": 1.0,
         }
         started = time.perf_counter()
+        cut_while_busy = 0
         for attempt in range(self.spec.retries + 1):
+            if _past(stop_at):
+                return None
             try:
-                raw, finish = self._stream(body, rule)
+                raw, finish = self._stream(body, rule, len(p.ids), stop_at)
                 break
+            except _Stopped:
+                return None
             except _Retryable as err:
+                cut_while_busy = cut_while_busy + 1 if err.while_busy else 0
+                if cut_while_busy >= 2:
+                    raise BackendError(
+                        f"{self.url} cut a streamed answer off whenever another request "
+                        f"arrived (llama.cpp's server does so by default): start it with "
+                        f"--interrupt_requests False, or pass --concurrency 1"
+                    ) from None
                 if attempt == self.spec.retries:
                     raise BackendError(
-                        f"request to {self.url}/completions failed after {attempt + 1} tries: {err}"
+                        f"request to {self.url}/completions failed after {attempt + 1} tries: "
+                        f"{err} (waits of --timeout {self.spec.timeout_s:g} s, "
+                        f"--retries {self.spec.retries})"
                     ) from None
                 time.sleep(min(30.0, 0.5 * 2**attempt))
         seconds = time.perf_counter() - started
@@ -185,25 +264,35 @@ class OpenAIBackend(PromptReader):
             stop_reason=reason,
         )
 
-    def _stream(self, body: dict, rule: StopRule) -> tuple[str, str | None]:
+    def _stream(
+        self, body: dict, rule: StopRule, n_prompt: int, stop_at: float | None = None
+    ) -> tuple[str, str | None]:
         """One streamed completion: the text (until the stop rule fires) and the finish reason."""
         import httpx
 
         pieces: list[str] = []
-        finish = None
+        finish, said_anything = None, False
+        with self._in_flight_lock:
+            self._in_flight += 1
         try:
-            with self.client.stream("POST", f"{self.url}/completions", json=body) as response:
+            with self.client.stream(
+                "POST", f"{self.url}/completions", json=body, timeout=self._timeout(stop_at)
+            ) as response:
                 if response.status_code in RETRY_STATUS:
                     raise _Retryable(f"HTTP {response.status_code}")
                 if response.status_code != 200:
                     response.read()
-                    raise BackendError(
-                        f"{self.url}/completions answered HTTP {response.status_code}: "
-                        f"{response.text[:200]}"
-                    )
+                    raise self._refusal(response.status_code, response.text, n_prompt, body)
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    # A server that ignores stream=true answers with the whole completion.
+                    response.read()
+                    return self._whole(response.text)
                 for line in response.iter_lines():
+                    if _past(stop_at):
+                        raise _Stopped  # leaving the block closes the stream
                     if not line.startswith("data:"):
                         continue
+                    said_anything = True
                     data = line[5:].strip()
                     if data == "[DONE]":
                         break
@@ -220,17 +309,96 @@ class OpenAIBackend(PromptReader):
                     pieces.append(choice.get("text") or "")
                     finish = choice.get("finish_reason") or finish
                     if rule.cut("".join(pieces))[1]:
-                        return "".join(
-                            pieces
-                        ), finish  # leaving the block closes the stream: decoding stops
+                        # Leaving the block closes the stream: decoding stops.
+                        return "".join(pieces), finish
+            if finish is None:
+                if not said_anything:
+                    # Nothing streamed at all: ask once without streaming, which says why.
+                    self._why_silent(body, n_prompt)
+                # A stream that ends with no finish reason was cut off (llama.cpp's server
+                # interrupts a request when another arrives): never store it as an answer.
+                with self._in_flight_lock:
+                    busy = self._in_flight > 1
+                raise _Retryable(
+                    "the stream ended before the server said why it finished", while_busy=busy
+                )
+        except httpx.TimeoutException as err:
+            if _past(stop_at):
+                raise _Stopped from None
+            raise _Retryable(
+                f"no answer within {self.spec.timeout_s:g} s ({type(err).__name__})"
+            ) from None
         except httpx.HTTPError as err:
             raise _Retryable(f"{type(err).__name__}: {err}") from None
-        if finish is None:
-            # A stream that ends with no finish reason was cut off (llama.cpp's server, for one,
-            # interrupts a request when another arrives): never store it as an answer.
-            raise _Retryable("the stream ended before the server said why it finished")
+        finally:
+            with self._in_flight_lock:
+                self._in_flight -= 1
         return "".join(pieces), finish
+
+    def _timeout(self, stop_at: float | None):
+        """The wait for the server's next bytes: ``timeout_s``, or less when the deadline is
+        nearer, so a hung server cannot hold a run past its deadline."""
+        import httpx
+
+        wait = self.spec.timeout_s
+        if stop_at is not None:
+            wait = max(0.05, min(wait, stop_at - time.time()))
+        return httpx.Timeout(wait, connect=min(10.0, wait))
+
+    def _whole(self, text: str) -> tuple[str, str | None]:
+        try:
+            choice = json.loads(text)["choices"][0]
+            return choice.get("text") or "", choice.get("finish_reason") or "stop"
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise BackendError(
+                f"{self.url}/completions answered neither a stream nor a completion: {text[:200]!r}"
+            ) from None
+
+    def _why_silent(self, body: dict, n_prompt: int) -> None:
+        """A stream that ended before its first event: llama.cpp's server, for one, fails a
+        prompt over its window that way. The same request without streaming, for one token,
+        gets the server's reason; a refusal is raised as such (never retried)."""
+        import httpx
+
+        # The server may have closed the connection the stream used: a second try opens one.
+        for _ in range(2):
+            try:
+                response = self.client.post(
+                    f"{self.url}/completions", json={**body, "stream": False, "max_tokens": 1}
+                )
+                break
+            except httpx.HTTPError:
+                continue
+        else:
+            return
+        if response.status_code != 200 and response.status_code not in RETRY_STATUS:
+            raise self._refusal(response.status_code, response.text, n_prompt, body)
+
+    def _refusal(self, status: int, text: str, n_prompt: int, body: dict) -> Exception:
+        """The one-line error for a request the server refused (a 4xx other than 408/409/425/429)."""
+        if re.search(
+            r"context (length|window)|maximum context|too long|exceeds? .*context", text, re.I
+        ):
+            said = re.search(r"(?:context (?:length|window)(?: is| of)?)\D{0,20}(\d+)", text, re.I)
+            window = f" of {said.group(1)} tokens" if said else ""
+            return ContextTooLongError(
+                f"the server at {self.url} refused a {n_prompt}-token prompt (+{body['max_tokens']} "
+                f"new) as over its context window{window}, though {self.max_context} tokens were "
+                f"assumed from {self.window_source}: pass --context-window with the server's window"
+                f" (or serve the model with a longer one)"
+            )
+        return BackendError(f"{self.url}/completions answered HTTP {status}: {text[:200]}")
+
+
+def _past(stop_at: float | None) -> bool:
+    return stop_at is not None and time.time() >= stop_at
 
 
 class _Retryable(Exception):
-    pass
+    def __init__(self, message: str, while_busy: bool = False):
+        super().__init__(message)
+        self.while_busy = while_busy
+
+
+class _Stopped(Exception):
+    """The deadline passed while a request was under way."""

@@ -77,7 +77,9 @@ def scales(chapter: str) -> dict[str, dict]:
 
 
 def scale(chapter: str, name: str, **overrides) -> dict:
-    """One named parameter set, with ``overrides`` applied (unknown names are an error)."""
+    """One named parameter set, with ``overrides`` applied: an unknown name, or a value of
+    another kind than the set's own (a word where a number goes, a number where a list goes),
+    is a one-line error."""
     sets = scales(chapter)
     if name not in sets:
         raise ParameterError(f"chapter '{chapter}' has no scale '{name}'; known: {', '.join(sets)}")
@@ -87,4 +89,42 @@ def scale(chapter: str, name: str, **overrides) -> dict:
         raise ParameterError(
             f"unknown parameters for {chapter}: {sorted(unknown)}; known: {sorted(params)}"
         )
+    for key, value in overrides.items():
+        # A parameter may take the kind of value any of the chapter's scales gives it (one
+        # number, or a mapping per size; None where a scale leaves it unset).
+        seen = [s[key] for s in sets.values() if s.get(key) is not None]
+        if value is not None and seen and not any(_same_kind(value, ref) for ref in seen):
+            kinds = " or ".join(dict.fromkeys(_kind(ref) for ref in seen))
+            raise ParameterError(
+                f"{chapter}.{key} takes {kinds} (the {name} scale's is {params[key]!r}), "
+                f"not {value!r}"
+            )
     return {**params, **overrides}
+
+
+def _kind(value) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a whole number" if isinstance(value, int) else "a number"
+    if isinstance(value, (list, tuple)):
+        return "a list" + (f" of {_kind(value[0]).removeprefix('a ')}s" if value else "")
+    return {str: "text", dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def _same_kind(value, reference) -> bool:
+    """Whether an override can stand where a scale holds ``reference`` (None takes anything;
+    a number takes a whole number; a list takes a list of the same kind of items)."""
+    if reference is None:
+        return True
+    if isinstance(reference, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(reference, bool)
+    if isinstance(reference, int):
+        return isinstance(value, int)
+    if isinstance(reference, float):
+        return isinstance(value, (int, float))
+    if isinstance(reference, (list, tuple)):
+        return isinstance(value, (list, tuple)) and (
+            not reference or all(_same_kind(v, reference[0]) for v in value)
+        )
+    return isinstance(value, type(reference))

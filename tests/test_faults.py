@@ -1,0 +1,348 @@
+"""Faults of the server client, the runner's deadline and the command line: a hung or
+failing server (a fake one on 127.0.0.1), llama.cpp's server with its defaults and a small
+window (the real one), a deadline that stops a run, and bad input that must end in one line."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+
+from longctx import backends
+from longctx.chapters import scale
+from longctx.cli import ROWS_MISSING, main, run_notebook
+from longctx.errors import BackendError, ContextTooLongError, ParameterError
+from longctx.models import context_window, load_tokenizer, resolve_model, weights_source
+from longctx.page import setup
+from longctx.reader import Reader
+from longctx.reproduce import chapter_blocks
+from longctx.requests import Generation
+from longctx.runner import Block, generate_missing, run
+from longctx.tasks import kv_retrieval as kv
+from servers import SMOKE, FakeServer, Server
+
+
+def _requests(n: int, pairs: int = 6, budget: int = 8):
+    examples = kv.synthetic_examples(n, pairs, seed=3)
+    return [replace(r, max_new_tokens=budget) for r in kv.make_requests(examples, [0.0])]
+
+
+@pytest.fixture
+def fake():
+    server = FakeServer()
+    yield server
+    server.close()
+
+
+def _served(url: str, **options) -> Reader:
+    return Reader(SMOKE, backends.spec("openai", url, **options))
+
+
+# ----------------------------------------------------------------- a misbehaving server
+
+
+def test_a_hung_server_fails_a_request_after_its_timeouts_with_one_line(tmp_path, fake):
+    assert backends.BackendSpec().timeout_s == 120 and backends.BackendSpec().retries == 3
+    fake.mode = "hang"
+    reader = _served(fake.url, timeout_s=0.5, retries=1, concurrency=1)
+    started = time.time()
+    with pytest.raises(BackendError, match=r"failed after 2 tries: no answer within 0.5 s"):
+        generate_missing(_requests(1), reader.store(tmp_path, "kv"), reader, progress=False)
+    assert time.time() - started < 10 and fake.requests == 2
+    assert reader.store(tmp_path, "kv").rows() == []
+
+
+def test_a_deadline_stops_requests_in_flight_and_the_report_counts_them(tmp_path, fake):
+    fake.mode = "hang"
+    reader = _served(fake.url, timeout_s=60, retries=3)
+    reqs = _requests(4)
+    started = time.time()
+    report = run(
+        [Block("kv", "kv", reqs)], reader, tmp_path, deadline_s=3, progress=False, log=lambda _: 0
+    )
+    assert time.time() - started < 20  # not 4 tries of 60 s
+    assert report.stopped_early and report.missing == len(reqs) and not report.complete
+    assert reader.store(tmp_path, "kv").rows() == []
+
+
+def test_failures_are_retried_and_never_stored_while_good_answers_are(tmp_path, fake):
+    reader = _served(fake.url, retries=1)
+    store = reader.store(tmp_path, "kv")
+    for mode in ("status", "error_chunk"):
+        fake.mode, fake.requests = mode, 0
+        with pytest.raises(BackendError, match="failed after 2 tries"):
+            generate_missing(_requests(1), store, reader, progress=False)
+        assert fake.requests == 2 and store.rows() == []
+    fake.mode = "whole"  # a server that ignores stream=true and answers whole
+    rows = generate_missing(_requests(2), store, reader, progress=False)
+    assert [r["output"] for r in rows] == ["42", "42"] and len(store.rows()) == 2
+
+
+def test_a_prompt_the_server_refuses_as_too_long_is_one_line_and_never_retried(tmp_path, fake):
+    fake.mode = "too_long"
+    reader = _served(fake.url, retries=3)
+    with pytest.raises(ContextTooLongError, match="window of 2048 tokens.*--context-window"):
+        generate_missing(_requests(1), reader.store(tmp_path, "kv"), reader, progress=False)
+    assert fake.requests == 1
+
+
+def test_the_window_is_the_servers_where_it_says_else_the_users_else_the_models(tmp_path):
+    listed = FakeServer(max_model_len=600)
+    silent = FakeServer()
+    props = FakeServer(n_ctx=700)
+    try:
+        from_props = backends.load_backend(SMOKE, backends.spec("openai", props.url))
+        assert from_props.max_context == 700 and "/props" in from_props.window_source
+        backend = backends.load_backend(SMOKE, backends.spec("openai", listed.url))
+        assert backend.max_context == 600 and "/v1/models" in backend.window_source
+        reader = _served(listed.url)
+        with pytest.raises(ContextTooLongError, match="600-token window"):
+            generate_missing(
+                _requests(1, pairs=40), reader.store(tmp_path, "kv"), reader, progress=False
+            )
+        assert listed.requests == 0  # refused before sending
+        model = backends.load_backend(SMOKE, backends.spec("openai", silent.url))
+        assert model.max_context == 8192 and "model's config" in model.window_source
+        given = backends.spec("openai", silent.url, context_window=1000)
+        assert backends.load_backend(SMOKE, given).max_context == 1000
+    finally:
+        listed.close()
+        silent.close()
+        props.close()
+
+
+def test_the_window_read_from_a_gguf_header_is_the_files_own():
+    from gguf import GGUFReader
+
+    ref = resolve_model(SMOKE)
+    source, options = weights_source(ref, "main")
+    fields = GGUFReader(f"{source}/{options['gguf_file']}").fields
+    arch = fields["general.architecture"].contents()
+    assert context_window(ref) == fields[f"{arch}.context_length"].contents() == 8192
+    # Qwen2.5-Coder's model card: a 32,768-token context
+    assert context_window(resolve_model("qwen2.5-coder-0.5b-instruct")) == 32768
+
+
+# ----------------------------------------------------------------- llama.cpp's real server
+
+
+@pytest.mark.model
+def test_llamacpp_server_with_a_small_window_refuses_a_long_prompt_once(tmp_path):
+    server = Server(n_ctx=2048).start()
+    try:
+        reader = _served(server.url, retries=3)
+        backend = backends.load_backend(SMOKE, reader.backend)
+        streams = []
+        original = backend._stream
+        backend._stream = lambda *a, **k: streams.append(1) or original(*a, **k)
+        long = _requests(1, pairs=70)  # about 4,500 tokens: within the model's 8,192
+        with pytest.raises(ContextTooLongError, match="--context-window"):
+            generate_missing(long, reader.store(tmp_path, "kv"), reader, load=lambda: backend)
+        assert len(streams) == 1  # never retried
+        told = _served(server.url, context_window=2048)
+        with pytest.raises(ContextTooLongError, match="2048-token window"):
+            generate_missing(long, told.store(tmp_path, "kv"), told)
+    finally:
+        server.kill()
+
+
+# ----------------------------------------------------------------- the runner's deadline
+
+
+class _SlowBackend:
+    """Answers every prompt with '0' after ``seconds`` per batch; honours ``stop_at``."""
+
+    backend = "hf"
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def render(self, prompt, system=None):
+        return prompt
+
+    def run_params(self):
+        return {"backend": "hf"}
+
+    def generate(self, prompts, *, max_new_tokens, batch_size=8, on_batch=None, stop_at=None, **_):
+        out = [None] * len(prompts)
+        for start in range(0, len(prompts), batch_size):
+            if stop_at is not None and time.time() >= stop_at:
+                break
+            time.sleep(self.seconds)
+            idxs = list(range(start, min(start + batch_size, len(prompts))))
+            for i in idxs:
+                out[i] = Generation("0", "0", 10, 1, False, self.seconds, len(idxs))
+            if on_batch:
+                on_batch(idxs, [out[i] for i in idxs])
+        return out
+
+
+def test_a_run_stopped_by_its_deadline_counts_every_block_it_did_not_reach(tmp_path):
+    reqs = _requests(12)
+    plan = [Block(f"block {k}", "kv", reqs[4 * k : 4 * k + 4]) for k in range(3)]
+    reader = Reader(SMOKE)
+    load_tokenizer(SMOKE)  # loaded once per process: not inside the deadline
+    report = run(
+        plan,
+        reader,
+        tmp_path,
+        batch_size=2,
+        chunk_prompts=2,
+        deadline_s=0.6,
+        load=lambda: _SlowBackend(0.4),
+        progress=False,
+        log=lambda _: 0,
+    )
+    stored = len(reader.store(tmp_path, "kv").rows())
+    assert 0 < stored < 12 and report.stopped_early
+    assert [b.get("reached", True) for b in report.blocks] == [True, False, False]
+    assert report.missing == 12 - stored and not report.complete
+    assert "2 of them not reached" in report.summary()
+
+
+def test_a_chapter_plan_says_what_it_has_not_handed_out_without_building_more():
+    plan = chapter_blocks(["kv_retrieval", "multidoc_qa"], "smoke")
+    first = next(iter(plan))
+    rest, unbuilt = plan.unreached()
+    assert first not in rest and rest and all(b.experiment == "kv_retrieval" for b in rest)
+    assert unbuilt == ["chapter multidoc_qa"]
+
+
+def test_reproduce_stopped_before_its_plans_exits_with_the_rows_missing_code(tmp_path, capsys):
+    code = main(
+        [
+            "reproduce",
+            "--chapters",
+            "kv_retrieval",
+            "--scale",
+            "smoke",
+            "--model",
+            SMOKE,
+            "--results-dir",
+            str(tmp_path),
+            "--deadline-s",
+            "0",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == ROWS_MISSING == 3
+    assert "not counted" in out and "chapter kv_retrieval" in out
+
+
+# ----------------------------------------------------------------- bad input, one line
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--set", "kv_retrieval.examples_per_cell", "abc"], "takes a mapping or a whole number"),
+        (["--set", "kv_retrieval.num_pairs", "30"], "takes a list of whole numbers"),
+        (["--set", "kv_retrieval.num_pairs", "[10,"], "not a valid value"),
+        (["--token-budget", "-5"], "--token-budget must be at least 1"),
+        (["--batch-size", "0"], "--batch-size must be at least 1"),
+        (["--deadline-s", "-1"], "--deadline-s must be at least 0"),
+    ],
+)
+def test_bad_reproduce_arguments_end_in_one_line_before_any_work(argv, message, capsys):
+    code = main(["reproduce", "--chapters", "kv_retrieval", "--scale", "smoke", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_prompt_over_the_models_window_is_refused_before_the_weights_load(tmp_path):
+    reader = Reader(SMOKE)  # smollm2's window: 8,192 tokens
+    too_long = _requests(1, pairs=140)  # about 9,000 tokens
+
+    def load():
+        raise AssertionError("the weights were loaded")
+
+    with pytest.raises(ContextTooLongError, match="8192-token window"):
+        generate_missing(too_long, reader.store(tmp_path, "kv"), reader, load=load)
+
+
+def test_a_notebook_takes_the_server_options_longctx_run_injects(fake):
+    namespace = {
+        **scale("kv_retrieval", "book"),
+        "model": SMOKE,
+        "backend": "openai",
+        "backend_url": fake.url,
+        "backend_concurrency": 1,
+        "backend_timeout_s": 30.0,
+        "backend_retries": 0,
+    }
+    spec = setup("kv_retrieval", namespace).reader.backend
+    assert (spec.concurrency, spec.timeout_s, spec.retries) == (1, 30.0, 0)
+    with pytest.raises(ParameterError, match="kv_retrieval.num_pairs takes a list"):
+        setup("kv_retrieval", {**namespace, "num_pairs": 30})
+
+
+# ----------------------------------------------------------------- replay and notebooks
+
+
+def test_replay_of_served_rows_honours_the_served_name_and_asks_for_url_as_a_flag(tmp_path, capsys):
+    server = FakeServer(model="smol")
+    try:
+        reader = Reader.of(SMOKE, "openai", server.url, served_model="smol")
+        store = reader.store(tmp_path, "kv")
+        generate_missing(_requests(2), store, reader, progress=False)
+        rows_file = str(store.path)
+        assert main(["replay", rows_file, "--n", "2"]) == 2
+        assert "needs the server's URL (--url on the command line" in capsys.readouterr().err
+        assert main(["replay", rows_file, "--n", "2", "--url", server.url]) == 0
+        assert "100.0% identical outputs" in capsys.readouterr().out
+        code = main(["replay", rows_file, "--url", server.url, "--served-model", "other"])
+        assert code == 2 and "serves smol, not 'other'" in capsys.readouterr().err
+    finally:
+        server.close()
+
+
+def test_replay_refuses_attention_rows_in_one_line_before_loading(capsys):
+    store = "data/results/qwen2.5-coder-0.5b-instruct/cnorm_attention/generations.jsonl.xz"
+    started = time.time()
+    assert main(["replay", store]) == 2
+    err = capsys.readouterr().err
+    assert "attention measurements, not generations" in err and len(err.splitlines()) == 1
+    assert time.time() - started < 30
+
+
+NOTEBOOK = """# %% tags=["parameters"]
+model = "smollm2-135m-instruct"
+fail = False
+expect = {}
+
+# %%
+assert not fail, "asked to fail"
+for name, value in expect.items():
+    assert globals()[name] == value, (name, globals().get(name))
+"""
+
+
+def test_a_successful_run_removes_the_failed_copy_an_earlier_run_left(tmp_path):
+    notebook = tmp_path / "tiny.py"
+    notebook.write_text(NOTEBOOK)
+    out = tmp_path / "tiny.ipynb"
+    with pytest.raises(Exception, match="asked to fail"):
+        run_notebook(notebook, SMOKE, {"fail": True}, tmp_path, out, progress=False)
+    assert out.with_suffix(".failed.ipynb").exists() and not out.exists()
+    run_notebook(notebook, SMOKE, {"fail": False}, tmp_path, out, progress=False)
+    assert out.exists() and not out.with_suffix(".failed.ipynb").exists()
+
+
+def test_every_scales_values_pass_the_kind_check_of_every_other_scale():
+    from longctx.chapters import chapters, scales
+
+    for chapter in chapters():
+        sets = scales(chapter)
+        for values in sets.values():
+            for name, other in sets.items():
+                scale(chapter, name, **{k: v for k, v in values.items() if k in other})
+
+
+def test_longctx_run_hands_the_server_options_to_the_notebook(tmp_path, capsys):
+    notebook = tmp_path / "tiny.py"
+    notebook.write_text(NOTEBOOK)
+    expect = {"backend_concurrency": 1, "backend_timeout_s": 30.0, "backend_retries": 0}
+    argv = ["run", str(notebook), "--model", SMOKE, "--output", str(tmp_path / "out.ipynb")]
+    options = ["--concurrency", "1", "--timeout", "30", "--retries", "0"]
+    assert main([*argv, *options, "-p", "expect", repr(expect)]) == 0
