@@ -147,20 +147,16 @@ def _reproduce(args) -> int:
     return 0 if args.dry_run or report.complete else ROWS_MISSING
 
 
-def _reader(args) -> Reader:
-    """The reader a command's backend options name (see :func:`_backend_arguments`)."""
-    return Reader.of(
-        args.model,
-        args.backend,
-        args.url,
-        served_model=args.served_model,
-        concurrency=args.concurrency,
-        timeout_s=args.timeout_s,
-        retries=args.retries,
-        context_window=args.context_window,
-        device=args.device,
-        dtype=args.dtype,
-    )
+def _reader(args, **given) -> Reader:
+    """The reader a command's backend and server options name (see :func:`_backend_arguments`);
+    ``given`` replaces any of them (replay takes the model and backend from the rows)."""
+    options = {
+        name: getattr(args, name, None)
+        for name in ("model", "backend", "url", "served_model", "concurrency", "timeout_s")
+        + ("retries", "context_window", "device", "dtype")
+    }
+    options.update(given)
+    return Reader.of(options.pop("model"), options.pop("backend"), options.pop("url"), **options)
 
 
 def _pack(args) -> int:
@@ -216,18 +212,7 @@ def _replay(args) -> int:
     scorer = row_scorer(sample)
     # An openai row's identity names the model id the server served (openai:<served model>).
     served = args.served_model or sample[0].get("backend", "").partition(":")[2] or None
-    lm = Reader.of(
-        model,
-        backend,
-        args.url,
-        served_model=served,
-        concurrency=args.concurrency,
-        timeout_s=args.timeout_s,
-        retries=args.retries,
-        context_window=args.context_window,
-        device=args.device,
-        dtype=dtype,
-    ).load()
+    lm = _reader(args, model=model, backend=backend, served_model=served, dtype=dtype).load()
     result = replay(sample, lm, batch_size=args.batch_size)
     report = result.report(
         scorer,
