@@ -139,6 +139,47 @@ show(chapter.sizing(view.table, page.params, reader.label))
 show(*chapter.grid(view.summary, page.params, reader.label))
 
 # %% [markdown]
+# (kv-paper-grid)=
+# ## The paper's grid: 75 and 140 pairs at every depth
+#
+# The paper's Figure 7 moves the gold pair over every position of its 75- and 140-pair
+# records. This chapter's `paper` scale asks the same of this reader: the first
+# {glue:text}`kv-paper-records` records of each release file at five depths, with and
+# without query-aware contextualization. These {glue:text}`kv-paper-rows` prompts
+# ({glue:text}`kv-paper-tokens` tokens each) are too many for a 2-core CPU, so they ran on
+# lent NVIDIA GPUs (transformers, bfloat16); `make reproduce SCALE=paper
+# CHAPTERS=kv_retrieval` makes them for any reader.
+
+# %% tags=["remove-cell"]
+paper_view = chapter.paper_grid(page.scale("paper"), reader, page.results)
+glue_all(paper_view.quoted)
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The paper's key-value grid for this reader: accuracy against the gold pair's relative depth at 75 and 140 pairs of the paper's own records, 100 records per point; solid: query after the data, dashed: query-aware. Bands: 95% Wilson intervals. Dotted: the paper's worst case over its six models, sizes and positions (45.6%).", "name": "fig-kv-paper-grid"}, "image": {"alt": "Two panels of accuracy against gold depth. With the query after the data both curves are U-shaped: above 80 percent at the first and last positions and 45 and 33 percent at the middle depth, below the paper's worst case. With the query also before the data the first position stays high, the middle stays low and the last position falls to about 30 percent."}}
+if paper_view.available:
+    chapter.paper_figure(paper_view)
+    plt.show()
+else:
+    say(f"No paper-scale rows for this reader yet: {paper_view.note}.")
+
+# %% tags=["remove-input"]
+if paper_view.available:
+    show(*chapter.grid(paper_view.summary, page.scale("paper"), reader.label, False))
+say(f"Rows: {paper_view.note}.")
+
+# %% [markdown]
+# With the query after the data the U-shape is plain at both sizes:
+# {glue:text}`kv-paper-75-first` with the gold pair first and {glue:text}`kv-paper-75-last`
+# last at 75 pairs, but {glue:text}`kv-paper-75-worst-inner` in the middle; at 140 pairs
+# {glue:text}`kv-paper-140-first`, {glue:text}`kv-paper-140-last` and
+# {glue:text}`kv-paper-140-worst-inner`. The worst cell, {glue:text}`kv-paper-worst`, is
+# below the paper's worst case over its six models of 13B and more,
+# {glue:text}`kv-paper-paper-worst`. Query-aware contextualization, near-perfect for every
+# model in the paper, does not flatten this reader's curve: its worst cell is
+# {glue:text}`kv-paper-qa-worst`, and with the key also before the data the gold pair at the
+# very end falls to {glue:text}`kv-paper-75-qa-last` (75 pairs) and
+# {glue:text}`kv-paper-140-qa-last` (140 pairs), a loss the paper reports for no model.
+
+# %% [markdown]
 # ## Prompt length and speed
 #
 # Prompts are counted with the reader's own tokenizer, chat template included. A UUID pair
@@ -205,11 +246,15 @@ else:
 #   ({glue:text}`kv-qa-errors-first-pair`) return the first pair's value, the record right
 #   after the key in the prompt: the small reader binds the key to its neighbour instead
 #   of searching for it.
+# * **The whole grid at the paper's sizes shows the U.** At 75 and 140 pairs, with the query
+#   after the data, the edges stay above 80% and the middle falls to
+#   {glue:text}`kv-paper-worst`; query-aware prompts also lose the last position
+#   ({ref}`kv-paper-grid`).
 # * **Short contexts are nearly solved.** At {glue:text}`kv-short-sizes` pairs accuracy
 #   stays between {glue:text}`kv-short-low` and {glue:text}`kv-short-high` at every depth,
 #   with intervals too wide (8 examples) to show a shape.
 
 # %% tags=["remove-cell"]
 # The prose reads its numbers from the glue above; on the committed run, check its words too.
-page.check(view.said)
+page.check({**view.said, **paper_view.said})
 assert view.consistent  # every prompt has exactly one row; every interval holds its estimate

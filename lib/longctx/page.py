@@ -39,6 +39,10 @@ class Page:
         own = {k: v for k, v in self.params.items() if k in scale(self.name, "book")}
         return self.reader == Reader() and own == scale(self.name, "book")
 
+    def scale(self, name: str) -> dict:
+        """Another of this chapter's parameter sets (``paper``, ``ci``, ``smoke``)."""
+        return scale(self.name, name)
+
     def paper(self, name: str) -> pd.DataFrame:
         """A table of the paper's own numbers, ``data/paper/<name>.csv``."""
         return pd.read_csv(repo_root() / "data" / "paper" / f"{name}.csv")

@@ -22,7 +22,7 @@ from ..plots import accuracy_by_position
 from ..reader import Reader
 from ..report import estimate_text, n_for_half_width, p_text, pct_ci, points_ci
 from ..results import comparable_rows, provenance, reader_contrast, rows_table
-from ..runner import Block, all_requests
+from ..runner import Block, all_requests, stored
 from ..tasks import kv_retrieval as kv
 
 ORDER = 1  # where longctx reproduce runs its headline blocks among the chapters
@@ -198,9 +198,14 @@ def sizing(table: pd.DataFrame, params: dict, label: str) -> pd.DataFrame:
     )
 
 
-def grid(summary: pd.DataFrame, params: dict, label: str) -> tuple[pd.DataFrame, str]:
-    """The position grid at every size below the largest: accuracy [interval] per depth, and its note."""
-    short = summary[(summary["num_pairs"] < max(params["num_pairs"])) & (summary["model"] == label)]
+def grid(
+    summary: pd.DataFrame, params: dict, label: str, below_largest: bool = True
+) -> tuple[pd.DataFrame, str]:
+    """The position grid (at every size below the largest, or at every size): accuracy
+    [interval] per depth, and its note."""
+    short = summary[summary["model"] == label]
+    if below_largest:
+        short = short[short["num_pairs"] < max(params["num_pairs"])]
     short = short.assign(
         cell=[
             pct_ci(a, lo, hi, 0)
@@ -436,6 +441,110 @@ def analysis(
         and (view.summary["accuracy"] <= view.summary["ci_high"]).all()
     )
     return view
+
+
+PAPER_WORST = 0.456  # worst case over the paper's models, sizes and positions (Section 4.2)
+
+
+def paper_grid(params: dict, reader: Reader, results_dir: str | Path) -> SimpleNamespace:
+    """The paper's own grid (``params``: the ``paper`` scale: 75 and 140 pairs of its release
+    records, five depths, both query placements) from the rows of it that are stored (made on
+    a lent GPU): accuracy per cell with its Wilson interval, the numbers the prose quotes and
+    the statements it makes, and where the rows ran (:func:`paper_figure` draws it). ``available`` is False
+    while a reader has no rows of it (``make reproduce SCALE=paper`` makes them)."""
+    grid_plan = plan(params)
+    rows = stored(grid_plan, reader, results_dir)
+    view = SimpleNamespace(expected=len(all_requests(grid_plan)), n_rows=len(rows))
+    view.available = bool(rows)
+    ran = sorted({f"{r['params'].get('device')}, {r['params'].get('dtype')}" for r in rows})
+    view.note = (
+        f"{len(rows):,} of the grid's {view.expected:,} rows stored for {reader.label}"
+        + (f" ({'; '.join(ran)})" if ran else "")
+        + f"; data/results/{reader.results_folder(results_dir)}/{EXPERIMENT}/"
+    )
+    if not view.available:
+        view.quoted, view.said = {k: "n/a" for k in _PAPER_KEYS}, {}
+        return view
+    view.summary = accuracy(scored(rows, params))
+    cell = view.summary.set_index(["num_pairs", "query", "depth"])["accuracy"]
+    sizes, depths = sorted(params["num_pairs"]), sorted(params["gold_positions"])
+    inner = [d for d in depths if 0 < d < 1]
+    end, aware = QUERY_LABELS[False], QUERY_LABELS[True]
+    worst = {q: min((cell[k, q, d], k, d) for k in sizes for d in depths) for q in (end, aware)}
+    view.quoted = {
+        "kv-paper-records": f"{int(view.summary['n'].min()):,}",
+        "kv-paper-rows": f"{len(rows):,}",
+        "kv-paper-tokens": "{:,} to {:,}".format(
+            min(int(r["prompt_tokens"]) for r in rows), max(int(r["prompt_tokens"]) for r in rows)
+        ),
+        "kv-paper-worst": f"{100 * worst[end][0]:.0f}% ({worst[end][1]} pairs, depth {worst[end][2]:g})",
+        "kv-paper-qa-worst": f"{100 * worst[aware][0]:.0f}% ({worst[aware][1]} pairs, depth {worst[aware][2]:g})",
+        "kv-paper-paper-worst": f"{100 * PAPER_WORST:.1f}%",
+        **{
+            f"kv-paper-{k}-{name}": f"{100 * cell[k, query, d]:.0f}%"
+            for k in sizes
+            for name, query, d in (
+                ("first", end, 0.0),
+                ("last", end, 1.0),
+                ("qa-last", aware, 1.0),
+                ("worst-inner", end, min(inner, key=lambda d, k=k: cell[k, end, d])),
+            )
+        },
+    }
+    view.said = {
+        # Query at the end: both edges at least 30 points above the worst inner depth, each size.
+        "u-shape at both sizes": all(
+            min(cell[k, end, 0.0], cell[k, end, 1.0]) - min(cell[k, end, d] for d in inner) >= 0.3
+            for k in sizes
+        ),
+        "edges above 80% at both sizes": all(
+            cell[k, end, d] > 0.8 for k in sizes for d in (0.0, 1.0)
+        ),
+        "worst cell below the paper's worst case": worst[end][0] < PAPER_WORST,
+        "query-aware worst cell below 50%": worst[aware][0] < 0.5,
+        "query-aware loses the last pair": all(
+            cell[k, aware, 1.0] < cell[k, end, 1.0] - 0.3 for k in sizes
+        ),
+    }
+    return view
+
+
+def paper_figure(view: SimpleNamespace):
+    """:func:`paper_grid`'s accuracy against depth, one panel per size, with the paper's
+    worst case over its models as a dotted line."""
+    fig = accuracy_by_position(
+        view.summary,
+        x="depth",
+        style="query",
+        xlabel="Relative depth of the gold pair",
+        panel_width=4.2,
+        xlim=(-0.05, 1.05),
+    )
+    for ax in fig.axes:  # the plot reads accuracy in percent
+        ax.axhline(100 * PAPER_WORST, color="0.3", linestyle=":", linewidth=1.2)
+    # Below every band (the lowest cell is near 30%), so the label crosses no curve.
+    fig.axes[-1].annotate(
+        f"dotted: paper's worst case, any model ({100 * PAPER_WORST:.1f}%)",
+        (0.0, 6),
+        fontsize=8,
+        color="0.2",
+    )
+    return fig
+
+
+_PAPER_KEYS = (
+    "kv-paper-records",
+    "kv-paper-rows",
+    "kv-paper-tokens",
+    "kv-paper-worst",
+    "kv-paper-qa-worst",
+    "kv-paper-paper-worst",
+    *(
+        f"kv-paper-{k}-{name}"
+        for k in (75, 140)
+        for name in ("first", "last", "qa-last", "worst-inner")
+    ),
+)
 
 
 def figure(view: SimpleNamespace):
