@@ -19,7 +19,7 @@ from .chapters import chapters as all_chapters
 from .errors import DataFileError, LongctxError, ParameterError
 from .models import describe_aliases, resolve_model
 from .paths import repo_root, resolve
-from .reader import Reader
+from .reader import NOTEBOOK_OPTIONS, Reader
 from .replay import check_replayable, reader_of, replay, row_scorer, sample_rows
 from .reproduce import chapter_blocks
 from .runner import copy_target, run
@@ -63,8 +63,8 @@ def run_notebook(
     nb_path = Path(notebook)
     if not nb_path.exists():
         raise LongctxError(f"notebook '{notebook}' does not exist")
-    # Fail fast on an unknown model or backend, before starting a kernel.
-    reader = Reader.of(model, (params or {}).get("backend"), (params or {}).get("backend_url"))
+    # Fail fast on an unknown model, backend or server option, before starting a kernel.
+    reader = Reader.from_notebook({**(params or {}), "model": model})
     root = repo_root(nb_path.parent)
     params = {"model": model, **(params or {})}
     # `-p results_dir X` and `--results-dir X` mean the same: results and executed notebook go to X.
@@ -152,8 +152,7 @@ def _reader(args, **given) -> Reader:
     ``given`` replaces any of them (replay takes the model and backend from the rows)."""
     options = {
         name: getattr(args, name, None)
-        for name in ("model", "backend", "url", "served_model", "concurrency", "timeout_s")
-        + ("retries", "context_window", "device", "dtype")
+        for name in ("model", *NOTEBOOK_OPTIONS.values(), "device", "dtype")
     }
     options.update(given)
     return Reader.of(options.pop("model"), options.pop("backend"), options.pop("url"), **options)
@@ -422,17 +421,9 @@ def main(argv: list[str] | None = None) -> int:
             print(describe_aliases())
             return 0
         params = {k: _literal(v, f"-p {k}") for k, v in args.param}
-        for name, value in (
-            ("backend", args.backend),
-            ("backend_url", args.url),
-            ("served_model", args.served_model),
-            ("backend_concurrency", args.concurrency),
-            ("backend_timeout_s", args.timeout_s),
-            ("backend_retries", args.retries),
-            ("backend_context_window", args.context_window),
-        ):
-            if value is not None:
-                params[name] = value
+        for name, option in NOTEBOOK_OPTIONS.items():  # the flags bear the options' names
+            if getattr(args, option) is not None:
+                params[name] = getattr(args, option)
         out = run_notebook(args.notebook, args.model, params, args.results_dir, args.output)
         print(f"executed notebook: {out}")
         return 0

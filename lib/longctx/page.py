@@ -68,28 +68,15 @@ def check_statements(page: str, said: dict[str, bool], book_run: bool) -> None:
 
 
 def setup(name: str, namespace: dict, *, with_model: bool = False, precision: int = 3) -> Page:
-    """The page of chapter ``name`` from a notebook's globals: its reader (``model``,
-    ``backend``, ``backend_url``, ``prompt_mode``, ``device``, ``dtype``, and the server
-    options ``served_model``, ``backend_concurrency``, ``backend_timeout_s``,
-    ``backend_retries`` and ``backend_context_window`` that ``longctx run`` may inject),
-    its parameters (checked against the chapter's scales, with ``model`` added when the plan
+    """The page of chapter ``name`` from a notebook's globals: its reader
+    (:meth:`Reader.from_notebook`: ``model``, ``backend``, ``backend_url`` and the server
+    options ``longctx run`` may inject, ``prompt_mode``, ``device``, ``dtype``), its
+    parameters (checked against the chapter's scales, with ``model`` added when the plan
     sizes contexts in the reader's tokens) and ``results_dir`` resolved against the
     repository; tables print floats with ``precision`` digits."""
     warnings.filterwarnings("ignore", category=FutureWarning)
     pd.set_option("display.precision", precision)
-    reader = Reader.of(
-        namespace["model"],
-        namespace.get("backend"),
-        namespace.get("backend_url"),
-        served_model=namespace.get("served_model"),
-        concurrency=namespace.get("backend_concurrency"),
-        timeout_s=namespace.get("backend_timeout_s"),
-        retries=namespace.get("backend_retries"),
-        context_window=namespace.get("backend_context_window"),
-        prompt_mode=namespace.get("prompt_mode", "auto"),
-        device=namespace.get("device", "auto"),
-        dtype=namespace.get("dtype", "auto"),
-    )
+    reader = Reader.from_notebook(namespace)
     params = scale(name, "book", **{k: namespace[k] for k in scale(name, "book")})
     if with_model:
         params["model"] = namespace["model"]

@@ -30,6 +30,18 @@ from .store import ResultsStore, model_folder
 # Loaded backends kept at once (a chapter's reader and its tagger or second reader)
 LOADED_READERS = 2
 
+# A notebook's names for the options of :meth:`Reader.of` that say how to reach a backend:
+# ``longctx run`` injects them from its flags (which bear the option names), a page reads them.
+NOTEBOOK_OPTIONS = {
+    "backend": "backend",
+    "backend_url": "url",
+    "served_model": "served_model",
+    "backend_concurrency": "concurrency",
+    "backend_timeout_s": "timeout_s",
+    "backend_retries": "retries",
+    "backend_context_window": "context_window",
+}
+
 
 @dataclass(frozen=True)
 class Reader:
@@ -82,6 +94,16 @@ class Reader:
             }
             chosen = spec(backend, url, **options)
         return cls(model, chosen, prompt_mode, device, dtype)
+
+    @classmethod
+    def from_notebook(cls, namespace: dict) -> Reader:
+        """The reader a notebook's globals name: ``model``, the :data:`NOTEBOOK_OPTIONS`, and
+        ``prompt_mode``, ``device``, ``dtype`` (``auto`` when unset)."""
+        return cls.of(
+            namespace["model"],
+            **{option: namespace.get(name) for name, option in NOTEBOOK_OPTIONS.items()},
+            **{name: namespace.get(name, "auto") for name in ("prompt_mode", "device", "dtype")},
+        )
 
     @property
     def ref(self) -> ModelRef:

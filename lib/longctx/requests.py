@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -164,6 +165,12 @@ def unique_requests(requests: Sequence[Request]) -> list[Request]:
             seen.add(key)
             out.append(r)
     return out
+
+
+def past(stop_at: float | None) -> bool:
+    """Whether a run's deadline (a :func:`time.time` value, or None for none) has passed:
+    what every backend asks before it starts a batch or a request."""
+    return stop_at is not None and time.time() >= stop_at
 
 
 def stop_rules_for(stop_rules, n: int) -> list[StopRule]:

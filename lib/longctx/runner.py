@@ -236,7 +236,6 @@ def check_windows(requests: Sequence[Request], reader: Reader, longest: int = 4)
     tokenizer (the loaded backend counts every prompt again). An ``openai`` reader's window
     is the server's, learnt at load, which loads no weights; a model whose window or
     tokenizer cannot be read here is left to the backend."""
-    cls = backend_class(reader.backend.name)
     if reader.backend.name == "openai" or not requests:
         return
     try:
@@ -246,8 +245,9 @@ def check_windows(requests: Sequence[Request], reader: Reader, longest: int = 4)
         return
     if not window:
         return
+    cap = backend_class(reader.backend.name).window_cap or window
     checker = PromptReader.without_weights(
-        reader.ref, tokenizer, reader.prompt_mode, min(window, cls.window_cap or window)
+        reader.ref, tokenizer, reader.prompt_mode, min(window, cap)
     )
     for r in sorted(requests, key=approx_tokens, reverse=True)[:longest]:
         if MASKED_GAP.search(r.prompt):

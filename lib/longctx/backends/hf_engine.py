@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from ..errors import ParameterError
 from ..padding import MASKED_GAP, encode_prompt, expand_fillers, split_masked
-from ..requests import Generation, StopRule, stop_rules_for
+from ..requests import Generation, StopRule, past, stop_rules_for
 
 
 def _buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -94,7 +94,7 @@ def generate(
     eos = set(_eos_ids(lm))
     bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr)
     for batch in _buckets([len(e) for e in encoded], batch_size):
-        if stop_at is not None and time.time() >= stop_at:
+        if past(stop_at):
             break
         width = max(len(encoded[i]) for i in batch)
         pad = tok.pad_token_id
@@ -219,7 +219,7 @@ def generate_masked(
     bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr)
     model = lm.model
     for batch in _buckets([len(inputs[i][0]) for i in range(len(prompts))], batch_size):
-        if stop_at is not None and time.time() >= stop_at:  # as in generate
+        if past(stop_at):
             break
         width = max(len(inputs[i][0]) for i in batch)
         rows = len(batch)

@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from ..errors import CapabilityError, ModelPackageMissingError
 from ..models import ALIASES, alias_gguf_path, context_window, load_tokenizer, resolve_model
-from ..requests import Generation
+from ..requests import Generation, past
 from ._common import decode, prepare
 from .base import BackendSpec, PromptReader, chat_mode, register
 
@@ -131,7 +131,7 @@ class LlamaCppBackend(PromptReader):
         )
         pending: list[int] = []
         for i in order:
-            if stop_at is not None and time.time() >= stop_at:
+            if past(stop_at):
                 break
             results[i] = self._one(prepared[i].ids, max_new_tokens, rules[i])
             pending.append(i)

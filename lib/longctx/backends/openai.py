@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from ..errors import BackendError, ContextTooLongError, LongctxError, ParameterError
 from ..models import context_window, load_tokenizer, resolve_model
-from ..requests import Generation, StopRule
+from ..requests import Generation, StopRule, past
 from ._common import Prepared, prepare
 from .base import BackendSpec, PromptReader, chat_mode, register
 
@@ -114,13 +114,15 @@ class OpenAIBackend(PromptReader):
 
         try:
             response = self.client.get(f"{self.url.removesuffix('/v1')}/props", timeout=10.0)
-            data = response.json() if response.status_code == 200 else {}
+            data = response.json() if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
-        settings = data.get("default_generation_settings") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return None
+        settings = data.get("default_generation_settings")
         for value in (
-            data.get("n_ctx") if isinstance(data, dict) else None,
-            (settings or {}).get("n_ctx") if isinstance(settings, dict) else None,
+            data.get("n_ctx"),
+            settings.get("n_ctx") if isinstance(settings, dict) else None,
         ):
             if isinstance(value, int) and value > 0:
                 return value
@@ -184,7 +186,7 @@ class OpenAIBackend(PromptReader):
         )
         with ThreadPoolExecutor(max_workers=self.spec.concurrency) as pool:
             for start in range(0, len(prompts), group):
-                if _past(stop_at):
+                if past(stop_at):
                     break
                 idxs = list(range(start, min(start + group, len(prompts))))
                 futures = [
@@ -226,7 +228,7 @@ class OpenAIBackend(PromptReader):
         started = time.perf_counter()
         cut_while_busy = 0
         for attempt in range(self.spec.retries + 1):
-            if _past(stop_at):
+            if past(stop_at):
                 return None
             try:
                 raw, finish = self._stream(body, rule, len(p.ids), stop_at)
@@ -288,7 +290,7 @@ class OpenAIBackend(PromptReader):
                     response.read()
                     return self._whole(response.text)
                 for line in response.iter_lines():
-                    if _past(stop_at):
+                    if past(stop_at):
                         raise _Stopped  # leaving the block closes the stream
                     if not line.startswith("data:"):
                         continue
@@ -323,7 +325,7 @@ class OpenAIBackend(PromptReader):
                     "the stream ended before the server said why it finished", while_busy=busy
                 )
         except httpx.TimeoutException as err:
-            if _past(stop_at):
+            if past(stop_at):
                 raise _Stopped from None
             raise _Retryable(
                 f"no answer within {self.spec.timeout_s:g} s ({type(err).__name__})"
@@ -388,10 +390,6 @@ class OpenAIBackend(PromptReader):
                 f" (or serve the model with a longer one)"
             )
         return BackendError(f"{self.url}/completions answered HTTP {status}: {text[:200]}")
-
-
-def _past(stop_at: float | None) -> bool:
-    return stop_at is not None and time.time() >= stop_at
 
 
 class _Retryable(Exception):

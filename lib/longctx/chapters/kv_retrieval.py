@@ -444,14 +444,24 @@ def analysis(
 
 
 PAPER_WORST = 0.456  # worst case over the paper's models, sizes and positions (Section 4.2)
+# What the paper grid's prose quotes: numbers of the whole grid, then cells of each size.
+_GRID_QUOTES = ("records", "rows", "tokens", "worst", "qa-worst", "paper-worst")
+_SIZE_QUOTES = ("first", "last", "qa-last", "worst-inner")
+
+
+def _paper_keys(sizes) -> list[str]:
+    return [f"kv-paper-{q}" for q in _GRID_QUOTES] + [
+        f"kv-paper-{k}-{q}" for k in sizes for q in _SIZE_QUOTES
+    ]
 
 
 def paper_grid(params: dict, reader: Reader, results_dir: str | Path) -> SimpleNamespace:
     """The paper's own grid (``params``: the ``paper`` scale: 75 and 140 pairs of its release
     records, five depths, both query placements) from the rows of it that are stored (made on
     a lent GPU): accuracy per cell with its Wilson interval, the numbers the prose quotes and
-    the statements it makes, and where the rows ran (:func:`paper_figure` draws it). ``available`` is False
-    while a reader has no rows of it (``make reproduce SCALE=paper`` makes them)."""
+    the statements it makes, and where the rows ran (:func:`paper_figure` draws it).
+    ``available`` is False while a reader has no rows of it (``make reproduce SCALE=paper``
+    makes them); the prose's numbers are then n/a."""
     grid_plan = plan(params)
     rows = stored(grid_plan, reader, results_dir)
     view = SimpleNamespace(expected=len(all_requests(grid_plan)), n_rows=len(rows))
@@ -462,12 +472,12 @@ def paper_grid(params: dict, reader: Reader, results_dir: str | Path) -> SimpleN
         + (f" ({'; '.join(ran)})" if ran else "")
         + f"; data/results/{reader.results_folder(results_dir)}/{EXPERIMENT}/"
     )
+    sizes, depths = sorted(params["num_pairs"]), sorted(params["gold_positions"])
     if not view.available:
-        view.quoted, view.said = {k: "n/a" for k in _PAPER_KEYS}, {}
+        view.quoted, view.said = dict.fromkeys(_paper_keys(sizes), "n/a"), {}
         return view
     view.summary = accuracy(scored(rows, params))
     cell = view.summary.set_index(["num_pairs", "query", "depth"])["accuracy"]
-    sizes, depths = sorted(params["num_pairs"]), sorted(params["gold_positions"])
     inner = [d for d in depths if 0 < d < 1]
     end, aware = QUERY_LABELS[False], QUERY_LABELS[True]
     worst = {q: min((cell[k, q, d], k, d) for k in sizes for d in depths) for q in (end, aware)}
@@ -483,6 +493,7 @@ def paper_grid(params: dict, reader: Reader, results_dir: str | Path) -> SimpleN
         **{
             f"kv-paper-{k}-{name}": f"{100 * cell[k, query, d]:.0f}%"
             for k in sizes
+            # The same names as _SIZE_QUOTES (a test holds both key sets equal).
             for name, query, d in (
                 ("first", end, 0.0),
                 ("last", end, 1.0),
@@ -530,21 +541,6 @@ def paper_figure(view: SimpleNamespace):
         color="0.2",
     )
     return fig
-
-
-_PAPER_KEYS = (
-    "kv-paper-records",
-    "kv-paper-rows",
-    "kv-paper-tokens",
-    "kv-paper-worst",
-    "kv-paper-qa-worst",
-    "kv-paper-paper-worst",
-    *(
-        f"kv-paper-{k}-{name}"
-        for k in (75, 140)
-        for name in ("first", "last", "qa-last", "worst-inner")
-    ),
-)
 
 
 def figure(view: SimpleNamespace):
