@@ -8,10 +8,11 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm, permutation_test
+from scipy.stats import norm, pearsonr
 
 _PUNCT = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -279,33 +280,98 @@ def paired_bootstrap_difference(
     return sum(diffs) / len(diffs), lo, hi
 
 
-def sign_flip_test(differences: Sequence[float], n_resamples: int = 9999, seed: int = 0) -> float:
-    """Two-sided paired sign-flip randomization p-value for ``mean(differences) == 0``.
+def sign_flip_test(
+    differences: Sequence[float],
+    n_resamples: int = 200_000,
+    seed: int = 0,
+    max_denominator: int = 10_000,
+) -> float:
+    """Two-sided paired sign-flip p-value for ``mean(differences) == 0``, exact.
 
-    Under the null each paired difference is as likely to have the opposite sign, so
-    the mean is compared with its distribution over sign flips (scipy's
-    ``permutation_test`` with ``permutation_type="samples"`` on one sample). Exact
-    (all ``2**n`` flips) when that is at most ``n_resamples``, otherwise a seeded Monte
-    Carlo estimate. Zero differences are dropped first (they cannot change sign, so the
-    p-value is the same), which keeps the test exact for up to log2(n_resamples) nonzero
-    differences. Pass one difference per independent unit (e.g. per question, averaged
-    over its positions), not per correlated item.
+    Under the null each per-unit difference is as likely to have the opposite sign, so the
+    observed sum is compared with its distribution over all ``2**m`` sign flips. That
+    distribution is computed exactly by convolution when the differences share a common
+    denominator of at most ``max_denominator`` (means of 0/1 scores over a few items always
+    do); for 0/+-1 differences it is the exact binomial sign test on the discordant units.
+    Otherwise (e.g. F1 differences) it is a seeded Monte Carlo estimate over
+    ``n_resamples`` flips, ``(1 + hits) / (1 + n_resamples)``. Pass one difference per
+    independent unit (a question, a needle), averaged over its items.
     """
     d = np.asarray(list(differences), dtype=float)
     if d.size == 0:
         return float("nan")
-    # A zero difference looks the same flipped: dropping zeros rescales the mean by a
-    # constant and leaves the p-value unchanged, but makes exact enumeration reachable
-    # (with 0/1 metrics most questions tie).
-    d = d[d != 0]
-    if d.size <= 1:  # all ties (p = 1), or the null {d, -d}: both as extreme as the observation
+    d = d[d != 0]  # a zero difference is the same flipped: it changes no sum
+    if d.size == 0:
         return 1.0
-    res = permutation_test(
-        (d,),
-        np.mean,
-        permutation_type="samples",
-        alternative="two-sided",
-        n_resamples=n_resamples,
-        random_state=np.random.default_rng(seed),
-    )
-    return float(res.pvalue)
+    weights = _as_integers(np.abs(d), max_denominator)
+    if weights is None:
+        return _sign_flip_monte_carlo(d, n_resamples, seed)
+    total = int(weights.sum())
+    observed = int(weights[d > 0].sum())  # the sum of the positive side
+    # probability of each possible positive-side sum under random signs
+    dist = np.zeros(total + 1)
+    dist[0] = 1.0
+    reach = 0
+    for w in weights.tolist():
+        dist[w : reach + w + 1] += dist[: reach + 1].copy()
+        dist[: reach + w + 1] *= 0.5
+        reach += w
+    # the signed sum is 2 * positive - total; as extreme as observed on either side
+    gap = abs(2 * observed - total)
+    if gap == 0:  # a sum of exactly 0: every arrangement is as extreme
+        return 1.0
+    upper = (total + gap) // 2
+    lower = (total - gap) // 2
+    p = dist[upper:].sum() + dist[: lower + 1].sum()
+    return float(min(1.0, p))
+
+
+def _as_integers(values: np.ndarray, max_denominator: int) -> np.ndarray | None:
+    """``values`` times their least common denominator, as integers, or None when that
+    denominator exceeds ``max_denominator`` (the values are not small fractions)."""
+    common = 1
+    for v in values.tolist():
+        fraction = Fraction(v).limit_denominator(max_denominator)
+        if abs(float(fraction) - v) > 1e-9:
+            return None
+        common = math.lcm(common, fraction.denominator)
+        if common > max_denominator:
+            return None
+    scaled = np.rint(values * common)
+    if scaled.sum() > 5_000_000:  # the convolution's size; beyond it sample instead
+        return None
+    return scaled.astype(np.int64)
+
+
+def _sign_flip_monte_carlo(d: np.ndarray, n_resamples: int, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    observed = abs(d.sum())
+    hits = 0
+    for start in range(0, n_resamples, 10_000):
+        size = min(10_000, n_resamples - start)
+        signs = rng.choice(np.array([-1.0, 1.0]), size=(size, d.size))
+        hits += int((np.abs(signs @ d) >= observed - 1e-12).sum())
+    return (1 + hits) / (1 + n_resamples)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values for one family of tests, in the input's order
+    (control of the family-wise error rate; NaN stays NaN and does not count)."""
+    p = np.asarray(list(pvalues), dtype=float)
+    out = np.full(p.shape, np.nan)
+    valid = np.flatnonzero(~np.isnan(p))
+    order = valid[np.argsort(p[valid], kind="stable")]
+    m = len(order)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out.tolist()
+
+
+def pearson_interval(x: Sequence[float], y: Sequence[float], confidence: float = 0.95):
+    """Pearson's r of ``x`` and ``y`` with its Fisher-z interval and two-sided p:
+    ``(r, low, high, p)``."""
+    res = pearsonr(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+    ci = res.confidence_interval(confidence_level=confidence)
+    return float(res.statistic), float(ci.low), float(ci.high), float(res.pvalue)

@@ -94,9 +94,17 @@ def say(markdown: str) -> None:
     display(Markdown(markdown))
 
 
+def format_p(p: float) -> str:
+    """A p-value as the book prints it: two significant digits, "< 0.001" below that."""
+    if p != p:
+        return "n/a"
+    return "< 0.001" if p < 0.001 else f"{p:.2g}"
+
+
 def p_text(p: float) -> str:
     """``p < 0.001`` below a thousandth, else two significant digits (``p = 0.07``)."""
-    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+    shown = format_p(p)
+    return f"p {shown}" if shown.startswith("<") else f"p = {shown}"
 
 
 def estimate_text(est, unit: str = "points") -> str:
