@@ -46,6 +46,13 @@
 # tokens per chunk. That 0.5B tagger fails (it copies its prompt's example tags), so the
 # LLM-tag arm below measures a failed tagger, not LLM tagging; it is kept because it shows
 # what wrong tags do to a reader, and it is not counted as evidence about the paper's claim.
+# The weights are the Q4_K_M GGUF file, dequantized for transformers. Any system message
+# replaces the chat template's default one ("You are Qwen, created by Alibaba Cloud. You
+# are a helpful assistant."), which the baseline keeps; so TD changes two things at once,
+# and a control arm, TD's system message without the definitions ("TD framing"),
+# separates them: TD minus the framing is the definitions' effect alone. A needle's
+# one-hop and two-hop questions share the needle and the haystack, so the 154 questions
+# are 87 independent needles, and every interval and test is clustered by needle.
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # reader: alias, .gguf path, checkpoint directory or hub id
@@ -62,7 +69,7 @@ long_needle_sets = ["longctx", "longctx-extra"]  # every case of these sets is a
 long_num_cases = None  # per set (None: all; 48 + 106 cases)
 long_variants = ["baseline", "td_tc_spacy"]
 short_length = 250  # the paper's TD and TD+TC comparisons on every case above (None: skip)
-short_variants = ["baseline", "td", "td_tc_spacy"]
+short_variants = ["baseline", "framing", "td", "td_tc_spacy"]
 tagger_model = "qwen2.5-coder-0.5b-instruct"  # the LLM tagger (privileged categories, Figure 9)
 llm_tag_method = "ie"  # ie (Figure 8), classification (Figure 7) or hybrid (both merged)
 chunk_strategy = "sentence"  # sentences packed up to chunk_chars characters
@@ -139,14 +146,14 @@ show_all(chapter.long_tables(view))
 
 # %% [markdown]
 # (tag-short)=
-# ## The paper's 250-token comparisons, on 154 questions
+# ## The paper's 250-token comparisons, on 87 needles
 #
 # The paper's clearest gains are at its shortest length: tag definitions alone (TD) +10.2
 # points and TD+TC with spaCy tags +7.6 for Claude 3.5 Sonnet at 250 tokens. The grid above
 # asks them on 30 questions, too few to size either change, so both are asked again at 250
-# tokens on the same 154 questions as the headline pair, each question at its rotating depth
-# in that list (a grid question may sit at another depth there, so the two sets of rows are
-# kept apart).
+# tokens on the same 154 questions (87 needles) as the headline pair, each question at its
+# rotating depth in that list (a grid question may sit at another depth there, so the two
+# sets of rows are kept apart), with TD's framing alone as the control arm.
 
 # %% tags=["hide-input"]
 show_all(chapter.short_tables(view))
@@ -284,17 +291,22 @@ show_all(chapter.novelqa_tables(view, reader, page.results, batch_size))
 #   {glue:text}`tag-td-long`. With the definitions in its system prompt it answers
 #   "{glue:text}`tag-top-wrong`" far more often ({glue:text}`tag-td-wrong-top` of its
 #   {glue:text}`tag-td-wrong` wrong answers at the shortest length).
-# * **On {glue:text}`tag-short-n` questions at {glue:text}`tag-short-length` tokens the
-#   verdicts hold.** The baseline answers {glue:text}`tag-short-baseline-pct`, TD
-#   {glue:text}`tag-short-td-pct` and TD+TC with spaCy tags {glue:text}`tag-short-spacy-pct`.
-#   TD: {glue:text}`tag-short-td` ({glue:text}`tag-short-td-lost` questions lost,
-#   {glue:text}`tag-short-td-gained` gained), where the paper's Claude 3.5 gains 10.2. TD+TC
-#   with spaCy tags: {glue:text}`tag-short-spacy` ({glue:text}`tag-short-spacy-lost` lost,
-#   {glue:text}`tag-short-spacy-gained` gained): no direction is called, but the paper's
-#   +7.6 lies well outside the interval. That interval is
-#   {glue:text}`tag-short-spacy-half-width` points wide on each side, just over the target:
-#   the observed spread needs {glue:text}`tag-short-spacy-needed` questions and the project
-#   has {glue:text}`tag-short-n`. The wrong answers are again "{glue:text}`tag-top-wrong`"
+# * **On {glue:text}`tag-short-n` questions ({glue:text}`tag-short-needles` needles, the
+#   unit) at {glue:text}`tag-short-length` tokens.** The baseline answers
+#   {glue:text}`tag-short-baseline-pct`, TD's framing without definitions
+#   {glue:text}`tag-short-framing-pct`, TD {glue:text}`tag-short-td-pct` and TD+TC with
+#   spaCy tags {glue:text}`tag-short-spacy-pct`. TD: {glue:text}`tag-short-td`
+#   ({glue:text}`tag-short-td-lost` questions lost, {glue:text}`tag-short-td-gained`
+#   gained), where the paper's Claude 3.5 gains 10.2. **Most of that loss is the framing,
+#   not the definitions:** TD against its framing alone is
+#   {glue:text}`tag-short-definitions`, no direction, with the paper's +10.2 outside the
+#   interval. Replacing the default system prompt is what costs this reader. TD+TC with
+#   spaCy tags: {glue:text}`tag-short-spacy` ({glue:text}`tag-short-spacy-lost` lost,
+#   {glue:text}`tag-short-spacy-gained` gained): no direction is called, and the paper's
+#   +7.6 lies outside the interval. That interval is
+#   {glue:text}`tag-short-spacy-half-width` points wide on each side, wider than the
+#   target: the observed spread needs {glue:text}`tag-short-spacy-needed` needles and the
+#   project has {glue:text}`tag-short-needles`. The wrong answers are again "{glue:text}`tag-top-wrong`"
 #   ({glue:text}`tag-short-baseline-top` of the baseline's
 #   {glue:text}`tag-short-baseline-misses`, {glue:text}`tag-short-td-top` of TD's
 #   {glue:text}`tag-short-td-misses`, {glue:text}`tag-short-spacy-top` of TD+TC's

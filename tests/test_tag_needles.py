@@ -197,7 +197,7 @@ def _requests(**kw):
     args = dict(
         tokenizer=WordTokenizer(),
         lengths=[60, 120],
-        variants=list(tn.VARIANTS)[:3],
+        variants=["baseline", "td", "td_tc_spacy"],
         taggers=tn.Taggers(spacy=SpacyTagger()),
         text=HAYSTACK,
         max_chars=120,
@@ -214,6 +214,10 @@ def test_make_requests_builds_the_papers_variants():
     base, td, tc = (by[(case.id, 120, v)] for v in ("baseline", "td", "td_tc_spacy"))
     assert base.system is None
     assert td.system.startswith("You are an AI assistant trained to categorize entities")
+    # the control arm: TD's system message without the definitions
+    framing = _requests(lengths=[120], variants=["framing"])[1][0]
+    assert framing.system.splitlines()[-1] == td.system.splitlines()[-1]
+    assert "1." not in framing.system and "1." in td.system
     assert "1. Countries, cities, states: Officially recognized" in td.system
     assert (
         "They will be present within XML tags like <tag> </tag>." in tc.system
@@ -467,8 +471,9 @@ def test_short_comparisons_ask_the_headline_cases_at_their_headline_depths():
     short = chapter.short_requests(
         params, tokenizer=WordTokenizer(), taggers=taggers, text=HAYSTACK
     )
-    assert len(short) == 6 * 3 and {r.condition["variant"] for r in short} == {
+    assert len(short) == 6 * 4 and {r.condition["variant"] for r in short} == {
         "baseline",
+        "framing",
         "td",
         "td_tc_spacy",
     }
@@ -525,7 +530,7 @@ def test_plan_asks_a_grid_prompt_that_is_also_a_sized_one_once(monkeypatch):
     assert (
         blocks[1].headline
         and {r.condition["length"] for r in short} == {100}
-        and len(short) == 2 * 3
+        and len(short) == 2 * 4
     )
     grid_short = [r for b in blocks[2:] for r in b.requests if r.condition["length"] == 100]
     assert {r.example_id for r in grid_short} == {other.id} and len(grid_short) == 2

@@ -341,6 +341,7 @@ def test_every_committed_needle_row_is_rebuilt_with_its_key():
     }
     tags = {
         "baseline": [],
+        "framing": [T.Tags("", False, framing=True)],
         "td": [T.Tags("", True)],
         "td_tc_spacy": [T.Tags("spacy", True, chunk_chars=0)],
         "td_tc_llm": [T.Tags("llm", True, chunk_chars=0)],

@@ -571,6 +571,10 @@ def tagging_report(chunks: Sequence[str], tags: Sequence[Sequence[str]]) -> Tagg
 VARIANTS = {
     # name: (category set in the system prompt, tagger of the context, system prompt template)
     "baseline": (None, None, None),
+    # TD's system message without the definitions: a system message replaces the chat
+    # template's default one (Qwen's "You are Qwen, created by Alibaba Cloud..."), so TD
+    # minus this arm is the definitions' effect alone.
+    "framing": (None, None, "tag_system_framing"),
     "td": ("privileged", None, "tag_system_td"),
     "td_tc_spacy": ("spacy", "spacy", "tag_system_td_tc"),
     "td_tc_llm": ("privileged", "llm", "tag_system_td_tc"),
@@ -582,7 +586,10 @@ def system_prompt(variant: str) -> str | None:
     definitions, _, template = variant_parts(variant)
     if template is None:
         return None
-    return load_prompt(template).format(categories=load_categories(definitions).definitions())
+    prompt = load_prompt(template)
+    if definitions is None:
+        return prompt
+    return prompt.format(categories=load_categories(definitions).definitions())
 
 
 def variant_parts(name: str) -> tuple:

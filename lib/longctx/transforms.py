@@ -448,14 +448,22 @@ class Tags(Transform):
     each chunk tagged by ``tagger`` and wrapped in its XML tags. ``definitions`` writes the
     tag definitions into the system slot (TD+TC: spaCy's categories for the spaCy tagger,
     the paper's privileged ones otherwise); ``tagger=""`` with definitions is TD alone
-    (definitions, untagged context)."""
+    (definitions, untagged context). ``framing`` without definitions or tagger writes TD's
+    system message without the definitions: the control arm for TD, since any system
+    message replaces the chat template's default one."""
 
     tagger: str = "spacy"
     definitions: bool = True
     chunk_chars: int = 500
+    framing: bool = False
     name: ClassVar[str] = "tags"
 
     def apply(self, example: Example) -> Example:
+        if self.framing:
+            if self.tagger or self.definitions:
+                raise ParameterError("framing is TD's message alone: no tagger, no definitions")
+            example = example.write("system", system_prompt("framing"))
+            return example.set(tags="none+framing", tag_definitions=False, tagger="")
         label = (self.tagger or "none") + ("+definitions" if self.definitions else "")
         if self.definitions:
             variant = (

@@ -15,10 +15,12 @@ set depth in a haystack of a set length in the reader's tokens.
   chunk boundary nearest its depth, so every haystack chunk is shared by all needles and
   is tagged once.
 * Variants (Table 1): ``baseline`` (no definitions, no tags), ``td`` (tag definitions in
-  the system prompt, Figure 5), ``td_tc_spacy`` and ``td_tc_llm`` (definitions plus
-  tagged context, Figure 6; spaCy NER tags with the 18 spaCy categories, or an LLM's
-  tags with the five privileged categories). Any variant can also be asked with
-  query-aware contextualization (question before and after the context).
+  the system prompt, Figure 5), ``framing`` (TD's system message without the definitions:
+  our control, since any system message replaces the chat template's default one),
+  ``td_tc_spacy`` and ``td_tc_llm`` (definitions plus tagged context, Figure 6; spaCy NER
+  tags with the 18 spaCy categories, or an LLM's tags with the five privileged categories).
+  Any variant can also be asked with query-aware contextualization (question before and
+  after the context).
 * Score: NoLiMa's ``contains`` (:func:`longctx.metrics.nolima_contains`).
 
 NovelQA's multiple-choice files are read by :func:`read_novelqa` and asked with the
@@ -71,6 +73,7 @@ SHIPPED_NEEDLE_SETS = {
 }
 VARIANT_LABELS = {
     "baseline": "baseline",
+    "framing": "TD framing, no definitions",
     "td": "TD",
     "td_tc_spacy": "TD+TC (spaCy)",
     "td_tc_llm": "TD+TC (LLM tagger)",
@@ -456,8 +459,15 @@ def score(row: dict) -> float:
     return nolima_contains(row["output"], row["gold"])
 
 
+def needle_of(case_id: str) -> str:
+    """The needle a case asks about: its one-hop and two-hop questions share the needle (and
+    the haystack), so the needle, not the question, is the independent unit."""
+    return case_id.rsplit("/", 1)[0]
+
+
 def score_rows(rows: Sequence[dict]) -> list[dict]:
-    """Flat rows with ``correct`` = NoLiMa's contains (gold name anywhere in the answer)."""
+    """Flat rows with ``correct`` = NoLiMa's contains (gold name anywhere in the answer) and
+    the ``needle`` each question asks about."""
     out = []
     for r in rows:
         c = r["condition"]
@@ -467,6 +477,7 @@ def score_rows(rows: Sequence[dict]) -> list[dict]:
                 "variant_label": VARIANT_LABELS.get(c["variant"], c["variant"]),
                 "model": r["model"],
                 "example_id": r["example_id"],
+                "needle": needle_of(r["example_id"]),
                 "output": r["output"],
                 "gold": r["gold"][0],
                 "correct": nolima_contains(r["output"], r["gold"]),
@@ -492,8 +503,10 @@ def versus_baseline(
     scored, *, control: str = "baseline", by: Sequence[str] = ("length",), seed: int = 0
 ):
     """Each variant minus ``control`` on the same cases (and depths), per ``by``: points, 95%
-    paired bootstrap interval, sign-flip p."""
+    paired bootstrap interval over needles, exact sign-flip p on per-needle differences."""
     out = []
+    if "needle" not in scored:
+        scored = scored.assign(needle=scored["example_id"].map(needle_of))
     for key, group in scored.groupby(list(by)):
         key = key if isinstance(key, tuple) else (key,)
         for variant in sorted(set(group["variant"]) - {control}):
@@ -503,7 +516,8 @@ def versus_baseline(
                 condition="variant",
                 control=control,
                 treatment=variant,
-                item=["example_id", "depth"],
+                item=["needle", "example_id", "depth"],
+                cluster="needle",
                 score="correct",
                 seed=seed,
             )
@@ -512,6 +526,7 @@ def versus_baseline(
                     **dict(zip(by, key)),
                     "variant": variant,
                     "n": res["items"],
+                    "needles": res["clusters"],
                     "change": 100 * res["difference"],
                     "ci_low": 100 * res["ci_low"],
                     "ci_high": 100 * res["ci_high"],
@@ -776,6 +791,7 @@ def to_example(case: NeedleCase, chunks: Sequence[str], length: int) -> Example:
 
 VARIANT_OF_TAGS = {
     "none": "baseline",
+    "none+framing": "framing",
     "none+definitions": "td",
     "spacy+definitions": "td_tc_spacy",
     "llm+definitions": "td_tc_llm",
