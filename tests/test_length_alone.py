@@ -343,9 +343,11 @@ def test_gsm8k_without_final_step_drops_the_answer_line(public_data):
         assert (q.evidence, q.question, q.answer) == (p.evidence, p.question, p.answer)
     (req,) = la.make_requests(cut[:1], filler_kinds=["essay"], lengths=[0])
     assert req.condition["subtask"] == "gsm8k_no_final_step" and cut[0].analysis in req.prompt
+    # GSM8K's prompt and stop rule, with its own budget: solving takes longer than copying
     assert req.stop == la.stop_rule("gsm8k", "solve") and req.max_new_tokens == la.budget(
-        "gsm8k", "solve"
+        "gsm8k_no_final_step", "solve"
     )
+    assert la.budget("gsm8k_no_final_step", "solve") > la.budget("gsm8k", "solve")
     assert la.score_output(cut[0], f"So the answer is {cut[0].answer}.")["correct"] == 1.0
 
 

@@ -321,7 +321,11 @@ def make_requests(
                         if mode == "answer"
                         else StopRule(newline=False),
                         meta={
-                            "gold_documents": [docs.index(ruler.documents[i]) + 1 for i in q.gold]
+                            "gold_documents": [docs.index(ruler.documents[i]) + 1 for i in q.gold],
+                            # QA2's answer is spread over HotpotQA's supporting paragraphs
+                            "supporting_documents": [
+                                docs.index(ruler.documents[i]) + 1 for i in (q.supporting or q.gold)
+                            ],
                         },
                     )
                 )
