@@ -11,6 +11,7 @@ import pytest
 
 from longctx.chapters.crossing import factorial as X
 from longctx.errors import ParameterError
+from longctx.metrics import holm
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ["position", "format", "tags", "distractors", "filler", "query_aware"]
@@ -228,7 +229,7 @@ def test_describe_reader_comparison_states_effects_differences_and_width():
                 "estimate": 11.0,
                 "ci_low": 1.0,
                 "ci_high": 23.0,
-                "p": 0.03,
+                "p": 0.01,
             },
             {
                 "factor": "tags",
@@ -240,24 +241,33 @@ def test_describe_reader_comparison_states_effects_differences_and_width():
             },
         ]
     ).assign(questions=9)
+
+    def adjusted(table):  # Holm within each reader's family, as reader_effects does
+        return table.assign(p_holm=table.groupby("reader")["p"].transform(lambda p: holm(list(p))))
+
+    both = adjusted(both)
     text = X.describe_reader_comparison(both, ["A", "B"])
     assert (
-        "**A**: the largest main effect is position, -14.0 (95% CI -22.0 to -6.0) points." in text
+        "**A**: the largest main effect is position, -14.0 (95% CI -22.0 to -6.0) points, "
+        "p = 0.001 (Holm over 2 factors 0.002), decided." in text
     )
     assert (
-        "**B**: the largest main effect is tags, +5.0 (95% CI -4.0 to +14.0) points, an interval that holds zero."
-        in text
+        "**B**: the largest main effect is tags, +5.0 (95% CI -4.0 to +14.0) points, "
+        "p = 0.300 (Holm over 2 factors 0.600), not decided by the rule." in text
     )
-    assert "the readers differ on position, +11.0 (95% CI +1.0 to +23.0) points, p=0.030." in text
+    assert (
+        "the readers differ on position, +11.0 (95% CI +1.0 to +23.0) points, p=0.010 "
+        "(Holm 0.020)." in text
+    )
     assert "tags, +3.0" not in text  # its difference holds zero
     assert "n = 9 questions is a demo" in text and "±11.0 points" in text  # (23 - 1) / 2
     # A difference interval that excludes zero but whose sign-flip p does not agree is not a difference.
-    disagree = both.assign(p=both["p"].where(both["reader"] != "difference", 0.08))
+    disagree = adjusted(both.assign(p=both["p"].where(both["reader"] != "difference", 0.04)))
     text = X.describe_reader_comparison(disagree, ["A", "B"])
     assert "no factor's difference is decided" in text
     assert (
-        "Undecided: position's interval, +11.0 (95% CI +1.0 to +23.0) points, excludes zero but its sign-flip p=0.080"
-        in text
+        "Undecided: position's interval, +11.0 (95% CI +1.0 to +23.0) points, excludes zero but "
+        "its exact p=0.040 (Holm 0.080) does not agree" in text
     )
     assert "Undecided" not in X.describe_reader_comparison(both, ["A", "B"])
     narrow = both.assign(ci_low=both["estimate"] - 4, ci_high=both["estimate"] + 4)

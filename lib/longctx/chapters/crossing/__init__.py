@@ -24,11 +24,12 @@ from types import SimpleNamespace
 import pandas as pd
 
 from ... import transforms as T
-from ...claims import Estimate, by_unit, estimable, paired_estimate, read_claims, verdict
+from ...claims import Estimate, by_unit, estimable, judge, paired_estimate, read_claims
 from ...errors import ParameterError
+from ...metrics import holm
 from ...plots import effects_forest, interaction_plot, readers_forest
 from ...reader import Reader, model_label
-from ...report import n_for_half_width, p_text, points_ci
+from ...report import format_p, n_for_half_width, points_ci
 from ...results import comparable_rows, provenance, rows_table
 from ...runner import Block, all_requests
 from ...tasks import multidoc_qa as qa
@@ -179,14 +180,15 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
 
 def main_effects(estimates: dict[str, Estimate], params: dict, claims: dict) -> pd.DataFrame:
     """Each factor's main effect against its paper's claim, as the findings page states it:
-    the paired estimate of :func:`claims` and the verdict by the findings page's rule
-    (:func:`longctx.claims.verdict`) where the page lists the claim; a claim of no effect
-    is not judged here (it needs an equivalence margin fixed in advance)."""
+    the paired estimate of :func:`claims`, the verdict by the findings page's rule
+    (:func:`longctx.claims.judge`, a claim of no effect by its equivalence margin) and the
+    exact p Holm-adjusted over the six main effects (one family)."""
     d = design(params)
     rows = []
     for f in d.factors:
         est = estimates[f"crossing-{f.name}"]
         claim = claims.get(f"crossing-{f.name}")
+        judged = judge(est, claim) if claim else None
         rows.append(
             {
                 "factor": f.name,
@@ -198,10 +200,13 @@ def main_effects(estimates: dict[str, Estimate], params: dict, claims: dict) -> 
                 "ci_high": est.ci_high,
                 "p": est.p,
                 "questions": est.n,
-                "verdict": verdict(est, claim) if claim else "not judged (a claim of no effect)",
+                "verdict": judged.verdict if judged else "not judged (not in the claims file)",
+                "direction": judged.direction if judged else "",
             }
         )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out.insert(out.columns.get_loc("p") + 1, "p_holm", holm(out["p"].tolist()))
+    return out
 
 
 def forest_effects(fx: pd.DataFrame, main: pd.DataFrame) -> pd.DataFrame:
@@ -235,7 +240,7 @@ def sizing(table: pd.DataFrame, params: dict) -> pd.DataFrame:
 
 
 def interactions(fx: pd.DataFrame) -> pd.DataFrame:
-    """The two-way interactions (GEE), smallest p first."""
+    """The two-way interactions (per-question contrasts), smallest p first."""
     inter = fx[fx["kind"] == "interaction"]
     return inter.sort_values("p")
 
@@ -286,6 +291,8 @@ def quoted(
         "x-max-half-width": f"{((by['ci_high'] - by['ci_low']) / 2).max():.1f}",
         "x-interactions": len(inter),
         "x-interactions-significant": int((inter["p"] < 0.05).sum()),
+        "x-interactions-holm": int((inter["p_holm"] < 0.05).sum()),
+        "x-top-interaction-p": f"p = {top['p']:.2f}, Holm {top['p_holm']:.2f}",
         "x-top-interaction": top["term"],
         "x-top-interaction-ci": f"{top['estimate']:+.1f}, 95% CI {top['ci_low']:+.1f} to {top['ci_high']:+.1f}",
         "x-logit-agrees": "agrees"
@@ -297,6 +304,7 @@ def quoted(
         r = by.loc[f]
         out[f"x-{f}"] = f"{r['estimate']:+.1f}, 95% CI {r['ci_low']:+.1f} to {r['ci_high']:+.1f}"
         out[f"x-{f}-verdict"] = r["verdict"]
+        out[f"x-{f}-p"] = f"p = {format_p(r['p'])}, Holm {format_p(r['p_holm'])}"
     both = readers["both"]
     if both is not None:
         this_reader, other_reader = labels
@@ -307,7 +315,7 @@ def quoted(
             return f"{row['estimate']:+.1f}, 95% CI {row['ci_low']:+.1f} to {row['ci_high']:+.1f}"
 
         other = readers["table"]
-        other_fx = X.effects(other, d)
+        other_fx = X.contrast_effects(other, d)
         other_inter = interactions(other_fx)
         other_top = other_inter.iloc[0]
         diff = both[both["reader"] == "difference"]
@@ -320,12 +328,18 @@ def quoted(
                 "x2-accuracy": f"{100 * other['correct'].mean():.1f}%",
                 **{f"x2-{f}": ci(other_reader, f) for f in theirs.index},
                 **{f"x2-diff-{f}": ci("difference", f) for f in theirs.index},
-                "x2-diff-position-p": p_text(b.loc[("difference", "position"), "p"]),
+                "x2-diff-position-p": "p = {}, Holm over the six factors {}".format(
+                    *(format_p(b.loc[("difference", "position"), c]) for c in ("p", "p_holm"))
+                ),
+                "x2-distractors-p": "p = {}, Holm over the six factors {}".format(
+                    *(format_p(b.loc[(other_reader, "distractors"), c]) for c in ("p", "p_holm"))
+                ),
                 "x2-rest-max": f"{rest['estimate'].abs().max():.0f}",
                 "x2-top-interaction": other_top["term"],
                 "x2-top-interaction-ci": f"{other_top['estimate']:+.1f}, 95% CI {other_top['ci_low']:+.1f} to "
                 f"{other_top['ci_high']:+.1f}",
                 "x2-interactions-significant": int((other_inter["p"] < 0.05).sum()),
+                "x2-interactions-holm": int((other_inter["p_holm"] < 0.05).sum()),
                 "x2-max-half-width": f"{((theirs['ci_high'] - theirs['ci_low']) / 2).max():.1f}",
                 "x2-diff-max-half-width": f"{((diff['ci_high'] - diff['ci_low']) / 2).max():.1f}",
                 "x2-diff-widest": diff.loc[
@@ -346,7 +360,8 @@ def main_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
                 for e, lo, hi in zip(main["estimate"], main["ci_low"], main["ci_high"])
             ],
             "half-width": ((main["ci_high"] - main["ci_low"]) / 2).round(1),
-            "sign-flip p": main["p"].map("{:.2g}".format),
+            "p": main["p"].map(format_p),
+            "p (Holm, 6 effects)": main["p_holm"].map(format_p),
         }
     )
     columns = [
@@ -356,12 +371,15 @@ def main_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
         "claim",
         "effect (pts, 95% CI)",
         "half-width",
-        "sign-flip p",
+        "p",
+        "p (Holm, 6 effects)",
         "verdict",
     ]
     note = (
         f"{view.table['example_id'].nunique()} questions x {len(view.design.cells)} cells = {len(view.table)} "
-        "answers; paired bootstrap over questions, two-sided sign-flip p."
+        "answers; paired bootstrap over questions, exact two-sided sign-flip p, Holm-adjusted "
+        "over the six main effects; verdicts by the findings page's rule (query-aware: no effect "
+        "within ±5 points)."
     )
     return shown[columns], note
 
@@ -378,10 +396,12 @@ def interactions_table(view: SimpleNamespace, shown: int = 6) -> tuple[pd.DataFr
         }
     )
     note = (
-        f"The {shown} interactions with the smallest p-values of {len(inter)}; with {len(inter)} tests, one p "
-        "below 0.05 is expected by chance alone."
+        f"The {shown} interactions with the smallest p-values of {len(inter)}: per-question "
+        "contrasts, bootstrap interval over questions, exact sign-flip p and Holm's adjustment "
+        f"over the {len(inter)} (one family)."
     )
-    return table[["term", "interaction (pts, 95% CI)", "p"]].round(3).head(shown), note
+    table = table.assign(p=inter["p"].map(format_p), **{"p (Holm)": inter["p_holm"].map(format_p)})
+    return table[["term", "interaction (pts, 95% CI)", "p", "p (Holm)"]].head(shown), note
 
 
 def aliases_table(view: SimpleNamespace, shown: int = 6) -> pd.DataFrame:
@@ -484,9 +504,18 @@ def statements(view: SimpleNamespace) -> dict[str, bool]:
         "C-NORM, tags, filler and distractors are not reproduced": all(
             m.loc[f, "verdict"] != "reproduced" for f in ("format", "tags", "filler", "distractors")
         ),
-        "query-aware's interval holds zero": m.loc["query_aware", "ci_low"]
+        "query-aware is neither within the ±5-point margin nor an effect": m.loc[
+            "query_aware", "verdict"
+        ]
+        == "inconclusive at this n",
+        "C-NORM's interval excludes zero but the exact test does not agree": m.loc[
+            "format", "ci_high"
+        ]
         < 0
-        < m.loc["query_aware", "ci_high"],
+        and m.loc["format", "p"] >= 0.05,
+        "no interaction survives Holm's adjustment": bool(
+            (view.interactions["p_holm"] >= 0.05).all()
+        ),
         "C-NORM and tags lean the way their chapters found (down)": m.loc["format", "estimate"] < 0
         and m.loc["tags", "estimate"] < 0,
         "C-NORM costs less when filler is present (the largest interaction)": view.top["term"]
@@ -508,6 +537,10 @@ def statements(view: SimpleNamespace) -> dict[str, bool]:
             ),
             "distractors are the second reader's largest effect": b is not None
             and b.loc[other_reader, "estimate"].abs().idxmax() == "distractors",
+            "after Holm, neither the readers' position difference nor the second reader's "
+            "distractor effect is decided": b is not None
+            and b.loc[("difference", "position"), "p_holm"] >= 0.05
+            and b.loc[(other_reader, "distractors"), "p_holm"] >= 0.05,
             "the larger reader is right more often": not view.readers["table"].empty
             and view.readers["table"]["correct"].mean() > view.table["correct"].mean(),
         }
@@ -536,7 +569,7 @@ def analysis(
     )
     view.estimates = claims(results_dir, params, reader)
     view.main = main_effects(view.estimates, params, {c.id: c for c in read_claims()})
-    view.fx = X.effects(view.table, d)
+    view.fx = X.contrast_effects(view.table, d)
     view.logit = X.effects(view.table, d, family="logistic", interactions=False)
     view.interactions = interactions(view.fx)
     view.top = view.interactions.loc[view.interactions["estimate"].abs().idxmax()]

@@ -27,7 +27,7 @@ import pandas as pd
 from ... import transforms as T
 from ...claims import ALPHA, paired_estimate
 from ...errors import ParameterError
-from ...metrics import bootstrap_interval, sign_flip_test
+from ...metrics import bootstrap_interval, holm, sign_flip_test
 from ...tasks import render
 
 
@@ -209,6 +209,51 @@ def effects(
     return pd.DataFrame(rows)
 
 
+def contrast_effects(
+    table, design: Design, *, cluster: str = "example_id", score: str = "correct", seed: int = 0
+):
+    """Main effects and two-way interactions as per-question contrasts, with the findings
+    page's statistics: per question, a main effect is the mean score at the high level minus
+    at the low level, and an interaction is a's effect at b high minus at b low (twice the
+    mean where a and b share a level minus where they differ); over questions, the mean (in
+    points), the percentile bootstrap interval and the exact sign-flip p. In the balanced
+    fraction the means are the linear GEE's coefficients, but the interval and the test need
+    no large-sample approximation, which 24 clusters do not give. Each family (the main
+    effects; the interactions) gets Holm-adjusted p-values (``p_holm``). Returns one row per
+    term: term, kind, estimate, ci_low, ci_high, p, p_holm, clusters."""
+    data = coded(table, design)
+    names = [f.name for f in design.factors]
+    contrasts = {}
+    for name in names:
+        means = data.groupby([cluster, name])[score].mean().unstack()
+        contrasts[name] = ("main", means[0.5] - means[-0.5])
+    for a, b in itertools.combinations(names, 2):
+        same = (data[a] * data[b] > 0).rename("same")
+        means = data.assign(same=same).groupby([cluster, "same"])[score].mean().unstack()
+        contrasts[f"{a} x {b}"] = ("interaction", 2 * (means[True] - means[False]))
+    rows = []
+    for term, (kind, per_unit) in contrasts.items():
+        d = per_unit.dropna().tolist()
+        lo, hi = bootstrap_interval(d, seed=seed)
+        rows.append(
+            {
+                "term": term,
+                "kind": kind,
+                "estimate": 100 * sum(d) / len(d),
+                "ci_low": 100 * lo,
+                "ci_high": 100 * hi,
+                "p": sign_flip_test(d, seed=seed),
+                "clusters": len(d),
+            }
+        )
+    out = pd.DataFrame(rows)
+    out["p_holm"] = float("nan")
+    for kind in ("main", "interaction"):
+        family = out["kind"] == kind
+        out.loc[family, "p_holm"] = holm(out.loc[family, "p"].tolist())
+    return out
+
+
 def unit_differences(table, design: Design, *, cluster: str = "example_id", score: str = "correct"):
     """Per cluster (question) and factor: mean score at the high level minus at the low level,
     over the cluster's cells. Their mean is the main effect (in a balanced design) and their
@@ -327,7 +372,13 @@ def reader_effects(
                 "questions": len(shared),
             }
         )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    # each reader's main effects, and their differences, are one family of tests each
+    out["p_holm"] = float("nan")
+    for name in [*readers, "difference"]:
+        family = out["reader"] == name
+        out.loc[family, "p_holm"] = holm(out.loc[family, "p"].tolist())
+    return out
 
 
 def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 10.0) -> str:
@@ -358,27 +409,30 @@ def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 
     for r in readers:
         sub = both[both["reader"] == r]
         top = sub.loc[sub["estimate"].abs().idxmax()]
-        excludes = top.ci_low > 0 or top.ci_high < 0
+        decided = (top.ci_low > 0 or top.ci_high < 0) and top.p_holm < ALPHA
         lines.append(
-            f"* **{r}**: the largest main effect is {top.factor}, {ci(top)} points"
-            f"{'' if excludes else ', an interval that holds zero'}."
+            f"* **{r}**: the largest main effect is {top.factor}, {ci(top)} points, "
+            f"p = {top.p:.3f} (Holm over {len(sub)} factors {top.p_holm:.3f})"
+            f"{', decided' if decided else ', not decided by the rule'}."
         )
     diff = both[both["reader"] == "difference"]
     excludes_zero = (diff["ci_low"] > 0) | (diff["ci_high"] < 0)
     decided, split = (
-        diff[excludes_zero & (diff["p"] < ALPHA)],
-        diff[excludes_zero & (diff["p"] >= ALPHA)],
+        diff[excludes_zero & (diff["p_holm"] < ALPHA)],
+        diff[excludes_zero & (diff["p_holm"] >= ALPHA)],
     )
     if decided.empty:
         lines.append(
             f"* **Difference ({readers[1]} minus {readers[0]})**: no factor's difference is decided "
-            f"(its interval must exclude zero and its sign-flip p be below {ALPHA:g})."
+            f"(its interval must exclude zero and its exact sign-flip p, Holm-adjusted over the "
+            f"{len(diff)} factors, be below {ALPHA:g})."
         )
     else:
         lines.append(
             f"* **Difference ({readers[1]} minus {readers[0]})**: the readers differ on "
             + "; ".join(
-                f"{row.factor}, {ci(row)} points, p={row.p:.3f}" for row in decided.itertuples()
+                f"{row.factor}, {ci(row)} points, p={row.p:.3f} (Holm {row.p_holm:.3f})"
+                for row in decided.itertuples()
             )
             + "."
         )
@@ -386,8 +440,8 @@ def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 
         lines.append(
             "* Undecided: "
             + "; ".join(
-                f"{row.factor}'s interval, {ci(row)} points, excludes zero but its sign-flip "
-                f"p={row.p:.3f} does not agree"
+                f"{row.factor}'s interval, {ci(row)} points, excludes zero but its exact "
+                f"p={row.p:.3f} (Holm {row.p_holm:.3f}) does not agree"
                 for row in split.itertuples()
             )
             + "."
