@@ -29,6 +29,10 @@
 # records 100-164 on this project's 2-core CPU, both bfloat16 transformers). A full
 # position grid at 10 and 30 synthetic pairs (8 examples per cell) shows the shape at
 # short lengths.
+#
+# **What differs.** One 0.5B reader (the paper's are 7B and larger API models), the Q4_K_M
+# GGUF weights dequantized for transformers, and the chat template's default system
+# prompt ("You are Qwen, created by Alibaba Cloud...") in every prompt.
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id

@@ -42,7 +42,16 @@
 # the BM25 retention curve, but only their first 40 for the dense curve (24 for the
 # snippet-length, other-N and NQ checks), with the paper's H up to 79 and 4 and 9 added;
 # distractors are answer-filtered in every condition (the paper's 80-word retention sweep
-# was not); all-MiniLM-L6-v2 in place of BGE-small. Paper scale on a GPU:
+# was not); all-MiniLM-L6-v2 in place of BGE-small. The paper's retention sweep used
+# 80-word snippets; ours, and the paper-scale command below, use 50 for both the matched
+# control and the curves (one parameter, `snippet_words`, sets both: `-p snippet_words 80`
+# gives the paper's retention but changes the matched control too). The weights are the
+# Q4_K_M GGUF file, dequantized for transformers, on CPU in two dtypes: the first 40
+# questions' rows at H up to 19 (and the matched control's, and every secondary check) in
+# float32, and H = 39 and 79 and questions 41 to 200 in bfloat16. A paired comparison
+# always sits within one dtype, except retention at H = 39 and 79 on those first 40
+# questions, whose baseline is float32. The chat template adds Qwen's default system
+# prompt. Paper scale on a GPU:
 #
 # ```bash
 # make run NB=notebooks/semantic_competition.py MODEL=Qwen/Qwen2.5-1.5B-Instruct \

@@ -1,7 +1,8 @@
 """Behaviour guard for restructurings: the findings table computed from the committed rows is
 the one saved in ``tests/golden/findings.json`` (every claim's difference, interval, n, p,
-sides and verdict). A change that moves a number must update the golden file on purpose,
-in its own commit that says why."""
+sides, verdict and the verdict's parts). A change that moves a number must update the golden
+file on purpose, in its own commit that says why: ``python tests/test_golden.py`` rewrites it
+from the committed rows."""
 
 import json
 import math
@@ -22,6 +23,10 @@ WORDS = (
     "detail",
     "setting",
     "verdict",
+    "kind",
+    "direction",
+    "magnitude",
+    "premise",
     "chapter",
     "label",
 )
@@ -48,3 +53,17 @@ def test_findings_match_the_golden_file(rows):
                 a,
                 b,
             )
+
+
+if __name__ == "__main__":
+    from longctx.findings import findings_table
+
+    table = findings_table(ROOT / "data" / "results")
+    GOLDEN.write_text(
+        table[[*WORDS, *NUMBERS]].to_json(
+            orient="records", indent=1, double_precision=15, force_ascii=False
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    print(f"wrote {GOLDEN} ({len(table)} claims)")

@@ -2,28 +2,46 @@
 estimate every claim uses, and the verdict rule, one place for every chapter and the
 findings page.
 
-Every claim is a paired difference (treatment minus control, in points) on the same items,
-with a percentile bootstrap interval over the independent units (questions, problems or
-key-value examples; rows that share one are resampled together) and a two-sided sign-flip
-p-value on the per-unit differences. The verdict rule (:func:`verdict`):
+Every claim is a paired difference (treatment minus control, in points) on the same units,
+with a percentile bootstrap interval over the independent units (questions, needles,
+problems or key-value examples; rows that share one are averaged into it first) and an
+exact two-sided sign-flip p on the per-unit differences (:func:`longctx.metrics.sign_flip_test`).
+A correlation claim (``scale`` "r") is Pearson's r with its Fisher interval instead.
 
-* **reproduced**: the interval excludes 0 on the side of the paper's effect and the
-  sign-flip p is below 0.05;
-* **opposite direction**: the same on the other side;
-* **not reproduced**: otherwise, when the interval excludes the paper's reported effect
-  (an effect as large as the paper's is ruled out);
-* **inconclusive at this n**: otherwise (the interval holds the paper's effect, or the
-  paper gives no size to rule out).
+A claim states, before the data, its **kind**, an **equivalence margin** where the kind
+needs one, and a **premise**: a condition on this reader's rows without which the claim
+cannot be tested here. The verdict rule (:func:`judge`):
 
-Why both: when only a few units change between conditions, the percentile bootstrap can
-exclude 0 where the exact test cannot (4 changed questions, all one way: p = 2/16), so a
-direction is called only when the two agree.
+1. **premise not met**: the premise check fails (the control condition sits on a floor,
+   the retrieval the claim assumes did not happen, the ceiling leaves less room than the
+   paper's effect); the direction and magnitude are still shown beside it.
+2. A **directional** claim (the paper reports an effect with a sign):
+
+   * **reproduced**: the interval excludes 0 on the side of the paper's effect and the
+     exact p is below 0.05 (the two agree);
+   * **opposite direction**: the same on the other side;
+   * **not reproduced**: otherwise, when the interval excludes the paper's effect;
+   * **inconclusive at this n**: otherwise.
+
+   Its **magnitude** is judged apart, from the interval against the paper's effect: the
+   paper's size inside our interval, ours larger, or ours smaller, with the ratio.
+3. A **saturation** claim ("beyond X, accuracy barely improves", margin d): reproduced when
+   the whole interval lies below +d; not reproduced when it lies above +d; else
+   inconclusive.
+4. A **no-effect** claim (margin d): reproduced when the whole interval lies within +-d
+   (two one-sided tests at 2.5% each); not reproduced when it excludes 0 and the exact
+   test agrees; else inconclusive. An interval that merely holds 0 is not agreement.
+
+Why both interval and test for a direction: when only a few units change between
+conditions, the percentile bootstrap can exclude 0 where the exact test cannot (4 changed
+questions, all one way: p = 2/16), so a direction is called only when the two agree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -32,8 +50,15 @@ from .errors import DataFileError
 from .metrics import paired_bootstrap_difference, sign_flip_test
 from .paths import repo_root
 
-VERDICTS = ("reproduced", "opposite direction", "not reproduced", "inconclusive at this n")
-ALPHA = 0.05  # the sign-flip test's level, which must agree with the interval to call a direction
+VERDICTS = (
+    "reproduced",
+    "opposite direction",
+    "not reproduced",
+    "inconclusive at this n",
+    "premise not met",
+)
+KINDS = ("directional", "saturation", "no-effect")
+ALPHA = 0.05  # the exact test's level, which must agree with the interval to call a direction
 
 
 @dataclass(frozen=True)
@@ -47,6 +72,9 @@ class Estimate:
     n: int
     p: float
     detail: str
+    control: float | None = None  # the control side's level (%), which premises check
+    treatment: float | None = None  # the treatment side's level (%)
+    facts: Mapping[str, float] = field(default_factory=dict)  # other premise quantities
 
 
 @dataclass(frozen=True)
@@ -64,6 +92,57 @@ class Claim:
     paper_effect: float | None  # the paper's effect in points, if it reports one
     setting: str  # our model/setting in words
     short: str = ""  # a few words for the forest plot
+    kind: str = "directional"  # one of KINDS
+    margin: float | None = None  # equivalence margin (points) of a saturation/no-effect claim
+    premise: Premise | None = None
+    scale: str = "points"  # "points" (a difference) or "r" (a correlation)
+
+    def effect_text(self, value: float) -> str:
+        """``value`` in this claim's unit, signed."""
+        return f"r = {value:+.2f}" if self.scale == "r" else f"{value:+.1f}"
+
+
+@dataclass(frozen=True)
+class Premise:
+    """What must hold on this reader's rows for a claim to be testable here: ``quantity``
+    at least ``minimum``. The quantity is ``control`` or ``treatment`` (a side's level in
+    %), ``room`` (how far the treatment can move in the claim's direction: 100 - control
+    for a gain, control for a loss) or a fact the chapter computes (``Estimate.facts``);
+    the minimum is a number or ``paper`` (the size of the paper's effect)."""
+
+    quantity: str
+    minimum: float | str
+    why: str  # in words, for the findings page
+
+    _FORM = re.compile(r"^\s*([a-z_]+)\s*>=\s*(paper|-?[\d.]+)\s*$")
+
+    @classmethod
+    def parse(cls, check: str, why: str, where: str) -> Premise:
+        m = cls._FORM.match(check)
+        if not m:
+            raise DataFileError(
+                f"{where}: premise '{check}' is not '<quantity> >= <number or paper>'"
+            )
+        minimum = m.group(2)
+        return cls(m.group(1), minimum if minimum == "paper" else float(minimum), why)
+
+    def value(self, est: Estimate, claim: Claim) -> float | None:
+        if self.quantity == "control":
+            return est.control
+        if self.quantity == "treatment":
+            return est.treatment
+        if self.quantity == "room":
+            if est.control is None:
+                return None
+            return 100 - est.control if claim.direction > 0 else est.control
+        return est.facts.get(self.quantity)
+
+    def threshold(self, claim: Claim) -> float:
+        if self.minimum == "paper":
+            if claim.paper_effect is None:
+                raise DataFileError(f"claim {claim.id}: premise needs the paper's effect")
+            return abs(claim.paper_effect)
+        return float(self.minimum)
 
 
 CLAIMS_FILE = Path("data") / "paper" / "claims.csv"
@@ -75,22 +154,38 @@ def read_claims(path: str | Path | None = None) -> list[Claim]:
     if not path.exists():
         raise DataFileError(f"{path} is missing: the findings page lists the claims it holds")
     table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    return [
-        Claim(
-            r["id"],
-            r["paper"],
-            r["chapter"],
-            r["label"],
-            r["claim"],
-            r["comparison"],
-            r["paper_value"],
-            int(r["direction"]),
-            float(r["paper_effect"]) if r["paper_effect"] else None,
-            r["setting"],
-            r["short"],
+    return [_claim(r, f"{path} row {k + 2}") for k, r in enumerate(table.to_dict("records"))]
+
+
+def _claim(r: dict, where: str) -> Claim:
+    kind = r.get("kind") or "directional"
+    if kind not in KINDS:
+        raise DataFileError(f"{where}: kind '{kind}' is not one of {', '.join(KINDS)}")
+    margin = float(r["margin"]) if r.get("margin") else None
+    if kind != "directional" and margin is None:
+        raise DataFileError(
+            f"{where}: a {kind} claim needs its equivalence margin, fixed before the data"
         )
-        for r in table.to_dict("records")
-    ]
+    premise = (
+        Premise.parse(r["premise"], r.get("premise_why", ""), where) if r.get("premise") else None
+    )
+    return Claim(
+        r["id"],
+        r["paper"],
+        r["chapter"],
+        r["label"],
+        r["claim"],
+        r["comparison"],
+        r["paper_value"],
+        int(r["direction"]),
+        float(r["paper_effect"]) if r["paper_effect"] else None,
+        r["setting"],
+        r["short"],
+        kind,
+        margin,
+        premise,
+        r.get("scale") or "points",
+    )
 
 
 def chapter_verdicts(chapter: str, estimates: dict[str, Estimate]) -> dict[str, str]:
@@ -102,14 +197,112 @@ def chapter_verdicts(chapter: str, estimates: dict[str, Estimate]) -> dict[str, 
     }
 
 
+@dataclass(frozen=True)
+class Judgement:
+    """The verdict on a claim and its three parts in words: ``direction`` (what the
+    interval and the exact test say), ``magnitude`` (ours against the paper's effect) and
+    ``premise`` (the check and its value; empty when the claim declares none)."""
+
+    verdict: str
+    direction: str
+    magnitude: str
+    premise: str
+    premise_met: bool = True
+
+
+def judge(est: Estimate, claim: Claim) -> Judgement:
+    """The verdict by the rule in the module docstring, with its parts."""
+    premise_met, premise = _premise(est, claim)
+    if claim.kind == "directional":
+        decided, direction = _directional(est, claim)
+    else:
+        decided, direction = _equivalence(est, claim)
+    return Judgement(
+        decided if premise_met else "premise not met",
+        direction,
+        magnitude(est, claim),
+        premise,
+        premise_met,
+    )
+
+
 def verdict(est: Estimate, claim: Claim) -> str:
-    """One of :data:`VERDICTS` by the rule in the module docstring."""
+    """One of :data:`VERDICTS` (:func:`judge` without its parts)."""
+    return judge(est, claim).verdict
+
+
+def _significant(est: Estimate) -> int:
+    """+1 / -1 when the interval and the exact test agree on a sign, else 0."""
+    if est.p < ALPHA and (est.ci_low > 0 or est.ci_high < 0):
+        return 1 if est.ci_low > 0 else -1
+    return 0
+
+
+def _directional(est: Estimate, claim: Claim) -> tuple[str, str]:
+    sign = _significant(est)
+    if sign:
+        same = sign == claim.direction
+        return (
+            "reproduced" if same else "opposite direction",
+            "the paper's direction" if same else "against the paper's direction",
+        )
     lo, hi = est.ci_low, est.ci_high
-    if (lo > 0 or hi < 0) and est.p < ALPHA:
-        return "reproduced" if (lo > 0) == (claim.direction > 0) else "opposite direction"
     if claim.paper_effect is not None and not lo <= claim.paper_effect <= hi:
-        return "not reproduced"
-    return "inconclusive at this n"
+        return "not reproduced", "no direction resolved; the paper's effect is ruled out"
+    return "inconclusive at this n", "no direction resolved"
+
+
+def _equivalence(est: Estimate, claim: Claim) -> tuple[str, str]:
+    d, lo, hi = claim.margin, est.ci_low, est.ci_high
+    bound = claim.effect_text(d).lstrip("+")
+    if claim.kind == "saturation":
+        if hi < d:
+            return "reproduced", f"any gain is below the margin of {bound}"
+        if lo > d:
+            return "not reproduced", f"the gain exceeds the margin of {bound}"
+        return "inconclusive at this n", f"the interval crosses the margin of {bound}"
+    if -d < lo and hi < d:
+        return "reproduced", f"within the margin of +-{bound}"
+    if _significant(est):
+        return "not reproduced", "an effect: the interval and the exact test exclude 0"
+    return "inconclusive at this n", f"neither within +-{bound} nor an effect"
+
+
+def magnitude(est: Estimate, claim: Claim) -> str:
+    """Our effect against the paper's, from the interval: the paper's size inside it, ours
+    larger or smaller (with the ratio of the point estimates), or no size to compare."""
+    effect = claim.paper_effect
+    if effect is None or claim.kind != "directional":
+        return "the paper gives no size" if effect is None else "a margin, not a size"
+    lo, hi = est.ci_low, est.ci_high
+    ratio = est.difference / effect if effect else float("nan")
+    times = f"{ratio:.1f}x the paper's" if ratio == ratio else ""
+    if lo <= effect <= hi:
+        return f"the paper's size is inside our interval ({times})"
+    beyond = lo > effect if effect > 0 else hi < effect
+    if beyond:
+        return f"larger than the paper's: {times}"
+    if ratio < 0:
+        return "the opposite sign to the paper's"
+    return f"smaller than the paper's: {times}"
+
+
+def _premise(est: Estimate, claim: Claim) -> tuple[bool, str]:
+    premise = claim.premise
+    if premise is None:
+        return True, ""
+    value, threshold = premise.value(est, claim), premise.threshold(claim)
+    if value is None:
+        raise DataFileError(
+            f"claim {claim.id}: its premise needs '{premise.quantity}', which its chapter "
+            "does not compute"
+        )
+    met = value >= threshold
+    unit = "" if claim.scale == "r" else "%" if premise.quantity != "room" else " pts"
+    return met, (
+        f"{premise.why}: {premise.quantity} {value:.1f}{unit} "
+        f"{'>=' if met else '<'} {threshold:g}{unit}"
+    )
 
 
 def paired_estimate(
@@ -128,8 +321,11 @@ def paired_estimate(
     b = [treatment[u] for u in units]
     mean, lo, hi = paired_bootstrap_difference(a, b, seed=seed)
     p = sign_flip_test([y - x for x, y in zip(a, b)], seed=seed)
-    detail = f"{side_names[1]} {100 * sum(b) / len(b):.1f}% vs {side_names[0]} {100 * sum(a) / len(a):.1f}%"
-    return Estimate(100 * mean, 100 * lo, 100 * hi, len(units), p, detail)
+    level_a, level_b = 100 * sum(a) / len(a), 100 * sum(b) / len(b)
+    detail = f"{side_names[1]} {level_b:.1f}% vs {side_names[0]} {level_a:.1f}%"
+    return Estimate(
+        100 * mean, 100 * lo, 100 * hi, len(units), p, detail, control=level_a, treatment=level_b
+    )
 
 
 class NoPairedUnits(DataFileError):
@@ -166,6 +362,7 @@ VERDICT_MARK = {
     "opposite direction": "✘ opposite direction",
     "not reproduced": "✘ not reproduced",
     "inconclusive at this n": "? inconclusive at this n",
+    "premise not met": "∅ premise not met",
 }
 
 

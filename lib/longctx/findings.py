@@ -20,14 +20,16 @@ from .chapters import get_chapter, scale
 from .claims import (
     PRECISION_TARGET,
     VERDICT_MARK,
+    VERDICTS,
     Claim,
     Estimate,
     half_width,
+    judge,
     read_claims,
-    verdict,
 )
 from .errors import DataFileError
 from .reader import Reader
+from .report import format_p
 
 
 def estimates(
@@ -53,12 +55,14 @@ def estimates(
 
 def findings_table(results_dir: str | Path, claims: list[Claim] | None = None):
     """One row per claim: paper, claim, the paper's number, ours (difference, interval, n, p,
-    the two sides), model/setting, verdict, and the chapter section that shows it."""
+    the two sides), model/setting, the verdict with its direction, magnitude and premise,
+    and the chapter section that shows it."""
     claims = claims if claims is not None else read_claims()
     ours = estimates(results_dir, claims)
     out = []
     for c in claims:
         est = ours[c.id]
+        judged = judge(est, c)
         out.append(
             {
                 "id": c.id,
@@ -74,8 +78,18 @@ def findings_table(results_dir: str | Path, claims: list[Claim] | None = None):
                 "n": est.n,
                 "p": est.p,
                 "detail": est.detail,
+                "control": est.control,
+                "treatment": est.treatment,
+                "facts": dict(est.facts),
                 "setting": c.setting,
-                "verdict": verdict(est, c),
+                "kind": c.kind,
+                "margin": c.margin,
+                "scale": c.scale,
+                "verdict": judged.verdict,
+                "direction": judged.direction,
+                "magnitude": judged.magnitude,
+                "premise": judged.premise,
+                "premise_met": judged.premise_met,
                 "chapter": c.chapter,
                 "label": c.label,
             }
@@ -83,32 +97,60 @@ def findings_table(results_dir: str | Path, claims: list[Claim] | None = None):
     return pd.DataFrame(out)
 
 
+def tally(table) -> dict[str, int]:
+    """How many claims got each verdict, in :data:`~longctx.claims.VERDICTS` order."""
+    counts = table["verdict"].value_counts()
+    return {v: int(counts.get(v, 0)) for v in VERDICTS}
+
+
+def tally_markdown(table) -> str:
+    """The verdict tally as one line of the page."""
+    parts = [f"{VERDICT_MARK[v]}: **{n}**" for v, n in tally(table).items() if n]
+    return f"{len(table)} claims. " + " · ".join(parts)
+
+
+def _ours(r) -> str:
+    if r.scale == "r":
+        return f"**r = {r.difference:+.2f}** [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
+    return f"**{r.difference:+.1f}** [{r.ci_low:+.1f}, {r.ci_high:+.1f}]"
+
+
 def as_markdown(table) -> str:
     """The findings table as MyST Markdown, one table per paper; each row links to the chapter
     section that shows its data (``{ref}`` roles, so a missing section fails the book build).
-    The settings behind each row follow its table as notes. A dagger marks an interval wider
-    than :data:`~longctx.claims.PRECISION_TARGET` on a side (a secondary claim not sized for it)."""
+    Beside the verdict: its direction and magnitude, and the premise check. The settings
+    behind each row follow its table as notes. A dagger marks an interval wider than
+    :data:`~longctx.claims.PRECISION_TARGET` on a side (a secondary claim not sized for it)."""
     parts = []
     for paper, rows in table.groupby("paper", sort=False):
         lines = [
             f"**{paper}**",
             "",
-            "| # | claim | paper | ours [95% CI] | n | p | verdict | data |",
-            "|---|---|---|---|---|---|---|---|",
+            "| # | claim | paper | ours [95% CI] | n | p | verdict | direction; magnitude "
+            "| premise | data |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         notes = []
         for k, r in enumerate(rows.itertuples(), 1):
             # Intervals print to 0.1: a half-width that rounds to the target meets it.
-            wide = round(half_width(r), 1) > PRECISION_TARGET
-            ours = f"**{r.difference:+.1f}** [{r.ci_low:+.1f}, {r.ci_high:+.1f}]" + (
-                " †" if wide else ""
+            wide = r.scale == "points" and round(half_width(r), 1) > PRECISION_TARGET
+            premise = (
+                ("✔ met" if r.premise_met else "✘ **not met**") if r.premise else "none declared"
             )
             lines.append(
-                f"| {k} | {r.claim} | {r.paper_value} | {ours} | {r.n} | {r.p:.2g} | "
-                f"{VERDICT_MARK[r.verdict]} | {{ref}}`section <{r.label}>` |"
+                f"| {k} | {r.claim} | {r.paper_value} | {_ours(r)}{' †' if wide else ''} | {r.n} "
+                f"| {format_p(r.p)} | {VERDICT_MARK[r.verdict]} | {r.direction}; {r.magnitude} "
+                f"| {premise} | {{ref}}`section <{r.label}>` |"
+            )
+            kind = (
+                f" A {r.kind} claim, judged by the margin {r.margin:g}"
+                f"{' points' if r.scale == 'points' else ''} fixed in the claims file."
+                if r.kind != "directional"
+                else ""
             )
             notes.append(
-                f"{k}. {r.comparison}: {r.detail}; {r.setting}."
+                f"{k}. {r.comparison}: {r.detail}; {r.setting}.{kind}"
+                + (f" Premise: {r.premise}." if r.premise else "")
                 + (
                     f" † Wider than ±{PRECISION_TARGET:g} points: a secondary claim, not sized for "
                     "the book's precision target; read its verdict as provisional."
@@ -127,7 +169,7 @@ def quoted(table) -> dict:
     return {
         "fi-sc-n": int(em["n"]),
         "fi-sc-em": f"{em['difference']:+.1f} [{em['ci_low']:+.1f}, {em['ci_high']:+.1f}]",
-        "fi-sc-p": f"{em['p']:.3f}",
+        "fi-sc-p": format_p(em["p"]),
     }
 
 
@@ -139,7 +181,7 @@ def statements(table) -> dict[str, bool]:
         "the competition headline's EM is inconclusive, on the line of p = 0.05": em["verdict"]
         == "inconclusive at this n"
         and em["ci_low"] > 0
-        and round(em["p"], 2) == 0.05,
+        and 0.05 <= em["p"] < 0.06,
         "inclusion, the paper's clearer signal, is reproduced": by.loc[
             "sc-far-minus-hard-inclusion", "verdict"
         ]
@@ -151,5 +193,6 @@ def provenance(results_dir: str | Path) -> str:
     """Where the findings table comes from, for the line under it."""
     return (
         f"Computed from `{results_dir}` with longctx {__version__}. Differences in points; "
-        "p: two-sided sign-flip test on the per-unit differences."
+        "p: exact two-sided sign-flip test on the per-unit differences (Pearson's test for a "
+        "correlation)."
     )

@@ -107,11 +107,12 @@ def retention_curves(
     return fig
 
 
-VERDICT_COLOURS = {
-    "reproduced": "#1b7837",
-    "opposite direction": "#b2182b",
-    "not reproduced": "#d6604d",
-    "inconclusive at this n": "#878787",
+VERDICT_COLOURS = {  # Okabe-Ito: told apart with any colour vision
+    "reproduced": "#009E73",
+    "opposite direction": "#D55E00",
+    "not reproduced": "#E69F00",
+    "inconclusive at this n": "#999999",
+    "premise not met": "#56B4E9",
 }
 
 
@@ -319,8 +320,8 @@ def interaction_plot(means, a: str, b: str, *, title: str | None = None):
     return fig
 
 
-def tokens_vs_accuracy(delimiters, correlation: dict, *, title: str):
-    """Mean prompt tokens against OAA, one point per delimiter with its bootstrap interval
+def tokens_vs_accuracy(delimiters, correlation: dict, *, title: str, ylabel: str = "OAA (%)"):
+    """Mean prompt tokens against accuracy (``OAA`` column), one point per delimiter with its bootstrap interval
     (``longctx.chapters.cnorm.by_delimiter``); the title carries Pearson r and its interval."""
     import matplotlib.pyplot as plt
 
@@ -337,7 +338,7 @@ def tokens_vs_accuracy(delimiters, correlation: dict, *, title: str):
             yerr=[[100 * (row["OAA"] - row["OAA_low"])], [100 * (row["OAA_high"] - row["OAA"])]],
         )
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    ax.set(xlabel="Prompt tokens (mean)", ylabel="OAA (%)")
+    ax.set(xlabel="Prompt tokens (mean)", ylabel=ylabel)
     ax.set_title(
         f"{title}: r = {correlation['r']:.2f}, bootstrap 95% CI [{correlation['ci_low']:.2f}, "
         f"{correlation['ci_high']:.2f}]",

@@ -15,12 +15,13 @@ smaller on a CPU.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 
-from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
+from ..claims import ALPHA, Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from ..errors import ParameterError
 from ..metrics import summarize
 from ..plots import accuracy_by_position
@@ -220,11 +221,18 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
                 side[low], side[high], side_names=(f"recall@{low}", f"recall@{high}")
             )
 
-        out["litm-open-domain"] = lambda: paired_estimate(
-            by_unit(od_rows, {"k": low, "retriever": "bm25"}, qa.score),
-            by_unit(od_rows, {"k": high, "retriever": "bm25"}, qa.score),
-            side_names=(f"{low} documents", f"{high} documents"),
-        )
+        def reader_gain():
+            # the saturation claim's premise: more gold is there to read at the larger depth
+            return replace(
+                paired_estimate(
+                    by_unit(od_rows, {"k": low, "retriever": "bm25"}, qa.score),
+                    by_unit(od_rows, {"k": high, "retriever": "bm25"}, qa.score),
+                    side_names=(f"{low} documents", f"{high} documents"),
+                ),
+                facts={"recall_gain": recall().difference},
+            )
+
+        out["litm-open-domain"] = reader_gain
         out["litm-open-domain-recall"] = recall
     return estimable(out)
 
@@ -522,6 +530,9 @@ def quoted(
         "qa-first-pct": pct(sides["first"]),
         "qa-last-pct": pct(sides["last"]),
         "qa-u-shape": estimate_text(estimates["litm-qa-u-shape"]),
+        # the two sides of the U, each first or last minus the middle (descriptive)
+        "qa-primacy": estimate_text(paired_estimate(sides["middle"], sides["first"])),
+        "qa-recency": estimate_text(paired_estimate(sides["middle"], sides["last"])),
         "qa-vs-closed": estimate_text(estimates["litm-qa-closed-book"]),
         "qa-closed-correct": int(hits.loc["closed-book", "sum"]),
         "qa-closed-n": int(hits.loc["closed-book", "count"]),
@@ -600,6 +611,11 @@ def quoted(
     return out
 
 
+def _decided(est: Estimate) -> bool:
+    """Whether the interval excludes 0 and the exact test agrees (the findings page's rule)."""
+    return (est.ci_low > 0 or est.ci_high < 0) and est.p < ALPHA
+
+
 def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
     """What the chapter's prose says in words, each as a check on the committed run."""
     est, gaps = view.estimates, view.gaps
@@ -612,16 +628,25 @@ def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
     ]
     low, high = view.od["ks"]
     return {
-        "the U-shape holds (reproduced)": view.verdicts.get("litm-qa-u-shape") == "reproduced",
+        "the middle is below the mean of the edges (reproduced)": view.verdicts.get(
+            "litm-qa-u-shape"
+        )
+        == "reproduced",
+        "the primacy side is clear, the recency side is not resolved": _decided(
+            paired_estimate(view.sides["middle"], view.sides["first"])
+        )
+        and not _decided(paired_estimate(view.sides["middle"], view.sides["last"])),
         "its interval includes the paper's -15.7": est["litm-qa-u-shape"].ci_low
         <= -15.7
         <= est["litm-qa-u-shape"].ci_high,
-        "documents help far more than closed-book (opposite direction)": view.verdicts.get(
+        "closed-book: the premise fails, and documents help far more": view.verdicts.get(
             "litm-qa-closed-book"
         )
-        == "opposite direction",
-        "open-domain: inconclusive, leaning to a loss": view.verdicts.get("litm-open-domain")
-        == "inconclusive at this n"
+        == "premise not met"
+        and est["litm-qa-closed-book"].ci_low > 0,
+        "open-domain: saturation within the margin, but recall barely rises, so the premise "
+        "fails": view.verdicts.get("litm-open-domain") == "premise not met"
+        and est["litm-open-domain"].ci_high < 5
         and est["litm-open-domain"].difference < 0,
         "the headline's gap is real": head["permutation p"] < 0.05
         and head["best minus worst (pts)"] > head["expected from noise (pts)"],

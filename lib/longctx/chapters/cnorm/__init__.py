@@ -22,12 +22,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
-from scipy.stats import pearsonr
 
 from ...attention import attention_rows
 from ...claims import Estimate, NoPairedUnits, by_unit, chapter_verdicts, estimable, paired_estimate
 from ...formats import delimiter_label
-from ...metrics import summarize
+from ...metrics import pearson_interval, summarize
 from ...models import load_tokenizer
 from ...paths import repo_root, resolve
 from ...plots import accuracy_by_position, attention_profiles, tokens_vs_accuracy
@@ -226,9 +225,8 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
       averaged over its positions and orderings (the seeds reorder the same questions'
       distractors, so the question is the unit);
     * ``cnorm-format``: plain minus UUID ids at high density, per example over positions;
-    * ``cnorm-tokens``: the delimiter sweep as a paired contrast: per example, mean accuracy
-      under the half of the delimiters with the most prompt tokens minus the half with the
-      fewest (formats ranked by their mean prompt tokens over the sweep).
+    * ``cnorm-tokens``: the paper's statistic over the delimiter sweep, Pearson r between
+      tokens and accuracy over delimiters (:func:`token_correlation`).
     """
     evaluated = {e.example_id for e in qa.read_oracle()[: params["qa_questions"]]}
     qa_rows = [
@@ -240,37 +238,7 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     ]
     kv_rows = reader.store(results_dir, KV).rows()
     high = {"density": "high", "num_pairs": params["kv_high_pairs"], "query_aware": False}
-    _, sweep = kv_requests(params)
-    planned = {(r.example_id, r.condition["gold_index"], r.condition["delimiter"]) for r in sweep}
-    swept = [
-        r
-        for r in kv_rows
-        if r["condition"].get("density") == "low"
-        and r["condition"].get("num_pairs") == params["sweep_pairs"]
-        and (r["example_id"], r["condition"]["gold_index"], r["condition"]["delimiter"]) in planned
-    ]
-    tokens: dict = {}
-    for r in swept:
-        tokens.setdefault(r["condition"]["delimiter"], []).append(r["prompt_tokens"])
-    order = sorted(tokens, key=lambda d: sum(tokens[d]) / len(tokens[d]))
-    half = len(order) // 2
-
-    def formats(delimiters):
-        return by_unit(
-            [r for r in swept if r["condition"]["delimiter"] in delimiters], {}, kv.score
-        )
-
-    def longer_formats():
-        if half < 1:
-            raise NoPairedUnits(
-                "the delimiter sweep needs at least two delimiters with stored rows"
-            )
-        return paired_estimate(
-            formats(set(order[:half])),
-            formats(set(order[-half:])),
-            side_names=(f"{half} shortest formats", f"{half} longest formats"),
-        )
-
+    swept = swept_rows(kv_rows, params)
     return estimable(
         {
             "cnorm-qa": lambda: paired_estimate(
@@ -283,8 +251,66 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
                 by_unit(kv_rows, {**high, "delimiter": ""}, kv.score),
                 side_names=("UUID", "plain text"),
             ),
-            "cnorm-tokens": longer_formats,
+            "cnorm-tokens": lambda: token_correlation(swept),
         }
+    )
+
+
+def swept_rows(kv_rows: list[dict], params: dict) -> list[dict]:
+    """The stored rows of the planned delimiter sweep (one gold position, low density)."""
+    _, sweep = kv_requests(params)
+    planned = {(r.example_id, r.condition["gold_index"], r.condition["delimiter"]) for r in sweep}
+    return [
+        r
+        for r in kv_rows
+        if r["condition"].get("density") == "low"
+        and r["condition"].get("num_pairs") == params["sweep_pairs"]
+        and (r["example_id"], r["condition"]["gold_index"], r["condition"]["delimiter"]) in planned
+    ]
+
+
+def _swept_delimiters(swept: list[dict]) -> tuple[list[str], dict, dict]:
+    """The sweep's delimiters, shortest first by mean prompt tokens, with each one's mean
+    prompt tokens and rows."""
+    rows: dict = {}
+    for r in swept:
+        rows.setdefault(r["condition"]["delimiter"], []).append(r)
+    tokens = {d: sum(r["prompt_tokens"] for r in rs) / len(rs) for d, rs in rows.items()}
+    return sorted(tokens, key=tokens.get), tokens, rows
+
+
+def token_correlation(swept: list[dict]) -> Estimate:
+    """The paper's statistic for Figure 3: Pearson r over delimiters between a format's mean
+    prompt tokens and its accuracy, with Fisher's interval and Pearson's p (n = delimiters)."""
+    order, tokens, rows = _swept_delimiters(swept)
+    if len(order) < 4:
+        raise NoPairedUnits("the token correlation needs at least four swept delimiters")
+    accuracy = [100 * sum(kv.score(r) for r in rows[d]) / len(rows[d]) for d in order]
+    r, low, high, p = pearson_interval([tokens[d] for d in order], accuracy)
+    detail = (
+        f"{len(order)} delimiters from {tokens[order[0]]:,.0f} to {tokens[order[-1]]:,.0f} "
+        f"prompt tokens, accuracy {min(accuracy):.1f}-{max(accuracy):.1f}%"
+    )
+    return Estimate(r, low, high, len(order), p, detail)
+
+
+def format_contrast(swept: list[dict]) -> Estimate:
+    """Exploratory, defined with its data: per example, mean accuracy under the half of the
+    delimiters with the most prompt tokens minus the half with the fewest."""
+    order, _, _ = _swept_delimiters(swept)
+    half = len(order) // 2
+    if half < 1:
+        raise NoPairedUnits("the delimiter sweep needs at least two delimiters with stored rows")
+
+    def formats(delimiters):
+        return by_unit(
+            [r for r in swept if r["condition"]["delimiter"] in delimiters], {}, kv.score
+        )
+
+    return paired_estimate(
+        formats(set(order[:half])),
+        formats(set(order[-half:])),
+        side_names=(f"{half} shortest formats", f"{half} longest formats"),
     )
 
 
@@ -530,8 +556,7 @@ def correlations(swept: pd.DataFrame, delimiters: pd.DataFrame, seed: int) -> di
     x, y = delimiters["prompt tokens"].to_numpy(), delimiters["OAA"].to_numpy()
     fisher = (float("nan"), float("nan"))
     if len(x) >= 4 and np.ptp(x) > 0 and np.ptp(y) > 0:
-        ci = pearsonr(x, y).confidence_interval()
-        fisher = (float(ci.low), float(ci.high))
+        fisher = pearson_interval(x, y)[1:3]
     return {
         "all": every,
         "fisher": fisher,
@@ -563,7 +588,7 @@ def correlation_table(corr: dict, estimate: Estimate, delimiters: pd.DataFrame) 
                 "paper (Qwen2.5-1.5B, 40 pairs)": "r = -0.82",
             },
             {
-                "measure": f"{half} longest minus {half} shortest formats (pts)",
+                "measure": f"exploratory: {half} longest minus {half} shortest formats (pts)",
                 "ours": f"{estimate.difference:+.1f}",
                 "95% CI": f"[{estimate.ci_low:+.1f}, {estimate.ci_high:+.1f}] ({estimate.n} examples)",
                 "other interval": f"{p_text(estimate.p)}; {estimate.detail}",
@@ -698,6 +723,7 @@ def quoted(
         "cn-plain-high": f"{fig2.loc[('high', 'plain text'), 'OAA']:.3f} vs "
         f"{fig2.loc[('high', 'UUID (-)'), 'OAA']:.3f}",
         "cn-format": estimate_text(estimates["cnorm-format"]),
+        "cn-uuid-high": f"{estimates['cnorm-format'].control:.2f}%",
         "cn-plain-items": int(plain["items"]),
         "cn-amp-low": f"{eff.loc[('low', 'modified UUID (&) - UUID'), 'difference']:+.0f}",
         "cn-format-min-p": f"{eff['p'].min():.2g}",
@@ -710,8 +736,13 @@ def quoted(
         "cn-uuid-formats": uuid["formats"],
         "cn-formats": every["formats"],
         "cn-sweep-examples": every["examples"],
-        "cn-tokens": estimate_text(estimates["cnorm-tokens"]),
-        "cn-tokens-detail": estimates["cnorm-tokens"].detail,
+        "cn-tokens-r": "r = {:+.2f} [{:+.2f}, {:+.2f}], {} delimiters, {}".format(
+            *(
+                getattr(estimates["cnorm-tokens"], f)
+                for f in ("difference", "ci_low", "ci_high", "n")
+            ),
+            p_text(estimates["cnorm-tokens"].p),
+        ),
         "cn-plain-shorter": f"{(oaa.drop(index='')['prompt tokens'].min() - oaa.loc['', 'prompt tokens']):,.0f}"
         if "" in oaa.index
         else "—",
@@ -769,12 +800,14 @@ def statements(view: SimpleNamespace, params: dict, label: str) -> dict[str, boo
         min(8, params["calibration_questions"]), f"share of subsets choosing {view.chosen!r}"
     ]
     return {
-        "C-NORM on QA goes the opposite way, the format effect is not reproduced, the token effect is": view.verdicts
+        "C-NORM on QA goes the opposite way, the format claim's premise fails, the token "
+        "correlation is inconclusive": view.verdicts
         == {
             "cnorm-qa": "opposite direction",
-            "cnorm-format": "not reproduced",
-            "cnorm-tokens": "reproduced",
+            "cnorm-format": "premise not met",
+            "cnorm-tokens": "inconclusive at this n",
         },
+        "the exploratory contrast excludes zero": view.contrast.ci_high < 0,
         "no format comparison is significant": bool(
             (mine["p"] >= 0.5).all() and ((mine["ci_low"] <= 0) & (mine["ci_high"] >= 0)).all()
         ),
@@ -819,6 +852,7 @@ def analysis(params: dict, reader: Reader, results_dir: str | Path) -> SimpleNam
     view.stability, view.ratio_choice = stability(scores, view.chosen, params, results_dir, reader)
     view.estimates = claims(results_dir, params, reader)
     view.verdicts = chapter_verdicts("cnorm", view.estimates)
+    view.contrast = format_contrast(swept_rows(reader.store(results_dir, KV).rows(), params))
     view.quoted = quoted(
         view.estimates,
         view.selection,
@@ -836,6 +870,9 @@ def analysis(params: dict, reader: Reader, results_dir: str | Path) -> SimpleNam
         view.ratio_choice,
         params,
         reader.label,
+    )
+    view.quoted.update(
+        {"cn-tokens": estimate_text(view.contrast), "cn-tokens-detail": view.contrast.detail}
     )
     view.said = statements(view, params, reader.label)
     view.consistent = (
@@ -880,6 +917,7 @@ def tokens_figure(view: SimpleNamespace, model: str):
         view.delimiters,
         view.correlations["all"],
         title=f"{view.params['sweep_pairs']} pairs, {model}",
+        ylabel="Accuracy, gold in the middle (%)",
     )
 
 
@@ -931,9 +969,12 @@ def formats_tables(view: SimpleNamespace, shown_chars: int = 420) -> list:
 
 
 def sweep_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
-    shown = oaa_opa_shown(view.delimiters.drop(columns=["best_position", "position_sd"])).drop(
-        columns=["OPA (95% CI)"]
+    shown = (
+        oaa_opa_shown(view.delimiters.drop(columns=["best_position", "position_sd"]))
+        .drop(columns=["OPA (95% CI)"])
+        .rename(columns={"OAA (95% CI)": "accuracy, gold in the middle (95% CI)"})
     )
+    # one gold position: the sweep's accuracy is not the paper's OAA over positions
     return shown, (
         f"{view.params['sweep_pairs']} pairs, gold at depth {view.params['sweep_positions']}, "
         f"{view.swept['example_id'].nunique()} examples per delimiter."
@@ -949,9 +990,7 @@ def correlation_shown(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
         f"Bootstrap draws where r is undefined (all formats equal): "
         f"{view.correlations['all']['undefined_share']:.0%}."
     )
-    return correlation_table(
-        view.correlations, view.estimates["cnorm-tokens"], view.delimiters
-    ), note
+    return correlation_table(view.correlations, view.contrast, view.delimiters), note
 
 
 def attention_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:

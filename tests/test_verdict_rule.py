@@ -1,0 +1,193 @@
+"""The verdict rule's parts on hand-worked cases: magnitude against the paper's effect,
+equivalence margins (saturation and no effect), premise checks, Holm's adjustment and the
+exact sign-flip test."""
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from longctx.claims import Claim, Estimate, Premise, judge, magnitude, read_claims
+from longctx.errors import DataFileError
+from longctx.metrics import holm, pearson_interval, sign_flip_test
+from longctx.report import format_p
+
+
+def _claim(direction=-1, effect=None, kind="directional", margin=None, premise=None):
+    return Claim(
+        "x", "p", "kv_retrieval", "kv-headline", "c", "d", "v", direction, effect, "s", "",
+        kind, margin, premise,
+    )  # fmt: skip
+
+
+def _est(lo, hi, p=0.001, control=None, facts=None):
+    return Estimate((lo + hi) / 2, lo, hi, 50, p, "", control, None, facts or {})
+
+
+# ------------------------------------------------------------------------------ magnitude
+
+
+@pytest.mark.parametrize(
+    "ci,effect,want",
+    [
+        # length alone, whitespace: -58.3 [-67.5, -49.2] against the paper's -3.2
+        ((-67.5, -49.2), -3.2, "larger than the paper's: 18.2x the paper's"),
+        ((-20.0, -10.0), -15.7, "the paper's size is inside our interval (1.0x the paper's)"),
+        ((-6.0, -2.0), -15.7, "smaller than the paper's: 0.3x the paper's"),
+        ((2.0, 8.0), -15.7, "the opposite sign to the paper's"),
+        ((-6.0, -2.0), None, "the paper gives no size"),
+    ],
+)
+def test_magnitude(ci, effect, want):
+    assert magnitude(_est(*ci), _claim(effect=effect)) == want
+
+
+def test_a_reproduced_direction_shows_its_magnitude():
+    j = judge(_est(-67.5, -49.2), _claim(effect=-3.2))
+    assert j.verdict == "reproduced" and "18.2x" in j.magnitude
+
+
+# ------------------------------------------------------------------------- equivalence
+
+
+@pytest.mark.parametrize(
+    "ci,want",
+    [
+        ((-18.3, 1.7), "reproduced"),  # open domain: the whole interval below +5
+        ((-2.0, 4.99), "reproduced"),
+        ((-2.0, 7.0), "inconclusive at this n"),  # crosses the margin
+        ((5.5, 9.0), "not reproduced"),  # the gain exceeds the margin
+    ],
+)
+def test_saturation_by_margin(ci, want):
+    assert judge(_est(*ci), _claim(+1, 1.5, "saturation", 5.0)).verdict == want
+
+
+@pytest.mark.parametrize(
+    "ci,p,want",
+    [
+        ((-4.0, 4.5), 0.9, "reproduced"),  # within +-5: two one-sided tests pass
+        ((-9.9, 6.5), 0.76, "inconclusive at this n"),  # holds 0 but not within the margin
+        ((-1.0, 4.0), 0.3, "reproduced"),
+        ((2.0, 12.0), 0.01, "not reproduced"),  # an effect
+        ((1.0, 4.0), 0.01, "reproduced"),  # an effect, but smaller than the margin
+    ],
+)
+def test_no_effect_by_margin(ci, p, want):
+    assert judge(_est(*ci, p=p), _claim(0, None, "no-effect", 5.0)).verdict == want
+
+
+def test_an_interval_holding_zero_is_not_agreement():
+    j = judge(_est(-9.9, 6.5, p=0.76), _claim(0, None, "no-effect", 5.0))
+    assert j.verdict != "reproduced" and "neither" in j.direction
+
+
+# --------------------------------------------------------------------------- premises
+
+
+def test_a_floor_on_the_control():
+    premise = Premise("control", 20.0, "answers closed-book")
+    j = judge(_est(18.0, 32.7, control=5.3), _claim(-1, -2.3, premise=premise))
+    assert j.verdict == "premise not met" and not j.premise_met
+    # the direction is still reported beside it
+    assert j.direction == "against the paper's direction"
+    assert "control 5.3% < 20%" in j.premise
+    assert judge(_est(18.0, 32.7, control=25.0), _claim(-1, -2.3, premise=premise)).verdict == (
+        "opposite direction"
+    )
+
+
+def test_room_below_the_ceiling_against_the_paper():
+    premise = Premise("room", "paper", "room for the paper's gain")
+    claim = _claim(+1, 9.5, premise=premise)
+    assert judge(_est(-5.0, 7.5, p=1.0, control=91.25), claim).verdict == "premise not met"
+    assert judge(_est(-5.0, 7.5, p=1.0, control=85.0), claim).verdict == "not reproduced"
+    # a loss needs room above the floor: control itself
+    down = _claim(-1, -15.7, premise=premise)
+    assert judge(_est(-17.0, -4.0, control=10.0), down).verdict == "premise not met"
+
+
+def test_a_fact_the_chapter_computes():
+    premise = Premise("retrieval", 50.0, "recitations retrieve")
+    claim = _claim(+1, 1.8, premise=premise)
+    assert judge(_est(-26.0, -6.0, facts={"retrieval": 10.9}), claim).verdict == "premise not met"
+    assert judge(_est(-26.0, -6.0, facts={"retrieval": 60.0}), claim).verdict == (
+        "opposite direction"
+    )
+    with pytest.raises(DataFileError, match="does not compute"):
+        judge(_est(-26.0, -6.0), claim)
+
+
+def test_premise_parsing():
+    assert Premise.parse("control >= 20", "w", "here") == Premise("control", 20.0, "w")
+    assert Premise.parse("room >= paper", "w", "here").minimum == "paper"
+    with pytest.raises(DataFileError, match="not '<quantity> >= <number or paper>'"):
+        Premise.parse("control > 20", "w", "claims.csv row 3")
+
+
+def test_the_claims_file_states_kind_margin_and_premise():
+    listed = read_claims()
+    for c in listed:
+        assert c.kind != "directional" or c.margin is None, c.id
+        assert c.kind == "directional" or c.margin, c.id
+    kinds = {c.id: c.kind for c in listed}
+    assert kinds["litm-open-domain"] == "saturation"
+    assert kinds["crossing-query_aware"] == "no-effect"
+    # paper effects from another task or length are not sizes for the crossing rows
+    by_id = {c.id: c for c in listed}
+    assert all(by_id[f"crossing-{f}"].paper_effect is None for f in ("tags", "filler"))
+
+
+# --------------------------------------------------------------------- multiplicity
+
+
+def test_holm_by_hand():
+    # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1, kept monotone
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, float("nan"), 0.01]) == pytest.approx([0.5, float("nan"), 0.02], nan_ok=True)
+    assert holm([0.9, 0.3]) == pytest.approx([0.9, 0.6])
+
+
+def test_holm_matches_statsmodels():
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.random.default_rng(3).uniform(0, 0.2, size=15)
+    assert holm(p.tolist()) == pytest.approx(multipletests(p, method="holm")[1].tolist())
+
+
+# ------------------------------------------------------------------- the exact test
+
+
+@pytest.mark.parametrize("up,down", [(14, 5), (4, 0), (9, 1), (20, 20), (1, 0)])
+def test_sign_flip_on_discordant_units_is_the_exact_binomial(up, down):
+    d = [1.0] * up + [-1.0] * down + [0.0] * 7  # ties do not count
+    assert sign_flip_test(d) == pytest.approx(binomtest(up, up + down).pvalue)
+
+
+def test_sign_flip_on_fractions_by_full_enumeration():
+    d = np.array([2, -1, 3, 1, 1, -2, 3, 1, 2, 1]) / 3  # means over three items
+    observed = abs(d.sum())
+    sums = [abs(np.dot(s, d)) for s in itertools.product([-1, 1], repeat=d.size)]
+    want = np.mean([s >= observed - 1e-12 for s in sums])
+    assert sign_flip_test(d) == pytest.approx(want)
+
+
+def test_sign_flip_falls_back_to_a_stated_monte_carlo():
+    d = np.random.default_rng(0).normal(0.3, 1, size=40)  # not small fractions
+    p = sign_flip_test(d, n_resamples=20_000)
+    assert 0 < p < 1 and (p * 20_001) == pytest.approx(round(p * 20_001))
+
+
+def test_p_values_print_below_a_thousandth():
+    assert format_p(0.0002) == "< 0.001" and format_p(0.0525) == "0.052"
+    assert format_p(float("nan")) == "n/a"
+
+
+def test_pearson_interval_is_fishers():
+    x, y = [1, 2, 3, 4, 5, 6, 7, 8], [8, 6, 7, 5, 3, 4, 2, 1]
+    r, lo, hi, p = pearson_interval(x, y)
+    z, se = np.arctanh(r), 1 / np.sqrt(len(x) - 3)
+    assert lo == pytest.approx(np.tanh(z - 1.959964 * se), abs=1e-5)
+    assert hi == pytest.approx(np.tanh(z + 1.959964 * se), abs=1e-5)
+    assert r == pytest.approx(np.corrcoef(x, y)[0, 1]) and p < 0.01
