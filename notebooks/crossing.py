@@ -96,7 +96,7 @@ second = (second_reader, second_backend)
 view = chapter.analysis(plan, rows, page.params, reader, page.results, second)
 glue_all(view.quoted)
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Effects on accuracy of the six manipulations (main effects, blue; paired bootstrap intervals over questions) and of their two-way interactions (grey; GEE intervals clustered by question), from one reader on 10-document NQ-Open QA. At the right: the direction each paper claims for its manipulation.", "name": "fig-crossing-forest"}, "image": {"alt": "Forest plot of six main effects and fifteen two-way interactions in accuracy points, with intervals."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Effects on accuracy of the six manipulations (main effects, blue; paired bootstrap intervals over questions) and of their two-way interactions (grey; per-question contrasts with the same bootstrap over questions), from one reader on 10-document NQ-Open QA. At the right: the direction each paper claims for its manipulation.", "name": "fig-crossing-forest"}, "image": {"alt": "Forest plot of six main effects and fifteen two-way interactions in accuracy points, with intervals."}}
 chapter.forest_figure(view, model)
 plt.show()
 

@@ -87,7 +87,9 @@ def test_every_claim_shows_direction_magnitude_and_premise(table):
     markdown = findings.as_markdown(table)
     for row in table.itertuples():
         assert row.direction and row.magnitude, row.id
-        assert f"{row.direction}; {row.magnitude}" in markdown, row.id
+        assert f"{row.direction}" in markdown and f"Magnitude: {row.magnitude}." in markdown
+        if row.premise:
+            assert f"Premise: {row.premise}." in markdown, row.id
     # a claim with a premise names it and its value on the page
     assert "closed-book" in markdown and "premise not met" in markdown
 
@@ -362,3 +364,24 @@ def test_tag_short_numbers_match_an_independent_scorer(table, variant, control, 
     row = table.set_index("id").loc[claim]
     assert len(both) == len(cases) == 154
     assert row["n"] == len(needles) == 87 and row["difference"] == pytest.approx(want)
+
+
+def test_crossing_chapter_and_findings_print_the_same_intervals(table):
+    """The chapter's per-question contrasts (its forest and tables) and the findings page's
+    paired estimates are one computation: the same effect, interval and p for every factor."""
+    from longctx.chapters import crossing as chapter
+    from longctx.chapters.crossing import factorial as X
+    from longctx.results import rows_table
+    from longctx.tasks import multidoc_qa as qa
+
+    params = scale("crossing", "book")
+    keep = {q.example_id for q in qa.read_oracle(limit=params["num_questions"])}
+    rows = [r for r in _rows("crossing") if r["example_id"] in keep]
+    fx = X.contrast_effects(rows_table(rows, qa.score), chapter.design(params)).set_index("term")
+    by_id = table.set_index("id")
+    for f in ("position", "format", "tags", "distractors", "filler", "query_aware"):
+        mine, theirs = fx.loc[f], by_id.loc[f"crossing-{f}"]
+        for a, b in (("estimate", "difference"), ("ci_low", "ci_low"), ("ci_high", "ci_high")):
+            assert mine[a] == pytest.approx(theirs[b]), (f, a)
+        assert mine["p"] == pytest.approx(theirs["p"]), f
+    assert (fx["kind"] == "interaction").sum() == 15 and fx["p_holm"].ge(fx["p"]).all()

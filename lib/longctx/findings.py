@@ -11,6 +11,7 @@ findings page and the prose glued from them cannot disagree.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -115,32 +116,53 @@ def _ours(r) -> str:
     return f"**{r.difference:+.1f}** [{r.ci_low:+.1f}, {r.ci_high:+.1f}]"
 
 
+_MAGNITUDE_SHORT = (
+    (re.compile(r"^larger than the paper's: (.*)x the paper's$"), r"\1× the paper's"),
+    (re.compile(r"^smaller than the paper's: (.*)x the paper's$"), r"\1× the paper's"),
+    (re.compile(r"^the paper's size is inside our interval.*$"), "the paper's size inside"),
+    (re.compile(r"^the opposite sign to the paper's$"), "opposite sign"),
+    (re.compile(r"^the paper gives no size$"), "no size to compare"),
+    (re.compile(r"^a margin, not a size$"), ""),
+)
+
+
+def _short_magnitude(text: str) -> str:
+    for pattern, replacement in _MAGNITUDE_SHORT:
+        if pattern.match(text):
+            return pattern.sub(replacement, text)
+    return text
+
+
+def _verdict_cell(r) -> str:
+    """The verdict with its three parts, short: direction, magnitude, premise."""
+    parts = [r.direction, _short_magnitude(r.magnitude)]
+    if r.premise and r.premise_met:
+        parts.append("premise met")
+    return f"{VERDICT_MARK[r.verdict]}: " + "; ".join(p for p in parts if p)
+
+
 def as_markdown(table) -> str:
     """The findings table as MyST Markdown, one table per paper; each row links to the chapter
     section that shows its data (``{ref}`` roles, so a missing section fails the book build).
-    Beside the verdict: its direction and magnitude, and the premise check. The settings
-    behind each row follow its table as notes. A dagger marks an interval wider than
-    :data:`~longctx.claims.PRECISION_TARGET` on a side (a secondary claim not sized for it)."""
+    The verdict cell gives its direction, magnitude and premise; the notes after each table
+    give the comparison's sides, our setting, the claim's kind and the premise check with its
+    value. A dagger marks an interval wider than :data:`~longctx.claims.PRECISION_TARGET` on a
+    side (a secondary claim not sized for it)."""
     parts = []
     for paper, rows in table.groupby("paper", sort=False):
         lines = [
             f"**{paper}**",
             "",
-            "| # | claim | paper | ours [95% CI] | n | p | verdict | direction; magnitude "
-            "| premise | data |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| # | claim | paper | ours [95% CI] | n | p | verdict | data |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         notes = []
         for k, r in enumerate(rows.itertuples(), 1):
             # Intervals print to 0.1: a half-width that rounds to the target meets it.
             wide = r.scale == "points" and round(half_width(r), 1) > PRECISION_TARGET
-            premise = (
-                ("✔ met" if r.premise_met else "✘ **not met**") if r.premise else "none declared"
-            )
             lines.append(
                 f"| {k} | {r.claim} | {r.paper_value} | {_ours(r)}{' †' if wide else ''} | {r.n} "
-                f"| {format_p(r.p)} | {VERDICT_MARK[r.verdict]} | {r.direction}; {r.magnitude} "
-                f"| {premise} | {{ref}}`section <{r.label}>` |"
+                f"| {format_p(r.p)} | {_verdict_cell(r)} | {{ref}}`section <{r.label}>` |"
             )
             kind = (
                 f" A {r.kind} claim, judged by the margin {r.margin:g}"
@@ -149,7 +171,7 @@ def as_markdown(table) -> str:
                 else ""
             )
             notes.append(
-                f"{k}. {r.comparison}: {r.detail}; {r.setting}.{kind}"
+                f"{k}. {r.comparison}: {r.detail}; {r.setting}.{kind} Magnitude: {r.magnitude}."
                 + (f" Premise: {r.premise}." if r.premise else "")
                 + (
                     f" † Wider than ±{PRECISION_TARGET:g} points: a secondary claim, not sized for "

@@ -210,9 +210,9 @@ def main_effects(estimates: dict[str, Estimate], params: dict, claims: dict) -> 
 
 
 def forest_effects(fx: pd.DataFrame, main: pd.DataFrame) -> pd.DataFrame:
-    """The GEE table with its main effects' intervals replaced by the paired estimates of
-    :func:`main_effects` (the same point estimates in the balanced fraction), so the figure
-    shows the findings page's intervals; the interactions keep the GEE's."""
+    """The contrast table with its main effects taken from :func:`main_effects` (the same
+    numbers: both are the paired per-question estimate), so the figure shows exactly the
+    findings page's intervals."""
     by = main.set_index("factor")
     out = fx.copy()
     for column in ("estimate", "ci_low", "ci_high", "p"):
@@ -370,7 +370,6 @@ def main_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
         "paper",
         "claim",
         "effect (pts, 95% CI)",
-        "half-width",
         "p",
         "p (Holm, 6 effects)",
         "verdict",
@@ -558,7 +557,7 @@ def analysis(
 ) -> SimpleNamespace:
     """Everything the chapter shows, from this reader's rows and those of ``second_reader``
     (model, backend) stored for the same prompts: the paired main effects with their
-    verdicts, the GEE interactions, the logistic check, the two-reader comparison, the
+    verdicts, the interactions as per-question contrasts, the logistic check, the two-reader comparison, the
     numbers the prose quotes (``quoted``) and the statements it makes (``said``)."""
     d = design(params)
     view = SimpleNamespace(
@@ -591,7 +590,7 @@ def analysis(
 
 
 def forest_figure(view: SimpleNamespace, model: str):
-    """Main effects (paired intervals) and two-way interactions (GEE) in one forest."""
+    """Main effects and two-way interactions (per-question contrasts) in one forest."""
     return effects_forest(
         forest_effects(view.fx, view.main),
         expected=view.expected,

@@ -234,24 +234,28 @@ def contrast_effects(
     rows = []
     for term, (kind, per_unit) in contrasts.items():
         d = per_unit.dropna().tolist()
-        lo, hi = bootstrap_interval(d, seed=seed)
-        rows.append(
-            {
-                "term": term,
-                "kind": kind,
-                "estimate": 100 * sum(d) / len(d),
-                "ci_low": 100 * lo,
-                "ci_high": 100 * hi,
-                "p": sign_flip_test(d, seed=seed),
-                "clusters": len(d),
-            }
-        )
-    out = pd.DataFrame(rows)
-    out["p_holm"] = float("nan")
-    for kind in ("main", "interaction"):
-        family = out["kind"] == kind
-        out.loc[family, "p_holm"] = holm(out.loc[family, "p"].tolist())
-    return out
+        rows.append({"term": term, "kind": kind, **_summary(d, seed), "clusters": len(d)})
+    return _holm_within(pd.DataFrame(rows), "kind")
+
+
+def _summary(d: list[float], seed: int) -> dict:
+    """Mean of per-unit differences in points, its bootstrap interval and the exact p."""
+    lo, hi = bootstrap_interval(d, seed=seed)
+    return {
+        "estimate": 100 * sum(d) / len(d),
+        "ci_low": 100 * lo,
+        "ci_high": 100 * hi,
+        "p": sign_flip_test(d, seed=seed),
+    }
+
+
+def _holm_within(table: pd.DataFrame, family: str) -> pd.DataFrame:
+    """``table`` with ``p_holm``: Holm's adjustment within each value of ``family``."""
+    table = table.copy()
+    table["p_holm"] = float("nan")
+    for _, rows in table.groupby(family, sort=False):
+        table.loc[rows.index, "p_holm"] = holm(rows["p"].tolist())
+    return table
 
 
 def unit_differences(table, design: Design, *, cluster: str = "example_id", score: str = "correct"):
@@ -360,25 +364,16 @@ def reader_effects(
             )
     for f in design.factors:
         diff = (units[readers[1]][f.name] - units[readers[0]][f.name]).tolist()
-        lo, hi = bootstrap_interval(diff, seed=seed)
         rows.append(
             {
                 "factor": f.name,
                 "reader": "difference",
-                "estimate": 100 * sum(diff) / len(diff),
-                "ci_low": 100 * lo,
-                "ci_high": 100 * hi,
-                "p": sign_flip_test(diff, seed=seed),
+                **_summary(diff, seed),
                 "questions": len(shared),
             }
         )
-    out = pd.DataFrame(rows)
     # each reader's main effects, and their differences, are one family of tests each
-    out["p_holm"] = float("nan")
-    for name in [*readers, "difference"]:
-        family = out["reader"] == name
-        out.loc[family, "p_holm"] = holm(out.loc[family, "p"].tolist())
-    return out
+    return _holm_within(pd.DataFrame(rows), "reader")
 
 
 def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 10.0) -> str:
