@@ -40,13 +40,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..claims import paired_estimate
 from ..errors import DataFileError, ParameterError
 from ..metrics import extremum_drop_rate, nolima_contains, summarize
 from ..models import resolve_model
 from ..padding import paul_graham_essays
 from ..prompts import load_prompt
 from ..requests import Request, StopRule
-from ..results import paired_comparison
 from ..store import model_folder
 from ..tagging import (
     VARIANTS,
@@ -502,35 +502,40 @@ def accuracy_table(scored, by: Sequence[str] = ("model", "variant", "length")):
 def versus_baseline(
     scored, *, control: str = "baseline", by: Sequence[str] = ("length",), seed: int = 0
 ):
-    """Each variant minus ``control`` on the same cases (and depths), per ``by``: points, 95%
-    paired bootstrap interval over needles, exact sign-flip p on per-needle differences."""
+    """Each variant minus ``control`` on the same cases (and depths), per ``by``: each
+    needle's questions averaged first, then the findings page's paired estimate over needles
+    (:func:`longctx.claims.paired_estimate`: points, bootstrap interval, exact sign-flip p),
+    so this table and the findings page print the same numbers."""
     out = []
     if "needle" not in scored:
         scored = scored.assign(needle=scored["example_id"].map(needle_of))
     for key, group in scored.groupby(list(by)):
         key = key if isinstance(key, tuple) else (key,)
         for variant in sorted(set(group["variant"]) - {control}):
-            sub = group[group["variant"].isin([control, variant])]
-            res = paired_comparison(
-                sub,
-                condition="variant",
-                control=control,
-                treatment=variant,
-                item=["needle", "example_id", "depth"],
-                cluster="needle",
-                score="correct",
-                seed=seed,
+            pairs = (
+                group[group["variant"].isin([control, variant])]
+                .pivot_table(
+                    index=["needle", "example_id", "depth"], columns="variant", values="correct"
+                )
+                .reindex(columns=[control, variant])
+                .dropna()
+            )
+            if pairs.empty:
+                continue
+            per_needle = pairs.groupby(level="needle").mean()
+            est = paired_estimate(
+                per_needle[control].to_dict(), per_needle[variant].to_dict(), seed=seed
             )
             out.append(
                 {
                     **dict(zip(by, key)),
                     "variant": variant,
-                    "n": res["items"],
-                    "needles": res["clusters"],
-                    "change": 100 * res["difference"],
-                    "ci_low": 100 * res["ci_low"],
-                    "ci_high": 100 * res["ci_high"],
-                    "p_sign_flip": res["p_sign_flip"],
+                    "n": len(pairs),
+                    "needles": est.n,
+                    "change": est.difference,
+                    "ci_low": est.ci_low,
+                    "ci_high": est.ci_high,
+                    "p_sign_flip": est.p,
                 }
             )
     return pd.DataFrame(out)
