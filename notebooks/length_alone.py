@@ -380,7 +380,8 @@ if view.ruler:
 #   the paper's two steps change this reader's score by {glue:text}`la-ruler-qa1` and
 #   {glue:text}`la-ruler-qa2`, where GPT-4o gained about 2: only
 #   {glue:text}`la-qa1-supporting` and {glue:text}`la-qa2-supporting` of its recitations
-#   name a document that holds the answer.
+#   name a document that holds the answer, so the paper's premise (the recitation
+#   retrieves) fails and the findings page does not count these as tests of the claim.
 
 # %% tags=["remove-cell"]
 # The prose reads its numbers from the glue above; on the committed run, check its words too.
