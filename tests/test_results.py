@@ -82,6 +82,9 @@ def test_provenance_names_the_committed_folder_from_the_repository_root():
         "generations in `data/results/qwen2.5-coder-0.5b-instruct/kv_retrieval/generations.jsonl.xz`"
         in caption
     )
+    # the weights, backend, device and dtype behind the rows, and the commit of the build
+    assert "(qwen2.5-coder-0.5b-instruct-q4_k_m.gguf, hf, " in caption
+    assert "bfloat16" in caption and "Built from commit " in caption
 
 
 def test_load_experiment_filters_by_task(tmp_path):

@@ -29,6 +29,7 @@ from .claims import (
     read_claims,
 )
 from .errors import DataFileError
+from .paths import build_commit
 from .reader import Reader
 from .report import format_p
 
@@ -214,7 +215,8 @@ def statements(table) -> dict[str, bool]:
 def provenance(results_dir: str | Path) -> str:
     """Where the findings table comes from, for the line under it."""
     return (
-        f"Computed from `{results_dir}` with longctx {__version__}. Differences in points; "
+        f"Computed from `{results_dir}` with longctx {__version__}, commit {build_commit()}. "
+        "Differences in points; "
         "p: exact two-sided sign-flip test on the per-unit differences (Pearson's test for a "
         "correlation)."
     )

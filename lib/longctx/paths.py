@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from functools import cache
 from pathlib import Path
 
 
@@ -18,3 +20,30 @@ def resolve(path: str | Path, start: str | Path | None = None) -> Path:
     """Absolute paths stay; relative ones are taken from the repository root."""
     path = Path(path).expanduser()
     return path if path.is_absolute() else repo_root(start) / path
+
+
+@cache
+def build_commit(start: str | Path | None = None) -> str:
+    """The git commit this checkout is at (short hash, "+ local changes" when the tree
+    differs from it), or "no git checkout": the provenance line under every figure names it."""
+    root = repo_root(start)
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=10", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "no git checkout"
+    return f"{head} + local changes" if dirty else head

@@ -18,8 +18,8 @@ from .metrics import (
     retention,
     sign_flip_test,
 )
-from .models import model_slug, resolve_model
-from .paths import repo_root
+from .models import ALIASES, model_slug, resolve_model
+from .paths import build_commit, repo_root
 from .reader import model_label, row_backend
 from .requests import request_identity
 from .store import ResultsStore, model_folder
@@ -62,6 +62,8 @@ def rows_table(rows: Sequence[dict], score: Callable[[dict], float]):
                 "seconds_per_prompt": row["seconds_per_prompt"],
                 "meta": row.get("meta", {}),
                 "longctx_version": row["longctx_version"],
+                "device": row.get("params", {}).get("device"),
+                "dtype": row.get("params", {}).get("dtype"),
                 "correct": score(row),
             }
             for row in rows
@@ -97,10 +99,25 @@ def provenance(df, results_dir: str | Path, experiment: str) -> str:
         names = " + ".join(p.name for p in store.files) or ResultsStore.FILENAME
         path = f"{_shown(results_dir)}/{results_folder(slug, backend)}/{experiment}/{names}"
         versions = ", ".join(sorted(group["longctx_version"].unique()))
-        parts.append(
-            f"{model_label(model, backend)}: {len(group)} generations in `{path}` (longctx {versions})"
+        alias = ALIASES.get(str(model))
+        weights = f"{alias.filename}, " if alias else ""
+        ran = ", ".join(
+            sorted(
+                {
+                    " ".join(str(v) for v in pair if v)
+                    for pair in zip(
+                        group["device"] if "device" in group else [None] * len(group),
+                        group["dtype"] if "dtype" in group else [None] * len(group),
+                    )
+                }
+                - {""}
+            )
         )
-    return "; ".join(parts)
+        parts.append(
+            f"{model_label(model, backend)}: {len(group)} generations in `{path}` "
+            f"({weights}{backend}{', ' + ran if ran else ''}; longctx {versions})"
+        )
+    return "; ".join(parts) + f". Built from commit {build_commit()}."
 
 
 def paired_effects(

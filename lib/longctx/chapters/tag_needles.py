@@ -602,15 +602,15 @@ def overhead(main: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]
             for c, lo, hi in zip(tagged["change"], tagged["ci_low"], tagged["ci_high"])
         ],
     )
-    shown = (
-        tagged[["variant", "length", "tag_tokens", "tag_share", "change", "p_sign_flip"]]
-        .rename(
-            columns={
-                "tag_share": "tag share of context (%)",
-                "change": "change vs baseline (pts, 95% CI)",
-            }
-        )
-        .round(3)
+    shown = tagged.assign(p=tagged["p_sign_flip"].map(format_p))[
+        ["variant", "length", "tag_tokens", "tag_share", "change", "p"]
+    ].rename(
+        columns={
+            "length": "haystack tokens",
+            "tag_tokens": "tag tokens",
+            "tag_share": "tag share of context (%)",
+            "change": "change vs baseline (pts, 95% CI)",
+        }
     )
     against_td = tn.versus_baseline(main[main["variant"] != "baseline"], control="td", seed=seed)
     return shown, against_td
