@@ -14,6 +14,10 @@
 # %% [markdown]
 # # Context format and contextual normalization (C-NORM)
 #
+# ```{glue:md} cnorm-verdicts
+# :format: myst
+# ```
+#
 # **What the paper claims.** "Grounding long-context reasoning with contextual
 # normalization for RAG" (sections 2-5) argues that the *surface format* of a context
 # moves accuracy even when content and length are fixed:
@@ -116,6 +120,7 @@ answer(plan, reader, page.results, batch_size=batch_size, params={"seed": seed})
 # %% tags=["remove-cell"]
 view = chapter.analysis(page.params, reader, page.results)
 glue_all(view.quoted)
+page.glue_verdicts(view.estimates)
 
 # %% [markdown]
 # ## C-NORM on 10-document NQ-Open QA (Figure 6)

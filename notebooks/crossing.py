@@ -14,6 +14,10 @@
 # %% [markdown]
 # # Crossing the papers: which manipulation matters most?
 #
+# ```{glue:md} crossing-verdicts
+# :format: myst
+# ```
+#
 # **What the papers claim, one manipulation each.** Lost in the Middle: a document in the
 # middle of the context is read worse than one at the start, and asking the question
 # before the documents as well (query-aware contextualization) barely changes
@@ -95,6 +99,7 @@ rows = answer(plan, reader, page.results, batch_size=batch_size, token_budget=to
 second = (second_reader, second_backend)
 view = chapter.analysis(plan, rows, page.params, reader, page.results, second)
 glue_all(view.quoted)
+page.glue_verdicts(view.estimates)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Effects on accuracy of the six manipulations (main effects, blue; paired bootstrap intervals over questions) and of their two-way interactions (grey; per-question contrasts with the same bootstrap over questions), from one reader on 10-document NQ-Open QA. At the right: the direction each paper claims for its manipulation.", "name": "fig-crossing-forest"}, "image": {"alt": "Forest plot of six main effects and fifteen two-way interactions in accuracy points, with intervals."}}
 chapter.forest_figure(view, model)

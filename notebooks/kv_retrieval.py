@@ -14,6 +14,10 @@
 # %% [markdown]
 # # Key-value retrieval: where in the context can a model find a key?
 #
+# ```{glue:md} kv_retrieval-verdicts
+# :format: myst
+# ```
+#
 # **What the paper claims.** Liu et al. (2023, *Lost in the Middle*, sections 3 and 4.2)
 # give models a JSON object of *k* random UUID key/value pairs and ask for the value of
 # one key. Even this string-matching task shows a U-shape for several models: accuracy is
@@ -83,6 +87,7 @@ rows = answer(plan, reader, page.results, batch_size=batch_size, params={"seed":
 # %% tags=["remove-cell"]
 view = chapter.analysis(plan, rows, page.params, reader, page.results, second_reader)
 glue_all(view.quoted)
+page.glue_verdicts(view.estimates)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the gold pair's relative depth (0 = first, 1 = last) for 10, 30 and 140 key-value pairs; solid: query after the data, dashed: query-aware. Bands: 95% Wilson intervals (8 examples per point at 10 and 30 pairs, 165 at 140 pairs). One colour per model and backend whose committed rows answer these prompts.", "name": "fig-kv-position"}, "image": {"alt": "Three panels of accuracy against gold depth. At 10 and 30 pairs the default reader stays between 50 and 100 percent (its llama.cpp line lies on top of it; the 135M smoke-test model stays far lower); at 140 pairs the default reader falls from 87 percent with the gold pair first to 36 percent in the middle, and to 26 percent with the query also before the data."}}
 chapter.figure(view)

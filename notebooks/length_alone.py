@@ -14,6 +14,10 @@
 # %% [markdown]
 # # Context length alone: essay, whitespace and masked padding
 #
+# ```{glue:md} length_alone-verdicts
+# :format: myst
+# ```
+#
 # **What the paper claims.** Du et al. (2025, *Context Length Alone Hurts LLM Performance
 # Despite Perfect Retrieval*) split short problems into evidence and question and push
 # them apart with filler. Accuracy falls with length even when the filler is essay text
@@ -128,6 +132,7 @@ stored = answer(
 # %% tags=["remove-cell"]
 view = chapter.analysis(stored, page.params, reader, page.results, paper)
 glue_all(view.quoted)
+page.glue_verdicts(view.estimates)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "GSM8K accuracy of Qwen2.5-Coder-0.5B-Instruct with no filler and with 16,000 filler tokens of each kind and placement (120 problems per bar, the same problems in every bar; H100, bfloat16). Whiskers: 95% Wilson intervals.", "name": "fig-la-gsm8k"}, "image": {"alt": "Bar chart. In the paper's design accuracy is 97 percent with no filler, 57 with essay filler, 38 with whitespace, 27 with masked filler, 0 with single-space or newline tokens, and 99 with whitespace before the evidence. Without the final solution step accuracy is near 5 percent everywhere."}}
 chapter.figure(view)

@@ -14,6 +14,10 @@
 # %% [markdown]
 # # Multi-document QA: does the answer's position matter?
 #
+# ```{glue:md} multidoc_qa-verdicts
+# :format: myst
+# ```
+#
 # **What the paper claims.** Liu et al. (2023, *Lost in the Middle*, sections 2 and 4.1)
 # give models a question with 10, 20 or 30 Wikipedia passages, one holding the answer, and
 # move that passage from first to last. Accuracy is U-shaped: highest with the answer first
@@ -92,6 +96,7 @@ answered = answer(
 # %% tags=["remove-cell"]
 view = chapter.analysis(plan, answered, page.params, reader, page.results)
 glue_all(view.quoted)
+page.glue_verdicts(view.estimates)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the position of the document with the answer, 10 and 20 documents. Solid: query-aware; dashed: question at the end (the paper's prompt). Dotted line: closed-book; dash-dot: oracle (gold document only), 150 questions each. 150 questions per point at 20 documents with the question at the end, 12 elsewhere; bands are 95% Wilson intervals. One colour per model and backend whose committed rows answer these prompts.", "name": "fig-multidoc-position"}, "image": {"alt": "Two panels of accuracy against gold position. At 20 documents with the question at the end (150 questions) accuracy is 45 percent with the answer first, 31 percent in the middle and 38 percent last; the 12-question lines move within wide bands; the closed-book line lies far below every line and the oracle line above."}}
 chapter.figure(view)

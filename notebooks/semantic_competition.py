@@ -14,6 +14,10 @@
 # %% [markdown]
 # # Semantic competition or context length? A matched far-rank control
 #
+# ```{glue:md} semantic_competition-verdicts
+# :format: myst
+# ```
+#
 # **What the paper claims.** Repantis et al. (2025, *Separating Semantic Competition from
 # Context Length in RAG Reading*) give a reader one gold snippet (a fixed number of words
 # around the answer) and distractor snippets from the same corpus, none containing the
@@ -131,6 +135,7 @@ for other in [r for r in second_readers if r != model]:
 # %% tags=["remove-cell"]
 view = chapter.analysis(built, rows, page.params, reader, page.results)
 glue_all(view.quoted)
+page.glue_verdicts(view.estimates)
 say(view.provenance)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Retention R(H) = M(H)/M(0) of EM and F1 as H hard negatives (BM25 or dense top-ranked snippets) join the gold snippet, on the questions run at every H (SQuAD v2.0; BM25: 200 questions, dense: the first 40); bands are 95% bootstrap intervals over questions; dashed: half retention.", "name": "fig-sc-retention"}, "image": {"alt": "Two panels of retention against the number of hard negatives, for BM25 and dense retrieval. EM retention falls below one half at H = 19 with BM25 (200 questions) and at H = 9 with dense retrieval (40 questions); F1 stays above one half up to H = 19 and falls below it at H = 39; at H = 79 BM25 EM retention is about one fifth."}}

@@ -14,6 +14,10 @@
 # %% [markdown]
 # # Tagging-Augmented Generation: tags and tag definitions on needle questions
 #
+# ```{glue:md} tag_needles-verdicts
+# :format: myst
+# ```
+#
 # **What the paper claims.** Pal et al. (2025, *Tagging-Augmented Generation*) wrap chunks
 # of a long context in XML-style semantic tags (`<Buildings & Landmarks>...</Buildings &
 # Landmarks>`, from spaCy NER or from an LLM) and put the tags' definitions in the system
@@ -110,6 +114,7 @@ scored = chapter.answered(page.params, stack, reader, page.results, batch_size=b
 # %% tags=["remove-cell"]
 view = chapter.analysis(page.params, stack, scored, reader, page.results, page.paper("tag_needles"))
 glue_all(view.quoted)
+page.glue_verdicts(view.estimates)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Share of needle questions answered with the right character (NoLiMa's contains) against haystack length, per prompt variant; 30 questions per point, 95% Wilson bands. TD: tag definitions in the system prompt; TD+TC: definitions plus tagged context. The LLM-tagger arm uses a 0.5B tagger that failed (see the tagging section).", "name": "fig-tag-length"}, "image": {"alt": "Line chart of accuracy against haystack tokens (250, 500, 1000). The baseline falls from 77 to 50 percent; TD stays between 30 and 40; TD+TC with spaCy tags between 47 and 57; the LLM-tag arm is 0 at every length."}}
 chapter.figure(view)

@@ -36,6 +36,7 @@ from urllib.parse import unquote, urldefrag, urlparse
 RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{")
 CHECKED = re.compile(r"claims checked: (\d+)")
 GLUE_ROLE = re.compile(r"\{glue(?::[a-z]+)?\}`([^`:]+)(?::[^`]*)?`")
+GLUE_DIRECTIVE = re.compile(r"```\{glue(?::[a-z]+)?\}\s+(\S+)")
 
 
 class _Links(HTMLParser):
@@ -121,7 +122,8 @@ def missing_glue_keys(nb) -> list[str]:
         m.group(1)
         for c in nb.cells
         if c.cell_type == "markdown"
-        for m in GLUE_ROLE.finditer(c.source)
+        for pattern in (GLUE_ROLE, GLUE_DIRECTIVE)
+        for m in pattern.finditer(c.source)
     }
     return sorted(quoted - glued_keys(nb))
 

@@ -385,3 +385,22 @@ def test_crossing_chapter_and_findings_print_the_same_intervals(table):
             assert mine[a] == pytest.approx(theirs[b]), (f, a)
         assert mine["p"] == pytest.approx(theirs["p"]), f
     assert (fx["kind"] == "interaction").sum() == 15 and fx["p_holm"].ge(fx["p"]).all()
+
+
+def test_each_chapter_opens_with_its_verdicts():
+    """Every chapter glues its verdict box and shows it under its title; the box lists each
+    of the chapter's claims with its verdict and a link to its section."""
+    from longctx.claims import Estimate
+
+    chapters = {c.chapter for c in read_claims()}
+    for name in chapters:
+        source = (ROOT / "notebooks" / f"{name}.py").read_text()
+        title = source.index("\n# # ")
+        assert source.index(f"{{glue:md}} {name}-verdicts") - title < 200, name
+        assert "page.glue_verdicts(view.estimates)" in source, name
+    est = {"litm-qa-u-shape": Estimate(-10.7, -17.0, -4.0, 150, 0.0024, "", 41.3, 30.7)}
+    box = findings.verdict_box("multidoc_qa", est)
+    assert box.startswith(":::{admonition} Verdicts for this reader")
+    assert "✔ reproduced" in box and "{ref}`data <multidoc-headline>`" in box
+    assert box.count("\n| ") == 2  # header and the one estimated claim
+    assert "No claim" in findings.verdict_box("multidoc_qa", {})

@@ -185,6 +185,40 @@ def as_markdown(table) -> str:
     return "\n\n".join(parts)
 
 
+def verdict_box(chapter: str, estimates: dict[str, Estimate]) -> str:
+    """The answer first: a MyST admonition listing each of ``chapter``'s claims with the
+    paper's number, ours (interval, n, p) and the verdict with its parts, each claim linked
+    to the section that shows it; one line when the chapter estimated none of them."""
+    rows = []
+    for c in read_claims():
+        if c.chapter != chapter or c.id not in estimates:
+            continue
+        est, judged = estimates[c.id], judge(estimates[c.id], c)
+        ours = (
+            f"r = {est.difference:+.2f} [{est.ci_low:+.2f}, {est.ci_high:+.2f}]"
+            if c.scale == "r"
+            else f"{est.difference:+.1f} [{est.ci_low:+.1f}, {est.ci_high:+.1f}]"
+        )
+        rows.append(
+            f"| {c.claim} ({{ref}}`data <{c.label}>`) | {c.paper_value} | {ours}, "
+            f"n = {est.n}, p {'= ' if format_p(est.p)[0] != '<' else ''}{format_p(est.p)} "
+            f"| **{VERDICT_MARK[judged.verdict]}**: {judged.direction}"
+            f"{'; ' + _short_magnitude(judged.magnitude) if _short_magnitude(judged.magnitude) else ''}"
+            f"{'; premise: ' + judged.premise if judged.premise and not judged.premise_met else ''} |"
+        )
+    if not rows:
+        body = "No claim of this chapter has rows under both of its conditions yet."
+    else:
+        body = "\n".join(
+            ["| claim | paper | ours [95% CI] | verdict |", "|---|---|---|---|", *rows]
+        )
+    return (
+        ":::{admonition} Verdicts for this reader\n:class: tip\n\n"
+        + body
+        + "\n\nBy the rule on {ref}`the findings page <findings>`; differences in points.\n:::"
+    )
+
+
 def quoted(table) -> dict:
     """The numbers the findings page's prose quotes: the competition headline (EM), the case
     the verdict rule's two-part test is explained by."""

@@ -19,6 +19,7 @@ import pandas as pd
 
 from .chapters import get_chapter, scale
 from .claims import chapter_verdicts
+from .findings import verdict_box
 from .paths import repo_root, resolve
 from .reader import Reader
 
@@ -55,6 +56,14 @@ class Page:
     def verdicts(self, estimates: dict) -> dict[str, str]:
         """The findings page's verdict for each of this chapter's estimated claims."""
         return chapter_verdicts(self.name, estimates)
+
+    def glue_verdicts(self, estimates: dict) -> None:
+        """Glue the chapter's verdict box (:func:`longctx.findings.verdict_box`) as MyST
+        Markdown under ``<chapter>-verdicts``, which the page shows under its title."""
+        from IPython.display import Markdown
+        from myst_nb import glue  # the book's package: only notebooks call this
+
+        glue(f"{self.name}-verdicts", Markdown(verdict_box(self.name, estimates)), display=False)
 
 
 def check_statements(page: str, said: dict[str, bool], book_run: bool) -> None:
