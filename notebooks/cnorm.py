@@ -19,8 +19,9 @@
 # ```
 #
 # **What the paper claims.** "Grounding long-context reasoning with contextual
-# normalization for RAG" (sections 2-5) argues that the *surface format* of a context
-# moves accuracy even when content and length are fixed:
+# normalization for RAG" {cite}`cnorm2025` (sections 2-5; its authors are anonymous while
+# it is under review) argues that the *surface format* of a context moves accuracy even
+# when content and length are fixed:
 #
 # 1. On key-value retrieval, writing the ids as UUIDs, as plain hex strings or as UUIDs
 #    with another delimiter (`&`) changes accuracy a lot (Figure 2; e.g. Qwen2.5-1.5B at
@@ -375,7 +376,7 @@ show_all(chapter.longbench_tables(view, reader, batch_size))
 # a few dozen questions.
 #
 # **The attention function.** The committed benchmark above compares the captured softmax
-# row with eager `output_attentions` on this CPU; the GPU row at 32K tokens needs a lent GPU:
+# row with eager `output_attentions` on this CPU; the GPU row at 32K tokens needs a GPU:
 # `python scripts/bench_attention.py --lengths 2048 8192 32768 --json data/bench/attention-cuda.json`.
 #
 # **Not run here.** LongBench-v2 (the data is on the hub, unreachable offline; the reader,

@@ -18,14 +18,15 @@
 # :format: myst
 # ```
 #
-# **What the papers claim, one manipulation each.** Lost in the Middle: a document in the
-# middle of the context is read worse than one at the start, and asking the question
-# before the documents as well (query-aware contextualization) barely changes
-# multi-document QA. C-NORM: rewriting part of each passage with a chosen delimiter helps.
-# TAG: XML tags with their definitions in the prompt help. Semantic competition: what
-# hurts is distractors that resemble the question, not their number, so far-ranked
-# distractors hurt less than the retriever's top hits. Context length alone: filler
-# between the evidence and the question hurts by itself.
+# **What the papers claim, one manipulation each.** Lost in the Middle {cite}`liu2024lost`:
+# a document in the middle of the context is read worse than one at the start, and asking
+# the question before the documents as well (query-aware contextualization) barely changes
+# multi-document QA. C-NORM {cite}`cnorm2025`: rewriting part of each passage with a chosen
+# delimiter helps. TAG {cite}`pal2025tag`: XML tags with their definitions in the prompt
+# help. Semantic competition {cite}`repantis2025competition`: what hurts is distractors that
+# resemble the question, not their number, so far-ranked distractors hurt less than the
+# retriever's top hits. Context length alone {cite}`du2025length`: filler between the
+# evidence and the question hurts by itself.
 #
 # **What we test.** Each paper changes one thing with the rest fixed, so none can say
 # which of these matters most for a given reader, or whether they add up. Here all six

@@ -18,7 +18,7 @@
 # :format: myst
 # ```
 #
-# **What the paper claims.** Liu et al. (2023, *Lost in the Middle*, sections 3 and 4.2)
+# **What the paper claims.** Liu et al. {cite}`liu2024lost` (*Lost in the Middle*, sections 3 and 4.2)
 # give models a JSON object of *k* random UUID key/value pairs and ask for the value of
 # one key. Even this string-matching task shows a U-shape for several models: accuracy is
 # highest when the relevant pair is first or last and drops in the middle (worst case
@@ -29,7 +29,7 @@
 # `lib/longctx/prompts/`) and metric (gold value contained in the output), with the
 # default reader Qwen2.5-Coder-0.5B-Instruct. The headline uses the paper's own 140-pair
 # records (about 9,600 tokens) with the gold pair first or in the middle, 165 examples,
-# with and without query-aware contextualization (records 0-99 generated on a lent H100,
+# with and without query-aware contextualization (records 0-99 generated on an H100 GPU,
 # records 100-164 on this project's 2-core CPU, both bfloat16 transformers). A full
 # position grid at 10 and 30 synthetic pairs (8 examples per cell) shows the shape at
 # short lengths.
@@ -156,7 +156,7 @@ show(*chapter.grid(view.summary, page.params, reader.label))
 # {glue:text}`kv-paper-records` records of each release file at five depths, with and
 # without query-aware contextualization. These {glue:text}`kv-paper-rows` prompts
 # ({glue:text}`kv-paper-tokens` tokens each) are too many for a 2-core CPU, so they ran on
-# lent NVIDIA GPUs (transformers, bfloat16); `make reproduce SCALE=paper
+# NVIDIA H100 and H200 GPUs (transformers, bfloat16); `make reproduce SCALE=paper
 # CHAPTERS=kv_retrieval` makes them for any reader.
 
 # %% tags=["remove-cell"]

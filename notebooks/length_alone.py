@@ -18,8 +18,8 @@
 # :format: myst
 # ```
 #
-# **What the paper claims.** Du et al. (2025, *Context Length Alone Hurts LLM Performance
-# Despite Perfect Retrieval*) split short problems into evidence and question and push
+# **What the paper claims.** Du et al. {cite}`du2025length` (*Context Length Alone Hurts LLM
+# Performance Despite Perfect Retrieval*) split short problems into evidence and question and push
 # them apart with filler. Accuracy falls with length even when the filler is essay text
 # (Table 6), minimally distracting whitespace (Table 7), or masked so that the model
 # attends only to evidence and question (Table 3), and also when the filler goes *before*
@@ -42,7 +42,7 @@
 #
 # Filler is measured in the reader's own tokens; masking is done without computing the
 # masked tokens (positions after the gap are shifted; equivalence with an explicit
-# attention mask is a unit test). The GSM8K rows were generated on a lent H100 (bfloat16),
+# attention mask is a unit test). The GSM8K rows were generated on an H100 GPU (bfloat16),
 # the VarSum and RULER rows on this project's 2-core CPU (bfloat16), all by `longctx
 # reproduce`, which builds the same requests as this notebook.
 #

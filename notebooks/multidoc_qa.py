@@ -18,7 +18,7 @@
 # :format: myst
 # ```
 #
-# **What the paper claims.** Liu et al. (2023, *Lost in the Middle*, sections 2 and 4.1)
+# **What the paper claims.** Liu et al. {cite}`liu2024lost` (*Lost in the Middle*, sections 2 and 4.1)
 # give models a question with 10, 20 or 30 Wikipedia passages, one holding the answer, and
 # move that passage from first to last. Accuracy is U-shaped: highest with the answer first
 # or last, lowest in the middle (GPT-3.5-Turbo at 20 documents: 75.8% first, 53.8% middle,

@@ -18,8 +18,8 @@
 # :format: myst
 # ```
 #
-# **What the paper claims.** Repantis et al. (2025, *Separating Semantic Competition from
-# Context Length in RAG Reading*) give a reader one gold snippet (a fixed number of words
+# **What the paper claims.** Repantis et al. {cite}`repantis2025competition` (*Separating
+# Semantic Competition from Context Length in RAG Reading*) give a reader one gold snippet (a fixed number of words
 # around the answer) and distractor snippets from the same corpus, none containing the
 # answer. Adding BM25's top-ranked snippets ("hard negatives") lowers SQuAD EM, F1 and
 # answer inclusion. To tell competition from length they hold the context at N = 20

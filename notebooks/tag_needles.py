@@ -18,7 +18,7 @@
 # :format: myst
 # ```
 #
-# **What the paper claims.** Pal et al. (2025, *Tagging-Augmented Generation*) wrap chunks
+# **What the paper claims.** Pal et al. {cite}`pal2025tag` (*Tagging-Augmented Generation*) wrap chunks
 # of a long context in XML-style semantic tags (`<Buildings & Landmarks>...</Buildings &
 # Landmarks>`, from spaCy NER or from an LLM) and put the tags' definitions in the system
 # prompt. On NoLiMa needle questions, where the question shares no keyword with the needle,
