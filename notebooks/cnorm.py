@@ -303,6 +303,9 @@ show(page.paper("cnorm_longbench_v2"))
 # %% tags=["hide-input"]
 show_all(chapter.longbench_tables(view, reader, batch_size))
 
+# %% tags=["remove-input"]
+say(page.downloads())
+
 # %% [markdown]
 # ## What we found
 #

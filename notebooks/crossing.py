@@ -180,6 +180,9 @@ plt.show()
 # %% tags=["remove-input"]
 say(view.provenance)
 
+# %% tags=["remove-input"]
+say(page.downloads())
+
 # %% [markdown]
 # ## What we found
 #

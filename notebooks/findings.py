@@ -82,6 +82,18 @@ plt.show()
 # %% tags=["remove-input"]
 say(findings.as_markdown(table))
 say(findings.provenance(results_dir))
+say(findings.download_line())
 
 # %% tags=["remove-cell"]
 check_statements("findings", findings.statements(table), results_dir == "data/results")
+
+# %% [markdown]
+# ## When a verdict moved
+#
+# A verdict can move when rows are added, a metric is corrected or the rule changes. Each
+# move is recorded with its reason in `data/paper/verdict_changes.csv`, and the build fails
+# when a claim's last recorded verdict is not its verdict now.
+
+# %% tags=["remove-input"]
+if results_dir == "data/results":  # the record describes the committed rows
+    say(findings.moves_markdown(findings.verdict_changes(table)))

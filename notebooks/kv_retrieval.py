@@ -234,6 +234,9 @@ if view.readers:
 else:
     say(f"No rows of `{second_reader}` answer these prompts; run the chapter for it first.")
 
+# %% tags=["remove-input"]
+say(page.downloads())
+
 # %% [markdown]
 # ## What we found
 #

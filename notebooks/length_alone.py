@@ -347,7 +347,11 @@ if view.ruler:
 # ```bash
 # longctx reproduce --chapters length_alone --scale full --batch-size 64 --token-budget 524288
 # ```
-#
+
+# %% tags=["remove-input"]
+say(page.downloads())
+
+# %% [markdown]
 # ## What we found
 #
 # *Computed from the rows this page was built from (`data/results/<reader>/length_alone/`,

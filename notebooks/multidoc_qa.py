@@ -209,7 +209,11 @@ if view.od:
 # ```bash
 # longctx reproduce --chapters multidoc_qa --scale paper --batch-size 64
 # ```
-#
+
+# %% tags=["remove-input"]
+say(page.downloads())
+
+# %% [markdown]
 # ## What we found
 #
 # *Computed from the rows this page was built from (`data/results/<reader>/multidoc_qa/` and

@@ -227,6 +227,9 @@ if view.nq is not None:
     show(view.nq[0])
     show(view.nq[1].drop(columns=["delta"]))
 
+# %% tags=["remove-input"]
+say(page.downloads())
+
 # %% [markdown]
 # ## What we found
 #

@@ -271,6 +271,9 @@ show_all(chapter.query_aware_tables(view))
 # %% tags=["hide-input"]
 show_all(chapter.novelqa_tables(view, reader, page.results, batch_size))
 
+# %% tags=["remove-input"]
+say(page.downloads())
+
 # %% [markdown]
 # ## What we found
 #

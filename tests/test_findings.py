@@ -12,6 +12,7 @@ import pytest
 from longctx import claims, findings
 from longctx.chapters import get_chapter, scale
 from longctx.claims import Claim, Estimate, read_claims, verdict
+from longctx.errors import DataFileError
 from longctx.reader import Reader
 from longctx.store import ResultsStore
 
@@ -404,3 +405,17 @@ def test_each_chapter_opens_with_its_verdicts():
     assert "✔ reproduced" in box and "{ref}`data <multidoc-headline>`" in box
     assert box.count("\n| ") == 2  # header and the one estimated claim
     assert "No claim" in findings.verdict_box("multidoc_qa", {})
+
+
+def test_the_record_of_verdict_moves_is_current(table, tmp_path):
+    changes = findings.verdict_changes(table)
+    assert set(changes["claim"]) == set(table["id"])
+    moved = findings.moves_markdown(changes)
+    assert "premise not met" in moved and moved.startswith("| date | claim |")
+    # a verdict that moves without its entry fails, naming the claim
+    path = tmp_path / "changes.csv"
+    changes[changes["claim"] != "litm-kv-middle"].to_csv(path, index=False)
+    with path.open("a") as f:
+        f.write("2026-11-27,litm-kv-middle,,opposite direction,a move with no reason\n")
+    with pytest.raises(DataFileError, match="litm-kv-middle"):
+        findings.verdict_changes(table, path)

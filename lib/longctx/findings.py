@@ -29,7 +29,7 @@ from .claims import (
     read_claims,
 )
 from .errors import DataFileError
-from .paths import build_commit
+from .paths import build_commit, repo_root
 from .reader import Reader
 from .report import format_p
 
@@ -244,6 +244,48 @@ def statements(table) -> dict[str, bool]:
         ]
         == "reproduced",
     }
+
+
+CHANGES_FILE = Path("data") / "paper" / "verdict_changes.csv"
+
+
+def verdict_changes(table, path: str | Path | None = None) -> pd.DataFrame:
+    """The maintained record of when a claim's verdict moved and why
+    (``data/paper/verdict_changes.csv``: date, claim, before, after, why), checked against
+    the table: every claim's last recorded verdict must be its verdict now, so a change that
+    moves one cannot land without its entry."""
+    path = Path(path) if path else repo_root() / CHANGES_FILE
+    changes = pd.read_csv(path, dtype=str, keep_default_na=False)
+    last = changes.groupby("claim")["after"].last()
+    now = table.set_index("id")["verdict"]
+    stale = [c for c in now.index if last.get(c) != now[c]]
+    if stale:
+        raise DataFileError(
+            f"{path}: the last recorded verdict of {stale} is not the verdict now; add a row "
+            "saying when it moved and why"
+        )
+    return changes
+
+
+def moves_markdown(changes: pd.DataFrame) -> str:
+    """The verdict moves (not the first verdicts) as a table, newest first."""
+    moved = changes[changes["before"] != ""].iloc[::-1]
+    if moved.empty:
+        return "No verdict has moved since the first recorded ones."
+    lines = ["| date | claim | before | after | why |", "|---|---|---|---|---|"]
+    lines += [
+        f"| {r.date} | `{r.claim}` | {r.before} | {r.after} | {r.why} |" for r in moved.itertuples()
+    ]
+    return "\n".join(lines)
+
+
+def download_line(prefix: str = "../") -> str:
+    """A link to this table as CSV in the built site (``longctx.downloads`` writes it)."""
+    return (
+        f'<a href="{prefix}downloads/findings.csv">Download this table (CSV)</a>, with every '
+        "claim's interval, n, p, verdict, direction, magnitude and premise; each chapter links "
+        "its rows."
+    )
 
 
 def provenance(results_dir: str | Path) -> str:

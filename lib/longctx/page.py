@@ -19,6 +19,7 @@ import pandas as pd
 
 from .chapters import get_chapter, scale
 from .claims import chapter_verdicts
+from .downloads import chapter_links
 from .findings import verdict_box
 from .paths import repo_root, resolve
 from .reader import Reader
@@ -56,6 +57,10 @@ class Page:
     def verdicts(self, estimates: dict) -> dict[str, str]:
         """The findings page's verdict for each of this chapter's estimated claims."""
         return chapter_verdicts(self.name, estimates)
+
+    def downloads(self) -> str:
+        """Markdown links to this chapter's rows in the built site's ``downloads/``."""
+        return chapter_links(self.name, self.results)
 
     def glue_verdicts(self, estimates: dict) -> None:
         """Glue the chapter's verdict box (:func:`longctx.findings.verdict_box`) as MyST

@@ -28,6 +28,7 @@ from ..tasks import kv_retrieval as kv
 ORDER = 1  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/kv_retrieval.py"
 EXPERIMENT = "kv_retrieval"
+EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
 HEADLINE_DEPTHS = (0.0, 0.5)
 QUERY_LABELS = {False: "query at end", True: "query-aware"}
 

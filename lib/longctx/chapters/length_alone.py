@@ -40,6 +40,7 @@ from ..tasks import ruler_qa as rq
 ORDER = 2  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/length_alone.py"
 EXPERIMENT = la.TASK
+EXPERIMENTS = (EXPERIMENT, rq.TASK)  # the stores whose rows the chapter offers (RULER too)
 ARM_FIELDS = {"subtasks", "mode", "placement", "kinds", "lengths", "headline", "num_problems"}
 RULER_FIELDS = {"subtasks", "lengths", "num_questions"}
 NEEDS_MODEL = True  # only the optional RULER blocks use it (contexts sized in the reader's tokens)

@@ -147,6 +147,7 @@ def plan(params: dict) -> list[Block]:
 
 
 OPEN_DOMAIN = "open_domain"
+EXPERIMENTS = (EXPERIMENT, OPEN_DOMAIN)  # the stores whose rows the chapter offers
 
 
 def open_domain_block(params: dict, pool) -> Block:

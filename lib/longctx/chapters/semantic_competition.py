@@ -35,6 +35,7 @@ from ..tasks import semantic_competition as sc
 ORDER = 4  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/semantic_competition.py"
 EXPERIMENT = "semantic_competition"
+EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
 HEADLINE = "squad, bm25"
 
 

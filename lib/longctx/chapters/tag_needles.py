@@ -40,6 +40,7 @@ from ..tasks import tag_needles as tn
 ORDER = 6  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/tag_needles.py"
 EXPERIMENT = "tag_needles"
+EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
 NEEDS_MODEL = True  # chapter_blocks passes the reader as params["model"]
 # The LLM tagger, for uncached chunks: chapter_blocks passes params["dry_run"]
 PLANS_RUN_MODELS = True

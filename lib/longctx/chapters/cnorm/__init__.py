@@ -46,6 +46,7 @@ SELECTION = "cnorm_selection"
 QA = "cnorm_qa"
 KV = "cnorm_kv"
 ATTENTION = "cnorm_attention"
+EXPERIMENTS = (SELECTION, QA, KV, ATTENTION)  # the stores whose rows the chapter offers
 
 
 def qa_examples(params: dict) -> tuple[list[qa.QAExample], list[qa.QAExample]]:

@@ -38,6 +38,7 @@ from . import factorial as X
 ORDER = 7  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/crossing.py"
 EXPERIMENT = "crossing"
+EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
 FACTOR_ORDER = ("distractors", "format", "tags", "position", "filler", "query_aware")
 
 

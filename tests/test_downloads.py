@@ -1,0 +1,54 @@
+"""The downloads the book offers: a store's rows as CSV and the links each chapter shows."""
+
+import json
+
+import pandas as pd
+
+from longctx import downloads
+from longctx.store import ResultsStore
+
+
+def _row(i, **over):
+    row = {
+        "key": f"k{i}",
+        "example_id": f"e{i}",
+        "condition": {"gold_index": i, "num_pairs": 10},
+        "gold": ["v"],
+        "output": "v" if i else "no",
+        "prompt": "a long prompt",
+        "prompt_tokens": 100,
+        "new_tokens": 3,
+        "model": "m",
+        "params": {"device": "cpu", "dtype": "float32"},
+        "longctx_version": "0.1.0",
+    }
+    return {**row, **over}
+
+
+def test_rows_as_csv_keep_condition_and_provenance_but_not_the_prompt(tmp_path):
+    frame = downloads.rows_frame([_row(0), _row(1)])
+    assert list(frame.columns) == list(downloads.COLUMNS) and "prompt" not in frame
+    assert json.loads(frame.loc[1, "condition"]) == {"gold_index": 1, "num_pairs": 10}
+    assert frame.loc[0, "dtype"] == "float32" and frame.loc[0, "backend"] == "hf"
+    path = tmp_path / "rows.csv"
+    frame.to_csv(path, index=False)
+    assert pd.read_csv(path)["output"].tolist() == ["no", "v"]
+
+
+def test_each_chapter_links_its_own_stores(tmp_path):
+    store = ResultsStore(tmp_path, "m", "kv_retrieval")
+    store.dir.mkdir(parents=True)
+    (store.dir / ResultsStore.FILENAME).write_text(json.dumps(_row(0)) + "\n")
+    ResultsStore(tmp_path, "m", "crossing").dir.mkdir(parents=True)  # empty: no link
+    text = downloads.chapter_links("kv_retrieval", tmp_path)
+    assert '<a href="../downloads/m__kv_retrieval.csv">CSV</a>' in text
+    assert '<a href="../downloads/m__kv_retrieval.jsonl">JSONL</a>' in text
+    assert (
+        downloads.chapter_links("crossing", tmp_path) == "No rows of this chapter are stored yet."
+    )
+
+
+def test_measurement_rows_keep_scalars_and_drop_vectors():
+    rows = [{"key": "a", "abs": 0.8, "attention": [0.1] * 100, "prompt": "p", "tokens": 40}]
+    frame = downloads.measurements_frame(rows)
+    assert list(frame.columns) == ["key", "abs", "tokens"] and frame.loc[0, "abs"] == 0.8
