@@ -12,7 +12,9 @@ Serves ``_build/html`` on 127.0.0.1 and, for every page:
   prints "claims checked: N", read from the build's execution cache, and N = 0 (a guard
   that no longer matches the committed run) fails like a broken page;
 * every ``{glue:text}`key``` of a page's prose was glued by its executed notebook: a
-  missing key would print nothing where a number belongs.
+  missing key would print nothing where a number belongs;
+* at 1400 px wide the page never scrolls sideways (a wide table scrolls inside itself),
+  and every figure has a caption.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` and the ``selenium`` package (``make
 check-book`` installs them). Exit status 1 lists every problem; 0 prints a summary.
@@ -201,7 +203,9 @@ def browser():
     ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    driver.set_window_size(1400, 1000)  # the width a reader's laptop shows the book at
+    return driver
 
 
 PAGE_STATE = """
@@ -210,8 +214,13 @@ const images = Array.from(document.images).map(img => ({src: img.currentSrc || i
 const text = document.body ? document.body.innerText : "";
 const math = document.querySelectorAll("mjx-container").length;
 const hadMath = document.querySelectorAll(".math, .MathJax, mjx-container").length;
+const root = document.documentElement;
+const figures = Array.from(document.querySelectorAll("main figure"));
+const uncaptioned = figures.filter(f => !f.querySelector("figcaption")).length;
 return {images: images, text: text, math: math, hadMath: hadMath,
-        mathjax: typeof window.MathJax !== "undefined"};
+        mathjax: typeof window.MathJax !== "undefined",
+        overflow: root.scrollWidth - root.clientWidth, figures: figures.length,
+        uncaptioned: uncaptioned};
 """
 
 
@@ -236,6 +245,10 @@ def check_page(driver, url: str) -> list[str]:
         )
     if state["hadMath"] and not state["math"]:
         problems.append("math on the page but no MathJax output")
+    if state["overflow"] > 1:  # a wide table or figure scrolls inside itself, never the page
+        problems.append(f"the page scrolls sideways by {state['overflow']} px at 1400 px wide")
+    if state["uncaptioned"]:
+        problems.append(f"{state['uncaptioned']} of {state['figures']} figures have no caption")
     for entry in driver.get_log("browser"):
         if entry.get("level") == "SEVERE":
             problems.append(f"console error: {entry.get('message')}")
@@ -276,7 +289,8 @@ def main(argv=None) -> int:
         return 1
     print(
         f"check_book: {len(pages)} pages loaded in headless Chromium: no console errors, every image loaded, "
-        "math rendered, every internal link resolves, every page checked its prose and glued every number it quotes"
+        "math rendered, every internal link resolves, no page scrolls sideways at 1400 px, every "
+        "figure has a caption, every page checked its prose and glued every number it quotes"
     )
     return 0
 
