@@ -208,6 +208,7 @@ class Judgement:
     magnitude: str
     premise: str
     premise_met: bool = True
+    magnitude_short: str = ""  # the magnitude in a few words, for table cells
 
 
 def judge(est: Estimate, claim: Claim) -> Judgement:
@@ -217,12 +218,14 @@ def judge(est: Estimate, claim: Claim) -> Judgement:
         decided, direction = _directional(est, claim)
     else:
         decided, direction = _equivalence(est, claim)
+    long, short = _magnitude(est, claim)
     return Judgement(
         decided if premise_met else "premise not met",
         direction,
-        magnitude(est, claim),
+        long,
         premise,
         premise_met,
+        short,
     )
 
 
@@ -231,15 +234,16 @@ def verdict(est: Estimate, claim: Claim) -> str:
     return judge(est, claim).verdict
 
 
-def _significant(est: Estimate) -> int:
-    """+1 / -1 when the interval and the exact test agree on a sign, else 0."""
+def decided_sign(est: Estimate) -> int:
+    """+1 / -1 when the interval and the exact test agree on a sign, else 0: the rule's test
+    of a direction, for chapters that word one."""
     if est.p < ALPHA and (est.ci_low > 0 or est.ci_high < 0):
         return 1 if est.ci_low > 0 else -1
     return 0
 
 
 def _directional(est: Estimate, claim: Claim) -> tuple[str, str]:
-    sign = _significant(est)
+    sign = decided_sign(est)
     if sign:
         same = sign == claim.direction
         return (
@@ -263,7 +267,7 @@ def _equivalence(est: Estimate, claim: Claim) -> tuple[str, str]:
         return "inconclusive at this n", f"the interval crosses the margin of {bound}"
     if -d < lo and hi < d:
         return "reproduced", f"within the margin of +-{bound}"
-    if _significant(est):
+    if decided_sign(est):
         return "not reproduced", "an effect: the interval and the exact test exclude 0"
     return "inconclusive at this n", f"neither within +-{bound} nor an effect"
 
@@ -271,20 +275,27 @@ def _equivalence(est: Estimate, claim: Claim) -> tuple[str, str]:
 def magnitude(est: Estimate, claim: Claim) -> str:
     """Our effect against the paper's, from the interval: the paper's size inside it, ours
     larger or smaller (with the ratio of the point estimates), or no size to compare."""
+    return _magnitude(est, claim)[0]
+
+
+def _magnitude(est: Estimate, claim: Claim) -> tuple[str, str]:
+    """:func:`magnitude` in words, and in a few words (empty for a margin)."""
     effect = claim.paper_effect
-    if effect is None or claim.kind != "directional":
-        return "the paper gives no size" if effect is None else "a margin, not a size"
+    if effect is None:
+        return "the paper gives no size", "no size to compare"
+    if claim.kind != "directional":
+        return "a margin, not a size", ""
     lo, hi = est.ci_low, est.ci_high
     ratio = est.difference / effect if effect else float("nan")
     times = f"{ratio:.1f}x the paper's" if ratio == ratio else ""
     if lo <= effect <= hi:
-        return f"the paper's size is inside our interval ({times})"
+        return f"the paper's size is inside our interval ({times})", "the paper's size inside"
     beyond = lo > effect if effect > 0 else hi < effect
     if beyond:
-        return f"larger than the paper's: {times}"
+        return f"larger than the paper's: {times}", times.replace("x", "×", 1)
     if ratio < 0:
-        return "the opposite sign to the paper's"
-    return f"smaller than the paper's: {times}"
+        return "the opposite sign to the paper's", "opposite sign"
+    return f"smaller than the paper's: {times}", times.replace("x", "×", 1)
 
 
 def _premise(est: Estimate, claim: Claim) -> tuple[bool, str]:

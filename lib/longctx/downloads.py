@@ -112,11 +112,9 @@ def chapter_links(chapter: str, results_dir: str | Path, prefix: str = "../") ->
     experiments = getattr(get_chapter(chapter), "EXPERIMENTS", ())
     links = []
     for experiment in experiments:
-        for store in ResultsStore.all_under(results_dir, experiment):
-            if not store.exists():
-                continue
+        for store in ResultsStore.all_under(results_dir, experiment):  # stores with files
             name = base_name(store)
-            packed = "".join(store.files[0].suffixes) if store.files else ".jsonl"
+            packed = "".join(store.files[0].suffixes)
             links.append(
                 f"`{name.replace('__', ' / ')}`: "
                 f'<a href="{prefix}{FOLDER}/{name}.csv">CSV</a> · '

@@ -11,7 +11,6 @@ findings page and the prose glued from them cannot disagree.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -31,7 +30,7 @@ from .claims import (
 from .errors import DataFileError
 from .paths import build_commit, repo_root
 from .reader import Reader
-from .report import format_p
+from .report import format_p, p_text
 
 
 def estimates(
@@ -90,6 +89,7 @@ def findings_table(results_dir: str | Path, claims: list[Claim] | None = None):
                 "verdict": judged.verdict,
                 "direction": judged.direction,
                 "magnitude": judged.magnitude,
+                "magnitude_short": judged.magnitude_short,
                 "premise": judged.premise,
                 "premise_met": judged.premise_met,
                 "chapter": c.chapter,
@@ -111,32 +111,16 @@ def tally_markdown(table) -> str:
     return f"{len(table)} claims. " + " · ".join(parts)
 
 
-def _ours(r) -> str:
-    if r.scale == "r":
-        return f"**r = {r.difference:+.2f}** [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
-    return f"**{r.difference:+.1f}** [{r.ci_low:+.1f}, {r.ci_high:+.1f}]"
-
-
-_MAGNITUDE_SHORT = (
-    (re.compile(r"^larger than the paper's: (.*)x the paper's$"), r"\1× the paper's"),
-    (re.compile(r"^smaller than the paper's: (.*)x the paper's$"), r"\1× the paper's"),
-    (re.compile(r"^the paper's size is inside our interval.*$"), "the paper's size inside"),
-    (re.compile(r"^the opposite sign to the paper's$"), "opposite sign"),
-    (re.compile(r"^the paper gives no size$"), "no size to compare"),
-    (re.compile(r"^a margin, not a size$"), ""),
-)
-
-
-def _short_magnitude(text: str) -> str:
-    for pattern, replacement in _MAGNITUDE_SHORT:
-        if pattern.match(text):
-            return pattern.sub(replacement, text)
-    return text
+def _interval(scale: str, difference: float, low: float, high: float, bold: bool = False) -> str:
+    """Our number with its interval, in the claim's unit (points, or r for a correlation)."""
+    shown = f"r = {difference:+.2f}" if scale == "r" else f"{difference:+.1f}"
+    digits = 2 if scale == "r" else 1
+    return f"{f'**{shown}**' if bold else shown} [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
 def _verdict_cell(r) -> str:
     """The verdict with its three parts, short: direction, magnitude, premise."""
-    parts = [r.direction, _short_magnitude(r.magnitude)]
+    parts = [r.direction, r.magnitude_short]
     if r.premise and r.premise_met:
         parts.append("premise met")
     return f"{VERDICT_MARK[r.verdict]}: " + "; ".join(p for p in parts if p)
@@ -161,8 +145,9 @@ def as_markdown(table) -> str:
         for k, r in enumerate(rows.itertuples(), 1):
             # Intervals print to 0.1: a half-width that rounds to the target meets it.
             wide = r.scale == "points" and round(half_width(r), 1) > PRECISION_TARGET
+            ours = _interval(r.scale, r.difference, r.ci_low, r.ci_high, bold=True)
             lines.append(
-                f"| {k} | {r.claim} | {r.paper_value} | {_ours(r)}{' †' if wide else ''} | {r.n} "
+                f"| {k} | {r.claim} | {r.paper_value} | {ours}{' †' if wide else ''} | {r.n} "
                 f"| {format_p(r.p)} | {_verdict_cell(r)} | {{ref}}`section <{r.label}>` |"
             )
             kind = (
@@ -194,17 +179,14 @@ def verdict_box(chapter: str, estimates: dict[str, Estimate]) -> str:
         if c.chapter != chapter or c.id not in estimates:
             continue
         est, judged = estimates[c.id], judge(estimates[c.id], c)
-        ours = (
-            f"r = {est.difference:+.2f} [{est.ci_low:+.2f}, {est.ci_high:+.2f}]"
-            if c.scale == "r"
-            else f"{est.difference:+.1f} [{est.ci_low:+.1f}, {est.ci_high:+.1f}]"
-        )
+        ours = _interval(c.scale, est.difference, est.ci_low, est.ci_high)
+        parts = [judged.direction, judged.magnitude_short]
+        if not judged.premise_met:
+            parts.append(f"premise: {judged.premise}")
         rows.append(
             f"| {c.claim} ({{ref}}`data <{c.label}>`) | {c.paper_value} | {ours}, "
-            f"n = {est.n}, p {'= ' if format_p(est.p)[0] != '<' else ''}{format_p(est.p)} "
-            f"| **{VERDICT_MARK[judged.verdict]}**: {judged.direction}"
-            f"{'; ' + _short_magnitude(judged.magnitude) if _short_magnitude(judged.magnitude) else ''}"
-            f"{'; premise: ' + judged.premise if judged.premise and not judged.premise_met else ''} |"
+            f"n = {est.n}, {p_text(est.p)} "
+            f"| **{VERDICT_MARK[judged.verdict]}**: {'; '.join(p for p in parts if p)} |"
         )
     if not rows:
         body = "No claim of this chapter has rows under both of its conditions yet."

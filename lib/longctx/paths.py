@@ -28,22 +28,14 @@ def build_commit(start: str | Path | None = None) -> str:
     differs from it), or "no git checkout": the provenance line under every figure names it."""
     root = repo_root(start)
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short=10", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
+        head = _git(root, "rev-parse", "--short=10", "HEAD")
+        dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return "no git checkout"
     return f"{head} + local changes" if dirty else head
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=10
+    ).stdout.strip()

@@ -101,17 +101,10 @@ def provenance(df, results_dir: str | Path, experiment: str) -> str:
         versions = ", ".join(sorted(group["longctx_version"].unique()))
         alias = ALIASES.get(str(model))
         weights = f"{alias.filename}, " if alias else ""
+        # where the rows ran ("cpu float32"), when the table carries it
+        runs = group.reindex(columns=["device", "dtype"]).dropna(how="all").drop_duplicates()
         ran = ", ".join(
-            sorted(
-                {
-                    " ".join(str(v) for v in pair if v)
-                    for pair in zip(
-                        group["device"] if "device" in group else [None] * len(group),
-                        group["dtype"] if "dtype" in group else [None] * len(group),
-                    )
-                }
-                - {""}
-            )
+            sorted(" ".join(str(v) for v in run if pd.notna(v)) for run in runs.itertuples(False))
         )
         parts.append(
             f"{model_label(model, backend)}: {len(group)} generations in `{path}` "

@@ -21,7 +21,14 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from ..claims import ALPHA, Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
+from ..claims import (
+    Estimate,
+    by_unit,
+    chapter_verdicts,
+    decided_sign,
+    estimable,
+    paired_estimate,
+)
 from ..errors import ParameterError
 from ..metrics import summarize
 from ..plots import accuracy_by_position
@@ -612,11 +619,6 @@ def quoted(
     return out
 
 
-def _decided(est: Estimate) -> bool:
-    """Whether the interval excludes 0 and the exact test agrees (the findings page's rule)."""
-    return (est.ci_low > 0 or est.ci_high < 0) and est.p < ALPHA
-
-
 def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
     """What the chapter's prose says in words, each as a check on the committed run."""
     est, gaps = view.estimates, view.gaps
@@ -633,10 +635,11 @@ def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
             "litm-qa-u-shape"
         )
         == "reproduced",
-        "the primacy side is clear, the recency side is not resolved": _decided(
+        "the primacy side is clear, the recency side is not resolved": decided_sign(
             paired_estimate(view.sides["middle"], view.sides["first"])
         )
-        and not _decided(paired_estimate(view.sides["middle"], view.sides["last"])),
+        == 1
+        and not decided_sign(paired_estimate(view.sides["middle"], view.sides["last"])),
         "its interval includes the paper's -15.7": est["litm-qa-u-shape"].ci_low
         <= -15.7
         <= est["litm-qa-u-shape"].ci_high,

@@ -305,7 +305,7 @@ def quoted(
         r = by.loc[f]
         out[f"x-{f}"] = f"{r['estimate']:+.1f}, 95% CI {r['ci_low']:+.1f} to {r['ci_high']:+.1f}"
         out[f"x-{f}-verdict"] = r["verdict"]
-        out[f"x-{f}-p"] = f"p = {format_p(r['p'])}, Holm {format_p(r['p_holm'])}"
+        out[f"x-{f}-p"] = _p_and_holm(r)
     both = readers["both"]
     if both is not None:
         this_reader, other_reader = labels
@@ -329,11 +329,11 @@ def quoted(
                 "x2-accuracy": f"{100 * other['correct'].mean():.1f}%",
                 **{f"x2-{f}": ci(other_reader, f) for f in theirs.index},
                 **{f"x2-diff-{f}": ci("difference", f) for f in theirs.index},
-                "x2-diff-position-p": "p = {}, Holm over the six factors {}".format(
-                    *(format_p(b.loc[("difference", "position"), c]) for c in ("p", "p_holm"))
+                "x2-diff-position-p": _p_and_holm(
+                    b.loc[("difference", "position")], "over the six factors "
                 ),
-                "x2-distractors-p": "p = {}, Holm over the six factors {}".format(
-                    *(format_p(b.loc[(other_reader, "distractors"), c]) for c in ("p", "p_holm"))
+                "x2-distractors-p": _p_and_holm(
+                    b.loc[(other_reader, "distractors")], "over the six factors "
                 ),
                 "x2-rest-max": f"{rest['estimate'].abs().max():.0f}",
                 "x2-top-interaction": other_top["term"],
@@ -349,6 +349,11 @@ def quoted(
             }
         )
     return out
+
+
+def _p_and_holm(row, family: str = "") -> str:
+    """``p = 0.015, Holm <family>0.091`` for a row with ``p`` and ``p_holm``."""
+    return f"p = {format_p(row['p'])}, Holm {family}{format_p(row['p_holm'])}"
 
 
 def main_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
