@@ -18,6 +18,7 @@ import pandas as pd
 from . import __version__
 from .chapters import get_chapter, scale
 from .paths import repo_root
+from .plots import COLUMN_INCHES, book_figure
 from .reader import Reader
 from .report import pct, points_ci
 from .requests import request_identity
@@ -223,13 +224,16 @@ def speed_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
     return table, note
 
 
+@book_figure
 def figure(view: SimpleNamespace):
-    """Left: identical answers and the accuracy difference per chapter; right: each path's
+    """Top: identical answers and the accuracy difference per chapter; bottom: each path's
     speed against the plain ``model.generate`` loop, per workload."""
     import matplotlib.pyplot as plt  # the book's package: only the notebook draws
 
     a, arms = view.agreement, view.arms
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, (left, right) = plt.subplots(
+        2, 1, figsize=(COLUMN_INCHES, 5.6), layout="constrained", height_ratios=[len(a), 4]
+    )
     y = list(range(len(a)))
     left.errorbar(
         a["difference"],
@@ -265,7 +269,6 @@ def figure(view: SimpleNamespace):
     )
     right.axvline(1, color="grey", lw=0.8)
     right.set_xlabel("speed vs model.generate loop (x)")
-    right.legend(fontsize=8, loc="upper right")
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     right.invert_yaxis()
-    fig.tight_layout()
     return fig

@@ -1,11 +1,132 @@
-"""Figures shared by the chapters."""
+"""Figures shared by the chapters, in one style.
+
+Every figure the book shows is drawn by a function wrapped in :func:`book_figure`: it draws
+under :data:`STYLE` (Okabe-Ito colours, fonts of at least :data:`MIN_FONT_PT`) at most
+:data:`COLUMN_INCHES` wide, the width of the book's text column at :data:`DPI`, so a figure
+is shown at its own size, never shrunk; and it fails, rather than ships, a figure with
+smaller text. One line-style convention holds across chapters: solid for the paper's own
+setting, dashed for the manipulation, grey dotted or dash-dot for reference levels
+(closed-book, oracle, a paper's worst case, half retention), and open black diamonds on a
+thin dotted line for the paper's reported numbers. The reader a page is about is drawn
+thick with its 95% band; other readers and backends thin, without bands.
+"""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pandas as pd
 
+# Okabe & Ito (2008): told apart with every common colour-vision deficiency; yellow last
+# because it is faint on white.
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000", "#F0E442"]
+COLUMN_INCHES = 7.4  # the figure column at 1400 px is 756 CSS px; the saved margin adds 0.1 in
+DPI = 100
+MIN_FONT_PT = 10.0
+PAPER_STYLE = {"color": "black", "ls": ":", "lw": 1.2, "marker": "D", "mfc": "white", "ms": 6}
+REFERENCE_STYLE = {"color": "0.45", "lw": 1.2}
+MAIN_LW, OTHER_LW = 2.2, 1.1
+LINESTYLES = ["-", "--", "-.", ":"]
 
+
+def _style() -> dict:
+    from cycler import cycler
+
+    return {
+        "figure.dpi": DPI,
+        "savefig.dpi": DPI,
+        "font.size": 11,
+        "axes.titlesize": 11,
+        "axes.labelsize": 11,
+        "xtick.labelsize": 10,
+        "ytick.labelsize": 10,
+        "legend.fontsize": 10,
+        "figure.titlesize": 11,
+        "axes.prop_cycle": cycler(color=OKABE_ITO),
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "legend.frameon": False,
+        "lines.linewidth": MAIN_LW,
+    }
+
+
+def readability_problems(fig) -> list[str]:
+    """What keeps ``fig`` from being read at the book's width: wider than the column, or
+    any visible text smaller than :data:`MIN_FONT_PT`."""
+    from matplotlib.text import Text
+
+    problems = []
+    if fig.get_figwidth() > COLUMN_INCHES + 1e-6:
+        problems.append(
+            f'{fig.get_figwidth():.1f}" wide; the column holds {COLUMN_INCHES}" at {DPI} dpi'
+        )
+    for text in fig.findobj(Text):
+        if text.get_visible() and text.get_text().strip() and text.get_fontsize() < MIN_FONT_PT:
+            problems.append(f"text {text.get_text()[:40]!r} at {text.get_fontsize():g} pt")
+    return problems
+
+
+def book_figure(draw):
+    """Draw ``draw``'s figure in the book's style and refuse one that cannot be read at the
+    column's width (a ``ValueError`` naming each problem)."""
+
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        import matplotlib.pyplot as plt
+
+        with plt.rc_context(_style()):
+            fig = draw(*args, **kwargs)
+        if fig is not None and (problems := readability_problems(fig)):
+            raise ValueError(f"{draw.__name__} drew an unreadable figure: " + "; ".join(problems))
+        return fig
+
+    return drawn
+
+
+def _legend_below(fig, handles, *, ncol: int = 2) -> None:
+    """The legend under the panels, inside the figure's width (constrained layout)."""
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(ncol, len(handles)))
+
+
+def _draw_line(ax, line, x: str, *, colour, ls: str, main: bool, y="accuracy", scale=100):
+    """One condition's points: a line with a 95% band for the main reader, a thin line for
+    the others; fewer than three points are drawn as points with whiskers, not a line a
+    reader would take for a trend."""
+    line = line.sort_values(x)
+    xs, ys = line[x].to_numpy(), scale * line[y].to_numpy()
+    lo, hi = scale * line["ci_low"].to_numpy(), scale * line["ci_high"].to_numpy()
+    lw = MAIN_LW if main else OTHER_LW
+    if len(line) < 3:
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=[ys - lo, hi - ys],
+            fmt="o" if main else ".",
+            color=colour,
+            capsize=3,
+            lw=lw,
+            alpha=1 if main else 0.8,
+        )
+        return
+    ax.plot(
+        xs,
+        ys,
+        ls,
+        marker="o" if main else ".",
+        color=colour,
+        lw=lw,
+        zorder=3 if main else 2,
+        alpha=1 if main else 0.8,
+    )
+    if main:
+        ax.fill_between(xs, lo, hi, color=colour, alpha=0.15, lw=0)
+
+
+@book_figure
 def accuracy_by_position(
     summary,
     *,
@@ -13,62 +134,100 @@ def accuracy_by_position(
     facet: str = "num_pairs",
     hue: str = "model",
     style: str | None = None,
+    style_order: list | None = None,
     facet_title: str = "{} pairs",
     xlabel: str = "Position of gold item",
+    ylabel: str = "Accuracy (%)",
     title: str | None = None,
-    panel_width: float = 4.2,
     xlim: tuple | None = None,
+    main=None,
+    paper: pd.DataFrame | None = None,
+    paper_label: str = "paper",
+    references: tuple = (),
+    height: float = 3.3,
 ):
-    """Accuracy vs gold position, one panel per ``facet`` value, one line per ``hue``
-    (and ``style``), with a shaded band for each row's ``ci_low``..``ci_high``."""
+    """Accuracy (shares, drawn in %) against ``x``: one panel per ``facet`` value, one colour
+    per ``hue``, one line style per ``style`` (the first of ``style_order`` solid: the
+    paper's setting). ``main`` names the hue (the page's reader) drawn thick with its band,
+    the others thin; without it every hue is drawn thick (conditions, not readers).
+    ``paper`` holds the paper's numbers (``facet``, ``x``, ``accuracy`` as a share, and
+    ``hue`` where they differ by it), drawn as open diamonds; ``references`` are
+    ``(label, level in %, line style)`` grey levels drawn in every panel."""
     import matplotlib.pyplot as plt
-    import seaborn as sns
+    from matplotlib.lines import Line2D
 
     facets = sorted(summary[facet].unique())
+    hues = sorted(summary[hue].unique())
+    if main in hues:  # one reader among others: it first, thick; the rest thin
+        hues = [main] + [h for h in hues if h != main]
+    thick = {h: main not in hues or h == main for h in hues}
+    colours = dict(zip(hues, OKABE_ITO))
+    present = set(summary[style]) if style else {None}
+    styles = [s for s in (style_order or sorted(present, key=str)) if s in present]
+    dashes = dict(zip(styles, LINESTYLES))
     fig, axes = plt.subplots(
-        1, len(facets), figsize=(panel_width * len(facets), 3.4), squeeze=False, sharey=True
+        1,
+        len(facets),
+        figsize=(COLUMN_INCHES, height),
+        squeeze=False,
+        sharey=True,
+        layout="constrained",
     )
-    palette = dict(zip(sorted(summary[hue].unique()), sns.color_palette("colorblind")))
-    styles = sorted(summary[style].unique()) if style else [None]
-    dashes = dict(zip(styles, ["-", "--", ":", "-."]))
     for ax, value in zip(axes[0], facets):
         panel = summary[summary[facet] == value]
-        for (h, s), line in panel.groupby([hue, style] if style else [hue, hue]):
-            line = line.sort_values(x)
-            label = f"{h}" + (f", {style}={s}" if style else "")
-            ax.plot(
-                line[x],
-                100 * line["accuracy"],
-                dashes[s if style else None],
-                marker="o",
-                color=palette[h],
-                label=label,
-            )
-            ax.fill_between(
-                line[x], 100 * line["ci_low"], 100 * line["ci_high"], color=palette[h], alpha=0.15
-            )
+        for h in hues:  # the other readers after the main one: thin, on top, all visible
+            for s in styles:
+                line = panel[(panel[hue] == h) & ((panel[style] == s) if style else True)]
+                if len(line):
+                    _draw_line(ax, line, x, colour=colours[h], ls=dashes[s], main=thick[h])
+        if paper is not None:
+            part = paper[paper[facet] == value] if facet in paper else paper
+            groups = part.groupby(hue) if hue in part else [(None, part)]
+            for h, line in groups:
+                line = line.sort_values(x)
+                ax.plot(
+                    line[x],
+                    100 * line["accuracy"],
+                    **{
+                        **PAPER_STYLE,
+                        "mec": colours.get(h, "black"),
+                        "color": colours.get(h, "black"),
+                    },
+                    zorder=4,
+                )
+        for _, level, ls in references:
+            ax.axhline(level, ls=ls, **REFERENCE_STYLE)
         ax.set_title(facet_title.format(value))
-        ax.set_xlabel(xlabel)
         ax.set_ylim(-2, 102)
+        xs = sorted(panel[x].unique())
+        if len(xs) <= 7:  # few positions: tick exactly those
+            ax.set_xticks(xs, [f"{v:g}" for v in xs])
         if xlim:
             ax.set_xlim(*xlim)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("Accuracy (%)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(
-        handles,
-        labels,
-        loc="lower center",
-        ncol=min(3, len(labels)),
-        frameon=False,
-        bbox_to_anchor=(0.5, -0.02 - 0.06 * ((len(labels) - 1) // 3)),
-    )
+    axes[0][len(facets) // 2].set_xlabel(xlabel)  # once, under the middle panel
+    axes[0][0].set_ylabel(ylabel)
+    handles = []
+    if len(hues) > 1:
+        handles += [
+            Line2D([], [], color=colours[h], lw=MAIN_LW if thick[h] else OTHER_LW, label=str(h))
+            for h in hues
+        ]
+    if len(styles) > 1:
+        handles += [
+            Line2D([], [], color="0.25", ls=dashes[s], lw=1.6, label=str(s)) for s in styles
+        ]
+    if paper is not None and len(paper):
+        handles.append(Line2D([], [], **PAPER_STYLE, label=paper_label))
+    handles += [
+        Line2D([], [], ls=ls, **REFERENCE_STYLE, label=label) for label, _, ls in references
+    ]
+    _legend_below(fig, handles)
     if title:
         fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.08 + 0.06 * ((len(labels) - 1) // 3), 1, 1))
     return fig
 
 
+@book_figure
 def retention_curves(
     curve,
     *,
@@ -77,33 +236,54 @@ def retention_curves(
     hue: str = "retriever",
     threshold: float = 0.5,
     title: str | None = None,
+    paper: pd.DataFrame | None = None,
+    paper_label: str = "paper",
 ):
     """Retention R(H) vs H, one panel per ``facet`` value (e.g. EM, F1), one line per ``hue``,
-    with each row's ``R_low``..``R_high`` band and the half-retention line."""
+    with each row's ``R_low``..``R_high`` band and the half-retention line; ``paper`` rows
+    (``facet``, ``hue``, ``h``, ``R``) are drawn as open diamonds in the hue's colour."""
     import matplotlib.pyplot as plt
-    import seaborn as sns
+    from matplotlib.lines import Line2D
 
     facets = list(dict.fromkeys(curve[facet]))
     fig, axes = plt.subplots(
-        1, len(facets), figsize=(4.2 * len(facets), 3.4), squeeze=False, sharey=True
+        1,
+        len(facets),
+        figsize=(COLUMN_INCHES, 3.4),
+        squeeze=False,
+        sharey=True,
+        layout="constrained",
     )
-    palette = dict(zip(sorted(curve[hue].unique()), sns.color_palette("colorblind")))
+    names = sorted(curve[hue].unique())
+    colours = dict(zip(names, OKABE_ITO))
     for ax, value in zip(axes[0], facets):
         for name, line in curve[curve[facet] == value].groupby(hue):
             line = line.sort_values(h)
-            ax.plot(line[h], line["R"], marker="o", color=palette[name], label=name)
-            ax.fill_between(line[h], line["R_low"], line["R_high"], color=palette[name], alpha=0.15)
-        ax.axhline(threshold, color="grey", ls="--", lw=1)
+            ax.plot(line[h], line["R"], marker="o", color=colours[name], lw=MAIN_LW)
+            ax.fill_between(
+                line[h], line["R_low"], line["R_high"], color=colours[name], alpha=0.15, lw=0
+            )
+        if paper is not None:
+            for name, part in paper[paper[facet] == value].groupby(hue):
+                ax.plot(
+                    part[h],
+                    part["R"],
+                    **{**PAPER_STYLE, "ls": "none", "mec": colours.get(name, "black")},
+                    zorder=4,
+                )
+        ax.axhline(threshold, ls="--", **REFERENCE_STYLE)
         ax.set_title(str(value))
         ax.set_xlabel("Hard negatives H")
         ax.set_xticks(sorted(curve[h].unique()))
-        ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("Retention R(H) = M(H) / M(0)")
     axes[0][0].set_ylim(bottom=0)
-    axes[0][-1].legend(frameon=False)
+    handles = [Line2D([], [], color=colours[n], lw=MAIN_LW, marker="o", label=n) for n in names]
+    if paper is not None and len(paper):
+        handles.append(Line2D([], [], **{**PAPER_STYLE, "ls": "none"}, label=paper_label))
+    handles.append(Line2D([], [], ls="--", **REFERENCE_STYLE, label="half retention"))
+    _legend_below(fig, handles, ncol=4)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 
@@ -116,6 +296,7 @@ VERDICT_COLOURS = {  # Okabe-Ito: told apart with any colour vision
 }
 
 
+@book_figure
 def forest(table, *, title: str | None = None):
     """One row per claim: our difference with its 95% interval (coloured by verdict) and the
     paper's effect as a diamond where it reports one (``paper_effect`` column, optional)."""
@@ -123,43 +304,33 @@ def forest(table, *, title: str | None = None):
     from matplotlib.lines import Line2D
 
     rows = table.reset_index(drop=True)
-    fig, ax = plt.subplots(figsize=(7.5, 0.38 * len(rows) + 1.4))
+    fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 0.4 * len(rows) + 2.0), layout="constrained")
     ys = list(range(len(rows)))[::-1]
     for y, r in zip(ys, rows.itertuples()):
         colour = VERDICT_COLOURS.get(r.verdict, "black")
-        ax.plot([r.ci_low, r.ci_high], [y, y], color=colour, lw=2.2)
+        ax.plot([r.ci_low, r.ci_high], [y, y], color=colour, lw=2.4)
         ax.plot(r.difference, y, "o", color=colour)
         effect = getattr(r, "paper_effect", None)
         if effect is not None and effect == effect:
-            ax.plot(effect, y, "D", mfc="white", mec="black", ms=6)
+            ax.plot(effect, y, **{**PAPER_STYLE, "ls": "none"})
     ax.axvline(0, color="grey", lw=1)
     ax.set_yticks(ys)
     ax.set_yticklabels(
-        [getattr(r, "short", None) or f"{r.paper}: {r.comparison}" for r in rows.itertuples()],
-        fontsize=9,
+        [getattr(r, "short", None) or f"{r.paper}: {r.comparison}" for r in rows.itertuples()]
     )
     ax.set_xlabel("Difference (points)")
-    ax.grid(axis="x", alpha=0.3)
+    ax.grid(axis="y", visible=False)
     handles = [
-        Line2D([], [], color=c, lw=2.2, marker="o", label=v) for v, c in VERDICT_COLOURS.items()
+        Line2D([], [], color=c, lw=2.4, marker="o", label=v) for v, c in VERDICT_COLOURS.items()
     ]
-    handles.append(
-        Line2D([], [], ls="", marker="D", mfc="white", mec="black", label="paper's effect")
-    )
-    ax.legend(
-        handles=handles,
-        fontsize=8,
-        loc="lower center",
-        bbox_to_anchor=(0.5, 1.0),
-        ncol=3,
-        frameon=False,
-    )
+    handles.append(Line2D([], [], **{**PAPER_STYLE, "ls": "none"}, label="paper's effect"))
+    fig.legend(handles=handles, loc="outside upper center", ncol=3)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
     return fig
 
 
+@book_figure
 def condition_bars(
     summary,
     *,
@@ -168,48 +339,54 @@ def condition_bars(
     value: str = "accuracy",
     xlabel: str = "Accuracy (%)",
     title: str | None = None,
+    paper: dict | None = None,
+    paper_label: str = "paper",
 ):
     """Horizontal bars of ``value`` per condition (in ``order``), grouped by ``hue``, with
-    each row's ``ci_low``..``ci_high`` as a whisker (values are shares, drawn in %)."""
+    each row's ``ci_low``..``ci_high`` as a whisker (values are shares, drawn in %). A
+    condition a hue did not run is marked "not run", never drawn as a zero. ``paper`` maps
+    ``(hue, condition)`` to the paper's number in %, drawn as an open diamond."""
     import matplotlib.pyplot as plt
-    import seaborn as sns
+    from matplotlib.lines import Line2D
 
     hues = list(dict.fromkeys(summary[hue]))
-    palette = dict(zip(hues, sns.color_palette("colorblind")))
+    colours = dict(zip(hues, OKABE_ITO))
     conditions = [c for c in order if c in set(summary["condition"])]
-    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(conditions) * max(1, len(hues)) ** 0.5 + 1.3))
+    fig, ax = plt.subplots(
+        figsize=(COLUMN_INCHES, 0.45 * len(conditions) * max(1, len(hues)) ** 0.5 + 1.6),
+        layout="constrained",
+    )
     height = 0.8 / len(hues)
     for k, h in enumerate(hues):
         part = summary[summary[hue] == h].set_index("condition")
-        ys, vals, los, his = [], [], [], []
         for i, c in enumerate(conditions):
-            if c in part.index:
-                ys.append(
-                    len(conditions) - 1 - i + (len(hues) - 1 - k - (len(hues) - 1) / 2) * height
-                )
-                vals.append(100 * part.loc[c, value])
-                los.append(100 * part.loc[c, "ci_low"])
-                his.append(100 * part.loc[c, "ci_high"])
-        vals, los, his = map(np.asarray, (vals, los, his))
-        ax.barh(ys, vals, height=height * 0.9, color=palette[h], label=h)
-        ax.errorbar(
-            vals, ys, xerr=[vals - los, his - vals], fmt="none", ecolor="black", capsize=2, lw=1
-        )
-        for y, v, hi in zip(ys, vals, his):
-            ax.text(min(hi + 1.5, 101), y, f"{v:.0f}", va="center", fontsize=8)
+            y = len(conditions) - 1 - i + (len(hues) - 1 - k - (len(hues) - 1) / 2) * height
+            if c not in part.index:
+                ax.text(1, y, "not run", va="center", color="0.35", style="italic")
+                continue
+            v, lo, hi = (100 * part.loc[c, col] for col in (value, "ci_low", "ci_high"))
+            ax.barh(y, v, height=height * 0.9, color=colours[h])
+            ax.errorbar(
+                v, y, xerr=[[v - lo], [hi - v]], fmt="none", ecolor="black", capsize=2, lw=1
+            )
+            ax.text(min(hi + 1.5, 101), y, f"{v:.0f}", va="center")
+            if paper and (h, c) in paper:
+                ax.plot(paper[h, c], y, **{**PAPER_STYLE, "ls": "none"}, zorder=4)
     ax.set_yticks(range(len(conditions)))
     ax.set_yticklabels(conditions[::-1])
-    ax.set_xlim(0, 106)
+    ax.set_xlim(0, 108)
     ax.set_xticks(range(0, 101, 20))
     ax.set_xlabel(xlabel)
-    ax.grid(axis="x", alpha=0.3)
-    if len(hues) > 1:
-        ax.legend(
-            frameon=False, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(hues)
-        )
+    ax.grid(axis="y", visible=False)
+    handles = (
+        [Line2D([], [], color=colours[h], lw=8, label=h) for h in hues] if len(hues) > 1 else []
+    )
+    if paper:
+        handles.append(Line2D([], [], **{**PAPER_STYLE, "ls": "none"}, label=paper_label))
+    if handles:
+        fig.legend(handles=handles, loc="outside upper center", ncol=2)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
     return fig
 
 
@@ -217,44 +394,44 @@ def _claim_label(ax, y: float, claim: int | None) -> None:
     """The paper's claimed sign of an effect, written just right of the axes at height ``y``."""
     if claim is not None:
         ax.annotate(
-            {1: "paper: +", -1: "paper: -", 0: "paper: 0"}[claim],
+            {1: "paper: +", -1: "paper: −", 0: "paper: 0"}[claim],
             (1.0, y),
             xycoords=("axes fraction", "data"),
             xytext=(4, 0),
             textcoords="offset points",
             va="center",
-            fontsize=8,
         )
 
 
+@book_figure
 def effects_forest(effects, *, title: str | None = None, expected: dict | None = None):
     """Main effects and two-way interactions (``longctx.chapters.crossing.factorial.effects``) as a forest plot:
     estimate and 95% interval in points; main effects on top. ``expected`` maps a main
-    effect to its paper's claimed sign, drawn as an arrow at the right."""
+    effect to its paper's claimed sign, written at the right."""
     import matplotlib.pyplot as plt
 
     by_size = effects.assign(size=effects["estimate"].abs()).sort_values("size", ascending=False)
     rows = pd.concat(
         [by_size[by_size["kind"] == "main"], by_size[by_size["kind"] != "main"]], ignore_index=True
     )
-    fig, ax = plt.subplots(figsize=(7.5, 0.3 * len(rows) + 1.4))
+    fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 0.32 * len(rows) + 1.4), layout="constrained")
     ys = list(range(len(rows)))[::-1]
     for y, r in zip(ys, rows.itertuples()):
-        colour = "C0" if r.kind == "main" else "C7"
-        ax.plot([r.ci_low, r.ci_high], [y, y], color=colour, lw=2.2 if r.kind == "main" else 1.4)
+        colour = OKABE_ITO[0] if r.kind == "main" else "0.5"
+        ax.plot([r.ci_low, r.ci_high], [y, y], color=colour, lw=2.4 if r.kind == "main" else 1.4)
         ax.plot(r.estimate, y, "o" if r.kind == "main" else ".", color=colour)
         _claim_label(ax, y, (expected or {}).get(r.term))
     ax.axvline(0, color="grey", lw=1)
     ax.set_yticks(ys)
-    ax.set_yticklabels(rows["term"], fontsize=8)
+    ax.set_yticklabels(rows["term"])
     ax.set_xlabel("Effect on accuracy (points, 95% CI clustered by question)")
-    ax.grid(axis="x", alpha=0.3)
+    ax.grid(axis="y", visible=False)
     if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
+        ax.set_title(title)
     return fig
 
 
+@book_figure
 def readers_forest(
     reader_effects, readers, *, title: str | None = None, expected: dict | None = None
 ):
@@ -267,36 +444,41 @@ def readers_forest(
     order = list(
         first.assign(size=first["estimate"].abs()).sort_values("size", ascending=False)["factor"]
     )
-    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(order) + 1.6))
+    fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 0.6 * len(order) + 1.8), layout="constrained")
     ys = list(range(len(order)))[::-1]
     for i, (name, marker) in enumerate(zip(readers, ["o", "s"])):
         part = reader_effects[reader_effects["reader"] == name].set_index("factor").loc[order]
         offset = 0.15 - 0.3 * i
         for y, r in zip(ys, part.itertuples()):
-            ax.plot([r.ci_low, r.ci_high], [y + offset, y + offset], color=f"C{i}", lw=2)
+            ax.plot([r.ci_low, r.ci_high], [y + offset, y + offset], color=OKABE_ITO[i], lw=2)
         ax.plot(
-            part["estimate"], [y + offset for y in ys], marker, color=f"C{i}", ls="none", label=name
+            part["estimate"],
+            [y + offset for y in ys],
+            marker,
+            color=OKABE_ITO[i],
+            ls="none",
+            label=name,
         )
     for y, name in zip(ys, order):
         _claim_label(ax, y, (expected or {}).get(name))
     ax.axvline(0, color="grey", lw=1)
     ax.set_yticks(ys)
-    ax.set_yticklabels(order, fontsize=9)
+    ax.set_yticklabels(order)
     ax.set_xlabel("Main effect on accuracy (points, 95% CI clustered by question)")
-    ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    ax.grid(axis="y", visible=False)
+    fig.legend(loc="outside lower center", ncol=2)
     if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
+        ax.set_title(title)
     return fig
 
 
+@book_figure
 def interaction_plot(means, a: str, b: str, *, title: str | None = None):
     """Accuracy at the four level combinations of two factors (``longctx.chapters.crossing.factorial.cell_means``):
     one line per level of ``b`` across the levels of ``a``; parallel lines mean no interaction."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    fig, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")
     levels_a = list(dict.fromkeys(means[a]))
     for i, (level, g) in enumerate(means.groupby(b, sort=False)):
         g = g.set_index(a).reindex(levels_a)
@@ -307,63 +489,100 @@ def interaction_plot(means, a: str, b: str, *, title: str | None = None):
             yerr=[g["accuracy"] - g["ci_low"], g["ci_high"] - g["accuracy"]],
             marker="o",
             capsize=3,
+            ls=LINESTYLES[i % len(LINESTYLES)],
             label=f"{b}: {level}",
         )
     ax.set_xticks(range(len(levels_a)), levels_a)
+    ax.set_xlim(-0.3, len(levels_a) - 0.7)
     ax.set_xlabel(a)
     ax.set_ylabel("Accuracy (%)")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    fig.legend(loc="outside lower center", ncol=2)
     if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
+        ax.set_title(title)
     return fig
 
 
+@book_figure
 def tokens_vs_accuracy(delimiters, correlation: dict, *, title: str, ylabel: str = "OAA (%)"):
     """Mean prompt tokens against accuracy (``OAA`` column), one point per delimiter with its bootstrap interval
     (``longctx.chapters.cnorm.by_delimiter``); the title carries Pearson r and its interval."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 4.0), layout="constrained")
+    colours = OKABE_ITO[:7]  # not yellow: points must show on white
     for i, (_, row) in enumerate(delimiters.iterrows()):
         ax.errorbar(
             [row["prompt tokens"]],
             [100 * row["OAA"]],
             fmt="osD^vP*X"[i % 8],
+            ms=7,
             capsize=3,
             lw=1,
-            color=f"C{i}",
+            color=colours[i % len(colours)],
             label=row["format"],
             yerr=[[100 * (row["OAA"] - row["OAA_low"])], [100 * (row["OAA_high"] - row["OAA"])]],
         )
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    fig.legend(loc="outside right center", title="Delimiter")
     ax.set(xlabel="Prompt tokens (mean)", ylabel=ylabel)
     ax.set_title(
-        f"{title}: r = {correlation['r']:.2f}, bootstrap 95% CI [{correlation['ci_low']:.2f}, "
-        f"{correlation['ci_high']:.2f}]",
-        fontsize=9,
+        f"{title}: r = {correlation['r']:.2f}, 95% CI [{correlation['ci_low']:.2f}, "
+        f"{correlation['ci_high']:.2f}]"
     )
-    ax.grid(alpha=0.3)
     return fig
 
 
+@book_figure
 def attention_profiles(rows, formats, *, pairs: int):
     """Final-token attention over the prompt (log scale), one panel per id format and one line
     per gold position, ABS in the legend (rows of ``longctx.attention.attention_rows``)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(formats), figsize=(10, 3.4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        1,
+        len(formats),
+        figsize=(COLUMN_INCHES, 3.8),
+        sharey=True,
+        squeeze=False,
+        layout="constrained",
+    )
     for ax, fmt in zip(axes[0], formats):
-        for r in [r for r in rows if r["format"] == fmt]:
+        for i, r in enumerate(r for r in rows if r["format"] == fmt):
             ax.plot(
                 np.linspace(0, 1, len(r["attention"])),
                 r["attention"],
-                lw=0.8,
-                label=f"gold at {r['gold_position']} (ABS {r['abs']:.2f})",
+                lw=0.9,
+                color=OKABE_ITO[i],
+                label=f"gold at {r['gold_position']}: ABS {r['abs']:.2f}",
             )
         ax.set(yscale="log", title=f"{fmt}, {pairs} pairs", xlabel="Relative token position")
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("Final-token attention (last layer)")
-    fig.tight_layout()
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below: the lines fill the panel
+    axes[0][0].set_ylabel("Final-token attention")
+    return fig
+
+
+@book_figure
+def paired_differences(table, *, xlabel: str, paper_label: str = "paper's change"):
+    """One row per paired comparison (``label``, ``difference``, ``ci_low``, ``ci_high`` in
+    points, and ``paper`` where the paper reports its change): our difference with its 95%
+    interval, the paper's as an open diamond, top to bottom in the table's order."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    rows = table.reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 0.55 * len(rows) + 1.6), layout="constrained")
+    ys = list(range(len(rows)))[::-1]
+    for y, r in zip(ys, rows.itertuples()):
+        ax.plot([r.ci_low, r.ci_high], [y, y], color=OKABE_ITO[0], lw=2.4)
+        ax.plot(r.difference, y, "o", color=OKABE_ITO[0])
+        paper = getattr(r, "paper", None)
+        if paper is not None and paper == paper:
+            ax.plot(paper, y, **{**PAPER_STYLE, "ls": "none"}, zorder=4)
+    ax.axvline(0, color="grey", lw=1)
+    ax.set_yticks(ys, rows["label"])
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="y", visible=False)
+    handles = [Line2D([], [], color=OKABE_ITO[0], lw=2.4, marker="o", label="ours, 95% CI")]
+    if "paper" in rows and rows["paper"].notna().any():
+        handles.append(Line2D([], [], **{**PAPER_STYLE, "ls": "none"}, label=paper_label))
+    fig.legend(handles=handles, loc="outside lower center", ncol=2)
     return fig

@@ -18,9 +18,9 @@ import pandas as pd
 from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from ..errors import ParameterError
 from ..metrics import summarize
-from ..plots import accuracy_by_position
+from ..plots import accuracy_by_position, book_figure
 from ..reader import Reader
-from ..report import estimate_text, n_for_half_width, p_text, pct_ci, points_ci
+from ..report import estimate_text, n_for_half_width, p_text, params_text, pct_ci, points_ci
 from ..results import comparable_rows, provenance, reader_contrast, rows_table
 from ..runner import Block, all_requests, stored
 from ..tasks import kv_retrieval as kv
@@ -31,6 +31,7 @@ EXPERIMENT = "kv_retrieval"
 EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
 HEADLINE_DEPTHS = (0.0, 0.5)
 QUERY_LABELS = {False: "query at end", True: "query-aware"}
+QUERY_ORDER = [QUERY_LABELS[False], QUERY_LABELS[True]]  # the paper's prompt first: solid
 
 
 def per_size(params: dict, name: str, k: int):
@@ -413,7 +414,9 @@ def analysis(
     others = comparable_rows(
         results_dir, EXPERIMENT, all_requests(plan), exclude=reader.results_folder(results_dir)
     )
-    view = SimpleNamespace(table=scored(rows, params), everything=scored(rows + others, params))
+    view = SimpleNamespace(
+        label=reader.label, table=scored(rows, params), everything=scored(rows + others, params)
+    )
     view.summary, view.errors = accuracy(view.table), error_kinds(view.table)
     view.estimates = claims(results_dir, params, reader)
     view.verdicts = chapter_verdicts("kv_retrieval", view.estimates)
@@ -432,8 +435,8 @@ def analysis(
         reader.label,
     )
     view.provenance = (
-        f"**Data.** {provenance(view.everything, results_dir, EXPERIMENT)}. Greedy decoding, prompts "
-        f"from `lib/longctx/prompts/`, parameters: `{params}`."
+        f"**Data.** {provenance(view.everything, results_dir, EXPERIMENT)} Greedy decoding, prompts "
+        f"from `lib/longctx/prompts/`; parameters: {params_text(params)}."
     )
     view.readers = reader_comparison(view.everything, (reader.label, second_reader))
     view.consistent = (
@@ -521,36 +524,36 @@ def paper_grid(params: dict, reader: Reader, results_dir: str | Path) -> SimpleN
     return view
 
 
+@book_figure
 def paper_figure(view: SimpleNamespace):
     """:func:`paper_grid`'s accuracy against depth, one panel per size, with the paper's
-    worst case over its models as a dotted line."""
-    fig = accuracy_by_position(
+    worst case over its models as a dotted level."""
+    return accuracy_by_position(
         view.summary,
         x="depth",
         style="query",
+        style_order=QUERY_ORDER,
         xlabel="Relative depth of the gold pair",
-        panel_width=4.2,
         xlim=(-0.05, 1.05),
+        references=(
+            (f"paper's worst case, any model ({100 * PAPER_WORST:.1f}%)", 100 * PAPER_WORST, ":"),
+        ),
     )
-    for ax in fig.axes:  # the plot reads accuracy in percent
-        ax.axhline(100 * PAPER_WORST, color="0.3", linestyle=":", linewidth=1.2)
-    # Below every band (the lowest cell is near 30%), so the label crosses no curve.
-    fig.axes[-1].annotate(
-        f"dotted: paper's worst case, any model ({100 * PAPER_WORST:.1f}%)",
-        (0.0, 6),
-        fontsize=8,
-        color="0.2",
-    )
-    return fig
 
 
+@book_figure
 def figure(view: SimpleNamespace):
-    """Accuracy against the gold pair's depth, one panel per size, every reader with rows."""
+    """Accuracy against the gold pair's depth, one panel per size: this page's reader thick
+    with its band, every other reader and backend with rows for these prompts thin."""
     return accuracy_by_position(
         accuracy(view.everything),
         x="depth",
         style="query",
+        style_order=QUERY_ORDER,
         xlabel="Relative depth of the gold pair",
-        panel_width=3.3,
         xlim=(-0.05, 1.05),
+        main=view.label,
+        references=(
+            (f"paper's worst case, any model ({100 * PAPER_WORST:.1f}%)", 100 * PAPER_WORST, ":"),
+        ),
     )

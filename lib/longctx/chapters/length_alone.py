@@ -29,9 +29,9 @@ from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_esti
 from ..errors import ParameterError
 from ..metrics import summarize
 from ..models import load_tokenizer
-from ..plots import condition_bars
+from ..plots import book_figure, condition_bars
 from ..reader import Reader
-from ..report import estimate_text, n_for_half_width, p_text, pct_ci, points_ci
+from ..report import estimate_text, n_for_half_width, p_text, params_text, pct_ci, points_ci
 from ..results import provenance, rows_table
 from ..runner import Block, LazyRequests
 from ..tasks import length_alone as la
@@ -789,13 +789,13 @@ def analysis(
         f"ours is {100 * view.gsm[view.gsm['filler_tokens'] == 0]['correct'].mean():.1f}%."
     )
     view.provenance = (
-        f"**Data.** {provenance(rows_table(rows, lambda r: 0), results_dir, EXPERIMENT)}. Greedy "
+        f"**Data.** {provenance(rows_table(rows, lambda r: 0), results_dir, EXPERIMENT)} Greedy "
         "decoding; the figure's arms are the `gsm8k` entries of `arms` in the parameters cell."
     )
     view.ruler_provenance = (
         (
-            f"**Data.** {provenance(rows_table(ruler_rows, lambda r: 0), results_dir, rq.TASK)}. "
-            f"Greedy decoding, parameters: `ruler = {params.get('ruler')}`."
+            f"**Data.** {provenance(rows_table(ruler_rows, lambda r: 0), results_dir, rq.TASK)} "
+            f"Greedy decoding; RULER parameters: {params_text(params.get('ruler') or {})}."
         )
         if ruler_rows
         else ""
@@ -806,13 +806,41 @@ def analysis(
     return view
 
 
-def figure(view: SimpleNamespace):
-    """GSM8K accuracy per filler condition, the paper's design and without the final step."""
+PAPER_BARS_READER = "Llama3-8B"  # the one reader the paper runs with all three filler kinds
+
+
+def paper_bars(paper: pd.DataFrame) -> dict:
+    """The paper's GSM8K accuracy at 15K filler tokens between evidence and question for
+    each filler kind (its no-filler accuracy plus the drop, Tables 6, 7 and 3), keyed as the
+    figure's bars: ``(variant, condition)`` -> %."""
+    gsm = paper[
+        (paper["subtask"] == "gsm8k")
+        & (paper["metric"] == "accuracy")
+        & (paper["model"] == PAPER_BARS_READER)
+    ]
+    marks = {}
+    for kind, table in PAPER_TABLE.items():
+        cells = gsm[gsm["table"] == table].set_index("length")["value"]
+        if {0, 15000} <= set(cells.index):
+            marks[VARIANTS["gsm8k"], LABELS[kind, "between"]] = cells[0] + cells[15000]
+    return marks
+
+
+@book_figure
+def figure(view: SimpleNamespace, paper: pd.DataFrame):
+    """GSM8K accuracy per filler condition, the paper's design and without the final step,
+    with the paper's Llama-3-8B at 15K filler tokens."""
     return condition_bars(
-        bars(view.solve), order=BAR_ORDER, hue="variant", xlabel="GSM8K accuracy (%)"
+        bars(view.solve),
+        order=BAR_ORDER,
+        hue="variant",
+        xlabel="GSM8K accuracy (%)",
+        paper=paper_bars(paper),
+        paper_label=f"paper: {PAPER_READERS[PAPER_BARS_READER]}, 15K filler tokens",
     )
 
 
+@book_figure
 def ruler_figure(view: SimpleNamespace):
     """RULER QA1 and QA2 under each arm."""
     return condition_bars(

@@ -31,7 +31,7 @@ from ..claims import (
 )
 from ..errors import ParameterError
 from ..metrics import summarize
-from ..plots import accuracy_by_position
+from ..plots import accuracy_by_position, book_figure
 from ..reader import Reader
 from ..report import estimate_text, n_for_half_width, p_text, pct_ci, points_ci
 from ..results import (
@@ -679,7 +679,7 @@ def analysis(
         )
         if r["condition"]["setting"] == "documents"
     ]
-    view = SimpleNamespace(table=scored(rows), everything=scored(rows + others))
+    view = SimpleNamespace(label=reader.label, table=scored(rows), everything=scored(rows + others))
     view.summary, view.base = accuracy(view.table), baselines(view.table)
     view.estimates = claims(results_dir, params, reader)
     view.verdicts = chapter_verdicts("multidoc_qa", view.estimates)
@@ -710,24 +710,39 @@ def analysis(
     return view
 
 
-def figure(view: SimpleNamespace):
-    """Accuracy against the answer's position per size and query placement, every reader
-    with rows; closed-book (dotted) and oracle (dash-dot) as grey lines."""
-    fig = accuracy_by_position(
+def paper_curve(paper: pd.DataFrame) -> pd.DataFrame:
+    """The paper's accuracy (as a share) against the answer's position for its reader
+    (Tables 5 and 6), in the columns of :func:`accuracy`."""
+    curve = paper[(paper["model"] == PAPER_READER) & (paper["setting"] == "documents")]
+    return curve.assign(accuracy=curve["accuracy"] / 100)
+
+
+@book_figure
+def figure(view: SimpleNamespace, paper: pd.DataFrame):
+    """Accuracy against the answer's position per size and query placement: this page's
+    reader thick, other readers and backends thin, the paper's reader as open diamonds, and
+    this reader's closed-book and oracle accuracy as grey levels."""
+    base = view.base[view.base["model"] == view.label].set_index("setting")["accuracy"]
+    levels = (("closed-book", ":"), ("oracle", "-."))
+    return accuracy_by_position(
         accuracy(view.everything),
         facet="num_documents",
         facet_title="{} documents",
         style="query",
+        style_order=[QUERY_LABELS[False], QUERY_LABELS[True]],
         xlabel="Position of the document with the answer",
+        main=view.label,
+        paper=paper_curve(paper),
+        paper_label=f"paper: {PAPER_READER}, question at end",
+        references=tuple(
+            (f"{name} ({100 * base[name]:.0f}%)", 100 * base[name], ls)
+            for name, ls in levels
+            if name in base
+        ),
     )
-    for ax in fig.axes:
-        for b in view.base.itertuples():
-            ax.axhline(
-                100 * b.accuracy, ls=":" if b.setting == "closed-book" else "-.", lw=1, color="grey"
-            )
-    return fig
 
 
+@book_figure
 def open_domain_figure(view: SimpleNamespace):
     """Recall@k and reader accuracy against the number of retrieved documents."""
     fig = accuracy_by_position(
@@ -737,7 +752,6 @@ def open_domain_figure(view: SimpleNamespace):
         hue="measure",
         facet_title="BM25 over the NQ-Open gold chunks",
         xlabel="Retrieved documents (k)",
-        panel_width=6.0,
     )
     fig.axes[0].set_ylabel("Recall or accuracy (%)")
     return fig

@@ -24,7 +24,8 @@ import pandas as pd
 
 from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from ..errors import ParameterError
-from ..plots import retention_curves
+from ..metrics import bootstrap_interval
+from ..plots import book_figure, condition_bars, retention_curves
 from ..reader import Reader
 from ..report import estimate_text, n_for_half_width, p_text
 from ..requests import Request, dedupe_key, unique_requests
@@ -639,6 +640,89 @@ def analysis(
     return view
 
 
-def figure(view: SimpleNamespace):
-    """Retention of EM and F1 against the hard negatives added, per retriever."""
-    return retention_curves(view.curves[view.curves["metric"].isin(["EM", "F1"])])
+PAPER_RETENTION = {"BM25": "bm25", "dense BGE-small": "dense"}  # Section 4.1's retrievers
+
+
+def paper_retention(paper: pd.DataFrame) -> pd.DataFrame:
+    """The paper's retention at H = 79 (Section 4.1: M(0) -> M(79), Qwen2.5-1.5B-Instruct,
+    80-word snippets), one row per retriever and metric, in :func:`retention`'s columns."""
+    rows = []
+    for name, retriever in PAPER_RETENTION.items():
+        setting = f"snippet-80 retention {name} (unfiltered)"
+        for r in paper[
+            (paper["setting"] == setting) & paper["metric"].isin(["EM", "F1"])
+        ].itertuples():
+            start, end = (float(v) for v in r.value.split("->"))
+            rows.append(
+                {"retriever": retriever, "metric": r.metric, "num_hard": 79, "R": end / start}
+            )
+    return pd.DataFrame(rows, columns=["retriever", "metric", "num_hard", "R"])
+
+
+@book_figure
+def figure(view: SimpleNamespace, paper: pd.DataFrame):
+    """Retention of EM and F1 against the hard negatives added, per retriever, with the
+    paper's retention at H = 79."""
+    return retention_curves(
+        view.curves[view.curves["metric"].isin(["EM", "F1"])],
+        paper=paper_retention(paper),
+        paper_label="paper: Qwen2.5-1.5B, 80 words, H = 79",
+    )
+
+
+MATCHED_CONDITIONS = {
+    "gold": "gold only",
+    "hard": "hard: gold + 19 BM25",
+    "far": "far: gold + top 4 + 15 far",
+}
+MATCHED_METRICS = {"em": "EM", "inclusion": "inclusion"}
+PAPER_MATCHED_READER = "Qwen2.5-1.5B-Instruct"  # the paper's reader nearest ours in family
+
+
+def matched_summary(main: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """EM and inclusion (shares, 95% bootstrap interval over questions) per condition of the
+    matched control, for the figure."""
+    rows = []
+    for condition, label in MATCHED_CONDITIONS.items():
+        part = main[main["condition"] == condition]
+        for metric, name in MATCHED_METRICS.items():
+            lo, hi = bootstrap_interval(
+                part[metric].tolist(), seed=seed, clusters=part["example_id"].tolist()
+            )
+            rows.append(
+                {
+                    "metric": name,
+                    "condition": label,
+                    "accuracy": part[metric].mean(),
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "n": part["example_id"].nunique(),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def paper_matched(paper: pd.DataFrame) -> dict:
+    """The paper's Table 1 EM and inclusion for its Qwen reader, keyed as the figure's bars."""
+    t1 = paper[(paper["source"] == "Table 1") & (paper["reader"] == PAPER_MATCHED_READER)]
+    metric_of = {"EM": "EM", "Incl.": "inclusion"}
+    return {
+        (metric_of[r.metric], MATCHED_CONDITIONS[r.condition]): float(r.value)
+        for r in t1.itertuples()
+        if r.metric in metric_of and r.condition in MATCHED_CONDITIONS
+    }
+
+
+@book_figure
+def matched_figure(view: SimpleNamespace, paper: pd.DataFrame, seed: int = 0):
+    """The matched control (the paper's Table 1) for this page's reader: EM and inclusion
+    with gold only, with 19 hard negatives and with far-rank snippets at the same length,
+    beside the paper's numbers."""
+    return condition_bars(
+        matched_summary(view.main, seed),
+        order=list(MATCHED_CONDITIONS.values()),
+        hue="metric",
+        xlabel="Score (%)",
+        paper=paper_matched(paper),
+        paper_label=f"paper: {PAPER_MATCHED_READER} (Table 1)",
+    )

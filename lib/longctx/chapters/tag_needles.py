@@ -28,7 +28,7 @@ from ..errors import ParameterError
 from ..metrics import nolima_contains
 from ..models import load_tokenizer
 from ..paths import resolve
-from ..plots import accuracy_by_position
+from ..plots import accuracy_by_position, book_figure, paired_differences
 from ..reader import Reader
 from ..report import estimate_text, format_p, n_for_half_width, p_text, points_ci
 from ..requests import dedupe_key
@@ -905,8 +905,8 @@ def analysis(
     view.said = statements(view, params)
     devices = ", ".join(sorted(set(grid["device"] + " " + grid["dtype"])))
     view.provenance = (
-        f"{provenance(grid, results_dir, EXPERIMENT)}; generated on {devices}, greedy decoding, "
-        f"needle set `{params['needle_set']}`, seed {seed}"
+        f"{provenance(grid, results_dir, EXPERIMENT)} Generated on {devices}, greedy decoding, "
+        f"needle set `{params['needle_set']}`, seed {seed}."
     )
     # One answer per question, variant, length, depth and query placement.
     view.consistent = (
@@ -916,23 +916,52 @@ def analysis(
     return view
 
 
+PAPER_MODEL = "Claude 3.5 Sonnet"  # the paper's reader its Table 1 discussion leads with
+
+
+def paper_curve(paper: pd.DataFrame, lengths) -> pd.DataFrame:
+    """The paper's NoLiMa+ accuracy (Table 1, as a share) at the lengths we also ran, one
+    row per variant we plot, labelled as :func:`grid_accuracy` labels ours."""
+    t1 = paper[
+        (paper["table"] == 1)
+        & (paper["model"] == PAPER_MODEL)
+        & paper["variant"].isin(tn.VARIANT_LABELS)
+    ]
+    t1 = t1[pd.to_numeric(t1["setting"], errors="coerce").isin(lengths)]
+    return pd.DataFrame(
+        {
+            "length": t1["setting"].astype(int),
+            "accuracy": t1["value"] / 100,
+            "label": t1["variant"].map(tn.VARIANT_LABELS),
+        }
+    )
+
+
+@book_figure
 def figure(view: SimpleNamespace):
-    """Accuracy against haystack length per prompt variant (log-scaled lengths)."""
+    """Accuracy against haystack length per prompt variant (log-scaled lengths), with the
+    paper's numbers at the lengths it shares with ours."""
     lengths = sorted(view.params["lengths"])
+    shown = view.accuracy
+    paper = paper_curve(view.paper, lengths)
     fig = accuracy_by_position(
-        view.accuracy,
+        shown,
         x="length",
         facet="model",
         hue="label",
         facet_title="{}",
-        xlabel="haystack tokens",
+        xlabel="Haystack tokens",
+        paper=paper[paper["label"].isin(set(shown["label"]))],
+        paper_label=f"paper: {PAPER_MODEL} (NoLiMa+, Table 1)",
+        height=4.2,
     )
     fig.axes[0].set_xscale("log")
-    fig.axes[0].set_xticks(lengths, [str(n) for n in lengths])
+    fig.axes[0].set_xticks(lengths, [f"{n:,}" for n in lengths])
     fig.axes[0].minorticks_off()
     return fig
 
 
+@book_figure
 def depth_figure(view: SimpleNamespace):
     """Accuracy against the needle's depth per variant, pooled over lengths."""
     return accuracy_by_position(
@@ -941,7 +970,7 @@ def depth_figure(view: SimpleNamespace):
         facet="model",
         hue="label",
         facet_title="{} (all lengths)",
-        xlabel="needle depth (% of the context before it)",
+        xlabel="Needle depth (% of the context before it)",
     )
 
 
@@ -1136,3 +1165,47 @@ def novelqa_tables(
         ),
         theirs,
     ]
+
+
+def sized_differences(view: SimpleNamespace) -> pd.DataFrame:
+    """Each variant minus the baseline at the sized lengths (needles as the unit), with the
+    paper's change for Claude 3.5 Sonnet at the same length (250) or the nearest it reports
+    (500 for our long length)."""
+    t1 = view.paper[(view.paper["table"] == 1) & (view.paper["model"] == PAPER_MODEL)]
+    t1 = t1.set_index(["variant", "setting"])["value"]
+    rows = []
+    for which, length_key, paper_length in (
+        ("short", "short_length", "250"),
+        ("long", "long_length", "500"),
+    ):
+        sized = getattr(view, which)
+        if sized is None:
+            continue
+        for v, g in sized["gains"].iterrows():
+            paper = (
+                t1[(v, paper_length)] - t1[("baseline", paper_length)]
+                if (v, paper_length) in t1.index
+                else float("nan")
+            )
+            rows.append(
+                {
+                    "label": f"{tn.VARIANT_LABELS[v]}, {view.params[length_key]:,} tokens "
+                    f"({int(g.needles)} needles)",
+                    "difference": g.change,
+                    "ci_low": g.ci_low,
+                    "ci_high": g.ci_high,
+                    "paper": paper,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+@book_figure
+def sized_figure(view: SimpleNamespace):
+    """The sized comparisons: each variant minus the baseline at the short and long lengths,
+    clustered by needle, beside the paper's change."""
+    return paired_differences(
+        sized_differences(view),
+        xlabel="Change vs the baseline (points, 95% CI over needles)",
+        paper_label=f"paper: {PAPER_MODEL} (250; 500 beside our 2,000)",
+    )

@@ -29,7 +29,7 @@ from ...formats import delimiter_label
 from ...metrics import pearson_interval, summarize
 from ...models import load_tokenizer
 from ...paths import repo_root, resolve
-from ...plots import accuracy_by_position, attention_profiles, tokens_vs_accuracy
+from ...plots import accuracy_by_position, attention_profiles, book_figure, tokens_vs_accuracy
 from ...reader import Reader
 from ...report import estimate_text, n_for_half_width, p_text, points_ci
 from ...requests import Request, unique_requests
@@ -380,7 +380,7 @@ def qa_accuracy(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     summary = summarize(table, ["model", "method", "gold_index"])
     return summary.assign(
         position=summary["gold_index"] + 1,
-        panel=f"{params['qa_documents']} documents, seeds {params['qa_seeds']}",
+        panel=f"{params['qa_documents']} documents, {len(params['qa_seeds'])} distractor orderings pooled",
     )
 
 
@@ -885,6 +885,7 @@ def analysis(params: dict, reader: Reader, results_dir: str | Path) -> SimpleNam
     return view
 
 
+@book_figure
 def qa_figure(view: SimpleNamespace):
     """Accuracy of baseline, C-NORM and the shortest-tokenization control against the gold
     document's position."""
@@ -899,6 +900,7 @@ def qa_figure(view: SimpleNamespace):
     )
 
 
+@book_figure
 def formats_figure(view: SimpleNamespace, model: str):
     """Figure 2: key-value accuracy by id format against the gold pair's position."""
     return accuracy_by_position(
@@ -912,6 +914,7 @@ def formats_figure(view: SimpleNamespace, model: str):
     )
 
 
+@book_figure
 def tokens_figure(view: SimpleNamespace, model: str):
     """Mean prompt tokens against OAA, one point per delimiter of the sweep."""
     return tokens_vs_accuracy(
@@ -922,6 +925,7 @@ def tokens_figure(view: SimpleNamespace, model: str):
     )
 
 
+@book_figure
 def attention_figure(view: SimpleNamespace):
     """Figure 4: final-token attention over the prompt for UUID and plain-text ids."""
     return attention_profiles(

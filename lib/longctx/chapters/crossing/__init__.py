@@ -27,7 +27,7 @@ from ... import transforms as T
 from ...claims import Estimate, by_unit, estimable, judge, paired_estimate, read_claims
 from ...errors import ParameterError
 from ...metrics import holm
-from ...plots import effects_forest, interaction_plot, readers_forest
+from ...plots import book_figure, effects_forest, interaction_plot, readers_forest
 from ...reader import Reader, model_label
 from ...report import format_p, n_for_half_width, points_ci
 from ...results import comparable_rows, provenance, rows_table
@@ -595,6 +595,7 @@ def analysis(
     return view
 
 
+@book_figure
 def forest_figure(view: SimpleNamespace, model: str):
     """Main effects and two-way interactions (per-question contrasts) in one forest."""
     return effects_forest(
@@ -605,6 +606,7 @@ def forest_figure(view: SimpleNamespace, model: str):
     )
 
 
+@book_figure
 def interaction_figure(view: SimpleNamespace):
     """Accuracy at the four level combinations of the largest interaction's two factors."""
     a, b = view.top["term"].split(" x ")
@@ -614,6 +616,7 @@ def interaction_figure(view: SimpleNamespace):
     )
 
 
+@book_figure
 def readers_figure(view: SimpleNamespace):
     """Both readers' main effects side by side; nothing until both are estimated."""
     if view.readers["both"] is None:

@@ -1,0 +1,67 @@
+"""The book's figure style: figures that cannot be read at the column's width are refused."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from longctx import plots  # noqa: E402
+
+
+def _summary():
+    rows = []
+    for model in ("reader", "other reader"):
+        for query in ("query at end", "query-aware"):
+            for pos in (1, 5, 10):
+                rows.append(
+                    {
+                        "model": model,
+                        "query": query,
+                        "num_pairs": 10,
+                        "position": pos,
+                        "accuracy": 0.5,
+                        "ci_low": 0.4,
+                        "ci_high": 0.6,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def test_book_figures_fit_the_column_with_readable_text():
+    fig = plots.accuracy_by_position(
+        _summary(), style="query", main="reader", references=(("closed-book", 5.0, ":"),)
+    )
+    assert fig.get_figwidth() <= plots.COLUMN_INCHES
+    assert plots.readability_problems(fig) == []
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    # one entry per reader, per line style and per reference level: not their product
+    assert labels == ["reader", "other reader", "query at end", "query-aware", "closed-book"]
+
+
+def test_a_figure_too_wide_or_with_small_text_is_refused():
+    @plots.book_figure
+    def crowded():
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(10, 3))
+        ax.set_title("tiny", fontsize=7)
+        return fig
+
+    with pytest.raises(ValueError, match=r'crowded drew an unreadable figure: 10.0" wide.*tiny'):
+        crowded()
+
+
+def test_a_condition_not_run_is_marked_not_drawn_as_zero():
+    summary = pd.DataFrame(
+        [
+            {"variant": "a", "condition": "x", "accuracy": 0.5, "ci_low": 0.4, "ci_high": 0.6},
+            {"variant": "a", "condition": "y", "accuracy": 0.0, "ci_low": 0.0, "ci_high": 0.1},
+            {"variant": "b", "condition": "x", "accuracy": 0.2, "ci_low": 0.1, "ci_high": 0.3},
+        ]
+    )
+    fig = plots.condition_bars(summary, order=["x", "y"], hue="variant", paper={("a", "x"): 70.0})
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts.count("not run") == 1  # b never ran y; a's zero at y is a bar
+    assert len(fig.axes[0].patches) == 3
