@@ -2,6 +2,8 @@
 
 import math
 
+import pandas as pd
+
 from longctx.report import MISSING, n_for_half_width, pct_ci, points_ci
 
 
@@ -28,3 +30,20 @@ def test_n_for_half_width_follows_the_paired_formula():
     assert n_for_half_width([1, -1, 1, -1], half_width=0.05) == math.ceil(
         4 * 1.96**2 * 4 / 3 / 0.01
     )
+
+
+def test_table_headers_read_as_words_and_whole_numbers_lose_their_point_zero():
+    from longctx.report import _integers_as_integers, readable_header
+
+    assert readable_header("ci_low") == "95% CI low"
+    assert readable_header("prompt_tokens") == "prompt tokens"
+    assert readable_header("mean_ABS") == "mean ABS"
+    table = _integers_as_integers(pd.DataFrame({"n": [160.0, 24.0], "pct": [25.0, 33.3]}))
+    assert table["n"].tolist() == [160, 24] and table["pct"].tolist() == [25.0, 33.3]
+
+
+def test_parameters_are_written_in_words_not_as_a_python_dict():
+    from longctx.report import params_text
+
+    text = params_text({"subtasks": ["qa1", "qa2"], "lengths": [4000], "ruler": {"seed": 0}})
+    assert text == "subtasks: qa1, qa2; lengths: 4,000; ruler: (seed: 0)"

@@ -47,9 +47,61 @@ def n_for_half_width(
     return math.ceil((z * math.sqrt(var) / half_width) ** 2)
 
 
+HEADER_WORDS = {  # column names the library computes -> words a reader expects
+    "ci_low": "95% CI low",
+    "ci_high": "95% CI high",
+    "p_sign_flip": "p (sign-flip)",
+    "acc_short": "accuracy, shortest",
+    "acc_long": "accuracy, longest",
+    "mean_ABS": "mean ABS",
+    "position_sd": "sd over positions",
+    "max_abs_diff": "largest difference",
+    "eager_peak_mib": "eager peak (MiB)",
+    "fast_peak_mib": "fast peak (MiB)",
+    "eager_seconds": "eager (s)",
+    "fast_seconds": "fast (s)",
+    "eager_skipped": "eager skipped",
+}
+
+
+def readable_header(name) -> str:
+    """A column name as a table header: a known name in words, else its underscores as
+    spaces (``prompt_tokens`` -> ``prompt tokens``)."""
+    name = str(name)
+    return " ".join(HEADER_WORDS.get(part, part.replace("_", " ")) for part in name.split(" "))
+
+
+def _integers_as_integers(table: pd.DataFrame) -> pd.DataFrame:
+    """Float columns whose every value is a whole number (counts that passed through a
+    mean or a NaN) shown without ``.0``."""
+    out = table.copy()
+    for col in out.columns:
+        values = out[col]
+        if pd.api.types.is_float_dtype(values) and values.notna().any():
+            present = values.dropna()
+            if (present == present.round()).all() and present.abs().max() < 2**53:
+                out[col] = values.astype("Int64")
+    return out
+
+
+def params_text(params: dict) -> str:
+    """Parameters in words for a provenance line: ``name: value`` pairs, lists as
+    comma-separated values and nested settings in parentheses (not a Python dict)."""
+
+    def value(v) -> str:
+        if isinstance(v, dict):
+            return "(" + params_text(v) + ")"
+        if isinstance(v, list | tuple):
+            return ", ".join(value(x) for x in v) or "none"
+        return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+    return "; ".join(f"{k.replace('_', ' ')}: {value(v)}" for k, v in params.items())
+
+
 def show(df, notes: str | None = None, *, index: bool = False):
-    """Display ``df`` as a clean HTML table (no index, NaN as a dash, a footnote if any cell
-    is the dash or ``notes`` is given)."""
+    """Display ``df`` as a clean HTML table for people: no index, headers in words
+    (:func:`readable_header`), whole-number columns without ``.0``, NaN as a dash, and a
+    footnote if any cell is the dash or ``notes`` is given."""
     from IPython.display import HTML, display
 
     table = df.copy()
@@ -57,6 +109,8 @@ def show(df, notes: str | None = None, *, index: bool = False):
         table.columns, pd.MultiIndex
     ):  # ("OAA", "mean") -> "OAA mean": no stacked headers
         table.columns = [" ".join(str(p) for p in col if str(p)) for col in table.columns]
+    table.columns = [readable_header(c) for c in table.columns]
+    table = _integers_as_integers(table)
     table.columns.name = None
     if not isinstance(table.index, pd.MultiIndex):
         table.index.name = None
