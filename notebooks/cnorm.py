@@ -114,7 +114,7 @@ chapter, reader = page.chapter, page.reader
 # and the selection at other ratios. Stored rows are reused; the model is loaded only for
 # what is missing.
 
-# %%
+# %% tags=["hide-input"]
 plan = chapter.plan(page.params)
 answer(plan, reader, page.results, batch_size=batch_size, params={"seed": seed})
 
@@ -144,6 +144,16 @@ show_all(chapter.selection_tables(view))
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy of baseline and C-NORM prompts against the gold document's position among 10 NQ-Open documents, pooled over three distractor orderings of the same 20 questions (60 items per point; bands resample questions); the shortest-tokenization control ran on one ordering (20 per point). C-NORM rewrites half of each passage's sentences with the delimiter that attention balance selected.", "name": "fig-cnorm-qa"}, "image": {"alt": "Line chart of accuracy against gold position: the baseline falls from 65 to 45 percent across positions; C-NORM and the shortest-tokenization control lie below it at every position, between 25 and 45 percent."}}
 chapter.qa_figure(view)
 plt.show()
+
+# %% tags=["remove-input"]
+say(
+    page.example(
+        "cnorm_qa",
+        what="C-NORM prompts on 10-document QA",
+        where={"method": "C-NORM"},
+    )
+)
+
 
 # %% [markdown]
 # (cnorm-headline)=

@@ -92,7 +92,7 @@ chapter, reader = page.chapter, page.reader
 # The prompts come from `longctx.chapters.crossing.plan` (shared with `longctx
 # reproduce`); stored rows are reused, and the model is loaded only for missing ones.
 
-# %%
+# %% tags=["hide-input"]
 plan = chapter.plan(page.params)
 rows = answer(plan, reader, page.results, batch_size=batch_size, token_budget=token_budget)
 
@@ -105,6 +105,16 @@ page.glue_verdicts(view.estimates)
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Effects on accuracy of the six manipulations (main effects, blue; paired bootstrap intervals over questions) and of their two-way interactions (grey; per-question contrasts with the same bootstrap over questions), from one reader on 10-document NQ-Open QA. At the right: the direction each paper claims for its manipulation.", "name": "fig-crossing-forest"}, "image": {"alt": "Forest plot of six main effects and fifteen two-way interactions in accuracy points, with intervals."}}
 chapter.forest_figure(view, model)
 plt.show()
+
+# %% tags=["remove-input"]
+say(
+    page.example(
+        "crossing",
+        what="gold document in the middle (the other factors as each row's cell sets them)",
+        where={"crossing": {"position": "middle"}},
+    )
+)
+
 
 # %% [markdown]
 # (crossing-main)=

@@ -23,12 +23,16 @@
 results_dir = "data/results"  # the committed generations
 
 # %% tags=["remove-cell"]
+from functools import partial
+
 import matplotlib.pyplot as plt
 
 from longctx import findings
+from longctx.downloads import browser_href
 from longctx.page import check_statements
 from longctx.paths import resolve
 from longctx.plots import forest
+from longctx.reader import Reader
 from longctx.report import glue_all, say
 
 table = findings.findings_table(resolve(results_dir))
@@ -80,7 +84,12 @@ plt.show()
 # (`tests/test_findings.py`, `tests/test_findings_scorers.py`).
 
 # %% tags=["remove-input"]
-say(findings.as_markdown(table))
+reader_folder = Reader().results_folder(resolve(results_dir))
+say(
+    findings.as_markdown(
+        table, rows_href=partial(browser_href, resolve(results_dir), model_folder=reader_folder)
+    )
+)
 say(findings.provenance(results_dir))
 say(findings.download_line())
 

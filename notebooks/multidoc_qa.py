@@ -87,7 +87,7 @@ chapter, reader, paper = page.chapter, page.reader, page.paper("lost_in_the_midd
 # Generation stops at the first newline that ends a non-blank line, since only the first
 # line is scored.
 
-# %%
+# %% tags=["hide-input"]
 plan = chapter.plan(page.params)
 answered = answer(
     plan, reader, page.results, batch_size=batch_size, params={"seed": seed, "source": source}
@@ -98,9 +98,19 @@ view = chapter.analysis(plan, answered, page.params, reader, page.results)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the position of the document with the answer, 10 and 20 documents. Solid: query-aware; dashed: question at the end (the paper's prompt). Dotted line: closed-book; dash-dot: oracle (gold document only), 150 questions each. 150 questions per point at 20 documents with the question at the end, 12 elsewhere; bands are 95% Wilson intervals. One colour per model and backend whose committed rows answer these prompts.", "name": "fig-multidoc-position"}, "image": {"alt": "Two panels of accuracy against gold position. At 20 documents with the question at the end (150 questions) accuracy is 45 percent with the answer first, 31 percent in the middle and 38 percent last; the 12-question lines move within wide bands; the closed-book line lies far below every line and the oracle line above."}}
-chapter.figure(view)
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the position of the document with the answer, 10 and 20 documents. Solid: question at the end (the paper's prompt); dashed: query-aware. Open diamonds: the paper's GPT-3.5-Turbo with the question at the end (Tables 5 and 6). Grey dotted: closed-book; dash-dot: oracle (gold document only), 150 questions each. 150 questions per point at 20 documents with the question at the end, 12 elsewhere; bands are 95% Wilson intervals. Thick with its band: Qwen2.5-Coder-0.5B-Instruct in transformers; thin: the other backends whose committed rows answer these prompts.", "name": "fig-multidoc-position"}, "image": {"alt": "Two panels of accuracy against gold position. At 20 documents with the question at the end (150 questions) accuracy is 45 percent with the answer first, 31 percent in the middle and 38 percent last; the 12-question lines move within wide bands; the closed-book line lies far below every line and the oracle line above."}}
+chapter.figure(view, paper)
 plt.show()
+
+# %% tags=["remove-input"]
+say(
+    page.example(
+        "multidoc_qa",
+        what=f"{max(page.params['num_documents'])} documents, question at the end",
+        where={"num_documents": max(page.params["num_documents"]), "query_aware": False},
+    )
+)
+
 
 # %% [markdown]
 # (multidoc-headline)=

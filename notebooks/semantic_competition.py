@@ -113,7 +113,7 @@ paper = chapter.paper_tables(page.paper("semantic_competition"))
 # come from `longctx.chapters.semantic_competition`, which `longctx reproduce` also uses
 # (the matched control first), so a run outside the notebook stores the rows it looks up.
 
-# %%
+# %% tags=["hide-input"]
 built = chapter.build(page.params)  # experiment -> (requests, examples, questions left out)
 plan = chapter.plan(page.params, built=built)
 show(*chapter.experiments_table(built, plan))
@@ -125,7 +125,7 @@ show(*chapter.experiments_table(built, plan))
 # 32 tokens), and the metrics read that line. Other readers (`second_readers`) answer the
 # same prompts of the matched control (gold, hard, far) on the first questions.
 
-# %%
+# %% tags=["hide-input"]
 rows = answer(plan, reader, page.results, batch_size=batch_size)
 for other in [r for r in second_readers if r != model]:
     second = Reader.of(other, reader.backend, prompt_mode=prompt_mode, device=device, dtype=dtype)
@@ -138,9 +138,19 @@ glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 say(view.provenance)
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Retention R(H) = M(H)/M(0) of EM and F1 as H hard negatives (BM25 or dense top-ranked snippets) join the gold snippet, on the questions run at every H (SQuAD v2.0; BM25: 200 questions, dense: the first 40); bands are 95% bootstrap intervals over questions; dashed: half retention.", "name": "fig-sc-retention"}, "image": {"alt": "Two panels of retention against the number of hard negatives, for BM25 and dense retrieval. EM retention falls below one half at H = 19 with BM25 (200 questions) and at H = 9 with dense retrieval (40 questions); F1 stays above one half up to H = 19 and falls below it at H = 39; at H = 79 BM25 EM retention is about one fifth."}}
-chapter.figure(view)
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Retention R(H) = M(H)/M(0) of EM and F1 as H hard negatives (BM25 or dense top-ranked snippets) join the gold snippet, on the questions run at every H (SQuAD v2.0; BM25: 200 questions, dense: the first 40); bands are 95% bootstrap intervals over questions; dashed: half retention. Open diamonds: the paper's retention at H = 79 for Qwen2.5-1.5B-Instruct with 80-word snippets (Section 4.1).", "name": "fig-sc-retention"}, "image": {"alt": "Two panels of retention against the number of hard negatives, for BM25 and dense retrieval. EM retention falls below one half at H = 19 with BM25 (200 questions) and at H = 9 with dense retrieval (40 questions); F1 stays above one half up to H = 19 and falls below it at H = 39; at H = 79 BM25 EM retention is about one fifth."}}
+chapter.figure(view, page.paper("semantic_competition"))
 plt.show()
+
+# %% tags=["remove-input"]
+say(
+    page.example(
+        "semantic_competition",
+        what="the gold snippet among 19 BM25 hard negatives",
+        where={"retriever": "bm25", "num_hard": 19},
+    )
+)
+
 
 # %% [markdown]
 # {numref}`fig-sc-retention` shows what hard negatives do to this reader as they
@@ -156,6 +166,14 @@ plt.show()
 # snippets), with 95% bootstrap intervals over questions, for the default reader (all
 # questions) and the second readers (the first `second_reader_questions`). "Tok." is the mean prompt length
 # in the reader's tokens (chat template included): the hard and far contexts are matched.
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The matched control for Qwen2.5-Coder-0.5B-Instruct: EM and inclusion with the gold snippet alone, with 19 BM25 hard negatives, and with the top 4 of them plus 15 far-rank snippets at the same length (200 SQuAD v2.0 questions per bar, the same questions in every bar); whiskers: 95% bootstrap intervals over questions. Diamonds: the paper's Qwen2.5-1.5B-Instruct (Table 1, SQuAD v1.1, 200 questions).", "name": "fig-sc-matched"}, "image": {"alt": "Bar chart of EM and inclusion for gold only, hard and far contexts. Both metrics fall from gold only to hard; far recovers part of the loss in both. The paper's EM lies near ours; its inclusion is 25 to 33 points higher."}}
+chapter.matched_figure(view, page.paper("semantic_competition"), seed=page.params["seed"])
+plt.show()
+
+# %% [markdown]
+# {numref}`fig-sc-matched` is the paper's matched control for this reader, and the
+# tables give its numbers:
 
 # %% tags=["hide-input"]
 show(view.table1)

@@ -11,6 +11,7 @@ from longctx.store import ResultsStore
 def _row(i, **over):
     row = {
         "key": f"k{i}",
+        "task": "kv_retrieval",
         "example_id": f"e{i}",
         "condition": {"gold_index": i, "num_pairs": 10},
         "gold": ["v"],
@@ -30,6 +31,7 @@ def test_rows_as_csv_keep_condition_and_provenance_but_not_the_prompt(tmp_path):
     assert list(frame.columns) == list(downloads.COLUMNS) and "prompt" not in frame
     assert json.loads(frame.loc[1, "condition"]) == {"gold_index": 1, "num_pairs": 10}
     assert frame.loc[0, "dtype"] == "float32" and frame.loc[0, "backend"] == "hf"
+    assert frame["score"].tolist() == [0.0, 1.0]  # the task's own metric
     path = tmp_path / "rows.csv"
     frame.to_csv(path, index=False)
     assert pd.read_csv(path)["output"].tolist() == ["no", "v"]
@@ -43,8 +45,10 @@ def test_each_chapter_links_its_own_stores(tmp_path):
     text = downloads.chapter_links("kv_retrieval", tmp_path)
     assert '<a href="../downloads/m__kv_retrieval.csv">CSV</a>' in text
     assert '<a href="../downloads/m__kv_retrieval.jsonl">JSONL</a>' in text
-    assert (
-        downloads.chapter_links("crossing", tmp_path) == "No rows of this chapter are stored yet."
+    assert '<a href="../downloads/m__kv_retrieval.html">browse</a>' in text
+    assert '<a href="../downloads/notebooks/kv_retrieval.ipynb">' in text
+    assert downloads.chapter_links("crossing", tmp_path).startswith(
+        "No rows of this chapter are stored yet. The executed notebook"
     )
 
 
@@ -52,3 +56,29 @@ def test_measurement_rows_keep_scalars_and_drop_vectors():
     rows = [{"key": "a", "abs": 0.8, "attention": [0.1] * 100, "prompt": "p", "tokens": 40}]
     frame = downloads.measurements_frame(rows)
     assert list(frame.columns) == ["key", "abs", "tokens"] and frame.loc[0, "abs"] == 0.8
+
+
+def test_the_sample_browser_carries_its_rows_and_cannot_be_broken_by_an_answer():
+    rows = [_row(0, output="</script><b>x</b>"), _row(1)]
+    page = downloads.browser_page("m__kv_retrieval", downloads.rows_frame(rows))
+    payload = page.split('<script id="rows" type="application/json">')[1].split("</script>")[0]
+    data = json.loads(payload)
+    assert data["columns"][:5] == ["condition", "example", "score", "gold", "answer"]
+    assert data["rows"][0][:5] == [
+        "gold_index: 0; num_pairs: 10",
+        "e0",
+        0.0,
+        "v",
+        "</script><b>x</b>",
+    ]
+    assert '<script src="../_static/samples.js">' in page  # vendored: no CDN
+
+
+def test_executed_notebooks_are_copied_for_download(tmp_path):
+    (tmp_path / "exec").mkdir()
+    (tmp_path / "exec" / "kv_retrieval.ipynb").write_text("{}")
+    (tmp_path / "exec" / "kv_retrieval.glue.json").write_text("{}")
+    written = downloads.write_notebooks(tmp_path / "exec", tmp_path / "site")
+    assert [p.relative_to(tmp_path / "site").as_posix() for p in written] == [
+        "downloads/notebooks/kv_retrieval.ipynb"
+    ]

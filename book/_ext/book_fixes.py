@@ -1,8 +1,9 @@
 """Small fixes to the built pages, found by scripts/check_book.py in headless Chromium, and
 the downloads the pages link to.
 
-* After an HTML build, every committed store's rows (CSV and packed JSONL) and the findings
-  table (CSV) are written to ``downloads/`` in the site (``longctx.downloads``).
+* After an HTML build, every committed store's rows (CSV, packed JSONL and a sample
+  browser page), the findings table (CSV) and the executed notebooks are written to
+  ``downloads/`` in the site (``longctx.downloads``).
 
 * sphinx-thebe and sphinx-book-theme both add the inline ``const THEBE_JS_URL = ...``
   script, and the second declaration is a SyntaxError on every page: keep one copy of each
@@ -32,9 +33,10 @@ def _write_downloads(app, exception):
         return
     from pathlib import Path
 
-    from longctx.downloads import write
+    from longctx.downloads import write, write_notebooks
 
     write(Path(app.srcdir) / "data" / "results", app.outdir)
+    write_notebooks(Path(app.outdir).parent / "jupyter_execute" / "notebooks", app.outdir)
 
 
 def setup(app):

@@ -96,6 +96,7 @@ class Claim:
     margin: float | None = None  # equivalence margin (points) of a saturation/no-effect claim
     premise: Premise | None = None
     scale: str = "points"  # "points" (a difference) or "r" (a correlation)
+    experiment: str = ""  # the store whose rows hold it, for the link to its samples
 
     def effect_text(self, value: float) -> str:
         """``value`` in this claim's unit, signed."""
@@ -185,6 +186,7 @@ def _claim(r: dict, where: str) -> Claim:
         margin,
         premise,
         r.get("scale") or "points",
+        r.get("experiment", ""),
     )
 
 

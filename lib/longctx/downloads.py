@@ -1,12 +1,15 @@
-"""What a reader of the book can download: every committed store's rows as CSV (one line per
-generation or measurement, the prompt and long vectors left out: they are in the packed
-JSONL beside it) and the packed JSONL itself, and the findings table as CSV. The book's
-build writes them into the site's ``downloads/`` folder (``book/_ext/book_fixes.py``); each
+"""What a reader of the book can download or browse: every committed store's rows as CSV
+(one line per generation or measurement, with its score; the prompt and long vectors left
+out: they are in the packed JSONL beside it), the packed JSONL itself, a sample browser per
+store (a filterable table of condition, example, gold, answer, score and tokens that works
+offline), the findings table as CSV, and each chapter's executed notebook. The book's build
+writes them into the site's ``downloads/`` folder (``book/_ext/book_fixes.py``); each
 chapter links its own.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 from pathlib import Path
@@ -14,8 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 from .chapters import get_chapter
+from .errors import ParameterError
 from .findings import findings_table
 from .store import ResultsStore
+from .tasks import get_task
 
 FOLDER = "downloads"  # under the site's root
 COLUMNS = (
@@ -24,6 +29,7 @@ COLUMNS = (
     "condition",
     "gold",
     "output",
+    "score",
     "prompt_tokens",
     "new_tokens",
     "model",
@@ -39,9 +45,19 @@ def base_name(store: ResultsStore) -> str:
     return f"{store.dir.parent.name}__{store.dir.name}"
 
 
+def score_of(row: dict) -> float | None:
+    """The row's score by its task's own ``score`` (EM where a task scores several metrics),
+    or None where the row alone cannot be scored (a HumanEval program needs its tests)."""
+    try:
+        score = get_task(row["task"]).score(row)
+    except ParameterError:
+        return None
+    return score.get("EM", next(iter(score.values()))) if isinstance(score, dict) else score
+
+
 def rows_frame(rows: list[dict]) -> pd.DataFrame:
     """One line per generation: the condition as JSON (its fields vary by task), gold
-    answers as JSON, the output, token counts and what made it."""
+    answers as JSON, the output, its score, token counts and what made it."""
     return pd.DataFrame(
         [
             {
@@ -50,6 +66,7 @@ def rows_frame(rows: list[dict]) -> pd.DataFrame:
                 "condition": json.dumps(r["condition"], sort_keys=True, ensure_ascii=False),
                 "gold": json.dumps(r.get("gold"), ensure_ascii=False),
                 "output": r.get("output"),
+                "score": score_of(r),
                 "prompt_tokens": r.get("prompt_tokens"),
                 "new_tokens": r.get("new_tokens"),
                 "model": r.get("model"),
@@ -80,9 +97,58 @@ def measurements_frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+BROWSER_COLUMNS = {  # rows_frame column -> the browser's header; the score before long text
+    "condition": "condition",
+    "example_id": "example",
+    "score": "score",
+    "gold": "gold",
+    "output": "answer",
+    "prompt_tokens": "prompt tokens",
+    "new_tokens": "new tokens",
+}
+
+
+def condition_text(condition_json: str) -> str:
+    """A condition as ``field: value`` pairs (the task is the page's)."""
+    condition = json.loads(condition_json)
+    return "; ".join(f"{k}: {v}" for k, v in sorted(condition.items()) if k != "task")
+
+
+def browser_page(name: str, frame: pd.DataFrame, static: str = "../_static/") -> str:
+    """A self-contained page browsing ``frame`` (a :func:`rows_frame`): the rows ride in the
+    page as JSON, the table is ``samples.js`` (no CDN, no fetch), so it opens offline."""
+    shown = frame[list(BROWSER_COLUMNS)].assign(
+        condition=frame["condition"].map(condition_text),
+        gold=frame["gold"].map(lambda g: ", ".join(map(str, json.loads(g) or [])) if g else ""),
+    )
+    shown = shown.astype(object).where(shown.notna(), None)
+    data = {"columns": list(BROWSER_COLUMNS.values()), "rows": shown.values.tolist()}
+    payload = json.dumps(data, ensure_ascii=False, default=str).replace("</", "<\\/")
+    model, experiment = name.split("__", 1)
+    title = f"{experiment.replace('_', ' ')}: {model}"
+    made = ", ".join(sorted(set(frame["backend"].dropna()) | set(frame["device"].dropna())))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>Rows of {html.escape(title)}</title><link rel="icon" href="{static}favicon.png">
+<link rel="stylesheet" href="{static}samples.css"></head><body>
+<h1>Rows of {html.escape(title)}</h1>
+<p>Every committed generation of this store ({len(frame):,} rows; {html.escape(made)}): the
+condition it ran under, the example, the gold answers, the model's answer and its score by
+the task's metric (blank where the row alone cannot be scored). Type in a column's box to
+filter it (words must all appear; numbers take &lt;, &gt;, &lt;=, &gt;=), click a header to
+sort. <a href="{name}.csv">CSV</a> · <a href="../index.html">the book</a></p>
+<nav><button id="previous" type="button">previous</button><button id="next"
+type="button">next</button><span id="count"></span></nav>
+<div class="scroll"><table id="samples"></table></div>
+<script id="rows" type="application/json">{payload}</script>
+<script src="{static}samples.js"></script>
+</body></html>
+"""
+
+
 def write(results_dir: str | Path, site: str | Path) -> list[Path]:
-    """Write every store's CSV and packed JSONL, and ``findings.csv``, into
-    ``<site>/downloads``; returns the files written."""
+    """Write every store's CSV, packed JSONL and (for generations) sample browser, and
+    ``findings.csv``, into ``<site>/downloads``; returns the files written."""
     out = Path(site) / FOLDER
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -95,6 +161,10 @@ def write(results_dir: str | Path, site: str | Path) -> list[Path]:
         frame = rows_frame(rows) if "condition" in rows[0] else measurements_frame(rows)
         frame.to_csv(csv, index=False)
         written.append(csv)
+        if "condition" in rows[0]:
+            page = out / f"{name}.html"
+            page.write_text(browser_page(name, frame), encoding="utf-8")
+            written.append(page)
         for f in store.files:
             target = out / f"{name}{''.join(f.suffixes)}"
             shutil.copyfile(f, target)
@@ -106,24 +176,60 @@ def write(results_dir: str | Path, site: str | Path) -> list[Path]:
     return written
 
 
+def browser_href(
+    results_dir: str | Path, experiment: str, model_folder: str, prefix: str = "../"
+) -> str | None:
+    """The site-relative address of ``model_folder``'s sample browser for ``experiment``,
+    or None when that store holds no generations."""
+    store = ResultsStore(results_dir, model_folder, experiment)
+    rows = store.rows() if store.files else []
+    if not rows or "condition" not in rows[0]:
+        return None
+    return f"{prefix}{FOLDER}/{base_name(store)}.html"
+
+
+NOTEBOOKS = "notebooks"  # under FOLDER: the executed notebooks
+
+
+def write_notebooks(executed: str | Path, site: str | Path) -> list[Path]:
+    """Copy the build's executed notebooks (MyST-NB's ``jupyter_execute/notebooks``, with
+    every output a reader sees) into ``<site>/downloads/notebooks``."""
+    out = Path(site) / FOLDER / NOTEBOOKS
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for nb in sorted(Path(executed).glob("*.ipynb")):
+        shutil.copyfile(nb, out / nb.name)
+        written.append(out / nb.name)
+    return written
+
+
 def chapter_links(chapter: str, results_dir: str | Path, prefix: str = "../") -> str:
-    """Markdown (raw links: the files exist only in the built site) to the downloads of
-    ``chapter``'s stores, one line per store, or a sentence when none is stored."""
+    """Markdown (raw links: the files exist only in the built site) to the sample browser
+    and downloads of ``chapter``'s stores (or a sentence when none is stored), and to its
+    executed notebook."""
     experiments = getattr(get_chapter(chapter), "EXPERIMENTS", ())
     links = []
     for experiment in experiments:
         for store in ResultsStore.all_under(results_dir, experiment):  # stores with files
             name = base_name(store)
             packed = "".join(store.files[0].suffixes)
+            browse = (
+                f'<a href="{prefix}{FOLDER}/{name}.html">browse</a> · '
+                if "condition" in (store.rows()[:1] or [{}])[0]
+                else ""
+            )
             links.append(
-                f"`{name.replace('__', ' / ')}`: "
+                f"`{name.replace('__', ' / ')}`: {browse}"
                 f'<a href="{prefix}{FOLDER}/{name}.csv">CSV</a> · '
                 f'<a href="{prefix}{FOLDER}/{name}{packed}">JSONL</a>'
             )
+    notebook = (
+        f'The executed notebook: <a href="{prefix}{FOLDER}/{NOTEBOOKS}/{chapter}.ipynb">'
+        f"{chapter}.ipynb</a>."
+    )
     if not links:
-        return "No rows of this chapter are stored yet."
+        return f"No rows of this chapter are stored yet. {notebook}"
     return (
-        "**Download the rows** (every generation with its condition, answer and what made it): "
-        + "; ".join(links)
-        + "."
+        "**Browse or download the rows** (every generation with its condition, answer, score "
+        f"and what made it): {'; '.join(links)}. {notebook}"
     )

@@ -11,6 +11,7 @@ findings page and the prose glued from them cannot disagree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -94,6 +95,7 @@ def findings_table(results_dir: str | Path, claims: list[Claim] | None = None):
                 "premise_met": judged.premise_met,
                 "chapter": c.chapter,
                 "label": c.label,
+                "experiment": c.experiment,
             }
         )
     return pd.DataFrame(out)
@@ -126,13 +128,15 @@ def _verdict_cell(r) -> str:
     return f"{VERDICT_MARK[r.verdict]}: " + "; ".join(p for p in parts if p)
 
 
-def as_markdown(table) -> str:
+def as_markdown(table, rows_href: Callable[[str], str | None] | None = None) -> str:
     """The findings table as MyST Markdown, one table per paper; each row links to the chapter
     section that shows its data (``{ref}`` roles, so a missing section fails the book build).
     The verdict cell gives its direction, magnitude and premise; the notes after each table
     give the comparison's sides, our setting, the claim's kind and the premise check with its
     value. A dagger marks an interval wider than :data:`~longctx.claims.PRECISION_TARGET` on a
-    side (a secondary claim not sized for it)."""
+    side (a secondary claim not sized for it). ``rows_href`` maps a claim's experiment to
+    the page that browses its rows (``longctx.downloads.browser_href``), linked beside the
+    section."""
     parts = []
     for paper, rows in table.groupby("paper", sort=False):
         lines = [
@@ -146,9 +150,11 @@ def as_markdown(table) -> str:
             # Intervals print to 0.1: a half-width that rounds to the target meets it.
             wide = r.scale == "points" and round(half_width(r), 1) > PRECISION_TARGET
             ours = _interval(r.scale, r.difference, r.ci_low, r.ci_high, bold=True)
+            href = rows_href(r.experiment) if rows_href and r.experiment else None
+            rows = f' · <a href="{href}">rows</a>' if href else ""
             lines.append(
                 f"| {k} | {r.claim} | {r.paper_value} | {ours}{' †' if wide else ''} | {r.n} "
-                f"| {format_p(r.p)} | {_verdict_cell(r)} | {{ref}}`section <{r.label}>` |"
+                f"| {format_p(r.p)} | {_verdict_cell(r)} | {{ref}}`section <{r.label}>`{rows} |"
             )
             kind = (
                 f" A {r.kind} claim, judged by the margin {r.margin:g}"

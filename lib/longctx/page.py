@@ -19,10 +19,11 @@ import pandas as pd
 
 from .chapters import get_chapter, scale
 from .claims import chapter_verdicts
-from .downloads import chapter_links
+from .downloads import browser_href, chapter_links
 from .findings import verdict_box
 from .paths import repo_root, resolve
 from .reader import Reader
+from .samples import example_html
 
 
 @dataclass
@@ -61,6 +62,20 @@ class Page:
     def downloads(self) -> str:
         """Markdown links to this chapter's rows in the built site's ``downloads/``."""
         return chapter_links(self.name, self.results)
+
+    def example(self, experiment: str, *, what: str, where: dict | None = None) -> str:
+        """A collapsed block with a right and a wrong answer of this reader's rows of
+        ``experiment`` whose condition has ``where``'s fields (``what`` says which, in
+        words), and the link to every row of the store in the sample browser."""
+        rows = self.reader.store(self.results, experiment).rows()
+        href = browser_href(self.results, experiment, self.reader.results_folder(self.results))
+        browse = (
+            f'\n\n<p>Every row behind this figure, with its condition, answer and score: <a href="{href}">'
+            f"browse the {len(rows):,} rows</a>.</p>"
+            if href
+            else ""
+        )
+        return example_html(rows, what=what, where=where) + browse
 
     def glue_verdicts(self, estimates: dict) -> None:
         """Glue the chapter's verdict box (:func:`longctx.findings.verdict_box`) as MyST

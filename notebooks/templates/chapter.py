@@ -87,13 +87,16 @@ chapter.figure(view)
 plt.show()
 
 # %% tags=["remove-input"]
+say(page.example("kv_retrieval", what="the headline condition, in words"))
+
+# %% tags=["remove-input"]
 say(view.provenance)
 
 # %% [markdown]
 # The caption says what is drawn, n per point and what the bands are; the paper's curve
-# goes beside ours where it reports one. Under the figure: where its rows are
-# (`data/results/<reader>/<experiment>/`), so a reader can download them, and an example
-# prompt and answer.
+# goes beside ours where it reports one (the `paper=` argument of `longctx.plots`'
+# figures). Under the figure: a right and a wrong answer with their prompts, collapsed, and
+# the link to every row of the store in the sample browser (`page.example`).
 
 # %% [markdown]
 # ## The headline comparison

@@ -30,7 +30,7 @@ import pandas as pd
 
 from longctx.claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from longctx.metrics import summarize
-from longctx.plots import accuracy_by_position
+from longctx.plots import accuracy_by_position, book_figure
 from longctx.reader import Reader
 from longctx.report import estimate_text, pct_ci
 from longctx.results import provenance, rows_table
@@ -106,6 +106,7 @@ def accuracy_table(view: SimpleNamespace) -> pd.DataFrame:
     return cells.assign(accuracy=shown)[["depth", "n", "accuracy"]]
 
 
+@book_figure
 def figure(view: SimpleNamespace):
     """Accuracy against the gold pair's depth."""
     return accuracy_by_position(view.accuracy, x="depth", xlabel="Relative depth of the gold pair")

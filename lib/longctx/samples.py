@@ -1,0 +1,77 @@
+"""One worked example per chapter: a prompt the reader was given, with a right and a wrong
+answer and their scores, shown collapsed under the chapter's key figure.
+
+The rows are the chapter's own committed rows; each is scored by its task's ``score``
+(:func:`longctx.downloads.score_of`), so the example shows the metric the chapter reports.
+Long prompts are elided in the middle, with the count of what was left out.
+"""
+
+from __future__ import annotations
+
+import html
+
+from .downloads import score_of
+
+KEEP_CHARS = 1200  # of a long prompt, shown from each end
+
+
+def elide(text: str, keep: int = KEEP_CHARS) -> str:
+    """``text`` with its middle replaced by a count of the characters left out, when it is
+    longer than twice ``keep`` (plus the length of that note)."""
+    if len(text) <= 2 * keep + 80:
+        return text
+    left_out = len(text) - 2 * keep
+    return f"{text[:keep]}\n\n[... {left_out:,} characters left out ...]\n\n{text[-keep:]}"
+
+
+def matches(condition: dict, where: dict) -> bool:
+    """Whether ``condition`` has every field of ``where`` at its value (a nested dict is
+    matched field by field)."""
+    return all(
+        matches(condition.get(k) or {}, v) if isinstance(v, dict) else condition.get(k) == v
+        for k, v in where.items()
+    )
+
+
+def right_and_wrong(rows: list[dict], where: dict | None = None) -> tuple[dict | None, dict | None]:
+    """The first row (in stored order) with a full score and the first with a score of 0,
+    among the generations whose condition ``matches`` ``where``."""
+    candidates = [
+        r
+        for r in rows
+        if "prompt" in r and "condition" in r and matches(r["condition"], where or {})
+    ]
+    scored = [(r, score_of(r)) for r in candidates]
+    right = next((r for r, s in scored if s is not None and s >= 1), None)
+    wrong = next((r for r, s in scored if s == 0), None)
+    return right, wrong
+
+
+def _one(label: str, row: dict) -> str:
+    gold = ", ".join(map(str, row.get("gold") or []))
+    tokens = f"{row['prompt_tokens']:,} prompt tokens; " if row.get("prompt_tokens") else ""
+    condition = "; ".join(
+        f"{k}: {v}" for k, v in sorted(row["condition"].items()) if not isinstance(v, dict)
+    )
+    return (
+        f"<p><strong>{label}</strong>: example <code>{html.escape(row['example_id'])}</code> "
+        f"({tokens}gold: <code>{html.escape(gold)}</code>; {html.escape(condition)}). The "
+        "reader answered "
+        f"<code>{html.escape(str(row.get('output', '')).strip())}</code>, score "
+        f'{score_of(row):g}.</p>\n<pre class="example-prompt">{html.escape(elide(row["prompt"]))}</pre>'
+    )
+
+
+def example_html(rows: list[dict], *, what: str, where: dict | None = None) -> str:
+    """A collapsed block (HTML ``details``, which Markdown output passes through) with the
+    prompt and answer of a right and a wrong row under ``what`` (the condition in words)."""
+    right, wrong = right_and_wrong(rows, where)
+    if right is None and wrong is None:
+        return f"No stored generation under {what} to show as an example."
+    parts = [_one("Right", right)] if right else []
+    parts += [_one("Wrong", wrong)] if wrong else []
+    missing = "" if right and wrong else " (every stored answer here scored the same)"
+    return (
+        f'<details class="example"><summary>Example prompts and answers: {html.escape(what)}'
+        f"{missing}</summary>\n" + "\n".join(parts) + "\n</details>"
+    )
