@@ -14,7 +14,14 @@ Serves ``_build/html`` on 127.0.0.1 and, for every page:
 * every ``{glue:text}`key``` of a page's prose was glued by its executed notebook: a
   missing key would print nothing where a number belongs;
 * at 1400 px wide the page never scrolls sideways (a wide table scrolls inside itself),
-  and every figure has a caption.
+  and every figure has a caption and is referenced from the page's text;
+* every figure is shown large enough to read: its smallest text (``longctx.plots``
+  refuses to draw any below ``MIN_FONT_PT``) is at least ``MIN_RENDERED_PT`` once the
+  image is scaled to its column, from the image's pixel width, its DPI and its shown width;
+* no table header shows a raw identifier (a column name such as ``ci_low``, an id such as
+  ``baseline+qac``: ``RAW_HEADER``);
+* every external link is well formed (a web address with a host, not fetched: CI is
+  offline).
 
 Needs Debian's ``chromium`` and ``chromium-driver`` and the ``selenium`` package (``make
 check-book`` installs them). Exit status 1 lists every problem; 0 prints a summary.
@@ -35,6 +42,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlparse
 
+from longctx.plots import COLUMN_INCHES, MIN_FONT_PT
+
+MIN_RENDERED_PT = 10.0
+RAW_HEADER = re.compile(r"_|^Unnamed|^index$|^level \d|^[\w.]+\+[\w.]+$")
 RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{")
 CHECKED = re.compile(r"claims checked: (\d+)")
 GLUE_ROLE = re.compile(r"\{glue(?::[a-z]+)?\}`([^`:]+)(?::[^`]*)?`")
@@ -63,15 +74,30 @@ def parse(path: Path) -> _Links:
     return links
 
 
+def malformed_external(href: str) -> str | None:
+    """Why an external link is malformed, or None: a web address needs http(s) and a host
+    with a dot, and no spaces (nothing is fetched: the check runs offline)."""
+    url = urlparse(href)
+    if url.scheme in ("mailto", "javascript"):
+        return None
+    if url.scheme not in ("http", "https"):
+        return f"scheme {url.scheme!r} is not http(s)"
+    if "." not in url.netloc or any(c.isspace() for c in href):
+        return "no host, or spaces in the address"
+    return None
+
+
 def broken_links(root: Path, pages: list[Path]) -> list[str]:
-    """Internal links whose file or anchor does not exist."""
+    """Internal links whose file or anchor does not exist, and malformed external links."""
     parsed = {p: parse(p) for p in pages}
     problems = []
     for page, links in parsed.items():
         for href in links.hrefs:
             url = urlparse(href)
             if url.scheme or url.netloc or href.startswith(("mailto:", "javascript:")):
-                continue  # external links are not the book's to check offline
+                if why := malformed_external(href):
+                    problems.append(f"{page.relative_to(root)}: malformed link {href!r}: {why}")
+                continue
             target_path, anchor = urldefrag(href)
             target = page if not target_path else (page.parent / unquote(target_path)).resolve()
             if target.is_dir():
@@ -217,14 +243,56 @@ const hadMath = document.querySelectorAll(".math, .MathJax, mjx-container").leng
 const root = document.documentElement;
 const figures = Array.from(document.querySelectorAll("main figure"));
 const uncaptioned = figures.filter(f => !f.querySelector("figcaption")).length;
+const referenced = new Set(Array.from(document.querySelectorAll("main a[href^='#']"))
+    .map(a => a.getAttribute("href").slice(1)));
+const unreferenced = figures.filter(f => f.id && !referenced.has(f.id)).map(f => f.id);
+const shown = Array.from(document.querySelectorAll("main figure img")).map(img => ({
+    src: img.currentSrc || img.src, natural: img.naturalWidth, width: img.clientWidth}));
+const headers = Array.from(document.querySelectorAll("main th"))
+    .map(th => th.innerText.trim()).filter(t => t.length);
 return {images: images, text: text, math: math, hadMath: hadMath,
         mathjax: typeof window.MathJax !== "undefined",
         overflow: root.scrollWidth - root.clientWidth, figures: figures.length,
-        uncaptioned: uncaptioned};
+        uncaptioned: uncaptioned, unreferenced: unreferenced, shown: shown, headers: headers};
 """
 
 
-def check_page(driver, url: str) -> list[str]:
+def image_dpi(root: Path, src: str) -> float | None:
+    """The DPI a served PNG was drawn at (its pHYs chunk), or None when it records none."""
+    from PIL import Image
+
+    path = root / unquote(urlparse(src).path).lstrip("/")
+    if not path.exists():
+        return None
+    with Image.open(path) as img:
+        dpi = img.info.get("dpi")
+    return float(dpi[0]) if dpi else None
+
+
+def small_figures(root: Path, shown: list[dict]) -> list[str]:
+    """Figures scaled down until their smallest text is below ``MIN_RENDERED_PT``."""
+    problems = []
+    for img in shown:
+        if not img["natural"]:
+            continue  # reported as not loaded
+        dpi = image_dpi(root, img["src"])
+        name = unquote(urlparse(img["src"]).path).rsplit("/", 1)[-1][:16]
+        if dpi is None:
+            problems.append(f"figure {name}: the PNG records no DPI, so its text size is unknown")
+            continue
+        # MIN_FONT_PT at dpi is MIN_FONT_PT * dpi / 72 image pixels, shown at width/natural
+        # of that, and a CSS point is 96/72 CSS pixels.
+        rendered = MIN_FONT_PT * dpi / 72 * img["width"] / img["natural"] * 72 / 96
+        if rendered < MIN_RENDERED_PT - 0.05:
+            problems.append(
+                f"figure {name}: {img['natural']} px drawn at {dpi:.0f} dpi is shown {img['width']} px "
+                f"wide, so its smallest text reads {rendered:.1f} pt (< {MIN_RENDERED_PT:g}): draw "
+                f"it at most {COLUMN_INCHES} in wide"
+            )
+    return problems
+
+
+def check_page(driver, url: str, root: Path) -> list[str]:
     import time
 
     driver.get(url)
@@ -249,6 +317,13 @@ def check_page(driver, url: str) -> list[str]:
         problems.append(f"the page scrolls sideways by {state['overflow']} px at 1400 px wide")
     if state["uncaptioned"]:
         problems.append(f"{state['uncaptioned']} of {state['figures']} figures have no caption")
+    problems += [f"figure {f} is never referenced in the text" for f in state["unreferenced"]]
+    problems += small_figures(root, state["shown"])
+    problems += [
+        f"raw identifier in a table header: {h!r}"
+        for h in sorted(set(state["headers"]))
+        if RAW_HEADER.search(h)
+    ]
     for entry in driver.get_log("browser"):
         if entry.get("level") == "SEVERE":
             problems.append(f"console error: {entry.get('message')}")
@@ -275,7 +350,7 @@ def main(argv=None) -> int:
     try:
         for page in pages:
             rel = page.relative_to(root).as_posix()
-            problems += [f"{rel}: {p}" for p in check_page(driver, f"{base}/{rel}")]
+            problems += [f"{rel}: {p}" for p in check_page(driver, f"{base}/{rel}", root)]
     finally:
         driver.quit()
         server.shutdown()
@@ -289,8 +364,10 @@ def main(argv=None) -> int:
         return 1
     print(
         f"check_book: {len(pages)} pages loaded in headless Chromium: no console errors, every image loaded, "
-        "math rendered, every internal link resolves, no page scrolls sideways at 1400 px, every "
-        "figure has a caption, every page checked its prose and glued every number it quotes"
+        "math rendered, every internal link resolves and every external one is well formed, no page "
+        "scrolls sideways at 1400 px, every figure has a caption, is referenced and is shown large "
+        f"enough for {MIN_RENDERED_PT:g} pt text, no table header is a raw identifier, every page "
+        "checked its prose and glued every number it quotes"
     )
     return 0
 

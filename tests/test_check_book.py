@@ -72,3 +72,40 @@ def test_a_glue_key_quoted_but_never_glued_is_reported():
         )
     )
     assert check_book.missing_glue_keys(nb) == ["kv-fig"]
+
+
+def test_external_links_must_be_web_addresses_with_a_host(tmp_path):
+    assert check_book.malformed_external("https://arxiv.org/abs/2307.03172") is None
+    assert check_book.malformed_external("mailto:someone@example.org") is None
+    assert "scheme" in check_book.malformed_external("ftp://example.org/x")
+    assert "host" in check_book.malformed_external("https://localhost/x")
+    assert "host" in check_book.malformed_external("https://example.org/a b")
+    (tmp_path / "index.html").write_text('<a href="http:/example.org">typo</a>')
+    assert check_book.broken_links(tmp_path, [tmp_path / "index.html"]) == [
+        "index.html: malformed link 'http:/example.org': no host, or spaces in the address"
+    ]
+
+
+def test_a_figure_shrunk_below_the_minimum_text_size_is_reported(tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (750, 300), "white").save(tmp_path / "fits.png", dpi=(100, 100))
+    Image.new("RGB", (1300, 300), "white").save(tmp_path / "wide.png", dpi=(100, 100))
+    Image.new("RGB", (700, 300), "white").save(tmp_path / "bare.png")
+    shown = [
+        {"src": "http://127.0.0.1:1/fits.png", "natural": 750, "width": 750},
+        {"src": "http://127.0.0.1:1/wide.png", "natural": 1300, "width": 756},
+        {"src": "http://127.0.0.1:1/bare.png", "natural": 700, "width": 700},
+    ]
+    problems = check_book.small_figures(tmp_path, shown)
+    # 10 pt at 100 dpi shown at 756/1300 of its size reads 10 * 100/96 * 0.58 = 6.1 pt.
+    assert len(problems) == 2
+    assert problems[0].startswith("figure wide.png: 1300 px") and "6.1 pt" in problems[0]
+    assert "records no DPI" in problems[1]
+
+
+def test_raw_identifiers_in_table_headers_are_spotted_but_words_are_not():
+    for raw in ("ci_low", "mean_ABS", "baseline+qac", "Unnamed: 0", "index"):
+        assert check_book.RAW_HEADER.search(raw), raw
+    for fine in ("95% CI", "TD+TC (spaCy)", "p (Holm)", "Questions", "query-aware"):
+        assert not check_book.RAW_HEADER.search(fine), fine
