@@ -128,7 +128,10 @@ say(view.provenance)
 
 # %% tags=["hide-input"]
 show(chapter.headline_table(view.estimates))
-show(chapter.cells_table(view.cells))
+show(
+    chapter.cells_table(view.cells),
+    caption="The four headline cells: accuracy with 95% Wilson intervals.",
+)
 
 # %% [markdown]
 # **The paper's numbers.** It reports key-value results as figures (its Figure 7) and a few

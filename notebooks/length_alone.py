@@ -110,7 +110,7 @@ results_dir = "data/results"
 import matplotlib.pyplot as plt
 
 from longctx.page import setup
-from longctx.report import glue_all, say, show
+from longctx.report import glue_all, say, show, show_all
 from longctx.runner import answer
 
 page = setup("length_alone", globals(), with_model=True)
@@ -255,8 +255,7 @@ say(chapter.sample_outputs(view.solve, page.params))
 # problems would not change the verdict).
 
 # %% tags=["hide-input"]
-for table in chapter.varsum_tables(view.varsum) if view.varsum else []:
-    show(table)
+show_all(chapter.varsum_tables(view.varsum) if view.varsum else [])
 
 # %% [markdown]
 # With no filler no output reaches the cap: the longest has
@@ -327,7 +326,10 @@ if view.ruler:
 # %% tags=["hide-input"]
 if view.ruler:
     show(chapter.recitation_table(view.ruler["recited"]))
-    show(view.ruler["sizing"])
+    show(
+        view.ruler["sizing"],
+        caption="How n was chosen: the questions each comparison needs for ±10 points.",
+    )
 
 # %% [markdown]
 # The recitations are short (a median of {glue:text}`la-qa1-tokens` tokens on QA1,

@@ -152,8 +152,11 @@ show(chapter.closed_book_table(view.base, paper), notes=f"Ours: {view.base['n'].
 # same numbers of documents (positions 1-based).
 
 # %% tags=["hide-input"]
-show(chapter.position_grid(view.summary, reader.label))
-show(chapter.paper_grid(paper, page.params), notes="The paper's accuracy (%).")
+show(
+    chapter.position_grid(view.summary, reader.label),
+    caption="Ours: accuracy (%) [95% Wilson interval] by position.",
+)
+show(chapter.paper_grid(paper, page.params), caption="The paper's accuracy (%), appendix G.")
 
 # %% [markdown]
 # ## Query-aware contextualization

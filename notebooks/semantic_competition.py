@@ -176,7 +176,10 @@ plt.show()
 # tables give its numbers:
 
 # %% tags=["hide-input"]
-show(view.table1)
+show(
+    view.table1,
+    caption="Ours: EM, inclusion and F1 per condition, 95% bootstrap intervals over questions.",
+)
 say("**The paper's Table 1** (SQuAD v1.1, 200 questions):")
 show(paper["table 1"])
 
@@ -188,10 +191,15 @@ show(paper["table 1"])
 # randomization p-values.
 
 # %% tags=["hide-input"]
-show(view.table2.drop(columns=["delta"]))
+show(view.table2.drop(columns=["delta"]), caption="Ours: far minus hard, paired by question.")
 say("**The paper's Table 2:**")
 show(paper["table 2"])
-show(*chapter.sizing(view.main))
+sizing, sizing_note = chapter.sizing(view.main)
+show(
+    sizing,
+    sizing_note,
+    caption="How n was chosen: the questions each difference needs for ±10 points.",
+)
 
 # %% [markdown]
 # **How far is "far"?** The ranks the far snippets were drawn from, among the eligible
@@ -215,7 +223,10 @@ say("```text\n" + view.example[:1400] + "\n...\n```")
 
 # %% tags=["hide-input"]
 show(chapter.retention_table(view.curves), notes="Each cell: M(H) / R(H) [95% CI].")
-show(chapter.half_lives(view.lives))
+show(
+    chapter.half_lives(view.lives),
+    caption="K_1/2: the first tested H with retention at most one half.",
+)
 say("**The paper** (Qwen2.5-1.5B-Instruct, 80-word snippets, not answer-filtered):")
 show(paper["retention"])
 
@@ -226,9 +237,9 @@ show(paper["retention"])
 # control at both snippet lengths.
 
 # %% tags=["hide-input"]
-show(view.length_levels)
-show(view.length_recovery.drop(columns=["delta"]))
-show(paper["length"])
+show(view.length_levels, caption="Each condition at 50- and 80-word snippets, the same questions.")
+show(view.length_recovery.drop(columns=["delta"]), caption="Far minus hard at each snippet length.")
+show(paper["length"], caption="The paper, section 4.4.")
 
 # %% [markdown]
 # ## Beyond the paper: the matched control at other N, and on NQ-Open
@@ -242,8 +253,10 @@ show(paper["length"])
 show(view.sizes.drop(columns=["delta"]).rename(columns={"tokens": "Tok. hard / far"}))
 if view.nq is not None:
     say(f"**NQ-Open gold chunks, {snippet_words}-word snippets, N = {matched_size}:**")
-    show(view.nq[0])
-    show(view.nq[1].drop(columns=["delta"]))
+    show(view.nq[0], caption="Each condition on NQ-Open gold chunks.")
+    show(
+        view.nq[1].drop(columns=["delta"]), caption="Far minus hard on NQ-Open, paired by question."
+    )
 
 # %% tags=["remove-input"]
 say(page.downloads())

@@ -18,6 +18,7 @@ Serves ``_build/html`` on 127.0.0.1 and, for every page:
 * every figure is shown large enough to read: its smallest text (``longctx.plots``
   refuses to draw any below ``MIN_FONT_PT``) is at least ``MIN_RENDERED_PT`` once the
   image is scaled to its column, from the image's pixel width, its DPI and its shown width;
+* no table follows another with neither a caption nor words between them;
 * no table header shows a raw identifier (a column name such as ``ci_low``, an id such as
   ``baseline+qac``: ``RAW_HEADER``);
 * every external link is well formed (a web address with a host, not fetched: CI is
@@ -195,6 +196,32 @@ def quoted_number_problems(build: Path) -> list[str]:
     return problems
 
 
+def uncaptioned_tables(root: Path, pages: list[Path]) -> list[str]:
+    """Tables shown right after another table with no caption and no words between them:
+    a reader cannot tell what the second one is."""
+    from bs4 import BeautifulSoup
+
+    problems = []
+    for page in pages:
+        main = BeautifulSoup(page.read_text(encoding="utf-8", errors="replace"), "html.parser").main
+        if main is None:
+            continue
+        previous = None
+        for el in main.find_all(["p", "h1", "h2", "h3", "h4", "li", "table", "figure", "caption"]):
+            inside_table = el.find_parent("table") is not None
+            if el.name == "table" and not inside_table and "longctx-table" in el.get("class", []):
+                if previous == "table" and el.caption is None:
+                    headers = " | ".join(th.get_text(strip=True) for th in el.select("th")[:4])
+                    problems.append(
+                        f"{page.relative_to(root)}: a table right after another with no caption "
+                        f"or words between them ({headers})"
+                    )
+                previous = "table"
+            elif not inside_table and "longctx-note" not in el.get("class", []):
+                previous = el.name  # words between: this one is introduced
+    return problems
+
+
 def serve(root: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     handler = functools.partial(_QuietHandler, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -344,7 +371,11 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 1
-    problems = broken_links(root, pages) + quoted_number_problems(root.parent)
+    problems = (
+        broken_links(root, pages)
+        + uncaptioned_tables(root, pages)
+        + quoted_number_problems(root.parent)
+    )
     server, base = serve(root)
     driver = browser()
     try:
@@ -366,7 +397,8 @@ def main(argv=None) -> int:
         f"check_book: {len(pages)} pages loaded in headless Chromium: no console errors, every image loaded, "
         "math rendered, every internal link resolves and every external one is well formed, no page "
         "scrolls sideways at 1400 px, every figure has a caption, is referenced and is shown large "
-        f"enough for {MIN_RENDERED_PT:g} pt text, no table header is a raw identifier, every page "
+        f"enough for {MIN_RENDERED_PT:g} pt text, every table is introduced or captioned and none "
+        "has a raw identifier for a header, every page "
         "checked its prose and glued every number it quotes"
     )
     return 0

@@ -109,3 +109,20 @@ def test_raw_identifiers_in_table_headers_are_spotted_but_words_are_not():
         assert check_book.RAW_HEADER.search(raw), raw
     for fine in ("95% CI", "TD+TC (spaCy)", "p (Holm)", "Questions", "query-aware"):
         assert not check_book.RAW_HEADER.search(fine), fine
+
+
+def test_a_table_stacked_under_another_needs_a_caption_or_words(tmp_path):
+    table = '<table class="longctx-table">{}<tr><th>n</th></tr></table>'
+    (tmp_path / "a.html").write_text(
+        "<main><p>Intro.</p>"
+        + table.format("")
+        + '<p class="longctx-note">note</p>'
+        + table.format("")
+        + "<p>Words.</p>"
+        + table.format("")
+        + table.format("<caption>B</caption>")
+        + "</main>"
+    )
+    assert check_book.uncaptioned_tables(tmp_path, [tmp_path / "a.html"]) == [
+        "a.html: a table right after another with no caption or words between them (n)"
+    ]

@@ -47,3 +47,14 @@ def test_parameters_are_written_in_words_not_as_a_python_dict():
 
     text = params_text({"subtasks": ["qa1", "qa2"], "lengths": [4000], "ruler": {"seed": 0}})
     assert text == "subtasks: qa1, qa2; lengths: 4,000; ruler: (seed: 0)"
+
+
+def test_a_caption_goes_above_the_table_escaped():
+    from unittest import mock
+
+    from longctx.report import show
+
+    with mock.patch("IPython.display.display") as display:
+        show(pd.DataFrame({"n": [1]}), caption="Counts <by> cell")
+    html = display.call_args[0][0].data
+    assert html.index("<caption>Counts &lt;by&gt; cell</caption>") < html.index("<thead>")

@@ -119,7 +119,7 @@ def _draw_line(ax, line, x: str, *, colour, ls: str, main: bool, y="accuracy", s
         marker="o" if main else ".",
         color=colour,
         lw=lw,
-        zorder=3 if main else 2,
+        zorder=3 if main else 4,
         alpha=1 if main else 0.8,
     )
     if main:
@@ -135,6 +135,7 @@ def accuracy_by_position(
     hue: str = "model",
     style: str | None = None,
     style_order: list | None = None,
+    hue_order: list | None = None,
     facet_title: str = "{} pairs",
     xlabel: str = "Position of gold item",
     ylabel: str = "Accuracy (%)",
@@ -147,8 +148,8 @@ def accuracy_by_position(
     height: float = 3.3,
 ):
     """Accuracy (shares, drawn in %) against ``x``: one panel per ``facet`` value, one colour
-    per ``hue``, one line style per ``style`` (the first of ``style_order`` solid: the
-    paper's setting). ``main`` names the hue (the page's reader) drawn thick with its band,
+    per ``hue`` (in ``hue_order``, else sorted), one line style per ``style`` (the first of
+    ``style_order`` solid: the paper's setting). ``main`` names the hue (the page's reader) drawn thick with its band,
     the others thin; without it every hue is drawn thick (conditions, not readers).
     ``paper`` holds the paper's numbers (``facet``, ``x``, ``accuracy`` as a share, and
     ``hue`` where they differ by it), drawn as open diamonds; ``references`` are
@@ -157,7 +158,8 @@ def accuracy_by_position(
     from matplotlib.lines import Line2D
 
     facets = sorted(summary[facet].unique())
-    hues = sorted(summary[hue].unique())
+    present_hues = set(summary[hue])
+    hues = [h for h in hue_order if h in present_hues] if hue_order else sorted(present_hues)
     if main in hues:  # one reader among others: it first, thick; the rest thin
         hues = [main] + [h for h in hues if h != main]
     thick = {h: main not in hues or h == main for h in hues}

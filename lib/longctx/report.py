@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from html import escape
 
 import pandas as pd
 
@@ -98,8 +99,9 @@ def params_text(params: dict) -> str:
     return "; ".join(f"{k.replace('_', ' ')}: {value(v)}" for k, v in params.items())
 
 
-def show(df, notes: str | None = None, *, index: bool = False):
-    """Display ``df`` as a clean HTML table for people: no index, headers in words
+def show(df, notes: str | None = None, *, caption: str | None = None, index: bool = False):
+    """Display ``df`` as a clean HTML table for people: ``caption`` above it (what the table
+    is, where prose does not say so just before it), no index, headers in words
     (:func:`readable_header`), whole-number columns without ``.0``, NaN as a dash, and a
     footnote if any cell is the dash or ``notes`` is given."""
     from IPython.display import HTML, display
@@ -119,6 +121,9 @@ def show(df, notes: str | None = None, *, index: bool = False):
     )
     table = table.astype(object).where(table.notna(), MISSING)
     html = table.to_html(index=index, escape=True, border=0, classes="longctx-table")
+    if caption:
+        opening = html.index(">", html.index("<table")) + 1
+        html = f"{html[:opening]}\n<caption>{escape(caption)}</caption>{html[opening:]}"
     foot = []
     if has_missing:
         foot.append(f"{MISSING}: not reported or not run.")
@@ -130,13 +135,16 @@ def show(df, notes: str | None = None, *, index: bool = False):
 
 
 def show_all(items) -> None:
-    """Display each item in turn: a DataFrame, a ``(DataFrame, note)`` pair or a Markdown
-    string; for a part of a chapter whose tables depend on what was run."""
+    """Display each item in turn: a DataFrame, a ``(DataFrame, caption)`` pair, a dict with
+    ``table`` and its ``caption`` (and ``notes``), or a Markdown string; for a part of a
+    chapter whose tables depend on what was run."""
     for item in items:
         if isinstance(item, str):
             say(item)
-        elif isinstance(item, tuple):
-            show(*item)
+        elif isinstance(item, dict):  # {"table": df, "caption": ..., "notes": ...}
+            show(item["table"], item.get("notes"), caption=item.get("caption"))
+        elif isinstance(item, tuple):  # (table, what it is): shown as its caption
+            show(item[0], caption=item[1])
         else:
             show(item)
 

@@ -205,7 +205,7 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
         return paired_estimate(
             short,
             by_unit(rows, long, _gsm8k_correct),
-            side_names=("no filler", f"{label} {filler} {placement}"),
+            side_names=("no filler", f"{LABELS[filler, placement]} ({label} tokens)"),
         )
 
     out = {
@@ -663,7 +663,7 @@ def quoted(
     return out
 
 
-def varsum_tables(varsum: dict) -> list[pd.DataFrame]:
+def varsum_tables(varsum: dict) -> list[tuple[pd.DataFrame, str]]:
     """VarSum's levels (accuracy, outputs at the cap, longest outputs), its drop with filler,
     and the values of asked variables the outputs state."""
     levels = (
@@ -694,7 +694,11 @@ def varsum_tables(varsum: dict) -> list[pd.DataFrame]:
             }
         )
     )
-    return [levels, varsum["drops"], reads]
+    return [
+        (levels, "VarSum accuracy and output lengths at each filler length."),
+        (varsum["drops"], "VarSum: the change with essay filler, paired by problem."),
+        (reads, "The values of the asked variables the outputs state, and how many are right."),
+    ]
 
 
 def sample_outputs(solve: pd.DataFrame, params: dict, n: int = 3) -> str:

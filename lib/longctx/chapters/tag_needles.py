@@ -268,7 +268,7 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
                 by_unit(rows, {**base, "variant": v}, _contains, unit=_needle)
                 for v in (control, variant)
             ),
-            side_names=(control.replace("_", " "), variant.replace("_", " ")),
+            side_names=(tn.VARIANT_LABELS[control], tn.VARIANT_LABELS[variant]),
         )
 
     short, long = params.get("short_length"), params.get("long_length")
@@ -473,11 +473,24 @@ def hop_table(hops: pd.DataFrame) -> pd.DataFrame:
     )[["variant", "hop", "n", "accuracy (95% CI)"]]
 
 
+PAPER_VARIANT_LABELS = {**tn.VARIANT_LABELS, "td_tc_llm": "TD+TC (the paper's LLM tags)"}
+
+
+def arm_label(arm: str) -> str:
+    """A query-aware arm (``variant`` or ``variant+qac``) in words."""
+    variant, _, qac = arm.partition("+")
+    return tn.VARIANT_LABELS.get(variant, variant) + (", question also before" if qac else "")
+
+
 def paper_table(paper: pd.DataFrame) -> pd.DataFrame:
     t1 = paper[paper["table"] == 1].pivot_table(
         index=["model", "variant"], columns="setting", values="value", sort=False
     )
-    return t1.reset_index().rename(columns={"drop_rate": "drop rate (%)"})
+    return (
+        t1.reset_index()
+        .assign(variant=lambda t: t["variant"].map(PAPER_VARIANT_LABELS).fillna(t["variant"]))
+        .rename(columns={"drop_rate": "drop rate (%)"})
+    )
 
 
 def ours_table(accuracy: pd.DataFrame, variants) -> pd.DataFrame:
@@ -949,6 +962,7 @@ def figure(view: SimpleNamespace):
         x="length",
         facet="model",
         hue="label",
+        hue_order=list(tn.VARIANT_LABELS.values()),
         facet_title="{}",
         xlabel="Haystack tokens",
         paper=paper[paper["label"].isin(set(shown["label"]))],
@@ -969,6 +983,7 @@ def depth_figure(view: SimpleNamespace):
         x="depth",
         facet="model",
         hue="label",
+        hue_order=list(tn.VARIANT_LABELS.values()),
         facet_title="{} (all lengths)",
         xlabel="Needle depth (% of the context before it)",
     )
@@ -1106,9 +1121,13 @@ def overhead_tables(view: SimpleNamespace) -> list:
     )
     return [
         view.overhead,
-        against[["length", "variant", "change", "p_sign_flip"]]
-        .rename(columns={"change": "change vs TD (pts, 95% CI)"})
-        .round(3),
+        (
+            against[["length", "variant", "change", "p_sign_flip"]]
+            .rename(columns={"change": "change vs TD (pts, 95% CI)"})
+            .round(3),
+            "Each tagged variant against TD alone (what the tags add to their definitions), "
+            "paired over needles.",
+        ),
     ]
 
 
@@ -1123,7 +1142,11 @@ def query_aware_tables(view: SimpleNamespace) -> list:
             table.rename(index=tn.VARIANT_LABELS, columns=columns).round(1).reset_index(),
             "Accuracy (%).",
         ),
-        gains.round(3),
+        (
+            gains.assign(variant=gains["variant"].map(arm_label)).round(3),
+            "Each arm's change against the baseline with the question after the context, "
+            "paired over needles.",
+        ),
     ]
 
 

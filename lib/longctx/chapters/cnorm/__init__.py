@@ -894,6 +894,7 @@ def qa_figure(view: SimpleNamespace):
         x="position",
         facet="panel",
         hue="method",
+        hue_order=["baseline", "C-NORM", "shortest tokenization"],
         facet_title="{}",
         xlabel="Position of the gold document",
         title=f"C-NORM ({view.chosen!r}, p = {view.params['cnorm_ratio']}) vs baseline",
