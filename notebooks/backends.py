@@ -49,16 +49,15 @@
 #   per step while llama-cpp-python's API decodes one. The hf engine itself is
 #   {glue:text}`be-varsum-hf-naive` the plain `model.generate` loop on VarSum (stop rules
 #   and batching) and {glue:text}`be-kv-hf-naive` on key-value prompts, whose answers end at
-#   once anyway. The run that motivated this backend measured llama.cpp at 2.2x the hf
-#   engine in **float32**, on a CPU where bfloat16 was slow; `make bench` tells which case a
-#   machine is.
+#   once anyway. On a CPU where bfloat16 is slow, the hf engine runs in **float32** and
+#   llama.cpp has measured 2.2x its speed; `make bench` tells which case a machine is.
 # * **llama.cpp's prefix cache is not worth its side effect here.** Reusing the prefix a
 #   prompt shares with the previous one saved {glue:text}`be-prefix-kv` of the time on
 #   key-value prompts and {glue:text}`be-prefix-varsum` on VarSum (the chapters' prompts
 #   share only their instructions), but {glue:text}`be-prefix-changed` of
 #   {glue:text}`be-prefix-prompts` long VarSum answers changed with it: a prompt read in two
-#   pieces is rounded differently. So the backend now reads every prompt from an empty
-#   cache (an answer no longer depends on which prompts ran before it); `prefix_cache=True`
+#   pieces is rounded differently. So the backend reads every prompt from an empty cache
+#   (an answer does not depend on which prompts ran before it); `prefix_cache=True`
 #   turns reuse on. The committed `llamacpp` rows and the benchmark's llama.cpp arm above
 #   were made with reuse on.
 # * **The `openai` client** through a local llama.cpp server ran at

@@ -35,7 +35,7 @@
 # * two constructions of "whitespace" (what a whitespace token is turns out to matter);
 # * GSM8K without the last step of its worked solution, to see whether the task needs
 #   reasoning at all in the paper's design;
-# * VarSum (the paper's synthetic sums) with a budget that no longer cuts answers off:
+# * VarSum (the paper's synthetic sums) with a budget that does not cut answers off:
 #   120 problems without filler, 16 with 16,000 essay tokens;
 # * the paper's remedy, recite-then-answer, on RULER's QA1 and QA2 at 4,000 tokens (Table 5),
 #   110 questions each, with a variant that separates choosing documents from copying them.
