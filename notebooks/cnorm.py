@@ -285,14 +285,7 @@ show_all(chapter.bench_tables())
 # `ratio_sweep_samples` prompts each; "none" is the same at every p).
 
 # %% tags=["hide-input"]
-show(
-    view.stability,
-    caption="The delimiter chosen from the first S prompts, and how often each wins over 500 subsets of size S.",
-)
-show(
-    view.ratio_choice,
-    caption="The delimiter chosen when the candidates are formatted at another ratio p.",
-)
+show_all(chapter.stability_tables(view))
 
 # %% [markdown]
 # ## The selection cost

@@ -96,7 +96,7 @@ import matplotlib.pyplot as plt
 
 from longctx.page import setup
 from longctx.reader import Reader
-from longctx.report import glue_all, say, show
+from longctx.report import glue_all, say, show, show_all
 from longctx.runner import answer
 
 page = setup("semantic_competition", globals())
@@ -176,12 +176,7 @@ plt.show()
 # tables give its numbers:
 
 # %% tags=["hide-input"]
-show(
-    view.table1,
-    caption="Ours: EM, inclusion and F1 per condition, 95% bootstrap intervals over questions.",
-)
-say("**The paper's Table 1** (SQuAD v1.1, 200 questions):")
-show(paper["table 1"])
+show_all(chapter.table1_tables(view, paper))
 
 # %% [markdown]
 # ## Table 2: paired hard-to-far recovery
@@ -191,15 +186,7 @@ show(paper["table 1"])
 # randomization p-values.
 
 # %% tags=["hide-input"]
-show(view.table2.drop(columns=["delta"]), caption="Ours: far minus hard, paired by question.")
-say("**The paper's Table 2:**")
-show(paper["table 2"])
-sizing, sizing_note = chapter.sizing(view.main)
-show(
-    sizing,
-    sizing_note,
-    caption="How n was chosen: the questions each difference needs for ±10 points.",
-)
+show_all(chapter.table2_tables(view, paper))
 
 # %% [markdown]
 # **How far is "far"?** The ranks the far snippets were drawn from, among the eligible
@@ -222,13 +209,7 @@ say("```text\n" + view.example[:1400] + "\n...\n```")
 # tested H with R <= 0.5, otherwise right-censored at the largest tested H.
 
 # %% tags=["hide-input"]
-show(chapter.retention_table(view.curves), notes="Each cell: M(H) / R(H) [95% CI].")
-show(
-    chapter.half_lives(view.lives),
-    caption="K_1/2: the first tested H with retention at most one half.",
-)
-say("**The paper** (Qwen2.5-1.5B-Instruct, 80-word snippets, not answer-filtered):")
-show(paper["retention"])
+show_all(chapter.retention_tables(view, paper))
 
 # %% [markdown]
 # ## Snippet length: 50 vs 80 words
@@ -237,9 +218,7 @@ show(paper["retention"])
 # control at both snippet lengths.
 
 # %% tags=["hide-input"]
-show(view.length_levels, caption="Each condition at 50- and 80-word snippets, the same questions.")
-show(view.length_recovery.drop(columns=["delta"]), caption="Far minus hard at each snippet length.")
-show(paper["length"], caption="The paper, section 4.4.")
+show_all(chapter.length_tables(view, paper))
 
 # %% [markdown]
 # ## Beyond the paper: the matched control at other N, and on NQ-Open
@@ -250,13 +229,7 @@ show(paper["length"], caption="The paper, section 4.4.")
 # chunk's text are left out).
 
 # %% tags=["hide-input"]
-show(view.sizes.drop(columns=["delta"]).rename(columns={"tokens": "Tok. hard / far"}))
-if view.nq is not None:
-    say(f"**NQ-Open gold chunks, {snippet_words}-word snippets, N = {matched_size}:**")
-    show(view.nq[0], caption="Each condition on NQ-Open gold chunks.")
-    show(
-        view.nq[1].drop(columns=["delta"]), caption="Far minus hard on NQ-Open, paired by question."
-    )
+show_all(chapter.beyond_tables(view, page.params))
 
 # %% tags=["remove-input"]
 say(page.downloads())

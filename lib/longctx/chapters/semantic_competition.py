@@ -726,3 +726,61 @@ def matched_figure(view: SimpleNamespace, paper: pd.DataFrame, seed: int = 0):
         paper=paper_matched(paper),
         paper_label=f"paper: {PAPER_MATCHED_READER} (Table 1)",
     )
+
+
+def table1_tables(view: SimpleNamespace, paper: dict) -> list:
+    """The matched control's Table 1, ours and the paper's."""
+    return [
+        (
+            view.table1,
+            "Ours: EM, inclusion and F1 per condition, 95% bootstrap intervals over questions.",
+        ),
+        (paper["table 1"], "The paper's Table 1 (SQuAD v1.1, 200 questions)."),
+    ]
+
+
+def table2_tables(view: SimpleNamespace, paper: dict) -> list:
+    """Far minus hard (Table 2), ours and the paper's, and the questions each needs."""
+    return [
+        (view.table2.drop(columns=["delta"]), "Ours: far minus hard, paired by question."),
+        (paper["table 2"], "The paper's Table 2."),
+        sizing(view.main),  # (table, how n was chosen)
+    ]
+
+
+def retention_tables(view: SimpleNamespace, paper: dict) -> list:
+    """Retention per H, the censored half-lives, and the paper's retention."""
+    return [
+        (retention_table(view.curves), "Each cell: M(H) / R(H) [95% CI]."),
+        (half_lives(view.lives), "K_1/2: the first tested H with retention at most one half."),
+        (
+            paper["retention"],
+            "The paper (Qwen2.5-1.5B-Instruct, 80-word snippets, not answer-filtered).",
+        ),
+    ]
+
+
+def length_tables(view: SimpleNamespace, paper: dict) -> list:
+    """The matched control at 50 and 80 words, ours and the paper's."""
+    return [
+        (view.length_levels, "Each condition at 50- and 80-word snippets, the same questions."),
+        (view.length_recovery.drop(columns=["delta"]), "Far minus hard at each snippet length."),
+        (paper["length"], "The paper, section 4.4."),
+    ]
+
+
+def beyond_tables(view: SimpleNamespace, params: dict) -> list:
+    """The matched control at other N, and on NQ-Open when it ran."""
+    out = [
+        (
+            view.sizes.drop(columns=["delta"]).rename(columns={"tokens": "Tok. hard / far"}),
+            "Far minus hard at other numbers of snippets N.",
+        )
+    ]
+    if view.nq is not None:
+        where = f"NQ-Open gold chunks, {params['snippet_words']}-word snippets, N = {params['matched_size']}"
+        out += [
+            (view.nq[0], f"Each condition on {where}."),
+            (view.nq[1].drop(columns=["delta"]), f"Far minus hard on {where}, paired by question."),
+        ]
+    return out

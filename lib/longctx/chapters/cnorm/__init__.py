@@ -1065,3 +1065,18 @@ def longbench_tables(view: SimpleNamespace, reader: Reader, batch_size: int = 8)
     )
     table = load_experiment(view.results, "cnorm_longbench_v2", score=lb.score, task=lb.TASK)
     return [lb.breakdown(table[table["model"] == reader.label]).round(1).reset_index()]
+
+
+def stability_tables(view: SimpleNamespace) -> list:
+    """How the selection moves with the number of samples S and with the ratio p."""
+    return [
+        (
+            view.stability,
+            "The delimiter chosen from the first S prompts, and how often each wins over 500 "
+            "subsets of size S.",
+        ),
+        (
+            view.ratio_choice,
+            "The delimiter chosen when the candidates are formatted at another ratio p.",
+        ),
+    ]
