@@ -64,8 +64,9 @@ def test_the_sample_browser_carries_its_rows_and_cannot_be_broken_by_an_answer()
     payload = page.split('<script id="rows" type="application/json">')[1].split("</script>")[0]
     data = json.loads(payload)
     assert data["columns"][:5] == ["condition", "example", "score", "gold", "answer"]
+    assert "<p>In every row: num_pairs: 10.</p>" in page  # said once, not in every row
     assert data["rows"][0][:5] == [
-        "gold_index: 0; num_pairs: 10",
+        "gold_index: 0",
         "e0",
         0.0,
         "v",

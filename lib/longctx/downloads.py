@@ -108,17 +108,31 @@ BROWSER_COLUMNS = {  # rows_frame column -> the browser's header; the score befo
 }
 
 
-def condition_text(condition_json: str) -> str:
-    """A condition as ``field: value`` pairs (the task is the page's)."""
+def condition_text(condition_json: str, fixed: frozenset = frozenset()) -> str:
+    """A condition as ``field: value`` pairs, without the task and the ``fixed`` fields (the
+    ones every row of the page shares, said once above the table)."""
     condition = json.loads(condition_json)
-    return "; ".join(f"{k}: {v}" for k, v in sorted(condition.items()) if k != "task")
+    return "; ".join(
+        f"{k}: {v}" for k, v in sorted(condition.items()) if k != "task" and k not in fixed
+    )
+
+
+def fixed_fields(conditions: pd.Series) -> dict:
+    """The condition fields with one value in every row, and that value."""
+    parsed = [json.loads(c) for c in conditions]
+    keys = set.intersection(*(set(c) for c in parsed)) if parsed else set()
+    values = {k: {json.dumps(c[k], sort_keys=True) for c in parsed} for k in keys}
+    return {k: parsed[0][k] for k, v in sorted(values.items()) if len(v) == 1 and k != "task"}
 
 
 def browser_page(name: str, frame: pd.DataFrame, static: str = "../_static/") -> str:
     """A self-contained page browsing ``frame`` (a :func:`rows_frame`): the rows ride in the
-    page as JSON, the table is ``samples.js`` (no CDN, no fetch), so it opens offline."""
+    page as JSON, the table is ``samples.js`` (no CDN, no fetch), so it opens offline. The
+    condition fields every row shares are said once above the table, not in every row."""
+    fixed = fixed_fields(frame["condition"])
+    shared = "; ".join(f"{k}: {v}" for k, v in fixed.items())
     shown = frame[list(BROWSER_COLUMNS)].assign(
-        condition=frame["condition"].map(condition_text),
+        condition=frame["condition"].map(lambda c: condition_text(c, frozenset(fixed))),
         gold=frame["gold"].map(lambda g: ", ".join(map(str, json.loads(g) or [])) if g else ""),
     )
     shown = shown.astype(object).where(shown.notna(), None)
@@ -137,6 +151,7 @@ condition it ran under, the example, the gold answers, the model's answer and it
 the task's metric (blank where the row alone cannot be scored). Type in a column's box to
 filter it (words must all appear; numbers take &lt;, &gt;, &lt;=, &gt;=), click a header to
 sort. <a href="{name}.csv">CSV</a> · <a href="../index.html">the book</a></p>
+{f"<p>In every row: {html.escape(shared)}.</p>" if shared else ""}
 <nav><button id="previous" type="button">previous</button><button id="next"
 type="button">next</button><span id="count"></span></nav>
 <div class="scroll"><table id="samples"></table></div>
