@@ -86,6 +86,15 @@ def book_figure(draw):
     return drawn
 
 
+def _panels(count: int, height: float):
+    """A row of ``count`` panels sharing their y axis, the column's width in all."""
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(
+        1, count, figsize=(COLUMN_INCHES, height), squeeze=False, sharey=True, layout="constrained"
+    )
+
+
 def _legend_below(fig, handles, *, ncol: int = 2) -> None:
     """The legend under the panels, inside the figure's width (constrained layout)."""
     if handles:
@@ -154,7 +163,6 @@ def accuracy_by_position(
     ``paper`` holds the paper's numbers (``facet``, ``x``, ``accuracy`` as a share, and
     ``hue`` where they differ by it), drawn as open diamonds; ``references`` are
     ``(label, level in %, line style)`` grey levels drawn in every panel."""
-    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
     facets = sorted(summary[facet].unique())
@@ -167,14 +175,7 @@ def accuracy_by_position(
     present = set(summary[style]) if style else {None}
     styles = [s for s in (style_order or sorted(present, key=str)) if s in present]
     dashes = dict(zip(styles, LINESTYLES))
-    fig, axes = plt.subplots(
-        1,
-        len(facets),
-        figsize=(COLUMN_INCHES, height),
-        squeeze=False,
-        sharey=True,
-        layout="constrained",
-    )
+    fig, axes = _panels(len(facets), height)
     for ax, value in zip(axes[0], facets):
         panel = summary[summary[facet] == value]
         for h in hues:  # the other readers after the main one: thin, on top, all visible
@@ -244,18 +245,10 @@ def retention_curves(
     """Retention R(H) vs H, one panel per ``facet`` value (e.g. EM, F1), one line per ``hue``,
     with each row's ``R_low``..``R_high`` band and the half-retention line; ``paper`` rows
     (``facet``, ``hue``, ``h``, ``R``) are drawn as open diamonds in the hue's colour."""
-    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
     facets = list(dict.fromkeys(curve[facet]))
-    fig, axes = plt.subplots(
-        1,
-        len(facets),
-        figsize=(COLUMN_INCHES, 3.4),
-        squeeze=False,
-        sharey=True,
-        layout="constrained",
-    )
+    fig, axes = _panels(len(facets), 3.4)
     names = sorted(curve[hue].unique())
     colours = dict(zip(names, OKABE_ITO))
     for ax, value in zip(axes[0], facets):
@@ -537,16 +530,8 @@ def tokens_vs_accuracy(delimiters, correlation: dict, *, title: str, ylabel: str
 def attention_profiles(rows, formats, *, pairs: int):
     """Final-token attention over the prompt (log scale), one panel per id format and one line
     per gold position, ABS in the legend (rows of ``longctx.attention.attention_rows``)."""
-    import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(
-        1,
-        len(formats),
-        figsize=(COLUMN_INCHES, 3.8),
-        sharey=True,
-        squeeze=False,
-        layout="constrained",
-    )
+    fig, axes = _panels(len(formats), 3.8)
     for ax, fmt in zip(axes[0], formats):
         for i, r in enumerate(r for r in rows if r["format"] == fmt):
             ax.plot(
