@@ -65,3 +65,8 @@ def test_a_condition_not_run_is_marked_not_drawn_as_zero():
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts.count("not run") == 1  # b never ran y; a's zero at y is a bar
     assert len(fig.axes[0].patches) == 3
+
+
+def test_factor_names_are_drawn_as_words():
+    assert plots._term_label("query_aware") == "query-aware"
+    assert plots._term_label("format x query_aware") == "format × query-aware"

@@ -385,6 +385,11 @@ def condition_bars(
     return fig
 
 
+def _term_label(term: str) -> str:
+    """A factor or interaction name as words: ``query_aware x tags`` -> ``query-aware × tags``."""
+    return term.replace("_", "-").replace(" x ", " × ")
+
+
 def _claim_label(ax, y: float, claim: int | None) -> None:
     """The paper's claimed sign of an effect, written just right of the axes at height ``y``."""
     if claim is not None:
@@ -418,7 +423,7 @@ def effects_forest(effects, *, title: str | None = None, expected: dict | None =
         _claim_label(ax, y, (expected or {}).get(r.term))
     ax.axvline(0, color="grey", lw=1)
     ax.set_yticks(ys)
-    ax.set_yticklabels(rows["term"])
+    ax.set_yticklabels([_term_label(t) for t in rows["term"]])
     ax.set_xlabel("Effect on accuracy (points, 95% CI clustered by question)")
     ax.grid(axis="y", visible=False)
     if title:
@@ -458,7 +463,7 @@ def readers_forest(
         _claim_label(ax, y, (expected or {}).get(name))
     ax.axvline(0, color="grey", lw=1)
     ax.set_yticks(ys)
-    ax.set_yticklabels(order)
+    ax.set_yticklabels([_term_label(t) for t in order])
     ax.set_xlabel("Main effect on accuracy (points, 95% CI clustered by question)")
     ax.grid(axis="y", visible=False)
     fig.legend(loc="outside lower center", ncol=2)
