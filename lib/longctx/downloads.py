@@ -108,13 +108,23 @@ BROWSER_COLUMNS = {  # rows_frame column -> the browser's header; the score befo
 }
 
 
-def condition_text(condition_json: str, fixed: frozenset = frozenset()) -> str:
-    """A condition as ``field: value`` pairs, without the task and the ``fixed`` fields (the
-    ones every row of the page shares, said once above the table)."""
-    condition = json.loads(condition_json)
+def condition_words(condition: dict, leave_out=frozenset()) -> str:
+    """A condition as ``field: value`` pairs, without the task and the fields in
+    ``leave_out``."""
     return "; ".join(
-        f"{k}: {v}" for k, v in sorted(condition.items()) if k != "task" and k not in fixed
+        f"{k}: {v}" for k, v in sorted(condition.items()) if k != "task" and k not in leave_out
     )
+
+
+def condition_text(condition_json: str, fixed: frozenset = frozenset()) -> str:
+    """A stored condition (JSON) in words, without the ``fixed`` fields (the ones every row
+    of the page shares, said once above the table)."""
+    return condition_words(json.loads(condition_json), fixed)
+
+
+def holds_generations(rows: list[dict]) -> bool:
+    """Whether a store's rows are generations (with a condition), not measurements."""
+    return bool(rows) and "condition" in rows[0]
 
 
 def fixed_fields(conditions: pd.Series) -> dict:
@@ -173,10 +183,11 @@ def write(results_dir: str | Path, site: str | Path) -> list[Path]:
             continue
         name = base_name(store)
         csv = out / f"{name}.csv"
-        frame = rows_frame(rows) if "condition" in rows[0] else measurements_frame(rows)
+        generations = holds_generations(rows)
+        frame = rows_frame(rows) if generations else measurements_frame(rows)
         frame.to_csv(csv, index=False)
         written.append(csv)
-        if "condition" in rows[0]:
+        if generations:
             page = out / f"{name}.html"
             page.write_text(browser_page(name, frame), encoding="utf-8")
             written.append(page)
@@ -191,16 +202,18 @@ def write(results_dir: str | Path, site: str | Path) -> list[Path]:
     return written
 
 
+def browser_link(store: ResultsStore, rows: list[dict], prefix: str = "../") -> str | None:
+    """The site-relative address of ``store``'s sample browser, given its ``rows``, or None
+    when they are not generations (no browser is written for them)."""
+    return f"{prefix}{FOLDER}/{base_name(store)}.html" if holds_generations(rows) else None
+
+
 def browser_href(
     results_dir: str | Path, experiment: str, model_folder: str, prefix: str = "../"
 ) -> str | None:
-    """The site-relative address of ``model_folder``'s sample browser for ``experiment``,
-    or None when that store holds no generations."""
+    """:func:`browser_link` for ``model_folder``'s store of ``experiment``."""
     store = ResultsStore(results_dir, model_folder, experiment)
-    rows = store.rows() if store.files else []
-    if not rows or "condition" not in rows[0]:
-        return None
-    return f"{prefix}{FOLDER}/{base_name(store)}.html"
+    return browser_link(store, store.rows() if store.files else [], prefix)
 
 
 NOTEBOOKS = "notebooks"  # under FOLDER: the executed notebooks
@@ -228,11 +241,8 @@ def chapter_links(chapter: str, results_dir: str | Path, prefix: str = "../") ->
         for store in ResultsStore.all_under(results_dir, experiment):  # stores with files
             name = base_name(store)
             packed = "".join(store.files[0].suffixes)
-            browse = (
-                f'<a href="{prefix}{FOLDER}/{name}.html">browse</a> · '
-                if "condition" in (store.rows()[:1] or [{}])[0]
-                else ""
-            )
+            href = browser_link(store, store.rows(), prefix)
+            browse = f'<a href="{href}">browse</a> · ' if href else ""
             links.append(
                 f"`{name.replace('__', ' / ')}`: {browse}"
                 f'<a href="{prefix}{FOLDER}/{name}.csv">CSV</a> · '

@@ -151,10 +151,10 @@ def as_markdown(table, rows_href: Callable[[str], str | None] | None = None) -> 
             wide = r.scale == "points" and round(half_width(r), 1) > PRECISION_TARGET
             ours = _interval(r.scale, r.difference, r.ci_low, r.ci_high, bold=True)
             href = rows_href(r.experiment) if rows_href and r.experiment else None
-            rows = f' · <a href="{href}">rows</a>' if href else ""
+            browse = f' · <a href="{href}">rows</a>' if href else ""
             lines.append(
                 f"| {k} | {r.claim} | {r.paper_value} | {ours}{' †' if wide else ''} | {r.n} "
-                f"| {format_p(r.p)} | {_verdict_cell(r)} | {{ref}}`section <{r.label}>`{rows} |"
+                f"| {format_p(r.p)} | {_verdict_cell(r)} | {{ref}}`section <{r.label}>`{browse} |"
             )
             kind = (
                 f" A {r.kind} claim, judged by the margin {r.margin:g}"

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .chapters import get_chapter, scale
 from .claims import chapter_verdicts
-from .downloads import browser_href, chapter_links
+from .downloads import browser_link, chapter_links
 from .findings import verdict_box
 from .paths import repo_root, resolve
 from .reader import Reader
@@ -67,8 +67,9 @@ class Page:
         """A collapsed block with a right and a wrong answer of this reader's rows of
         ``experiment`` whose condition has ``where``'s fields (``what`` says which, in
         words), and the link to every row of the store in the sample browser."""
-        rows = self.reader.store(self.results, experiment).rows()
-        href = browser_href(self.results, experiment, self.reader.results_folder(self.results))
+        store = self.reader.store(self.results, experiment)
+        rows = store.rows()
+        href = browser_link(store, rows)
         browse = (
             f'\n\n<p>Every row behind this figure, with its condition, answer and score: <a href="{href}">'
             f"browse the {len(rows):,} rows</a>.</p>"

@@ -101,13 +101,13 @@ def _legend_below(fig, handles, *, ncol: int = 2) -> None:
         fig.legend(handles=handles, loc="outside lower center", ncol=min(ncol, len(handles)))
 
 
-def _draw_line(ax, line, x: str, *, colour, ls: str, main: bool, y="accuracy", scale=100):
+def _draw_line(ax, line, x: str, *, colour, ls: str, main: bool):
     """One condition's points: a line with a 95% band for the main reader, a thin line for
     the others; fewer than three points are drawn as points with whiskers, not a line a
     reader would take for a trend."""
     line = line.sort_values(x)
-    xs, ys = line[x].to_numpy(), scale * line[y].to_numpy()
-    lo, hi = scale * line["ci_low"].to_numpy(), scale * line["ci_high"].to_numpy()
+    xs, ys = line[x].to_numpy(), 100 * line["accuracy"].to_numpy()
+    lo, hi = 100 * line["ci_low"].to_numpy(), 100 * line["ci_high"].to_numpy()
     lw = MAIN_LW if main else OTHER_LW
     if len(line) < 3:
         ax.errorbar(
@@ -158,8 +158,9 @@ def accuracy_by_position(
 ):
     """Accuracy (shares, drawn in %) against ``x``: one panel per ``facet`` value, one colour
     per ``hue`` (in ``hue_order``, else sorted), one line style per ``style`` (the first of
-    ``style_order`` solid: the paper's setting). ``main`` names the hue (the page's reader) drawn thick with its band,
-    the others thin; without it every hue is drawn thick (conditions, not readers).
+    ``style_order`` solid: the paper's setting). ``main`` names the hue (the page's reader)
+    drawn thick with its band, the others thin; without it every hue is drawn thick
+    (conditions, not readers).
     ``paper`` holds the paper's numbers (``facet``, ``x``, ``accuracy`` as a share, and
     ``hue`` where they differ by it), drawn as open diamonds; ``references`` are
     ``(label, level in %, line style)`` grey levels drawn in every panel."""

@@ -135,14 +135,11 @@ def show(df, notes: str | None = None, *, caption: str | None = None, index: boo
 
 
 def show_all(items) -> None:
-    """Display each item in turn: a DataFrame, a ``(DataFrame, caption)`` pair, a dict with
-    ``table`` and its ``caption`` (and ``notes``), or a Markdown string; for a part of a
-    chapter whose tables depend on what was run."""
+    """Display each item in turn: a DataFrame, a ``(DataFrame, caption)`` pair or a Markdown
+    string; for a part of a chapter whose tables depend on what was run."""
     for item in items:
         if isinstance(item, str):
             say(item)
-        elif isinstance(item, dict):  # {"table": df, "caption": ..., "notes": ...}
-            show(item["table"], item.get("notes"), caption=item.get("caption"))
         elif isinstance(item, tuple):  # (table, what it is): shown as its caption
             show(item[0], caption=item[1])
         else:

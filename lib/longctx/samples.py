@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 
-from .downloads import score_of
+from .downloads import condition_words, score_of
 
 KEEP_CHARS = 1200  # of a long prompt, shown from each end
 
@@ -36,23 +36,25 @@ def matches(condition: dict, where: dict) -> bool:
 def right_and_wrong(rows: list[dict], where: dict | None = None) -> tuple[dict | None, dict | None]:
     """The first row (in stored order) with a full score and the first with a score of 0,
     among the generations whose condition ``matches`` ``where``."""
-    candidates = [
-        r
-        for r in rows
-        if "prompt" in r and "condition" in r and matches(r["condition"], where or {})
-    ]
-    scored = [(r, score_of(r)) for r in candidates]
-    right = next((r for r, s in scored if s is not None and s >= 1), None)
-    wrong = next((r for r, s in scored if s == 0), None)
+    right = wrong = None
+    for r in rows:  # stops at the first of each: a store holds thousands of rows
+        if "prompt" not in r or "condition" not in r or not matches(r["condition"], where or {}):
+            continue
+        score = score_of(r)
+        if right is None and score is not None and score >= 1:
+            right = r
+        elif wrong is None and score == 0:
+            wrong = r
+        if right is not None and wrong is not None:
+            break
     return right, wrong
 
 
 def _one(label: str, row: dict) -> str:
     gold = ", ".join(map(str, row.get("gold") or []))
     tokens = f"{row['prompt_tokens']:,} prompt tokens; " if row.get("prompt_tokens") else ""
-    condition = "; ".join(
-        f"{k}: {v}" for k, v in sorted(row["condition"].items()) if not isinstance(v, dict)
-    )
+    nested = frozenset(k for k, v in row["condition"].items() if isinstance(v, dict))
+    condition = condition_words(row["condition"], nested)
     return (
         f"<p><strong>{label}</strong>: example <code>{html.escape(row['example_id'])}</code> "
         f"({tokens}gold: <code>{html.escape(gold)}</code>; {html.escape(condition)}). The "
