@@ -150,7 +150,9 @@ class FakeServer:
                     events = events[:1] + [{"error": {"message": "out of memory"}}]
                 else:
                     events.append({"choices": [{"text": "", "finish_reason": "stop"}]})
-                stream = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+                # ensure_ascii=False: non-ASCII raw, as servers that do not escape it send it
+                stream = "".join(f"data: {json.dumps(e, ensure_ascii=False)}\n\n" for e in events)
+                stream += "data: [DONE]\n\n"
                 self._send(200, stream.encode(), "text/event-stream")
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -346,3 +346,12 @@ def test_longctx_run_hands_the_server_options_to_the_notebook(tmp_path, capsys):
     argv = ["run", str(notebook), "--model", SMOKE, "--output", str(tmp_path / "out.ipynb")]
     options = ["--concurrency", "1", "--timeout", "30", "--retries", "0"]
     assert main([*argv, *options, "-p", "expect", repr(expect)]) == 0
+
+
+@pytest.mark.parametrize("char", ["\u2028", "\u2029", "\u0085"])
+def test_a_streamed_answer_holding_a_line_separator_is_stored_whole(tmp_path, fake, char):
+    fake.answer = f"4{char}2"  # streamed raw inside the JSON string, in two chunks
+    reader = _served(fake.url, retries=0)
+    store = reader.store(tmp_path, "kv")
+    rows = generate_missing(_requests(1), store, reader, progress=False)
+    assert rows[0]["output"] == f"4{char}2" and store.rows()[0]["output"] == f"4{char}2"

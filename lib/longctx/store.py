@@ -32,6 +32,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from .errors import DataFileError
+from .jsonl import dumps_lines, split_lines
 
 
 class ResultsStore:
@@ -115,7 +116,7 @@ class ResultsStore:
                     f"{self.packed_path} is damaged ({e}); restore it with "
                     f"`git checkout -- {self.packed_path}`"
                 ) from None
-            cached = self._packed_cache[self.packed_path] = (stamp, text.splitlines())
+            cached = self._packed_cache[self.packed_path] = (stamp, split_lines(text))
         restore = f"restore it with `git checkout -- {self.packed_path}`"
         return self._parse(cached[1], self.packed_path, restore, None)
 
@@ -127,7 +128,7 @@ class ResultsStore:
 
     def _plain_lines(self) -> list[str]:
         try:
-            return self.path.read_text(encoding="utf-8").splitlines()
+            return split_lines(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:  # never written, or packed and deleted a moment ago
             return []
 
@@ -201,7 +202,9 @@ class ResultsStore:
             f.seek(offset)
             data = f.read()
         complete = data[: data.rfind(b"\n") + 1]  # a line being written is read next time
-        for line in complete.splitlines():
+        for line in complete.split(b"\n"):
+            if not line.strip():
+                continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:  # a torn line (rows() reports it)
@@ -231,7 +234,7 @@ class ResultsStore:
                     seen.add(r["key"])
                     rows.append(r)
                     moved += 1
-            text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
+            text = dumps_lines(rows)
             tmp = self.packed_path.with_name(self.PACKED + ".tmp")
             tmp.write_bytes(lzma.compress(text.encode("utf-8"), preset=6))
             os.replace(tmp, self.packed_path)
@@ -252,7 +255,7 @@ class ResultsStore:
             ) from None
         first = next(iter(self.packed_rows() or self.plain_rows()), None)
         rows = self._parse(
-            text.splitlines(),
+            split_lines(text),
             source,
             "merge only flat copies of this store (`longctx reproduce --copy-to`)",
             _reader(first) if first else None,
@@ -270,7 +273,7 @@ class ResultsStore:
         with self.lock():
             have = self.keys()
             new = [r for r in rows if r["key"] not in have and not have.add(r["key"])]
-            text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in new)
+            text = dumps_lines(new)
             if not text:
                 return 0
             self._drop_torn_tail()

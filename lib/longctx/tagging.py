@@ -37,6 +37,7 @@ from pathlib import Path
 
 from .data import cache_dir
 from .errors import DataFileError, ParameterError
+from .jsonl import dumps_lines, split_lines
 from .models import resolve_model
 from .prompts import load_prompt
 from .reader import Reader
@@ -236,7 +237,7 @@ class TagCache:
         self.path = Path(path) if path else None
         self._tags: dict[str, list[str]] = {}
         if self.path and self.path.exists():
-            lines = self.path.read_text(encoding="utf-8").splitlines()
+            lines = split_lines(self.path.read_text(encoding="utf-8"))
             for n, line in enumerate(lines, 1):
                 if not line.strip():
                     continue
@@ -281,9 +282,7 @@ class TagCache:
         if self.path and rows:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as f:
-                f.write(
-                    "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
-                )
+                f.write(dumps_lines(rows))
                 f.flush()
                 os.fsync(f.fileno())
 
@@ -296,7 +295,7 @@ class TagCache:
             return []
         return [
             json.loads(line)
-            for line in self.path.read_text(encoding="utf-8").splitlines()
+            for line in split_lines(self.path.read_text(encoding="utf-8"))
             if line.strip()
         ]
 

@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from tqdm import tqdm
 
 from ..errors import BackendError, ContextTooLongError, LongctxError, ParameterError
+from ..jsonl import iter_text_lines
 from ..models import context_window, load_tokenizer, resolve_model
 from ..requests import Generation, StopRule, past
 from ._common import Prepared, prepare
@@ -289,7 +290,7 @@ class OpenAIBackend(PromptReader):
                     # A server that ignores stream=true answers with the whole completion.
                     response.read()
                     return self._whole(response.text)
-                for line in response.iter_lines():
+                for line in iter_text_lines(response.iter_text()):
                     if past(stop_at):
                         raise _Stopped  # leaving the block closes the stream
                     if not line.startswith("data:"):
