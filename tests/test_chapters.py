@@ -10,9 +10,10 @@ import jupytext
 import pytest
 
 from longctx.chapters import chapters, get_chapter, scale, scales
+from longctx.claims import read_claims
 from longctx.errors import ParameterError
 from longctx.reader import Reader
-from longctx.reproduce import chapter_blocks
+from longctx.reproduce import block_claims, chapter_blocks
 from longctx.runner import all_requests, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +52,30 @@ def test_book_scale_is_all_cache_hits(name):
     assert report.blocks and report.missing == 0, [
         b for b in report.blocks if b["stored"] < b["requests"]
     ]
+
+
+@pytest.mark.parametrize("name", sorted(chapters()))
+def test_claims_scale_is_a_subset_of_book_and_every_claim_finds_its_blocks(name):
+    """`longctx reproduce --scale claims` on the default reader is all cache hits (it asks no
+    arm the book does not), every claim of the chapter in the claims file names blocks of
+    that scale (CLAIM_BLOCKS), and every block serves some claim (nothing else is run)."""
+    report = run(
+        chapter_blocks([name], "claims", model=MODEL),
+        Reader(MODEL),
+        ROOT / "data" / "results",
+        dry_run=True,
+        log=lambda m: None,
+    )
+    assert report.blocks and report.missing == 0, [
+        b for b in report.blocks if b["stored"] < b["requests"]
+    ]
+    wanted = get_chapter(name).CLAIM_BLOCKS
+    assert set(wanted) == {c.id for c in read_claims() if c.chapter == name}
+    served = {b["block"]: block_claims(name, b["block"]) for b in report.blocks if b["requests"]}
+    for claim, parts in wanted.items():
+        assert not parts or any(claim in cs for cs in served.values()), f"{claim}: no block"
+    # C-NORM's QA block adds a shortest-tokenization control beside the claim's two arms
+    assert all(served.values()), [b for b, cs in served.items() if not cs]
 
 
 @pytest.mark.parametrize("name", sorted(chapters()))

@@ -27,6 +27,12 @@ from ..tasks import kv_retrieval as kv
 
 ORDER = 1  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/kv_retrieval.py"
+# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
+# holds one of the claim's strings; a test checks every claim finds its blocks).
+CLAIM_BLOCKS = {
+    "litm-kv-middle": ("query at end",),
+    "litm-kv-query-aware": ("query at end", "query-aware"),
+}
 EXPERIMENT = "kv_retrieval"
 EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
 HEADLINE_DEPTHS = (0.0, 0.5)

@@ -39,6 +39,16 @@ from ..tasks import ruler_qa as rq
 
 ORDER = 2  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/length_alone.py"
+# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
+# holds one of the claim's strings; a test checks every claim finds its blocks).
+CLAIM_BLOCKS = {
+    "la-essay": ("between 0", "between 16000"),
+    "la-whitespace": ("between 0", "between 16000"),
+    "la-mask": ("between 0", "between 16000"),
+    "la-before": ("between 0", "before 16000"),
+    "la-ruler-qa1": ("RULER qa1",),
+    "la-ruler-qa2": ("RULER qa2",),
+}
 EXPERIMENT = la.TASK
 EXPERIMENTS = (EXPERIMENT, rq.TASK)  # the stores whose rows the chapter offers (RULER too)
 ARM_FIELDS = {"subtasks", "mode", "placement", "kinds", "lengths", "headline", "num_problems"}

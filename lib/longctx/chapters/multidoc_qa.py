@@ -47,6 +47,15 @@ from ..tasks import open_domain as od
 
 ORDER = 3  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/multidoc_qa.py"
+# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
+# holds one of the claim's strings; a test checks every claim finds its blocks). Retriever
+# recall needs no reader.
+CLAIM_BLOCKS = {
+    "litm-qa-u-shape": ("documents, query at end",),
+    "litm-qa-closed-book": ("closed-book", "documents, query at end"),
+    "litm-open-domain": ("open-domain",),
+    "litm-open-domain-recall": (),
+}
 EXPERIMENT = "multidoc_qa"
 HEADLINE_DEPTHS = (0.0, 0.5, 1.0)
 

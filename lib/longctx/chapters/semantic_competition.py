@@ -35,6 +35,13 @@ from ..tasks import semantic_competition as sc
 
 ORDER = 4  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/semantic_competition.py"
+# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
+# holds one of the claim's strings; a test checks every claim finds its blocks).
+CLAIM_BLOCKS = {
+    "sc-far-minus-hard": ("matched control",),
+    "sc-far-minus-hard-inclusion": ("matched control",),
+    "sc-hard-hurts": ("matched control",),
+}
 EXPERIMENT = "semantic_competition"
 EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
 HEADLINE = "squad, bm25"

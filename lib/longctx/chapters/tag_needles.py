@@ -39,6 +39,14 @@ from ..tasks import tag_needles as tn
 
 ORDER = 6  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/tag_needles.py"
+# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
+# holds one of the claim's strings; a test checks every claim finds its blocks).
+CLAIM_BLOCKS = {
+    "tag-td": ("tokens on every case",),
+    "tag-td-definitions": ("tokens on every case",),
+    "tag-spacy": ("tokens on every case",),
+    "tag-spacy-long": ("tokens, baseline vs",),
+}
 EXPERIMENT = "tag_needles"
 EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
 NEEDS_MODEL = True  # chapter_blocks passes the reader as params["model"]
@@ -205,7 +213,7 @@ def _plan(params: dict, results_dir, load_tagger=None) -> list[Block]:
     tokenizer = load_tokenizer(params["model"])
     taggers = taggers_for(params, results_dir or resolve("data/results"), load_tagger=load_tagger)
     text, cases = cases_for(params)
-    longest = max(params["lengths"])
+    longest = max(params["lengths"], default=None)  # the claims scale runs no grid
     headline = long_requests(params, tokenizer=tokenizer, taggers=taggers, text=text)
     short = short_requests(params, tokenizer=tokenizer, taggers=taggers, text=text)
     # A grid case at the short length and its rotating depth is a sized request already.
@@ -242,7 +250,11 @@ def _plan(params: dict, results_dir, load_tagger=None) -> list[Block]:
             if short
             else []
         ),
-        Block(f"{longest} tokens, every variant", EXPERIMENT, head, not headline),
+        *(
+            [Block(f"{longest} tokens, every variant", EXPERIMENT, head, not headline)]
+            if head
+            else []
+        ),
         *([Block("other lengths and query-aware prompts", EXPERIMENT, rest)] if rest else []),
     ]
 

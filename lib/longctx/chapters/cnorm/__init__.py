@@ -42,6 +42,13 @@ from . import method as cn
 
 ORDER = 5  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/cnorm.py"
+# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
+# holds one of the claim's strings; a test checks every claim finds its blocks).
+CLAIM_BLOCKS = {
+    "cnorm-qa": ("C-NORM selection", "C-NORM QA"),
+    "cnorm-format": ("key-value formats",),
+    "cnorm-tokens": ("key-value formats",),
+}
 SELECTION = "cnorm_selection"
 QA = "cnorm_qa"
 KV = "cnorm_kv"

@@ -37,6 +37,12 @@ from . import factorial as X
 
 ORDER = 7  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/crossing.py"
+# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
+# holds one of the claim's strings; a test checks every claim finds its blocks).
+CLAIM_BLOCKS = {
+    f"crossing-{factor}": ("cells x",)
+    for factor in ("position", "format", "tags", "distractors", "filler", "query_aware")
+}
 EXPERIMENT = "crossing"
 EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
 FACTOR_ORDER = ("distractors", "format", "tags", "position", "filler", "query_aware")
