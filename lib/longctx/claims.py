@@ -75,6 +75,7 @@ class Estimate:
     control: float | None = None  # the control side's level (%), which premises check
     treatment: float | None = None  # the treatment side's level (%)
     facts: Mapping[str, float] = field(default_factory=dict)  # other premise quantities
+    capped: float | None = None  # % of the claim's answers that used their whole token budget
 
 
 @dataclass(frozen=True)
@@ -336,8 +337,18 @@ def paired_estimate(
     p = sign_flip_test([y - x for x, y in zip(a, b)], seed=seed)
     level_a, level_b = 100 * sum(a) / len(a), 100 * sum(b) / len(b)
     detail = f"{side_names[1]} {level_b:.1f}% vs {side_names[0]} {level_a:.1f}%"
+    rows = getattr(control, "rows", 0) + getattr(treatment, "rows", 0)
+    capped = getattr(control, "capped", 0) + getattr(treatment, "capped", 0)
     return Estimate(
-        100 * mean, 100 * lo, 100 * hi, len(units), p, detail, control=level_a, treatment=level_b
+        100 * mean,
+        100 * lo,
+        100 * hi,
+        len(units),
+        p,
+        detail,
+        control=level_a,
+        treatment=level_b,
+        capped=100 * capped / rows if rows else None,
     )
 
 
@@ -358,16 +369,36 @@ def estimable(estimates: dict[str, Callable[[], Estimate]]) -> dict[str, Estimat
     return out
 
 
+class UnitScores(dict):
+    """Mean score per unit, remembering how many rows went in and how many of their answers
+    hit the token cap (an answer cut short can score 0 for want of room, not of reading)."""
+
+    rows: int = 0
+    capped: int = 0
+
+
+def hit_cap(row: dict) -> bool:
+    """Whether a generation stopped because it used its whole token budget."""
+    if row.get("stop_reason") is not None:
+        return row["stop_reason"] == "max_new_tokens"
+    budget = (row.get("params") or {}).get("max_new_tokens")
+    return bool(budget) and not row.get("stopped_by_rule") and row.get("new_tokens", 0) >= budget
+
+
 def by_unit(
     rows, where: dict, score: Callable[[dict], float], unit=lambda r: r["example_id"]
-) -> dict:
+) -> UnitScores:
     """Mean score per unit over the rows whose condition matches ``where``."""
     sums: dict = {}
+    out = UnitScores()
     for r in rows:
         if all(r["condition"].get(k) == v for k, v in where.items()):
             total, count = sums.get(unit(r), (0.0, 0))
             sums[unit(r)] = (total + score(r), count + 1)
-    return {u: t / c for u, (t, c) in sums.items()}
+            out.rows += 1
+            out.capped += hit_cap(r) if "output" in r else 0
+    out.update({u: t / c for u, (t, c) in sums.items()})
+    return out
 
 
 VERDICT_MARK = {

@@ -21,8 +21,8 @@ from .models import describe_aliases, resolve_model
 from .paths import repo_root, resolve
 from .reader import NOTEBOOK_OPTIONS, Reader
 from .replay import check_replayable, reader_of, replay, row_scorer, sample_rows
-from .reproduce import chapter_blocks
-from .runner import copy_target, run
+from .reproduce import chapter_blocks, claims_plan, measured_speed, write_claims_plan
+from .runner import PromptTokens, copy_target, run
 from .store import ResultsStore
 
 # Exit codes: 0 done, 1 a notebook failed, 2 a one-line error, 3 a run that stopped (deadline)
@@ -131,10 +131,17 @@ def _reproduce(args) -> int:
         only=args.only,
     )
     reader = _reader(args)
+    root = resolve(args.results_dir or "data/results")
+    claims_scale = default == "claims" and not per_chapter and not overrides and not args.only
+    counter, speed, speed_words = None, None, ""
+    if args.dry_run and (args.count_tokens or claims_scale):
+        counter = PromptTokens(reader)
+        speed, speed_words = measured_speed(reader)
+        print(f"prompt tokens counted with {reader.model}'s tokenizer; times at {speed_words}")
     report = run(
         blocks,
         reader,
-        resolve(args.results_dir or "data/results"),
+        root,
         batch_size=args.batch_size,
         token_budget=args.token_budget,
         deadline_s=args.deadline_s,
@@ -142,8 +149,14 @@ def _reproduce(args) -> int:
         copy_to=args.copy_to,
         dry_run=args.dry_run,
         progress=False,
+        count_tokens=counter,
+        speed=speed,
     )
     print(report.summary())
+    if claims_scale and counter is not None:
+        # What each claim costs this reader, for the findings matrix (a full dry run only).
+        plan = claims_plan(report, chapters, reader, speed_words)
+        print(f"wrote {write_claims_plan(plan, root / reader.results_folder(root))}")
     return 0 if args.dry_run or report.complete else ROWS_MISSING
 
 
@@ -371,6 +384,13 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--results-dir", default=None)
     rep.add_argument(
         "--dry-run", action="store_true", help="count stored and missing rows; generate nothing"
+    )
+    rep.add_argument(
+        "--count-tokens",
+        action="store_true",
+        help="with --dry-run: count each block's prompt tokens with the reader's tokenizer and "
+        "estimate its time from scripts/bench_readers.py's measure (always on at --scale claims, "
+        "which also writes data/results/<reader>/claims-plan.json)",
     )
     pk = sub.add_parser(
         "pack", help="move appended rows into each store's packed generations.jsonl.xz"

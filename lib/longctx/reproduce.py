@@ -11,11 +11,17 @@ folder (a lent GPU machine returns a few flat files); ``longctx merge`` takes th
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
+from . import __version__
 from .chapters import get_chapter, scale
 from .errors import ParameterError
-from .runner import Block
+from .paths import resolve
+from .reader import Reader
+from .runner import Block, Report
 
 
 def chapter_blocks(
@@ -95,3 +101,99 @@ class ChapterPlan:
                 b for b in self._plans[chapter] if id(b) not in self._given and self._wanted(b)
             ]
         return blocks, unbuilt
+
+
+# ---------------------------------------------------------------------------------------------
+# What a reader's claims cost: the claims scale's plan, per claim
+
+SPEEDS = Path("data") / "bench" / "readers-cpu.json"
+PLAN_FILE = "claims-plan.json"  # beside a reader's stores: data/results/<reader>/claims-plan.json
+
+
+def measured_speed(reader: Reader, path: str | Path | None = None) -> tuple[float | None, str]:
+    """(prompt tokens per second with decoding included, how it was measured) for a reader on
+    this project's CPU, from ``scripts/bench_readers.py``'s file; None where it holds no
+    measure for the reader's model and backend (a server's speed is the server's)."""
+    path = Path(path) if path else resolve(SPEEDS)
+    data = json.loads(path.read_text()) if path.exists() else {}
+    key = f"{reader.model}--{reader.backend.name}"
+    if reader.backend.name == "openai" or key not in data:
+        return None, (
+            f"no measured speed for {key}: run scripts/bench_readers.py --model {reader.model} "
+            f"--backends {reader.backend.name} --json {SPEEDS}"
+        )
+    m = data[key]
+    return m["prompt_tokens_per_s"], (
+        f"{m['prompt_tokens_per_s']:g} prompt tokens/s, decoding included, measured by "
+        f"scripts/bench_readers.py on {m['prompts']} claims prompts ({m['prompt_tokens']:,} "
+        f"tokens) with {m['threads']} threads of an {m['cpu']} on {m['date']}"
+    )
+
+
+def block_claims(chapter: str, block_name: str) -> list[str]:
+    """The claims whose rows a block of ``chapter`` holds (its ``CLAIM_BLOCKS``)."""
+    wanted = getattr(get_chapter(chapter), "CLAIM_BLOCKS", {})
+    return [c for c, parts in wanted.items() if any(p in block_name for p in parts)]
+
+
+def chapter_of_experiment(chapters: Sequence[str]) -> dict[str, str]:
+    return {e: c for c in chapters for e in getattr(get_chapter(c), "EXPERIMENTS", ())}
+
+
+def claims_plan(report: Report, chapters: Sequence[str], reader: Reader, speed: str) -> dict:
+    """The claims scale's plan for one reader, per block and per claim: requests, stored,
+    prompt tokens (all and still to run), the longest prompt with its answer budget against the
+    window, and the estimated time. A block built from an earlier block's rows (a second stage)
+    is counted once that block is stored; until then ``stage_two_uncounted`` names it."""
+    owner = chapter_of_experiment(chapters)
+    blocks = []
+    for b in report.blocks:
+        chapter = owner.get(b["experiment"], "")
+        blocks.append({**b, "chapter": chapter, "claims": block_claims(chapter, b["block"])})
+    per_claim: dict[str, dict] = {}
+    for chapter in chapters:
+        for claim, parts in getattr(get_chapter(chapter), "CLAIM_BLOCKS", {}).items():
+            mine = [b for b in blocks if claim in b["claims"]]
+            fits = [
+                b["max_prompt_tokens"] + b["max_new_tokens"] <= b["window"]
+                for b in mine
+                if b.get("window") and "max_prompt_tokens" in b
+            ]
+            per_claim[claim] = {
+                "chapter": chapter,
+                "needs_reader": bool(parts),
+                "requests": sum(b["requests"] for b in mine),
+                "stored": sum(b["stored"] + b["generated"] for b in mine),
+                "prompt_tokens": sum(b.get("prompt_tokens", 0) for b in mine),
+                "missing_prompt_tokens": sum(b.get("missing_prompt_tokens", 0) for b in mine),
+                "max_prompt_tokens": max((b.get("max_prompt_tokens", 0) for b in mine), default=0),
+                "max_new_tokens": max((b.get("max_new_tokens", 0) for b in mine), default=0),
+                "fits": all(fits),
+                "estimated_seconds": sum(b.get("estimated_seconds", 0) for b in mine),
+                "blocks": [b["block"] for b in mine],
+            }
+    return {
+        "model": reader.model,
+        "backend": reader.backend.name,
+        "reader": reader.label,
+        "window": next((b["window"] for b in blocks if b.get("window")), None),
+        "speed": speed,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "longctx_version": __version__,
+        "blocks": blocks,
+        "claims": per_claim,
+    }
+
+
+def write_claims_plan(plan: dict, folder: str | Path) -> Path:
+    """Write ``plan`` as ``<folder>/claims-plan.json`` (the reader's results folder), where
+    the findings matrix reads what each claim costs and whether it fits."""
+    path = Path(folder) / PLAN_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def read_claims_plan(folder: str | Path) -> dict | None:
+    path = Path(folder) / PLAN_FILE
+    return json.loads(path.read_text()) if path.exists() else None

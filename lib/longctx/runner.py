@@ -258,6 +258,46 @@ def check_windows(requests: Sequence[Request], reader: Reader, longest: int = 4)
         )
 
 
+class PromptTokens:
+    """Counts a request's prompt tokens as the reader would see them, without its weights: the
+    prompt rendered with the model's chat template and tokenized, plus the tokens every filler
+    placeholder stands for (essay, whitespace, single-token and masked fillers all occupy the
+    window). ``window`` is the model's own (capped by what the backend allocates), or None
+    where it cannot be read here (an ``openai`` reader's is the server's)."""
+
+    def __init__(self, reader: Reader):
+        tokenizer = load_tokenizer(reader.model)
+        window = context_window(reader.ref)
+        cap = backend_class(reader.backend.name).window_cap
+        if reader.backend.name == "openai":
+            window = reader.backend.context_window or window
+        elif window and cap:
+            window = min(window, cap)
+        self.window = window
+        self._tokenizer = tokenizer
+        self._renderer = PromptReader.without_weights(
+            reader.ref, tokenizer, reader.prompt_mode, window or 2**31
+        )
+
+    def __call__(self, prompt: str, system: str | None = None) -> int:
+        rendered = self._renderer.render(prompt, system=system)
+        slots = sum(
+            int(m.group(m.lastindex))
+            for rx in (FILLER_SLOT, TOKEN_SLOT, MASKED_GAP)
+            for m in rx.finditer(rendered)
+        )
+        text = _PLACEHOLDER.sub("", rendered)
+        return slots + len(self._tokenizer(text, add_special_tokens=False).input_ids)
+
+    def of_block(self, block: Block) -> list[int]:
+        if block.attention is not None:
+            return [self(it["prompt"]) for it in block.attention]
+        return [self(r.prompt, r.system) for r in block.requests]
+
+
+_PLACEHOLDER = re.compile(r"<\|longctx_[^|]*\|>")
+
+
 def block_keys(block: Block, reader: Reader) -> list[str]:
     """Store keys of a block's requests (generations) or attention items, in order."""
     if block.attention is not None:
@@ -375,6 +415,11 @@ class Report:
             f"{sum(b['stored'] for b in self.blocks)} already stored, "
             f"{sum(b['generated'] for b in self.blocks)} generated, {self.missing} missing"
         )
+        if any("missing_prompt_tokens" in b for b in self.blocks):
+            line += f", {sum(b.get('missing_prompt_tokens', 0) for b in self.blocks):,} prompt tokens to run"
+            if any("estimated_seconds" in b for b in self.blocks):
+                seconds = sum(b.get("estimated_seconds", 0) for b in self.blocks)
+                line += f", about {_duration(seconds)}"
         if self.stopped_early:
             line += f"; {self.stopped_early}"
         if self.uncounted:
@@ -470,13 +515,17 @@ def run(
     params: dict | None = None,
     copy_interval_s: float = 60.0,
     load: Callable[[], object] | None = None,
+    count_tokens: PromptTokens | None = None,
+    speed: float | None = None,
 ) -> Report:
     """Run ``plan``'s blocks in order with ``reader``, in chunks sorted by length, until
     ``deadline_s`` (checked before each block and chunk, and by the backend before each batch
     or request it starts); rows already stored are skipped.
     With ``copy_to``, the stores this run adds to are copied there (see :func:`copy_flat`) at
     most every ``copy_interval_s`` seconds each and once more when it returns or fails.
-    ``load`` replaces :meth:`Reader.load` (tests)."""
+    ``load`` replaces :meth:`Reader.load` (tests). A dry run given ``count_tokens`` also counts
+    each block's prompt tokens and, given ``speed`` (prompt tokens per second, decoding
+    included), estimates its time (:func:`_count_block`)."""
     copier = _Copier(copy_to, copy_interval_s)
     try:
         return _run(
@@ -493,6 +542,8 @@ def run(
             log=log,
             params=params,
             load=load or reader.load,
+            count_tokens=count_tokens,
+            speed=speed,
         )
     finally:
         copier.flush()
@@ -513,6 +564,8 @@ def _run(
     log,
     params,
     load,
+    count_tokens=None,
+    speed=None,
 ) -> Report:
     started = time.time()
     stop_at = None if dry_run or deadline_s is None else started + deadline_s
@@ -552,10 +605,14 @@ def _run(
         todo = [i for i, k in enumerate(keys) if k not in have]
         entry = _entry(block, len(todo))
         report.blocks.append(entry)
+        costs = ""
+        if dry_run and count_tokens is not None:
+            costs = _count_block(entry, block, todo, count_tokens, speed)
         log(
             f"[{time.time() - started:7.0f} s] {block.name}: {block.size} "
             f"{'attention prompts' if block.attention is not None else 'requests'}, "
             f"{entry['stored']} stored, {len(todo)} to {'score' if block.attention is not None else 'generate'}"
+            + costs
         )
         if todo and not dry_run:
             if block.attention is not None:
@@ -602,6 +659,32 @@ def _run(
             if second:
                 second_stages.insert(0, second)
     return report
+
+
+def _count_block(
+    entry: dict, block: Block, todo: list[int], count: PromptTokens, speed: float | None
+) -> str:
+    """Add a block's prompt tokens (all, still to run, the longest with its answer budget) to
+    its report entry; the words for its log line, with an estimated time at ``speed``."""
+    tokens = count.of_block(block)
+    budget = max((r.max_new_tokens for r in block.requests), default=0)
+    entry.update(
+        prompt_tokens=sum(tokens),
+        missing_prompt_tokens=sum(tokens[i] for i in todo),
+        max_prompt_tokens=max(tokens, default=0),
+        max_new_tokens=budget,
+        window=count.window,
+    )
+    words = f"; {sum(tokens):,} prompt tokens ({entry['missing_prompt_tokens']:,} to run)"
+    if count.window and entry["max_prompt_tokens"] + budget > count.window:
+        # never run, so never timed
+        return words + (
+            f"; does not fit: {entry['max_prompt_tokens'] + budget:,} tokens > {count.window:,}"
+        )
+    if speed and todo:
+        entry["estimated_seconds"] = entry["missing_prompt_tokens"] / speed
+        words += f", about {_duration(entry['estimated_seconds'])}"
+    return words
 
 
 def _entry(block: Block, missing: int, reached: bool = True) -> dict:
