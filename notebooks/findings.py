@@ -15,9 +15,10 @@
 # (findings)=
 # # Findings at a glance
 #
-# Each row is one headline claim of one paper, tested on the committed generations of this
-# book with Qwen2.5-Coder-0.5B-Instruct (Q4_K_M weights), where the papers use 7B to
-# frontier models; a verdict is about this reader in this setting, not about the paper.
+# Every headline claim of the five papers, judged on every reader that has committed rows:
+# a row per claim, a column per reader (one model on one backend, found in `data/results/`,
+# so committing a new reader's rows adds a column). A verdict is about that reader in our
+# setting, where the papers use 7B to frontier models, not about the paper.
 
 # %% tags=["parameters", "remove-cell"]
 results_dir = "data/results"  # the committed generations
@@ -27,21 +28,79 @@ from functools import partial
 
 import matplotlib.pyplot as plt
 
-from longctx import findings
+from longctx import findings, matrix
 from longctx.downloads import browser_href
 from longctx.page import check_statements
 from longctx.paths import resolve
 from longctx.plots import forest
-from longctx.reader import Reader
-from longctx.report import glue_all, say
+from longctx.report import glue_all, say, show
 
-table = findings.findings_table(resolve(results_dir))
-glue_all(findings.quoted(table))
+claims_by_readers = matrix.build(resolve(results_dir))
+default = matrix.default_column(claims_by_readers)
+table = findings.findings_table(
+    resolve(results_dir), ours=matrix.estimates_of(claims_by_readers, default.folder)
+)
+glue_all({**findings.quoted(table), **matrix.quoted(claims_by_readers)})
+
+# %% tags=["remove-input"]
+show(
+    matrix.tally_table(claims_by_readers),
+    caption="Per reader: claims by verdict, cells decided (a direction, an equivalence or a "
+    "premise judged unmet), and cells without a verdict, by why.",
+)
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Every claim (rows) on every reader with committed rows (columns). A mark is a verdict by the rule below: colour and shape tell the verdict, an open circle a premise this reader does not meet, ‡ a rule fixed after that reader's rows; grey words say why a cell has none (not run, part run, no fit: the prompts exceed the reader's window, GPU: too long for this CPU, hf only: needs attention weights or masked padding).", "name": "fig-matrix"}, "image": {"alt": "A grid of claims by readers with one verdict mark per cell."}}
+matrix.figure(claims_by_readers)
+plt.show()
+
+# %% [markdown]
+# {numref}`fig-matrix` puts {glue:text}`fi-claims` claims against {glue:text}`fi-readers`
+# readers: {glue:text}`fi-judged` cells hold a verdict, {glue:text}`fi-decided` of them a
+# decided one. Each reader answers the same questions, needles, problems and records at the
+# `claims` scale (`lib/longctx/scales/<chapter>.json`: exactly the arms the claims need, at
+# the book's sizes), so a cell is judged only once every unit is stored; a reader with part
+# of them is "part run", never judged from the subset.
+#
+# **Rules fixed before the rows.** Each claim's rule (its kind, margin, premise, direction
+# and the paper's effect in `data/paper/claims.csv`) is dated by the git commit that gave it
+# its present form, and each reader's rows carry the time they were made. A cell whose
+# rule took its form after that reader's first row in the claim's store is marked ‡: its
+# rule was not fixed in advance for that reader. {glue:text}`fi-prereg` of the
+# {glue:text}`fi-judged` judged cells had their rule fixed before their rows; every cell of
+# the default reader is marked, since its rules were written after its rows.
+#
+# The tables below give each cell's number: the paired difference with its 95% interval, n
+# (independent units), the verdict's mark, whether the premise holds, the chance floor where
+# the claim has one (a guess among the keys or ids, or this reader's closed-book accuracy on
+# the same NQ-Open questions), the share of answers that used their whole token budget and a
+# link to the reader's rows. Hover over a cell without a verdict for the command that fills
+# it, or why it cannot be filled here.
+
+# %% tags=["remove-input"]
+say(
+    matrix.as_markdown(
+        claims_by_readers,
+        rows_href=lambda folder, experiment: browser_href(
+            resolve(results_dir), experiment, model_folder=folder
+        ),
+    )
+)
+say(
+    "To fill a reader's cells that are not run yet (a dry run first says what each claim "
+    "costs and whether it fits):\n\n" + matrix.commands_markdown(claims_by_readers)
+)
+say(matrix.download_line())
+
+# %% [markdown]
+# ## The default reader in detail
+#
+# Qwen2.5-Coder-0.5B-Instruct (Q4_K_M weights) has rows for every claim: the book's chapters
+# show them. Its verdicts:
 
 # %% tags=["remove-input"]
 say(findings.tally_markdown(table))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Every headline claim measured in points, as a paired difference (treatment minus control, as named on the left). Bars: our 95% bootstrap interval over independent units; diamonds: the paper's reported effect where it gives one. Colour: the verdict.", "name": "fig-findings"}, "image": {"alt": "Forest plot of the paired differences in points, one per claim, coloured by verdict, with the paper's effects as diamonds."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Every headline claim measured in points on the default reader, as a paired difference (treatment minus control, as named on the left). Bars: our 95% bootstrap interval over independent units; diamonds: the paper's reported effect where it gives one. Colour: the verdict.", "name": "fig-findings"}, "image": {"alt": "Forest plot of the paired differences in points, one per claim, coloured by verdict, with the paper's effects as diamonds."}}
 forest(table[table["scale"] == "points"])
 plt.show()
 
@@ -50,8 +109,9 @@ plt.show()
 # claim is a correlation, in the table only).
 #
 # **The verdict rule**, one function (`longctx.claims.judge`) for this page and every
-# chapter. Each claim states in `data/paper/claims.csv`, before it is judged, its kind, an
-# equivalence margin where the kind needs one, and a premise. Our number is a paired
+# chapter. Each claim states in `data/paper/claims.csv` its kind, an equivalence margin
+# where the kind needs one, and a premise; the matrix above marks (‡) every cell whose rule
+# took that form after its reader's rows. Our number is a paired
 # difference with a 95% bootstrap interval over independent units *n* (questions, needles,
 # problems or examples) and an exact sign-flip p.
 #
@@ -84,7 +144,7 @@ plt.show()
 # (`tests/test_findings.py`, `tests/test_findings_scorers.py`).
 
 # %% tags=["remove-input"]
-reader_folder = Reader().results_folder(resolve(results_dir))
+reader_folder = default.folder
 say(
     findings.as_markdown(
         table, rows_href=partial(browser_href, resolve(results_dir), model_folder=reader_folder)
@@ -94,9 +154,25 @@ say(findings.provenance(results_dir))
 say(findings.download_line())
 
 # %% tags=["remove-cell"]
-check_statements("findings", findings.statements(table), results_dir == "data/results")
+check_statements(
+    "findings",
+    {**findings.statements(table), **matrix.statements(claims_by_readers)},
+    results_dir == "data/results",
+)
 
 # %% [markdown]
+# ## The other readers
+#
+# Every judged cell in points of the other readers, in the same form:
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The judged claims of every reader but the default one, each row a claim and a reader: the paired difference with its 95% interval, coloured by verdict; diamonds: the paper's effect where it gives one.", "name": "fig-findings-others"}, "image": {"alt": "Forest plot of the other readers' judged claims, one row per claim and reader."}}
+forest(matrix.others_frame(claims_by_readers))
+plt.show()
+
+# %% [markdown]
+# {numref}`fig-findings-others` shows the other readers' judged claims; the cells not judged
+# yet are in the matrix above with what they need.
+#
 # ## When a verdict moved
 #
 # A verdict can move when rows are added, a metric is corrected or the rule changes. Each

@@ -7,12 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from longctx import matrix
 from longctx.chapters import get_chapter, scale
+from longctx.claims import read_claims
 from longctx.reader import Reader
 from longctx.runner import PromptTokens, block_keys
+from longctx.store import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = "qwen2.5-coder-0.5b-instruct"
+IDS = {c.id for c in read_claims()}
 
 
 def _cli(*args):
@@ -66,3 +70,81 @@ def test_claims_dry_run_writes_what_each_claim_costs_and_whether_it_fits(tmp_pat
     assert sc["fits"] and sc["requests"] == 600 and sc["stored"] == 0
     assert sc["prompt_tokens"] == sc["missing_prompt_tokens"] > 600 * 500
     assert sc["estimated_seconds"] > 0
+
+
+def test_the_claims_scale_gives_the_default_reader_the_book_scales_numbers():
+    """The matrix reads the claims scale, the chapters the book scale: for the default reader
+    they must be the same estimates, so the two pages cannot disagree."""
+    from longctx.findings import estimates
+
+    results = ROOT / "data" / "results"
+    claims = read_claims()
+    book = estimates(results, claims)
+    lean = estimates(results, claims, scale_name="claims")
+    assert book == lean
+
+
+def _copy_store(src_folder, experiment, root, folder, **changes):
+    rows = ResultsStore(ROOT / "data" / "results", src_folder, experiment).rows()
+    rows = [{**r, **changes} for r in rows]
+    ResultsStore(root, folder, experiment).append(rows)
+    return rows
+
+
+def test_a_new_readers_rows_add_a_column_with_no_code_change(tmp_path):
+    _copy_store(DEFAULT, "semantic_competition", tmp_path, DEFAULT)
+    before = matrix.build(
+        tmp_path, [c for c in read_claims() if c.chapter == "semantic_competition"]
+    )
+    assert [c.folder for c in before.columns] == [DEFAULT]
+    # the same rows as if another reader (gemma3-270m) had made them, after the rules
+    future = "2099-01-01T00:00:00+0000"
+    _copy_store(
+        DEFAULT,
+        "semantic_competition",
+        tmp_path,
+        "gemma3-270m",
+        model="gemma3-270m",
+        model_fingerprint="gemma3-270m@test",
+        created=future,
+    )
+    claims = [c for c in read_claims() if c.chapter == "semantic_competition"]
+    after = matrix.build(tmp_path, claims)
+    assert [c.folder for c in after.columns] == [DEFAULT, "gemma3-270m"]
+    for claim in claims:
+        old, new = after.cell(claim.id, DEFAULT), after.cell(claim.id, "gemma3-270m")
+        assert new.status == old.status == "judged"
+        assert new.estimate == old.estimate and new.judgement == old.judgement
+        # the rule predates 2099 but not the default reader's rows of 2026-11-22
+        assert new.preregistered is True and old.preregistered is False
+    text = matrix.as_markdown(after)
+    assert "gemma3-270m" in text and "‡" in text
+    assert matrix.tally_table(after)["reader"].tolist() == [DEFAULT, "gemma3-270m"]
+
+
+def test_part_of_a_claims_units_is_running_never_judged(tmp_path):
+    rows = _copy_store(DEFAULT, "semantic_competition", tmp_path, DEFAULT)
+    claims = [c for c in read_claims() if c.chapter == "semantic_competition"]
+    few = sorted({r["example_id"] for r in rows})[:30]
+    part = [
+        {**r, "model": "gemma3-270m", "model_fingerprint": "g@t"}
+        for r in rows
+        if r["example_id"] in few
+    ]
+    ResultsStore(tmp_path, "gemma3-270m", "semantic_competition").append(part)
+    cells = matrix.build(tmp_path, claims).column_cells("gemma3-270m")
+    assert {c.status for c in cells} == {"running"}
+    assert all(c.judgement is None and "units stored" in c.note for c in cells)
+
+
+def test_findings_for_a_model_with_no_rows_says_what_to_run_per_claim(tmp_path):
+    done = _cli("findings", "--model", "gemma3-270m", "--results-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    lines = {line.split(":")[0]: line for line in done.stdout.splitlines()}
+    assert set(lines) >= IDS
+    # the retriever's recall needs no reader; every other claim names the command that fills it
+    assert "reproduced" in lines.pop("litm-open-domain-recall")
+    assert all(
+        "not run: `longctx reproduce --scale claims --model gemma3-270m --chapters " in lines[c]
+        for c in IDS - {"litm-open-domain-recall"}
+    )

@@ -399,12 +399,20 @@ def test_each_chapter_opens_with_its_verdicts():
         title = source.index("\n# # ")
         assert source.index(f"{{glue:md}} {name}-verdicts") - title < 200, name
         assert "page.glue_verdicts(view.estimates)" in source, name
+    from longctx import matrix
+    from longctx.reader import Reader
+
+    claims = [c for c in read_claims() if c.chapter == "multidoc_qa"]
+    col = matrix.column_of(Reader(), ROOT / "data" / "results")
     est = {"litm-qa-u-shape": Estimate(-10.7, -17.0, -4.0, 150, 0.0024, "", 41.3, 30.7)}
-    box = findings.verdict_box("multidoc_qa", est)
-    assert box.startswith(":::{admonition} Verdicts for this reader")
-    assert "✔ reproduced" in box and "{ref}`data <multidoc-headline>`" in box
-    assert box.count("\n| ") == 2  # header and the one estimated claim
-    assert "No claim" in findings.verdict_box("multidoc_qa", {})
+    table = matrix.build(ROOT / "data" / "results", claims, only=[col], given={col.folder: est})
+    box = matrix.verdict_box("multidoc_qa", table)
+    assert box.startswith(":::{admonition} Verdicts, one column per reader with rows")
+    assert "reproduced" in box and "{ref}`data <multidoc-headline>`" in box
+    assert box.count("\n| ") == 1 + len(claims)  # header and every claim of the chapter
+    assert "-10.7 [-17.0, -4.0]" in box and "not run" in box  # the others have no estimate
+    empty = matrix.Matrix(claims, [])
+    assert "No claim" in matrix.verdict_box("multidoc_qa", empty)
 
 
 def test_the_record_of_verdict_moves_is_current(table, tmp_path):

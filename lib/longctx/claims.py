@@ -98,6 +98,8 @@ class Claim:
     premise: Premise | None = None
     scale: str = "points"  # "points" (a difference) or "r" (a correlation)
     experiment: str = ""  # the store whose rows hold it, for the link to its samples
+    floor: str = ""  # a chance level in % (with floor_why), "closed-book", or empty
+    floor_why: str = ""
 
     def effect_text(self, value: float) -> str:
         """``value`` in this claim's unit, signed."""
@@ -188,6 +190,8 @@ def _claim(r: dict, where: str) -> Claim:
         premise,
         r.get("scale") or "points",
         r.get("experiment", ""),
+        r.get("floor", ""),
+        r.get("floor_why", ""),
     )
 
 

@@ -17,6 +17,9 @@ from pathlib import Path
 
 from .chapters import chapters as all_chapters
 from .errors import DataFileError, LongctxError, ParameterError
+from .matrix import build as build_matrix
+from .matrix import column_of, reader_lines
+from .matrix import frame as matrix_frame
 from .models import describe_aliases, resolve_model
 from .paths import repo_root, resolve
 from .reader import NOTEBOOK_OPTIONS, Reader
@@ -158,6 +161,29 @@ def _reproduce(args) -> int:
         plan = claims_plan(report, chapters, reader, speed_words)
         print(f"wrote {write_claims_plan(plan, root / reader.results_folder(root))}")
     return 0 if args.dry_run or report.complete else ROWS_MISSING
+
+
+def _findings(args) -> int:
+    root = resolve(args.results_dir or "data/results")
+    only = None
+    if args.model:
+        options = {}
+        if args.backend == "openai":  # rows are read; no server is reached
+            options = {"url": "http://rows-only.invalid/v1", "served_model": args.served_model}
+        only = [column_of(Reader.of(args.model, args.backend, **options), root)]
+    table = build_matrix(root, only=only)
+    if not table.columns:
+        raise DataFileError(f"no reader has rows under {root}; name one with --model")
+    print("\n".join(reader_lines(table)))
+    if args.model:
+        print(
+            "what each claim costs and whether it fits this reader's window: "
+            f"longctx reproduce --scale claims --model {args.model} --backend {args.backend} --dry-run"
+        )
+    if args.csv:
+        matrix_frame(table).to_csv(args.csv, index=False)
+        print(f"wrote {args.csv}")
+    return 0
 
 
 def _reader(args, **given) -> Reader:
@@ -404,6 +430,17 @@ def main(argv: list[str] | None = None) -> int:
     mg.add_argument(
         "--no-pack", dest="pack", action="store_false", help="leave the merged rows unpacked"
     )
+    fi = sub.add_parser(
+        "findings",
+        help="every paper claim judged on a reader's rows (or on every reader with rows)",
+    )
+    fi.add_argument(
+        "--model", default=None, help="the reader's model (default: every reader with rows)"
+    )
+    fi.add_argument("--backend", default="hf", help="the reader's backend: hf, llamacpp, openai")
+    fi.add_argument("--served-model", default=None, help="openai: the model id the server served")
+    fi.add_argument("--csv", default=None, help="also write one line per claim and reader here")
+    fi.add_argument("--results-dir", default=None)
     rp = sub.add_parser(
         "replay", help="answer a seeded sample of stored rows again on this machine and compare"
     )
@@ -433,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
             return _reproduce(args)
         if args.command == "replay":
             return _replay(args)
+        if args.command == "findings":
+            return _findings(args)
         if args.command == "pack":
             return _pack(args)
         if args.command == "merge":

@@ -19,6 +19,9 @@ import pandas as pd
 from .chapters import get_chapter
 from .errors import ParameterError
 from .findings import findings_table
+from .matrix import build as build_matrix
+from .matrix import default_column, estimates_of
+from .matrix import frame as matrix_frame
 from .store import ResultsStore
 from .tasks import get_task
 
@@ -195,10 +198,17 @@ def write(results_dir: str | Path, site: str | Path) -> list[Path]:
             target = out / f"{name}{''.join(f.suffixes)}"
             shutil.copyfile(f, target)
             written.append(target)
-    table = findings_table(results_dir)
+    claims_by_readers = build_matrix(results_dir)
+    default = default_column(claims_by_readers)
+    table = findings_table(
+        results_dir,
+        ours=estimates_of(claims_by_readers, default.folder) if default else None,
+    )
     findings_csv = out / "findings.csv"
     table.drop(columns=["facts"]).to_csv(findings_csv, index=False)
-    written.append(findings_csv)
+    matrix_csv = out / "findings-matrix.csv"
+    matrix_frame(claims_by_readers).to_csv(matrix_csv, index=False)
+    written += [findings_csv, matrix_csv]
     return written
 
 

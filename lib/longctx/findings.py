@@ -31,36 +31,46 @@ from .claims import (
 from .errors import DataFileError
 from .paths import build_commit, repo_root
 from .reader import Reader
-from .report import format_p, p_text
+from .report import format_p
 
 
 def estimates(
-    results_dir: str | Path, claims: list[Claim], reader: Reader | None = None
+    results_dir: str | Path,
+    claims: list[Claim],
+    reader: Reader | None = None,
+    scale_name: str = "book",
+    strict: bool = True,
 ) -> dict[str, Estimate]:
-    """Our estimate of every claim, from its chapter at the chapter's book scale (each
-    chapter computed once)."""
+    """Our estimate of every claim, from its chapter at the chapter's ``scale_name`` scale
+    (each chapter computed once); a claim whose rows are not stored is left out, which
+    ``strict`` (the default reader's page, whose rows are all committed) refuses."""
     reader = reader or Reader()
     out: dict[str, Estimate] = {}
     for chapter in dict.fromkeys(c.chapter for c in claims):
-        params = scale(chapter, "book")
+        params = scale(chapter, scale_name)
         module = get_chapter(chapter)
         if getattr(module, "NEEDS_MODEL", False):
             params["model"] = reader.model
         out.update(module.claims(Path(results_dir), params, reader))
     missing = [c.id for c in claims if c.id not in out]
-    if missing:
+    if missing and strict:
         raise DataFileError(
             f"no chapter computes the claims {missing}; check data/paper/claims.csv"
         )
     return out
 
 
-def findings_table(results_dir: str | Path, claims: list[Claim] | None = None):
+def findings_table(
+    results_dir: str | Path,
+    claims: list[Claim] | None = None,
+    ours: dict[str, Estimate] | None = None,
+):
     """One row per claim: paper, claim, the paper's number, ours (difference, interval, n, p,
     the two sides), model/setting, the verdict with its direction, magnitude and premise,
-    and the chapter section that shows it."""
+    and the chapter section that shows it. ``ours``: the default reader's estimates, where
+    the caller has them (the claims x readers matrix computes them)."""
     claims = claims if claims is not None else read_claims()
-    ours = estimates(results_dir, claims)
+    ours = ours if ours is not None else estimates(results_dir, claims)
     out = []
     for c in claims:
         est = ours[c.id]
@@ -174,37 +184,6 @@ def as_markdown(table, rows_href: Callable[[str], str | None] | None = None) -> 
             )
         parts.append("\n".join(lines) + "\n\n" + "\n".join(notes))
     return "\n\n".join(parts)
-
-
-def verdict_box(chapter: str, estimates: dict[str, Estimate]) -> str:
-    """The answer first: a MyST admonition listing each of ``chapter``'s claims with the
-    paper's number, ours (interval, n, p) and the verdict with its parts, each claim linked
-    to the section that shows it; one line when the chapter estimated none of them."""
-    rows = []
-    for c in read_claims():
-        if c.chapter != chapter or c.id not in estimates:
-            continue
-        est, judged = estimates[c.id], judge(estimates[c.id], c)
-        ours = _interval(c.scale, est.difference, est.ci_low, est.ci_high)
-        parts = [judged.direction, judged.magnitude_short]
-        if not judged.premise_met:
-            parts.append(f"premise: {judged.premise}")
-        rows.append(
-            f"| {c.claim} ({{ref}}`data <{c.label}>`) | {c.paper_value} | {ours}, "
-            f"n = {est.n}, {p_text(est.p)} "
-            f"| **{VERDICT_MARK[judged.verdict]}**: {'; '.join(p for p in parts if p)} |"
-        )
-    if not rows:
-        body = "No claim of this chapter has rows under both of its conditions yet."
-    else:
-        body = "\n".join(
-            ["| claim | paper | ours [95% CI] | verdict |", "|---|---|---|---|", *rows]
-        )
-    return (
-        ":::{admonition} Verdicts for this reader\n:class: tip\n\n"
-        + body
-        + "\n\nBy the rule on {ref}`the findings page <findings>`; differences in points.\n:::"
-    )
 
 
 def quoted(table) -> dict:

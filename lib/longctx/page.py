@@ -18,9 +18,10 @@ from types import ModuleType
 import pandas as pd
 
 from .chapters import get_chapter, scale
-from .claims import chapter_verdicts
+from .claims import chapter_verdicts, read_claims
 from .downloads import browser_link, chapter_links
-from .findings import verdict_box
+from .matrix import build as build_matrix
+from .matrix import verdict_box
 from .paths import repo_root, resolve
 from .reader import Reader
 from .samples import example_html
@@ -79,12 +80,17 @@ class Page:
         return example_html(rows, what=what, where=where) + browse
 
     def glue_verdicts(self, estimates: dict) -> None:
-        """Glue the chapter's verdict box (:func:`longctx.findings.verdict_box`) as MyST
-        Markdown under ``<chapter>-verdicts``, which the page shows under its title."""
+        """Glue the chapter's verdict box (:func:`longctx.matrix.verdict_box`: this page's
+        reader's ``estimates`` beside every other reader with rows) as MyST Markdown under
+        ``<chapter>-verdicts``, which the page shows under its title."""
         from IPython.display import Markdown
         from myst_nb import glue  # the book's package: only notebooks call this
 
-        glue(f"{self.name}-verdicts", Markdown(verdict_box(self.name, estimates)), display=False)
+        claims = [c for c in read_claims() if c.chapter == self.name]
+        table = build_matrix(
+            self.results, claims, given={self.reader.results_folder(self.results): estimates}
+        )
+        glue(f"{self.name}-verdicts", Markdown(verdict_box(self.name, table)), display=False)
 
 
 def check_statements(page: str, said: dict[str, bool], book_run: bool) -> None:

@@ -326,6 +326,89 @@ def forest(table, *, title: str | None = None):
     return fig
 
 
+VERDICT_MARKERS = {  # shape as well as colour, so a mark reads in grey too
+    "reproduced": "o",
+    "opposite direction": "X",
+    "not reproduced": "s",
+    "inconclusive at this n": "d",
+    "premise not met": "o",
+}
+UNJUDGED_WORDS = {
+    "running": "part run",
+    "does not fit": "no fit",
+    "needs a GPU": "GPU",
+    "needs hf": "hf only",
+    "not run": "not run",
+}
+
+
+@book_figure
+def claims_grid(cells, *, readers: list[str]):
+    """The claims x readers matrix, one mark per cell: a judged cell's verdict (colour and
+    shape; premise not met as an open circle, a dagger-like ``‡`` beside a cell whose rule was
+    fixed after the reader's rows), a cell without a verdict in grey words (not run, part
+    run, no fit, GPU, hf only). ``cells`` has one row per claim and reader with ``short``,
+    ``reader``, ``status``, ``verdict`` and ``preregistered``; the claims keep their order."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    claims = list(dict.fromkeys(cells["short"]))
+    fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 0.3 * len(claims) + 2.4), layout="constrained")
+    ys = {c: len(claims) - 1 - k for k, c in enumerate(claims)}
+    xs = {r: k for k, r in enumerate(readers)}
+    for r in cells.itertuples():
+        x, y = xs[r.reader], ys[r.short]
+        if r.status == "judged":
+            colour = VERDICT_COLOURS[r.verdict]
+            hollow = r.verdict == "premise not met"
+            ax.plot(
+                x,
+                y,
+                VERDICT_MARKERS[r.verdict],
+                ms=9,
+                color=colour,
+                mfc="white" if hollow else colour,
+                mew=2,
+            )
+            if r.preregistered is False:
+                ax.text(x + 0.14, y, "‡", va="center", ha="left", fontsize=10, color="0.3")
+        elif r.status == "same":
+            ax.text(x, y, "same", va="center", ha="center", fontsize=10, color="0.55")
+        else:
+            ax.text(
+                x, y, UNJUDGED_WORDS[r.status], va="center", ha="center", fontsize=10, color="0.45"
+            )
+    ax.set_yticks(list(ys.values()), list(ys))
+    ax.set_xticks(list(xs.values()), readers)
+    ax.xaxis.tick_top()
+    ax.set_xlim(-0.6, len(readers) - 0.4)
+    ax.set_ylim(-0.6, len(claims) - 0.4)
+    ax.grid(False)
+    for y in ys.values():
+        ax.axhline(y, color="0.92", lw=0.8, zorder=0)
+    handles = [
+        Line2D(
+            [],
+            [],
+            ls="none",
+            marker=VERDICT_MARKERS[v],
+            ms=9,
+            mew=2,
+            color=c,
+            mfc="white" if v == "premise not met" else c,
+            label=v,
+        )
+        for v, c in VERDICT_COLOURS.items()
+    ]
+    handles.append(
+        Line2D(
+            [], [], ls="none", marker="$‡$", ms=9, color="0.3", label="rule fixed after the rows"
+        )
+    )
+    _legend_below(fig, handles, ncol=3)
+    return fig
+
+
 @book_figure
 def condition_bars(
     summary,

@@ -169,6 +169,7 @@ def claims_plan(report: Report, chapters: Sequence[str], reader: Reader, speed: 
                 "max_prompt_tokens": max((b.get("max_prompt_tokens", 0) for b in mine), default=0),
                 "max_new_tokens": max((b.get("max_new_tokens", 0) for b in mine), default=0),
                 "fits": all(fits),
+                "needs": sorted({n for b in mine for n in b.get("needs", [])}),
                 "estimated_seconds": sum(b.get("estimated_seconds", 0) for b in mine),
                 "blocks": [b["block"] for b in mine],
             }

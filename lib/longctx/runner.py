@@ -28,7 +28,7 @@ from pathlib import Path
 from . import __version__
 from .attention import attention_key, attention_rows
 from .backends import backend_class, prompts_need
-from .backends.base import PromptReader
+from .backends.base import ATTENTION, PromptReader
 from .errors import DataFileError, LongctxError
 from .models import context_window, load_tokenizer
 from .padding import FILLER_SLOT, MASKED_GAP, TOKEN_SLOT, encode_prompt, expand_fillers
@@ -691,6 +691,12 @@ def _entry(block: Block, missing: int, reached: bool = True) -> dict:
     return {
         "block": block.name,
         "experiment": block.experiment,
+        # what the block asks of a backend beyond generation (a dry run says it before loading)
+        "needs": [ATTENTION]
+        if block.attention is not None
+        else sorted(prompts_need(r.prompt for r in block.requests))
+        if not isinstance(block.requests, LazyRequests) or block.requests.built
+        else [],
         "requests": block.size,
         "stored": block.size - missing,
         "generated": 0,

@@ -15,6 +15,7 @@ smaller on a CPU.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -187,6 +188,10 @@ def open_domain_ks(params: dict) -> tuple[int, int]:
     return (20, 50) if {20, 50} <= set(ks) else (ks[-2], ks[-1])
 
 
+RECALL_PARAMS = ("source", "release_dir", "seed", "distractors", "random_order")
+_RECALL: dict[str, Estimate] = {}
+
+
 def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
     """Lost in the Middle's multi-document claims, paired by question on the chapter's
     questions: the U-shape as a contrast fixed in advance (middle minus the mean of first and
@@ -229,14 +234,17 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
         ]
 
         def recall():
-            table = od.recall_table(pool, od.ChunkRetriever(pool), [low, high])
-            side = {
-                k: dict(zip(g["example_id"], g["recall"].astype(float)))
-                for k, g in table.groupby("k")
-            }
-            return paired_estimate(
-                side[low], side[high], side_names=(f"recall@{low}", f"recall@{high}")
-            )
+            key = json.dumps([params.get(k) for k in RECALL_PARAMS] + [low, high])
+            if key not in _RECALL:  # no reader: the same for every reader of one process
+                table = od.recall_table(pool, od.ChunkRetriever(pool), [low, high])
+                side = {
+                    k: dict(zip(g["example_id"], g["recall"].astype(float)))
+                    for k, g in table.groupby("k")
+                }
+                _RECALL[key] = paired_estimate(
+                    side[low], side[high], side_names=(f"recall@{low}", f"recall@{high}")
+                )
+            return _RECALL[key]
 
         def reader_gain():
             # the saturation claim's premise: more gold is there to read at the larger depth

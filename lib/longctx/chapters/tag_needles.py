@@ -171,8 +171,19 @@ def sized_depths(params: dict, text: str | None = None) -> dict[str, float]:
     """case id -> the depth its needle sits at in the sized comparisons (:func:`long_requests`,
     :func:`short_requests`). A grid case asked at the same length sits at its own rotating
     depth, so this picks the sized rows out of a store that holds both."""
-    cases = long_cases(params, tn.haystack_text() if text is None else text)
-    depths = params["depths"]
+    if text is not None:
+        return _depths(long_cases(params, text), params["depths"])
+    key = json.dumps([params.get(k) for k in SIZED_PARAMS])
+    if key not in _SIZED:  # the same for every reader: cut the cases once per process
+        _SIZED[key] = _depths(long_cases(params, tn.haystack_text()), params["depths"])
+    return dict(_SIZED[key])
+
+
+SIZED_PARAMS = ("long_needle_sets", "long_num_cases", "seed", "depths")
+_SIZED: dict[str, dict[str, float]] = {}
+
+
+def _depths(cases, depths) -> dict[str, float]:
     return {c.id: float(depths[i % len(depths)]) for i, c in enumerate(cases)}
 
 

@@ -1,0 +1,688 @@
+"""The claims x readers matrix: every claim of ``data/paper/claims.csv`` judged on every reader
+that has rows under ``data/results/``.
+
+A reader is one model on one backend: one folder of ``data/results`` (``<model>`` for
+``hf``, ``<model>--<backend>`` otherwise), found by looking, never listed, so committing a
+new reader's rows adds a column. Each cell is exactly one of:
+
+* **judged**: the claim's estimate on this reader's rows, from the same chapter code the book
+  uses (:func:`longctx.findings.estimates` at the ``claims`` scale), judged by
+  :func:`longctx.claims.judge`, with whether its rule was **pre-registered** for this reader:
+  the claim's rule (kind, margin, premise, direction and the paper's effect) last changed in a
+  git commit made before this reader's first row in the claim's store;
+* **running**: rows for only part of the claim's units (``n`` of the default reader's ``n``),
+  never judged from the subset;
+* **does not fit**: the claim's longest prompt with its answer budget exceeds the reader's
+  window (from the reader's claims plan, :mod:`longctx.reproduce`);
+* **needs a GPU**: the claim's prompts would take more than :data:`GPU_HOURS` on this
+  project's CPU at the reader's measured speed (its prompt tokens are given);
+* **needs hf**: the claim needs what only the ``hf`` backend computes (attention weights,
+  masked padding);
+* **not run**: no rows; the cell gives the command that fills it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from io import StringIO
+from pathlib import Path
+
+import pandas as pd
+
+from .backends import backend_class
+from .chapters import get_chapter
+from .claims import CLAIMS_FILE, VERDICT_MARK, Claim, Estimate, Judgement, judge, read_claims
+from .errors import LongctxError
+from .findings import estimates
+from .models import DEFAULT_MODEL
+from .paths import repo_root
+from .plots import claims_grid
+from .reader import Reader, model_label, row_backend
+from .reproduce import read_claims_plan
+from .store import ResultsStore
+
+GPU_HOURS = 8.0  # a claim whose prompts would take longer on this CPU is left to a GPU
+STATUSES = ("judged", "running", "does not fit", "needs a GPU", "needs hf", "not run")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A reader with rows: its results folder, the model and backend its rows name, and the
+    :class:`Reader` whose stores are that folder (rows are read; nothing is loaded)."""
+
+    folder: str
+    model: str
+    backend: str
+    reader: Reader
+
+    @property
+    def label(self) -> str:
+        return model_label(self.model, self.backend)
+
+    @property
+    def short_label(self) -> str:
+        """The label on short lines, for a figure's column head: the model's name without
+        its "-instruct", cut at hyphens, and the backend in brackets below."""
+        name = re.sub(r"-instruct$", "", self.model.split("/")[-1], flags=re.I)
+        lines: list[str] = []
+        for part in name.split("-"):
+            if lines and len(lines[-1]) + len(part) < 13:
+                lines[-1] += f"-{part}"
+            else:
+                lines.append(part)
+        return "\n".join(lines + ([f"({self.backend})"] if self.backend != "hf" else []))
+
+    def command(self, chapter: str) -> str:
+        """The command that fills this reader's claims of ``chapter``."""
+        backend = f" --backend {self.backend}" if self.backend != "hf" else ""
+        return (
+            f"longctx reproduce --scale claims --model {self.model}{backend} --chapters {chapter}"
+        )
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One claim on one reader (see the module docstring for ``status``)."""
+
+    claim: Claim
+    column: Column
+    status: str
+    estimate: Estimate | None = None
+    judgement: Judgement | None = None
+    note: str = ""  # the status in words: the command to run, the window, the tokens
+    preregistered: bool | None = None  # None: no rows, or no git history to tell
+    rule_date: datetime | None = None
+    first_row: datetime | None = None
+    floor: str = ""  # the chance floor in words, where the claim has one
+    fits: str = ""  # the longest prompt against the window, where the reader's plan says
+
+    @property
+    def decided(self) -> bool:
+        """Whether the cell says something: a direction (the interval and the exact test
+        agree), an equivalence by its margin, or a premise judged unmet."""
+        if self.judgement is None:
+            return False
+        return self.judgement.verdict in (
+            "reproduced",
+            "opposite direction",
+            "premise not met",
+        ) or (self.judgement.verdict == "not reproduced")
+
+
+@dataclass
+class Matrix:
+    claims: list[Claim]
+    columns: list[Column]
+    cells: dict[tuple[str, str], Cell] = field(default_factory=dict)
+
+    def cell(self, claim_id: str, folder: str) -> Cell:
+        return self.cells[claim_id, folder]
+
+    def reproduced_by(self, claim_id: str) -> tuple[int, int]:
+        """(readers whose verdict on the claim is reproduced, readers judged on it)."""
+        judged = [
+            self.cells[claim_id, c.folder]
+            for c in self.columns
+            if self.cells[claim_id, c.folder].judgement
+        ]
+        return sum(c.judgement.verdict == "reproduced" for c in judged), len(judged)
+
+    def column_cells(self, folder: str) -> list[Cell]:
+        return [self.cells[c.id, folder] for c in self.claims]
+
+
+# ---------------------------------------------------------------------------------------------
+# Readers, found by looking
+
+
+def claim_experiments(claims: Sequence[Claim]) -> set[str]:
+    """Every store a claim's chapter reads (its ``EXPERIMENTS``)."""
+    return {e for c in claims for e in getattr(get_chapter(c.chapter), "EXPERIMENTS", ())}
+
+
+def columns(results_dir: str | Path, claims: Sequence[Claim] | None = None) -> list[Column]:
+    """Every reader with rows of some claim's store under ``results_dir``, the default reader
+    first, then by folder name. The model and backend come from the folder's rows."""
+    claims = claims if claims is not None else read_claims()
+    wanted = claim_experiments(claims)
+    stores: dict[str, list[ResultsStore]] = {}
+    for store in ResultsStore.all_under(results_dir):
+        if store.dir.name in wanted:
+            stores.setdefault(store.dir.parent.name, []).append(store)
+    out = []
+    for folder, found in sorted(stores.items()):
+        row = next((r for s in found for r in _first_rows(s)), None)
+        if row is None:
+            continue
+        identity = row.get("backend") or "hf"
+        backend = row_backend(row)
+        options = {}
+        if backend == "openai":  # the rows are read; no server is reached
+            options = {"url": "http://rows-only.invalid/v1", "served_model": identity[7:]}
+        try:
+            reader = Reader.of(row["model"], backend, **options)
+        except LongctxError:
+            continue  # weights this machine cannot name (a local file elsewhere)
+        if reader.results_folder(results_dir) != folder:
+            continue
+        out.append(Column(folder, row["model"], backend, reader))
+    return sorted(out, key=lambda c: (c.model != DEFAULT_MODEL or c.backend != "hf", c.folder))
+
+
+def _first_rows(store: ResultsStore) -> list[dict]:
+    rows = store.packed_rows()
+    return rows[:1] if rows else store.plain_rows()[:1]
+
+
+# ---------------------------------------------------------------------------------------------
+# When each claim's rule was fixed, from git
+
+RULE_FIELDS = ("kind", "margin", "premise", "direction", "paper_effect")
+
+
+def rule_dates(path: str | Path | None = None) -> dict[str, datetime] | None:
+    """claim id -> the commit time at which its rule (:data:`RULE_FIELDS`) took its present
+    form in ``data/paper/claims.csv``; None where git history is not available (a copy
+    without ``.git``). A claim whose rule is not committed yet has no date."""
+    root = repo_root()
+    rel = str(Path(path).relative_to(root)) if path else str(CLAIMS_FILE)
+    try:
+        log = subprocess.run(
+            ["git", "log", "--format=%H %cI", "--", rel],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    if not log:
+        return None
+    commits = list(zip(log[0::2], log[1::2]))[::-1]  # oldest first
+    now = _rules((root / rel).read_text(encoding="utf-8"))
+    dates: dict[str, datetime] = {}
+    for sha, when in commits:
+        shown = subprocess.run(
+            ["git", "show", f"{sha}:{rel}"], cwd=root, capture_output=True, text=True
+        )
+        if shown.returncode:
+            continue
+        rules = _rules(shown.stdout)
+        for claim, rule in now.items():
+            if rules.get(claim) == rule:
+                dates.setdefault(claim, datetime.fromisoformat(when))
+            else:
+                dates.pop(claim, None)  # changed after: the rule as it is now came later
+    return dates
+
+
+def _rules(text: str) -> dict[str, tuple]:
+    table = pd.read_csv(StringIO(text), dtype=str, keep_default_na=False)
+    return {
+        r["id"]: tuple(r.get(f, "") for f in RULE_FIELDS)
+        for r in table.to_dict("records")
+        if r.get("id")
+    }
+
+
+def first_row_time(reader: Reader, results_dir: str | Path, experiment: str) -> datetime | None:
+    """When this reader's first row in ``experiment``'s store was made (rows carry ``created``)."""
+    times = [
+        datetime.strptime(r["created"], "%Y-%m-%dT%H:%M:%S%z")
+        for r in reader.store(results_dir, experiment).rows()
+        if r.get("created")
+    ]
+    return min(times, default=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# The cells
+
+
+def column_of(reader: Reader, results_dir: str | Path) -> Column:
+    """The column of a reader named on a command line (it may have no rows yet)."""
+    return Column(reader.results_folder(results_dir), reader.model, reader.backend.name, reader)
+
+
+def build(
+    results_dir: str | Path,
+    claims: Sequence[Claim] | None = None,
+    only: Sequence[Column] | None = None,
+    given: dict[str, dict[str, Estimate]] | None = None,
+) -> Matrix:
+    """The matrix of every claim on every reader with rows under ``results_dir`` (or on the
+    ``only`` columns given); ``given`` holds estimates a caller has already computed, by
+    reader folder (a chapter page's own reader)."""
+    claims = list(claims if claims is not None else read_claims())
+    cols = list(only) if only is not None else columns(results_dir, claims)
+    matrix = Matrix(claims, cols)
+    dates = rule_dates()
+    given = given or {}
+    ests = {
+        c.folder: given.get(c.folder)
+        or estimates(results_dir, claims, c.reader, scale_name="claims", strict=False)
+        for c in cols
+    }
+    # Every reader answers the same units, so the most any reader has is the claim's full n
+    # (the default reader has every claim); a column named alone is measured against it.
+    others = list(ests.values())
+    default = Reader()
+    if only is not None and default.results_folder(results_dir) not in ests:
+        others.append(estimates(results_dir, claims, default, scale_name="claims", strict=False))
+    full = {cl.id: max((e[cl.id].n for e in others if cl.id in e), default=0) for cl in claims}
+    first: dict[tuple[str, str], datetime | None] = {}
+    for col in cols:
+        plan = read_claims_plan(Path(results_dir) / col.folder) or {}
+        planned = plan.get("claims", {})
+        for claim in claims:
+            est = ests[col.folder].get(claim.id)
+            key = (col.folder, claim.experiment)
+            if est is not None and key not in first:
+                first[key] = first_row_time(col.reader, results_dir, claim.experiment)
+            matrix.cells[claim.id, col.folder] = _cell(
+                claim,
+                col,
+                est,
+                full[claim.id],
+                planned.get(claim.id),
+                plan.get("window"),
+                dates,
+                first.get(key),
+                ests[col.folder],
+            )
+    return matrix
+
+
+def _cell(claim, col, est, full_n, planned, window, dates, first_row, col_estimates) -> Cell:
+    floor = floor_words(claim, col_estimates)
+    fits = ""
+    if planned and planned.get("max_prompt_tokens") and window:
+        fits = (
+            f"longest prompt {planned['max_prompt_tokens']:,} + {planned['max_new_tokens']:,} "
+            f"answer tokens of a {window:,}-token window"
+        )
+    if est is not None and est.n >= full_n:
+        rule_date = (dates or {}).get(claim.id)
+        pre = (
+            None
+            if dates is None or first_row is None
+            else (rule_date is not None and rule_date < first_row)
+        )
+        try:
+            judged = judge(est, claim)
+        except LongctxError as e:  # a premise whose quantity this reader's rows lack
+            return Cell(claim, col, "running", est, note=str(e), floor=floor)
+        return Cell(
+            claim,
+            col,
+            "judged",
+            est,
+            judged,
+            preregistered=pre,
+            rule_date=rule_date,
+            first_row=first_row,
+            floor=floor,
+            fits=fits,
+        )
+    if est is not None:
+        return Cell(
+            claim,
+            col,
+            "running",
+            est,
+            note=f"{est.n} of {full_n} units stored; `{col.command(claim.chapter)}` resumes",
+            floor=floor,
+        )
+    if planned:
+        needs = planned.get("needs") or []
+        capabilities = backend_class(col.backend).capabilities
+        lacking = [n for n in needs if n not in capabilities]
+        if lacking:
+            return Cell(
+                claim, col, "needs hf", note=f"needs {' and '.join(lacking)}: the hf backend"
+            )
+        if not planned.get("fits", True):
+            total = planned["max_prompt_tokens"] + planned["max_new_tokens"]
+            return Cell(
+                claim,
+                col,
+                "does not fit",
+                note=f"does not fit ({total:,} tokens > {window:,})",
+                fits=fits,
+            )
+        if planned.get("estimated_seconds", 0) > GPU_HOURS * 3600:
+            return Cell(
+                claim,
+                col,
+                "needs a GPU",
+                note=f"needs a GPU: {planned['missing_prompt_tokens']:,} prompt tokens "
+                f"(about {planned['estimated_seconds'] / 3600:.0f} h on this CPU)",
+                fits=fits,
+            )
+    return Cell(claim, col, "not run", note=f"not run: `{col.command(claim.chapter)}`", fits=fits)
+
+
+def floor_words(claim: Claim, col_estimates: dict[str, Estimate]) -> str:
+    """The claim's chance floor in words: a guess among its options, or this reader's
+    closed-book accuracy on NQ-Open where the claim reads NQ-Open documents."""
+    if not claim.floor:
+        return ""
+    if claim.floor == "closed-book":
+        cb = col_estimates.get("litm-qa-closed-book")
+        if cb is None or cb.control is None:
+            return "closed-book: not run"
+        return f"closed-book {cb.control:.1f}% (n = {cb.n})"
+    return f"chance {float(claim.floor):g}% ({claim.floor_why})"
+
+
+# ---------------------------------------------------------------------------------------------
+# The matrix as a table, in words and as a figure
+
+SHORT_STATUS = {
+    "running": "part run",
+    "does not fit": "does not fit",
+    "needs a GPU": "needs a GPU",
+    "needs hf": "needs hf",
+    "not run": "not run",
+}
+NOT_PREREGISTERED = "‡"  # the claim's rule took its form after this reader's first row
+
+
+def reader_free(claim: Claim) -> bool:
+    """A claim no reader answers (retriever recall): the same number in every column."""
+    blocks = getattr(get_chapter(claim.chapter), "CLAIM_BLOCKS", {})
+    return claim.id in blocks and not blocks[claim.id]
+
+
+def frame(matrix: Matrix) -> pd.DataFrame:
+    """One row per cell, for the CSV download and the figure: the claim, the reader, the
+    status, and for a judged cell the estimate, verdict, its parts and pre-registration."""
+    out = []
+    for claim in matrix.claims:
+        for col in matrix.columns:
+            cell = matrix.cell(claim.id, col.folder)
+            est, j = cell.estimate, cell.judgement
+            out.append(
+                {
+                    "claim": claim.id,
+                    "short": claim.short or claim.comparison,
+                    "paper": claim.paper,
+                    "reader": col.label,
+                    "folder": col.folder,
+                    "status": cell.status,
+                    "difference": est.difference if est else None,
+                    "ci_low": est.ci_low if est else None,
+                    "ci_high": est.ci_high if est else None,
+                    "n": est.n if est else None,
+                    "p": est.p if est else None,
+                    "verdict": j.verdict if j else None,
+                    "direction": j.direction if j else None,
+                    "magnitude": j.magnitude if j else None,
+                    "premise": j.premise if j else None,
+                    "premise_met": j.premise_met if j and claim.premise else None,
+                    "decided": cell.decided,
+                    "preregistered": cell.preregistered,
+                    "rule_fixed": cell.rule_date.isoformat() if cell.rule_date else None,
+                    "first_row": cell.first_row.isoformat() if cell.first_row else None,
+                    "capped_pct": est.capped if est else None,
+                    "floor": cell.floor,
+                    "fits": cell.fits,
+                    "note": cell.note,
+                    "scale": claim.scale,
+                    "paper_effect": claim.paper_effect,
+                    "reader_free": reader_free(claim),
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def _number(claim: Claim, est: Estimate) -> str:
+    digits = 2 if claim.scale == "r" else 1
+    shown = f"r = {est.difference:+.2f}" if claim.scale == "r" else f"{est.difference:+.1f}"
+    return f"{shown} [{est.ci_low:+.{digits}f}, {est.ci_high:+.{digits}f}]"
+
+
+def cell_markdown(cell: Cell, href: str | None = None) -> str:
+    """A cell of the matrix table: the number with its interval, n and the verdict's mark on
+    the first lines, then the premise, the floor, answers cut at the token cap and a link to
+    the rows; a cell with no verdict says why, the command it needs in its tooltip."""
+    if cell.judgement is None:
+        words = SHORT_STATUS[cell.status]
+        if cell.status == "running" and cell.estimate:
+            words += f" (n = {cell.estimate.n})"
+        return f'<abbr title="{_attr(cell.note)}">{words}</abbr>'
+    est, j = cell.estimate, cell.judgement
+    mark = VERDICT_MARK[j.verdict].split(" ", 1)[0]
+    pre = f" {NOT_PREREGISTERED}" if cell.preregistered is False else ""
+    parts = [f"{_number(cell.claim, est)}", f"n = {est.n} · **{mark}** {j.verdict}{pre}"]
+    extra = []
+    if cell.claim.premise:
+        extra.append("premise met" if j.premise_met else "**premise not met**")
+    if cell.floor:
+        extra.append(cell.floor)
+    if est.capped:
+        extra.append(f"{est.capped:.0f}% of answers at the token cap")
+    if href:
+        extra.append(f'<a href="{href}">rows</a>')
+    if extra:
+        parts.append(" · ".join(extra))
+    return "<br>".join(parts)
+
+
+def _attr(text: str) -> str:
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("`", "")
+
+
+def as_markdown(matrix: Matrix, rows_href=None) -> str:
+    """The matrix as MyST Markdown, one table per paper: a row per claim (linked to the
+    chapter section that shows it), a column per reader, and how many readers reproduce it.
+    ``rows_href(folder, experiment)`` gives the sample browser of a reader's store."""
+    parts = []
+    heads = [c.label for c in matrix.columns]
+    for paper in dict.fromkeys(c.paper for c in matrix.claims):
+        claims = [c for c in matrix.claims if c.paper == paper]
+        lines = [
+            f"**{paper}**",
+            "",
+            "| claim | paper | " + " | ".join(heads) + " | reproduced by |",
+            "|---|---|" + "---|" * len(heads) + "---|",
+        ]
+        for claim in claims:
+            cells = []
+            for k, col in enumerate(matrix.columns):
+                cell = matrix.cell(claim.id, col.folder)
+                if reader_free(claim) and k:
+                    cells.append("same for every reader (no reader)")
+                    continue
+                href = (
+                    rows_href(col.folder, claim.experiment)
+                    if rows_href and cell.judgement
+                    else None
+                )
+                cells.append(cell_markdown(cell, href))
+            won, judged = matrix.reproduced_by(claim.id)
+            if reader_free(claim):
+                won, judged = min(won, 1), min(judged, 1)
+            lines.append(
+                f"| {claim.claim} ({{ref}}`section <{claim.label}>`) | {claim.paper_value} | "
+                + " | ".join(cells)
+                + f" | {won} of {judged} judged |"
+            )
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def commands_markdown(matrix: Matrix) -> str:
+    """Under the matrix: per reader, the command that fills its claims not yet run."""
+    lines = []
+    for col in matrix.columns:
+        todo = [c for c in col_cells_of(matrix, col) if c.status in ("not run", "running")]
+        if todo:
+            chapters = " ".join(dict.fromkeys(c.claim.chapter for c in todo))
+            backend = f" --backend {col.backend}" if col.backend != "hf" else ""
+            lines.append(
+                f"* {col.label}: {len(todo)} claims to run, `longctx reproduce --scale claims "
+                f"--model {col.model}{backend} --chapters {chapters}`"
+            )
+    return "\n".join(lines) if lines else "Every reader has rows for every claim it can run."
+
+
+def col_cells_of(matrix: Matrix, col: Column) -> list[Cell]:
+    return [
+        c
+        for c in matrix.column_cells(col.folder)
+        if not (reader_free(c.claim) and col != matrix.columns[0])
+    ]
+
+
+def tally_table(matrix: Matrix) -> pd.DataFrame:
+    """Per reader: how many claims got each verdict, how many cells are decided, and how many
+    are not judged and why (a reader-free claim counts for the first reader only)."""
+    rows = []
+    for col in matrix.columns:
+        cells = col_cells_of(matrix, col)
+        row = {"reader": col.label}
+        for v in VERDICT_MARK:
+            row[VERDICT_MARK[v]] = sum(
+                c.judgement is not None and c.judgement.verdict == v for c in cells
+            )
+        row["decided"] = sum(c.decided for c in cells)
+        for status in STATUSES[1:]:
+            row[status] = sum(c.status == status for c in cells)
+        row["rule after rows (‡)"] = sum(c.preregistered is False for c in cells)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def reader_lines(matrix: Matrix) -> list[str]:
+    """Per reader, one line for a terminal: each claim's verdict with its number, or what
+    is missing and the command that fills it (``longctx findings --model``)."""
+    out = []
+    for col in matrix.columns:
+        out.append(f"# {col.label} ({col.folder})")
+        for cell in col_cells_of(matrix, col):
+            claim = cell.claim
+            if cell.judgement:
+                est = cell.estimate
+                pre = " (rule fixed after its rows)" if cell.preregistered is False else ""
+                out.append(
+                    f"{claim.id}: {_number(claim, est)}, n = {est.n}, p = {est.p:.3g}: "
+                    f"{cell.judgement.verdict}{pre}"
+                )
+            else:
+                out.append(f"{claim.id}: {cell.note}")
+    return out
+
+
+def figure(matrix: Matrix):
+    """:func:`longctx.plots.claims_grid` of the matrix (a reader-free claim marked "same"
+    beside its first reader)."""
+    cells = frame(matrix)
+    first = matrix.columns[0].folder if matrix.columns else None
+    cells.loc[cells["reader_free"] & (cells["folder"] != first), "status"] = "same"
+    short = {c.label: c.short_label for c in matrix.columns}
+    cells["reader"] = cells["reader"].map(short)
+    return claims_grid(cells, readers=list(short.values()))
+
+
+def verdict_box(chapter: str, matrix: Matrix) -> str:
+    """The answer first, for a chapter page: a MyST admonition with a row per claim of
+    ``chapter`` (the paper's number, a link to the section that shows it) and a column per
+    reader with rows, each cell the matrix's (number, interval, n, verdict)."""
+    claims = [c for c in matrix.claims if c.chapter == chapter]
+    cols = [
+        col
+        for col in matrix.columns
+        if any(matrix.cell(c.id, col.folder).status != "not run" for c in claims)
+    ]
+    if not claims or not cols:
+        body = "No claim of this chapter has rows under both of its conditions yet."
+    else:
+        lines = [
+            "| claim | paper | " + " | ".join(c.label for c in cols) + " |",
+            "|---|---|" + "---|" * len(cols),
+        ]
+        for claim in claims:
+            cells = []
+            for k, col in enumerate(cols):
+                if reader_free(claim) and k:
+                    cells.append("same (no reader)")
+                else:
+                    cells.append(cell_markdown(matrix.cell(claim.id, col.folder)))
+            lines.append(
+                f"| {claim.claim} ({{ref}}`data <{claim.label}>`) | {claim.paper_value} | "
+                + " | ".join(cells)
+                + " |"
+            )
+        body = "\n".join(lines)
+    return (
+        ":::{admonition} Verdicts, one column per reader with rows\n:class: tip\n\n"
+        + body
+        + "\n\nBy the rule on {ref}`the findings page <findings>`; differences in points; "
+        f"{NOT_PREREGISTERED}: the claim's rule was fixed after this reader's rows.\n:::"
+    )
+
+
+def estimates_of(matrix: Matrix, folder: str) -> dict[str, Estimate]:
+    """One column's estimates, by claim (the judged and the partly run alike)."""
+    return {
+        claim.id: cell.estimate
+        for claim in matrix.claims
+        if (cell := matrix.cell(claim.id, folder)).estimate is not None
+    }
+
+
+def default_column(matrix: Matrix) -> Column | None:
+    """The book's default reader's column, if it has rows."""
+    return next((c for c in matrix.columns if c.model == DEFAULT_MODEL and c.backend == "hf"), None)
+
+
+def quoted(matrix: Matrix) -> dict:
+    """The numbers the findings page's prose quotes about the matrix."""
+    judged = [c for col in matrix.columns for c in col_cells_of(matrix, col) if c.judgement]
+    return {
+        "fi-claims": len(matrix.claims),
+        "fi-readers": len(matrix.columns),
+        "fi-judged": len(judged),
+        "fi-decided": sum(c.decided for c in judged),
+        "fi-prereg": sum(c.preregistered is True for c in judged),
+    }
+
+
+def others_frame(matrix: Matrix) -> pd.DataFrame:
+    """The judged cells in points of every reader but the default one, for a forest plot:
+    each row named by its claim and its reader."""
+    table = frame(matrix)
+    default = default_column(matrix)
+    table = table[
+        (table["status"] == "judged")
+        & (table["scale"] == "points")
+        & ~table["reader_free"]
+        & (table["folder"] != (default.folder if default else None))
+    ].copy()
+    table["short"] = table["short"] + " · " + table["reader"]
+    return table
+
+
+def download_line(prefix: str = "../") -> str:
+    """A link to the matrix as CSV in the built site (``longctx.downloads`` writes it)."""
+    return (
+        f'<a href="{prefix}downloads/findings-matrix.csv">Download the matrix (CSV)</a>: one '
+        "line per claim and reader, with the status, the estimate, the verdict and its parts, "
+        "and the dates of the rule and of the reader's first row."
+    )
+
+
+def statements(matrix: Matrix) -> dict[str, bool]:
+    """What the findings page says of the matrix in words, each as a check on the rows."""
+    default = default_column(matrix)
+    own = [c for c in col_cells_of(matrix, default) if c.judgement] if default else []
+    return {
+        "every judged cell of the default reader has its rule fixed after its rows": bool(own)
+        and all(c.preregistered is False for c in own),
+        "the default reader has rows for every claim": bool(own) and len(own) == len(matrix.claims),
+    }
