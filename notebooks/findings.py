@@ -36,22 +36,15 @@ from longctx.plots import forest
 from longctx.report import glue_all, say, show
 
 claims_by_readers = matrix.build(resolve(results_dir))
-default = matrix.default_column(claims_by_readers)
-table = findings.findings_table(
-    resolve(results_dir), ours=matrix.estimates_of(claims_by_readers, default.folder)
-)
+table = matrix.default_findings(claims_by_readers, resolve(results_dir))
 glue_all({**findings.quoted(table), **matrix.quoted(claims_by_readers)})
-
-# %% tags=["remove-input"]
-show(
-    matrix.tally_table(claims_by_readers),
-    caption="Per reader: claims by verdict, cells decided (a direction, an equivalence or a "
-    "premise judged unmet), and cells without a verdict, by why.",
-)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Every claim (rows) on every reader with committed rows (columns). A mark is a verdict by the rule below: colour and shape tell the verdict, an open circle a premise this reader does not meet, ‡ a rule fixed after that reader's rows; grey words say why a cell has none (not run, part run, no fit: the prompts exceed the reader's window, GPU: too long for this CPU, hf only: needs attention weights or masked padding).", "name": "fig-matrix"}, "image": {"alt": "A grid of claims by readers with one verdict mark per cell."}}
 matrix.figure(claims_by_readers)
 plt.show()
+
+# %% tags=["remove-input"]
+show(matrix.tally_table(claims_by_readers), caption=matrix.TALLY_CAPTION)
 
 # %% [markdown]
 # {numref}`fig-matrix` puts {glue:text}`fi-claims` claims against {glue:text}`fi-readers`
@@ -80,15 +73,10 @@ plt.show()
 say(
     matrix.as_markdown(
         claims_by_readers,
-        rows_href=lambda folder, experiment: browser_href(
-            resolve(results_dir), experiment, model_folder=folder
-        ),
+        rows_href=partial(browser_href, resolve(results_dir)),
     )
 )
-say(
-    "To fill a reader's cells that are not run yet (a dry run first says what each claim "
-    "costs and whether it fits):\n\n" + matrix.commands_markdown(claims_by_readers)
-)
+say(matrix.commands_markdown(claims_by_readers))
 say(matrix.download_line())
 
 # %% [markdown]
@@ -144,10 +132,10 @@ plt.show()
 # (`tests/test_findings.py`, `tests/test_findings_scorers.py`).
 
 # %% tags=["remove-input"]
-reader_folder = default.folder
+default = matrix.default_column(claims_by_readers).folder
 say(
     findings.as_markdown(
-        table, rows_href=partial(browser_href, resolve(results_dir), model_folder=reader_folder)
+        table, rows_href=partial(browser_href, resolve(results_dir), model_folder=default)
     )
 )
 say(findings.provenance(results_dir))

@@ -126,3 +126,24 @@ def test_a_table_stacked_under_another_needs_a_caption_or_words(tmp_path):
     assert check_book.uncaptioned_tables(tmp_path, [tmp_path / "a.html"]) == [
         "a.html: a table right after another with no caption or words between them (n)"
     ]
+
+
+def test_links_that_filter_a_sample_browser_are_collected_not_taken_for_anchors(tmp_path):
+    """A claim's rows are linked as <browser>.html#condition=...: the fragment is a filter,
+    which check-book opens in Chromium and requires to show rows (empty_filters)."""
+    (tmp_path / "downloads").mkdir()
+    (tmp_path / "downloads" / "m__kv.html").write_text('<span id="count"></span>')
+    (tmp_path / "index.html").write_text(
+        '<a href="downloads/m__kv.html#condition=gold_index%3A%200%20%7C%7C%20gold_index%3A%2070">'
+        "rows</a>"
+    )
+    pages = sorted(tmp_path.rglob("*.html"))
+    assert check_book.broken_links(tmp_path, pages) == []
+    links = check_book.filtered_links(pages)
+    assert links == [
+        (
+            tmp_path / "index.html",
+            "downloads/m__kv.html",
+            "condition=gold_index%3A%200%20%7C%7C%20gold_index%3A%2070",
+        )
+    ]

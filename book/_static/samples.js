@@ -16,10 +16,26 @@
     return value === null || value === undefined ? "" : String(value);
   }
 
+  const fixed = data.fixed || {};
+
+  // "field: value" pairs (";" between them, "||" between alternatives) match whole items of
+  // a condition ("k: v; k: v"), or a field said once above the table.
+  function pairsMatch(f, text) {
+    const items = new Set(text.split("; ").map(s => s.trim()));
+    return f.split("||").some(alternative => alternative.split(";").every(pair => {
+      const p = pair.trim().toLowerCase();
+      if (!p) return true;
+      const field = p.split(":")[0].trim();
+      const own = Object.keys(fixed).find(k => k.toLowerCase() === field);
+      return items.has(p) || (own !== undefined && (own + ": " + fixed[own]).toLowerCase() === p);
+    }));
+  }
+
   function matches(row) {
     return filters.every((f, i) => {
       if (!f) return true;
       const text = cell(row[i]).toLowerCase();
+      if (columns[i] === "condition" && /\w: /.test(f)) return pairsMatch(f, text);
       if (/^[<>]=?\s*-?[\d.]+$/.test(f) && row[i] !== null && row[i] !== "") {
         const value = Number(row[i]), limit = Number(f.replace(/^[<>]=?\s*/, ""));
         if (f.startsWith(">=")) return value >= limit;
@@ -86,6 +102,14 @@
     inputs.appendChild(filter);
   });
   table.createTBody();
+  // A link may set filters in its address: #condition=field%3A%20value%3B%20... (the findings
+  // page links each claim's rows this way).
+  new URLSearchParams(location.hash.slice(1)).forEach((value, name) => {
+    const i = columns.indexOf(name);
+    if (i < 0) return;
+    filters[i] = value.trim();
+    inputs.cells[i].querySelector("input").value = filters[i];
+  });
   document.getElementById("previous").addEventListener("click", () => {
     if (page > 0) { page -= 1; draw(); }
   });

@@ -76,6 +76,7 @@ class Estimate:
     treatment: float | None = None  # the treatment side's level (%)
     facts: Mapping[str, float] = field(default_factory=dict)  # other premise quantities
     capped: float | None = None  # % of the claim's answers that used their whole token budget
+    sides: tuple = ()  # the conditions of the control and treatment rows (None: a derived side)
 
 
 @dataclass(frozen=True)
@@ -353,6 +354,7 @@ def paired_estimate(
         control=level_a,
         treatment=level_b,
         capped=100 * capped / rows if rows else None,
+        sides=tuple(getattr(side, "where", None) for side in (control, treatment)),
     )
 
 
@@ -379,6 +381,7 @@ class UnitScores(dict):
 
     rows: int = 0
     capped: int = 0
+    where: dict | None = None  # the condition its rows matched
 
 
 def hit_cap(row: dict) -> bool:
@@ -395,6 +398,7 @@ def by_unit(
     """Mean score per unit over the rows whose condition matches ``where``."""
     sums: dict = {}
     out = UnitScores()
+    out.where = dict(where)
     for r in rows:
         if all(r["condition"].get(k) == v for k, v in where.items()):
             total, count = sums.get(unit(r), (0.0, 0))

@@ -18,7 +18,7 @@ from pathlib import Path
 from .chapters import chapters as all_chapters
 from .errors import DataFileError, LongctxError, ParameterError
 from .matrix import build as build_matrix
-from .matrix import column_of, reader_lines
+from .matrix import column_of, cost_table, markdown_table, reader_lines
 from .matrix import frame as matrix_frame
 from .models import describe_aliases, resolve_model
 from .paths import repo_root, resolve
@@ -165,6 +165,9 @@ def _reproduce(args) -> int:
 
 def _findings(args) -> int:
     root = resolve(args.results_dir or "data/results")
+    if args.costs:
+        print(markdown_table(cost_table(root)))
+        return 0
     only = None
     if args.model:
         options = {}
@@ -440,6 +443,11 @@ def main(argv: list[str] | None = None) -> int:
     fi.add_argument("--backend", default="hf", help="the reader's backend: hf, llamacpp, openai")
     fi.add_argument("--served-model", default=None, help="openai: the model id the server served")
     fi.add_argument("--csv", default=None, help="also write one line per claim and reader here")
+    fi.add_argument(
+        "--costs",
+        action="store_true",
+        help="print instead what every claim costs each reader with a claims plan (Markdown)",
+    )
     fi.add_argument("--results-dir", default=None)
     rp = sub.add_parser(
         "replay", help="answer a seeded sample of stored rows again on this machine and compare"

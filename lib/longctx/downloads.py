@@ -18,9 +18,8 @@ import pandas as pd
 
 from .chapters import get_chapter
 from .errors import ParameterError
-from .findings import findings_table
 from .matrix import build as build_matrix
-from .matrix import default_column, estimates_of
+from .matrix import default_findings
 from .matrix import frame as matrix_frame
 from .store import ResultsStore
 from .tasks import get_task
@@ -149,7 +148,12 @@ def browser_page(name: str, frame: pd.DataFrame, static: str = "../_static/") ->
         gold=frame["gold"].map(lambda g: ", ".join(map(str, json.loads(g) or [])) if g else ""),
     )
     shown = shown.astype(object).where(shown.notna(), None)
-    data = {"columns": list(BROWSER_COLUMNS.values()), "rows": shown.values.tolist()}
+    data = {
+        "columns": list(BROWSER_COLUMNS.values()),
+        "rows": shown.values.tolist(),
+        # the fields said once above the table, so a filter naming one still matches
+        "fixed": {k: str(v) for k, v in fixed.items()},
+    }
     payload = json.dumps(data, ensure_ascii=False, default=str).replace("</", "<\\/")
     model, experiment = name.split("__", 1)
     title = f"{experiment.replace('_', ' ')}: {model}"
@@ -162,8 +166,10 @@ def browser_page(name: str, frame: pd.DataFrame, static: str = "../_static/") ->
 <p>Every committed generation of this store ({len(frame):,} rows; {html.escape(made)}): the
 condition it ran under, the example, the gold answers, the model's answer and its score by
 the task's metric (blank where the row alone cannot be scored). Type in a column's box to
-filter it (words must all appear; numbers take &lt;, &gt;, &lt;=, &gt;=), click a header to
-sort. <a href="{name}.csv">CSV</a> · <a href="../index.html">the book</a></p>
+filter it (words must all appear; numbers take &lt;, &gt;, &lt;=, &gt;=; in the condition
+column <code>field: value</code> pairs, <code>;</code> between them, <code>||</code> between
+alternatives, as the findings page's links set it), click a header to sort.
+<a href="{name}.csv">CSV</a> · <a href="../index.html">the book</a></p>
 {f"<p>In every row: {html.escape(shared)}.</p>" if shared else ""}
 <nav><button id="previous" type="button">previous</button><button id="next"
 type="button">next</button><span id="count"></span></nav>
@@ -199,11 +205,7 @@ def write(results_dir: str | Path, site: str | Path) -> list[Path]:
             shutil.copyfile(f, target)
             written.append(target)
     claims_by_readers = build_matrix(results_dir)
-    default = default_column(claims_by_readers)
-    table = findings_table(
-        results_dir,
-        ours=estimates_of(claims_by_readers, default.folder) if default else None,
-    )
+    table = default_findings(claims_by_readers, results_dir)
     findings_csv = out / "findings.csv"
     table.drop(columns=["facts"]).to_csv(findings_csv, index=False)
     matrix_csv = out / "findings-matrix.csv"

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from io import StringIO
 from pathlib import Path
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -37,7 +38,7 @@ from .backends import backend_class
 from .chapters import get_chapter
 from .claims import CLAIMS_FILE, VERDICT_MARK, Claim, Estimate, Judgement, judge, read_claims
 from .errors import LongctxError
-from .findings import estimates
+from .findings import estimates, findings_table
 from .models import DEFAULT_MODEL
 from .paths import repo_root
 from .plots import claims_grid
@@ -70,7 +71,7 @@ class Column:
         name = re.sub(r"-instruct$", "", self.model.split("/")[-1], flags=re.I)
         lines: list[str] = []
         for part in name.split("-"):
-            if lines and len(lines[-1]) + len(part) < 13:
+            if lines and len(lines[-1]) + len(part) < 11:
                 lines[-1] += f"-{part}"
             else:
                 lines.append(part)
@@ -389,6 +390,13 @@ SHORT_STATUS = {
     "needs hf": "needs hf",
     "not run": "not run",
 }
+VERDICT_WORDS = {
+    "reproduced": "reproduced",
+    "opposite direction": "opposite",
+    "not reproduced": "not reproduced",
+    "inconclusive at this n": "inconclusive",
+    "premise not met": "premise not met",
+}
 NOT_PREREGISTERED = "‡"  # the claim's rule took its form after this reader's first row
 
 
@@ -447,9 +455,10 @@ def _number(claim: Claim, est: Estimate) -> str:
 
 
 def cell_markdown(cell: Cell, href: str | None = None) -> str:
-    """A cell of the matrix table: the number with its interval, n and the verdict's mark on
-    the first lines, then the premise, the floor, answers cut at the token cap and a link to
-    the rows; a cell with no verdict says why, the command it needs in its tooltip."""
+    """A cell of the matrix table, short enough for a column per reader: the number with its
+    interval, then the verdict's mark and word with n, then the premise (✓ met, ✗ not), the
+    chance floor, answers cut at the token cap and a link to the rows; the verdict's parts
+    in words in its tooltip. A cell with no verdict says why, its command in the tooltip."""
     if cell.judgement is None:
         words = SHORT_STATUS[cell.status]
         if cell.status == "running" and cell.estimate:
@@ -458,19 +467,44 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
     est, j = cell.estimate, cell.judgement
     mark = VERDICT_MARK[j.verdict].split(" ", 1)[0]
     pre = f" {NOT_PREREGISTERED}" if cell.preregistered is False else ""
-    parts = [f"{_number(cell.claim, est)}", f"n = {est.n} · **{mark}** {j.verdict}{pre}"]
+    why = "; ".join(p for p in (j.direction, j.magnitude, j.premise, cell.floor) if p)
+    lines = [
+        f"**{_number(cell.claim, est)}**",
+        f'<abbr title="{_attr(why)}">{mark} {VERDICT_WORDS[j.verdict]}</abbr>, n = {est.n}{pre}',
+    ]
     extra = []
     if cell.claim.premise:
-        extra.append("premise met" if j.premise_met else "**premise not met**")
+        extra.append("premise ✓" if j.premise_met else "premise ✗")
     if cell.floor:
-        extra.append(cell.floor)
+        extra.append(cell.floor.split(" (")[0].replace("chance", "floor"))
     if est.capped:
-        extra.append(f"{est.capped:.0f}% of answers at the token cap")
+        extra.append(f"{est.capped:.0f}% capped")
     if href:
         extra.append(f'<a href="{href}">rows</a>')
     if extra:
-        parts.append(" · ".join(extra))
-    return "<br>".join(parts)
+        lines.append(" · ".join(extra))
+    return "<br>".join(lines)
+
+
+def rows_filter(est: Estimate) -> str | None:
+    """The sample browser's condition filter that shows exactly a claim's rows: each side's
+    condition as ``field: value`` pairs (``;`` between them), the sides joined by ``||``;
+    None where a side is derived (the mean of two conditions, a factorial contrast) rather
+    than one condition."""
+    if not est.sides or any(not side for side in est.sides):
+        return None
+    return " || ".join(
+        "; ".join(f"{k}: {v}" for k, v in sorted(side.items())) for side in est.sides
+    )
+
+
+def paper_effect(claim: Claim) -> str:
+    """The paper's effect in the claim's unit, or its words where it gives no number."""
+    if claim.paper_effect is None:
+        return f'<abbr title="{_attr(claim.paper_value)}">no size</abbr>'
+    return (
+        f'<abbr title="{_attr(claim.paper_value)}">{claim.effect_text(claim.paper_effect)}</abbr>'
+    )
 
 
 def _attr(text: str) -> str:
@@ -480,8 +514,10 @@ def _attr(text: str) -> str:
 def as_markdown(matrix: Matrix, rows_href=None) -> str:
     """The matrix as MyST Markdown, one table per paper: a row per claim (linked to the
     chapter section that shows it), a column per reader, and how many readers reproduce it.
-    ``rows_href(folder, experiment)`` gives the sample browser of a reader's store."""
+    ``rows_href(experiment, model_folder=folder)`` gives the sample browser of a reader's
+    store, linked filtered to each claim's rows (:func:`rows_filter`)."""
     parts = []
+    links: dict[tuple[str, str], str | None] = {}  # each store's browser looked up once
     heads = [c.label for c in matrix.columns]
     for paper in dict.fromkeys(c.paper for c in matrix.claims):
         claims = [c for c in matrix.claims if c.paper == paper]
@@ -498,17 +534,20 @@ def as_markdown(matrix: Matrix, rows_href=None) -> str:
                 if reader_free(claim) and k:
                     cells.append("same for every reader (no reader)")
                     continue
-                href = (
-                    rows_href(col.folder, claim.experiment)
-                    if rows_href and cell.judgement
-                    else None
-                )
+                if rows_href and cell.judgement and (col.folder, claim.experiment) not in links:
+                    links[col.folder, claim.experiment] = rows_href(
+                        claim.experiment, model_folder=col.folder
+                    )
+                href = links.get((col.folder, claim.experiment)) if cell.judgement else None
+                if href and (chosen := rows_filter(cell.estimate)):
+                    href += "#condition=" + quote(chosen)
                 cells.append(cell_markdown(cell, href))
             won, judged = matrix.reproduced_by(claim.id)
             if reader_free(claim):
                 won, judged = min(won, 1), min(judged, 1)
             lines.append(
-                f"| {claim.claim} ({{ref}}`section <{claim.label}>`) | {claim.paper_value} | "
+                f'| <abbr title="{_attr(claim.claim)}">{claim.short or claim.comparison}</abbr> '
+                f"({{ref}}`section <{claim.label}>`) | {paper_effect(claim)} | "
                 + " | ".join(cells)
                 + f" | {won} of {judged} judged |"
             )
@@ -528,7 +567,12 @@ def commands_markdown(matrix: Matrix) -> str:
                 f"* {col.label}: {len(todo)} claims to run, `longctx reproduce --scale claims "
                 f"--model {col.model}{backend} --chapters {chapters}`"
             )
-    return "\n".join(lines) if lines else "Every reader has rows for every claim it can run."
+    if not lines:
+        return "Every reader has rows for every claim it can run."
+    return (
+        "To fill a reader's cells that are not run yet (a dry run first says what each claim "
+        "costs and whether it fits):\n\n" + "\n".join(lines)
+    )
 
 
 def col_cells_of(matrix: Matrix, col: Column) -> list[Cell]:
@@ -539,22 +583,41 @@ def col_cells_of(matrix: Matrix, col: Column) -> list[Cell]:
     ]
 
 
+TALLY_CAPTION = (
+    "Per reader: its judged claims by verdict, how many are decided (a direction, an "
+    "equivalence or a premise judged unmet), how many were judged by a rule fixed after the "
+    "rows, and the claims without a verdict yet, by why."
+)
+
+
 def tally_table(matrix: Matrix) -> pd.DataFrame:
-    """Per reader: how many claims got each verdict, how many cells are decided, and how many
-    are not judged and why (a reader-free claim counts for the first reader only)."""
+    """Per reader: its cells by verdict, how many are decided and how many are judged by a
+    rule fixed after the rows, and its cells without a verdict, by why (a reader-free claim
+    counts for the first reader only)."""
     rows = []
     for col in matrix.columns:
         cells = col_cells_of(matrix, col)
-        row = {"reader": col.label}
-        for v in VERDICT_MARK:
-            row[VERDICT_MARK[v]] = sum(
-                c.judgement is not None and c.judgement.verdict == v for c in cells
-            )
-        row["decided"] = sum(c.decided for c in cells)
-        for status in STATUSES[1:]:
-            row[status] = sum(c.status == status for c in cells)
-        row["rule after rows (‡)"] = sum(c.preregistered is False for c in cells)
-        rows.append(row)
+        judged = [c for c in cells if c.judgement]
+        verdicts = [
+            f"{n} {VERDICT_WORDS[v]}"
+            for v in VERDICT_MARK
+            if (n := sum(c.judgement.verdict == v for c in judged))
+        ]
+        unjudged = [
+            f"{n} {SHORT_STATUS[s]}"
+            for s in STATUSES[1:]
+            if (n := sum(c.status == s for c in cells))
+        ]
+        rows.append(
+            {
+                "reader": col.label,
+                "judged": len(judged),
+                "verdicts": " · ".join(verdicts) or "none",
+                "decided": sum(c.decided for c in judged),
+                "rule after rows (‡)": sum(c.preregistered is False for c in judged),
+                "no verdict yet": " · ".join(unjudged) or "none",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -686,3 +749,73 @@ def statements(matrix: Matrix) -> dict[str, bool]:
         and all(c.preregistered is False for c in own),
         "the default reader has rows for every claim": bool(own) and len(own) == len(matrix.claims),
     }
+
+
+def cost_table(results_dir: str | Path) -> pd.DataFrame:
+    """Per reader with a claims plan (``longctx reproduce --scale claims --dry-run`` writes
+    it): what checking every claim costs at the claims scale. Requests and prompt tokens are
+    counted with the reader's tokenizer; the hours of the rows already made are measured
+    (their own timings, split by CPU and GPU); the rest is estimated from the reader's
+    measured speed, and what does not fit its window is counted apart."""
+    out = []
+    for folder in sorted(p.parent.name for p in Path(results_dir).glob("*/claims-plan.json")):
+        plan = read_claims_plan(Path(results_dir) / folder)
+        blocks = plan["blocks"]
+        window = plan.get("window")
+
+        def fits(b, window=window):
+            return (
+                not window or b.get("max_prompt_tokens", 0) + b.get("max_new_tokens", 0) <= window
+            )
+
+        measured = {
+            d: sum(b.get("measured_seconds", {}).get(d, 0.0) for b in blocks)
+            for d in ("cpu", "gpu")
+        }
+        out.append(
+            {
+                "reader": model_label(plan["model"], plan["backend"]),
+                "requests": sum(b["requests"] for b in blocks if fits(b)),
+                "prompt tokens": sum(b.get("prompt_tokens", 0) for b in blocks if fits(b)),
+                "stored": sum(b["stored"] for b in blocks),
+                "measured CPU hours": round(measured["cpu"] / 3600, 1),
+                "measured GPU minutes": round(measured["gpu"] / 60, 1),
+                "still to run (prompt tokens)": sum(
+                    b.get("missing_prompt_tokens", 0) for b in blocks if fits(b)
+                ),
+                "estimated CPU hours for the rest": round(
+                    sum(b.get("estimated_seconds", 0) for b in blocks if fits(b)) / 3600, 1
+                ),
+                "too long for the window (requests)": sum(
+                    b["requests"] for b in blocks if not fits(b)
+                ),
+                "planned": plan["created"][:10],
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """A table as GitHub Markdown (for the README and a terminal), whole numbers with commas."""
+
+    def text(v):
+        if isinstance(v, bool) or v is None:
+            return str(v)
+        if isinstance(v, int) or (
+            hasattr(v, "is_integer") and float(v).is_integer() and abs(v) >= 1000
+        ):
+            return f"{int(v):,}"
+        return str(v)
+
+    head = "| " + " | ".join(table.columns) + " |"
+    rule = "|" + "---|" * len(table.columns)
+    body = ["| " + " | ".join(text(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def default_findings(matrix: Matrix, results_dir: str | Path) -> pd.DataFrame:
+    """The default reader's detailed findings table (:func:`longctx.findings.findings_table`)
+    from the matrix's estimates, so they are computed once."""
+    default = default_column(matrix)
+    ours = estimates_of(matrix, default.folder) if default else None
+    return findings_table(results_dir, ours=ours)

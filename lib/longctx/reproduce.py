@@ -171,6 +171,10 @@ def claims_plan(report: Report, chapters: Sequence[str], reader: Reader, speed: 
                 "fits": all(fits),
                 "needs": sorted({n for b in mine for n in b.get("needs", [])}),
                 "estimated_seconds": sum(b.get("estimated_seconds", 0) for b in mine),
+                "measured_seconds": {
+                    d: sum(b.get("measured_seconds", {}).get(d, 0.0) for b in mine)
+                    for d in ("cpu", "gpu")
+                },
                 "blocks": [b["block"] for b in mine],
             }
     return {

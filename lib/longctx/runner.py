@@ -608,6 +608,7 @@ def _run(
         costs = ""
         if dry_run and count_tokens is not None:
             costs = _count_block(entry, block, todo, count_tokens, speed)
+            _measured(entry, store, [k for i, k in enumerate(keys) if i not in set(todo)])
         log(
             f"[{time.time() - started:7.0f} s] {block.name}: {block.size} "
             f"{'attention prompts' if block.attention is not None else 'requests'}, "
@@ -685,6 +686,21 @@ def _count_block(
         entry["estimated_seconds"] = entry["missing_prompt_tokens"] / speed
         words += f", about {_duration(entry['estimated_seconds'])}"
     return words
+
+
+def _measured(entry: dict, store: ResultsStore, stored_keys: list[str]) -> None:
+    """Add what the block's stored rows cost when they were made: seconds on a CPU and on a
+    GPU (each generation's share of its batch, each attention row's own time)."""
+    wanted = set(stored_keys)
+    rows = [r for r in store.rows() if r["key"] in wanted] if wanted else []
+    by_device: dict[str, float] = {}
+    for r in rows:
+        device = r.get("device") or (r.get("params") or {}).get("device") or "cpu"
+        device = "cpu" if str(device).startswith("cpu") else "gpu"
+        # a generation's share of its batch; an attention row's own time
+        seconds = r.get("seconds_per_prompt") or r.get("seconds") or 0.0
+        by_device[device] = by_device.get(device, 0.0) + seconds
+    entry["measured_seconds"] = by_device
 
 
 def _entry(block: Block, missing: int, reached: bool = True) -> dict:
