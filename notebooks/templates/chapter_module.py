@@ -41,6 +41,8 @@ ORDER = 99  # where longctx reproduce runs its headline blocks among the chapter
 NOTEBOOK = "notebooks/<name>.py"
 EXPERIMENT = "kv_retrieval"  # the store folder its rows go to (here: the key-value chapter's)
 NAME = "template"  # the chapter's name: its rows in data/paper/claims.csv say it
+# Each claim -> the strings naming the blocks of the claims scale its rows come from.
+CLAIM_BLOCKS = {f"{NAME}-middle": ("first vs middle",)}
 DEPTHS = {"first": 0.0, "middle": 0.5}
 
 
