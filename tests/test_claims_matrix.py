@@ -148,3 +148,45 @@ def test_findings_for_a_model_with_no_rows_says_what_to_run_per_claim(tmp_path):
         "not run: `longctx reproduce --scale claims --model gemma3-270m --chapters " in lines[c]
         for c in IDS - {"litm-open-domain-recall"}
     )
+
+
+def test_the_cost_table_splits_what_is_left_by_where_it_can_run(tmp_path):
+    """Rows made are measured; what is left is a CPU's when a block's estimate is under
+    matrix.GPU_HOURS, else a GPU's; prompts longer than the window are counted apart."""
+
+    def block(name, requests, stored, tokens, longest, hours=None, measured=0.0):
+        out = {
+            "block": name,
+            "requests": requests,
+            "stored": stored,
+            "prompt_tokens": tokens,
+            "missing_prompt_tokens": tokens * (requests - stored) // requests,
+            "max_prompt_tokens": longest,
+            "max_new_tokens": 32,
+            "window": 8192,
+            "measured_seconds": {"cpu": measured, "gpu": 0.0},
+        }
+        if hours is not None:
+            out["estimated_seconds"] = hours * 3600
+        return out
+
+    plan = {
+        "model": "smollm2-135m-instruct",
+        "backend": "hf",
+        "created": "2026-11-26T00:00:00+0000",
+        "blocks": [
+            block("short", 100, 100, 100_000, 1_000, measured=7200.0),
+            block("medium", 100, 0, 400_000, 4_000, hours=2.0),
+            block("long", 100, 0, 800_000, 8_000, hours=matrix.GPU_HOURS + 1),
+            block("too long", 50, 0, 500_000, 10_000, hours=1.0),
+        ],
+        "claims": {},
+    }
+    (tmp_path / "smollm2-135m-instruct").mkdir()
+    (tmp_path / "smollm2-135m-instruct" / "claims-plan.json").write_text(json.dumps(plan))
+    row = matrix.cost_table(tmp_path).iloc[0].to_dict()
+    assert row["requests"] == 300 and row["prompt tokens"] == 1_300_000
+    assert row["measured CPU hours"] == 2.0 and row["left for a CPU: estimated hours"] == 2.0
+    assert row["left for a CPU: prompt tokens"] == 400_000
+    gpu = next(k for k in row if k.startswith("left for a GPU"))
+    assert row[gpu] == 800_000 and row["too long for the window: requests"] == 50

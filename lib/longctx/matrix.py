@@ -764,14 +764,15 @@ def cost_table(results_dir: str | Path) -> pd.DataFrame:
         window = plan.get("window")
 
         def fits(b, window=window):
-            return (
-                not window or b.get("max_prompt_tokens", 0) + b.get("max_new_tokens", 0) <= window
-            )
+            limit = b.get("window") or window
+            return not limit or b.get("max_prompt_tokens", 0) + b.get("max_new_tokens", 0) <= limit
 
         measured = {
             d: sum(b.get("measured_seconds", {}).get(d, 0.0) for b in blocks)
             for d in ("cpu", "gpu")
         }
+        cpu = [b for b in blocks if fits(b) and b.get("estimated_seconds", 0) <= GPU_HOURS * 3600]
+        gpu = [b for b in blocks if fits(b) and b.get("estimated_seconds", 0) > GPU_HOURS * 3600]
         out.append(
             {
                 "reader": model_label(plan["model"], plan["backend"]),
@@ -780,13 +781,18 @@ def cost_table(results_dir: str | Path) -> pd.DataFrame:
                 "stored": sum(b["stored"] for b in blocks),
                 "measured CPU hours": round(measured["cpu"] / 3600, 1),
                 "measured GPU minutes": round(measured["gpu"] / 60, 1),
-                "still to run (prompt tokens)": sum(
-                    b.get("missing_prompt_tokens", 0) for b in blocks if fits(b)
+                "left for a CPU: prompt tokens": sum(
+                    b.get("missing_prompt_tokens", 0) for b in cpu
                 ),
-                "estimated CPU hours for the rest": round(
-                    sum(b.get("estimated_seconds", 0) for b in blocks if fits(b)) / 3600, 1
+                "left for a CPU: estimated hours": round(
+                    sum(b.get("estimated_seconds", 0) for b in cpu) / 3600, 1
+                )
+                if all("estimated_seconds" in b for b in cpu if b.get("missing_prompt_tokens"))
+                else "no measured speed",
+                f"left for a GPU (over {GPU_HOURS:g} CPU hours a block): prompt tokens": sum(
+                    b.get("missing_prompt_tokens", 0) for b in gpu
                 ),
-                "too long for the window (requests)": sum(
+                "too long for the window: requests": sum(
                     b["requests"] for b in blocks if not fits(b)
                 ),
                 "planned": plan["created"][:10],
