@@ -100,3 +100,23 @@ def test_abs_rejects_bad_vectors():
     for bad in ([1.0], [0, 0, 0], [1, -1, 2]):
         with pytest.raises(ParameterError):
             attention_balance_score(bad)
+
+
+def test_a_backend_without_attention_has_it_computed_from_the_same_weights_in_torch(tmp_path):
+    """A llama.cpp reader's attention block (C-NORM's delimiter selection) runs on the same
+    weights through hf and is stored in the reader's own store, keyed by the weights, so the
+    second stage it chooses runs on llama.cpp."""
+    from longctx.attention import attention_key
+    from longctx.reader import Reader
+    from longctx.runner import Block, attention_reader, run
+
+    reader = Reader("smollm2-135m-instruct", "llamacpp")
+    assert attention_reader(reader).backend.name == "hf"
+    assert attention_reader(Reader("smollm2-135m-instruct")) == Reader("smollm2-135m-instruct")
+    items = [{"prompt": "Which key holds 7? a: 3, b: 7.", "candidate": "none", "sample": 0}]
+    block = Block("selection", "sel", [], True, attention=items)
+    report = run([block], reader, tmp_path, progress=False, log=lambda _: None)
+    assert report.complete
+    rows = reader.store(tmp_path, "sel").rows()
+    key = attention_key(reader.ref.fingerprint, items[0]["prompt"], "auto", -1, False)
+    assert [r["key"] for r in rows] == [key] and 0 <= rows[0]["abs"]

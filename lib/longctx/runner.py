@@ -298,6 +298,16 @@ class PromptTokens:
 _PLACEHOLDER = re.compile(r"<\|longctx_[^|]*\|>")
 
 
+def attention_reader(reader: Reader) -> Reader:
+    """Who computes a reader's final-token attention: the reader itself when its backend can,
+    else the same weights in torch (``hf``). Attention rows are keyed by the weights, not the
+    backend, so a llama.cpp reader's C-NORM delimiter is chosen from its own weights' attention
+    and its QA prompts then run on llama.cpp."""
+    if ATTENTION in backend_class(reader.backend.name).capabilities:
+        return reader
+    return Reader(reader.model, "hf", reader.prompt_mode, reader.device, reader.dtype)
+
+
 def block_keys(block: Block, reader: Reader) -> list[str]:
     """Store keys of a block's requests (generations) or attention items, in order."""
     if block.attention is not None:
@@ -620,11 +630,12 @@ def _run(
                 if past_deadline(f"in block '{block.name}'"):
                     return report
                 t0 = time.time()
+                weights = attention_reader(reader)
                 attention_rows(
                     block.attention,
                     store,
-                    reader,
-                    load=lazy,
+                    weights,
+                    load=lazy if weights is reader else None,
                     keep_vector=block.keep_vector,
                     progress=progress,
                 )
@@ -707,8 +718,9 @@ def _entry(block: Block, missing: int, reached: bool = True) -> dict:
     return {
         "block": block.name,
         "experiment": block.experiment,
-        # what the block asks of a backend beyond generation (a dry run says it before loading)
-        "needs": [ATTENTION]
+        # what the block asks of a backend beyond generation (a dry run says it before
+        # loading); attention is computed by hf on the same weights when the backend cannot
+        "needs": []
         if block.attention is not None
         else sorted(prompts_need(r.prompt for r in block.requests))
         if not isinstance(block.requests, LazyRequests) or block.requests.built
