@@ -99,6 +99,7 @@ class FakeServer:
         self.model, self.answer, self.max_model_len = model, answer, max_model_len
         self.n_ctx = n_ctx
         self.mode, self.status, self.requests = "ok", 500, 0
+        self.answer_model = None  # a model id each answer names (None: answers name none)
         self.release = threading.Event()  # set at shutdown so hung handlers return
         fake = self
 
@@ -142,10 +143,13 @@ class FakeServer:
                     return self._send(400, json.dumps({"error": {"message": message}}).encode())
                 half = len(fake.answer) // 2
                 chunks = [fake.answer[:half], fake.answer[half:]]
+                named = {"model": fake.answer_model} if fake.answer_model else {}
                 if fake.mode == "whole" or not body.get("stream"):
-                    done = {"choices": [{"text": fake.answer, "finish_reason": "stop"}]}
+                    done = {"choices": [{"text": fake.answer, "finish_reason": "stop"}], **named}
                     return self._send(200, json.dumps(done).encode())
-                events = [{"choices": [{"text": c, "finish_reason": None}]} for c in chunks]
+                events = [
+                    {"choices": [{"text": c, "finish_reason": None}], **named} for c in chunks
+                ]
                 if fake.mode == "error_chunk":
                     events = events[:1] + [{"error": {"message": "out of memory"}}]
                 else:

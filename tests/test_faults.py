@@ -355,3 +355,17 @@ def test_a_streamed_answer_holding_a_line_separator_is_stored_whole(tmp_path, fa
     store = reader.store(tmp_path, "kv")
     rows = generate_missing(_requests(1), store, reader, progress=False)
     assert rows[0]["output"] == f"4{char}2" and store.rows()[0]["output"] == f"4{char}2"
+
+
+@pytest.mark.parametrize("mode", ["ok", "whole"])
+def test_an_answer_naming_another_model_stops_the_run_and_is_never_stored(tmp_path, fake, mode):
+    """A server restarted with other weights under the same URL: the check at start passed,
+    the answers name another model; the run stops with one line and stores nothing of them."""
+    reader = _served(fake.url, retries=1, concurrency=1)
+    store = reader.store(tmp_path, "kv")
+    fake.answer_model = SMOKE  # the served model's own name passes
+    assert len(generate_missing(_requests(1), store, reader, progress=False)) == 1
+    fake.mode, fake.answer_model = mode, "other-weights"
+    with pytest.raises(BackendError, match="answered as model 'other-weights'"):
+        generate_missing(_requests(3), store, reader, progress=False)
+    assert len(store.rows()) == 1

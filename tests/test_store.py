@@ -334,3 +334,28 @@ def test_no_lock_file_is_tracked():
         ["git", "ls-files", "*.lock"], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout.split()
     assert tracked == []
+
+
+@pytest.mark.parametrize(
+    "name", ["..__evil.jsonl.xz", "..__..jsonl.xz", "m__..jsonl.xz", ".__x.jsonl", "a\\b__x.jsonl"]
+)
+def test_merge_refuses_a_copy_whose_name_leaves_the_results_folder(tmp_path, name):
+    import lzma
+
+    root = tmp_path / "results"
+    copy = tmp_path / name.replace("\\", "_")
+    rows = "".join(json.dumps(r) + "\n" for r in _rows_of(2))
+    copy.write_bytes(lzma.compress(rows.encode()) if name.endswith(".xz") else rows.encode())
+    done = subprocess.run(
+        [sys.executable, "-m", "longctx.cli", "merge", "--results-dir", str(root), str(copy)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    if "\\" in name:  # a file name cannot hold a separator here: the store refuses it directly
+        with pytest.raises(DataFileError, match="not a plain folder name"):
+            ResultsStore(root, "a\\b", "x")
+        return
+    assert done.returncode == 2 and "not a plain folder name" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert not list(tmp_path.rglob("generations.jsonl*"))

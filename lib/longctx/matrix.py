@@ -467,7 +467,8 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
     est, j = cell.estimate, cell.judgement
     mark = VERDICT_MARK[j.verdict].split(" ", 1)[0]
     pre = f" {NOT_PREREGISTERED}" if cell.preregistered is False else ""
-    why = "; ".join(p for p in (j.direction, j.magnitude, j.premise, cell.floor) if p)
+    fit = f"every prompt fits: {cell.fits}" if cell.fits else ""
+    why = "; ".join(p for p in (j.direction, j.magnitude, j.premise, cell.floor, fit) if p)
     lines = [
         f"**{_number(cell.claim, est)}**",
         f'<abbr title="{_attr(why)}">{mark} {VERDICT_WORDS[j.verdict]}</abbr>, n = {est.n}{pre}',

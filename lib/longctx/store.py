@@ -45,6 +45,9 @@ class ResultsStore:
     _keys_cache: dict = {}  # packed path -> (stamp, keys); plain path -> (file's identity, offset read, keys)
 
     def __init__(self, root: str | os.PathLike, model_slug: str, experiment: str):
+        # Both are folder names under root, never a path that leaves it.
+        folder_name(model_slug, "model folder")
+        folder_name(experiment, "experiment")
         self.dir = Path(root) / model_slug / experiment
         self.path = self.dir / self.FILENAME
         self.packed_path = self.dir / self.PACKED
@@ -301,6 +304,21 @@ class ResultsStore:
 
 
 _FIX_LINE = "fix or delete that line"
+
+
+def folder_name(name: str, what: str) -> str:
+    """``name`` if it is one folder name (not empty, not ``.`` or ``..``, no separator), so a
+    path built from it stays inside its parent; else a one-line error."""
+    if (
+        not isinstance(name, str)
+        or name in ("", ".", "..")
+        or any(c in name for c in "/\\\0")
+        or name != name.strip()
+    ):
+        raise DataFileError(
+            f"{what} {name!r} is not a plain folder name (no '/', '\\', '.', '..' or empty part)"
+        )
+    return name
 
 
 def _reader(row: dict) -> tuple[str | None, str]:

@@ -74,7 +74,7 @@ class OpenAIBackend(PromptReader):
             raise BackendError(
                 f"the server at {self.url} serves {', '.join(served) or 'no model'}, not "
                 f"'{self.served_model}'; start it with that model (or that alias), or pass "
-                f"served_model='<id>' if it serves this model under another name"
+                f"--served-model <id> if it serves this model under another name"
             )
         # The serving model's tokenizer renders the chat template and measures filler; a user
         # whose model is only on the server passes its hub id (the tokenizer is small).
@@ -308,6 +308,7 @@ class OpenAIBackend(PromptReader):
                         ) from None
                     if "error" in chunk:
                         raise _Retryable(f"server error: {str(chunk['error'])[:200]}")
+                    self._check_model(chunk)
                     choice = (chunk.get("choices") or [{}])[0]
                     pieces.append(choice.get("text") or "")
                     finish = choice.get("finish_reason") or finish
@@ -348,9 +349,22 @@ class OpenAIBackend(PromptReader):
             wait = max(0.05, min(wait, stop_at - time.time()))
         return httpx.Timeout(wait, connect=min(10.0, wait))
 
+    def _check_model(self, answer: dict) -> None:
+        """Refuse an answer that names another model than the one checked at start (a server
+        restarted with other weights under the same URL): its text is never stored."""
+        named = answer.get("model") if isinstance(answer, dict) else None
+        if named and named != self.served_model:
+            raise BackendError(
+                f"the server at {self.url} answered as model '{named}', not "
+                f"'{self.served_model}' (restarted with other weights?); nothing of that "
+                "answer was stored: check the server, then run again"
+            )
+
     def _whole(self, text: str) -> tuple[str, str | None]:
         try:
-            choice = json.loads(text)["choices"][0]
+            answer = json.loads(text)
+            self._check_model(answer)
+            choice = answer["choices"][0]
             return choice.get("text") or "", choice.get("finish_reason") or "stop"
         except (ValueError, KeyError, IndexError, TypeError):
             raise BackendError(
