@@ -3,6 +3,8 @@
 import os
 import uuid
 
+import pytest
+
 from longctx.sandbox import run_untrusted
 
 
@@ -74,3 +76,30 @@ def test_child_gets_an_empty_environment(monkeypatch):
     )
     assert res.passed, res.stderr_tail
     assert os.environ["SECRET_TOKEN"] == "hunter2"
+
+
+WRONG = "def add(a, b):\n    return a - b\n"
+TESTS = "def check(f):\n    assert f(2, 2) == 4\n\n"
+
+
+@pytest.mark.parametrize(
+    "early_exit",
+    [
+        "exit()",
+        "quit()",
+        "import sys\nsys.exit(0)",
+        "raise SystemExit(0)",
+        "import os\nos._exit(0)",
+        "import unittest\nif __name__ == '__main__':\n    unittest.main(argv=['x'])",
+    ],
+)
+def test_a_program_that_exits_0_before_its_tests_end_fails(early_exit):
+    result = run_untrusted(f"{WRONG}\n{early_exit}\n{TESTS}check(add)\n", timeout_s=10)
+    assert result.returncode == 0 and not result.passed and result.status == "failed"
+    assert "did not all run" in result.stderr_tail
+
+
+def test_a_program_that_runs_its_tests_to_the_end_passes_and_may_print():
+    right = "def add(a, b):\n    print('adding', a, b)\n    return a + b\n"
+    result = run_untrusted(f"{right}\n{TESTS}check(add)\n", timeout_s=10)
+    assert result.passed and result.status == "passed"

@@ -15,12 +15,14 @@ in its own process group, with:
 
 This is containment for honest-but-buggy model output, the threat model of HumanEval,
 not a security boundary against a determined adversary; run untrusted code from other
-sources in a VM or container. A program passes only if it exits 0 within the limits.
+sources in a VM or container. A program passes only if it runs to its end (it then echoes a
+token it reads from stdin, never written in its source) and exits 0 within the limits.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -97,6 +99,26 @@ del _name
 """
 
 
+_FINISHED = """
+
+import sys as _longctx_sys
+_longctx_sys.stdout.write("\\n" + _longctx_sys.stdin.readline())
+_longctx_sys.stdout.flush()
+"""
+
+
+def _last_line(path: str) -> str:
+    """The last line a program wrote to its stdout file (its tail only)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 256))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
 @dataclass(frozen=True)
 class ExecutionResult:
     passed: bool
@@ -127,9 +149,14 @@ def run_untrusted(
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits["fsize"], limits["fsize"]))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
+    # The program passes only if it runs to its end: there it echoes a token it reads from
+    # stdin (never in its source), so exit(), sys.exit(0) or unittest.main() before the
+    # tests finish cannot pass a wrong function.
+    token = secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="longctx-sandbox-") as work:
         with open(os.path.join(work, "program.py"), "w", encoding="utf-8") as f:
-            f.write(_GUARD + "\n" + program)
+            f.write(_GUARD + "\n" + program + _FINISHED)
+        out_path = os.path.join(work, ".stdout")
         env = {
             "HOME": work,
             "TMPDIR": work,
@@ -138,17 +165,19 @@ def run_untrusted(
             "LANG": "C.UTF-8",
         }
         started = time.perf_counter()
+        out = open(out_path, "wb")  # a file under RLIMIT_FSIZE, not a pipe into our memory
         proc = subprocess.Popen(
             [sys.executable, "-I", "program.py"],
             cwd=work,
             env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
+            stdout=out,
             stderr=subprocess.PIPE,
             preexec_fn=contain,
         )
+        out.close()
         try:
-            _, err = proc.communicate(timeout=timeout_s)
+            _, err = proc.communicate(input=token.encode() + b"\n", timeout=timeout_s)
             timed_out = False
         except subprocess.TimeoutExpired:
             timed_out = True
@@ -158,14 +187,18 @@ def run_untrusted(
                 pass
             _, err = proc.communicate()
         seconds = time.perf_counter() - started
+        finished = _last_line(out_path) == token
     tail = err.decode("utf-8", "replace")[-2000:]
     rc = proc.returncode
     if timed_out or rc in (-signal.SIGXCPU, -signal.SIGKILL) and "MemoryError" not in tail:
         status = "timeout"
     elif "MemoryError" in tail:
         status = "memory"
-    elif rc == 0:
+    elif rc == 0 and finished:
         status = "passed"
+    elif rc == 0:
+        status = "failed"
+        tail += "\n(exited before the end of the program: its tests did not all run)"
     elif "AssertionError" in tail:
         status = "failed"
     else:
