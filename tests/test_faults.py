@@ -369,3 +369,26 @@ def test_an_answer_naming_another_model_stops_the_run_and_is_never_stored(tmp_pa
     with pytest.raises(BackendError, match="answered as model 'other-weights'"):
         generate_missing(_requests(3), store, reader, progress=False)
     assert len(store.rows()) == 1
+
+
+def test_ctrl_c_ends_a_run_in_one_line_with_130_and_keeps_the_store(tmp_path, fake):
+    import signal
+    import subprocess
+    import sys
+
+    fake.mode = "hang"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "longctx.cli", "reproduce", "--chapters", "kv_retrieval",
+         "--scale", "ci", "--model", SMOKE, "--backend", "openai", "--url", fake.url,
+         "--timeout", "60", "--results-dir", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.time() + 60
+    while fake.requests == 0 and time.time() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == [
+        "longctx: interrupted; every row written so far is kept: the same command resumes"
+    ]

@@ -359,3 +359,65 @@ def test_merge_refuses_a_copy_whose_name_leaves_the_results_folder(tmp_path, nam
     assert done.returncode == 2 and "not a plain folder name" in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1
     assert not list(tmp_path.rglob("generations.jsonl*"))
+
+
+def test_a_write_the_disk_refuses_leaves_no_torn_row_and_says_so_in_one_line(tmp_path, monkeypatch):
+    """A full disk mid-batch: the partial batch is cut, every earlier row is kept, and the
+    error is one line naming the file."""
+    import builtins
+    import errno
+
+    from longctx.store import StoreWriteError
+
+    store = ResultsStore(tmp_path, "m", "exp")
+    store.append(_rows_of(2))
+    real_open = builtins.open
+
+    class Full:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self.f.__exit__(*exc)
+
+        def tell(self):
+            return self.f.tell()
+
+        def truncate(self, n):
+            return self.f.truncate(n)
+
+        def write(self, data):
+            self.f.write(data[: len(data) // 2])  # half a batch reaches the disk
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def full_open(path, mode="r", *a, **k):
+        f = real_open(path, mode, *a, **k)
+        return Full(f) if str(path) == str(store.path) and "a" in mode else f
+
+    monkeypatch.setattr(builtins, "open", full_open)
+    with pytest.raises(StoreWriteError, match="No space left on device") as err:
+        store.append(_rows_of(3, start=2))
+    monkeypatch.setattr(builtins, "open", real_open)
+    assert "\n" not in str(err.value) and "every row written before is kept" in str(err.value)
+    assert store.path.read_bytes().endswith(b"\n")
+    assert [r["key"] for r in store.rows()] == ["k0", "k1"]
+
+
+def test_a_read_only_results_folder_is_one_line(tmp_path):
+    import os
+
+    from longctx.store import StoreWriteError
+
+    if os.geteuid() == 0:  # root writes anywhere: a read-only mount is what stops it
+        folder = tmp_path / "ro"
+        folder.mkdir()
+        store = ResultsStore(folder / "file-not-folder", "m", "exp")
+        (folder / "file-not-folder").write_text("a file where the results folder should be")
+    else:
+        (tmp_path / "ro").mkdir(mode=0o500)
+        store = ResultsStore(tmp_path / "ro", "m", "exp")
+    with pytest.raises(StoreWriteError, match="cannot write"):
+        store.append(_rows_of(1))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -88,7 +89,11 @@ def run_notebook(
     }
     staged = out.with_suffix(".input.ipynb")
     running = out.with_suffix(".running.ipynb")
-    jupytext.write(nb, staged, fmt="ipynb")
+    try:
+        jupytext.write(nb, staged, fmt="ipynb")
+    except OSError:
+        staged.unlink(missing_ok=True)  # no partial input notebook is left behind
+        raise
     try:
         papermill.execute_notebook(
             str(staged),
@@ -496,6 +501,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except LongctxError as err:
         print(f"longctx: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            "longctx: interrupted; every row written so far is kept: the same command resumes",
+            file=sys.stderr,
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Every row is on disk (each batch is fsynced) and copies were flushed on the way up;
+        # exiting now spares waiting on a request a hung server holds open in another thread.
+        os._exit(130)
+    except OSError as err:  # a full disk or a read-only folder outside the stores' own writes
+        where = f" ({err.filename})" if getattr(err, "filename", None) else ""
+        print(
+            f"longctx: error: {err.strerror or err}{where}; free some disk space or check the "
+            "folder's permissions, then run again (rows written so far are kept)",
+            file=sys.stderr,
+        )
         return 2
     except Exception as err:  # papermill wraps notebook errors; show the one line that matters
         name = type(err).__name__

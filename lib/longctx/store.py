@@ -239,9 +239,13 @@ class ResultsStore:
                     moved += 1
             text = dumps_lines(rows)
             tmp = self.packed_path.with_name(self.PACKED + ".tmp")
-            tmp.write_bytes(lzma.compress(text.encode("utf-8"), preset=6))
-            os.replace(tmp, self.packed_path)
-            self.path.unlink()
+            try:
+                tmp.write_bytes(lzma.compress(text.encode("utf-8"), preset=6))
+                os.replace(tmp, self.packed_path)
+                self.path.unlink()
+            except OSError as err:
+                tmp.unlink(missing_ok=True)  # the packed and plain files are as they were
+                raise StoreWriteError(self.packed_path, err) from None
         return moved
 
     def merge(self, source: str | os.PathLike) -> int:
@@ -269,7 +273,6 @@ class ResultsStore:
         """Append ``rows`` whose keys are not stored yet (another process may have stored
         some since this one looked: two runs of one chapter at once store each row once);
         returns how many were written. Written and flushed under the store's lock."""
-        self.dir.mkdir(parents=True, exist_ok=True)
         rows = list(rows)
         if not rows:
             return 0
@@ -280,16 +283,30 @@ class ResultsStore:
             if not text:
                 return 0
             self._drop_torn_tail()
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
+            with open(self.path, "ab") as f:
+                start = f.tell()
+                try:
+                    f.write(text.encode("utf-8"))
+                    f.flush()
+                    os.fsync(f.fileno())
+                except OSError as err:
+                    # A full disk or a vanished volume: cut what was written of this batch,
+                    # so the file ends on a whole row, then say so in one line.
+                    try:
+                        f.truncate(start)
+                    except OSError:
+                        pass
+                    raise StoreWriteError(self.path, err) from None
         return len(new)
 
     def lock(self):
         """An exclusive inter-process lock on this store (a ``.lock`` file beside it)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(self.path) + ".lock")
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(self.path) + ".lock")
+        except OSError as err:
+            raise StoreWriteError(self.dir, err) from None
+        return _Locked(lock, self.dir)
 
     def _drop_torn_tail(self) -> None:
         """Cut a partial last line left by a killed run, so the next row starts on a clean line."""
@@ -304,6 +321,32 @@ class ResultsStore:
 
 
 _FIX_LINE = "fix or delete that line"
+
+
+class StoreWriteError(DataFileError):
+    """The system refused a write to a store (disk full, read-only, permissions)."""
+
+    def __init__(self, path, err: OSError):
+        super().__init__(
+            f"cannot write {path}: {err.strerror or err} (free some disk space, or check that "
+            "the results folder is writable); every row written before is kept"
+        )
+
+
+class _Locked:
+    """A store's file lock whose failure to be taken (a read-only folder) is one line."""
+
+    def __init__(self, lock: FileLock, where: Path):
+        self._lock, self._where = lock, where
+
+    def __enter__(self):
+        try:
+            return self._lock.__enter__()
+        except OSError as err:
+            raise StoreWriteError(self._where, err) from None
+
+    def __exit__(self, *exc):
+        return self._lock.__exit__(*exc)
 
 
 def folder_name(name: str, what: str) -> str:

@@ -60,15 +60,12 @@ class OpenAIBackend(PromptReader):
         progress: Callable[[str], None] | None = None,
         tokenizer=None,
     ):
-        import httpx
 
         self.ref = resolve_model(model)
         self.spec = spec
         self.url = spec.url.rstrip("/")
         self.served_model = spec.served_model or model
-        self.client = httpx.Client(
-            timeout=httpx.Timeout(spec.timeout_s, connect=min(10.0, spec.timeout_s))
-        )
+        self.client = self._new_client()
         served = self._served_models()  # before anything slow: a wrong URL fails at once
         if self.served_model not in served:
             raise BackendError(
@@ -89,6 +86,12 @@ class OpenAIBackend(PromptReader):
                 f"{model} via {self.url} (model '{self.served_model}', {self.max_context}-token "
                 f"window from {self.window_source})"
             )
+
+    def _new_client(self):
+        import httpx
+
+        timeout = self.spec.timeout_s
+        return httpx.Client(timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)))
 
     def _window(self, listed: int | None) -> tuple[int, str]:
         """The context window and where it came from: the one the user gave, else the server's
@@ -185,7 +188,8 @@ class OpenAIBackend(PromptReader):
         bar = tqdm(
             total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr
         )
-        with ThreadPoolExecutor(max_workers=self.spec.concurrency) as pool:
+        pool = ThreadPoolExecutor(max_workers=self.spec.concurrency)
+        try:
             for start in range(0, len(prompts), group):
                 if past(stop_at):
                     break
@@ -206,9 +210,18 @@ class OpenAIBackend(PromptReader):
                     on_batch(done, [results[i] for i in done])
                 bar.update(len(done))
                 if failure is not None:
-                    bar.close()
                     raise failure
-        bar.close()
+        except KeyboardInterrupt:
+            # Ctrl-C: stop waiting for requests in flight (a hung server would hold the exit
+            # for its timeouts): closing their client ends their connections; a new one serves
+            # the next call.
+            pool.shutdown(wait=False, cancel_futures=True)
+            abandoned, self.client = self.client, self._new_client()
+            abandoned.close()
+            raise
+        finally:
+            bar.close()
+        pool.shutdown()
         return results
 
     def _one(
