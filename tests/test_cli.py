@@ -104,3 +104,15 @@ def test_reproduce_dry_run_counts_a_backend_apart_and_only_selects_blocks(tmp_pa
 def test_reproduce_rejects_an_empty_chunk_before_loading_anything():
     done = _cli("reproduce", "--chapters", "kv_retrieval", "--chunk-prompts", "0", "--dry-run")
     assert done.returncode == 2 and "--chunk-prompts must be at least 1" in done.stderr
+
+
+def test_a_dry_run_refuses_a_store_line_that_a_real_run_would_refuse(tmp_path):
+    store = tmp_path / "smollm2-135m-instruct" / "kv_retrieval"
+    store.mkdir(parents=True)
+    (store / "generations.jsonl").write_text('{"key": "k"}\nthis is not a row\n{"key": "j"}\n')
+    done = _cli(
+        "reproduce", "--chapters", "kv_retrieval", "--scale", "ci", "--model",
+        "smollm2-135m-instruct", "--results-dir", str(tmp_path), "--dry-run",
+    )  # fmt: skip
+    assert done.returncode == 2 and "line 2: not valid JSON" in done.stderr
+    assert done.stderr.count("\n") == 1

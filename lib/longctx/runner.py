@@ -588,6 +588,7 @@ def _run(
 
     report = Report()
     planned, second_stages = iter(plan), []
+    checked: set[Path] = set()
 
     def past_deadline(where: str) -> bool:
         """True once the deadline has passed (never in a dry run); the report then says where
@@ -610,6 +611,10 @@ def _run(
             if block is None:
                 break
         store = reader.store(results_dir, block.experiment)
+        if dry_run and store.path not in checked:
+            # a real run or pack refuses a garbage, foreign or non-row line: so does a dry run
+            checked.add(store.path)
+            store.rows()
         keys = block_keys(block, reader)
         have = store.keys()
         todo = [i for i, k in enumerate(keys) if k not in have]
