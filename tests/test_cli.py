@@ -2,6 +2,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -115,4 +117,24 @@ def test_a_dry_run_refuses_a_store_line_that_a_real_run_would_refuse(tmp_path):
         "smollm2-135m-instruct", "--results-dir", str(tmp_path), "--dry-run",
     )  # fmt: skip
     assert done.returncode == 2 and "line 2: not valid JSON" in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "param, value, said",
+    [
+        ("nope", "1", "kv_retrieval has no parameter nope"),
+        ("gold_positions", "[0.0, 1.0]", "needs depths [0.0, 0.5]"),
+        ("num_pairs", "[]", "kv_retrieval.num_pairs is empty"),
+        ("results_dir", "42", "results_dir must be a folder path"),
+        ("examples_per_cell", "'many'", "kv_retrieval.examples_per_cell takes"),
+    ],
+)
+def test_a_notebook_parameter_the_chapter_cannot_use_is_one_line_before_any_kernel(
+    param, value, said
+):
+    done = _cli(
+        "run", "notebooks/kv_retrieval.py", "--model", "smollm2-135m-instruct", "-p", param, value
+    )
+    assert done.returncode == 2 and said in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1

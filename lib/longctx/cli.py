@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from .chapters import chapters as all_chapters
+from .chapters import check_params
 from .errors import DataFileError, LongctxError, ParameterError
 from .matrix import build as build_matrix
 from .matrix import column_of, cost_table, markdown_table, reader_lines
@@ -67,7 +68,10 @@ def run_notebook(
     nb_path = Path(notebook)
     if not nb_path.exists():
         raise LongctxError(f"notebook '{notebook}' does not exist")
-    # Fail fast on an unknown model, backend or server option, before starting a kernel.
+    # Fail fast on an unknown model, backend, server option or parameter, or a parameter the
+    # chapter cannot use, before starting a kernel.
+    nb = jupytext.read(nb_path)
+    check_notebook_params(nb_path.stem, nb, params or {})
     reader = Reader.from_notebook({**(params or {}), "model": model})
     root = repo_root(nb_path.parent)
     params = {"model": model, **(params or {})}
@@ -81,7 +85,6 @@ def run_notebook(
         else results / reader.results_folder(results) / nb_path.stem / f"{nb_path.stem}.ipynb"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
-    nb = jupytext.read(nb_path)
     nb.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3",
@@ -113,6 +116,29 @@ def run_notebook(
     running.replace(out)
     out.with_suffix(".failed.ipynb").unlink(missing_ok=True)  # an earlier failure, now mended
     return out
+
+
+def check_notebook_params(stem: str, nb, params: dict) -> None:
+    """Refuse, in one line, a parameter the notebook's parameter cell does not declare (papermill
+    would only warn and run on), a results folder that is not a path, and for a chapter any
+    value its scales or its own check refuse (:func:`longctx.chapters.check_params`)."""
+    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    declared = {
+        t.id
+        for node in (ast.parse(cell.source).body if cell else [])
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+    unknown = sorted(set(params) - declared)
+    if unknown:
+        raise ParameterError(
+            f"{stem} has no parameter {', '.join(unknown)}; its parameters: {', '.join(sorted(declared))}"
+        )
+    if "results_dir" in params and not isinstance(params["results_dir"], str):
+        raise ParameterError(f"results_dir must be a folder path, not {params['results_dir']!r}")
+    if stem in all_chapters():
+        check_params(stem, params)
 
 
 def _reproduce(args) -> int:

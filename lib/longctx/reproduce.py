@@ -51,6 +51,9 @@ def chapter_blocks(
             (per_chapter or {}).get(chapter, scale_name),
             **(overrides or {}).get(chapter, {}),
         )
+        hook = getattr(module, "check", None)
+        if callable(hook):  # what the chapter's claims need, before any plan is built
+            hook(params[chapter])
         if getattr(module, "NEEDS_MODEL", False):
             params[chapter]["model"] = model
         if getattr(module, "PLANS_RUN_MODELS", False):

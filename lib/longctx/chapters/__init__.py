@@ -128,3 +128,19 @@ def _same_kind(value, reference) -> bool:
             not reference or all(_same_kind(v, reference[0]) for v in value)
         )
     return isinstance(value, type(reference))
+
+
+def check_params(chapter: str, overrides: dict) -> dict:
+    """The chapter's book parameters with ``overrides``, checked before any work: each value
+    of the kind the chapter's scales give it (:func:`scale`), no list left empty that the
+    book's set fills, and what the chapter's own ``check(params)`` asks (a depth its claims
+    compare, say). A one-line :class:`ParameterError` otherwise."""
+    book = scales(chapter)["book"]
+    params = scale(chapter, "book", **{k: v for k, v in overrides.items() if k in book})
+    for key, value in overrides.items():
+        if isinstance(book.get(key), (list, tuple)) and book[key] and not value:
+            raise ParameterError(f"{chapter}.{key} is empty; it needs at least one value")
+    hook = getattr(get_chapter(chapter), "check", None)
+    if callable(hook):
+        hook(params)
+    return params

@@ -40,6 +40,18 @@ QUERY_LABELS = {False: "query at end", True: "query-aware"}
 QUERY_ORDER = [QUERY_LABELS[False], QUERY_LABELS[True]]  # the paper's prompt first: solid
 
 
+def check(params: dict) -> None:
+    """Before any work: the claims compare gold first and in the middle at the largest size."""
+    largest = max(params["num_pairs"])
+    positions = per_size(params, "gold_positions", largest)
+    missing = [d for d in HEADLINE_DEPTHS if d not in positions]
+    if missing:
+        raise ParameterError(
+            f"gold_positions for {largest} pairs is {positions}; the chapter compares the gold "
+            f"pair first and in the middle there, so it needs depths {list(HEADLINE_DEPTHS)}"
+        )
+
+
 def per_size(params: dict, name: str, k: int):
     """``params[name]`` for ``k`` pairs: the value itself, or its entry for ``k`` in a mapping."""
     value = params[name]

@@ -72,6 +72,17 @@ def positions_for(params: dict, k: int) -> list:
     return list(positions)
 
 
+def check(params: dict) -> None:
+    """Before any work: the U-shape compares first, middle and last at the most documents."""
+    k = max(params["num_documents"])
+    have = set(qa.position_indices(k, positions_for(params, k)))
+    if not set(qa.position_indices(k, HEADLINE_DEPTHS)) <= have:
+        raise ParameterError(
+            f"gold_positions {positions_for(params, k)} at {k} documents leave out the first, "
+            f"middle or last position the chapter compares (depths {list(HEADLINE_DEPTHS)})"
+        )
+
+
 def questions_for(params: dict) -> tuple[list[qa.QAExample], list[qa.QAExample]]:
     """(the first ``num_questions`` oracle questions, the whole pool distractors come from)."""
     oracle = qa.read_oracle()
