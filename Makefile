@@ -47,7 +47,11 @@ lint: install
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/lint-imports
 
+# Generated code (HumanEval) runs in bubblewrap's namespaces; its tests need it (Debian's
+# bubblewrap, installed when missing, with root or sudo).
 test: lint
+	@command -v bwrap >/dev/null || \
+		($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq bubblewrap)
 	$(BIN)/pytest --nbval-lax -q
 
 # BACKEND: hf (default), llamacpp, or openai with URL=http://host:port/v1 (a vLLM/SGLang/llama.cpp server);

@@ -1,11 +1,13 @@
 """Generated code runs contained: loops, writes outside the temp dir, huge allocations, network."""
 
 import os
+import subprocess
+import time
 import uuid
 
 import pytest
 
-from longctx.sandbox import run_untrusted
+from longctx.sandbox import isolation_command, run_untrusted
 
 
 def test_correct_program_passes_and_failing_assert_fails():
@@ -33,7 +35,10 @@ def test_write_outside_the_temp_dir_is_refused_and_leaves_nothing(tmp_path):
         f"import pathlib\npathlib.Path({str(target)!r}).write_text('x')",
     ):
         res = run_untrusted(code)
-        assert not res.passed and "PermissionError" in res.stderr_tail, code
+        # refused by the Python guard, or (isolated) not even visible: the host's /tmp is
+        # hidden under the sandbox's own
+        refused = ("PermissionError", "FileNotFoundError")
+        assert not res.passed and any(e in res.stderr_tail for e in refused), code
         assert not target.exists()
 
 
@@ -103,3 +108,103 @@ def test_a_program_that_runs_its_tests_to_the_end_passes_and_may_print():
     right = "def add(a, b):\n    print('adding', a, b)\n    return a + b\n"
     result = run_untrusted(f"{right}\n{TESTS}check(add)\n", timeout_s=10)
     assert result.passed and result.status == "passed"
+
+
+# ------------------------------------------------------------------ OS isolation (bubblewrap)
+# Each attack of the second review, run as generated code: none may leave a file outside the
+# scratch folder, reach a socket on 127.0.0.1, leave a process behind, read the scorer's
+# environment, or hold the scorer past its timeout.
+
+isolated = pytest.mark.skipif(
+    isolation_command() is None,
+    reason="no OS isolation here: install bubblewrap (make test does, with apt-get)",
+)
+
+
+def _escape(body: str, timeout_s: float = 5.0):
+    started = time.time()
+    result = run_untrusted(body, timeout_s=timeout_s)
+    return result, time.time() - started
+
+
+@isolated
+@pytest.mark.parametrize(
+    "write",
+    [
+        "import _io\n_io.open({path!r}, 'w').write('x')",
+        "import posix\nfd = posix.open({path!r}, posix.O_WRONLY | posix.O_CREAT)\nposix.write(fd, b'x')",
+        "import importlib, os\nimportlib.reload(os)\nos.system('touch {path}')",
+        "import os\nos.posix_spawn('/bin/sh', ['sh', '-c', 'touch {path}'], {{}})\nimport time\ntime.sleep(1)",
+    ],
+)
+def test_no_file_is_written_outside_the_scratch_folder(tmp_path, write):
+    target = tmp_path / "escaped"
+    result, _ = _escape(write.format(path=str(target)))
+    assert not target.exists(), result
+
+
+@isolated
+def test_no_connection_reaches_the_scorers_loopback():
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    result, _ = _escape(
+        f"import _socket\ns = _socket.socket()\ns.settimeout(2)\nprint(s.connect_ex(('127.0.0.1', {port})))"
+    )
+    with pytest.raises(TimeoutError):
+        server.accept()
+    server.close()
+
+
+@isolated
+def test_the_scorers_environment_cannot_be_read_from_proc(monkeypatch):
+    monkeypatch.setenv("LONGCTX_SECRET_FOR_TEST", "s3cret")
+    result, _ = _escape(
+        "import os\nfor pid in os.listdir('/proc'):\n    try:\n        d = open('/proc/%s/environ' % pid).read()\n"
+        "    except Exception:\n        continue\n    assert 's3cret' not in d, pid\n"
+        "assert 's3cret' not in open('/proc/%d/environ' % os.getppid()).read()\n"
+    )
+    assert result.status in ("passed", "error") and "AssertionError" not in result.stderr_tail
+
+
+@isolated
+def test_no_process_is_left_and_a_fork_bomb_or_a_detached_child_ends_with_the_timeout():
+    marker = f"longctx-sandbox-{uuid.uuid4().hex}"
+    for body in (
+        # a detached child that keeps stderr open and outlives the program
+        f"import os, subprocess\nsubprocess.Popen.__init__  # patched; use posix_spawn\n"
+        f"os.posix_spawn('/bin/sh', ['sh', '-c', 'setsid sleep 60 # {marker}'], {{}})\n",
+        # a fork bomb
+        "import posix\nwhile True:\n    try:\n        posix.fork()\n    except OSError:\n        pass\n",
+    ):
+        result, seconds = _escape(body, timeout_s=3)
+        assert seconds < 3 + 1.5, (seconds, result)
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert not left.strip()
+
+
+@isolated
+def test_the_scratch_folder_is_size_limited():
+    result, _ = _escape(
+        "data = b'x' * 2**20\nwith open('big', 'wb') as f:\n    for _ in range(270):\n        f.write(data)\n"
+    )
+    assert not result.passed
+    assert "No space left" in result.stderr_tail or "File too large" in result.stderr_tail
+
+
+def test_without_isolation_scoring_refuses_unless_accepted(monkeypatch):
+    import longctx.sandbox as sandbox
+    from longctx.errors import ParameterError
+
+    monkeypatch.setattr(sandbox, "isolation_command", lambda *a, **k: None)
+    monkeypatch.delenv(sandbox.UNISOLATED_ENV, raising=False)
+    with pytest.raises(ParameterError, match="needs OS isolation: install bubblewrap"):
+        sandbox.run_untrusted("print(1)")
+    assert sandbox.run_untrusted("print(1)", allow_unisolated=True).passed
+    monkeypatch.setenv(sandbox.UNISOLATED_ENV, "1")
+    assert sandbox.run_untrusted("print(1)").passed

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -128,12 +129,83 @@ class ExecutionResult:
     stderr_tail: str
 
 
+UNISOLATED_ENV = (
+    "LONGCTX_ALLOW_UNISOLATED"  # "1": accept running generated code without OS isolation
+)
+NOBODY = 65534  # the unprivileged user a root caller drops to inside the sandbox
+SCRATCH_MB = 32  # the program's whole writable space (a tmpfs)
+MAX_PROCESSES = 32  # RLIMIT_NPROC of the sandbox's user: no fork bomb
+
+
+def isolation_command(scratch_mb: int = SCRATCH_MB) -> list[str] | None:
+    """The command prefix that runs a program in its own namespaces (bubblewrap): no network,
+    a private PID space that dies with the scorer, a read-only view of the system, a tmpfs of
+    ``scratch_mb`` as its only writable folder (``/tmp``, its working directory), an empty
+    environment, and, for a root caller, the unprivileged user ``nobody``. None where
+    bubblewrap is not installed."""
+    bwrap = shutil.which("bwrap")
+    if not bwrap:
+        return None
+    prefix = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if not setpriv:
+            return None
+        prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    return prefix + [
+        bwrap,
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--ro-bind", "/", "/",
+        "--size", str(scratch_mb * 2**20), "--tmpfs", "/tmp",
+        "--proc", "/proc",
+        "--dev", "/dev",
+        "--chdir", "/tmp",
+        "--setenv", "HOME", "/tmp",
+        "--setenv", "TMPDIR", "/tmp",
+        "--setenv", "PATH", "/usr/bin:/bin",
+        "--setenv", "LANG", "C.UTF-8",
+        "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+    ]  # fmt: skip
+
+
+def sandbox_python() -> str:
+    """The interpreter inside the sandbox: this one, unless it lives where the sandbox's
+    unprivileged user cannot read it (a root user's pyenv), then the system's."""
+    system = "/usr/bin/python3"
+    if os.geteuid() == 0 and os.path.exists(system):
+        parts = os.path.realpath(sys.executable).split(os.sep)
+        readable = all(
+            os.stat(os.sep.join(parts[: i + 1]) or os.sep).st_mode & 0o005
+            for i in range(1, len(parts))
+        )
+        return sys.executable if readable else system
+    return sys.executable
+
+
 def run_untrusted(
-    program: str, *, timeout_s: float = 10.0, memory_mb: int = 1024, max_file_mb: int = 10
+    program: str,
+    *,
+    timeout_s: float = 10.0,
+    memory_mb: int = 1024,
+    max_file_mb: int = 10,
+    allow_unisolated: bool | None = None,
 ) -> ExecutionResult:
-    """Run ``program`` (Python source) in a contained child; see the module docstring."""
+    """Run ``program`` (Python source) in a contained child; see the module docstring. Without
+    OS isolation (:func:`isolation_command`) it refuses in one line, unless
+    ``allow_unisolated`` (or ``LONGCTX_ALLOW_UNISOLATED=1``) accepts the Python guard alone."""
     if timeout_s <= 0 or memory_mb < 64:
         raise ParameterError("timeout_s must be > 0 and memory_mb >= 64")
+    isolate = isolation_command()
+    if allow_unisolated is None:
+        allow_unisolated = os.environ.get(UNISOLATED_ENV) == "1"
+    if isolate is None and not allow_unisolated:
+        raise ParameterError(
+            "running generated code needs OS isolation: install bubblewrap (Debian: apt-get "
+            f"install bubblewrap), or set {UNISOLATED_ENV}=1 to accept Python-level guards alone"
+        )
     limits = {
         "cpu": max(1, int(timeout_s) + 1),
         "mem": memory_mb * 2**20,
@@ -148,6 +220,8 @@ def run_untrusted(
         resource.setrlimit(resource.RLIMIT_AS, (limits["mem"], limits["mem"]))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits["fsize"], limits["fsize"]))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if isolate is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
 
     # The program passes only if it runs to its end: there it echoes a token it reads from
     # stdin (never in its source), so exit(), sys.exit(0) or unittest.main() before the
@@ -164,10 +238,19 @@ def run_untrusted(
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
         }
+        if isolate is not None:
+            os.chmod(work, 0o755)  # the sandbox's user reads the program through its bind
+            command = [
+                *isolate,
+                "--ro-bind", os.path.join(work, "program.py"), "/tmp/program.py",
+                sandbox_python(), "-I", "/tmp/program.py",
+            ]  # fmt: skip
+        else:
+            command = [sys.executable, "-I", "program.py"]
         started = time.perf_counter()
         out = open(out_path, "wb")  # a file under RLIMIT_FSIZE, not a pipe into our memory
         proc = subprocess.Popen(
-            [sys.executable, "-I", "program.py"],
+            command,
             cwd=work,
             env=env,
             stdin=subprocess.PIPE,
