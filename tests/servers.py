@@ -76,6 +76,17 @@ class Server:
             self.proc.wait(10)
 
 
+def _raw_json(value) -> str:
+    """JSON with non-ASCII written raw, as servers that do not escape it send it; a lone
+    surrogate (no UTF-8 for it) escaped, as such a server must."""
+    raw = json.dumps(value, ensure_ascii=False)
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value)
+    return raw
+
+
 class FakeServer:
     """An OpenAI-compatible completions server whose behaviour a test sets:
 
@@ -154,8 +165,7 @@ class FakeServer:
                     events = events[:1] + [{"error": {"message": "out of memory"}}]
                 else:
                     events.append({"choices": [{"text": "", "finish_reason": "stop"}]})
-                # ensure_ascii=False: non-ASCII raw, as servers that do not escape it send it
-                stream = "".join(f"data: {json.dumps(e, ensure_ascii=False)}\n\n" for e in events)
+                stream = "".join(f"data: {_raw_json(e)}\n\n" for e in events)
                 stream += "data: [DONE]\n\n"
                 self._send(200, stream.encode(), "text/event-stream")
 

@@ -392,3 +392,12 @@ def test_ctrl_c_ends_a_run_in_one_line_with_130_and_keeps_the_store(tmp_path, fa
     assert err.strip().splitlines() == [
         "longctx: interrupted; every row written so far is kept: the same command resumes"
     ]
+
+
+def test_a_lone_surrogate_from_a_server_is_stored_as_a_replacement_character(tmp_path, fake):
+    fake.answer = "4\ud8002"  # json.dumps writes it as a \ud800 escape, as a server may
+    reader = _served(fake.url, retries=0)
+    store = reader.store(tmp_path, "kv")
+    rows = generate_missing(_requests(1), store, reader, progress=False)
+    assert "\ud800" not in rows[0]["output"] and "\ufffd" in rows[0]["output"]
+    assert store.rows()[0]["output"] == rows[0]["output"]

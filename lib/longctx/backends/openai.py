@@ -48,6 +48,12 @@ from .base import BackendSpec, PromptReader, chat_mode, register
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
+def _valid_text(text: str) -> str:
+    """A server's text with any lone surrogate (legal in JSON's \\u escapes, not in UTF-8)
+    replaced by U+FFFD, so it can be tokenized and stored."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
 @register("openai")
 class OpenAIBackend(PromptReader):
     def __init__(
@@ -323,7 +329,7 @@ class OpenAIBackend(PromptReader):
                         raise _Retryable(f"server error: {str(chunk['error'])[:200]}")
                     self._check_model(chunk)
                     choice = (chunk.get("choices") or [{}])[0]
-                    pieces.append(choice.get("text") or "")
+                    pieces.append(_valid_text(choice.get("text") or ""))
                     finish = choice.get("finish_reason") or finish
                     if rule.cut("".join(pieces))[1]:
                         # Leaving the block closes the stream: decoding stops.
@@ -378,7 +384,7 @@ class OpenAIBackend(PromptReader):
             answer = json.loads(text)
             self._check_model(answer)
             choice = answer["choices"][0]
-            return choice.get("text") or "", choice.get("finish_reason") or "stop"
+            return _valid_text(choice.get("text") or ""), choice.get("finish_reason") or "stop"
         except (ValueError, KeyError, IndexError, TypeError):
             raise BackendError(
                 f"{self.url}/completions answered neither a stream nor a completion: {text[:200]!r}"
