@@ -421,3 +421,27 @@ def test_a_read_only_results_folder_is_one_line(tmp_path):
         store = ResultsStore(tmp_path / "ro", "m", "exp")
     with pytest.raises(StoreWriteError, match="cannot write"):
         store.append(_rows_of(1))
+
+
+def test_a_line_being_written_by_another_process_is_skipped_without_a_warning(tmp_path):
+    import warnings
+
+    store = ResultsStore(tmp_path, "m", "exp")
+    store.append(_rows_of(1))
+    with open(store.path, "a") as f:
+        f.write('{"key": "k1", "out')  # a writer is mid-row
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"from filelock import FileLock; import time\n"
+         f"with FileLock({str(store.path) + '.lock'!r}):\n    print('held', flush=True)\n    time.sleep(20)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "held"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert [r["key"] for r in store.rows()] == ["k0"]
+    finally:
+        holder.kill()
+        holder.wait()
+    with pytest.warns(UserWarning, match="truncated last line 2"):  # nobody writes now: torn
+        assert [r["key"] for r in store.rows()] == ["k0"]

@@ -149,10 +149,8 @@ class ResultsStore:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 if path == self.path and n == len(lines):
-                    warnings.warn(
-                        f"{path}: ignoring truncated last line {n}; it will be regenerated",
-                        stacklevel=3,
-                    )
+                    if not self._being_written():  # a writer mid-line is no fault
+                        _say(f"{path}: ignoring truncated last line {n}; it will be regenerated")
                     continue
                 raise DataFileError(f"{path}, line {n}: not valid JSON; {fix}") from None
             if not isinstance(row, dict) or not isinstance(row.get("key"), str):
@@ -167,6 +165,20 @@ class ResultsStore:
                 )
             out.append(row)
         return out
+
+    def _being_written(self) -> bool:
+        """Whether another process holds the store's lock now (a row is being appended)."""
+        from filelock import Timeout
+
+        lock = FileLock(str(self.path) + ".lock")
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            return True
+        except OSError:  # a read-only folder: no writer can be there
+            return False
+        lock.release()
+        return False
 
     def keys(self) -> set[str]:
         """The keys of every stored row, read incrementally: the appended file from where the
@@ -347,6 +359,11 @@ class _Locked:
 
     def __exit__(self, *exc):
         return self._lock.__exit__(*exc)
+
+
+def _say(message: str) -> None:
+    """A warning in one line (no source line printed under it)."""
+    warnings.warn_explicit(message, UserWarning, "longctx", 0)
 
 
 def folder_name(name: str, what: str) -> str:
