@@ -39,16 +39,21 @@ def test_notebook_parameters_are_the_book_scale(name):
         assert params[key] == value, f"{name}: notebook {key}={params[key]!r}, book scale {value!r}"
 
 
-@pytest.mark.parametrize("name", sorted(chapters()))
-def test_book_scale_is_all_cache_hits(name):
-    """`longctx reproduce --scale book` finds every row committed: nothing to generate."""
-    report = run(
-        chapter_blocks([name], "book", model=MODEL),
+def dry_run(name: str, scale_name: str):
+    """The default reader's dry run of one chapter at a scale, against the committed rows."""
+    return run(
+        chapter_blocks([name], scale_name, model=MODEL),
         Reader(MODEL),
         ROOT / "data" / "results",
         dry_run=True,
         log=lambda m: None,
     )
+
+
+@pytest.mark.parametrize("name", sorted(chapters()))
+def test_book_scale_is_all_cache_hits(name):
+    """`longctx reproduce --scale book` finds every row committed: nothing to generate."""
+    report = dry_run(name, "book")
     assert report.blocks and report.missing == 0, [
         b for b in report.blocks if b["stored"] < b["requests"]
     ]
@@ -59,13 +64,7 @@ def test_claims_scale_is_a_subset_of_book_and_every_claim_finds_its_blocks(name)
     """`longctx reproduce --scale claims` on the default reader is all cache hits (it asks no
     arm the book does not), every claim of the chapter in the claims file names blocks of
     that scale (CLAIM_BLOCKS), and every block serves some claim (nothing else is run)."""
-    report = run(
-        chapter_blocks([name], "claims", model=MODEL),
-        Reader(MODEL),
-        ROOT / "data" / "results",
-        dry_run=True,
-        log=lambda m: None,
-    )
+    report = dry_run(name, "claims")
     assert report.blocks and report.missing == 0, [
         b for b in report.blocks if b["stored"] < b["requests"]
     ]

@@ -38,7 +38,7 @@ def test_failed_run_keeps_the_last_good_notebook_and_honours_results_dir_param(t
     done_dir = tmp_path / "smollm2-135m-instruct" / "kv_retrieval"
     done_dir.mkdir(parents=True)
     (done_dir / "kv_retrieval.ipynb").write_text("last good run")
-    # a bad parameter fails while building prompts, before any model is loaded
+    # a source the chapter does not know fails while building prompts, before any model loads
     done = _cli(
         "run",
         "notebooks/kv_retrieval.py",
@@ -48,8 +48,8 @@ def test_failed_run_keeps_the_last_good_notebook_and_honours_results_dir_param(t
         "results_dir",
         str(tmp_path),
         "-p",
-        "gold_positions",
-        "[1.5]",
+        "kv_source",
+        "'nope'",
     )
     assert done.returncode == 1
     assert (

@@ -328,17 +328,19 @@ def test_every_committed_needle_row_is_rebuilt_with_its_key():
     text, cases = chapter.cases_for(params)
     # The grid's cases, and every case of both needle sets for the headline pair at long_length.
     by_id = {c.id: c for c in [*cases, *chapter.long_cases(params, text)]}
-    tokenizer = load_tokenizer(params["model"])
-    chunks = {
-        n: tn.haystack_chunks(
-            tokenizer,
-            n,
-            strategy=params["chunk_strategy"],
-            max_chars=params["chunk_chars"],
-            text=text,
-        )
-        for n in [*params["lengths"], params["long_length"]]
-    }
+    chunks: dict = {}  # (model, length) -> the haystack, cut in that reader's tokens
+
+    def haystack(model, n):
+        if (model, n) not in chunks:
+            chunks[model, n] = tn.haystack_chunks(
+                load_tokenizer(model),
+                n,
+                strategy=params["chunk_strategy"],
+                max_chars=params["chunk_chars"],
+                text=text,
+            )
+        return chunks[model, n]
+
     tags = {
         "baseline": [],
         "framing": [T.Tags("", False, framing=True)],
@@ -349,7 +351,9 @@ def test_every_committed_needle_row_is_rebuilt_with_its_key():
     checked = 0
     for row in committed("tag_needles"):
         c = row["condition"]
-        ex = tn.to_example(by_id[row["example_id"]], chunks[c["length"]], c["length"])
+        ex = tn.to_example(
+            by_id[row["example_id"]], haystack(row["model"], c["length"]), c["length"]
+        )
         chain = [T.Position(c["depth"]), *tags[c["variant"]], T.QueryAware(c["query_aware"])]
         assert key_of(row, render(T.apply(ex, chain))) == row["key"], (row["example_id"], c)
         checked += 1

@@ -130,7 +130,8 @@ def check_notebook_params(stem: str, nb, params: dict) -> None:
         for t in node.targets
         if isinstance(t, ast.Name)
     }
-    unknown = sorted(set(params) - declared)
+    # the server options longctx run injects are globals the page reads, declared or not
+    unknown = sorted(set(params) - declared - set(NOTEBOOK_OPTIONS))
     if unknown:
         raise ParameterError(
             f"{stem} has no parameter {', '.join(unknown)}; its parameters: {', '.join(sorted(declared))}"

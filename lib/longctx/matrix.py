@@ -104,14 +104,9 @@ class Cell:
     @property
     def decided(self) -> bool:
         """Whether the cell says something: a direction (the interval and the exact test
-        agree), an equivalence by its margin, or a premise judged unmet."""
-        if self.judgement is None:
-            return False
-        return self.judgement.verdict in (
-            "reproduced",
-            "opposite direction",
-            "premise not met",
-        ) or (self.judgement.verdict == "not reproduced")
+        agree), an equivalence or a paper's effect ruled out by the interval, or a premise
+        judged unmet; only "inconclusive at this n" is not."""
+        return self.judgement is not None and self.judgement.verdict != "inconclusive at this n"
 
 
 @dataclass
