@@ -33,3 +33,14 @@ def committed_findings():
     from longctx.paths import repo_root
 
     return findings_table(repo_root() / "data" / "results")
+
+
+@pytest.fixture(autouse=True)
+def generated_code_runs_somewhere(monkeypatch):
+    """Where bubblewrap cannot isolate generated code, scoring refuses it; tests that score
+    HumanEval then accept the Python guards alone (the escape tests are skipped there, and
+    CI runs where bubblewrap works: make test installs it)."""
+    from longctx.sandbox import UNISOLATED_ENV, isolation_command
+
+    if isolation_command() is None:
+        monkeypatch.setenv(UNISOLATED_ENV, "1")

@@ -21,6 +21,7 @@ token it reads from stdin, never written in its source) and exits 0 within the l
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import shutil
@@ -142,7 +143,7 @@ def isolation_command(scratch_mb: int = SCRATCH_MB) -> list[str] | None:
     a private PID space that dies with the scorer, a read-only view of the system, a tmpfs of
     ``scratch_mb`` as its only writable folder (``/tmp``, its working directory), an empty
     environment, and, for a root caller, the unprivileged user ``nobody``. None where
-    bubblewrap is not installed."""
+    bubblewrap is not installed or cannot make its namespaces here."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
         return None
@@ -152,7 +153,7 @@ def isolation_command(scratch_mb: int = SCRATCH_MB) -> list[str] | None:
         if not setpriv:
             return None
         prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    return prefix + [
+    command = prefix + [
         bwrap,
         "--unshare-all",
         "--die-with-parent",
@@ -169,6 +170,17 @@ def isolation_command(scratch_mb: int = SCRATCH_MB) -> list[str] | None:
         "--setenv", "LANG", "C.UTF-8",
         "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
     ]  # fmt: skip
+    return command if _works(tuple(command)) else None
+
+
+@functools.cache
+def _works(command: tuple[str, ...]) -> bool:
+    """Whether bubblewrap can make its namespaces here (a kernel may forbid user namespaces)."""
+    try:
+        done = subprocess.run([*command, "/bin/true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def sandbox_python() -> str:
