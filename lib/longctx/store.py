@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from .errors import DataFileError
 from .jsonl import dumps_lines, split_lines
@@ -168,8 +168,6 @@ class ResultsStore:
 
     def _being_written(self) -> bool:
         """Whether another process holds the store's lock now (a row is being appended)."""
-        from filelock import Timeout
-
         lock = FileLock(str(self.path) + ".lock")
         try:
             lock.acquire(timeout=0)
