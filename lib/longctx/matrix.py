@@ -422,6 +422,7 @@ def frame(matrix: Matrix) -> pd.DataFrame:
                     "ci_high": est.ci_high if est else None,
                     "n": est.n if est else None,
                     "p": est.p if est else None,
+                    "sides": est.detail if est else None,
                     "verdict": j.verdict if j else None,
                     "direction": j.direction if j else None,
                     "magnitude": j.magnitude if j else None,
@@ -463,7 +464,9 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
     mark = VERDICT_MARK[j.verdict].split(" ", 1)[0]
     pre = f" {NOT_PREREGISTERED}" if cell.preregistered is False else ""
     fit = f"every prompt fits: {cell.fits}" if cell.fits else ""
-    why = "; ".join(p for p in (j.direction, j.magnitude, j.premise, cell.floor, fit) if p)
+    why = "; ".join(
+        p for p in (est.detail, j.direction, j.magnitude, j.premise, cell.floor, fit) if p
+    )
     lines = [
         f"**{_number(cell.claim, est)}**",
         f'<abbr title="{_attr(why)}">{mark} {VERDICT_WORDS[j.verdict]}</abbr>, n = {est.n}{pre}',
