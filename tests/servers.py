@@ -98,7 +98,8 @@ class FakeServer:
     * ``max_model_len``: listed in ``/v1/models`` when set, as vLLM and SGLang do;
     * ``n_ctx``: answered at ``/props`` (beside ``/v1``) when set, as llama.cpp's server does.
 
-    ``requests`` counts the completion requests it received."""
+    ``modes``, when set, is consumed one mode per completion request in arrival order (the
+    ``mode`` above serves the rest). ``requests`` counts the completion requests it received."""
 
     def __init__(
         self,
@@ -110,6 +111,8 @@ class FakeServer:
         self.model, self.answer, self.max_model_len = model, answer, max_model_len
         self.n_ctx = n_ctx
         self.mode, self.status, self.requests = "ok", 500, 0
+        self.modes: list[str] = []
+        self._lock = threading.Lock()
         self.answer_model = None  # a model id each answer names (None: answers name none)
         self.release = threading.Event()  # set at shutdown so hung handlers return
         fake = self
@@ -140,13 +143,15 @@ class FakeServer:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests += 1
-                if fake.mode == "hang":
+                with fake._lock:
+                    fake.requests += 1
+                    mode = fake.modes.pop(0) if fake.modes else fake.mode
+                if mode == "hang":
                     fake.release.wait(120)
                     return
-                if fake.mode == "status":
+                if mode == "status":
                     return self._send(fake.status, b'{"error": "fake failure"}')
-                if fake.mode == "too_long":
+                if mode == "too_long":
                     message = (
                         "This model's maximum context length is 2048 tokens. However, you "
                         "requested 4400 tokens. Please reduce the length of the messages."
@@ -155,13 +160,13 @@ class FakeServer:
                 half = len(fake.answer) // 2
                 chunks = [fake.answer[:half], fake.answer[half:]]
                 named = {"model": fake.answer_model} if fake.answer_model else {}
-                if fake.mode == "whole" or not body.get("stream"):
+                if mode == "whole" or not body.get("stream"):
                     done = {"choices": [{"text": fake.answer, "finish_reason": "stop"}], **named}
                     return self._send(200, json.dumps(done).encode())
                 events = [
                     {"choices": [{"text": c, "finish_reason": None}], **named} for c in chunks
                 ]
-                if fake.mode == "error_chunk":
+                if mode == "error_chunk":
                     events = events[:1] + [{"error": {"message": "out of memory"}}]
                 else:
                     events.append({"choices": [{"text": "", "finish_reason": "stop"}]})

@@ -87,6 +87,18 @@ def test_a_prompt_the_server_refuses_as_too_long_is_one_line_and_never_retried(t
     assert fake.requests == 1
 
 
+def test_a_request_that_cannot_succeed_is_named_without_waiting_for_the_rest(tmp_path, fake):
+    """One request fails for good while three hang: the run names the failure at once (an
+    interrupting llama.cpp server took minutes to be named while answers in flight ran on)."""
+    fake.modes = ["hang", "hang", "hang", "too_long"]
+    reader = _served(fake.url, timeout_s=60, retries=3, concurrency=4)
+    started = time.time()
+    with pytest.raises(ContextTooLongError, match="window of 2048 tokens"):
+        generate_missing(_requests(4), reader.store(tmp_path, "kv"), reader, progress=False)
+    assert time.time() - started < 20  # not the hung requests' 60 s waits
+    assert fake.requests == 4 and reader.store(tmp_path, "kv").rows() == []
+
+
 def test_the_window_is_the_servers_where_it_says_else_the_users_else_the_models(tmp_path):
     listed = FakeServer(max_model_len=600)
     silent = FakeServer()

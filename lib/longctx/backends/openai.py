@@ -34,7 +34,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
@@ -195,43 +196,54 @@ class OpenAIBackend(PromptReader):
             total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr
         )
         pool = ThreadPoolExecutor(max_workers=self.spec.concurrency)
+        halt = _Halt(stop_at)
         try:
             for start in range(0, len(prompts), group):
                 if past(stop_at):
                     break
                 idxs = list(range(start, min(start + group, len(prompts))))
-                futures = [
-                    pool.submit(self._one, prepared[i], max_new_tokens, rules[i], stop_at)
+                pending = {
+                    pool.submit(self._one, prepared[i], max_new_tokens, rules[i], halt): i
                     for i in idxs
-                ]
-                done, failure = [], None
-                for i, fut in zip(idxs, futures):
-                    try:
-                        results[i] = fut.result()
-                    except LongctxError as err:
-                        failure = failure or err
-                    if results[i] is not None:
-                        done.append(i)
+                }
+                failure = None
+                while pending and failure is None:
+                    finished, _ = wait(pending, return_when=FIRST_EXCEPTION)
+                    for fut in finished:
+                        i = pending.pop(fut)
+                        try:
+                            results[i] = fut.result()
+                        except LongctxError as err:
+                            failure = failure or err
+                done = [i for i in idxs if results[i] is not None]
                 if on_batch is not None and done:
                     on_batch(done, [results[i] for i in done])
                 bar.update(len(done))
                 if failure is not None:
+                    # A request that cannot succeed (a wrong model, an interrupting server, a
+                    # refused prompt) is named now, not after the answers still in flight:
+                    # those are abandoned, and what completed was handed on above.
+                    self._abandon(pool, halt)
                     raise failure
         except KeyboardInterrupt:
-            # Ctrl-C: stop waiting for requests in flight (a hung server would hold the exit
-            # for its timeouts): closing their client ends their connections; a new one serves
-            # the next call.
-            pool.shutdown(wait=False, cancel_futures=True)
-            abandoned, self.client = self.client, self._new_client()
-            abandoned.close()
+            self._abandon(pool, halt)
             raise
         finally:
             bar.close()
         pool.shutdown()
         return results
 
+    def _abandon(self, pool: ThreadPoolExecutor, halt: _Halt) -> None:
+        """Stop waiting for requests in flight (a hung server would hold the exit for its
+        timeouts): closing their client ends their connections, and a new one serves the
+        next call."""
+        halt.event.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        abandoned, self.client = self.client, self._new_client()
+        abandoned.close()
+
     def _one(
-        self, p: Prepared, max_new_tokens: int, rule: StopRule, stop_at: float | None = None
+        self, p: Prepared, max_new_tokens: int, rule: StopRule, halt: _Halt
     ) -> Generation | None:
         # Plain greedy decoding: no repetition penalty (llama.cpp's server defaults to 1.1 and
         # names it repeat_penalty; vLLM and SGLang call it repetition_penalty).
@@ -246,18 +258,21 @@ class OpenAIBackend(PromptReader):
             "repetition_penalty": 1.0,
         }
         started = time.perf_counter()
-        cut_while_busy = 0
         for attempt in range(self.spec.retries + 1):
-            if past(stop_at):
+            if halt():
                 return None
             try:
-                raw, finish = self._stream(body, rule, len(p.ids), stop_at)
+                raw, finish = self._stream(body, rule, len(p.ids), halt)
                 break
             except _Stopped:
                 return None
             except _Retryable as err:
-                cut_while_busy = cut_while_busy + 1 if err.while_busy else 0
-                if cut_while_busy >= 2:
+                if halt():
+                    return None
+                # A stream that ends cleanly, with no finish reason, while other requests are
+                # in flight is llama.cpp's interrupting server: every retry would be cut again
+                # once the next request's prompt is read, so it is named at once.
+                if err.while_busy:
                     raise BackendError(
                         f"{self.url} cut a streamed answer off whenever another request "
                         f"arrived (llama.cpp's server does so by default): start it with "
@@ -287,7 +302,7 @@ class OpenAIBackend(PromptReader):
         )
 
     def _stream(
-        self, body: dict, rule: StopRule, n_prompt: int, stop_at: float | None = None
+        self, body: dict, rule: StopRule, n_prompt: int, halt: _Halt
     ) -> tuple[str, str | None]:
         """One streamed completion: the text (until the stop rule fires) and the finish reason."""
         import httpx
@@ -298,7 +313,7 @@ class OpenAIBackend(PromptReader):
             self._in_flight += 1
         try:
             with self.client.stream(
-                "POST", f"{self.url}/completions", json=body, timeout=self._timeout(stop_at)
+                "POST", f"{self.url}/completions", json=body, timeout=self._timeout(halt.stop_at)
             ) as response:
                 if response.status_code in RETRY_STATUS:
                     raise _Retryable(f"HTTP {response.status_code}")
@@ -310,7 +325,7 @@ class OpenAIBackend(PromptReader):
                     response.read()
                     return self._whole(response.text)
                 for line in iter_text_lines(response.iter_text()):
-                    if past(stop_at):
+                    if halt():
                         raise _Stopped  # leaving the block closes the stream
                     if not line.startswith("data:"):
                         continue
@@ -346,7 +361,7 @@ class OpenAIBackend(PromptReader):
                     "the stream ended before the server said why it finished", while_busy=busy
                 )
         except httpx.TimeoutException as err:
-            if past(stop_at):
+            if halt():
                 raise _Stopped from None
             raise _Retryable(
                 f"no answer within {self.spec.timeout_s:g} s ({type(err).__name__})"
@@ -424,6 +439,17 @@ class OpenAIBackend(PromptReader):
                 f" (or serve the model with a longer one)"
             )
         return BackendError(f"{self.url}/completions answered HTTP {status}: {text[:200]}")
+
+
+@dataclass
+class _Halt:
+    """When a request stops: at the deadline (``stop_at``), or once its call is abandoned."""
+
+    stop_at: float | None
+    event: threading.Event = field(default_factory=threading.Event)
+
+    def __call__(self) -> bool:
+        return past(self.stop_at) or self.event.is_set()
 
 
 class _Retryable(Exception):
