@@ -7,6 +7,8 @@ from longctx.backends import hf
 from longctx.errors import ModelPackageMissingError, ParameterError, UnknownModelError
 from longctx.store import ResultsStore, model_folder
 
+SMOKE = "smollm2-135m-instruct"
+
 
 def test_resolve_alias_hub_and_paths(tmp_path):
     ref = models.resolve_model("qwen2.5-coder-0.5b-instruct")
@@ -179,3 +181,44 @@ def test_local_checkpoint_results_folder_is_named_after_it(tmp_path):
     second = models.resolve_model(str(tmp_path / "b" / "tiny-llama-qwentok"))
     other = model_folder(second, results)
     assert other.startswith("tiny-llama-qwentok-") and len(other) == len("tiny-llama-qwentok-") + 6
+
+
+@pytest.mark.model
+def test_a_gguf_tokenizer_saved_once_reads_back_identical(tmp_path, monkeypatch):
+    """The tokenizer built from a GGUF file is kept per machine and read back: the read one
+    tokenizes, renders chat and keeps its flags exactly as the built one (Qwen2's class
+    adds an NFC normalizer on load that the GGUF-built pipeline lacks: it is put back)."""
+    import random
+
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "saved"
+    monkeypatch.setattr(models, "_saved_tokenizer", lambda gguf: folder)
+    source, common = models.weights_source(models.resolve_model(SMOKE), "main")
+    built = AutoTokenizer.from_pretrained(source, **common)
+    models.fresh_tokenizer(SMOKE)  # builds and saves
+    assert (folder / models._TOKENIZER_FLAGS).is_file()
+    read = models.fresh_tokenizer(SMOKE)
+    rng = random.Random(0)
+    texts = ["  two  spaces\n\ttab", "é 中文 🙂 \u2028", "<|im_start|>user\nhi<|im_end|>"]
+    texts += ["".join(chr(rng.randrange(32, 0x3000)) for _ in range(300)) for _ in range(20)]
+    for text in texts:
+        assert read(text).input_ids == built(text).input_ids
+    assert read.backend_tokenizer.to_str() == built.backend_tokenizer.to_str()
+    assert (read.add_bos_token, read.eos_token_id) == (built.add_bos_token, built.eos_token_id)
+    chat = [{"role": "user", "content": "q?"}]
+    assert read.apply_chat_template(chat, tokenize=False) == built.apply_chat_template(
+        chat, tokenize=False
+    )
+
+
+@pytest.mark.model
+def test_a_half_saved_tokenizer_folder_is_built_again(tmp_path, monkeypatch):
+    """A folder without its flags file (a save cut off) is never read: the GGUF is, and the
+    folder is saved again whole."""
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_text("not a tokenizer")
+    monkeypatch.setattr(models, "_saved_tokenizer", lambda gguf: folder)
+    assert models.fresh_tokenizer(SMOKE)("hi").input_ids
+    assert (folder / models._TOKENIZER_FLAGS).is_file()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -244,19 +245,78 @@ def weights_source(ref: ModelRef, revision: str) -> tuple[str, dict]:
 @cache
 def load_tokenizer(name: str, revision: str = "main"):
     """Only the tokenizer of ``name`` (no weights): for measuring text in the model's tokens
-    before deciding whether the model has to run at all. Loaded once per process (from a
-    GGUF file that takes seconds: its whole vocabulary is parsed); callers only read it."""
+    before deciding whether the model has to run at all. Loaded once per process; callers
+    only read it (a backend that changes its tokenizer takes :func:`fresh_tokenizer`)."""
+    return fresh_tokenizer(name, revision)
+
+
+def fresh_tokenizer(name: str, revision: str = "main"):
+    """A new tokenizer object for ``name``. A GGUF file's tokenizer is built from its whole
+    vocabulary (seconds, in every process), so the built one is saved once per machine
+    under ``$LONGCTX_CACHE/tokenizers`` and read back from there (a fraction of a second)."""
     ref = resolve_model(name, revision)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from transformers import AutoTokenizer
 
     source, common = weights_source(ref, revision)
+    saved = _saved_tokenizer(Path(source) / common["gguf_file"]) if "gguf_file" in common else None
+    if saved is not None and (saved / _TOKENIZER_FLAGS).is_file():
+        flags = json.loads((saved / _TOKENIZER_FLAGS).read_text())
+        tokenizer = AutoTokenizer.from_pretrained(str(saved), trust_remote_code=False, **flags)
+        # The class may rebuild parts of its pipeline on load (Qwen2's adds an NFC normalizer
+        # that the GGUF-built one lacks): the saved pipeline is put back exactly, so every
+        # prompt tokenizes as it did when built from the GGUF file.
+        from tokenizers import Tokenizer
+
+        tokenizer._tokenizer = Tokenizer.from_file(str(saved / "tokenizer.json"))
+        return tokenizer
     try:
-        return AutoTokenizer.from_pretrained(source, **common)
+        tokenizer = AutoTokenizer.from_pretrained(source, **common)
     except OSError as err:
         raise UnknownModelError(
             f"could not load the tokenizer of '{name}': {str(err).splitlines()[0]}"
         ) from None
+    if saved is not None:
+        _save_tokenizer(tokenizer, saved)
+    return tokenizer
+
+
+_TOKENIZER_FLAGS = "longctx-flags.json"
+
+
+def _saved_tokenizer(gguf: Path) -> Path:
+    """Where the tokenizer built from ``gguf`` is kept: keyed by the file (path, size, mtime)
+    and the transformers version that built it."""
+    import transformers
+
+    stat = gguf.stat()
+    key = f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return cache_dir() / "tokenizers" / f"{gguf.stem}-{digest}"
+
+
+def _save_tokenizer(tokenizer, target: Path) -> None:
+    """Save into a fresh folder, then rename it into place: a reader never sees half of it,
+    and a cache that cannot be written only costs the next process the build again."""
+    import shutil
+    import tempfile
+
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".building-"))
+        tokenizer.save_pretrained(str(scratch))
+        # Flags the tokenizer config does not keep; written last, so its presence means the
+        # folder is complete.
+        flags = {f: getattr(tokenizer, f) for f in ("add_bos_token", "add_eos_token")}
+        (scratch / _TOKENIZER_FLAGS).write_text(json.dumps(flags))
+        if target.exists() and not (target / _TOKENIZER_FLAGS).is_file():
+            shutil.rmtree(target, ignore_errors=True)  # a save cut off: never read, replaced
+        try:
+            scratch.rename(target)
+        except OSError:  # another process saved it first
+            shutil.rmtree(scratch, ignore_errors=True)
+    except OSError:
+        pass
 
 
 def window_of_config(config) -> int | None:

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ParameterError, UnknownModelError
-from ..models import ModelRef, resolve_model, weights_source, window_of_config
+from ..models import (
+    ModelRef,
+    fresh_tokenizer,
+    resolve_model,
+    weights_source,
+    window_of_config,
+)
 from ..requests import Generation
 from .base import (
     ATTENTION,
@@ -181,13 +187,13 @@ def load_model(
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     if progress:
         progress(f"loading {name} on {dev} ({str(torch_dtype).replace('torch.', '')})")
     source, common = weights_source(ref, revision)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, **common)
+        tokenizer = fresh_tokenizer(name, revision)
         model = AutoModelForCausalLM.from_pretrained(
             source, dtype=torch_dtype, attn_implementation=attn_implementation, **common
         )
