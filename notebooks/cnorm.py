@@ -121,7 +121,8 @@ chapter, reader = page.chapter, page.reader
 
 # %% tags=["hide-input"]
 plan = chapter.plan(page.params)
-answer(plan, reader, page.results, batch_size=batch_size, params={"seed": seed})
+rows = answer(plan, reader, page.results, batch_size=batch_size, params={"seed": seed})
+say(f"{len(rows):,} rows answered or read from the store.")
 
 # %% tags=["remove-cell"]
 view = chapter.analysis(page.params, reader, page.results)

@@ -46,6 +46,11 @@ from urllib.parse import unquote, urldefrag, urlparse
 from longctx.plots import COLUMN_INCHES, MIN_FONT_PT
 
 MIN_RENDERED_PT = 10.0
+# A chapter page that dumps data instead of showing it: the row browsers (downloads/) are
+# exempt, being data pages by design.
+MAX_PAGE_BYTES = 1_500_000
+MAX_PAGE_HEIGHT_PX = 60_000  # at 1400 px wide
+MAX_OUTPUT_LINES = 80  # one cell's printed text
 RAW_HEADER = re.compile(r"_|^Unnamed|^index$|^level \d|^[\w.]+\+[\w.]+$")
 RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{")
 CHECKED = re.compile(r"claims checked: (\d+)")
@@ -223,6 +228,47 @@ def uncaptioned_tables(root: Path, pages: list[Path]) -> list[str]:
     return problems
 
 
+def data_pages(root: Path, page: Path) -> bool:
+    return page.relative_to(root).parts[0] == "downloads"
+
+
+def oversized_pages(root: Path, pages: list[Path]) -> list[str]:
+    """Pages whose HTML is larger than a reader's page should be, and cells that print more
+    text than anyone reads (a row dump): both mean data shown raw instead of summarised."""
+    from bs4 import BeautifulSoup
+
+    problems = []
+    for page in pages:
+        if data_pages(root, page):
+            continue
+        rel = page.relative_to(root)
+        size = page.stat().st_size
+        if size > MAX_PAGE_BYTES:
+            problems.append(
+                f"{rel}: the page's HTML is {size / 1e6:.1f} MB (limit {MAX_PAGE_BYTES / 1e6:g} "
+                "MB): does a cell print its data?"
+            )
+        soup = BeautifulSoup(page.read_text(encoding="utf-8", errors="replace"), "html.parser")
+        for output in soup.select("div.cell_output pre, div.output pre"):
+            lines = output.get_text().count("\n") + 1
+            if lines > MAX_OUTPUT_LINES:
+                start = output.get_text()[:60].replace("\n", " ")
+                problems.append(
+                    f"{rel}: a cell prints {lines} lines (limit {MAX_OUTPUT_LINES}): {start!r}..."
+                )
+    return problems
+
+
+def too_tall(height: int, url: str) -> list[str]:
+    """A chapter page taller at 1400 px than anyone scrolls (row browsers exempt)."""
+    if height <= MAX_PAGE_HEIGHT_PX or "/downloads/" in url:
+        return []
+    return [
+        f"the page is {height:,} px tall at 1400 px wide (limit {MAX_PAGE_HEIGHT_PX:,}): "
+        "does a cell print its data?"
+    ]
+
+
 class _Server(http.server.ThreadingHTTPServer):
     def handle_error(self, request, client_address):
         # the browser moved on before a large sample browser was sent: not the book's fault
@@ -287,7 +333,8 @@ const headers = Array.from(document.querySelectorAll("main th"))
     .map(th => th.innerText.trim()).filter(t => t.length);
 return {images: images, text: text, math: math, hadMath: hadMath,
         mathjax: typeof window.MathJax !== "undefined",
-        overflow: root.scrollWidth - root.clientWidth, figures: figures.length,
+        overflow: root.scrollWidth - root.clientWidth, height: root.scrollHeight,
+        figures: figures.length,
         uncaptioned: uncaptioned, unreferenced: unreferenced, shown: shown, headers: headers};
 """
 
@@ -350,6 +397,7 @@ def check_page(driver, url: str, root: Path) -> list[str]:
         problems.append("math on the page but no MathJax output")
     if state["overflow"] > 1:  # a wide table or figure scrolls inside itself, never the page
         problems.append(f"the page scrolls sideways by {state['overflow']} px at 1400 px wide")
+    problems += too_tall(state["height"], url)
     if state["uncaptioned"]:
         problems.append(f"{state['uncaptioned']} of {state['figures']} figures have no caption")
     problems += [f"figure {f} is never referenced in the text" for f in state["unreferenced"]]
@@ -418,6 +466,7 @@ def main(argv=None) -> int:
     problems = (
         broken_links(root, pages)
         + uncaptioned_tables(root, pages)
+        + oversized_pages(root, pages)
         + quoted_number_problems(root.parent)
     )
     server, base = serve(root)
@@ -444,7 +493,9 @@ def main(argv=None) -> int:
         "math rendered, every internal link resolves and every external one is well formed, no page "
         "scrolls sideways at 1400 px, every figure has a caption, is referenced and is shown large "
         f"enough for {MIN_RENDERED_PT:g} pt text, every table is introduced or captioned and none "
-        "has a raw identifier for a header, every page "
+        "has a raw identifier for a header, no chapter page dumps its data (HTML under "
+        f"{MAX_PAGE_BYTES / 1e6:g} MB, under {MAX_PAGE_HEIGHT_PX:,} px tall, no cell printing "
+        f"over {MAX_OUTPUT_LINES} lines), every page "
         f"checked its prose and glued every number it quotes, and each of {len(links)} links "
         "to a claim's rows shows rows"
     )

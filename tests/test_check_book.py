@@ -147,3 +147,25 @@ def test_links_that_filter_a_sample_browser_are_collected_not_taken_for_anchors(
             "condition=gold_index%3A%200%20%7C%7C%20gold_index%3A%2070",
         )
     ]
+
+
+def test_a_page_that_dumps_its_rows_is_reported_but_a_row_browser_is_not(tmp_path):
+    """The class of the C-NORM page that printed every row: a cell printing more lines than
+    the limit, a page heavier or taller than the limits; the row browsers are data pages."""
+    limit = check_book.MAX_OUTPUT_LINES
+    dump = "\n".join(f"{{'row': {i}}}" for i in range(limit + 1))
+    fine = "\n".join(["a line"] * limit)
+    cell = '<div class="cell_output"><pre>{}</pre></div>'
+    (tmp_path / "downloads").mkdir()
+    (tmp_path / "chapter.html").write_text(f"<main>{cell.format(dump)}{cell.format(fine)}</main>")
+    (tmp_path / "heavy.html").write_text("<main>" + "x" * (check_book.MAX_PAGE_BYTES + 1))
+    (tmp_path / "downloads" / "rows.html").write_text(cell.format(dump) + "x" * 2_000_000)
+    pages = [tmp_path / "chapter.html", tmp_path / "heavy.html", tmp_path / "downloads/rows.html"]
+    problems = check_book.oversized_pages(tmp_path, pages)
+    assert len(problems) == 2
+    assert problems[0].startswith(f"chapter.html: a cell prints {limit + 1} lines")
+    assert problems[1].startswith("heavy.html: the page's HTML is 1.5 MB")
+    tall = check_book.MAX_PAGE_HEIGHT_PX + 1
+    assert check_book.too_tall(tall, "http://h/notebooks/cnorm.html")
+    assert not check_book.too_tall(tall, "http://h/downloads/rows.html")
+    assert not check_book.too_tall(check_book.MAX_PAGE_HEIGHT_PX, "http://h/index.html")
