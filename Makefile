@@ -25,17 +25,24 @@ install: $(BIN)/python
 # rows or an old library. Start from a clean _build whenever lib/ or data/ differ from what
 # the built pages were executed with.
 BOOK_STAMP := _build/lib-data.sha256
+# The notebooks run BOOK_JOBS at a time into the build's execution cache first (each is one
+# kernel, mostly one core), so jupyter-book only renders.
+BOOK_JOBS ?= 2
 book: install
 	@digest=$$(find lib data -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*' -print0 | LC_ALL=C sort -z \
 		| xargs -0 sha256sum | sha256sum | cut -d' ' -f1); \
 	if [ -d _build ] && [ "$$(cat $(BOOK_STAMP) 2>/dev/null)" != "$$digest" ]; then \
 		echo "lib/ or data/ changed since the book was built: re-executing every page"; rm -rf _build; fi; \
+	$(BIN)/python scripts/execute_book.py --jobs $(BOOK_JOBS) && \
 	$(BIN)/jupyter-book build . -W --keep-going && echo $$digest > $(BOOK_STAMP)
 
 # Headless Chromium over the built book: console errors, images, MathJax, internal links.
 # Installs Debian's chromium and chromium-driver when they are missing (needs root or sudo).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-check-book: install
+check-# The notebooks run BOOK_JOBS at a time into the build's execution cache first (each is one
+# kernel, mostly one core), so jupyter-book only renders.
+BOOK_JOBS ?= 2
+book: install
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver)
 	$(BIN)/python scripts/check_book.py --html _build/html
