@@ -39,10 +39,7 @@ book: install
 # Headless Chromium over the built book: console errors, images, MathJax, internal links.
 # Installs Debian's chromium and chromium-driver when they are missing (needs root or sudo).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-check-# The notebooks run BOOK_JOBS at a time into the build's execution cache first (each is one
-# kernel, mostly one core), so jupyter-book only renders.
-BOOK_JOBS ?= 2
-book: install
+check-book: install
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver)
 	$(BIN)/python scripts/check_book.py --html _build/html
