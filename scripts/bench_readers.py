@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from longctx import __version__
-from longctx.chapters import get_chapter, scale
+from longctx.chapters import contract, scale
 from longctx.downloads import score_of
 from longctx.reader import Reader
 from longctx.runner import generate_missing
@@ -42,9 +42,10 @@ def claims_requests(model: str, per_block: int) -> list:
     out = []
     for chapter, name in BLOCKS.items():
         params = scale(chapter, "claims")
-        if getattr(get_chapter(chapter), "NEEDS_MODEL", False):
+        declared = contract(chapter)
+        if declared.needs_model:
             params["model"] = model
-        block = next(b for b in get_chapter(chapter).plan(params) if name in b.name)
+        block = next(b for b in declared.plan(params) if name in b.name)
         out += list(block.requests[:per_block])
     return out
 

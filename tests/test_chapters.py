@@ -314,7 +314,10 @@ def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
     built = []
 
     def chapter(name, blocks):
-        return types.SimpleNamespace(plan=lambda params: built.append(name) or blocks)
+        module = types.SimpleNamespace(plan=lambda params: built.append(name) or blocks)
+        return types.SimpleNamespace(
+            module=module, check=None, needs_model=False, plans_run_models=False
+        )
 
     def req(i):
         return Request("t", f"e{i}", f"prompt {i}", ("g",))
@@ -324,7 +327,7 @@ def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
         "a": chapter("a", [Block("a head", "x", [req(1)], True), Block("a rest", "x", [req(2)])]),
         "b": chapter("b", [Block("b head", "x", lazy, True)]),
     }
-    monkeypatch.setattr(reproduce, "get_chapter", lambda name: modules[name])
+    monkeypatch.setattr(reproduce, "contract", lambda name: modules[name])
     monkeypatch.setattr(reproduce, "scale", lambda chapter, name, **overrides: {})
 
     blocks = iter(reproduce.chapter_blocks(["a", "b"], "book"))
@@ -577,3 +580,41 @@ def test_progress_line_reads_hours_and_fast_rates():
     )
     assert progress_line(500, 1000, 100.0) == "500/1000 generated, 5.0 prompts/s, about 2 min left"
     assert progress_line(10, 12, 50.0) == "10/12 generated, 5.0 s per prompt, about 10 s left"
+
+
+def test_every_chapter_meets_the_contract_and_a_broken_one_is_refused_by_name(tmp_path):
+    """Chapters are found, not listed, and checked when found: a missing function, a
+    mistyped declaration or a store two chapters both claim is refused at discovery."""
+    import sys
+
+    from longctx.chapters import Chapter, contracts, found_chapters
+
+    assert all(isinstance(c, Chapter) for c in contracts().values())
+    assert [c.order for c in contracts().values()] == sorted(c.order for c in contracts().values())
+    good = (
+        "ORDER = {order}\nNOTEBOOK = 'notebooks/{name}.py'\nEXPERIMENTS = ('{store}',)\n"
+        "CLAIM_BLOCKS = {{'c': ('x',)}}\n"
+        "def plan(params):\n    return []\n"
+        "def claims(results_dir, params, reader):\n    return {{}}\n"
+        "def analysis(*args):\n    return None\n"
+    )
+    cases = {
+        "no_analysis": (
+            good.replace("def analysis", "def _analysis"),
+            "lacks the function analysis",
+        ),
+        "bad_order": (good.replace("ORDER = {order}", "ORDER = 'first'"), "ORDER is 'first'"),
+        "shared_store": (good.replace("{store}", "kv"), "share the experiments 'kv'"),
+    }
+    sys.path.insert(0, str(tmp_path))
+    try:
+        for i, (case, (source, message)) in enumerate(cases.items()):
+            package = tmp_path / f"fake_{case}"
+            package.mkdir()
+            (package / "__init__.py").write_text("")
+            (package / "one.py").write_text(good.format(order=1, name="one", store="kv"))
+            (package / "two.py").write_text(source.format(order=2, name="two", store=f"s{i}"))
+            with pytest.raises(TypeError, match=message):
+                found_chapters([str(package)], package.name)
+    finally:
+        sys.path.remove(str(tmp_path))

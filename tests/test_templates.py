@@ -39,6 +39,13 @@ def test_the_chapter_template_runs_on_committed_rows():
     assert chapter.figure(view).axes
 
 
+def test_the_chapter_template_meets_the_chapter_contract():
+    from longctx.chapters import Chapter
+
+    declared = Chapter.of("template", load_module())
+    assert declared.experiments == ("kv_retrieval",) and declared.claim_blocks
+
+
 def test_the_notebook_template_calls_only_what_the_module_defines():
     module = load_module()
     nb = jupytext.read(TEMPLATES / "chapter.py")

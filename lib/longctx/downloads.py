@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .chapters import get_chapter
+from .chapters import contract
 from .errors import ParameterError
 from .matrix import build as build_matrix
 from .matrix import default_findings
@@ -247,7 +247,7 @@ def chapter_links(chapter: str, results_dir: str | Path, prefix: str = "../") ->
     """Markdown (raw links: the files exist only in the built site) to the sample browser
     and downloads of ``chapter``'s stores (or a sentence when none is stored), and to its
     executed notebook."""
-    experiments = getattr(get_chapter(chapter), "EXPERIMENTS", ())
+    experiments = contract(chapter).experiments
     links = []
     for experiment in experiments:
         for store in ResultsStore.all_under(results_dir, experiment):  # stores with files

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__
-from .chapters import get_chapter, scale
+from .chapters import contract, scale
 from .claims import (
     PRECISION_TARGET,
     VERDICT_MARK,
@@ -48,10 +48,10 @@ def estimates(
     out: dict[str, Estimate] = {}
     for chapter in dict.fromkeys(c.chapter for c in claims):
         params = scale(chapter, scale_name)
-        module = get_chapter(chapter)
-        if getattr(module, "NEEDS_MODEL", False):
+        declared = contract(chapter)
+        if declared.needs_model:
             params["model"] = reader.model
-        out.update(module.claims(Path(results_dir), params, reader))
+        out.update(declared.claims(Path(results_dir), params, reader))
     missing = [c.id for c in claims if c.id not in out]
     if missing and strict:
         raise DataFileError(

@@ -35,7 +35,7 @@ from urllib.parse import quote
 import pandas as pd
 
 from .backends import backend_class
-from .chapters import get_chapter
+from .chapters import contract
 from .claims import CLAIMS_FILE, VERDICT_MARK, Claim, Estimate, Judgement, judge, read_claims
 from .errors import LongctxError
 from .findings import estimates, findings_table
@@ -137,7 +137,7 @@ class Matrix:
 
 def claim_experiments(claims: Sequence[Claim]) -> set[str]:
     """Every store a claim's chapter reads (its ``EXPERIMENTS``)."""
-    return {e for c in claims for e in getattr(get_chapter(c.chapter), "EXPERIMENTS", ())}
+    return {e for c in claims for e in contract(c.chapter).experiments}
 
 
 def columns(results_dir: str | Path, claims: Sequence[Claim] | None = None) -> list[Column]:
@@ -397,7 +397,7 @@ NOT_PREREGISTERED = "‡"  # the claim's rule took its form after this reader's 
 
 def reader_free(claim: Claim) -> bool:
     """A claim no reader answers (retriever recall): the same number in every column."""
-    blocks = getattr(get_chapter(claim.chapter), "CLAIM_BLOCKS", {})
+    blocks = contract(claim.chapter).claim_blocks
     return claim.id in blocks and not blocks[claim.id]
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from . import __version__
-from .chapters import get_chapter, scale
+from .chapters import contract, scale
 from .errors import ParameterError
 from .paths import resolve
 from .reader import Reader
@@ -45,18 +45,18 @@ def chapter_blocks(
     block without waiting for plans that run the LLM tagger or size long contexts."""
     modules, params = {}, {}
     for chapter in chapters:
-        module = modules[chapter] = get_chapter(chapter)
+        declared = contract(chapter)
+        modules[chapter] = declared.module
         params[chapter] = scale(
             chapter,
             (per_chapter or {}).get(chapter, scale_name),
             **(overrides or {}).get(chapter, {}),
         )
-        hook = getattr(module, "check", None)
-        if callable(hook):  # what the chapter's claims need, before any plan is built
-            hook(params[chapter])
-        if getattr(module, "NEEDS_MODEL", False):
+        if declared.check is not None:  # what its claims need, before any plan is built
+            declared.check(params[chapter])
+        if declared.needs_model:
             params[chapter]["model"] = model
-        if getattr(module, "PLANS_RUN_MODELS", False):
+        if declared.plans_run_models:
             params[chapter]["dry_run"] = dry_run
     return ChapterPlan(modules, params, only)
 
@@ -135,12 +135,12 @@ def measured_speed(reader: Reader, path: str | Path | None = None) -> tuple[floa
 
 def block_claims(chapter: str, block_name: str) -> list[str]:
     """The claims whose rows a block of ``chapter`` holds (its ``CLAIM_BLOCKS``)."""
-    wanted = getattr(get_chapter(chapter), "CLAIM_BLOCKS", {})
+    wanted = contract(chapter).claim_blocks
     return [c for c, parts in wanted.items() if any(p in block_name for p in parts)]
 
 
 def chapter_of_experiment(chapters: Sequence[str]) -> dict[str, str]:
-    return {e: c for c in chapters for e in getattr(get_chapter(c), "EXPERIMENTS", ())}
+    return {e: c for c in chapters for e in contract(c).experiments}
 
 
 def claims_plan(report: Report, chapters: Sequence[str], reader: Reader, speed: str) -> dict:
@@ -155,7 +155,7 @@ def claims_plan(report: Report, chapters: Sequence[str], reader: Reader, speed: 
         blocks.append({**b, "chapter": chapter, "claims": block_claims(chapter, b["block"])})
     per_claim: dict[str, dict] = {}
     for chapter in chapters:
-        for claim, parts in getattr(get_chapter(chapter), "CLAIM_BLOCKS", {}).items():
+        for claim, parts in contract(chapter).claim_blocks.items():
             mine = [b for b in blocks if claim in b["claims"]]
             fits = [
                 b["max_prompt_tokens"] + b["max_new_tokens"] <= b["window"]

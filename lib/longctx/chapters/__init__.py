@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
 from importlib.resources import files
@@ -22,23 +24,119 @@ from types import ModuleType
 from ..errors import ParameterError
 
 
-@cache
-def chapters() -> dict[str, ModuleType]:
-    """Every chapter module of this package (one with a ``plan``), by name, in ``ORDER``
-    (the order ``longctx reproduce`` runs their headline blocks in): found, not listed."""
-    found = {}
-    for info in pkgutil.iter_modules(__path__):
-        module = import_module(f"{__name__}.{info.name}")
+@dataclass(frozen=True)
+class Chapter:
+    """What a chapter module declares, read once and checked when the chapter is found:
+
+    * ``plan(params) -> list[Block]``, ``claims(params, reader, results_dir)`` and
+      ``analysis(...)``, plus an optional ``check(params)`` that refuses parameters the
+      chapter cannot use;
+    * ``ORDER`` (where ``longctx reproduce`` runs its headline blocks), ``NOTEBOOK`` (its
+      page's source), ``EXPERIMENTS`` (the stores it offers for download), ``CLAIM_BLOCKS``
+      (claim id -> the block-name parts its rows come from);
+    * ``NEEDS_MODEL`` (its plan takes the reader as ``params["model"]``) and
+      ``PLANS_RUN_MODELS`` (planning may run a model, so a dry run passes ``dry_run``).
+
+    Code that iterates over chapters (reproduce, findings, the matrix, downloads) reads
+    these fields, never the module's names."""
+
+    name: str
+    module: ModuleType
+    order: int
+    notebook: str
+    experiments: tuple[str, ...]
+    claim_blocks: dict[str, tuple[str, ...]]
+    needs_model: bool
+    plans_run_models: bool
+    plan: Callable
+    claims: Callable
+    analysis: Callable
+    check: Callable | None
+
+    @classmethod
+    def of(cls, name: str, module: ModuleType) -> Chapter:
+        def need(attr: str, kind: type | tuple[type, ...], default=_REQUIRED):
+            value = getattr(module, attr, default)
+            if value is _REQUIRED:
+                raise TypeError(f"chapter {name} lacks {attr}")
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise TypeError(f"chapter {name}: {attr} is {value!r}, not {kind}")
+            return value
+
+        for fn in ("plan", "claims", "analysis"):
+            if not callable(getattr(module, fn, None)):
+                raise TypeError(f"chapter {name} lacks the function {fn}")
+        check = getattr(module, "check", None)
+        experiments = tuple(need("EXPERIMENTS", tuple))
+        blocks = need("CLAIM_BLOCKS", dict)
+        if not all(isinstance(e, str) for e in experiments) or not all(
+            isinstance(parts, tuple) for parts in blocks.values()
+        ):
+            raise TypeError(f"chapter {name}: EXPERIMENTS or CLAIM_BLOCKS malformed")
+        return cls(
+            name=name,
+            module=module,
+            order=need("ORDER", int),
+            notebook=need("NOTEBOOK", str),
+            experiments=experiments,
+            claim_blocks={claim: tuple(parts) for claim, parts in blocks.items()},
+            needs_model=need("NEEDS_MODEL", bool, False),
+            plans_run_models=need("PLANS_RUN_MODELS", bool, False),
+            plan=module.plan,
+            claims=module.claims,
+            analysis=module.analysis,
+            check=check if callable(check) else None,
+        )
+
+
+_REQUIRED = object()
+
+
+def found_chapters(package_path=__path__, package: str = __name__) -> dict[str, Chapter]:
+    """Every chapter module under ``package`` (one with a ``plan``), checked against
+    :class:`Chapter`, by name, in ``ORDER``. Two chapters may not share an order, a
+    notebook or a store (experiment): each would hide the other."""
+    found: dict[str, Chapter] = {}
+    for info in pkgutil.iter_modules(package_path):
+        module = import_module(f"{package}.{info.name}")
         if callable(getattr(module, "plan", None)):
-            found[info.name] = module
-    return dict(sorted(found.items(), key=lambda item: (getattr(item[1], "ORDER", 99), item[0])))
+            found[info.name] = Chapter.of(info.name, module)
+    for field_name in ("order", "notebook", "experiments"):
+        owner: dict = {}
+        for chapter in found.values():
+            value = getattr(chapter, field_name)
+            for item in value if isinstance(value, tuple) else (value,):
+                if item in owner:
+                    raise TypeError(
+                        f"chapters {owner[item]} and {chapter.name} share the {field_name} {item!r}"
+                    )
+                owner[item] = chapter.name
+    return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
 
 
-def get_chapter(name: str) -> ModuleType:
-    known = chapters()
+@cache
+def contracts() -> dict[str, Chapter]:
+    """Every chapter of this package, found, not listed (:func:`found_chapters`)."""
+    return found_chapters()
+
+
+def contract(name: str) -> Chapter:
+    """The chapter ``name``'s declared contract; a one-line error for an unknown name."""
+    known = contracts()
     if name not in known:
         raise ParameterError(f"unknown chapter '{name}'; known: {', '.join(sorted(known))}")
     return known[name]
+
+
+def chapters() -> dict[str, ModuleType]:
+    """Every chapter module, by name, in ``ORDER`` (the order ``longctx reproduce`` runs
+    their headline blocks in)."""
+    return {name: chapter.module for name, chapter in contracts().items()}
+
+
+def get_chapter(name: str) -> ModuleType:
+    """The chapter ``name``'s module (its notebook's functions)."""
+    return contract(name).module
 
 
 def scales(chapter: str) -> dict[str, dict]:
@@ -140,7 +238,7 @@ def check_params(chapter: str, overrides: dict) -> dict:
     for key, value in overrides.items():
         if isinstance(book.get(key), (list, tuple)) and book[key] and not value:
             raise ParameterError(f"{chapter}.{key} is empty; it needs at least one value")
-    hook = getattr(get_chapter(chapter), "check", None)
-    if callable(hook):
+    hook = contract(chapter).check
+    if hook is not None:
         hook(params)
     return params
