@@ -37,6 +37,36 @@ def test_spec_rejects_bad_choices_in_one_line():
     assert backends.spec(None).name == "hf"
 
 
+def test_the_registry_refuses_a_taken_name_a_partial_class_and_an_unknown_capability():
+    from longctx.backends.base import _REGISTRY, PromptReader, register
+
+    before = dict(_REGISTRY)
+
+    class Partial(PromptReader):  # render, count_tokens, check_fits and load, no generate
+        pass
+
+    class Whole(PromptReader):
+        def generate(self, prompts, **kw):
+            return []
+
+        def run_params(self):
+            return {}
+
+    try:
+        with pytest.raises(TypeError, match="'llamacpp' is taken by LlamaCppBackend"):
+            register("llamacpp")(Whole)
+        with pytest.raises(TypeError, match="Partial lacks generate, run_params"):
+            register("partial")(Partial)
+        with pytest.raises(TypeError, match=r"not \['telepathy'\]"):
+            register("odd", capabilities=("generate", "telepathy"))(Whole)
+        register("whole")(Whole)
+        assert backends.backend_class("whole") is Whole
+    finally:
+        _REGISTRY.clear()
+        _REGISTRY.update(before)
+    assert "whole" not in backends.names() and set(backends.names()) >= {"hf", "llamacpp"}
+
+
 def test_backend_identity_enters_key_and_folder_but_hf_keys_stay_as_before():
     fp = resolve_model(SMOKE).fingerprint
     assert Reader.of(SMOKE).fingerprint == fp  # rows stored before backends existed are found

@@ -79,10 +79,32 @@ class Backend(Protocol):
 _REGISTRY: dict[str, type] = {}
 
 
+_INTERFACE = ("load", "render", "count_tokens", "check_fits", "generate", "run_params")
+_CAPABILITIES = frozenset({GENERATE, MASKED_PADDING, ATTENTION})
+
+
 def register(name: str, capabilities: Sequence[str] = (GENERATE,)):
-    """Class decorator: make a backend class loadable as ``name``."""
+    """Class decorator: make a backend class loadable as ``name``. Refused at import: a name
+    already taken, a class missing part of :class:`Backend`, or a capability nobody knows
+    (as lm-evaluation-harness's ``register_model`` refuses them)."""
 
     def add(cls: type) -> type:
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise TypeError(
+                f"backend name {name!r} is taken by {_REGISTRY[name].__qualname__}; "
+                f"register {cls.__qualname__} under another name"
+            )
+        missing = [m for m in _INTERFACE if not callable(getattr(cls, m, None))]
+        if missing:
+            raise TypeError(
+                f"backend {cls.__qualname__} lacks {', '.join(missing)} of the Backend interface"
+            )
+        unknown = set(capabilities) - _CAPABILITIES
+        if GENERATE not in capabilities or unknown:
+            raise TypeError(
+                f"backend {cls.__qualname__}: capabilities must include {GENERATE!r} and come "
+                f"from {sorted(_CAPABILITIES)} (not {sorted(unknown)})"
+            )
         cls.backend = name
         cls.capabilities = frozenset(capabilities)
         _REGISTRY[name] = cls
