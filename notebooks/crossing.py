@@ -279,9 +279,8 @@ say(page.downloads())
 # bfloat16) and the 1.5B through llama.cpp (4-bit), so the reader comparison is also a
 # backend comparison (the backends page measures that difference for the 0.5B). The chat
 # template adds Qwen's default system prompt to every prompt. **How n was chosen:** 24
-# questions, each in all 32 cells, sized from the spread of per-question effects above
-# (the plan of 40 questions was cut to 30 and then 24 to fit the CPU time, and the table
-# above shows what 24 give).
+# questions, each in all 32 cells: what the CPU budget allows, with the interval that 24
+# questions give for each effect shown in the table above.
 #
 # **How the rows were made.** The 1.5B reader's run stores one question (32 prompts) at a
 # time and resumes where it stopped:

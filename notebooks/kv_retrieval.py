@@ -196,7 +196,8 @@ say(f"Rows: {paper_view.note}.")
 # %% [markdown]
 # With the query after the data the U-shape is plain at both sizes:
 # {glue:text}`kv-paper-75-first` with the gold pair first and {glue:text}`kv-paper-75-last`
-# last at 75 pairs, but {glue:text}`kv-paper-75-worst-inner` in the middle; at 140 pairs
+# last at 75 pairs, but {glue:text}`kv-paper-75-worst-inner` at the worst depth between
+# them; at 140 pairs
 # {glue:text}`kv-paper-140-first`, {glue:text}`kv-paper-140-last` and
 # {glue:text}`kv-paper-140-worst-inner`. The worst cell, {glue:text}`kv-paper-worst`, is
 # below the paper's worst case over its six models of 13B and more,
