@@ -427,3 +427,26 @@ def test_the_record_of_verdict_moves_is_current(table, tmp_path):
         f.write("2026-11-27,litm-kv-middle,,opposite direction,a move with no reason\n")
     with pytest.raises(DataFileError, match="litm-kv-middle"):
         findings.verdict_changes(table, path)
+
+
+def test_tag_chapter_tables_print_the_findings_pages_sides(table):
+    """One unit per row: the chapter's sized tables give each side as a mean over needles,
+    the unit of their change and interval, so the sides are the findings page's."""
+    import pandas as pd
+
+    from longctx.chapters import tag_needles as chapter
+
+    params = {**scale("tag_needles", "book"), "model": Reader().model}
+    results = ROOT / "data" / "results"
+    stack = chapter.haystack(params, results, tagger=Reader())  # tags cached: no model loads
+    scored = chapter.answered(params, stack, Reader(), results)
+    paper = pd.read_csv(ROOT / "data" / "paper" / "tag_needles.csv")
+    by_id = table.set_index("id")
+    for which, claim in (("short", "tag-spacy"), ("long", "tag-spacy-long")):
+        sized = chapter.sized_comparison(scored[which], params, paper, which)["table"]
+        row = sized.set_index("comparison").loc["TD+TC (spaCy) minus baseline"]
+        want = by_id.loc[claim]
+        assert row["accuracy over needles (%)"] == (
+            f"{want['treatment']:.1f} vs {want['control']:.1f}"
+        ), claim
+        assert row["needles"] == want["n"]

@@ -532,6 +532,9 @@ def versus_baseline(
                     "variant": variant,
                     "n": len(pairs),
                     "needles": est.n,
+                    # the two sides in the same unit as the change: means over needles
+                    "control_level": est.control,
+                    "variant_level": est.treatment,
                     "change": est.difference,
                     "ci_low": est.ci_low,
                     "ci_high": est.ci_high,
