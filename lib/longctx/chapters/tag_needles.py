@@ -455,7 +455,6 @@ def sized_comparison(
             "needles": int(g.needles),
             "accuracy over needles (%)": f"{g.variant_level:.1f} vs {g.control_level:.1f}",
             "change (pts, 95% CI)": points_ci(g.change, g.ci_low, g.ci_high),
-            "half-width": round((g.ci_high - g.ci_low) / 2, 1),
             "p": format_p(g.p_sign_flip),
             "discordant questions": int((diff != 0).sum()),
             "needles for ±10 pts": n_for_half_width(per_needle),
@@ -463,7 +462,7 @@ def sized_comparison(
         if which == "long":
             row.update(
                 {
-                    f"paper, {m} at 500 / 16K": " / ".join(
+                    f"paper: {m.removesuffix(' Sonnet')}, 500 / 16K": " / ".join(
                         f"{t1[(m, v, s)] - t1[(m, 'baseline', s)]:+.1f}" for s in ("500", "16000")
                     )
                     for m in ("Claude 3.5 Sonnet", "Claude 3.7 Sonnet")
