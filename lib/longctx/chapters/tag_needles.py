@@ -451,8 +451,7 @@ def sized_comparison(
         per_needle = diff.groupby(diff.index.map(tn.needle_of)).mean()
         row = {
             "comparison": f"{tn.VARIANT_LABELS[v]} minus baseline",
-            "questions": int(g.n),
-            "needles": int(g.needles),
+            "needles (questions)": f"{int(g.needles)} ({int(g.n)})",
             "accuracy over needles (%)": f"{g.variant_level:.1f} vs {g.control_level:.1f}",
             "change (pts, 95% CI)": points_ci(g.change, g.ci_low, g.ci_high),
             "p": format_p(g.p_sign_flip),
