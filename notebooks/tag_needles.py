@@ -315,7 +315,8 @@ say(page.downloads())
 #   {glue:text}`tag-top-wrong`, the nurse in the haystack's first essay: when the small
 #   reader misses the needle it falls back on the one named person near the start of the
 #   context.
-# * **Tag definitions hurt this reader.** TD, the paper's cheapest gain (+10.2 points for
+# * **TD's prompt costs this reader, mostly through its framing.** TD, the paper's
+#   cheapest gain (+10.2 points for
 #   Claude 3.5 at 250 tokens), changes the 0.5B model's accuracy by
 #   {glue:text}`tag-td-short` at the shortest length and costs it
 #   {glue:text}`tag-td-mid` points at the next; at the longest the change is
@@ -323,7 +324,7 @@ say(page.downloads())
 #   "{glue:text}`tag-top-wrong`" far more often ({glue:text}`tag-td-wrong-top` of its
 #   {glue:text}`tag-td-wrong` wrong answers at the shortest length).
 # * **On {glue:text}`tag-short-n` questions ({glue:text}`tag-short-needles` needles, the
-#   unit) at {glue:text}`tag-short-length` tokens.** The baseline answers
+#   unit) at {glue:text}`tag-short-length` tokens.** Averaged over needles, the baseline answers
 #   {glue:text}`tag-short-baseline-pct`, TD's framing without definitions
 #   {glue:text}`tag-short-framing-pct`, TD {glue:text}`tag-short-td-pct` and TD+TC with
 #   spaCy tags {glue:text}`tag-short-spacy-pct`. TD: {glue:text}`tag-short-td`

@@ -805,7 +805,7 @@ def quoted(
             }
         )
     if short_view is not None:
-        pairs, acc_s = short_view["pairs"], short_view["accuracy"]
+        pairs = short_view["pairs"]
         short_misses = short_view["scored"][short_view["scored"]["correct"] == 0]
         top = out["tag-top-wrong"]
         for v, key in (("td", "td"), ("td_tc_spacy", "spacy")):
@@ -816,7 +816,8 @@ def quoted(
                     f"tag-short-{key}": estimate_text(est),
                     f"tag-short-{key}-lost": int((diff < 0).sum()),
                     f"tag-short-{key}-gained": int((diff > 0).sum()),
-                    f"tag-short-{key}-pct": f"{acc_s[v]:.1f}%",
+                    # a mean over needles, the unit of the change quoted beside it
+                    f"tag-short-{key}-pct": f"{est.treatment:.1f}%",
                     f"tag-short-{key}-misses": int((short_misses["variant"] == v).sum()),
                     f"tag-short-{key}-top": int(
                         ((short_misses["variant"] == v) & (short_misses["output"] == top)).sum()
@@ -829,7 +830,7 @@ def quoted(
             out.update(
                 {
                     "tag-short-definitions": estimate_text(estimates["tag-td-definitions"]),
-                    "tag-short-framing-pct": f"{acc_s['framing']:.1f}%",
+                    "tag-short-framing-pct": f"{estimates['tag-td-definitions'].control:.1f}%",
                 }
             )
         out.update(
@@ -837,7 +838,7 @@ def quoted(
                 "tag-short-length": f"{params['short_length']:,}",
                 "tag-short-n": len(pairs),
                 "tag-short-needles": needles.nunique(),
-                "tag-short-baseline-pct": f"{acc_s['baseline']:.1f}%",
+                "tag-short-baseline-pct": f"{estimates['tag-td'].control:.1f}%",
                 "tag-short-baseline-misses": int((short_misses["variant"] == "baseline").sum()),
                 "tag-short-baseline-top": int(
                     (
