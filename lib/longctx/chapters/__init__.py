@@ -23,6 +23,8 @@ from types import ModuleType
 
 from ..errors import ParameterError
 
+_REQUIRED = object()  # a declaration with no default: its absence is refused
+
 
 @dataclass(frozen=True)
 class Chapter:
@@ -87,9 +89,6 @@ class Chapter:
             analysis=module.analysis,
             check=check if callable(check) else None,
         )
-
-
-_REQUIRED = object()
 
 
 def found_chapters(package_path=__path__, package: str = __name__) -> dict[str, Chapter]:

@@ -442,7 +442,6 @@ def sized_comparison(
         return None
     gains = tn.versus_baseline(scored, seed=params["seed"]).set_index("variant")
     pairs = scored.pivot_table(index="example_id", columns="variant", values="correct")
-    accuracy = 100 * pairs.mean()  # per question: the hop table's unit
     length = params["long_length" if which == "long" else "short_length"]
     t1 = paper[paper["table"] == 1].set_index(["model", "variant", "setting"])["value"]
     rows = []
@@ -475,7 +474,6 @@ def sized_comparison(
     return {
         "gains": gains,
         "pairs": pairs,
-        "accuracy": accuracy,
         "table": pd.DataFrame(rows),
         "hops": hops,
         "scored": scored,
