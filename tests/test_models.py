@@ -213,6 +213,46 @@ def test_a_gguf_tokenizer_saved_once_reads_back_identical(tmp_path, monkeypatch)
 
 
 @pytest.mark.model
+def test_gguf_weights_dequantized_once_load_back_identical(tmp_path, monkeypatch):
+    """A GGUF model's dequantized weights are saved per machine and read back: the read model
+    has the built one's tensors, config (less the GGUF entry) and greedy answers exactly."""
+    import torch
+
+    monkeypatch.setattr(hf, "built_from_gguf", lambda kind, gguf, *variant: tmp_path / kind)
+    built = hf.load_model(SMOKE, device="cpu", dtype="float32")
+    assert (tmp_path / "weights" / hf.WEIGHTS_COMPLETE).is_file()
+    read = hf.load_model(SMOKE, device="cpu", dtype="float32")
+    assert read.model.config.name_or_path == str(tmp_path / "weights")  # not the GGUF file
+    built_tensors, read_tensors = built.model.state_dict(), read.model.state_dict()
+    assert built_tensors.keys() == read_tensors.keys()
+    for name, tensor in built_tensors.items():
+        assert torch.equal(tensor, read_tensors[name]) and tensor.dtype == read_tensors[name].dtype
+    built_config = built.model.config.to_dict()
+    del built_config["quantization_config"], built_config["_name_or_path"]
+    read_config = read.model.config.to_dict()
+    del read_config["_name_or_path"]
+    assert read_config == built_config
+    ids = built.tokenizer("The capital of France is", return_tensors="pt").input_ids
+    assert torch.equal(
+        built.model.generate(ids, max_new_tokens=12, do_sample=False),
+        read.model.generate(ids, max_new_tokens=12, do_sample=False),
+    )
+
+
+def test_weights_are_kept_only_for_gguf_files_and_not_when_switched_off(monkeypatch):
+    import torch
+
+    monkeypatch.delenv(hf.NO_WEIGHTS_CACHE_ENV, raising=False)
+    source, common = models.weights_source(models.resolve_model(SMOKE), "main")
+    kept = hf.dequantized_weights(source, common, torch.bfloat16)
+    assert kept.parent.name == "weights" and "bfloat16" in kept.name
+    assert kept != hf.dequantized_weights(source, common, torch.float32)
+    assert hf.dequantized_weights("Qwen/Qwen2.5-0.5B", {}, torch.bfloat16) is None
+    monkeypatch.setenv(hf.NO_WEIGHTS_CACHE_ENV, "1")
+    assert hf.dequantized_weights(source, common, torch.bfloat16) is None
+
+
+@pytest.mark.model
 def test_a_half_saved_tokenizer_folder_is_built_again(tmp_path, monkeypatch):
     """A folder without its flags file (a save cut off) is never read: the GGUF is, and the
     folder is saved again whole."""

@@ -23,6 +23,7 @@ import importlib.util
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -285,38 +286,59 @@ _TOKENIZER_FLAGS = "longctx-flags.json"
 
 
 def _saved_tokenizer(gguf: Path) -> Path:
-    """Where the tokenizer built from ``gguf`` is kept: keyed by the file (path, size, mtime)
-    and the transformers version that built it."""
+    """Where the tokenizer built from ``gguf`` is kept (:func:`built_from_gguf`)."""
+    return built_from_gguf("tokenizers", gguf)
+
+
+def built_from_gguf(kind: str, gguf: Path, *variant: str) -> Path:
+    """The per-machine folder under ``$LONGCTX_CACHE/<kind>`` of something built from
+    ``gguf``: keyed by the file (path, size, mtime), the transformers version that built it
+    and ``variant`` (a dtype, say), so a changed file or library builds it again."""
     import transformers
 
     stat = gguf.stat()
-    key = f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}"
+    key = "|".join(
+        [str(gguf.resolve()), str(stat.st_size), str(stat.st_mtime_ns), transformers.__version__]
+        + list(variant)
+    )
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return cache_dir() / "tokenizers" / f"{gguf.stem}-{digest}"
+    return cache_dir() / kind / "-".join([gguf.stem, *variant, digest])
 
 
-def _save_tokenizer(tokenizer, target: Path) -> None:
-    """Save into a fresh folder, then rename it into place: a reader never sees half of it,
-    and a cache that cannot be written only costs the next process the build again."""
+def save_folder_atomically(target: Path, write: Callable[[Path], None], complete: str) -> None:
+    """``write`` a fresh folder, then rename it to ``target``: a reader never sees half of it.
+    ``write`` writes the file named ``complete`` last, so its presence means the folder is
+    whole; a folder without it (a save cut off) is replaced. A cache that cannot be written
+    (no space, read-only) only costs the next process the build again."""
     import shutil
     import tempfile
 
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".building-"))
-        tokenizer.save_pretrained(str(scratch))
-        # Flags the tokenizer config does not keep; written last, so its presence means the
-        # folder is complete.
-        flags = {f: getattr(tokenizer, f) for f in ("add_bos_token", "add_eos_token")}
-        (scratch / _TOKENIZER_FLAGS).write_text(json.dumps(flags))
-        if target.exists() and not (target / _TOKENIZER_FLAGS).is_file():
-            shutil.rmtree(target, ignore_errors=True)  # a save cut off: never read, replaced
+        try:
+            write(scratch)
+        except OSError:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        if target.exists() and not (target / complete).is_file():
+            shutil.rmtree(target, ignore_errors=True)
         try:
             scratch.rename(target)
         except OSError:  # another process saved it first
             shutil.rmtree(scratch, ignore_errors=True)
     except OSError:
         pass
+
+
+def _save_tokenizer(tokenizer, target: Path) -> None:
+    def write(folder: Path) -> None:
+        tokenizer.save_pretrained(str(folder))
+        # Flags the tokenizer config does not keep; written last (the completion mark).
+        flags = {f: getattr(tokenizer, f) for f in ("add_bos_token", "add_eos_token")}
+        (folder / _TOKENIZER_FLAGS).write_text(json.dumps(flags))
+
+    save_folder_atomically(target, write, _TOKENIZER_FLAGS)
 
 
 def window_of_config(config) -> int | None:

@@ -10,6 +10,7 @@ CUDA when present, and bf16 on CUDA or on a CPU where bf16 measures faster than 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -19,8 +20,10 @@ from pathlib import Path
 from ..errors import ParameterError, UnknownModelError
 from ..models import (
     ModelRef,
+    built_from_gguf,
     fresh_tokenizer,
     resolve_model,
+    save_folder_atomically,
     weights_source,
     window_of_config,
 )
@@ -165,6 +168,39 @@ class HFBackend(PromptReader):
         }
 
 
+WEIGHTS_COMPLETE = "longctx-weights.json"
+NO_WEIGHTS_CACHE_ENV = "LONGCTX_NO_WEIGHTS_CACHE"
+
+
+def dequantized_weights(source: str, common: dict, torch_dtype) -> Path | None:
+    """Where a GGUF file's weights, dequantized into ``torch_dtype``, are kept per machine
+    (``$LONGCTX_CACHE/weights``): transformers dequantizes a GGUF file tensor by tensor in
+    Python (about 20 s for the 135M model, in every process), while the saved checkpoint
+    loads in a fraction of a second with the same tensors. None for other checkpoints (they
+    load fast already) and where ``$LONGCTX_NO_WEIGHTS_CACHE`` is set (it saves the disk:
+    about 2 bytes a parameter in bf16, 4 in float32)."""
+    if "gguf_file" not in common or os.environ.get(NO_WEIGHTS_CACHE_ENV):
+        return None
+    dtype = str(torch_dtype).replace("torch.", "")
+    return built_from_gguf("weights", Path(source) / common["gguf_file"], dtype)
+
+
+def save_weights(model, target: Path) -> None:
+    """Save ``model`` as a plain transformers checkpoint (config without the GGUF
+    quantization entry, safetensors weights, generation config), atomically."""
+    from safetensors.torch import save_model
+
+    def write(folder: Path) -> None:
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)  # the tensors are dequantized already
+        (folder / "config.json").write_text(json.dumps(config, indent=2))
+        model.generation_config.save_pretrained(str(folder))
+        save_model(model, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        (folder / WEIGHTS_COMPLETE).write_text(json.dumps({"dtype": str(model.dtype)}))
+
+    save_folder_atomically(target, write, WEIGHTS_COMPLETE)
+
+
 def load_model(
     name: str,
     *,
@@ -194,9 +230,20 @@ def load_model(
     source, common = weights_source(ref, revision)
     try:
         tokenizer = fresh_tokenizer(name, revision)
-        model = AutoModelForCausalLM.from_pretrained(
-            source, dtype=torch_dtype, attn_implementation=attn_implementation, **common
-        )
+        saved = dequantized_weights(source, common, torch_dtype)
+        if saved is not None and (saved / WEIGHTS_COMPLETE).is_file():
+            model = AutoModelForCausalLM.from_pretrained(
+                str(saved),
+                dtype=torch_dtype,
+                attn_implementation=attn_implementation,
+                trust_remote_code=False,
+            )
+        else:
+            model = AutoModelForCausalLM.from_pretrained(
+                source, dtype=torch_dtype, attn_implementation=attn_implementation, **common
+            )
+            if saved is not None:
+                save_weights(model, saved)
     except OSError as err:
         raise UnknownModelError(f"could not load '{name}': {str(err).splitlines()[0]}") from None
     model.to(dev).eval()
