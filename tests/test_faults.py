@@ -383,6 +383,26 @@ def test_an_answer_naming_another_model_stops_the_run_and_is_never_stored(tmp_pa
     assert len(store.rows()) == 1
 
 
+def test_a_request_that_starts_after_its_call_was_abandoned_stops_at_once(fake):
+    """The race behind a Ctrl-C that waited out a hung server: a request that passed its
+    start check just before the call was abandoned must not reach the next call's client
+    (it hung there for the whole timeout, and the exit waited for it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from longctx.backends.openai import _Halt, _Stopped
+    from longctx.requests import StopRule
+
+    fake.mode = "hang"
+    backend = backends.load_backend(SMOKE, _served(fake.url, timeout_s=30).backend)
+    halt = _Halt(None, backend.client)
+    backend._abandon(ThreadPoolExecutor(max_workers=1), halt)
+    started = time.monotonic()
+    with pytest.raises(_Stopped):
+        backend._stream({"model": SMOKE, "prompt": "hi", "stream": True}, StopRule(), 1, halt)
+    assert time.monotonic() - started < 5
+    assert backend.client is not halt.client  # the next call has an open client
+
+
 def test_ctrl_c_ends_a_run_in_one_line_with_130_and_keeps_the_store(tmp_path, fake):
     import signal
     import subprocess

@@ -196,7 +196,7 @@ class OpenAIBackend(PromptReader):
             total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr
         )
         pool = ThreadPoolExecutor(max_workers=self.spec.concurrency)
-        halt = _Halt(stop_at)
+        halt = _Halt(stop_at, self.client)
         try:
             for start in range(0, len(prompts), group):
                 if past(stop_at):
@@ -235,12 +235,13 @@ class OpenAIBackend(PromptReader):
 
     def _abandon(self, pool: ThreadPoolExecutor, halt: _Halt) -> None:
         """Stop waiting for requests in flight (a hung server would hold the exit for its
-        timeouts): closing their client ends their connections, and a new one serves the
-        next call."""
+        timeouts): closing the call's client ends their connections, a request that starts
+        after this finds that client closed and stops, and a new client serves the next call."""
         halt.event.set()
         pool.shutdown(wait=False, cancel_futures=True)
-        abandoned, self.client = self.client, self._new_client()
-        abandoned.close()
+        if self.client is halt.client:
+            self.client = self._new_client()
+        halt.client.close()
 
     def _one(
         self, p: Prepared, max_new_tokens: int, rule: StopRule, halt: _Halt
@@ -284,7 +285,7 @@ class OpenAIBackend(PromptReader):
                         f"{err} (waits of --timeout {self.spec.timeout_s:g} s, "
                         f"--retries {self.spec.retries})"
                     ) from None
-                time.sleep(min(30.0, 0.5 * 2**attempt))
+                halt.event.wait(min(30.0, 0.5 * 2**attempt))  # an abandoned call wakes it
         seconds = time.perf_counter() - started
         text, fired = rule.cut(raw)
         new_tokens = len(self.tokenizer(raw, add_special_tokens=False).input_ids)
@@ -312,7 +313,8 @@ class OpenAIBackend(PromptReader):
         with self._in_flight_lock:
             self._in_flight += 1
         try:
-            with self.client.stream(
+            # The call's own client, never a later call's: abandoning the call closes it.
+            with halt.client.stream(
                 "POST", f"{self.url}/completions", json=body, timeout=self._timeout(halt.stop_at)
             ) as response:
                 if response.status_code in RETRY_STATUS:
@@ -352,7 +354,7 @@ class OpenAIBackend(PromptReader):
             if finish is None:
                 if not said_anything:
                     # Nothing streamed at all: ask once without streaming, which says why.
-                    self._why_silent(body, n_prompt)
+                    self._why_silent(body, n_prompt, halt.client)
                 # A stream that ends with no finish reason was cut off (llama.cpp's server
                 # interrupts a request when another arrives): never store it as an answer.
                 with self._in_flight_lock:
@@ -367,7 +369,13 @@ class OpenAIBackend(PromptReader):
                 f"no answer within {self.spec.timeout_s:g} s ({type(err).__name__})"
             ) from None
         except httpx.HTTPError as err:
+            if halt():
+                raise _Stopped from None
             raise _Retryable(f"{type(err).__name__}: {err}") from None
+        except RuntimeError:
+            if halt():  # the call was abandoned before this request reached its client
+                raise _Stopped from None
+            raise
         finally:
             with self._in_flight_lock:
                 self._in_flight -= 1
@@ -405,7 +413,7 @@ class OpenAIBackend(PromptReader):
                 f"{self.url}/completions answered neither a stream nor a completion: {text[:200]!r}"
             ) from None
 
-    def _why_silent(self, body: dict, n_prompt: int) -> None:
+    def _why_silent(self, body: dict, n_prompt: int, client) -> None:
         """A stream that ended before its first event: llama.cpp's server, for one, fails a
         prompt over its window that way. The same request without streaming, for one token,
         gets the server's reason; a refusal is raised as such (never retried)."""
@@ -414,7 +422,7 @@ class OpenAIBackend(PromptReader):
         # The server may have closed the connection the stream used: a second try opens one.
         for _ in range(2):
             try:
-                response = self.client.post(
+                response = client.post(
                     f"{self.url}/completions", json={**body, "stream": False, "max_tokens": 1}
                 )
                 break
@@ -443,9 +451,11 @@ class OpenAIBackend(PromptReader):
 
 @dataclass
 class _Halt:
-    """When a request stops: at the deadline (``stop_at``), or once its call is abandoned."""
+    """When a request stops: at the deadline (``stop_at``), or once its call is abandoned;
+    and the client its call's requests use (closed when the call is abandoned)."""
 
     stop_at: float | None
+    client: object
     event: threading.Event = field(default_factory=threading.Event)
 
     def __call__(self) -> bool:
