@@ -53,10 +53,14 @@ lint: install
 
 # Generated code (HumanEval) runs in bubblewrap's namespaces; its tests need it (Debian's
 # bubblewrap, installed when missing, with root or sudo).
+# The tests run on TEST_JOBS workers (pytest-xdist: `logical` is one per CPU, each pinned to
+# its CPU; each file, a notebook's cells included, runs whole on one worker).
+# TEST_JOBS=0 runs them all in this process.
+TEST_JOBS ?= logical
 test: lint
 	@command -v bwrap >/dev/null || \
 		($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq bubblewrap)
-	$(BIN)/pytest --nbval-lax -q
+	$(BIN)/pytest --nbval-lax -q -n $(TEST_JOBS) --dist loadfile
 
 # BACKEND: hf (default), llamacpp, or openai with URL=http://host:port/v1 (a vLLM/SGLang/llama.cpp server);
 # ARGS: server options, e.g. ARGS="--concurrency 1 --timeout 60 --retries 2 --context-window 4096"

@@ -5,8 +5,14 @@ nbval does not read jupytext ``.py`` files, so before collection every
 ``prepare_only`` injecting the small parameters below (smallest model, a few
 prompts, results written under ``tests/_nb/results`` so committed results stay
 untouched). ``pytest --nbval-lax`` then executes each notebook cell by cell.
+
+Under pytest-xdist (``make test`` runs ``-n logical --dist loadfile``) the controller
+stages the notebooks once, each file goes whole to one worker (a notebook's cells run in
+order, in one kernel), and each worker is pinned to its own CPU: torch and llama.cpp size
+their thread pools from it, so two workers never fight over one core.
 """
 
+import os
 from pathlib import Path
 
 from longctx.chapters import scale
@@ -35,6 +41,10 @@ def ci_parameters(notebook: str) -> dict:
 
 
 def pytest_configure(config):
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        pin_to_one_cpu(int(worker["workerid"].removeprefix("gw")))
+        return  # the controller staged the notebooks before starting its workers
     if not config.getoption("nbval_lax", default=False) and not config.getoption(
         "nbval", default=False
     ):
@@ -79,3 +89,12 @@ def cap_generation_in(path: Path) -> None:
     )
     nb.cells.insert(at + 1, cell)
     nbformat.write(nb, path)
+
+
+def pin_to_one_cpu(index: int) -> None:
+    """Run this xdist worker (and the kernels and subprocesses it starts) on one CPU of those
+    the run may use, worker ``index`` on the ``index``-th modulo their number."""
+    if not hasattr(os, "sched_setaffinity"):  # macOS: the workers share the cores
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpus[index % len(cpus)]})

@@ -132,9 +132,9 @@ class BackendSpec:
     * ``served_model``: the model id the server serves (``openai``); defaults to the model
       name. It is part of the rows' identity; the URL is not (one model answers the same
       wherever it is served).
-    * ``threads``: CPU threads for ``llamacpp`` (default: every core); ``prefix_cache``: let
-      ``llamacpp`` reuse the prompt prefix shared with the previous prompt (off: see
-      :mod:`longctx.backends.llamacpp`).
+    * ``threads``: CPU threads for ``llamacpp`` (default: one per CPU the process may
+      use); ``prefix_cache``: let ``llamacpp`` reuse the prompt prefix shared with the
+      previous prompt (off: see :mod:`longctx.backends.llamacpp`).
     * ``concurrency``, ``timeout_s``, ``retries``: request handling of ``openai``: requests
       in flight, the longest wait for the server's next bytes (a hung server fails a request
       after ``retries + 1`` waits, about 8 minutes by default, not hours), and how often a

@@ -41,6 +41,13 @@ INSTALL = (
 DEFAULT_WINDOW = 32768  # KV cache allocated up front: cap it unless the caller asks for more
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the OS has one: a job pinned to
+    one core by ``taskset`` or a test worker gets one thread, not one per core)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
 @register("llamacpp")
 class LlamaCppBackend(PromptReader):
     window_cap = DEFAULT_WINDOW
@@ -72,7 +79,7 @@ class LlamaCppBackend(PromptReader):
             ) from None
         self.spec = spec
         self.path = path
-        self.threads = spec.threads or os.cpu_count() or 1
+        self.threads = spec.threads or usable_cpus()
         self.tokenizer = load_tokenizer(model)
         self.chat = chat_mode(self.tokenizer, self.ref, prompt_mode, model)
         if progress:
