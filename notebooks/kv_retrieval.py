@@ -22,7 +22,7 @@
 # give models a JSON object of *k* random UUID key/value pairs and ask for the value of
 # one key. Even this string-matching task shows a U-shape for several models: accuracy is
 # highest when the relevant pair is first or last and drops in the middle (worst case
-# 45.6% across their models at 75-300 pairs). Putting the key *before and after* the data
+# {glue:text}`kv-paper-worst-case` across their models at 75-300 pairs). Putting the key *before and after* the data
 # (query-aware contextualization) makes the task near-perfect for every model.
 #
 # **What we test.** The same task, prompts (their Figure 6 template, kept as data files in
@@ -94,7 +94,7 @@ view = chapter.analysis(plan, rows, page.params, reader, page.results, second_re
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the gold pair's relative depth (0 = first, 1 = last) for 10, 30 and 140 key-value pairs; solid: query after the data, dashed: query-aware. Bands: 95% Wilson intervals (8 examples per point at 10 and 30 pairs, 165 at 140 pairs). Thick with its band: Qwen2.5-Coder-0.5B-Instruct in transformers; thin: every other model and backend whose committed rows answer these prompts. Dotted grey: the paper's worst case over its six models (45.6%). Two depths at 140 pairs are drawn as points, not a line.", "name": "fig-kv-position"}, "image": {"alt": "Three panels of accuracy against gold depth. At 10 and 30 pairs the default reader stays between 50 and 100 percent (its llama.cpp line lies on top of it; the 135M smoke-test model stays far lower); at 140 pairs the default reader falls from 87 percent with the gold pair first to 36 percent in the middle, and to 26 percent with the query also before the data."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the gold pair's relative depth (0 = first, 1 = last) for 10, 30 and 140 key-value pairs; solid: query after the data, dashed: query-aware. Bands: 95% Wilson intervals (8 examples per point at 10 and 30 pairs, 165 at 140 pairs). Thick with its band: Qwen2.5-Coder-0.5B-Instruct in transformers; thin: every other model and backend whose committed rows answer these prompts. Dotted grey: the paper's worst case over its six models, its value in the legend. Two depths at 140 pairs are drawn as points, not a line.", "name": "fig-kv-position"}, "image": {"alt": "Three panels of accuracy against gold depth. At 10 and 30 pairs the default reader stays between 50 and 100 percent (its llama.cpp line lies on top of it; the 135M smoke-test model stays far lower); at 140 pairs the default reader falls from 87 percent with the gold pair first to 36 percent in the middle, and to 26 percent with the query also before the data."}}
 chapter.figure(view)
 plt.show()
 
@@ -181,7 +181,7 @@ show(*chapter.grid(view.summary, page.params, reader.label))
 paper_view = chapter.paper_grid(page.scale("paper"), reader, page.results)
 glue_all(paper_view.quoted)
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "The paper's key-value grid for this reader: accuracy against the gold pair's relative depth at 75 and 140 pairs of the paper's own records, 100 records per point; solid: query after the data, dashed: query-aware. Bands: 95% Wilson intervals. Dotted: the paper's worst case over its six models, sizes and positions (45.6%).", "name": "fig-kv-paper-grid"}, "image": {"alt": "Two panels of accuracy against gold depth. With the query after the data both curves are U-shaped: above 80 percent at the first and last positions and 45 and 33 percent at the middle depth, below the paper's worst case. With the query also before the data the first position stays high, the middle stays low and the last position falls to about 30 percent."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The paper's key-value grid for this reader: accuracy against the gold pair's relative depth at 75 and 140 pairs of the paper's own records, 100 records per point; solid: query after the data, dashed: query-aware. Bands: 95% Wilson intervals. Dotted: the paper's worst case over its six models, sizes and positions, its value in the legend.", "name": "fig-kv-paper-grid"}, "image": {"alt": "Two panels of accuracy against gold depth. With the query after the data both curves are U-shaped: above 80 percent at the first and last positions and 45 and 33 percent at the middle depth, below the paper's worst case. With the query also before the data the first position stays high, the middle stays low and the last position falls to about 30 percent."}}
 if paper_view.available:
     chapter.paper_figure(paper_view)
     plt.show()
@@ -268,7 +268,7 @@ say(page.downloads())
 #   {glue:text}`kv-records` records ({glue:text}`kv-first-pct`) with the gold pair first
 #   and {glue:text}`kv-middle-correct` ({glue:text}`kv-middle-pct`) with it in the middle:
 #   {glue:text}`kv-middle-vs-first`. The paper's worst case across its 13B-and-larger
-#   models was 45.6%; this reader goes lower.
+#   models was {glue:text}`kv-paper-worst-case`; this reader goes lower.
 # * **Query-aware contextualization did not help it.** With the key also before the data,
 #   the middle cell is {glue:text}`kv-qa-middle-pct` ({glue:text}`kv-qa-middle-correct` of
 #   {glue:text}`kv-records`), a change of {glue:text}`kv-query-aware`: if anything it hurt.

@@ -63,3 +63,29 @@ def test_tagging_curve_and_changes_are_claude_35_at_the_shared_lengths():
     row = tag_needles.sized_differences(view).iloc[0]
     assert row["paper"] == pytest.approx(91.34 - 81.19)  # TD minus baseline at 250 tokens
     assert row["label"] == "TD, 250 tokens (87 needles)"
+
+
+def test_the_kv_worst_case_is_read_once_from_the_papers_table():
+    from longctx.chapters import kv_retrieval
+
+    assert kv_retrieval.paper_worst_case() == pytest.approx(0.456)  # Section 4.2: "45.6%"
+    label, level, style = kv_retrieval.paper_worst_reference()
+    assert (label, level) == ("paper's worst case, any model (45.6%)", pytest.approx(45.6))
+
+
+def test_a_paper_percent_names_a_missing_or_ambiguous_row_in_one_line(tmp_path, monkeypatch):
+    from longctx import claims
+    from longctx.errors import DataFileError
+
+    (tmp_path / "data" / "paper").mkdir(parents=True)
+    (tmp_path / "data" / "paper" / "toy.csv").write_text(
+        "setting,statistic,value\na,worst,45.6%\nb,worst,12.5%\nc,best,near-perfect\n"
+    )
+    monkeypatch.setattr(claims, "repo_root", lambda: tmp_path)
+    assert claims.paper_percent("toy", setting="b") == pytest.approx(0.125)
+    with pytest.raises(DataFileError, match="2 rows with statistic='worst', not 1"):
+        claims.paper_percent("toy", statistic="worst")
+    with pytest.raises(DataFileError, match="'near-perfect', not a percentage"):
+        claims.paper_percent("toy", setting="c")
+    with pytest.raises(DataFileError, match="toy2.csv is missing"):
+        claims.paper_percent("toy2", setting="a")

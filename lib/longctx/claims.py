@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .errors import DataFileError
@@ -151,6 +152,30 @@ class Premise:
 
 
 CLAIMS_FILE = Path("data") / "paper" / "claims.csv"
+PAPER_DIR = Path("data") / "paper"
+
+
+def paper_table(name: str) -> pd.DataFrame:
+    """A table of a paper's own numbers, ``data/paper/<name>.csv``: the one place they are
+    typed (chapters, captions and prose read them from here)."""
+    path = repo_root() / PAPER_DIR / f"{name}.csv"
+    if not path.exists():
+        raise DataFileError(f"{path} is missing: it holds the paper's own numbers")
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def paper_percent(name: str, **match: str) -> float:
+    """The one percentage (as a fraction) in ``data/paper/<name>.csv`` whose columns equal
+    ``match``; a one-line error when none or several rows match, or the value is no percent."""
+    table = paper_table(name)
+    rows = table[np.logical_and.reduce([table[k] == v for k, v in match.items()])]
+    where = ", ".join(f"{k}={v!r}" for k, v in match.items())
+    if len(rows) != 1:
+        raise DataFileError(f"data/paper/{name}.csv has {len(rows)} rows with {where}, not 1")
+    value = rows["value"].iloc[0].strip()
+    if not re.fullmatch(r"\d+(\.\d+)?%", value):
+        raise DataFileError(f"data/paper/{name}.csv: {where} is {value!r}, not a percentage")
+    return float(value[:-1]) / 100
 
 
 def read_claims(path: str | Path | None = None) -> list[Claim]:

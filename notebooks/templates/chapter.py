@@ -26,8 +26,8 @@
 #
 # * **The middle is read worse than the start.** With the gold pair in the middle of 10
 #   pairs instead of first, accuracy changes by {glue:text}`template-middle`
-#   ({glue:text}`template-examples` examples, paired). The paper's worst case is 45.6% at
-#   75-300 pairs; at 10 pairs the context is far shorter.
+#   ({glue:text}`template-examples` examples, paired). The paper's worst case is at
+#   75-300 pairs (its Section 4.2); at 10 pairs the context is far shorter.
 #
 # Each verdict says three things: the direction (the interval and the exact test agree),
 # the size against the paper's effect, and whether the paper's premise holds for this
