@@ -404,6 +404,36 @@ def test_a_request_that_starts_after_its_call_was_abandoned_stops_at_once(fake):
     assert backend.client is not halt.client  # the next call has an open client
 
 
+def test_ctrl_c_taken_by_another_thread_ends_the_wait_within_a_second(tmp_path, fake):
+    """Ctrl-C reaches one thread of the process, not always the main one: a signal taken by
+    another thread left the main thread asleep until a hung request timed out. Request
+    threads now block SIGINT (the kernel hands it to the main thread), and the main thread
+    waits in one-second steps, so even a signal another thread took is noticed at once."""
+    import signal
+    import threading
+
+    fake.mode = "hang"
+    reader = _served(fake.url, timeout_s=30, retries=0)
+    backend = backends.load_backend(SMOKE, reader.backend)
+    masks = []
+    original = backend._stream
+    backend._stream = lambda *a, **k: (
+        masks.append(signal.pthread_sigmask(signal.SIG_BLOCK, [])) or original(*a, **k)
+    )
+
+    def interrupt_from_this_thread():
+        while fake.requests < 2:
+            time.sleep(0.05)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # not the main thread
+
+    threading.Thread(target=interrupt_from_this_thread, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        backend.generate(["a", "b"], max_new_tokens=4, progress=False)
+    assert time.monotonic() - started < 10  # the hung requests would hold it 30 s
+    assert masks and all(signal.SIGINT in mask for mask in masks)
+
+
 def test_ctrl_c_ends_a_run_in_one_line_with_130_and_keeps_the_store(tmp_path, fake):
     import os
     import signal

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
 import threading
 import time
@@ -195,7 +196,9 @@ class OpenAIBackend(PromptReader):
         bar = tqdm(
             total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr
         )
-        pool = ThreadPoolExecutor(max_workers=self.spec.concurrency)
+        pool = ThreadPoolExecutor(
+            max_workers=self.spec.concurrency, initializer=_leave_ctrl_c_to_the_main_thread
+        )
         halt = _Halt(stop_at, self.client)
         try:
             for start in range(0, len(prompts), group):
@@ -208,7 +211,9 @@ class OpenAIBackend(PromptReader):
                 }
                 failure = None
                 while pending and failure is None:
-                    finished, _ = wait(pending, return_when=FIRST_EXCEPTION)
+                    # A timed wait: Ctrl-C is noticed within a second, whichever thread the
+                    # signal reached.
+                    finished, _ = wait(pending, timeout=1.0, return_when=FIRST_EXCEPTION)
                     for fut in finished:
                         i = pending.pop(fut)
                         try:
@@ -447,6 +452,14 @@ class OpenAIBackend(PromptReader):
                 f" (or serve the model with a longer one)"
             )
         return BackendError(f"{self.url}/completions answered HTTP {status}: {text[:200]}")
+
+
+def _leave_ctrl_c_to_the_main_thread() -> None:
+    """A request thread blocks SIGINT, so the kernel delivers Ctrl-C to the main thread, which
+    then wakes at once (a signal taken by a request thread would leave the main thread asleep
+    until some request ended: up to the timeouts of a hung server)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
 @dataclass
