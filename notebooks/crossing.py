@@ -234,9 +234,10 @@ say(page.downloads())
 #   for it, not a finding. The logistic fit {glue:text}`x-logit-agrees` in sign with every
 #   main effect.
 #
-# For a practitioner with this reader: put the answer-bearing document first and prefer
-# less similar distractors; reformatting, tagging or padding the context are not worth
-# it.
+# For a practitioner with this reader: put the answer-bearing document first, the one
+# manipulation decided here ({glue:text}`x-position-p`). Whether less similar distractors
+# help is not settled at this n ({glue:text}`x-distractors-p`), and reformatting, tagging
+# or padding the context showed no gain.
 #
 # **The ranking depends on the reader.** The same prompts answered by
 # Qwen2.5-Coder-1.5B-Instruct (three times the size, through llama.cpp; {ref}`crossing-readers`

@@ -268,8 +268,9 @@ say(page.downloads())
 #   questions.** {glue:text}`qa-query-aware`, pooled over both sizes and resampling
 #   questions across sizes. The paper found that it changes multi-document QA little; our
 #   interval allows anything from no change to a {glue:text}`qa-query-aware-low`-point loss.
-# * **More retrieved documents stop helping this reader at {glue:text}`od-acc-best-k`
-#   (open-domain QA, {glue:text}`od-questions` questions).** BM25 recall over all
+# * **Past {glue:text}`od-low` retrieved documents this reader gains nothing measurable,
+#   and neither does the retriever (open-domain QA, {glue:text}`od-questions`
+#   questions).** BM25 recall over all
 #   {glue:text}`od-pool` questions rises from {glue:text}`od-recall-all-min` at k =
 #   {glue:text}`od-k-min` to {glue:text}`od-recall-all-low` at {glue:text}`od-low` and
 #   {glue:text}`od-recall-all-high` at {glue:text}`od-high` (recall@{glue:text}`od-high`

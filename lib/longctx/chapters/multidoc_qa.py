@@ -654,10 +654,7 @@ def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
         (gaps["documents"] == max(params["num_documents"])) & (gaps["query"] == QUERY_LABELS[False])
     ].iloc[0]
     small = gaps[gaps["questions"] < head["questions"]]
-    acc = view.od["curve"][view.od["curve"]["measure"] == "reader accuracy"].set_index("k")[
-        "accuracy"
-    ]
-    low, high = view.od["ks"]
+    low = view.od["ks"][0]
     return {
         "the middle is below the mean of the edges (reproduced)": view.verdicts.get(
             "litm-qa-u-shape"
@@ -688,7 +685,9 @@ def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
         "both comparisons are sized for ±10 points": all(
             n <= est["litm-qa-u-shape"].n for n in sizing(view.sides)["questions for ±10 pts"]
         ),
-        f"more documents stop helping at {low}": acc.idxmax() == low and acc[high] < acc[low],
+        f"past {low} documents the reader gains nothing measurable (no gain of the margin's "
+        "size), and neither does the retriever": est["litm-open-domain"].ci_high < 5
+        and view.verdicts.get("litm-open-domain") == "premise not met",
     }
 
 

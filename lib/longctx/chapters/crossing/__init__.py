@@ -512,6 +512,10 @@ def statements(view: SimpleNamespace) -> dict[str, bool]:
         and m.loc["position", "verdict"] == "reproduced",
         "distractors come next; the interval touches zero": order[-2] == "distractors"
         and m.loc["distractors", "ci_low"] <= 0,
+        "position is the one effect that survives Holm's adjustment over the six": list(
+            m.index[m["p_holm"] < 0.05]
+        )
+        == ["position"],
         "C-NORM, tags, filler and distractors are not reproduced": all(
             m.loc[f, "verdict"] != "reproduced" for f in ("format", "tags", "filler", "distractors")
         ),
