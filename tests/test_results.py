@@ -82,6 +82,11 @@ def test_provenance_names_the_committed_folder_from_the_repository_root():
         "generations in `data/results/qwen2.5-coder-0.5b-instruct/kv_retrieval/generations.jsonl.xz`"
         in caption
     )
+    shown = table[table["model"] == "qwen2.5-coder-0.5b-instruct"].head(10)
+    part = provenance(shown, repo_root() / "data" / "results", "kv_retrieval")
+    held = len(ResultsStore(repo_root() / "data" / "results", "qwen2.5-coder-0.5b-instruct",
+                            "kv_retrieval").keys())  # fmt: skip
+    assert f"10 of the {held:,} generations in `" in part  # what it shows, of what is stored
     # the weights, backend, device and dtype behind the rows, and the commit of the build
     assert "(qwen2.5-coder-0.5b-instruct-q4_k_m.gguf, hf, " in caption
     assert "bfloat16" in caption and "Built from commit " in caption

@@ -82,7 +82,8 @@ def _shown(results_dir: str | Path) -> str:
 
 
 def provenance(df, results_dir: str | Path, experiment: str) -> str:
-    """A one-paragraph caption naming files, models, sizes and library versions behind a figure."""
+    """A one-paragraph caption naming files, models, sizes and library versions behind a figure:
+    per reader, how many rows it shows of how many its store holds."""
     if df.empty:
         return "no results"
     df = df.assign(
@@ -106,8 +107,14 @@ def provenance(df, results_dir: str | Path, experiment: str) -> str:
         ran = ", ".join(
             sorted(" ".join(str(v) for v in run if pd.notna(v)) for run in runs.itertuples(False))
         )
+        held = len(store.keys())  # the store may hold more than this page reads
+        count = (
+            f"{len(group):,} generations"
+            if held <= len(group)
+            else (f"{len(group):,} of the {held:,} generations")
+        )
         parts.append(
-            f"{model_label(model, backend)}: {len(group)} generations in `{path}` "
+            f"{model_label(model, backend)}: {count} in `{path}` "
             f"({weights}{backend}{', ' + ran if ran else ''}; longctx {versions})"
         )
     return "; ".join(parts) + f". Built from commit {build_commit()}."
