@@ -641,9 +641,7 @@ def analysis(
     )
     view.said = statements(view, second)
     view.example = example_prompt(built)
-    view.provenance = (
-        f"{len(rows)} rows. **Data.** {provenance(view.everything, results_dir, EXPERIMENT)}"
-    )
+    view.provenance = f"**Data.** {provenance(view.everything, results_dir, EXPERIMENT)}"
     return view
 
 
