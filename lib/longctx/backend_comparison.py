@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import __version__
 from .chapters import get_chapter, scale
-from .paths import repo_root
+from .paths import build_commit, repo_root
 from .plots import COLUMN_INCHES, book_figure
 from .reader import Reader
 from .report import pct, points_ci
@@ -195,7 +195,8 @@ def agreement_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
         }
     )
     note = (
-        f"Model {view.model}; longctx {__version__}; accuracy by each chapter's metric (key-value: the value's "
+        f"Model {view.model}; longctx {__version__}, built from commit {build_commit()}; "
+        "accuracy by each chapter's metric (key-value: the value's "
         "UUID in the answer; QA: a gold answer in the normalized first line)."
     )
     return table, note
