@@ -291,10 +291,11 @@ say(page.downloads())
 # - **Beyond the paper.** At N = {glue:text}`sc-other-n` ({glue:text}`sc-other-kept` hard +
 #   {glue:text}`sc-other-far` far against {glue:text}`sc-other-hard` hard,
 #   {glue:text}`sc-other-tokens` tokens) the swap recovers nothing measurable
-#   ({glue:text}`sc-other`). On NQ-Open chunks the hard context is far more damaging (EM
-#   {glue:text}`sc-nq-gold-hard`) and the matched far control gives nothing back
-#   ({glue:text}`sc-nq-far` EM, {glue:text}`sc-nq-f1`): for this reader and corpus the loss
-#   at 20 snippets is not explained by competition from the top-ranked chunks.
+#   ({glue:text}`sc-other`). On NQ-Open chunks ({glue:text}`sc-nq-questions` questions)
+#   the hard context is far more damaging (EM {glue:text}`sc-nq-gold-hard`) and the matched
+#   far control shows no recovery ({glue:text}`sc-nq-far` EM, {glue:text}`sc-nq-f1`); at
+#   this n that is a lead for a sized run, not evidence that competition explains none of
+#   the loss.
 #
 # **Limits.** 200 questions for the matched control and the BM25 curve but 40 (and 24)
 # for the dense curve and the secondary checks, which are not sized to ±10 points;

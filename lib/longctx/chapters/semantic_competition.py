@@ -520,6 +520,7 @@ def quoted(
         rec_nq = rec_nq.set_index("metric")
         out.update(
             {
+                "sc-nq-questions": params["nq_questions"],
                 "sc-nq-gold-hard": f"{nq_em['gold']} -> {nq_em['hard']}",
                 "sc-nq-far": nq_em["far"],
                 "sc-nq-f1": f"{rec_nq.loc['F1', 'Δ']} F1, {p_text(rec_nq.loc['F1', 'p'])}",
