@@ -151,17 +151,22 @@ class Premise:
         return float(self.minimum)
 
 
-CLAIMS_FILE = Path("data") / "paper" / "claims.csv"
 PAPER_DIR = Path("data") / "paper"
+CLAIMS_FILE = PAPER_DIR / "claims.csv"
 
 
-def paper_table(name: str) -> pd.DataFrame:
-    """A table of a paper's own numbers, ``data/paper/<name>.csv``: the one place they are
-    typed (chapters, captions and prose read them from here)."""
+def paper_path(name: str) -> Path:
+    """``data/paper/<name>.csv``, a table of a paper's own numbers: the one place they are
+    typed (chapters, captions and prose read them from here); a one-line error if missing."""
     path = repo_root() / PAPER_DIR / f"{name}.csv"
     if not path.exists():
         raise DataFileError(f"{path} is missing: it holds the paper's own numbers")
-    return pd.read_csv(path, dtype=str, keep_default_na=False)
+    return path
+
+
+def paper_table(name: str) -> pd.DataFrame:
+    """:func:`paper_path`'s table, every value as the text the paper printed."""
+    return pd.read_csv(paper_path(name), dtype=str, keep_default_na=False)
 
 
 def paper_percent(name: str, **match: str) -> float:

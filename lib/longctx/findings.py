@@ -19,6 +19,7 @@ import pandas as pd
 from . import __version__
 from .chapters import contract, scale
 from .claims import (
+    PAPER_DIR,
     PRECISION_TARGET,
     VERDICT_MARK,
     VERDICTS,
@@ -213,7 +214,7 @@ def statements(table) -> dict[str, bool]:
     }
 
 
-CHANGES_FILE = Path("data") / "paper" / "verdict_changes.csv"
+CHANGES_FILE = PAPER_DIR / "verdict_changes.csv"
 
 
 def verdict_changes(table, path: str | Path | None = None) -> pd.DataFrame:

@@ -18,11 +18,11 @@ from types import ModuleType
 import pandas as pd
 
 from .chapters import get_chapter, scale
-from .claims import PAPER_DIR, chapter_verdicts, read_claims
+from .claims import chapter_verdicts, paper_path, read_claims
 from .downloads import browser_link, chapter_links
 from .matrix import build as build_matrix
 from .matrix import verdict_box
-from .paths import repo_root, resolve
+from .paths import resolve
 from .reader import Reader
 from .samples import example_html
 
@@ -49,7 +49,7 @@ class Page:
 
     def paper(self, name: str) -> pd.DataFrame:
         """A table of the paper's own numbers, ``data/paper/<name>.csv``."""
-        return pd.read_csv(repo_root() / PAPER_DIR / f"{name}.csv")
+        return pd.read_csv(paper_path(name))
 
     def check(self, said: dict[str, bool]) -> None:
         """On the committed run, fail on any statement of the prose that the rows no longer

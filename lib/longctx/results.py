@@ -108,13 +108,9 @@ def provenance(df, results_dir: str | Path, experiment: str) -> str:
             sorted(" ".join(str(v) for v in run if pd.notna(v)) for run in runs.itertuples(False))
         )
         held = len(store.keys())  # the store may hold more than this page reads
-        count = (
-            f"{len(group):,} generations"
-            if held <= len(group)
-            else (f"{len(group):,} of the {held:,} generations")
-        )
+        shown = f"{len(group):,}" if held <= len(group) else f"{len(group):,} of the {held:,}"
         parts.append(
-            f"{model_label(model, backend)}: {count} in `{path}` "
+            f"{model_label(model, backend)}: {shown} generations in `{path}` "
             f"({weights}{backend}{', ' + ran if ran else ''}; longctx {versions})"
         )
     return "; ".join(parts) + f". Built from commit {build_commit()}."
