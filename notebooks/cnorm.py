@@ -107,7 +107,6 @@ import matplotlib.pyplot as plt
 from longctx.page import setup
 from longctx.report import glue_all, say, show, show_all
 from longctx.results import provenance
-from longctx.runner import answer
 
 page = setup("cnorm", globals())
 chapter, reader = page.chapter, page.reader
@@ -120,12 +119,12 @@ chapter, reader = page.chapter, page.reader
 # what is missing.
 
 # %% tags=["hide-input"]
-plan = chapter.plan(page.params)
-rows = answer(plan, reader, page.results, batch_size=batch_size, params={"seed": seed})
+run = page.context(batch_size=batch_size, params={"seed": seed})
+rows = chapter.answered(run)
 say(f"{len(rows):,} rows answered or read from the store.")
 
 # %% tags=["remove-cell"]
-view = chapter.analysis(page.params, reader, page.results)
+view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
@@ -316,7 +315,7 @@ show_all(chapter.stability_tables(view))
 show(page.paper("cnorm_longbench_v2"))
 
 # %% tags=["hide-input"]
-show_all(chapter.longbench_tables(view, reader, batch_size))
+show_all(chapter.longbench_tables(view, run))
 
 # %% tags=["remove-input"]
 say(page.downloads())

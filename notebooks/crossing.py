@@ -88,7 +88,6 @@ import matplotlib.pyplot as plt
 from longctx.page import setup
 from longctx.replay import replay_summary
 from longctx.report import glue_all, say, show
-from longctx.runner import answer
 
 page = setup("crossing", globals())
 chapter, reader = page.chapter, page.reader
@@ -98,12 +97,13 @@ chapter, reader = page.chapter, page.reader
 # reproduce`); stored rows are reused, and the model is loaded only for missing ones.
 
 # %% tags=["hide-input"]
-plan = chapter.plan(page.params)
-rows = answer(plan, reader, page.results, batch_size=batch_size, token_budget=token_budget)
+run = page.context(
+    (second_reader, second_backend), batch_size=batch_size, token_budget=token_budget
+)
+rows = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-second = (second_reader, second_backend)
-view = chapter.analysis(plan, rows, page.params, reader, page.results, second)
+view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 

@@ -74,7 +74,6 @@ import matplotlib.pyplot as plt
 
 from longctx.page import setup
 from longctx.report import glue_all, say, show
-from longctx.runner import answer
 
 page = setup("kv_retrieval", globals())
 chapter, reader = page.chapter, page.reader
@@ -86,11 +85,13 @@ chapter, reader = page.chapter, page.reader
 # are generated, and the model is loaded only then.
 
 # %% tags=["hide-input"]
-plan = chapter.plan(page.params)
-rows = answer(plan, reader, page.results, batch_size=batch_size, params={"seed": seed})
+run = page.context(
+    (second_reader, reader.backend.name), batch_size=batch_size, params={"seed": seed}
+)
+rows = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = chapter.analysis(plan, rows, page.params, reader, page.results, second_reader)
+view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 

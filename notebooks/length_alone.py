@@ -121,7 +121,6 @@ import matplotlib.pyplot as plt
 
 from longctx.page import setup
 from longctx.report import glue_all, say, show, show_all
-from longctx.runner import answer
 
 page = setup("length_alone", globals(), with_model=True)
 chapter, reader, paper = page.chapter, page.reader, page.paper("length_alone")
@@ -131,16 +130,11 @@ chapter, reader, paper = page.chapter, page.reader, page.paper("length_alone")
 # `longctx reproduce`; rows already stored are reused and only missing ones generated.
 
 # %% tags=["hide-input"]
-stored = answer(
-    chapter.plan(page.params),
-    reader,
-    page.results,
-    batch_size=batch_size,
-    token_budget=token_budget,
-)
+run = page.context(batch_size=batch_size, token_budget=token_budget)
+stored = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = chapter.analysis(stored, page.params, reader, page.results, paper)
+view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 

@@ -81,7 +81,6 @@ import matplotlib.pyplot as plt
 
 from longctx.page import setup
 from longctx.report import glue_all, say, show
-from longctx.runner import answer
 
 page = setup("multidoc_qa", globals())
 chapter, reader, paper = page.chapter, page.reader, page.paper("lost_in_the_middle_qa")
@@ -93,13 +92,11 @@ chapter, reader, paper = page.chapter, page.reader, page.paper("lost_in_the_midd
 # line is scored.
 
 # %% tags=["hide-input"]
-plan = chapter.plan(page.params)
-answered = answer(
-    plan, reader, page.results, batch_size=batch_size, params={"seed": seed, "source": source}
-)
+run = page.context(batch_size=batch_size, params={"seed": seed, "source": source})
+answered = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = chapter.analysis(plan, answered, page.params, reader, page.results)
+view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 

@@ -100,9 +100,7 @@ results_dir = "data/results"
 import matplotlib.pyplot as plt
 
 from longctx.page import setup
-from longctx.reader import Reader
 from longctx.report import glue_all, say, show, show_all
-from longctx.runner import answer
 
 page = setup("semantic_competition", globals())
 chapter, reader = page.chapter, page.reader
@@ -119,9 +117,8 @@ paper = chapter.paper_tables(page.paper("semantic_competition"))
 # (the matched control first), so a run outside the notebook stores the rows it looks up.
 
 # %% tags=["hide-input"]
-built = chapter.build(page.params)  # experiment -> (requests, examples, questions left out)
-plan = chapter.plan(page.params, built=built)
-show(*chapter.experiments_table(built, plan))
+run = page.context(batch_size=batch_size)
+show(*chapter.experiments_table(chapter.built_contexts(run), chapter.planned(run)))
 
 # %% [markdown]
 # ## Generate (or reuse cached generations)
@@ -131,14 +128,10 @@ show(*chapter.experiments_table(built, plan))
 # same prompts of the matched control (gold, hard, far) on the first questions.
 
 # %% tags=["hide-input"]
-rows = answer(plan, reader, page.results, batch_size=batch_size)
-for other in [r for r in second_readers if r != model]:
-    second = Reader.of(other, reader.backend, prompt_mode=prompt_mode, device=device, dtype=dtype)
-    block = chapter.second_reader_block(page.params, built)
-    rows += answer(block, second, page.results, batch_size=batch_size)
+rows = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = chapter.analysis(built, rows, page.params, reader, page.results)
+view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 

@@ -98,13 +98,10 @@ results_dir = "data/results"
 import matplotlib.pyplot as plt
 
 from longctx.page import setup
-from longctx.reader import Reader
 from longctx.report import glue_all, say, show, show_all
 
 page = setup("tag_needles", globals(), with_model=True, precision=1)
 chapter, reader = page.chapter, page.reader
-# The LLM tagger runs on hf; its tags are cached by chunk.
-tagger = Reader.of(tagger_model, device=device, dtype=dtype)
 
 # %% [markdown]
 # The prompts come from `longctx.tasks.tag_needles`: needles placed in Paul Graham essay
@@ -113,11 +110,12 @@ tagger = Reader.of(tagger_model, device=device, dtype=dtype)
 # are reused; the reader is loaded only if something is missing.
 
 # %% tags=["hide-input"]
-stack = chapter.haystack(page.params, page.results, tagger=tagger, batch_size=batch_size)
-scored = chapter.answered(page.params, stack, reader, page.results, batch_size=batch_size)
+run = page.context(batch_size=batch_size)
+stack = chapter.stacked(run)
+scored = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = chapter.analysis(page.params, stack, scored, reader, page.results, page.paper("tag_needles"))
+view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
@@ -292,7 +290,7 @@ show_all(chapter.query_aware_tables(view))
 # truncated to `novelqa_max_book_tokens`, and scored by the chosen letter.
 
 # %% tags=["hide-input"]
-show_all(chapter.novelqa_tables(view, reader, page.results, batch_size))
+show_all(chapter.novelqa_tables(view, run))
 
 # %% tags=["remove-input"]
 say(page.downloads())

@@ -596,12 +596,12 @@ def test_every_chapter_meets_the_contract_and_a_broken_one_is_refused_by_name(tm
         "CLAIM_BLOCKS = {{'c': ('x',)}}\n"
         "def plan(params):\n    return []\n"
         "def claims(results_dir, params, reader):\n    return {{}}\n"
-        "def analysis(*args):\n    return None\n"
+        "def analyze(ctx):\n    return None\n"
     )
     cases = {
         "no_analysis": (
-            good.replace("def analysis", "def _analysis"),
-            "lacks the function analysis",
+            good.replace("def analyze", "def _analyze"),
+            "lacks the function analyze",
         ),
         "bad_order": (good.replace("ORDER = {order}", "ORDER = 'first'"), "ORDER is 'first'"),
         "shared_store": (good.replace("{store}", "kv"), "share the experiments 'kv'"),
@@ -618,3 +618,30 @@ def test_every_chapter_meets_the_contract_and_a_broken_one_is_refused_by_name(tm
                 found_chapters([str(package)], package.name)
     finally:
         sys.path.remove(str(tmp_path))
+
+
+def test_every_chapter_has_one_analyze_signature_and_a_typed_result():
+    """One shape for every chapter: ``analyze(ctx: RunContext)`` returning a subclass of
+    ``ChapterResult`` (typed fields, no ``SimpleNamespace`` left in ``chapters/``)."""
+    import inspect
+    import typing
+
+    from longctx.chapters import contracts
+    from longctx.chapters.contract import ChapterResult, RunContext
+
+    for name, chapter in contracts().items():
+        hints = typing.get_type_hints(chapter.analyze)
+        params = list(inspect.signature(chapter.analyze).parameters)
+        assert params == ["ctx"] and hints["ctx"] is RunContext, name
+        assert issubclass(hints["return"], ChapterResult), name
+    chapters_dir = Path(__file__).resolve().parents[1] / "lib" / "longctx" / "chapters"
+    assert not [p for p in chapters_dir.rglob("*.py") if "SimpleNamespace" in p.read_text()]
+
+
+def test_a_run_context_makes_each_part_once():
+    from longctx.chapters.contract import RunContext
+    from longctx.reader import Reader
+
+    ctx, calls = RunContext(Reader(), {}, Path(".")), []
+    assert ctx.once("plan", lambda: calls.append(1) or "built") == "built"
+    assert ctx.once("plan", lambda: calls.append(1) or "again") == "built" and calls == [1]

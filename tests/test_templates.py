@@ -3,10 +3,12 @@ notebook calls only what the module defines."""
 
 import ast
 import importlib.util
+import sys
 from pathlib import Path
 
 import jupytext
 
+from longctx.chapters.contract import ChapterResult, RunContext
 from longctx.claims import Estimate
 from longctx.paths import repo_root
 from longctx.reader import Reader
@@ -20,6 +22,7 @@ def load_module():
         "chapter_template", TEMPLATES / "chapter_module.py"
     )
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -31,9 +34,9 @@ def test_the_chapter_template_runs_on_committed_rows():
     results = repo_root() / "data" / "results"
     rows = stored(plan, Reader(), results)
     assert len(rows) == len(all_requests(plan)) == 16  # every prompt already answered
-    view = chapter.analysis(plan, rows, params, Reader(), results)
+    view = chapter.analyze(RunContext(Reader(), params, results))
     middle = view.estimates["template-middle"]
-    assert isinstance(middle, Estimate) and middle.n == 8
+    assert isinstance(view, ChapterResult) and isinstance(middle, Estimate) and middle.n == 8
     assert set(view.quoted) == {"template-examples", "template-middle"}
     assert view.consistent and set(chapter.accuracy_table(view)["depth"]) == {0.0, 0.5}
     assert chapter.figure(view).axes

@@ -164,6 +164,11 @@ def paper_path(name: str) -> Path:
     return path
 
 
+def paper_frame(name: str) -> pd.DataFrame:
+    """:func:`paper_path`'s table with numbers read as numbers (for plotting beside ours)."""
+    return pd.read_csv(paper_path(name))
+
+
 def paper_table(name: str) -> pd.DataFrame:
     """:func:`paper_path`'s table, every value as the text the paper printed."""
     return pd.read_csv(paper_path(name), dtype=str, keep_default_na=False)

@@ -18,7 +18,8 @@ from types import ModuleType
 import pandas as pd
 
 from .chapters import get_chapter, scale
-from .claims import chapter_verdicts, paper_path, read_claims
+from .chapters.contract import RunContext
+from .claims import chapter_verdicts, paper_frame, read_claims
 from .downloads import browser_link, chapter_links
 from .matrix import build as build_matrix
 from .matrix import verdict_box
@@ -43,13 +44,19 @@ class Page:
         own = {k: v for k, v in self.params.items() if k in scale(self.name, "book")}
         return self.reader == Reader() and own == scale(self.name, "book")
 
+    def context(self, compare_with: tuple[str, str] | None = None, **options) -> RunContext:
+        """This page's run (:class:`~longctx.chapters.contract.RunContext`): its reader,
+        parameters and results folder, the reader it is compared with, and ``options`` for
+        generating missing rows (``batch_size``, ``token_budget``, ``params``)."""
+        return RunContext(self.reader, self.params, self.results, compare_with, options)
+
     def scale(self, name: str) -> dict:
         """Another of this chapter's parameter sets (``paper``, ``ci``, ``smoke``)."""
         return scale(self.name, name)
 
     def paper(self, name: str) -> pd.DataFrame:
         """A table of the paper's own numbers, ``data/paper/<name>.csv``."""
-        return pd.read_csv(paper_path(name))
+        return paper_frame(name)
 
     def check(self, said: dict[str, bool]) -> None:
         """On the committed run, fail on any statement of the prose that the rows no longer

@@ -65,7 +65,6 @@ import matplotlib.pyplot as plt
 
 from longctx.page import setup
 from longctx.report import glue_all, say, show
-from longctx.runner import answer
 
 page = setup("<name>", globals())
 chapter, reader = page.chapter, page.reader
@@ -75,11 +74,11 @@ chapter, reader = page.chapter, page.reader
 # calls; stored rows are reused and the model loads only for missing ones.
 
 # %%
-plan = chapter.plan(page.params)
-rows = answer(plan, reader, page.results, batch_size=batch_size)
+run = page.context(batch_size=batch_size)
+rows = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = chapter.analysis(plan, rows, page.params, reader, page.results)
+view = chapter.analyze(run)
 glue_all(view.quoted)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "What the figure shows, with n per point and what the bands are.", "name": "fig-name-headline"}, "image": {"alt": "What a reader who cannot see the figure needs to know from it."}}

@@ -2,9 +2,9 @@
 
 As written it is a small working chapter: the gold pair first vs in the middle of 10
 synthetic key-value pairs (Lost in the Middle, section 4.2), whose rows the key-value
-chapter has committed, so :func:`analysis` runs on them with no model
+chapter has committed, so :func:`analyze` runs on them with no model
 (``tests/test_templates.py`` runs it so). Replace the task, the plan and the claims with
-yours; keep the four names the rest of longctx looks for:
+yours; keep the names the rest of longctx looks for:
 
 * ``plan(params) -> list[Block]``: every prompt of the chapter, headline blocks first
   (``longctx reproduce`` and the notebook both call it, so both store the same rows);
@@ -12,8 +12,10 @@ yours; keep the four names the rest of longctx looks for:
   comparisons, paired by the independent unit; each id has a row in
   ``data/paper/claims.csv`` (paper, statement, the paper's value and effect, direction),
   and the findings page reads them from here;
-* ``analysis(...) -> view``: everything the notebook shows, as numbers, with ``quoted`` (the
-  numbers its prose glues) and ``said`` (its statements in words, checked on the book run);
+* ``analyze(ctx: RunContext) -> ChapterResult``: everything the notebook shows, as numbers,
+  in a typed result (:mod:`longctx.chapters.contract`): ``estimates`` and ``verdicts``,
+  ``quoted`` (the numbers its prose glues), ``said`` (its statements in words, checked on
+  the book run), ``consistent``, and the chapter's own tables as typed fields;
 * ``ORDER``, ``NOTEBOOK``, ``EXPERIMENT``: where ``longctx reproduce`` runs its headline
   blocks among the chapters, its page, and the store folder its rows go to.
 
@@ -23,11 +25,12 @@ Its parameter sets are ``lib/longctx/scales/<name>.json`` (``book``, ``paper``, 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 
+from longctx.chapters.contract import ChapterResult, RunContext
 from longctx.claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from longctx.metrics import summarize
 from longctx.plots import accuracy_by_position, book_figure
@@ -77,30 +80,44 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     )
 
 
-def analysis(
-    plan: list[Block], rows: list[dict], params: dict, reader: Reader, results_dir: str | Path
-) -> SimpleNamespace:
+@dataclass(kw_only=True)
+class TemplateResult(ChapterResult):
+    """The page's numbers beyond every chapter's: the scored rows, accuracy per depth and
+    the figure's Data line."""
+
+    table: pd.DataFrame
+    accuracy: pd.DataFrame
+    provenance: str
+
+
+def answered(ctx: RunContext) -> list[dict]:
+    """Every row of the plan for this run's reader (missing ones generated)."""
+    return ctx.answered("plan", lambda: plan(ctx.params))
+
+
+def analyze(ctx: RunContext) -> TemplateResult:
     """Everything the page shows: accuracy per depth, the headline estimate and its verdict,
     the numbers the prose quotes and the statements it makes."""
+    params, rows = ctx.params, answered(ctx)
     indices = kv.position_indices(params["num_pairs"], list(DEPTHS.values()))
     table = rows_table(rows, kv.score).assign(num_pairs=params["num_pairs"])
     table["depth"] = table["gold_index"].map(dict(zip(indices, DEPTHS.values())))
-    view = SimpleNamespace(table=table)
-    view.accuracy = summarize(table, ["model", "num_pairs", "depth"])  # Wilson intervals
-    view.estimates = claims(results_dir, params, reader)
-    view.verdicts = chapter_verdicts(NAME, view.estimates)
-    middle = view.estimates[f"{NAME}-middle"]
-    view.quoted = {
-        f"{NAME}-examples": middle.n,
-        f"{NAME}-middle": estimate_text(middle),
-    }
-    view.said = {"the middle is read worse than the start": middle.ci_high < 0}
-    view.provenance = f"**Data.** {provenance(table, results_dir, EXPERIMENT)}."
-    view.consistent = len(rows) == len(all_requests(plan))
-    return view
+    estimates = claims(ctx.results, params, ctx.reader)
+    middle = estimates[f"{NAME}-middle"]
+    return TemplateResult(
+        label=ctx.reader.label,
+        estimates=estimates,
+        verdicts=chapter_verdicts(NAME, estimates),
+        quoted={f"{NAME}-examples": middle.n, f"{NAME}-middle": estimate_text(middle)},
+        said={"the middle is read worse than the start": middle.ci_high < 0},
+        consistent=len(rows) == len(all_requests(plan(params))),
+        table=table,
+        accuracy=summarize(table, ["model", "num_pairs", "depth"]),  # Wilson intervals
+        provenance=f"**Data.** {provenance(table, ctx.results, EXPERIMENT)}.",
+    )
 
 
-def accuracy_table(view: SimpleNamespace) -> pd.DataFrame:
+def accuracy_table(view: TemplateResult) -> pd.DataFrame:
     """Accuracy per depth with its 95% Wilson interval, formatted for the page."""
     cells = view.accuracy
     shown = [
@@ -110,6 +127,6 @@ def accuracy_table(view: SimpleNamespace) -> pd.DataFrame:
 
 
 @book_figure
-def figure(view: SimpleNamespace):
+def figure(view: TemplateResult):
     """Accuracy against the gold pair's depth."""
     return accuracy_by_position(view.accuracy, x="depth", xlabel="Relative depth of the gold pair")

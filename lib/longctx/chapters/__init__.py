@@ -22,6 +22,7 @@ from importlib.resources import files
 from types import ModuleType
 
 from ..errors import ParameterError
+from .contract import ChapterResult, RunContext
 
 _REQUIRED = object()  # a declaration with no default: its absence is refused
 
@@ -30,9 +31,10 @@ _REQUIRED = object()  # a declaration with no default: its absence is refused
 class Chapter:
     """What a chapter module declares, read once and checked when the chapter is found:
 
-    * ``plan(params) -> list[Block]``, ``claims(params, reader, results_dir)`` and
-      ``analysis(...)``, plus an optional ``check(params)`` that refuses parameters the
-      chapter cannot use;
+    * ``plan(params) -> list[Block]``, ``claims(results_dir, params, reader)`` and
+      ``analyze(ctx: RunContext) -> ChapterResult`` (:mod:`.contract`: one run context in,
+      one typed result out), plus an optional ``check(params)`` that refuses parameters
+      the chapter cannot use;
     * ``ORDER`` (where ``longctx reproduce`` runs its headline blocks), ``NOTEBOOK`` (its
       page's source), ``EXPERIMENTS`` (the stores it offers for download), ``CLAIM_BLOCKS``
       (claim id -> the block-name parts its rows come from);
@@ -52,7 +54,7 @@ class Chapter:
     plans_run_models: bool
     plan: Callable
     claims: Callable
-    analysis: Callable
+    analyze: Callable[[RunContext], ChapterResult]
     check: Callable | None
 
     @classmethod
@@ -65,7 +67,7 @@ class Chapter:
                 raise TypeError(f"chapter {name}: {attr} is {value!r}, not {kind}")
             return value
 
-        for fn in ("plan", "claims", "analysis"):
+        for fn in ("plan", "claims", "analyze"):
             if not callable(getattr(module, fn, None)):
                 raise TypeError(f"chapter {name} lacks the function {fn}")
         check = getattr(module, "check", None)
@@ -86,7 +88,7 @@ class Chapter:
             plans_run_models=need("PLANS_RUN_MODELS", bool, False),
             plan=module.plan,
             claims=module.claims,
-            analysis=module.analysis,
+            analyze=module.analyze,
             check=check if callable(check) else None,
         )
 

@@ -11,8 +11,8 @@ hold a large headline cell from the paper's records and a small full grid of sho
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 
@@ -32,6 +32,7 @@ from ..report import estimate_text, n_for_half_width, p_text, params_text, pct_c
 from ..results import comparable_rows, provenance, reader_contrast, rows_table
 from ..runner import Block, all_requests, stored
 from ..tasks import kv_retrieval as kv
+from .contract import ChapterResult, RunContext
 
 ORDER = 1  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/kv_retrieval.py"
@@ -426,52 +427,71 @@ def statements(
     }
 
 
-def analysis(
-    plan: list[Block],
-    rows: list[dict],
-    params: dict,
-    reader: Reader,
-    results_dir: str | Path,
-    second_reader: str,
-) -> SimpleNamespace:
+@dataclass(kw_only=True)
+class KeyValueResult(ChapterResult):
+    """The chapter's numbers: ``table`` (this reader's scored rows), ``everything`` (with
+    other readers' and backends' rows of the same prompts), ``summary`` (accuracy per cell),
+    ``errors`` (what wrong answers were), ``cells`` (the headline cells), ``readers`` (the
+    comparison with the page's second reader, None without shared rows) and the figure's
+    Data line."""
+
+    table: pd.DataFrame
+    everything: pd.DataFrame
+    summary: pd.DataFrame
+    errors: pd.DataFrame
+    cells: dict
+    readers: tuple[pd.DataFrame, str] | None
+    provenance: str
+
+
+def planned(ctx: RunContext) -> list[Block]:
+    return ctx.once("plan", lambda: plan(ctx.params))
+
+
+def answered(ctx: RunContext) -> list[dict]:
+    """Every row of the chapter's plan for this run's reader (missing ones generated)."""
+    return ctx.answered("plan", lambda: planned(ctx))
+
+
+def analyze(ctx: RunContext) -> KeyValueResult:
     """Everything the chapter shows, computed from its rows and those other readers and
     backends stored for the same prompts (one more line each in the figure): tables, the
     headline estimates and their verdicts, the numbers the prose quotes (``quoted``) and the
-    statements it makes in words (``said``)."""
+    statements it makes in words (``said``). ``ctx.compare_with`` names the second reader of
+    the reader comparison."""
+    params, reader, results_dir = ctx.params, ctx.reader, ctx.results
+    rows, requests = answered(ctx), all_requests(planned(ctx))
     others = comparable_rows(
-        results_dir, EXPERIMENT, all_requests(plan), exclude=reader.results_folder(results_dir)
+        results_dir, EXPERIMENT, requests, exclude=reader.results_folder(results_dir)
     )
-    view = SimpleNamespace(
-        label=reader.label, table=scored(rows, params), everything=scored(rows + others, params)
+    table, everything = scored(rows, params), scored(rows + others, params)
+    summary, errors = accuracy(table), error_kinds(table)
+    estimates = claims(results_dir, params, reader)
+    verdicts = chapter_verdicts("kv_retrieval", estimates)
+    cells = headline_cells(summary, params, reader.label)
+    second = ctx.compare_with[0] if ctx.compare_with else reader.label
+    return KeyValueResult(
+        label=reader.label,
+        estimates=estimates,
+        verdicts=verdicts,
+        table=table,
+        everything=everything,
+        summary=summary,
+        errors=errors,
+        cells=cells,
+        quoted=quoted(estimates, cells, summary, errors, params, reader.label),
+        said=statements(estimates, verdicts, cells, summary, table, errors, params, reader.label),
+        provenance=(
+            f"**Data.** {provenance(everything, results_dir, EXPERIMENT)} Greedy decoding, "
+            f"prompts from `lib/longctx/prompts/`; parameters: {params_text(params)}."
+        ),
+        readers=reader_comparison(everything, (reader.label, second)),
+        consistent=(
+            len(rows) == len(requests) == len({r["key"] for r in rows})
+            and (summary["ci_low"] <= summary["accuracy"]).all()
+            and (summary["accuracy"] <= summary["ci_high"]).all()
+        ),
     )
-    view.summary, view.errors = accuracy(view.table), error_kinds(view.table)
-    view.estimates = claims(results_dir, params, reader)
-    view.verdicts = chapter_verdicts("kv_retrieval", view.estimates)
-    view.cells = headline_cells(view.summary, params, reader.label)
-    view.quoted = quoted(
-        view.estimates, view.cells, view.summary, view.errors, params, reader.label
-    )
-    view.said = statements(
-        view.estimates,
-        view.verdicts,
-        view.cells,
-        view.summary,
-        view.table,
-        view.errors,
-        params,
-        reader.label,
-    )
-    view.provenance = (
-        f"**Data.** {provenance(view.everything, results_dir, EXPERIMENT)} Greedy decoding, prompts "
-        f"from `lib/longctx/prompts/`; parameters: {params_text(params)}."
-    )
-    view.readers = reader_comparison(view.everything, (reader.label, second_reader))
-    view.consistent = (
-        len(rows) == len(all_requests(plan)) == len({r["key"] for r in rows})
-        and (view.summary["ci_low"] <= view.summary["accuracy"]).all()
-        and (view.summary["accuracy"] <= view.summary["ci_high"]).all()
-    )
-    return view
 
 
 @functools.cache  # read once: the prose, the statements and both figures ask for it
@@ -494,7 +514,23 @@ def _paper_keys(sizes) -> list[str]:
     ]
 
 
-def paper_grid(params: dict, reader: Reader, results_dir: str | Path) -> SimpleNamespace:
+@dataclass
+class PaperGrid:
+    """The paper's own grid as stored for a reader (:func:`paper_grid`): ``expected`` and
+    ``n_rows`` (planned and stored prompts), ``available`` (any row stored), ``note`` (how
+    many, where they ran, where they live), and once available ``summary`` (accuracy per
+    cell); ``quoted`` and ``said`` as in a chapter's result."""
+
+    expected: int
+    n_rows: int
+    available: bool
+    note: str
+    quoted: dict[str, str]
+    said: dict[str, bool]
+    summary: pd.DataFrame | None = None
+
+
+def paper_grid(params: dict, reader: Reader, results_dir: str | Path) -> PaperGrid:
     """The paper's own grid (``params``: the ``paper`` scale: 75 and 140 pairs of its release
     records, five depths, both query placements) from the rows of it that are stored (made on
     a lent GPU): accuracy per cell with its Wilson interval, the numbers the prose quotes and
@@ -503,17 +539,23 @@ def paper_grid(params: dict, reader: Reader, results_dir: str | Path) -> SimpleN
     makes them); the prose's numbers are then n/a."""
     grid_plan = plan(params)
     rows = stored(grid_plan, reader, results_dir)
-    view = SimpleNamespace(expected=len(all_requests(grid_plan)), n_rows=len(rows))
-    view.available = bool(rows)
+    expected = len(all_requests(grid_plan))
     ran = sorted({f"{r['params'].get('device')}, {r['params'].get('dtype')}" for r in rows})
-    view.note = (
-        f"{len(rows):,} of the grid's {view.expected:,} rows stored for {reader.label}"
-        + (f" ({'; '.join(ran)})" if ran else "")
-        + f"; data/results/{reader.results_folder(results_dir)}/{EXPERIMENT}/"
+    view = PaperGrid(
+        expected=expected,
+        n_rows=len(rows),
+        available=bool(rows),
+        note=(
+            f"{len(rows):,} of the grid's {expected:,} rows stored for {reader.label}"
+            + (f" ({'; '.join(ran)})" if ran else "")
+            + f"; data/results/{reader.results_folder(results_dir)}/{EXPERIMENT}/"
+        ),
+        quoted={},
+        said={},
     )
     sizes, depths = sorted(params["num_pairs"]), sorted(params["gold_positions"])
     if not view.available:
-        view.quoted, view.said = dict.fromkeys(_paper_keys(sizes), "n/a"), {}
+        view.quoted = dict.fromkeys(_paper_keys(sizes), "n/a")
         return view
     view.summary = accuracy(scored(rows, params))
     cell = view.summary.set_index(["num_pairs", "query", "depth"])["accuracy"]
@@ -566,7 +608,7 @@ def paper_worst_reference() -> tuple[str, float, str]:
 
 
 @book_figure
-def paper_figure(view: SimpleNamespace):
+def paper_figure(view: PaperGrid):
     """:func:`paper_grid`'s accuracy against depth, one panel per size, with the paper's
     worst case over its models as a dotted level."""
     return accuracy_by_position(
@@ -581,7 +623,7 @@ def paper_figure(view: SimpleNamespace):
 
 
 @book_figure
-def figure(view: SimpleNamespace):
+def figure(view: KeyValueResult):
     """Accuracy against the gold pair's depth, one panel per size: this page's reader thick
     with its band, every other reader and backend with rows for these prompts thin."""
     return accuracy_by_position(

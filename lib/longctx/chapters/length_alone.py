@@ -19,13 +19,19 @@ contexts in the reader's tokens, so the plan then needs the reader (``params["mo
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 
-from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
+from ..claims import (
+    Estimate,
+    by_unit,
+    chapter_verdicts,
+    estimable,
+    paired_estimate,
+    paper_frame,
+)
 from ..errors import ParameterError
 from ..metrics import summarize
 from ..models import load_tokenizer
@@ -36,6 +42,7 @@ from ..results import provenance, rows_table
 from ..runner import Block, LazyRequests
 from ..tasks import length_alone as la
 from ..tasks import ruler_qa as rq
+from .contract import ChapterResult, RunContext
 
 ORDER = 2  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/length_alone.py"
@@ -722,7 +729,7 @@ def sample_outputs(solve: pd.DataFrame, params: dict, n: int = 3) -> str:
     )
 
 
-def statements(view: SimpleNamespace) -> dict[str, bool]:
+def statements(view: LengthResult) -> dict[str, bool]:
     """What the chapter's prose says in words, each as a check on the committed run."""
     est, verdicts = view.estimates, view.verdicts
     acc = view.gsm.groupby("condition")["correct"].mean()
@@ -770,53 +777,78 @@ def statements(view: SimpleNamespace) -> dict[str, bool]:
     return said
 
 
-def analysis(
-    stored: list[dict], params: dict, reader: Reader, results_dir: str | Path, paper: pd.DataFrame
-) -> SimpleNamespace:
+@dataclass(kw_only=True)
+class LengthResult(ChapterResult):
+    """The chapter's numbers: ``rows`` (this reader's padding rows), ``solve`` (scored
+    solve-mode rows) and ``gsm`` (GSM8K's), ``placement`` (filler before or between),
+    ``varsum`` and ``ruler`` (None when not run), the paper's short-problem accuracy beside
+    ours (``between_note``) and the figures' Data lines."""
+
+    rows: list[dict]
+    solve: pd.DataFrame
+    gsm: pd.DataFrame
+    placement: pd.DataFrame
+    varsum: dict | None
+    ruler: dict | None
+    between_note: str
+    provenance: str
+    ruler_provenance: str
+
+
+def answered(ctx: RunContext) -> list[dict]:
+    """Every row of the chapter's plan for this run's reader (missing ones generated)."""
+    return ctx.answered("plan", lambda: plan(ctx.params))
+
+
+def analyze(ctx: RunContext) -> LengthResult:
     """Everything the chapter shows from its rows: GSM8K with every filler, placement and
     whitespace unit, VarSum, RULER's recite-then-answer, the claims' estimates and verdicts,
     the numbers the prose quotes and its statements."""
+    params, reader, results_dir = ctx.params, ctx.reader, ctx.results
+    stored, paper = answered(ctx), paper_frame("length_alone")
     rows = [r for r in stored if r["task"] == la.TASK]
     ruler_rows = [r for r in stored if r["task"] == rq.TASK]
-    view = SimpleNamespace(rows=rows, solve=solved(rows, params))
-    view.gsm = view.solve[view.solve["subtask"] == "gsm8k"]
-    view.estimates = claims(results_dir, params, reader)
-    view.verdicts = chapter_verdicts("length_alone", view.estimates)
-    view.placement, before, placed = placement(view.gsm, paper)
-    view.varsum = varsum_views(view.solve, rows, paper)
-    view.ruler = ruler_views(ruler_rows, params, paper)
-    view.quoted = quoted(
-        view.estimates,
-        view.gsm,
-        view.solve,
-        before,
-        placed,
-        view.varsum,
-        view.ruler,
-        rows,
-        ruler_rows,
-        params,
+    solve = solved(rows, params)
+    gsm = solve[solve["subtask"] == "gsm8k"]
+    estimates = claims(results_dir, params, reader)
+    placed_table, before, placed = placement(gsm, paper)
+    varsum, ruler = varsum_views(solve, rows, paper), ruler_views(ruler_rows, params, paper)
+    view = LengthResult(
+        label=reader.label,
+        estimates=estimates,
+        verdicts=chapter_verdicts("length_alone", estimates),
+        rows=rows,
+        solve=solve,
+        gsm=gsm,
+        placement=placed_table,
+        varsum=varsum,
+        ruler=ruler,
+        quoted=quoted(
+            estimates, gsm, solve, before, placed, varsum, ruler, rows, ruler_rows, params
+        ),
+        between_note=(
+            "The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% "
+            f"(Mistral-7B); ours is {100 * gsm[gsm['filler_tokens'] == 0]['correct'].mean():.1f}%."
+        ),
+        provenance=(
+            f"**Data.** {provenance(rows_table(rows, lambda r: 0), results_dir, EXPERIMENT)} "
+            "Greedy decoding; the figure's arms are the `gsm8k` entries of `arms` in the "
+            "parameters cell."
+        ),
+        ruler_provenance=(
+            (
+                f"**Data.** {provenance(rows_table(ruler_rows, lambda r: 0), results_dir, rq.TASK)} "
+                f"Greedy decoding; RULER parameters: {params_text(params.get('ruler') or {})}."
+            )
+            if ruler_rows
+            else ""
+        ),
+        consistent=(
+            len(solve) == sum(r["condition"]["mode"] == "solve" for r in rows)
+            and len({r["key"] for r in stored}) == len(stored) == len(rows) + len(ruler_rows)
+        ),
     )
     view.said = statements(view)
-    view.between_note = (
-        "The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% (Mistral-7B); "
-        f"ours is {100 * view.gsm[view.gsm['filler_tokens'] == 0]['correct'].mean():.1f}%."
-    )
-    view.provenance = (
-        f"**Data.** {provenance(rows_table(rows, lambda r: 0), results_dir, EXPERIMENT)} Greedy "
-        "decoding; the figure's arms are the `gsm8k` entries of `arms` in the parameters cell."
-    )
-    view.ruler_provenance = (
-        (
-            f"**Data.** {provenance(rows_table(ruler_rows, lambda r: 0), results_dir, rq.TASK)} "
-            f"Greedy decoding; RULER parameters: {params_text(params.get('ruler') or {})}."
-        )
-        if ruler_rows
-        else ""
-    )
-    view.consistent = len(view.solve) == sum(
-        r["condition"]["mode"] == "solve" for r in rows
-    ) and len({r["key"] for r in stored}) == len(stored) == len(rows) + len(ruler_rows)
     return view
 
 
@@ -841,7 +873,7 @@ def paper_bars(paper: pd.DataFrame) -> dict:
 
 
 @book_figure
-def figure(view: SimpleNamespace, paper: pd.DataFrame):
+def figure(view: LengthResult, paper: pd.DataFrame):
     """GSM8K accuracy per filler condition, the paper's design and without the final step,
     with the paper's Llama-3-8B at 15K filler tokens."""
     return condition_bars(
@@ -855,7 +887,7 @@ def figure(view: SimpleNamespace, paper: pd.DataFrame):
 
 
 @book_figure
-def ruler_figure(view: SimpleNamespace):
+def ruler_figure(view: LengthResult):
     """RULER QA1 and QA2 under each arm."""
     return condition_bars(
         summarize(view.ruler["answers"], ["task", "condition"]),

@@ -16,9 +16,8 @@ smaller on a CPU.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 
@@ -45,6 +44,7 @@ from ..results import (
 from ..runner import Block, all_requests
 from ..tasks import multidoc_qa as qa
 from ..tasks import open_domain as od
+from .contract import ChapterResult, RunContext
 
 ORDER = 3  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/multidoc_qa.py"
@@ -647,7 +647,7 @@ def quoted(
     return out
 
 
-def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
+def statements(view: MultidocResult, params: dict) -> dict[str, bool]:
     """What the chapter's prose says in words, each as a check on the committed run."""
     est, gaps = view.estimates, view.gaps
     head = gaps[
@@ -691,14 +691,43 @@ def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
     }
 
 
-def analysis(
-    plan: list[Block], answered: list[dict], params: dict, reader: Reader, results_dir: str | Path
-) -> SimpleNamespace:
+@dataclass(kw_only=True)
+class MultidocResult(ChapterResult):
+    """The chapter's numbers: ``table`` (this reader's scored rows), ``everything`` (with
+    other readers' and backends' rows of the same prompts), ``summary`` (accuracy per
+    cell), ``base`` (closed-book and oracle), ``sides``, ``gaps`` and ``effects`` (the
+    headline, position and query-aware comparisons), ``od`` (the open-domain curves, empty
+    when not run) and each figure's Data line."""
+
+    table: pd.DataFrame
+    everything: pd.DataFrame
+    summary: pd.DataFrame
+    base: pd.DataFrame
+    sides: pd.DataFrame
+    gaps: pd.DataFrame
+    effects: pd.DataFrame
+    od: dict | None
+    provenance: str
+    od_provenance: str
+
+
+def planned(ctx: RunContext) -> list[Block]:
+    return ctx.once("plan", lambda: plan(ctx.params))
+
+
+def answered(ctx: RunContext) -> list[dict]:
+    """Every row of the chapter's plan for this run's reader (missing ones generated)."""
+    return ctx.answered("plan", lambda: planned(ctx))
+
+
+def analyze(ctx: RunContext) -> MultidocResult:
     """Everything the chapter shows, computed from its rows and those other readers and
     backends stored for the same prompts: tables, the claims' estimates and verdicts, the
     open-domain curves, the numbers the prose quotes and the statements it makes."""
-    rows = [r for r in answered if r["task"] == qa.TASK]
-    requests = all_requests([b for b in plan if b.experiment == EXPERIMENT])
+    params, reader, results_dir = ctx.params, ctx.reader, ctx.results
+    rows_answered = answered(ctx)
+    rows = [r for r in rows_answered if r["task"] == qa.TASK]
+    requests = all_requests([b for b in planned(ctx) if b.experiment == EXPERIMENT])
     others = [
         r
         for r in comparable_rows(
@@ -706,34 +735,36 @@ def analysis(
         )
         if r["condition"]["setting"] == "documents"
     ]
-    view = SimpleNamespace(label=reader.label, table=scored(rows), everything=scored(rows + others))
-    view.summary, view.base = accuracy(view.table), baselines(view.table)
-    view.estimates = claims(results_dir, params, reader)
-    view.verdicts = chapter_verdicts("multidoc_qa", view.estimates)
-    view.sides = headline_sides(view.table, params)
-    view.gaps = position_gaps(view.table, seed=params["seed"])
-    view.effects = query_aware_effects(view.table, reader.label, seed=params["seed"])
-    view.od = open_domain([r for r in answered if r["task"] != qa.TASK], params)
+    table = scored(rows)
+    summary = accuracy(table)
+    estimates = claims(results_dir, params, reader)
+    domain = open_domain([r for r in rows_answered if r["task"] != qa.TASK], params)
+    view = MultidocResult(
+        label=reader.label,
+        estimates=estimates,
+        verdicts=chapter_verdicts("multidoc_qa", estimates),
+        table=table,
+        everything=scored(rows + others),
+        summary=summary,
+        base=baselines(table),
+        sides=headline_sides(table, params),
+        gaps=position_gaps(table, seed=params["seed"]),
+        effects=query_aware_effects(table, reader.label, seed=params["seed"]),
+        od=domain,
+        provenance="**Data.** " + provenance(table, results_dir, EXPERIMENT),
+        od_provenance=(
+            "**Data.** " + provenance(domain["table"], results_dir, OPEN_DOMAIN) if domain else ""
+        ),
+        consistent=(
+            len(rows) == len(requests) == len({r["key"] for r in rows})
+            and (summary["ci_low"] <= summary["accuracy"]).all()
+            and (summary["accuracy"] <= summary["ci_high"]).all()
+        ),
+    )
     view.quoted = quoted(
-        view.estimates,
-        view.table,
-        view.sides,
-        view.gaps,
-        view.effects,
-        view.od,
-        params,
-        reader.label,
+        estimates, table, view.sides, view.gaps, view.effects, domain, params, reader.label
     )
-    view.said = statements(view, params) if view.od else {}
-    view.provenance = "**Data.** " + provenance(view.table, results_dir, EXPERIMENT)
-    view.od_provenance = (
-        "**Data.** " + provenance(view.od["table"], results_dir, OPEN_DOMAIN) if view.od else ""
-    )
-    view.consistent = (
-        len(rows) == len(requests) == len({r["key"] for r in rows})
-        and (view.summary["ci_low"] <= view.summary["accuracy"]).all()
-        and (view.summary["accuracy"] <= view.summary["ci_high"]).all()
-    )
+    view.said = statements(view, params) if domain else {}
     return view
 
 
@@ -745,7 +776,7 @@ def paper_curve(paper: pd.DataFrame) -> pd.DataFrame:
 
 
 @book_figure
-def figure(view: SimpleNamespace, paper: pd.DataFrame):
+def figure(view: MultidocResult, paper: pd.DataFrame):
     """Accuracy against the answer's position per size and query placement: this page's
     reader thick, other readers and backends thin, the paper's reader as open diamonds, and
     this reader's closed-book and oracle accuracy as grey levels."""
@@ -770,7 +801,7 @@ def figure(view: SimpleNamespace, paper: pd.DataFrame):
 
 
 @book_figure
-def open_domain_figure(view: SimpleNamespace):
+def open_domain_figure(view: MultidocResult):
     """Recall@k and reader accuracy against the number of retrieved documents."""
     fig = accuracy_by_position(
         view.od["shown"],

@@ -17,8 +17,8 @@ the same headline for any reader.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 
@@ -30,8 +30,9 @@ from ..reader import Reader
 from ..report import estimate_text, n_for_half_width, p_text
 from ..requests import Request, dedupe_key, unique_requests
 from ..results import provenance, retention_curve, rows_table
-from ..runner import Block
+from ..runner import Block, answer
 from ..tasks import semantic_competition as sc
+from .contract import ChapterResult, RunContext
 
 ORDER = 4  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/semantic_competition.py"
@@ -569,7 +570,7 @@ def paper_tables(paper: pd.DataFrame) -> dict[str, pd.DataFrame]:
     }
 
 
-def statements(view: SimpleNamespace, second: str | None) -> dict[str, bool]:
+def statements(view: CompetitionResult, second: str | None) -> dict[str, bool]:
     """What the chapter's prose says in words, each as a check on the committed run."""
     est, rec = view.estimates, view.table2[view.table2["model"] == view.label].set_index("metric")
     r = view.curves.set_index(["retriever", "metric", "num_hard"])
@@ -606,25 +607,95 @@ def statements(view: SimpleNamespace, second: str | None) -> dict[str, bool]:
     return said
 
 
-def analysis(
-    built: dict, rows: list[dict], params: dict, reader: Reader, results_dir: str | Path
-) -> SimpleNamespace:
+@dataclass(kw_only=True)
+class CompetitionResult(ChapterResult):
+    """The chapter's numbers: ``everything`` (every reader's scored rows) and ``table``
+    (this reader's), ``readers`` and ``main`` (the matched control, every reader and this
+    one), ``curves`` and ``lives`` (retention), ``table1`` and ``table2`` (the paper's
+    Tables 1 and 2 for our readers), ``length_levels`` and ``length_recovery`` (snippet
+    length), ``sizes`` (other matched sizes), ``nq`` (the NQ-Open control, None when not
+    run), one example prompt and the figures' Data line."""
+
+    everything: pd.DataFrame
+    table: pd.DataFrame
+    readers: pd.DataFrame
+    main: pd.DataFrame
+    curves: pd.DataFrame
+    lives: pd.DataFrame
+    table1: pd.DataFrame
+    table2: pd.DataFrame
+    length_levels: pd.DataFrame
+    length_recovery: pd.DataFrame
+    sizes: pd.DataFrame
+    nq: tuple[pd.DataFrame, pd.DataFrame] | None
+    example: str
+    provenance: str
+
+
+def built_contexts(ctx: RunContext) -> dict:
+    """:func:`build` for this run (experiment -> requests, examples, questions left out)."""
+    return ctx.once("built", lambda: build(ctx.params))
+
+
+def planned(ctx: RunContext) -> list[Block]:
+    return ctx.once("plan", lambda: plan(ctx.params, built=built_contexts(ctx)))
+
+
+def answered(ctx: RunContext) -> list[dict]:
+    """The plan's rows for this run's reader, then the matched control's first questions
+    for each of ``params["second_readers"]`` (same backend, prompt mode, device and dtype);
+    missing rows are generated."""
+
+    def rows() -> list[dict]:
+        own = ctx.answered("plan", lambda: planned(ctx))
+        reader = ctx.reader
+        block = second_reader_block(ctx.params, built_contexts(ctx))
+        for other in [m for m in ctx.params["second_readers"] if m != reader.model]:
+            second = Reader.of(
+                other,
+                reader.backend,
+                prompt_mode=reader.prompt_mode,
+                device=reader.device,
+                dtype=reader.dtype,
+            )
+            own = own + answer(block, second, ctx.results, **ctx.options)
+        return own
+
+    return ctx.once("answered", rows)
+
+
+def analyze(ctx: RunContext) -> CompetitionResult:
     """Everything the chapter shows from its rows and the second readers': the matched
     control's Tables 1 and 2, the retention curves, the snippet-length, other-N and NQ checks,
     the claims' estimates and verdicts, the numbers the prose quotes and its statements."""
+    params, reader, results_dir = ctx.params, ctx.reader, ctx.results
     seed = params["seed"]
     second = next((r for r in params["second_readers"] if r != reader.model), None)
-    view = SimpleNamespace(label=reader.label, everything=scored(rows))
-    view.table = view.everything[view.everything["model"] == reader.label]
-    view.readers = matched(view.everything, params)
-    view.main = view.readers[view.readers["model"] == reader.label]
-    view.curves, view.lives = retention(view.table, params)
-    view.table1 = sc.condition_summary(view.readers, by=["model", "condition"], seed=seed)
-    view.table2 = sc.recovery_table(view.readers, by=["model"], seed=seed)
-    view.length_levels, view.length_recovery = snippet_length(view.table, params)
-    view.sizes, view.nq = other_sizes(view.table, params), nq(view.table, params)
-    view.estimates = claims(results_dir, params, reader)
-    view.verdicts = chapter_verdicts("semantic_competition", view.estimates)
+    everything = scored(answered(ctx))
+    table = everything[everything["model"] == reader.label]
+    readers = matched(everything, params)
+    curves, lives = retention(table, params)
+    length_levels, length_recovery = snippet_length(table, params)
+    estimates = claims(results_dir, params, reader)
+    view = CompetitionResult(
+        label=reader.label,
+        estimates=estimates,
+        verdicts=chapter_verdicts("semantic_competition", estimates),
+        everything=everything,
+        table=table,
+        readers=readers,
+        main=readers[readers["model"] == reader.label],
+        curves=curves,
+        lives=lives,
+        table1=sc.condition_summary(readers, by=["model", "condition"], seed=seed),
+        table2=sc.recovery_table(readers, by=["model"], seed=seed),
+        length_levels=length_levels,
+        length_recovery=length_recovery,
+        sizes=other_sizes(table, params),
+        nq=nq(table, params),
+        example=example_prompt(built_contexts(ctx)),
+        provenance=f"**Data.** {provenance(everything, results_dir, EXPERIMENT)}",
+    )
     view.quoted = quoted(
         view.estimates,
         view.table1,
@@ -641,8 +712,6 @@ def analysis(
         second,
     )
     view.said = statements(view, second)
-    view.example = example_prompt(built)
-    view.provenance = f"**Data.** {provenance(view.everything, results_dir, EXPERIMENT)}"
     return view
 
 
@@ -666,7 +735,7 @@ def paper_retention(paper: pd.DataFrame) -> pd.DataFrame:
 
 
 @book_figure
-def figure(view: SimpleNamespace, paper: pd.DataFrame):
+def figure(view: CompetitionResult, paper: pd.DataFrame):
     """Retention of EM and F1 against the hard negatives added, per retriever, with the
     paper's retention at H = 79."""
     return retention_curves(
@@ -720,7 +789,7 @@ def paper_matched(paper: pd.DataFrame) -> dict:
 
 
 @book_figure
-def matched_figure(view: SimpleNamespace, paper: pd.DataFrame, seed: int = 0):
+def matched_figure(view: CompetitionResult, paper: pd.DataFrame, seed: int = 0):
     """The matched control (the paper's Table 1) for this page's reader: EM and inclusion
     with gold only, with 19 hard negatives and with far-rank snippets at the same length,
     beside the paper's numbers."""
@@ -734,7 +803,7 @@ def matched_figure(view: SimpleNamespace, paper: pd.DataFrame, seed: int = 0):
     )
 
 
-def table1_tables(view: SimpleNamespace, paper: dict) -> list:
+def table1_tables(view: CompetitionResult, paper: dict) -> list:
     """The matched control's Table 1, ours and the paper's."""
     return [
         (
@@ -745,7 +814,7 @@ def table1_tables(view: SimpleNamespace, paper: dict) -> list:
     ]
 
 
-def table2_tables(view: SimpleNamespace, paper: dict) -> list:
+def table2_tables(view: CompetitionResult, paper: dict) -> list:
     """Far minus hard (Table 2), ours and the paper's, and the questions each needs."""
     return [
         (view.table2.drop(columns=["delta"]), "Ours: far minus hard, paired by question."),
@@ -754,7 +823,7 @@ def table2_tables(view: SimpleNamespace, paper: dict) -> list:
     ]
 
 
-def retention_tables(view: SimpleNamespace, paper: dict) -> list:
+def retention_tables(view: CompetitionResult, paper: dict) -> list:
     """Retention per H, the censored half-lives, and the paper's retention."""
     return [
         (retention_table(view.curves), "Each cell: M(H) / R(H) [95% CI]."),
@@ -766,7 +835,7 @@ def retention_tables(view: SimpleNamespace, paper: dict) -> list:
     ]
 
 
-def length_tables(view: SimpleNamespace, paper: dict) -> list:
+def length_tables(view: CompetitionResult, paper: dict) -> list:
     """The matched control at 50 and 80 words, ours and the paper's."""
     return [
         (view.length_levels, "Each condition at 50- and 80-word snippets, the same questions."),
@@ -775,7 +844,7 @@ def length_tables(view: SimpleNamespace, paper: dict) -> list:
     ]
 
 
-def beyond_tables(view: SimpleNamespace, params: dict) -> list:
+def beyond_tables(view: CompetitionResult, params: dict) -> list:
     """The matched control at other N, and on NQ-Open when it ran."""
     out = [
         (

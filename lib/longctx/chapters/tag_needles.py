@@ -19,11 +19,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 
-from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
+from ..claims import (
+    Estimate,
+    by_unit,
+    chapter_verdicts,
+    estimable,
+    paired_estimate,
+    paper_frame,
+)
 from ..errors import ParameterError
 from ..metrics import nolima_contains
 from ..models import load_tokenizer
@@ -36,6 +42,7 @@ from ..results import provenance
 from ..runner import Block, answer
 from ..tagging import tagging_report
 from ..tasks import tag_needles as tn
+from .contract import ChapterResult, RunContext
 
 ORDER = 6  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/tag_needles.py"
@@ -348,13 +355,26 @@ def haystack(
     )
 
 
-def answered(
-    params: dict, stack: Haystack, reader: Reader, results_dir: str | Path, *, batch_size: int = 8
-) -> dict:
+def stacked(ctx: RunContext) -> Haystack:
+    """This run's :func:`haystack`, tagged by ``params["tagger_model"]`` on the reader's
+    device and dtype (in transformers: the tagger is the paper's LLM tagging step)."""
+    tagger = Reader.of(ctx.params["tagger_model"], device=ctx.reader.device, dtype=ctx.reader.dtype)
+    batch_size = ctx.options.get("batch_size", 8)
+    return ctx.once(
+        "haystack", lambda: haystack(ctx.params, ctx.results, tagger=tagger, batch_size=batch_size)
+    )
+
+
+def answered(ctx: RunContext) -> dict:
     """The grid, the headline pair at ``long_length`` and the 250-token comparisons, each
     answered (stored rows reused) and scored; an empty table for a part the parameters skip.
     The parts are answered one by one because one prompt may serve two of them (:func:`plan`
     asks it once)."""
+    return ctx.once("answered", lambda: _answered(ctx))
+
+
+def _answered(ctx: RunContext) -> dict:
+    params, stack = ctx.params, stacked(ctx)
     parts = {
         "grid": requests_for(
             params,
@@ -370,10 +390,13 @@ def answered(
             params, tokenizer=stack.tokenizer, taggers=stack.taggers, text=stack.text
         ),
     }
+    batch_size = ctx.options.get("batch_size", 8)
     return {
         name: pd.DataFrame(
             tn.score_rows(
-                answer(Block(name, EXPERIMENT, reqs), reader, results_dir, batch_size=batch_size)
+                answer(
+                    Block(name, EXPERIMENT, reqs), ctx.reader, ctx.results, batch_size=batch_size
+                )
             )
         )
         if reqs
@@ -853,7 +876,7 @@ def quoted(
     return out
 
 
-def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
+def statements(view: TagResult, params: dict) -> dict[str, bool]:
     """What the chapter's prose says in words, each as a check on the committed run."""
     acc = view.main.pivot_table(index="variant", columns="length", values="correct")
     wrong = view.main[view.main["correct"] == 0]
@@ -895,34 +918,76 @@ def statements(view: SimpleNamespace, params: dict) -> dict[str, bool]:
     return said
 
 
-def analysis(
-    params: dict,
-    stack: Haystack,
-    scored: dict,
-    reader: Reader,
-    results_dir: str | Path,
-    paper: pd.DataFrame,
-) -> SimpleNamespace:
+@dataclass(kw_only=True)
+class TagResult(ChapterResult):
+    """The chapter's numbers: ``grid`` (every scored grid row) and ``main`` (without
+    query-aware prompts), ``accuracy``, ``gains``, ``drops``, ``overhead`` and
+    ``against_td`` over the grid, ``stats`` (what the taggers tagged), ``qac`` (query-aware
+    prompts, None when not run), ``long`` and ``short`` (the sized comparisons, None when
+    skipped), the figure's Data line, and what the figures draw beside ours: ``params``,
+    ``stack`` and ``paper`` (the paper's Table 1)."""
+
+    params: dict
+    stack: Haystack
+    paper: pd.DataFrame
+    grid: pd.DataFrame
+    main: pd.DataFrame
+    accuracy: pd.DataFrame
+    gains: pd.DataFrame
+    drops: pd.DataFrame
+    overhead: pd.DataFrame
+    against_td: pd.DataFrame
+    stats: pd.DataFrame
+    qac: tuple[pd.DataFrame, pd.DataFrame] | None
+    long: dict | None
+    short: dict | None
+    provenance: str
+
+
+def analyze(ctx: RunContext) -> TagResult:
     """Everything the chapter shows from its answered parts (:func:`answered`): the grid
     without query-aware prompts (``main``) and its accuracy, gains, drop rates and tag
     overhead, the sized comparisons at ``long_length`` and ``short_length``, the findings
     page's estimates and verdicts, the numbers the prose quotes (``quoted``) and the
     statements it makes (``said``)."""
-    seed = params["seed"]
+    params, reader, results_dir = ctx.params, ctx.reader, ctx.results
+    seed, scored, stack = params["seed"], answered(ctx), stacked(ctx)
+    paper = paper_frame("tag_needles")
     grid = scored["grid"]
-    view = SimpleNamespace(
-        params=params, stack=stack, paper=paper, grid=grid, main=grid[~grid["query_aware"]]
+    main = grid[~grid["query_aware"]]
+    overheads, against_td = overhead(main, seed)
+    estimates = claims(results_dir, params, reader)
+    devices = ", ".join(sorted(set(grid["device"] + " " + grid["dtype"])))
+    view = TagResult(
+        label=reader.label,
+        params=params,
+        stack=stack,
+        paper=paper,
+        grid=grid,
+        main=main,
+        accuracy=grid_accuracy(main),
+        gains=tn.versus_baseline(main, seed=seed),
+        drops=tn.drop_rates(main, seed=seed),
+        overhead=overheads,
+        against_td=against_td,
+        stats=tag_stats(stack, params),
+        qac=query_aware(grid, params),
+        long=sized_comparison(scored["long"], params, paper, "long"),
+        short=sized_comparison(scored["short"], params, paper, "short"),
+        estimates=estimates,
+        verdicts=chapter_verdicts("tag_needles", estimates),
+        provenance=(
+            f"{provenance(grid, results_dir, EXPERIMENT)} Generated on {devices}, greedy "
+            f"decoding, needle set `{params['needle_set']}`, seed {seed}."
+        ),
+        # One answer per question, variant, length, depth and query placement.
+        consistent=(
+            len(main) > 0
+            and not grid.duplicated(
+                ["example_id", "variant", "length", "depth", "query_aware"]
+            ).any()
+        ),
     )
-    view.accuracy = grid_accuracy(view.main)
-    view.gains = tn.versus_baseline(view.main, seed=seed)
-    view.drops = tn.drop_rates(view.main, seed=seed)
-    view.overhead, view.against_td = overhead(view.main, seed)
-    view.stats = tag_stats(stack, params)
-    view.qac = query_aware(grid, params)
-    view.long = sized_comparison(scored["long"], params, paper, "long")
-    view.short = sized_comparison(scored["short"], params, paper, "short")
-    view.estimates = claims(results_dir, params, reader)
-    view.verdicts = chapter_verdicts("tag_needles", view.estimates)
     view.quoted = quoted(
         view.main,
         view.gains,
@@ -936,16 +1001,6 @@ def analysis(
         params,
     )
     view.said = statements(view, params)
-    devices = ", ".join(sorted(set(grid["device"] + " " + grid["dtype"])))
-    view.provenance = (
-        f"{provenance(grid, results_dir, EXPERIMENT)} Generated on {devices}, greedy decoding, "
-        f"needle set `{params['needle_set']}`, seed {seed}."
-    )
-    # One answer per question, variant, length, depth and query placement.
-    view.consistent = (
-        len(view.main) > 0
-        and not grid.duplicated(["example_id", "variant", "length", "depth", "query_aware"]).any()
-    )
     return view
 
 
@@ -971,7 +1026,7 @@ def paper_curve(paper: pd.DataFrame, lengths) -> pd.DataFrame:
 
 
 @book_figure
-def figure(view: SimpleNamespace):
+def figure(view: TagResult):
     """Accuracy against haystack length per prompt variant (log-scaled lengths), with the
     paper's numbers at the lengths it shares with ours."""
     lengths = sorted(view.params["lengths"])
@@ -996,7 +1051,7 @@ def figure(view: SimpleNamespace):
 
 
 @book_figure
-def depth_figure(view: SimpleNamespace):
+def depth_figure(view: TagResult):
     """Accuracy against the needle's depth per variant, pooled over lengths."""
     return accuracy_by_position(
         by_depth(view.main),
@@ -1009,7 +1064,7 @@ def depth_figure(view: SimpleNamespace):
     )
 
 
-def grid_tables(view: SimpleNamespace) -> list:
+def grid_tables(view: TagResult) -> list:
     """The grid's changes against the baseline beside the paper's, and the questions each
     comparison would need for ±10 points."""
     return [
@@ -1027,7 +1082,7 @@ def grid_tables(view: SimpleNamespace) -> list:
     ]
 
 
-def long_tables(view: SimpleNamespace) -> list:
+def long_tables(view: TagResult) -> list:
     """Accuracy by hop and the sized comparison at ``long_length`` (nothing when skipped)."""
     if view.long is None:
         return []
@@ -1047,7 +1102,7 @@ def long_tables(view: SimpleNamespace) -> list:
     ]
 
 
-def short_tables(view: SimpleNamespace) -> list:
+def short_tables(view: TagResult) -> list:
     """The sized comparisons at ``short_length`` (nothing when skipped)."""
     if view.short is None:
         return []
@@ -1065,7 +1120,7 @@ def short_tables(view: SimpleNamespace) -> list:
     ]
 
 
-def paper_tables(view: SimpleNamespace) -> list:
+def paper_tables(view: TagResult) -> list:
     """The paper's Table 1 and ours in the same shape."""
     cases = view.main["example_id"].nunique()
     return [
@@ -1077,11 +1132,11 @@ def paper_tables(view: SimpleNamespace) -> list:
     ]
 
 
-def drops_table(view: SimpleNamespace) -> pd.DataFrame:
+def drops_table(view: TagResult) -> pd.DataFrame:
     return view.drops.assign(variant=view.drops["variant"].map(tn.VARIANT_LABELS)).round(1)
 
 
-def needle_tables(view: SimpleNamespace, shown: int = 6) -> list:
+def needle_tables(view: TagResult, shown: int = 6) -> list:
     """The needle set by kind (in the set, asked here) and its first needle/question pairs."""
     stack = view.stack
     every = tn.load_cases(
@@ -1105,7 +1160,7 @@ def needle_tables(view: SimpleNamespace, shown: int = 6) -> list:
     return [kinds, (pairs, f"Needle/question pairs sharing a content word: {overlap}.")]
 
 
-def tagging_tables(view: SimpleNamespace) -> list:
+def tagging_tables(view: TagResult) -> list:
     """Per tagger what it tagged, the LLM tagger's tagged chunks and a spaCy-tagged needle in
     its context."""
     out = [view.stats]
@@ -1119,12 +1174,12 @@ def tagging_tables(view: SimpleNamespace) -> list:
     return out
 
 
-def llm_tables(view: SimpleNamespace) -> list:
+def llm_tables(view: TagResult) -> list:
     """The LLM tagger's raw answers for the first needles (nothing without an LLM tagger)."""
     return [llm_answers(view.stack)] if view.stack.taggers.llm is not None else []
 
 
-def tokens_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
+def tokens_table(view: TagResult) -> tuple[pd.DataFrame, str]:
     means = view.main.groupby(["variant_label", "length"])[
         ["prompt_tokens", "context_tokens", "tag_tokens"]
     ].mean()
@@ -1133,7 +1188,7 @@ def tokens_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
     ), "Mean tokens per prompt."
 
 
-def overhead_tables(view: SimpleNamespace) -> list:
+def overhead_tables(view: TagResult) -> list:
     """Tag overhead against the change over the baseline, and each tagged variant against TD."""
     td = view.against_td
     against = td.assign(
@@ -1154,7 +1209,7 @@ def overhead_tables(view: SimpleNamespace) -> list:
     ]
 
 
-def query_aware_tables(view: SimpleNamespace) -> list:
+def query_aware_tables(view: TagResult) -> list:
     """Accuracy with the question after vs before and after the context, and each arm's change."""
     if view.qac is None:
         return []
@@ -1175,9 +1230,7 @@ def query_aware_tables(view: SimpleNamespace) -> list:
     ]
 
 
-def novelqa_tables(
-    view: SimpleNamespace, reader: Reader, results_dir: str | Path, batch_size: int = 8
-) -> list:
+def novelqa_tables(view: TagResult, ctx: RunContext) -> list:
     """Our NovelQA accuracy by question complexity when ``novelqa_dir`` names a checkout, and
     the paper's Table 2. NovelQA is tagged with spaCy only, as in the paper."""
     params, stack = view.params, view.stack
@@ -1201,7 +1254,7 @@ def novelqa_tables(
         max_book_tokens=params["novelqa_max_book_tokens"],
         taggers=stack.taggers,
     )
-    rows = answer(Block("NovelQA", "novelqa", requests), reader, results_dir, batch_size=batch_size)
+    rows = ctx.answered("novelqa", lambda: [Block("NovelQA", "novelqa", requests)])
     scored = pd.DataFrame(tn.score_novelqa(rows))
     ours = (
         scored.pivot_table(index="variant", columns="complexity", values="correct") * 100
@@ -1215,7 +1268,7 @@ def novelqa_tables(
     ]
 
 
-def sized_differences(view: SimpleNamespace) -> pd.DataFrame:
+def sized_differences(view: TagResult) -> pd.DataFrame:
     """Each variant minus the baseline at the sized lengths (needles as the unit), with the
     paper's change for Claude 3.5 Sonnet at the same length (250) or the nearest it reports
     (500 for our long length)."""
@@ -1249,7 +1302,7 @@ def sized_differences(view: SimpleNamespace) -> pd.DataFrame:
 
 
 @book_figure
-def sized_figure(view: SimpleNamespace):
+def sized_figure(view: TagResult):
     """The sized comparisons: each variant minus the baseline at the short and long lengths,
     clustered by needle, beside the paper's change."""
     return paired_differences(

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -34,10 +34,11 @@ from ...reader import Reader
 from ...report import estimate_text, n_for_half_width, p_text, points_ci
 from ...requests import Request, unique_requests
 from ...results import load_experiment, paired_comparison, provenance, rows_table
-from ...runner import Block, answer
+from ...runner import Block
 from ...tasks import kv_retrieval as kv
 from ...tasks import longbench_v2 as lb
 from ...tasks import multidoc_qa as qa
+from ..contract import ChapterResult, RunContext
 from . import method as cn
 
 ORDER = 5  # where longctx reproduce runs its headline blocks among the chapters
@@ -798,7 +799,7 @@ def quoted(
     return out
 
 
-def statements(view: SimpleNamespace, params: dict, label: str) -> dict[str, bool]:
+def statements(view: CnormResult, params: dict, label: str) -> dict[str, bool]:
     """What the chapter's prose says in words, each as a check on the committed run."""
     mine = view.effects[view.effects["model"] == label]
     t = view.qa_tests.set_index(["comparison", "seeds"])
@@ -837,30 +838,90 @@ def statements(view: SimpleNamespace, params: dict, label: str) -> dict[str, boo
     }
 
 
-def analysis(params: dict, reader: Reader, results_dir: str | Path) -> SimpleNamespace:
+@dataclass(kw_only=True)
+class CnormResult(ChapterResult):
+    """The chapter's numbers: ``params`` and ``results`` (what its figures and tables
+    re-read), the delimiter ``selection`` with the ``chosen`` and ``shortest`` candidates,
+    the QA comparison (``qa``, ``qa_tests``, ``per_seed``), the key-value formats (``kv``,
+    ``grid``, ``effects``), the delimiter sweep (``swept``, ``delimiters``,
+    ``correlations``, ``contrast``), the attention profiles (``attention``, ``shares``)
+    and the selection's stability (``stability``, ``ratio_choice``)."""
+
+    params: dict
+    results: Path
+    selection: pd.DataFrame
+    chosen: str
+    shortest: str
+    qa: pd.DataFrame
+    qa_tests: pd.DataFrame
+    per_seed: pd.DataFrame
+    kv: pd.DataFrame
+    grid: pd.DataFrame
+    effects: pd.DataFrame
+    swept: pd.DataFrame
+    delimiters: pd.DataFrame
+    correlations: dict
+    attention: list[dict]
+    shares: pd.DataFrame
+    stability: pd.DataFrame
+    ratio_choice: pd.DataFrame
+    contrast: Estimate
+
+
+def answered(ctx: RunContext) -> list[dict]:
+    """Every row of the chapter's plan for this run's reader (missing ones generated; the
+    QA block is built from the stored attention rows)."""
+    return ctx.answered("plan", lambda: plan(ctx.params))
+
+
+def analyze(ctx: RunContext) -> CnormResult:
     """Everything the chapter shows from its stored rows: the delimiter selection, the QA
     comparison, the Figure 2 format grid, the delimiter sweep and its correlations, the
     attention profiles, the selection's stability, the findings page's estimates and
     verdicts, the numbers the prose quotes (``quoted``) and the statements it makes
     (``said``)."""
-    view = SimpleNamespace(params=params, label=reader.label, results=results_dir)
-    view.selection = selection(params, results_dir, reader)
-    view.chosen, view.shortest, scores = choices(view.selection.to_dict("records"))
-    view.qa = qa_table(results_dir, params, reader, view.chosen, view.shortest)
-    view.qa_tests = qa_tests(view.qa, params)
-    view.per_seed = oaa_opa(view.qa, ["method", "seed"])
-    view.kv = kv_table(results_dir, reader)
-    view.grid = figure2(view.kv, params)
-    view.effects = format_effects(view.grid)
-    view.swept = sweep(view.kv, params, reader.label)
-    view.delimiters = by_delimiter(view.swept)
-    view.correlations = correlations(view.swept, view.delimiters, params["seed"])
-    view.attention = attention_view(params, results_dir, reader)
-    view.shares = attention_shares(view.attention)
-    view.stability, view.ratio_choice = stability(scores, view.chosen, params, results_dir, reader)
-    view.estimates = claims(results_dir, params, reader)
-    view.verdicts = chapter_verdicts("cnorm", view.estimates)
-    view.contrast = format_contrast(swept_rows(reader.store(results_dir, KV).rows(), params))
+    params, reader, results_dir = ctx.params, ctx.reader, Path(ctx.results)
+    answered(ctx)
+    chosen_rows = selection(params, results_dir, reader)
+    chosen, shortest, scores = choices(chosen_rows.to_dict("records"))
+    qa_rows = qa_table(results_dir, params, reader, chosen, shortest)
+    kv = kv_table(results_dir, reader)
+    grid = figure2(kv, params)
+    swept = sweep(kv, params, reader.label)
+    delimiters = by_delimiter(swept)
+    attention = attention_view(params, results_dir, reader)
+    stable, ratio_choice = stability(scores, chosen, params, results_dir, reader)
+    estimates = claims(results_dir, params, reader)
+    view = CnormResult(
+        label=reader.label,
+        estimates=estimates,
+        verdicts=chapter_verdicts("cnorm", estimates),
+        params=params,
+        results=results_dir,
+        selection=chosen_rows,
+        chosen=chosen,
+        shortest=shortest,
+        qa=qa_rows,
+        qa_tests=qa_tests(qa_rows, params),
+        per_seed=oaa_opa(qa_rows, ["method", "seed"]),
+        kv=kv,
+        grid=grid,
+        effects=format_effects(grid),
+        swept=swept,
+        delimiters=delimiters,
+        correlations=correlations(swept, delimiters, params["seed"]),
+        attention=attention,
+        shares=attention_shares(attention),
+        stability=stable,
+        ratio_choice=ratio_choice,
+        contrast=format_contrast(swept_rows(reader.store(results_dir, KV).rows(), params)),
+        consistent=(
+            len(qa_rows) > 0
+            and not qa_rows.duplicated(
+                ["example_id", "method", "delimiter", "seed", "gold_index"]
+            ).any()
+        ),
+    )
     view.quoted = quoted(
         view.estimates,
         view.selection,
@@ -883,17 +944,11 @@ def analysis(params: dict, reader: Reader, results_dir: str | Path) -> SimpleNam
         {"cn-tokens": estimate_text(view.contrast), "cn-tokens-detail": view.contrast.detail}
     )
     view.said = statements(view, params, reader.label)
-    view.consistent = (
-        len(view.qa) > 0
-        and not view.qa.duplicated(
-            ["example_id", "method", "delimiter", "seed", "gold_index"]
-        ).any()
-    )
     return view
 
 
 @book_figure
-def qa_figure(view: SimpleNamespace):
+def qa_figure(view: CnormResult):
     """Accuracy of baseline, C-NORM and the shortest-tokenization control against the gold
     document's position."""
     return accuracy_by_position(
@@ -909,7 +964,7 @@ def qa_figure(view: SimpleNamespace):
 
 
 @book_figure
-def formats_figure(view: SimpleNamespace, model: str):
+def formats_figure(view: CnormResult, model: str):
     """Figure 2: key-value accuracy by id format against the gold pair's position."""
     return accuracy_by_position(
         figure2_accuracy(view.grid, view.params, view.label),
@@ -923,7 +978,7 @@ def formats_figure(view: SimpleNamespace, model: str):
 
 
 @book_figure
-def tokens_figure(view: SimpleNamespace, model: str):
+def tokens_figure(view: CnormResult, model: str):
     """Mean prompt tokens against OAA, one point per delimiter of the sweep."""
     return tokens_vs_accuracy(
         view.delimiters,
@@ -934,14 +989,14 @@ def tokens_figure(view: SimpleNamespace, model: str):
 
 
 @book_figure
-def attention_figure(view: SimpleNamespace):
+def attention_figure(view: CnormResult):
     """Figure 4: final-token attention over the prompt for UUID and plain-text ids."""
     return attention_profiles(
         view.attention, ["UUID (-)", "plain text"], pairs=view.params["attention_pairs"]
     )
 
 
-def selection_tables(view: SimpleNamespace) -> list:
+def selection_tables(view: CnormResult) -> list:
     """ABS per candidate delimiter, what it selects and what that cost, and the prompt
     tokens per QA method."""
     sel = view.selection
@@ -958,7 +1013,7 @@ def selection_tables(view: SimpleNamespace) -> list:
     ]
 
 
-def seed_tables(view: SimpleNamespace) -> list:
+def seed_tables(view: CnormResult) -> list:
     """OAA and OPA per method and distractor ordering, then their mean and sd over orderings
     (the paper's way of reporting), and the rows' provenance."""
     over_seeds = view.per_seed.groupby("method")[["OAA", "OPA", "position_sd"]].agg(["mean", "std"])
@@ -969,7 +1024,7 @@ def seed_tables(view: SimpleNamespace) -> list:
     ]
 
 
-def formats_tables(view: SimpleNamespace, shown_chars: int = 420) -> list:
+def formats_tables(view: CnormResult, shown_chars: int = 420) -> list:
     """An example prompt with the modified (&) ids, Figure 2's OAA/OPA per density and format,
     and the rows' provenance."""
     grid_requests, _ = kv_requests(view.params)
@@ -981,7 +1036,7 @@ def formats_tables(view: SimpleNamespace, shown_chars: int = 420) -> list:
     ]
 
 
-def sweep_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
+def sweep_table(view: CnormResult) -> tuple[pd.DataFrame, str]:
     shown = (
         oaa_opa_shown(view.delimiters.drop(columns=["best_position", "position_sd"]))
         .drop(columns=["OPA (95% CI)"])
@@ -994,7 +1049,7 @@ def sweep_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
     )
 
 
-def correlation_shown(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
+def correlation_shown(view: CnormResult) -> tuple[pd.DataFrame, str]:
     """The token/accuracy correlations and the longest-minus-shortest estimate, with the note."""
     order = view.delimiters["delimiter"].tolist()
     half = len(order) // 2
@@ -1006,7 +1061,7 @@ def correlation_shown(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
     return correlation_table(view.correlations, view.contrast, view.delimiters), note
 
 
-def attention_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
+def attention_table(view: CnormResult) -> tuple[pd.DataFrame, str]:
     table = (
         pd.DataFrame(view.attention)[["format", "gold_position", "tokens", "abs", "seconds"]]
         .merge(view.shares.drop(columns="abs"), on=["format", "gold_position"])
@@ -1031,7 +1086,7 @@ def bench_tables(path: str = "data/bench/attention-cpu.json") -> list:
     ]
 
 
-def longbench_tables(view: SimpleNamespace, reader: Reader, batch_size: int = 8) -> list:
+def longbench_tables(view: CnormResult, ctx: RunContext) -> list:
     """LongBench-v2 with and without C-NORM (the chosen delimiter) when ``longbench_data``
     names a copy: accuracy by difficulty and length; the RAG setting only when every question
     carries retrieved chunks."""
@@ -1046,6 +1101,7 @@ def longbench_tables(view: SimpleNamespace, reader: Reader, batch_size: int = 8)
         limit=params["longbench_limit"] or None,
     )
     settings = ["base"] + (["rag"] if all(e.retrieved for e in examples) else [])
+    reader = ctx.reader
     tokenizer = load_tokenizer(reader.model)
     requests = [
         r
@@ -1064,17 +1120,12 @@ def longbench_tables(view: SimpleNamespace, reader: Reader, batch_size: int = 8)
             method=method,
         )
     ]
-    answer(
-        Block("LongBench-v2", "cnorm_longbench_v2", requests),
-        reader,
-        view.results,
-        batch_size=batch_size,
-    )
+    ctx.answered("longbench", lambda: [Block("LongBench-v2", "cnorm_longbench_v2", requests)])
     table = load_experiment(view.results, "cnorm_longbench_v2", score=lb.score, task=lb.TASK)
     return [lb.breakdown(table[table["model"] == reader.label]).round(1).reset_index()]
 
 
-def stability_tables(view: SimpleNamespace) -> list:
+def stability_tables(view: CnormResult) -> list:
     """How the selection moves with the number of samples S and with the ratio p."""
     return [
         (

@@ -18,13 +18,21 @@ Factors (low vs high level, and the paper whose claim the high level tests):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 
 from ... import transforms as T
-from ...claims import Estimate, by_unit, estimable, judge, paired_estimate, read_claims
+from ...claims import (
+    Estimate,
+    by_unit,
+    chapter_verdicts,
+    estimable,
+    judge,
+    paired_estimate,
+    read_claims,
+)
 from ...errors import ParameterError
 from ...metrics import holm
 from ...plots import book_figure, effects_forest, interaction_plot, readers_forest
@@ -33,6 +41,7 @@ from ...report import format_p, n_for_half_width, points_ci
 from ...results import comparable_rows, provenance, rows_table
 from ...runner import Block, all_requests
 from ...tasks import multidoc_qa as qa
+from ..contract import ChapterResult, RunContext
 from . import factorial as X
 
 ORDER = 7  # where longctx reproduce runs its headline blocks among the chapters
@@ -362,7 +371,7 @@ def _p_and_holm(row, family: str = "") -> str:
     return f"p = {format_p(row['p'])}, Holm {family}{format_p(row['p_holm'])}"
 
 
-def main_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
+def main_table(view: CrossingResult) -> tuple[pd.DataFrame, str]:
     """The main effects against each paper's claim, formatted, with their note."""
     main = view.main
     shown = main.assign(
@@ -395,7 +404,7 @@ def main_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
     return shown[columns], note
 
 
-def interactions_table(view: SimpleNamespace, shown: int = 6) -> tuple[pd.DataFrame, str]:
+def interactions_table(view: CrossingResult, shown: int = 6) -> tuple[pd.DataFrame, str]:
     """The ``shown`` two-way interactions with the smallest p, formatted, with their note."""
     inter = view.interactions
     table = inter.assign(
@@ -415,7 +424,7 @@ def interactions_table(view: SimpleNamespace, shown: int = 6) -> tuple[pd.DataFr
     return table[["term", "interaction (pts, 95% CI)", "p", "p (Holm)"]].head(shown), note
 
 
-def aliases_table(view: SimpleNamespace, shown: int = 6) -> pd.DataFrame:
+def aliases_table(view: CrossingResult, shown: int = 6) -> pd.DataFrame:
     """What the fraction cannot separate: each low-order effect and its alias."""
     if view.design.fraction == "full":
         return pd.DataFrame([{"design": "full factorial: no aliasing"}])
@@ -424,7 +433,7 @@ def aliases_table(view: SimpleNamespace, shown: int = 6) -> pd.DataFrame:
     )
 
 
-def logit_table(view: SimpleNamespace) -> pd.DataFrame:
+def logit_table(view: CrossingResult) -> pd.DataFrame:
     """The logistic GEE's main effects as log odds ratios with intervals."""
     logit = view.logit
     return logit.assign(
@@ -437,7 +446,7 @@ def logit_table(view: SimpleNamespace) -> pd.DataFrame:
     )[["term", "log odds ratio (95% CI)", "p"]].round(3)
 
 
-def readers_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str] | None:
+def readers_table(view: CrossingResult) -> tuple[pd.DataFrame, str] | None:
     """Both readers' main effects and their difference, one row per factor, with the note;
     None until the second reader has answered enough questions in every cell."""
     both, labels = view.readers["both"], view.labels
@@ -460,7 +469,7 @@ def readers_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str] | None:
     return wide, note
 
 
-def readers_status(view: SimpleNamespace) -> str | None:
+def readers_status(view: CrossingResult) -> str | None:
     """Why the two-reader comparison is not shown (and the command that makes it), or None."""
     this_reader, other_reader = view.labels
     make = (
@@ -483,7 +492,7 @@ def readers_status(view: SimpleNamespace) -> str | None:
     return None
 
 
-def readers_summary(view: SimpleNamespace) -> str:
+def readers_summary(view: CrossingResult) -> str:
     """The two readers' accuracy on their shared questions and how their effects differ,
     in words computed from the rows, so it holds for any ``second_reader``."""
     both, labels = view.readers["both"], view.labels
@@ -503,7 +512,7 @@ def readers_summary(view: SimpleNamespace) -> str:
     )
 
 
-def statements(view: SimpleNamespace) -> dict[str, bool]:
+def statements(view: CrossingResult) -> dict[str, bool]:
     """What the chapter's prose says in words, each as a check on the committed run."""
     m = view.main.set_index("factor")
     order = m["estimate"].abs().sort_values().index
@@ -563,50 +572,89 @@ def statements(view: SimpleNamespace) -> dict[str, bool]:
     return said
 
 
-def analysis(
-    plan: list[Block],
-    rows: list[dict],
-    params: dict,
-    reader: Reader,
-    results_dir: str | Path,
-    second_reader: tuple[str, str],
-) -> SimpleNamespace:
-    """Everything the chapter shows, from this reader's rows and those of ``second_reader``
-    (model, backend) stored for the same prompts: the paired main effects with their
-    verdicts, the interactions as per-question contrasts, the logistic check, the two-reader comparison, the
-    numbers the prose quotes (``quoted``) and the statements it makes (``said``)."""
+@dataclass(kw_only=True)
+class CrossingResult(ChapterResult):
+    """The chapter's numbers: the ``design``, ``table`` (this reader's scored rows), the
+    ``prompts`` planned, ``main`` (paired main effects with verdicts), ``fx`` (main effects
+    and interactions as per-question contrasts), ``logit`` (the logistic check),
+    ``interactions`` and their largest (``top``), ``labels`` and ``readers`` (the two-reader
+    comparison with ``second_reader``), each factor's ``expected`` sign and the figures'
+    Data line."""
+
+    design: X.Design
+    table: pd.DataFrame
+    second_reader: tuple[str, str]
+    prompts: int
+    main: pd.DataFrame
+    fx: pd.DataFrame
+    logit: pd.DataFrame
+    interactions: pd.DataFrame
+    top: pd.Series
+    labels: tuple[str, str]
+    readers: dict
+    expected: dict
+    provenance: str
+
+
+def planned(ctx: RunContext) -> list[Block]:
+    return ctx.once("plan", lambda: plan(ctx.params))
+
+
+def answered(ctx: RunContext) -> list[dict]:
+    """Every row of the chapter's plan for this run's reader (missing ones generated)."""
+    return ctx.answered("plan", lambda: planned(ctx))
+
+
+def analyze(ctx: RunContext) -> CrossingResult:
+    """Everything the chapter shows, from this reader's rows and those of
+    ``ctx.compare_with`` (model, backend; this reader when none) stored for the same
+    prompts: the paired main effects with their verdicts, the interactions as per-question
+    contrasts, the logistic check, the two-reader comparison, the numbers the prose quotes
+    (``quoted``) and the statements it makes (``said``)."""
+    params, reader, results_dir = ctx.params, ctx.reader, ctx.results
+    second_reader = ctx.compare_with or (reader.model, reader.backend.name)
+    rows, requests = answered(ctx), all_requests(planned(ctx))
     d = design(params)
-    view = SimpleNamespace(
-        design=d,
-        table=rows_table(rows, qa.score),
-        second_reader=second_reader,
-        prompts=len(all_requests(plan)),
-    )
-    view.estimates = claims(results_dir, params, reader)
-    view.main = main_effects(view.estimates, params, {c.id: c for c in read_claims()})
-    view.fx = X.contrast_effects(view.table, d)
-    view.logit = X.effects(view.table, d, family="logistic", interactions=False)
-    view.interactions = interactions(view.fx)
-    view.top = view.interactions.loc[view.interactions["estimate"].abs().idxmax()]
-    view.labels = (reader.label, model_label(*second_reader))
+    table = rows_table(rows, qa.score)
+    estimates = claims(results_dir, params, reader)
+    fx = X.contrast_effects(table, d)
+    found = interactions(fx)
+    labels = (reader.label, model_label(*second_reader))
     others = comparable_rows(
-        results_dir, EXPERIMENT, all_requests(plan), exclude=reader.results_folder(results_dir)
+        results_dir, EXPERIMENT, requests, exclude=reader.results_folder(results_dir)
     )
-    view.readers = reader_view(view.table, others, params, view.labels)
-    view.expected = {f.name: f.expected for f in d.factors}
+    readers = reader_view(table, others, params, labels)
+    view = CrossingResult(
+        label=reader.label,
+        estimates=estimates,
+        verdicts=chapter_verdicts("crossing", estimates),
+        design=d,
+        table=table,
+        second_reader=second_reader,
+        prompts=len(requests),
+        main=main_effects(estimates, params, {c.id: c for c in read_claims()}),
+        fx=fx,
+        logit=X.effects(table, d, family="logistic", interactions=False),
+        interactions=found,
+        top=found.loc[found["estimate"].abs().idxmax()],
+        labels=labels,
+        readers=readers,
+        expected={f.name: f.expected for f in d.factors},
+        provenance="**Data.** "
+        + provenance(
+            pd.concat([table, readers["table"]], ignore_index=True), results_dir, EXPERIMENT
+        ),
+        consistent=len(rows) == len(requests) == len({r["key"] for r in rows}),
+    )
     view.quoted = quoted(
         view.table, view.main, view.fx, view.logit, view.readers, params, view.labels
     )
     view.said = statements(view)
-    view.provenance = "**Data.** " + provenance(
-        pd.concat([view.table, view.readers["table"]], ignore_index=True), results_dir, EXPERIMENT
-    )
-    view.consistent = len(rows) == view.prompts == len({r["key"] for r in rows})
     return view
 
 
 @book_figure
-def forest_figure(view: SimpleNamespace, model: str):
+def forest_figure(view: CrossingResult, model: str):
     """Main effects and two-way interactions (per-question contrasts) in one forest."""
     return effects_forest(
         forest_effects(view.fx, view.main),
@@ -617,7 +665,7 @@ def forest_figure(view: SimpleNamespace, model: str):
 
 
 @book_figure
-def interaction_figure(view: SimpleNamespace):
+def interaction_figure(view: CrossingResult):
     """Accuracy at the four level combinations of the largest interaction's two factors."""
     a, b = view.top["term"].split(" x ")
     ci = points_ci(view.top["estimate"], view.top["ci_low"], view.top["ci_high"])
@@ -627,7 +675,7 @@ def interaction_figure(view: SimpleNamespace):
 
 
 @book_figure
-def readers_figure(view: SimpleNamespace):
+def readers_figure(view: CrossingResult):
     """Both readers' main effects side by side; nothing until both are estimated."""
     if view.readers["both"] is None:
         return None

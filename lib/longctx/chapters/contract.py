@@ -1,0 +1,71 @@
+"""The one shape every chapter has: ``analyze(ctx: RunContext) -> ChapterResult``.
+
+In the spirit of simple-evals' ``Eval(sampler) -> EvalResult``: a chapter takes one run
+context (who reads, with which parameters, where the rows live, how to generate what is
+missing) and returns one typed result. The notebook, ``longctx findings`` and the matrix
+read the same object.
+
+What a run builds on the way (the plan, its answered rows, a retrieval index, a haystack)
+is made once per context (:meth:`RunContext.once`): the page's generation cell and the
+chapter's analysis share it instead of passing it from one to the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..reader import Reader
+from ..runner import Block, answer
+
+T = TypeVar("T")
+
+
+@dataclass
+class RunContext:
+    """One run of a chapter: its reader, its parameters (the chapter's scale, overridden),
+    the results folder, ``compare_with`` (another reader whose rows the page sets beside
+    this one's, as (model, backend); ``None`` when the page names none) and ``options`` for
+    generating what is missing (:func:`longctx.runner.answer`'s keywords: ``batch_size``,
+    ``token_budget``, ``params`` recorded in new rows)."""
+
+    reader: Reader
+    params: dict
+    results: Path
+    compare_with: tuple[str, str] | None = None
+    options: dict = field(default_factory=dict)
+    _made: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def once(self, name: str, build: Callable[[], T]) -> T:
+        """``build()``'s value, made on the first call for ``name`` and kept for this run."""
+        if name not in self._made:
+            self._made[name] = build()
+        return self._made[name]
+
+    def answered(self, name: str, plan: Callable[[], list[Block]]) -> list[dict]:
+        """The rows of the plan ``plan()`` builds: stored rows read, missing ones generated
+        with this context's options (the model is loaded only then); made once per run."""
+        return self.once(
+            f"answered:{name}",
+            lambda: answer(plan(), self.reader, self.results, **self.options),
+        )
+
+
+@dataclass(kw_only=True)
+class ChapterResult:
+    """What every chapter's analysis gives: ``label`` (the reader, in words), ``estimates``
+    (claim id -> :class:`~longctx.report.Estimate`, what the findings page judges),
+    ``verdicts`` (claim id -> the findings page's verdict), ``quoted`` (glue key -> the
+    number or phrase the prose glues), ``said`` (statement -> whether the rows support it,
+    checked on the committed run) and ``consistent`` (every prompt answered once, every
+    interval holding its estimate). A chapter's subclass adds its tables and figures' data
+    as typed fields."""
+
+    label: str
+    estimates: dict
+    verdicts: dict[str, str]
+    quoted: dict[str, str] = field(default_factory=dict)
+    said: dict[str, bool] = field(default_factory=dict)
+    consistent: bool = True
