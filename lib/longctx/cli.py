@@ -366,9 +366,8 @@ def _backend_arguments(parser) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="longctx", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+def _run_parser(sub) -> None:
+    """``longctx run``: a chapter notebook for a model, with papermill."""
     run = sub.add_parser("run", help="execute a chapter notebook for a model with papermill")
     run.add_argument("notebook", help="path to a notebooks/*.py chapter")
     run.add_argument("--model", required=True, help="alias, .gguf path, checkpoint dir or hub id")
@@ -389,7 +388,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     _server_arguments(run)
     run.add_argument("--output", help="where to write the executed notebook")
-    sub.add_parser("models", help="list model aliases")
+
+
+def _reproduce_parser(sub) -> None:
+    """``longctx reproduce``: chapters' rows at a named scale."""
     rep = sub.add_parser(
         "reproduce", help="generate chapters' rows at a named scale (headline first, resumable)"
     )
@@ -453,6 +455,10 @@ def main(argv: list[str] | None = None) -> int:
         "estimate its time from scripts/bench_readers.py's measure (always on at --scale claims, "
         "which also writes data/results/<reader>/claims-plan.json)",
     )
+
+
+def _store_parsers(sub) -> None:
+    """``longctx pack`` and ``longctx merge``: the stores' packed rows."""
     pk = sub.add_parser(
         "pack", help="move appended rows into each store's packed generations.jsonl.xz"
     )
@@ -465,6 +471,10 @@ def main(argv: list[str] | None = None) -> int:
     mg.add_argument(
         "--no-pack", dest="pack", action="store_false", help="leave the merged rows unpacked"
     )
+
+
+def _findings_parser(sub) -> None:
+    """``longctx findings``: every claim on a reader's rows."""
     fi = sub.add_parser(
         "findings",
         help="every paper claim judged on a reader's rows (or on every reader with rows)",
@@ -481,6 +491,10 @@ def main(argv: list[str] | None = None) -> int:
         help="print instead what every claim costs each reader with a claims plan (Markdown)",
     )
     fi.add_argument("--results-dir", default=None)
+
+
+def _replay_parser(sub) -> None:
+    """``longctx replay``: stored rows answered again on this machine."""
     rp = sub.add_parser(
         "replay", help="answer a seeded sample of stored rows again on this machine and compare"
     )
@@ -504,28 +518,51 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="hf only: bfloat16, float16 or float32 (default: the rows' own)",
     )
-    args = parser.parse_args(argv)
+
+
+def _models(args) -> int:
+    print(describe_aliases())
+    return 0
+
+
+def _run(args) -> int:
+    params = {k: _literal(v, f"-p {k}") for k, v in args.param}
+    for name, option in NOTEBOOK_OPTIONS.items():  # the flags bear the options' names
+        if getattr(args, option) is not None:
+            params[name] = getattr(args, option)
+    out = run_notebook(args.notebook, args.model, params, args.results_dir, args.output)
+    print(f"executed notebook: {out}")
+    return 0
+
+
+COMMANDS = {
+    "run": _run,
+    "models": _models,
+    "reproduce": _reproduce,
+    "pack": _pack,
+    "merge": _merge,
+    "findings": _findings,
+    "replay": _replay,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every subcommand's arguments (:data:`COMMANDS` runs each)."""
+    parser = argparse.ArgumentParser(prog="longctx", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    _run_parser(sub)
+    sub.add_parser("models", help="list model aliases")
+    _reproduce_parser(sub)
+    _store_parsers(sub)
+    _findings_parser(sub)
+    _replay_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
-        if args.command == "reproduce":
-            return _reproduce(args)
-        if args.command == "replay":
-            return _replay(args)
-        if args.command == "findings":
-            return _findings(args)
-        if args.command == "pack":
-            return _pack(args)
-        if args.command == "merge":
-            return _merge(args)
-        if args.command == "models":
-            print(describe_aliases())
-            return 0
-        params = {k: _literal(v, f"-p {k}") for k, v in args.param}
-        for name, option in NOTEBOOK_OPTIONS.items():  # the flags bear the options' names
-            if getattr(args, option) is not None:
-                params[name] = getattr(args, option)
-        out = run_notebook(args.notebook, args.model, params, args.results_dir, args.output)
-        print(f"executed notebook: {out}")
-        return 0
+        return COMMANDS[args.command](args)
     except LongctxError as err:
         print(f"longctx: error: {err}", file=sys.stderr)
         return 2

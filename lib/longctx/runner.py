@@ -538,7 +538,7 @@ def run(
     included), estimates its time (:func:`_count_block`)."""
     copier = _Copier(copy_to, copy_interval_s)
     try:
-        return _run(
+        return _Run(
             plan,
             reader,
             results_dir,
@@ -554,128 +554,152 @@ def run(
             load=load or reader.load,
             count_tokens=count_tokens,
             speed=speed,
-        )
+        )()
     finally:
         copier.flush()
 
 
-def _run(
-    plan,
-    reader: Reader,
-    results_dir,
-    *,
-    batch_size,
-    token_budget,
-    chunk_prompts,
-    deadline_s,
-    copier: _Copier,
-    dry_run,
-    progress,
-    log,
-    params,
-    load,
-    count_tokens=None,
-    speed=None,
-) -> Report:
-    started = time.time()
-    stop_at = None if dry_run or deadline_s is None else started + deadline_s
-    loaded: dict = {}
+@dataclass
+class _Run:
+    """One :func:`run`: its blocks in order (second stages first once made), the deadline,
+    the model loaded on first need, and the report it fills."""
 
-    def lazy():
-        if "lm" not in loaded:
-            loaded["lm"] = load()
-        return loaded["lm"]
+    plan: object
+    reader: Reader
+    results_dir: object
+    batch_size: int
+    token_budget: int | None
+    chunk_prompts: int
+    deadline_s: float | None
+    copier: _Copier
+    dry_run: bool
+    progress: bool
+    log: Callable[[str], None]
+    params: dict | None
+    load: Callable[[], object]
+    count_tokens: PromptTokens | None = None
+    speed: float | None = None
 
-    report = Report()
-    planned, second_stages = iter(plan), []
-    checked: set[Path] = set()
+    def __post_init__(self):
+        self.started = time.time()
+        no_deadline = self.dry_run or self.deadline_s is None
+        self.stop_at = None if no_deadline else self.started + self.deadline_s
+        self.report, self.loaded = Report(), {}
+        self.planned, self.second_stages = iter(self.plan), []
+        self.checked: set[Path] = set()
 
-    def past_deadline(where: str) -> bool:
+    def lazy(self):
+        if "lm" not in self.loaded:
+            self.loaded["lm"] = self.load()
+        return self.loaded["lm"]
+
+    def past_deadline(self, where: str) -> bool:
         """True once the deadline has passed (never in a dry run); the report then says where
         the run stopped and counts what it did not reach."""
-        if stop_at is None or time.time() < stop_at:
+        if self.stop_at is None or time.time() < self.stop_at:
             return False
-        report.stopped_early = f"deadline of {deadline_s:.0f} s reached {where}"
-        log(report.stopped_early)
-        _count_unreached(report, plan, planned, second_stages, reader, results_dir)
+        self.report.stopped_early = f"deadline of {self.deadline_s:.0f} s reached {where}"
+        self.log(self.report.stopped_early)
+        _count_unreached(
+            self.report, self.plan, self.planned, self.second_stages, self.reader, self.results_dir
+        )
         return True
 
-    while True:
-        if second_stages:
-            block = second_stages.pop(0)
-        else:
-            # Building the next block may be the costly part.
-            if past_deadline("before the next block"):
-                return report
-            block = next(planned, None)
-            if block is None:
-                break
-        store = reader.store(results_dir, block.experiment)
-        if dry_run and store.path not in checked:
-            # a real run or pack refuses a garbage, foreign or non-row line: so does a dry run
-            checked.add(store.path)
-            store.rows()
-        keys = block_keys(block, reader)
-        have = store.keys()
-        todo = [i for i, k in enumerate(keys) if k not in have]
+    def next_block(self) -> Block | None:
+        if self.second_stages:
+            return self.second_stages.pop(0)
+        # Building the next block may be the costly part.
+        if self.past_deadline("before the next block"):
+            return None
+        return next(self.planned, None)
+
+    def __call__(self) -> Report:
+        while (block := self.next_block()) is not None:
+            store = self.reader.store(self.results_dir, block.experiment)
+            if self.dry_run and store.path not in self.checked:
+                # a real run or pack refuses a garbage, foreign or non-row line: so does a dry run
+                self.checked.add(store.path)
+                store.rows()
+            keys = block_keys(block, self.reader)
+            have = store.keys()
+            todo = [i for i, k in enumerate(keys) if k not in have]
+            entry = self.account(block, store, keys, todo)
+            if todo and not self.dry_run:
+                if block.attention is not None:
+                    done = self.score_attention(block, store, entry, todo)
+                else:
+                    done = self.generate(block, store, entry, todo)
+                if not done:
+                    return self.report
+            if block.followup is not None:
+                second = stage_two(block, block_rows(block, store, keys))
+                if second:
+                    self.second_stages.insert(0, second)
+        return self.report
+
+    def account(self, block: Block, store, keys: list[str], todo: list[int]) -> dict:
+        """The block's entry in the report, and its line in the log (in a dry run given
+        ``count_tokens``, with its prompt tokens and estimated time)."""
         entry = _entry(block, len(todo))
-        report.blocks.append(entry)
+        self.report.blocks.append(entry)
         costs = ""
-        if dry_run and count_tokens is not None:
-            costs = _count_block(entry, block, todo, count_tokens, speed)
+        if self.dry_run and self.count_tokens is not None:
+            costs = _count_block(entry, block, todo, self.count_tokens, self.speed)
             _measured(entry, store, [k for i, k in enumerate(keys) if i not in set(todo)])
-        log(
-            f"[{time.time() - started:7.0f} s] {block.name}: {block.size} "
-            f"{'attention prompts' if block.attention is not None else 'requests'}, "
-            f"{entry['stored']} stored, {len(todo)} to {'score' if block.attention is not None else 'generate'}"
-            + costs
+        scoring = block.attention is not None
+        self.log(
+            f"[{time.time() - self.started:7.0f} s] {block.name}: {block.size} "
+            f"{'attention prompts' if scoring else 'requests'}, "
+            f"{entry['stored']} stored, {len(todo)} to {'score' if scoring else 'generate'}" + costs
         )
-        if todo and not dry_run:
-            if block.attention is not None:
-                if past_deadline(f"in block '{block.name}'"):
-                    return report
-                t0 = time.time()
-                weights = attention_reader(reader)
-                attention_rows(
-                    block.attention,
-                    store,
-                    weights,
-                    load=lazy if weights is reader else None,
-                    keep_vector=block.keep_vector,
-                    progress=progress,
-                )
-                entry["generated"] += len(todo)
-                entry["seconds"] += time.time() - t0
-                copier.touched(store)
-            else:
-                for part in chunks(
-                    [block.requests[i] for i in todo], chunk_prompts, block.whole_units
-                ):
-                    if past_deadline(f"in block '{block.name}'"):
-                        return report
-                    t0 = time.time()
-                    answered = generate_missing(
-                        part,
-                        store,
-                        reader,
-                        load=lazy,
-                        batch_size=batch_for(part, batch_size, token_budget),
-                        progress=progress,
-                        params=params,
-                        stop_at=stop_at,
-                    )
-                    entry["generated"] += len(answered)
-                    entry["seconds"] += time.time() - t0
-                    copier.touched(store)
-                    log(
-                        f"[{time.time() - started:7.0f} s] {block.name}: "
-                        + progress_line(entry["generated"], len(todo), entry["seconds"])
-                    )
-        if block.followup is not None:
-            second = stage_two(block, block_rows(block, store, keys))
-            if second:
-                second_stages.insert(0, second)
-    return report
+        return entry
+
+    def score_attention(self, block: Block, store, entry: dict, todo: list[int]) -> bool:
+        """Score an attention block's missing prompts; False if the deadline came first."""
+        if self.past_deadline(f"in block '{block.name}'"):
+            return False
+        t0 = time.time()
+        weights = attention_reader(self.reader)
+        attention_rows(
+            block.attention,
+            store,
+            weights,
+            load=self.lazy if weights is self.reader else None,
+            keep_vector=block.keep_vector,
+            progress=self.progress,
+        )
+        entry["generated"] += len(todo)
+        entry["seconds"] += time.time() - t0
+        self.copier.touched(store)
+        return True
+
+    def generate(self, block: Block, store, entry: dict, todo: list[int]) -> bool:
+        """Generate a block's missing rows in chunks of similar length, checking the deadline
+        before each; False if it came first."""
+        for part in chunks(
+            [block.requests[i] for i in todo], self.chunk_prompts, block.whole_units
+        ):
+            if self.past_deadline(f"in block '{block.name}'"):
+                return False
+            t0 = time.time()
+            answered = generate_missing(
+                part,
+                store,
+                self.reader,
+                load=self.lazy,
+                batch_size=batch_for(part, self.batch_size, self.token_budget),
+                progress=self.progress,
+                params=self.params,
+                stop_at=self.stop_at,
+            )
+            entry["generated"] += len(answered)
+            entry["seconds"] += time.time() - t0
+            self.copier.touched(store)
+            self.log(
+                f"[{time.time() - self.started:7.0f} s] {block.name}: "
+                + progress_line(entry["generated"], len(todo), entry["seconds"])
+            )
+        return True
 
 
 def _count_block(
