@@ -14,6 +14,10 @@
 # %% [markdown]
 # # The chapter's question, as a reader would ask it
 #
+# ```{glue:md} <name>-verdicts
+# :format: myst
+# ```
+#
 # *A chapter page, the template: copy it to `notebooks/<name>.py`, with its library module
 # from `notebooks/templates/chapter_module.py` at `lib/longctx/chapters/<name>.py`. It is
 # prose that calls that module: no functions here, every quoted number glued, code under
@@ -80,6 +84,7 @@ rows = chapter.answered(run)
 # %% tags=["remove-cell"]
 view = chapter.analyze(run)
 glue_all(view.quoted)
+page.glue_verdicts(view.estimates)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "What the figure shows, with n per point and what the bands are.", "name": "fig-name-headline"}, "image": {"alt": "What a reader who cannot see the figure needs to know from it."}}
 chapter.figure(view)
@@ -98,6 +103,7 @@ say(view.provenance)
 # the link to every row of the store in the sample browser (`page.example`).
 
 # %% [markdown]
+# (<name>-headline)=
 # ## The headline comparison
 #
 # What is compared, paired by which unit (question, problem, record), which interval

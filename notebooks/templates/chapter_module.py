@@ -43,7 +43,9 @@ from longctx.tasks import kv_retrieval as kv
 ORDER = 99  # where longctx reproduce runs its headline blocks among the chapters
 NOTEBOOK = "notebooks/<name>.py"
 EXPERIMENT = "kv_retrieval"  # the store folder its rows go to (here: the key-value chapter's)
-EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
+# The stores whose rows the chapter offers for download: yours, (EXPERIMENT,). Here none,
+# since the key-value chapter offers this store and two chapters may not offer one.
+EXPERIMENTS: tuple[str, ...] = ()
 NAME = "template"  # the chapter's name: its rows in data/paper/claims.csv say it
 # Each claim -> the strings naming the blocks of the claims scale its rows come from.
 CLAIM_BLOCKS = {f"{NAME}-middle": ("first vs middle",)}
