@@ -179,7 +179,7 @@ show(chapter.with_ci(view.qa_tests))
 # and orderings), the questions a 95% interval of at most 10 points on each side needs:
 
 # %% tags=["hide-input"]
-show(chapter.qa_sizing(view.qa))
+show(chapter.qa_sizing(view.estimates))
 
 # %% [markdown]
 # **OAA and OPA per seed and method.** Intervals: OAA bootstraps whole questions, OPA is

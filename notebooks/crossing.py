@@ -143,7 +143,7 @@ show(*chapter.main_table(view))
 # one 0/1 comparison, which is why two dozen questions can decide six effects at once.
 
 # %% tags=["hide-input"]
-show(chapter.sizing(view.table, page.params))
+show(chapter.sizing(view.estimates))
 
 # %% [markdown]
 # **Interactions.** The largest two-way interaction, drawn as accuracy at its four level

@@ -154,7 +154,7 @@ show(page.paper("lost_in_the_middle_kv"))
 # both comparisons:
 
 # %% tags=["hide-input"]
-show(chapter.sizing(view.table, page.params, reader.label))
+show(chapter.sizing(view.estimates))
 
 # %% [markdown]
 # ## The full position grid at 10 and 30 pairs

@@ -178,7 +178,7 @@ show(chapter.between(view.gsm, paper), view.between_note)
 # problems change):
 
 # %% tags=["hide-input"]
-show(chapter.sizing(view.gsm))
+show(chapter.sizing(view.estimates))
 
 # %% [markdown]
 # (la-placement)=

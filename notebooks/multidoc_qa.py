@@ -139,7 +139,7 @@ show(chapter.gaps_table(view.gaps))
 # side, from the observed per-question differences:
 
 # %% tags=["hide-input"]
-show(chapter.sizing(view.sides))
+show(chapter.sizing(view.estimates))
 
 # %% [markdown]
 # ## Closed-book and oracle (the paper's Table 1)

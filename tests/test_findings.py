@@ -432,15 +432,14 @@ def test_the_record_of_verdict_moves_is_current(table, tmp_path):
 def test_tag_chapter_tables_print_the_findings_pages_sides(table):
     """One unit per row: the chapter's sized tables give each side as a mean over needles,
     the unit of their change and interval, so the sides are the findings page's."""
-    import pandas as pd
-
     from longctx.chapters import tag_needles as chapter
+    from longctx.chapters.contract import RunContext
+    from longctx.claims import paper_frame
 
     params = {**scale("tag_needles", "book"), "model": Reader().model}
-    results = ROOT / "data" / "results"
-    stack = chapter.haystack(params, results, tagger=Reader())  # tags cached: no model loads
-    scored = chapter.answered(params, stack, Reader(), results)
-    paper = pd.read_csv(ROOT / "data" / "paper" / "tag_needles.csv")
+    # Tags and rows are stored: no model loads.
+    scored = chapter.answered(RunContext(Reader(), params, ROOT / "data" / "results"))
+    paper = paper_frame("tag_needles")
     by_id = table.set_index("id")
     for which, claim in (("short", "tag-spacy"), ("long", "tag-spacy-long")):
         sized = chapter.sized_comparison(scored[which], params, paper, which)["table"]

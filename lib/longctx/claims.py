@@ -50,6 +50,7 @@ import pandas as pd
 from .errors import DataFileError
 from .metrics import paired_bootstrap_difference, sign_flip_test
 from .paths import repo_root
+from .report import n_for_half_width
 
 VERDICTS = (
     "reproduced",
@@ -78,6 +79,10 @@ class Estimate:
     facts: Mapping[str, float] = field(default_factory=dict)  # other premise quantities
     capped: float | None = None  # % of the claim's answers that used their whole token budget
     sides: tuple = ()  # the conditions of the control and treatment rows (None: a derived side)
+    # How n is chosen: units a 95% interval of +-10 points needs at the observed spread of the
+    # per-unit differences (report.n_for_half_width), and the share of units that changed.
+    needed: int | None = None
+    discordant: float | None = None
 
 
 @dataclass(frozen=True)
@@ -374,7 +379,8 @@ def paired_estimate(
     a = [control[u] for u in units]
     b = [treatment[u] for u in units]
     mean, lo, hi = paired_bootstrap_difference(a, b, seed=seed)
-    p = sign_flip_test([y - x for x, y in zip(a, b)], seed=seed)
+    diffs = [y - x for x, y in zip(a, b)]
+    p = sign_flip_test(diffs, seed=seed)
     level_a, level_b = 100 * sum(a) / len(a), 100 * sum(b) / len(b)
     detail = f"{side_names[1]} {level_b:.1f}% vs {side_names[0]} {level_a:.1f}%"
     rows = getattr(control, "rows", 0) + getattr(treatment, "rows", 0)
@@ -390,6 +396,28 @@ def paired_estimate(
         treatment=level_b,
         capped=100 * capped / rows if rows else None,
         sides=tuple(getattr(side, "where", None) for side in (control, treatment)),
+        needed=n_for_half_width(diffs),
+        discordant=sum(d != 0 for d in diffs) / len(diffs),
+    )
+
+
+def sizing_table(comparisons: Mapping[str, Estimate], unit: str) -> pd.DataFrame:
+    """How n was chosen, from the estimates themselves: per comparison, the units paired,
+    the share whose outcome changed, and the units a 95% half-width of 10 points needs at
+    the observed spread (:attr:`Estimate.needed`). A comparison with no estimate (its rows
+    not stored) is left out."""
+    return pd.DataFrame(
+        [
+            {
+                "comparison": name,
+                unit: est.n,
+                "discordant": f"{est.discordant:.0%}",
+                f"{unit} for ±10 pts": est.needed,
+            }
+            for name, est in comparisons.items()
+            if est is not None and est.needed is not None
+        ],
+        columns=["comparison", unit, "discordant", f"{unit} for ±10 pts"],
     )
 
 

@@ -23,12 +23,13 @@ from ..claims import (
     estimable,
     paired_estimate,
     paper_percent,
+    sizing_table,
 )
 from ..errors import ParameterError
 from ..metrics import summarize
 from ..plots import accuracy_by_position, book_figure
 from ..reader import Reader
-from ..report import estimate_text, n_for_half_width, p_text, params_text, pct_ci, points_ci
+from ..report import estimate_text, p_text, params_text, pct_ci, points_ci
 from ..results import comparable_rows, provenance, reader_contrast, rows_table
 from ..runner import Block, all_requests, stored
 from ..tasks import kv_retrieval as kv
@@ -198,32 +199,16 @@ def headline_cells(summary: pd.DataFrame, params: dict, label: str) -> pd.DataFr
     )
 
 
-def sizing(table: pd.DataFrame, params: dict, label: str) -> pd.DataFrame:
+def sizing(estimates: dict) -> pd.DataFrame:
     """For each headline comparison, the records and share whose outcome changes, and the
-    records a 95% half-width of 10 points needs at the observed spread."""
-    at = table[(table["num_pairs"] == max(params["num_pairs"])) & (table["model"] == label)]
-
-    def per_record(depth_a, qa_a, depth_b, qa_b):
-        def side(depth, query_aware):
-            cell = at[(at["depth"] == depth) & (at["query_aware"] == query_aware)]
-            return cell.set_index("example_id")["correct"]
-
-        return (side(depth_b, qa_b) - side(depth_a, qa_a)).dropna()
-
-    diffs = {
-        "middle minus first": per_record(0.0, False, 0.5, False),
-        "query-aware minus query at end": per_record(0.5, False, 0.5, True),
-    }
-    return pd.DataFrame(
-        [
-            {
-                "comparison": name,
-                "records": len(d),
-                "discordant": f"{(d != 0).mean():.0%}",
-                "records for ±10 pts": n_for_half_width(d),
-            }
-            for name, d in diffs.items()
-        ]
+    records a 95% half-width of 10 points needs at the observed spread (from the claims'
+    own estimates)."""
+    return sizing_table(
+        {
+            "middle minus first": estimates.get("litm-kv-middle"),
+            "query-aware minus query at end": estimates.get("litm-kv-query-aware"),
+        },
+        "records",
     )
 
 
@@ -418,8 +403,7 @@ def statements(
         and estimates["litm-kv-query-aware"].difference <= 0,
         "this reader goes lower than the paper's worst case": middle < paper_worst_case(),
         "both comparisons are sized for ±10 points": all(
-            n <= estimates["litm-kv-middle"].n
-            for n in sizing(table, params, label)["records for ±10 pts"]
+            n <= estimates["litm-kv-middle"].n for n in sizing(estimates)["records for ±10 pts"]
         ),
         "short contexts stay between 50 and 100%": short["accuracy"].between(0.5, 1.0).all(),
         "most query-aware errors return the first pair's value": qa_errors[kv.ERROR_KINDS[0]].sum()

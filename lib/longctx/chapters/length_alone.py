@@ -31,6 +31,7 @@ from ..claims import (
     estimable,
     paired_estimate,
     paper_frame,
+    sizing_table,
 )
 from ..errors import ParameterError
 from ..metrics import summarize
@@ -350,20 +351,20 @@ def between(gsm: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def sizing(gsm: pd.DataFrame) -> pd.DataFrame:
-    """Problems a 95% half-width of 10 points needs for each filler condition minus no filler."""
-    wide = gsm.pivot_table(index="problem", columns="condition", values="correct")
-    return pd.DataFrame(
-        [
-            {
-                "comparison": f"{c} minus no filler",
-                "problems": int(wide[c].notna().sum()),
-                "discordant": f"{(wide[c] != wide['no filler']).mean():.0%}",
-                "problems for ±10 pts": n_for_half_width((wide[c] - wide["no filler"]).dropna()),
-            }
-            for c in ["essay", "whitespace", "masked", "whitespace, before the evidence"]
-            if c in wide
-        ]
+def sizing(estimates: dict) -> pd.DataFrame:
+    """Problems a 95% half-width of 10 points needs for each filler condition minus no
+    filler, from the claims' own estimates."""
+    return sizing_table(
+        {
+            f"{condition} minus no filler": estimates.get(claim)
+            for condition, claim in (
+                ("essay", "la-essay"),
+                ("whitespace", "la-whitespace"),
+                ("masked", "la-mask"),
+                ("whitespace, before the evidence", "la-before"),
+            )
+        },
+        "problems",
     )
 
 

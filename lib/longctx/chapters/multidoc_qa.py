@@ -28,12 +28,13 @@ from ..claims import (
     decided_sign,
     estimable,
     paired_estimate,
+    sizing_table,
 )
 from ..errors import ParameterError
 from ..metrics import summarize
 from ..plots import accuracy_by_position, book_figure
 from ..reader import Reader
-from ..report import estimate_text, n_for_half_width, p_text, pct_ci, points_ci
+from ..report import estimate_text, p_text, pct_ci, points_ci
 from ..results import (
     comparable_rows,
     paired_effects,
@@ -395,20 +396,15 @@ def headline_sides(table: pd.DataFrame, params: dict) -> dict[str, dict]:
     }
 
 
-def sizing(sides: dict[str, dict]) -> pd.DataFrame:
-    """Questions a 95% half-width of 10 points needs for each headline comparison."""
-
-    def diff(a, b):
-        return pd.Series({q: sides[b][q] - sides[a][q] for q in set(sides[a]) & set(sides[b])})
-
-    return pd.DataFrame(
-        [
-            {"comparison": name, "questions": len(d), "questions for ±10 pts": n_for_half_width(d)}
-            for name, d in (
-                ("middle minus edges", diff("edges", "middle")),
-                ("middle minus closed-book", diff("closed", "middle")),
-            )
-        ]
+def sizing(estimates: dict) -> pd.DataFrame:
+    """Questions a 95% half-width of 10 points needs for each headline comparison, from
+    the claims' own estimates."""
+    return sizing_table(
+        {
+            "middle minus edges": estimates.get("litm-qa-u-shape"),
+            "middle minus closed-book": estimates.get("litm-qa-closed-book"),
+        },
+        "questions",
     )
 
 
@@ -683,7 +679,7 @@ def statements(view: MultidocResult, params: dict) -> dict[str, bool]:
             small["best minus worst (pts)"] > small["expected from noise (pts)"]
         ).all(),
         "both comparisons are sized for ±10 points": all(
-            n <= est["litm-qa-u-shape"].n for n in sizing(view.sides)["questions for ±10 pts"]
+            n <= est["litm-qa-u-shape"].n for n in sizing(est)["questions for ±10 pts"]
         ),
         f"past {low} documents the reader gains nothing measurable (no gain of the margin's "
         "size), and neither does the retriever": est["litm-open-domain"].ci_high < 5

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
+from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate, sizing_table
 from ..errors import ParameterError
 from ..metrics import bootstrap_interval
 from ..plots import book_figure, condition_bars, retention_curves
 from ..reader import Reader
-from ..report import estimate_text, n_for_half_width, p_text
+from ..report import estimate_text, p_text
 from ..requests import Request, dedupe_key, unique_requests
 from ..results import provenance, retention_curve, rows_table
 from ..runner import Block, answer
@@ -274,20 +274,10 @@ def retention_table(curves: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def sizing(main: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """Questions a 95% half-width of 10 points needs for far minus hard EM, and its note."""
-    em = main.pivot_table(index="example_id", columns="condition", values="em")
-    diff = em["far"] - em["hard"]
-    table = pd.DataFrame(
-        [
-            {
-                "comparison": "far minus hard EM",
-                "questions": len(em),
-                "discordant": f"{(diff != 0).mean():.0%}",
-                "questions for ±10 pts": n_for_half_width(diff),
-            }
-        ]
-    )
+def sizing(estimates: dict) -> tuple[pd.DataFrame, str]:
+    """Questions a 95% half-width of 10 points needs for far minus hard EM (the claim's own
+    estimate), and its note."""
+    table = sizing_table({"far minus hard EM": estimates.get("sc-far-minus-hard")}, "questions")
     return table, (
         "How n was chosen: questions a 95% interval of at most 10 points on each side needs, from the "
         "observed per-question differences; few questions change between hard and far, so the paired "
@@ -819,7 +809,7 @@ def table2_tables(view: CompetitionResult, paper: dict) -> list:
     return [
         (view.table2.drop(columns=["delta"]), "Ours: far minus hard, paired by question."),
         (paper["table 2"], "The paper's Table 2."),
-        sizing(view.main),  # (table, how n was chosen)
+        sizing(view.estimates),  # (table, how n was chosen)
     ]
 
 

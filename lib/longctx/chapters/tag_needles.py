@@ -867,9 +867,7 @@ def quoted(
                     ).sum()
                 ),
                 "tag-short-spacy-half-width": f"{(spacy.ci_high - spacy.ci_low) / 2:.1f}",
-                "tag-short-spacy-needed": n_for_half_width(
-                    (pairs["td_tc_spacy"] - pairs["baseline"]).groupby(needles).mean()
-                ),
+                "tag-short-spacy-needed": spacy.needed,
                 "tag-short-td-half-width": f"{(estimates['tag-td'].ci_high - estimates['tag-td'].ci_low) / 2:.1f}",
             }
         )

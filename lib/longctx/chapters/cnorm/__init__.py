@@ -24,14 +24,22 @@ import numpy as np
 import pandas as pd
 
 from ...attention import attention_rows
-from ...claims import Estimate, NoPairedUnits, by_unit, chapter_verdicts, estimable, paired_estimate
+from ...claims import (
+    Estimate,
+    NoPairedUnits,
+    by_unit,
+    chapter_verdicts,
+    estimable,
+    paired_estimate,
+    sizing_table,
+)
 from ...formats import delimiter_label
 from ...metrics import pearson_interval, summarize
 from ...models import load_tokenizer
 from ...paths import repo_root, resolve
 from ...plots import accuracy_by_position, attention_profiles, book_figure, tokens_vs_accuracy
 from ...reader import Reader
-from ...report import estimate_text, n_for_half_width, p_text, points_ci
+from ...report import estimate_text, p_text, points_ci
 from ...requests import Request, unique_requests
 from ...results import load_experiment, paired_comparison, provenance, rows_table
 from ...runner import Block
@@ -438,21 +446,10 @@ def with_ci(table: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
     ).drop(columns=["difference", "ci_low", "ci_high", "p"])
 
 
-def qa_sizing(table: pd.DataFrame) -> pd.DataFrame:
-    per_question = table[table["method"].isin(["baseline", "C-NORM"])].pivot_table(
-        index="example_id", columns="method", values="correct", aggfunc="mean"
-    )
-    return pd.DataFrame(
-        [
-            {
-                "comparison": "C-NORM minus baseline",
-                "questions": len(per_question),
-                "questions for ±10 pts": n_for_half_width(
-                    per_question["C-NORM"] - per_question["baseline"]
-                ),
-            }
-        ]
-    )
+def qa_sizing(estimates: dict) -> pd.DataFrame:
+    """Questions a 95% half-width of 10 points needs for C-NORM minus baseline (the claim's
+    own estimate)."""
+    return sizing_table({"C-NORM minus baseline": estimates.get("cnorm-qa")}, "questions")
 
 
 def oaa_opa(table: pd.DataFrame, by) -> pd.DataFrame:

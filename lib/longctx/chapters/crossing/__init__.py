@@ -32,12 +32,13 @@ from ...claims import (
     judge,
     paired_estimate,
     read_claims,
+    sizing_table,
 )
 from ...errors import ParameterError
 from ...metrics import holm
 from ...plots import book_figure, effects_forest, interaction_plot, readers_forest
 from ...reader import Reader, model_label
-from ...report import format_p, n_for_half_width, points_ci
+from ...report import format_p, points_ci
 from ...results import comparable_rows, provenance, rows_table
 from ...runner import Block, all_requests
 from ...tasks import multidoc_qa as qa
@@ -238,20 +239,16 @@ def forest_effects(fx: pd.DataFrame, main: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def sizing(table: pd.DataFrame, params: dict) -> pd.DataFrame:
-    """Questions a 95% half-width of 10 points needs for each main effect, from the spread of
-    the per-question effects."""
-    unit_diffs = X.unit_differences(table, design(params))
-    return pd.DataFrame(
-        [
-            {
-                "factor": f,
-                "questions": int(unit_diffs[f].notna().sum()),
-                "sd of per-question effects (pts)": round(100 * unit_diffs[f].std(), 1),
-                "questions for ±10 pts": n_for_half_width(unit_diffs[f].dropna()),
-            }
-            for f in unit_diffs.columns
-        ]
+def sizing(estimates: dict) -> pd.DataFrame:
+    """Questions a 95% half-width of 10 points needs for each main effect, from the claims'
+    own estimates (the spread of the per-question effects)."""
+    return sizing_table(
+        {
+            claim.removeprefix("crossing-"): est
+            for claim, est in estimates.items()
+            if claim.startswith("crossing-")
+        },
+        "questions",
     )
 
 
