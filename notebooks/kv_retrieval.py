@@ -70,8 +70,6 @@ results_dir = "data/results"  # relative to the repository root
 second_reader = "smollm2-135m-instruct"
 
 # %% tags=["remove-cell"]
-import matplotlib.pyplot as plt
-
 from longctx.page import setup
 from longctx.report import glue_all, say, show
 
@@ -95,9 +93,13 @@ view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the gold pair's relative depth (0 = first, 1 = last) for 10, 30 and 140 key-value pairs; solid: query after the data, dashed: query-aware. Bands: 95% Wilson intervals (8 examples per point at 10 and 30 pairs, 165 at 140 pairs). Thick with its band: Qwen2.5-Coder-0.5B-Instruct in transformers; thin: every other model and backend whose committed rows answer these prompts. Dotted grey: the paper's worst case over its six models, its value in the legend. Two depths at 140 pairs are drawn as points, not a line.", "name": "fig-kv-position"}, "image": {"alt": "Three panels of accuracy against gold depth. At 10 and 30 pairs the default reader stays between 50 and 100 percent (its llama.cpp line lies on top of it; the 135M smoke-test model stays far lower); at 140 pairs the default reader falls from 87 percent with the gold pair first to 36 percent in the middle, and to 26 percent with the query also before the data."}}
-chapter.figure(view)
-plt.show()
+# %% tags=["remove-cell"]
+page.glue_figure("fig-kv-position", chapter.figure(view), chapter.figure_text(view))
+
+# %% [markdown]
+# ```{glue:md} fig-kv-position
+# :format: myst
+# ```
 
 # %% tags=["remove-input"]
 say(
@@ -181,13 +183,21 @@ show(*chapter.grid(view.summary, page.params, reader.label))
 # %% tags=["remove-cell"]
 paper_view = chapter.paper_grid(page.scale("paper"), reader, page.results)
 glue_all(paper_view.quoted)
-
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "The paper's key-value grid for this reader: accuracy against the gold pair's relative depth at 75 and 140 pairs of the paper's own records, 100 records per point; solid: query after the data, dashed: query-aware. Bands: 95% Wilson intervals. Dotted: the paper's worst case over its six models, sizes and positions, its value in the legend.", "name": "fig-kv-paper-grid"}, "image": {"alt": "Two panels of accuracy against gold depth. With the query after the data both curves are U-shaped: above 80 percent at the first and last positions and 45 and 33 percent at the middle depth, below the paper's worst case. With the query also before the data the first position stays high, the middle stays low and the last position falls to about 30 percent."}}
 if paper_view.available:
-    chapter.paper_figure(paper_view)
-    plt.show()
+    page.glue_figure(
+        "fig-kv-paper-grid",
+        chapter.paper_figure(paper_view),
+        chapter.paper_figure_text(paper_view),
+    )
 else:
-    say(f"No paper-scale rows for this reader yet: {paper_view.note}.")
+    page.glue_missing(
+        "fig-kv-paper-grid", f"No paper-scale rows for this reader yet: {paper_view.note}."
+    )
+
+# %% [markdown]
+# ```{glue:md} fig-kv-paper-grid
+# :format: myst
+# ```
 
 # %% tags=["remove-input"]
 if paper_view.available:

@@ -77,8 +77,6 @@ batch_size = 4
 results_dir = "data/results"
 
 # %% tags=["remove-cell"]
-import matplotlib.pyplot as plt
-
 from longctx.page import setup
 from longctx.report import glue_all, say, show
 
@@ -100,9 +98,19 @@ view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the position of the document with the answer, 10 and 20 documents. Solid: question at the end (the paper's prompt); dashed: query-aware. Open diamonds: the paper's GPT-3.5-Turbo with the question at the end (Tables 5 and 6). Grey dotted: closed-book; dash-dot: oracle (gold document only), 150 questions each. 150 questions per point at 20 documents with the question at the end, 12 elsewhere; bands are 95% Wilson intervals. Thick with its band: Qwen2.5-Coder-0.5B-Instruct in transformers; thin: the other backends whose committed rows answer these prompts.", "name": "fig-multidoc-position"}, "image": {"alt": "Two panels of accuracy against gold position. At 20 documents with the question at the end (150 questions) accuracy is 45 percent with the answer first, 31 percent in the middle and 38 percent last; the 12-question lines move within wide bands; the closed-book line lies far below every line and the oracle line above."}}
-chapter.figure(view, paper)
-plt.show()
+# %% tags=["remove-cell"]
+page.glue_figure("fig-multidoc-position", chapter.figure(view, paper), chapter.figure_text(view))
+if view.od:
+    page.glue_figure(
+        "fig-open-domain", chapter.open_domain_figure(view), chapter.open_domain_text(view)
+    )
+else:
+    page.glue_missing("fig-open-domain", "No open-domain rows are stored for this reader.")
+
+# %% [markdown]
+# ```{glue:md} fig-multidoc-position
+# :format: myst
+# ```
 
 # %% tags=["remove-input"]
 say(
@@ -195,10 +203,10 @@ say(view.provenance)
 # grows, on the same questions at every k? Recall is also computed for every question of
 # the collection, since it needs no model.
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Open-domain QA: BM25 recall@k (whether any of the top k chunks holds an answer) and reader accuracy against the number of retrieved documents k, on the same 60 NQ-Open questions at every k (Qwen2.5-Coder-0.5B-Instruct); the third line is recall over all 2,655 questions (2,600 distinct chunks). Bands: 95% Wilson intervals.", "name": "fig-open-domain"}, "image": {"alt": "Line chart against k from 5 to 50: retriever recall rises from 90 to 100 percent while reader accuracy rises from 43 to 52 percent at k = 20 and falls back to 43 percent at k = 30 and 50."}}
-if view.od:
-    chapter.open_domain_figure(view)
-    plt.show()
+# %% [markdown]
+# ```{glue:md} fig-open-domain
+# :format: myst
+# ```
 
 # %% [markdown]
 # Each step up in k, paired over the questions (points, 95% bootstrap interval, sign-flip

@@ -13,6 +13,8 @@ Serves ``_build/html`` on 127.0.0.1 and, for every page:
   that no longer matches the committed run) fails like a broken page;
 * every ``{glue:text}`key``` of a page's prose was glued by its executed notebook: a
   missing key would print nothing where a number belongs;
+* no figure's caption or alt text types a number in the notebook (those glued with
+  ``Page.glue_figure`` are computed by their chapter; ``TYPED_FIGURES`` lists those not yet);
 * at 1400 px wide the page never scrolls sideways (a wide table scrolls inside itself),
   and every figure has a caption and is referenced from the page's text;
 * every figure is shown large enough to read: its smallest text (``longctx.plots``
@@ -163,6 +165,50 @@ def missing_glue_keys(nb) -> list[str]:
     return sorted(quoted - glued_keys(nb))
 
 
+# Figures whose caption or alt text is still typed in the notebook's cell metadata; every
+# other figure is glued with text its chapter computes (``Page.glue_figure``). The list only
+# shrinks: a figure not on it with a digit in its metadata fails the check.
+TYPED_FIGURES = frozenset(
+    {
+        "fig-backends",
+        "fig-cnorm-attention",
+        "fig-cnorm-formats",
+        "fig-cnorm-qa",
+        "fig-cnorm-tokens",
+        "fig-crossing-forest",
+        "fig-crossing-interaction",
+        "fig-crossing-readers",
+        "fig-findings",
+        "fig-findings-others",
+        "fig-la-gsm8k",
+        "fig-la-ruler",
+        "fig-matrix",
+        "fig-sc-matched",
+        "fig-sc-retention",
+        "fig-tag-depth",
+        "fig-tag-length",
+        "fig-tag-sized",
+    }
+)
+
+
+def typed_figure_numbers(nb) -> list[str]:
+    """Figures whose caption or alt text in the cell metadata holds a digit: a number typed
+    by hand, which the rows can leave behind (:data:`TYPED_FIGURES` excepted)."""
+    problems = []
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("mystnb", {})
+        figure, image = meta.get("figure", {}), meta.get("image", {})
+        name = figure.get("name", "(unnamed figure)")
+        typed = " ".join(str(t) for t in (figure.get("caption", ""), image.get("alt", "")))
+        if re.search(r"\d", typed) and name not in TYPED_FIGURES:
+            problems.append(
+                f"figure {name}: its caption or alt text types a number; compute it in the "
+                "chapter and glue the figure (Page.glue_figure)"
+            )
+    return problems
+
+
 def quoted_number_problems(build: Path) -> list[str]:
     """Pages whose executed notebook (in the build's jupyter cache) checked no statement of its
     prose, or quotes a glue key it never glued."""
@@ -194,6 +240,7 @@ def quoted_number_problems(build: Path) -> list[str]:
             problems.append(
                 f"{name}: its check cell verified {count or 0} statements (is its guard stale?)"
             )
+        problems += [f"{name}: {p}" for p in typed_figure_numbers(executed)]
         missing = missing_glue_keys(executed)
         if missing:
             problems.append(
@@ -342,13 +389,20 @@ return {images: images, text: text, math: math, hadMath: hadMath,
 
 
 def image_dpi(root: Path, src: str) -> float | None:
-    """The DPI a served PNG was drawn at (its pHYs chunk), or None when it records none."""
+    """The DPI a served or inline (``data:``) PNG was drawn at (its pHYs chunk), or None when
+    it records none."""
+    import base64
+    import io
+
     from PIL import Image
 
-    path = root / unquote(urlparse(src).path).lstrip("/")
-    if not path.exists():
-        return None
-    with Image.open(path) as img:
+    if src.startswith("data:"):
+        source = io.BytesIO(base64.b64decode(src.split(",", 1)[1]))
+    else:
+        source = root / unquote(urlparse(src).path).lstrip("/")
+        if not source.exists():
+            return None
+    with Image.open(source) as img:
         dpi = img.info.get("dpi")
     return float(dpi[0]) if dpi else None
 
@@ -360,7 +414,11 @@ def small_figures(root: Path, shown: list[dict]) -> list[str]:
         if not img["natural"]:
             continue  # reported as not loaded
         dpi = image_dpi(root, img["src"])
-        name = unquote(urlparse(img["src"]).path).rsplit("/", 1)[-1][:16]
+        name = (
+            "(inline)"
+            if img["src"].startswith("data:")
+            else unquote(urlparse(img["src"]).path).rsplit("/", 1)[-1][:16]
+        )
         if dpi is None:
             problems.append(f"figure {name}: the PNG records no DPI, so its text size is unknown")
             continue
@@ -497,7 +555,8 @@ def main(argv=None) -> int:
         f"enough for {MIN_RENDERED_PT:g} pt text, every table is introduced or captioned and none "
         "has a raw identifier for a header, no chapter page dumps its data (HTML under "
         f"{MAX_PAGE_BYTES / 1e6:g} MB, under {MAX_PAGE_HEIGHT_PX:,} px tall, no cell printing "
-        f"over {MAX_OUTPUT_LINES} lines), every page "
+        f"over {MAX_OUTPUT_LINES} lines), no figure types a number in its caption or alt text "
+        f"({len(TYPED_FIGURES)} not yet computed are listed), every page "
         f"checked its prose and glued every number it quotes, and each of {len(links)} links "
         "to a claim's rows shows rows"
     )

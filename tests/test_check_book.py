@@ -169,3 +169,36 @@ def test_a_page_that_dumps_its_rows_is_reported_but_a_row_browser_is_not(tmp_pat
     assert check_book.too_tall(tall, "http://h/notebooks/cnorm.html")
     assert not check_book.too_tall(tall, "http://h/downloads/rows.html")
     assert not check_book.too_tall(check_book.MAX_PAGE_HEIGHT_PX, "http://h/index.html")
+
+
+def test_a_number_typed_in_a_figure_caption_or_alt_text_is_reported():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    typed = nbformat.v4.new_code_cell("chapter.figure(view)")
+    typed.metadata["mystnb"] = {
+        "figure": {"caption": "Accuracy, 150 questions per point.", "name": "fig-new"},
+        "image": {"alt": "A line."},
+    }
+    words = nbformat.v4.new_code_cell("chapter.figure(view)")
+    words.metadata["mystnb"] = {
+        "figure": {"caption": "Accuracy per point.", "name": "fig-words"},
+        "image": {"alt": "A line falling to a third of its start."},
+    }
+    listed = nbformat.v4.new_code_cell("chapter.figure(view)")
+    listed.metadata["mystnb"] = {"figure": {"caption": "n = 24", "name": "fig-la-gsm8k"}}
+    nb.cells = [typed, words, listed]
+    problems = check_book.typed_figure_numbers(nb)
+    assert len(problems) == 1 and problems[0].startswith("figure fig-new:")
+
+
+def test_an_inline_figure_reports_its_dpi(tmp_path):
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (20, 10), "white").save(buffer, format="png", dpi=(100, 100))
+    uri = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+    assert round(check_book.image_dpi(tmp_path, uri)) == 100

@@ -70,3 +70,26 @@ def test_a_condition_not_run_is_marked_not_drawn_as_zero():
 def test_factor_names_are_drawn_as_words():
     assert plots._term_label("query_aware") == "query-aware"
     assert plots._term_label("format x query_aware") == "format × query-aware"
+
+
+def test_a_glued_figure_carries_its_computed_caption_alt_text_and_dpi():
+    import base64
+    import io
+    import re
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from longctx.plots import DPI, FigureText, figure_directive
+
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [1, 0])
+    text = FigureText(caption="Accuracy, 12 questions per point.", alt="A line\nfalling.")
+    md = figure_directive(fig, name="fig-demo", text=text)
+    assert md.startswith("```{figure} data:image/png;base64,") and md.rstrip().endswith("```")
+    assert ":name: fig-demo\n" in md and ":alt: A line falling.\n" in md
+    assert "\n\nAccuracy, 12 questions per point.\n" in md
+    png = base64.b64decode(re.search(r"base64,(\S+)", md).group(1))
+    with Image.open(io.BytesIO(png)) as img:
+        assert round(img.info["dpi"][0]) == DPI
+    assert not plt.fignum_exists(fig.number)  # closed: the page shows only the glued copy

@@ -24,6 +24,7 @@ from .downloads import browser_link, chapter_links
 from .matrix import build as build_matrix
 from .matrix import verdict_box
 from .paths import resolve
+from .plots import FigureText, figure_directive
 from .reader import Reader
 from .samples import example_html
 
@@ -85,6 +86,21 @@ class Page:
             else ""
         )
         return example_html(rows, what=what, where=where) + browse
+
+    def glue_figure(self, name: str, fig, text: FigureText) -> None:
+        """Glue ``fig`` as a numbered figure under ``name`` (the page shows it with
+        ``{glue:md} name``), its caption and alt text computed (``text``), never typed."""
+        from IPython.display import Markdown
+        from myst_nb import glue  # the book's package: only notebooks call this
+
+        glue(name, Markdown(figure_directive(fig, name=name, text=text)), display=False)
+
+    def glue_missing(self, name: str, why: str) -> None:
+        """Glue a sentence under a figure's ``name`` where its rows are not stored."""
+        from IPython.display import Markdown
+        from myst_nb import glue
+
+        glue(name, Markdown(f"*{why}*"), display=False)
 
     def glue_verdicts(self, estimates: dict) -> None:
         """Glue the chapter's verdict box (:func:`longctx.matrix.verdict_box`: this page's

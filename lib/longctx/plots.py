@@ -14,6 +14,7 @@ thick with its 95% band; other readers and backends thin, without bands.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -51,6 +52,33 @@ def _style() -> dict:
         "legend.frameon": False,
         "lines.linewidth": MAIN_LW,
     }
+
+
+@dataclass(frozen=True)
+class FigureText:
+    """A figure's caption and alt text, computed from the numbers it draws (never typed:
+    ``scripts/check_book.py`` refuses a digit in a notebook's figure metadata)."""
+
+    caption: str
+    alt: str
+
+
+def figure_directive(fig, *, name: str, text: FigureText) -> str:
+    """The MyST figure directive for ``fig``: its PNG inline (the book's DPI, cropped to its
+    drawing as the notebook's inline backend crops), with ``text``'s alt text and caption,
+    labelled ``name`` for ``{numref}``. The page glues it as Markdown, so caption and alt
+    text come from the same numbers as the prose."""
+    import base64
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    uri = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+    alt = " ".join(text.alt.split())
+    return f"```{{figure}} {uri}\n:name: {name}\n:alt: {alt}\n\n{text.caption.strip()}\n```\n"
 
 
 def readability_problems(fig) -> list[str]:

@@ -27,7 +27,7 @@ from ..claims import (
 )
 from ..errors import ParameterError
 from ..metrics import summarize
-from ..plots import accuracy_by_position, book_figure
+from ..plots import FigureText, accuracy_by_position, book_figure
 from ..reader import Reader
 from ..report import estimate_text, p_text, params_text, pct_ci, points_ci
 from ..results import comparable_rows, provenance, reader_contrast, rows_table
@@ -589,6 +589,77 @@ def paper_worst_reference() -> tuple[str, float, str]:
     """The dotted level both figures draw, labelled with its value."""
     worst = 100 * paper_worst_case()
     return f"paper's worst case, any model ({worst:.1f}%)", worst, ":"
+
+
+def _pct(share: float) -> str:
+    return f"{100 * share:.0f} percent"
+
+
+def figure_text(view: KeyValueResult) -> FigureText:
+    """:func:`figure`'s caption and alt text, from the numbers it draws."""
+    mine = view.summary[view.summary["model"] == view.label]
+    sizes = sorted(mine["num_pairs"].unique())
+    largest, smaller = sizes[-1], sizes[:-1]
+    n_of = mine.groupby("num_pairs")["n"].min()
+    cell = mine.set_index(["num_pairs", "query", "depth"])["accuracy"]
+    end, aware = QUERY_LABELS[False], QUERY_LABELS[True]
+    points = [k for k in sizes if mine[mine["num_pairs"] == k]["depth"].nunique() < 3]
+    others = sorted(set(view.everything["model"]) - {view.label})
+    low = mine[mine["num_pairs"].isin(smaller)]["accuracy"]
+    caption = (
+        f"Accuracy against the gold pair's relative depth (0 = first, 1 = last) for "
+        f"{', '.join(str(k) for k in sizes)} key-value pairs; solid: query after the data, "
+        "dashed: query-aware. Bands: 95% Wilson intervals ("
+        + "; ".join(f"{n_of[k]} examples per point at {k} pairs" for k in sizes)
+        + f"). Thick with its band: {view.label}; thin: "
+        + (f"{', '.join(others)}, on the same prompts." if others else "no other reader.")
+        + " Dotted grey: the paper's worst case over its six models, its value in the legend."
+        + (
+            f" At {', '.join(str(k) for k in points)} pairs the depths are drawn as points, "
+            "not a line."
+            if points
+            else ""
+        )
+    )
+    alt = (
+        f"{len(sizes)} panels of accuracy against gold depth. "
+        + (
+            f"At {' and '.join(str(k) for k in smaller)} pairs {view.label} stays between "
+            f"{_pct(low.min())} and {_pct(low.max())}; "
+            if smaller
+            else ""
+        )
+        + f"at {largest} pairs it goes from {_pct(cell[largest, end, 0.0])} with the gold pair "
+        f"first to {_pct(cell[largest, end, 0.5])} in the middle, and to "
+        f"{_pct(cell[largest, aware, 0.5])} with the query also before the data."
+        + (f" Thin lines: {', '.join(others)}." if others else "")
+    )
+    return FigureText(caption, alt)
+
+
+def paper_figure_text(view: PaperGrid) -> FigureText:
+    """:func:`paper_figure`'s caption and alt text, from the numbers it draws."""
+    cell = view.summary.set_index(["num_pairs", "query", "depth"])["accuracy"]
+    sizes = sorted(view.summary["num_pairs"].unique())
+    end, aware = QUERY_LABELS[False], QUERY_LABELS[True]
+    worst = paper_worst_case()
+    caption = (
+        f"The paper's key-value grid for this reader: accuracy against the gold pair's relative "
+        f"depth at {' and '.join(str(k) for k in sizes)} pairs of the paper's own records, "
+        f"{int(view.summary['n'].min())} records per point; solid: query after the data, "
+        "dashed: query-aware. Bands: 95% Wilson intervals. Dotted: the paper's worst case over "
+        "its six models, sizes and positions, its value in the legend."
+    )
+    alt = f"{len(sizes)} panels of accuracy against gold depth. " + " ".join(
+        f"At {k} pairs with the query after the data: {_pct(cell[k, end, 0.0])} first, "
+        f"{_pct(cell[k, end, 0.5])} in the middle"
+        f" ({'below' if cell[k, end, 0.5] < worst else 'not below'} the paper's worst case), "
+        f"{_pct(cell[k, end, 1.0])} last; with the query also before the data: "
+        f"{_pct(cell[k, aware, 0.0])}, {_pct(cell[k, aware, 0.5])} and "
+        f"{_pct(cell[k, aware, 1.0])}."
+        for k in sizes
+    )
+    return FigureText(caption, alt)
 
 
 @book_figure

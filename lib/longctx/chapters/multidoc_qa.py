@@ -32,7 +32,7 @@ from ..claims import (
 )
 from ..errors import ParameterError
 from ..metrics import summarize
-from ..plots import accuracy_by_position, book_figure
+from ..plots import FigureText, accuracy_by_position, book_figure
 from ..reader import Reader
 from ..report import estimate_text, p_text, pct_ci, points_ci
 from ..results import (
@@ -494,7 +494,8 @@ def open_domain(od_rows: list[dict], params: dict) -> dict | None:
         return None
     table = rows_table(od_rows, od.score)
     _, pool = questions_for(params)
-    recall_rows = od.recall_table(pool, od.ChunkRetriever(pool), params["open_domain_ks"])
+    retriever = od.ChunkRetriever(pool)
+    recall_rows = od.recall_table(pool, retriever, params["open_domain_ks"])
     recall_all = summarize(recall_rows.assign(correct=recall_rows["recall"].astype(float)), ["k"])
     curve = od.curve(table)
     n = table["example_id"].nunique()
@@ -515,6 +516,7 @@ def open_domain(od_rows: list[dict], params: dict) -> dict | None:
         "steps": steps,
         "questions": n,
         "pool": len(pool),
+        "chunks": len(retriever.chunks),
         "ks": (low, high),
     }
 
@@ -794,6 +796,75 @@ def figure(view: MultidocResult, paper: pd.DataFrame):
             if name in base
         ),
     )
+
+
+def _pct(share: float) -> str:
+    return f"{100 * share:.0f} percent"
+
+
+def figure_text(view: MultidocResult) -> FigureText:
+    """:func:`figure`'s caption and alt text, from the numbers it draws."""
+    sizes = sorted(view.summary["num_documents"].unique())
+    largest = sizes[-1]
+    head = view.summary[
+        (view.summary["num_documents"] == largest)
+        & (view.summary["query"] == QUERY_LABELS[False])
+        & (view.summary["model"] == view.label)
+    ].sort_values("position")
+    rest = view.summary[
+        ~view.summary.index.isin(head.index) & (view.summary["model"] == view.label)
+    ]
+    base = view.base[view.base["model"] == view.label].set_index("setting")
+    others = sorted(set(accuracy(view.everything)["model"]) - {view.label})
+    first, middle, last = (head["accuracy"].iloc[i] for i in (0, len(head) // 2, -1))
+    lines = accuracy(view.everything)
+    mine = lines[lines["model"] == view.label]["accuracy"]
+    below = "closed-book" in base.index and base.loc["closed-book", "accuracy"] < mine.min()
+    above = "oracle" in base.index and base.loc["oracle", "accuracy"] > mine.max()
+    caption = (
+        f"Accuracy against the position of the document with the answer, "
+        f"{' and '.join(str(k) for k in sizes)} documents. Solid: question at the end (the "
+        f"paper's prompt); dashed: query-aware. Open diamonds: the paper's {PAPER_READER} with "
+        f"the question at the end (Tables 5 and 6). Grey dotted: closed-book; dash-dot: oracle "
+        f"(gold document only), {int(base['n'].max()) if len(base) else 0} questions each. "
+        f"{int(head['n'].min())} questions per point at {largest} documents with the question "
+        f"at the end, {int(rest['n'].min()) if len(rest) else 0} elsewhere; bands are 95% "
+        f"Wilson intervals. Thick with its band: {view.label}; thin: "
+        + (f"{', '.join(others)}, on the same prompts." if others else "no other reader.")
+    )
+    alt = (
+        f"{len(sizes)} panels of accuracy against gold position. At {largest} documents with the "
+        f"question at the end ({int(head['n'].min())} questions) accuracy is {_pct(first)} "
+        f"with the answer first, {_pct(middle)} in the middle and {_pct(last)} last; the "
+        f"{int(rest['n'].min()) if len(rest) else 0}-question lines move within wide bands; "
+        f"the closed-book line lies {'below' if below else 'not below'} every line of this "
+        f"reader and the oracle line {'above' if above else 'not above'} them."
+    )
+    return FigureText(caption, alt)
+
+
+def open_domain_text(view: MultidocResult) -> FigureText:
+    """:func:`open_domain_figure`'s caption and alt text, from the numbers it draws."""
+    od_view, curve = view.od, view.od["curve"]
+    reader = curve[curve["measure"] == "reader accuracy"].sort_values("k")
+    recall = curve[curve["measure"] != "reader accuracy"].sort_values("k")
+    best = reader.loc[reader["accuracy"].idxmax()]
+    caption = (
+        f"Open-domain QA: BM25 recall@k (whether any of the top k chunks holds an answer) and "
+        f"reader accuracy against the number of retrieved documents k, on the same "
+        f"{od_view['questions']} NQ-Open questions at every k ({view.label}); the third line is "
+        f"recall over all {od_view['pool']:,} questions ({od_view['chunks']:,} distinct chunks). "
+        "Bands: 95% Wilson intervals."
+    )
+    alt = (
+        f"Line chart against k from {reader['k'].min()} to {reader['k'].max()}: retriever "
+        f"recall goes from {_pct(recall['accuracy'].iloc[0])} to "
+        f"{_pct(recall['accuracy'].iloc[-1])} while reader accuracy goes from "
+        f"{_pct(reader['accuracy'].iloc[0])} to its highest, {_pct(best['accuracy'])} at "
+        f"k = {best['k']}, and ends at {_pct(reader['accuracy'].iloc[-1])} at "
+        f"k = {reader['k'].max()}."
+    )
+    return FigureText(caption, alt)
 
 
 @book_figure
