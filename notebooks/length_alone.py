@@ -117,8 +117,6 @@ token_budget = 262144  # rows x prompt tokens per batch, so long prompts get sma
 results_dir = "data/results"
 
 # %% tags=["remove-cell"]
-import matplotlib.pyplot as plt
-
 from longctx.page import setup
 from longctx.report import glue_all, say, show, show_all
 
@@ -138,9 +136,17 @@ view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "GSM8K accuracy of Qwen2.5-Coder-0.5B-Instruct with no filler and with 16,000 filler tokens of each kind and placement (120 problems per bar, the same problems in every bar; H100, bfloat16). Whiskers: 95% Wilson intervals. Open diamonds: the paper's Llama-3-8B with 15K filler tokens (its no-filler accuracy plus its drop, Tables 6, 7 and 3). \"Not run\": the arm was not generated without the final step.", "name": "fig-la-gsm8k"}, "image": {"alt": "Bar chart. In the paper's design accuracy is 97 percent with no filler, 57 with essay filler, 38 with whitespace, 27 with masked filler, 0 with single-space or newline tokens, and 99 with whitespace before the evidence. Without the final solution step accuracy is near 5 percent everywhere."}}
-chapter.figure(view, paper)
-plt.show()
+# %% tags=["remove-cell"]
+page.glue_figure("fig-la-gsm8k", chapter.figure(view, paper), chapter.figure_text(view))
+if view.ruler:
+    page.glue_figure("fig-la-ruler", chapter.ruler_figure(view), chapter.ruler_figure_text(view))
+else:
+    page.glue_missing("fig-la-ruler", "No RULER rows are stored for this reader.")
+
+# %% [markdown]
+# ```{glue:md} fig-la-gsm8k
+# :format: myst
+# ```
 
 # %% tags=["remove-input"]
 say(
@@ -299,10 +305,10 @@ show_all(chapter.varsum_tables(view.varsum) if view.varsum else [])
 # recitation names and pastes those documents verbatim, so a reader that picks the right
 # document but cannot copy it still gets its text.
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "RULER QA1 and QA2 at 4,000 tokens, Qwen2.5-Coder-0.5B-Instruct (CPU, bfloat16; rows in data/results/qwen2.5-coder-0.5b-instruct/ruler_qa/): RULER's string_match_part with its prompt over the whole context, with the paper's recite-then-answer, and with the documents the recitation names pasted verbatim (110 questions per bar, the same questions in every bar of a task). Whiskers: 95% Wilson intervals.", "name": "fig-la-ruler"}, "image": {"alt": "Bar chart. QA1: 35 percent with the whole context, 18 with recite-then-answer, 8 from the named documents. QA2: 24, 14 and 9 percent."}}
-if view.ruler:
-    chapter.ruler_figure(view)
-    plt.show()
+# %% [markdown]
+# ```{glue:md} fig-la-ruler
+# :format: myst
+# ```
 
 # %% tags=["remove-input"]
 # Its own cell: a second output in the figure cell would be labelled as the figure again.

@@ -97,8 +97,6 @@ batch_size = 4
 results_dir = "data/results"
 
 # %% tags=["remove-cell"]
-import matplotlib.pyplot as plt
-
 from longctx.page import setup
 from longctx.report import glue_all, say, show, show_all
 
@@ -135,9 +133,19 @@ view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Retention R(H) = M(H)/M(0) of EM and F1 as H hard negatives (BM25 or dense top-ranked snippets) join the gold snippet, on the questions run at every H (SQuAD v2.0; BM25: 200 questions, dense: the first 40); bands are 95% bootstrap intervals over questions; dashed: half retention. Open diamonds: the paper's retention at H = 79 for Qwen2.5-1.5B-Instruct with 80-word snippets (Section 4.1).", "name": "fig-sc-retention"}, "image": {"alt": "Two panels of retention against the number of hard negatives, for BM25 and dense retrieval. EM retention falls below one half at H = 19 with BM25 (200 questions) and at H = 9 with dense retrieval (40 questions); F1 stays above one half up to H = 19 and falls below it at H = 39; at H = 79 BM25 EM retention is about one fifth."}}
-chapter.figure(view, page.paper("semantic_competition"))
-plt.show()
+# %% tags=["remove-cell"]
+sc_paper = page.paper("semantic_competition")
+page.glue_figure("fig-sc-retention", chapter.figure(view, sc_paper), chapter.figure_text(view))
+page.glue_figure(
+    "fig-sc-matched",
+    chapter.matched_figure(view, sc_paper, seed=page.params["seed"]),
+    chapter.matched_figure_text(view, sc_paper, seed=page.params["seed"]),
+)
+
+# %% [markdown]
+# ```{glue:md} fig-sc-retention
+# :format: myst
+# ```
 
 # %% tags=["remove-input"]
 say(
@@ -167,11 +175,11 @@ say(view.provenance)
 # questions) and the second readers (the first `second_reader_questions`). "Tok." is the mean prompt length
 # in the reader's tokens (chat template included): the hard and far contexts are matched.
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "The matched control for Qwen2.5-Coder-0.5B-Instruct: EM and inclusion with the gold snippet alone, with 19 BM25 hard negatives, and with the top 4 of them plus 15 far-rank snippets at the same length (200 SQuAD v2.0 questions per bar, the same questions in every bar); whiskers: 95% bootstrap intervals over questions. Diamonds: the paper's Qwen2.5-1.5B-Instruct (Table 1, SQuAD v1.1, 200 questions).", "name": "fig-sc-matched"}, "image": {"alt": "Bar chart of EM and inclusion for gold only, hard and far contexts. Both metrics fall from gold only to hard; far recovers part of the loss in both. The paper's EM lies near ours; its inclusion is 25 to 33 points higher."}}
-chapter.matched_figure(view, page.paper("semantic_competition"), seed=page.params["seed"])
-plt.show()
-
 # %% [markdown]
+# ```{glue:md} fig-sc-matched
+# :format: myst
+# ```
+#
 # {numref}`fig-sc-matched` is the paper's matched control for this reader, and the
 # tables give its numbers:
 

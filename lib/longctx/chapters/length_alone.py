@@ -36,7 +36,7 @@ from ..claims import (
 from ..errors import ParameterError
 from ..metrics import summarize
 from ..models import load_tokenizer
-from ..plots import book_figure, condition_bars
+from ..plots import FigureText, book_figure, condition_bars
 from ..reader import Reader
 from ..report import estimate_text, n_for_half_width, p_text, params_text, pct_ci, points_ci
 from ..results import provenance, rows_table
@@ -885,6 +885,62 @@ def figure(view: LengthResult, paper: pd.DataFrame):
         paper=paper_bars(paper),
         paper_label=f"paper: {PAPER_READERS[PAPER_BARS_READER]}, 15K filler tokens",
     )
+
+
+def _pct(share: float) -> str:
+    return f"{100 * share:.0f} percent"
+
+
+def _devices(table: pd.DataFrame) -> str:
+    if "device" not in table:
+        return "device not recorded"
+    pairs = table[["device", "dtype"]].drop_duplicates().itertuples(index=False)
+    return "; ".join(f"{d}, {t}" for d, t in pairs)
+
+
+def figure_text(view: LengthResult) -> FigureText:
+    """:func:`figure`'s caption and alt text, from the bars it draws."""
+    shown = bars(view.solve)
+    per_bar = shown["n"].unique()
+    filler = int(view.gsm["filler_tokens"].max())
+    caption = (
+        f"GSM8K accuracy of {view.label} with no filler and with {filler:,} filler tokens of "
+        f"each kind and placement ({', '.join(str(n) for n in sorted(per_bar))} problems per "
+        f"bar, the same problems in every bar; {_devices(view.solve)}). Whiskers: 95% Wilson "
+        f"intervals. Open diamonds: the paper's {PAPER_READERS[PAPER_BARS_READER]} with 15K "
+        'filler tokens (its no-filler accuracy plus its drop, Tables 6, 7 and 3). "Not run": '
+        "the arm was not generated for that variant."
+    )
+    parts = []
+    for variant, group in shown.groupby("variant", sort=False):
+        cells = group.set_index("condition")["accuracy"]
+        parts.append(
+            f"{variant}: "
+            + "; ".join(f"{c}: {_pct(cells[c])}" for c in BAR_ORDER if c in cells.index)
+            + "."
+        )
+    return FigureText(caption, "Bar chart of GSM8K accuracy. " + " ".join(parts))
+
+
+def ruler_figure_text(view: LengthResult) -> FigureText:
+    """:func:`ruler_figure`'s caption and alt text, from the bars it draws."""
+    shown = summarize(view.ruler["answers"], ["task", "condition"])
+    scored = view.ruler["scored"]
+    caption = (
+        f"RULER QA1 and QA2 at {int(scored['length'].max()):,} tokens, {view.label}: RULER's "
+        "string_match_part with its prompt over the whole context, with the paper's "
+        "recite-then-answer, and with the documents "
+        f"the recitation names pasted verbatim ({int(shown['n'].min())} questions per bar, the "
+        "same questions in every bar of a task). Whiskers: 95% Wilson intervals."
+    )
+    alt = "Bar chart. " + " ".join(
+        f"{task}: "
+        + "; ".join(f"{m}: {_pct(cells[m])}" for m in RULER_MODES.values() if m in cells.index)
+        + "."
+        for task, group in shown.groupby("task", sort=False)
+        for cells in [group.set_index("condition")["accuracy"]]
+    )
+    return FigureText(caption, alt)
 
 
 @book_figure

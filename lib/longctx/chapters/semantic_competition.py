@@ -25,7 +25,7 @@ import pandas as pd
 from ..claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate, sizing_table
 from ..errors import ParameterError
 from ..metrics import bootstrap_interval
-from ..plots import book_figure, condition_bars, retention_curves
+from ..plots import FigureText, book_figure, condition_bars, retention_curves
 from ..reader import Reader
 from ..report import estimate_text, p_text
 from ..requests import Request, dedupe_key, unique_requests
@@ -791,6 +791,74 @@ def matched_figure(view: CompetitionResult, paper: pd.DataFrame, seed: int = 0):
         paper=paper_matched(paper),
         paper_label=f"paper: {PAPER_MATCHED_READER} (Table 1)",
     )
+
+
+def _pct(share: float) -> str:
+    return f"{100 * share:.0f} percent"
+
+
+def figure_text(view: CompetitionResult) -> FigureText:
+    """:func:`figure`'s caption and alt text, from the curves it draws."""
+    curves = view.curves[view.curves["metric"].isin(["EM", "F1"])]
+    asked = curves.groupby("retriever")["questions"].min()
+
+    def below_half(retriever: str, metric: str) -> str:
+        curve = curves[(curves["retriever"] == retriever) & (curves["metric"] == metric)]
+        under = curve[curve["R"] < 0.5]["num_hard"]
+        return f"at H = {under.min()}" if len(under) else "nowhere up to the largest H"
+
+    largest = curves["num_hard"].max()
+    em_end = curves[
+        (curves["retriever"] == "bm25")
+        & (curves["metric"] == "EM")
+        & (curves["num_hard"] == largest)
+    ]["R"]
+    caption = (
+        "Retention R(H) = M(H)/M(0) of EM and F1 as H hard negatives (BM25 or dense top-ranked "
+        "snippets) join the gold snippet, on the questions run at every H (SQuAD v2.0; "
+        + ", ".join(f"{r}: {n} questions" for r, n in asked.items())
+        + f", {view.label}); bands are 95% bootstrap intervals over questions; dashed: half "
+        "retention. Open diamonds: the paper's retention at H = 79 for Qwen2.5-1.5B-Instruct "
+        "with 80-word snippets (Section 4.1)."
+    )
+    alt = (
+        f"{len(asked)} panels of retention against the number of hard negatives. "
+        + " ".join(
+            f"With {r} ({n} questions) EM retention falls below one half {below_half(r, 'EM')} "
+            f"and F1 {below_half(r, 'F1')}."
+            for r, n in asked.items()
+        )
+        + (f" At H = {largest} BM25 keeps {_pct(em_end.iloc[0])} of its EM." if len(em_end) else "")
+    )
+    return FigureText(caption, alt)
+
+
+def matched_figure_text(view: CompetitionResult, paper: pd.DataFrame, seed: int = 0) -> FigureText:
+    """:func:`matched_figure`'s caption and alt text, from the bars it draws."""
+    bars = matched_summary(view.main, seed)
+    theirs = paper_matched(paper)
+    caption = (
+        f"The matched control for {view.label}: EM and inclusion with the gold snippet alone, "
+        "with 19 BM25 hard negatives, and with the top 4 of them plus 15 far-rank snippets at "
+        f"the same length ({int(bars['n'].min())} SQuAD v2.0 questions per bar, the same "
+        "questions in every bar); whiskers: 95% bootstrap intervals over questions. Diamonds: "
+        f"the paper's {PAPER_MATCHED_READER} (Table 1, SQuAD v1.1)."
+    )
+    parts = []
+    for metric, group in bars.groupby("metric", sort=False):
+        cells = group.set_index("condition")["accuracy"]
+        gaps = [theirs[metric, c] - 100 * cells[c] for c in cells.index if (metric, c) in theirs]
+        parts.append(
+            f"{metric}: "
+            + "; ".join(f"{c}: {_pct(cells[c])}" for c in MATCHED_CONDITIONS.values() if c in cells)
+            + (
+                f" (the paper's is {min(gaps):+.0f} to {max(gaps):+.0f} points from ours)"
+                if gaps
+                else ""
+            )
+            + "."
+        )
+    return FigureText(caption, "Bar chart of the matched control. " + " ".join(parts))
 
 
 def table1_tables(view: CompetitionResult, paper: dict) -> list:
