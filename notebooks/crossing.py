@@ -83,8 +83,6 @@ second_reader = "qwen2.5-coder-1.5b-instruct"
 second_backend = "llamacpp"
 
 # %% tags=["remove-cell"]
-import matplotlib.pyplot as plt
-
 from longctx.page import setup
 from longctx.replay import replay_summary
 from longctx.report import glue_all, say, show
@@ -107,9 +105,24 @@ view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Effects on accuracy of the six manipulations (main effects, blue; paired bootstrap intervals over questions) and of their two-way interactions (grey; per-question contrasts with the same bootstrap over questions), from one reader on 10-document NQ-Open QA. At the right: the direction each paper claims for its manipulation.", "name": "fig-crossing-forest"}, "image": {"alt": "Forest plot of six main effects and fifteen two-way interactions in accuracy points, with intervals."}}
-chapter.forest_figure(view, model)
-plt.show()
+# %% tags=["remove-cell"]
+page.glue_figure(
+    "fig-crossing-forest", chapter.forest_figure(view, model), chapter.forest_text(view)
+)
+page.glue_figure(
+    "fig-crossing-interaction", chapter.interaction_figure(view), chapter.interaction_text(view)
+)
+if view.readers["both"] is not None:
+    page.glue_figure(
+        "fig-crossing-readers", chapter.readers_figure(view), chapter.readers_text(view)
+    )
+else:
+    page.glue_missing("fig-crossing-readers", "The second reader has no rows for these prompts.")
+
+# %% [markdown]
+# ```{glue:md} fig-crossing-forest
+# :format: myst
+# ```
 
 # %% tags=["remove-input"]
 say(
@@ -150,9 +163,10 @@ show(chapter.sizing(view.estimates))
 # combinations (averaged over the other four factors): parallel lines would mean the two
 # manipulations simply add up.
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy at the four combinations of the two factors with the largest interaction, averaged over the other factors; 95% intervals resample whole questions.", "name": "fig-crossing-interaction"}, "image": {"alt": "Interaction plot: accuracy for two levels of one factor, one line per level of the other."}}
-chapter.interaction_figure(view)
-plt.show()
+# %% [markdown]
+# ```{glue:md} fig-crossing-interaction
+# :format: myst
+# ```
 
 # %% tags=["hide-input"]
 show(*chapter.interactions_table(view))
@@ -188,9 +202,10 @@ if chapter.readers_table(view):
 else:
     say(chapter.readers_status(view))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Main effects of the two readers on the questions both answered in every cell (points, 95% bootstrap intervals over questions); at the right, the direction each paper claims.", "name": "fig-crossing-readers"}, "image": {"alt": "Forest plot of six main effects for each of two readers, side by side."}}
-chapter.readers_figure(view)
-plt.show()
+# %% [markdown]
+# ```{glue:md} fig-crossing-readers
+# :format: myst
+# ```
 
 # %% tags=["remove-input"]
 say(view.provenance)

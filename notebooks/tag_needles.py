@@ -95,8 +95,6 @@ batch_size = 8
 results_dir = "data/results"
 
 # %% tags=["remove-cell"]
-import matplotlib.pyplot as plt
-
 from longctx.page import setup
 from longctx.report import glue_all, say, show, show_all
 
@@ -119,9 +117,15 @@ view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Share of needle questions answered with the right character (NoLiMa's contains) against haystack length, per prompt variant; 30 questions per point, 95% Wilson bands. TD: tag definitions in the system prompt; TD+TC: definitions plus tagged context. Open diamonds on dotted lines: the paper's Claude 3.5 Sonnet on NoLiMa+ at 250 and 500 tokens (Table 1), one colour per variant. The LLM-tagger arm uses a 0.5B tagger that failed (see the tagging section).", "name": "fig-tag-length"}, "image": {"alt": "Line chart of accuracy against haystack tokens (250, 500, 1000). The baseline falls from 77 to 50 percent; TD stays between 30 and 40; TD+TC with spaCy tags between 47 and 57; the LLM-tag arm is 0 at every length."}}
-chapter.figure(view)
-plt.show()
+# %% tags=["remove-cell"]
+page.glue_figure("fig-tag-length", chapter.figure(view), chapter.figure_text(view))
+page.glue_figure("fig-tag-sized", chapter.sized_figure(view), chapter.sized_text(view))
+page.glue_figure("fig-tag-depth", chapter.depth_figure(view), chapter.depth_text(view))
+
+# %% [markdown]
+# ```{glue:md} fig-tag-length
+# :format: myst
+# ```
 
 # %% tags=["remove-input"]
 say(
@@ -176,9 +180,10 @@ show_all(chapter.long_tables(view))
 # %% tags=["hide-input"]
 show_all(chapter.short_tables(view))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Each prompt variant minus the baseline on the same 154 needle questions (87 needles), at 250 tokens (the paper's shortest length) and at 2,000 tokens (the headline pair); points with 95% bootstrap intervals over needles. Diamonds: the paper's change for Claude 3.5 Sonnet on NoLiMa+ at 250 tokens, and at 500 tokens (its nearest length) beside our 2,000.", "name": "fig-tag-sized"}, "image": {"alt": "Forest plot of changes against the baseline. At 250 tokens TD falls about 31 points and TD+TC with spaCy tags about 8, the framing control about 27; at 2,000 tokens TD+TC with spaCy tags falls about 32 points. The paper's changes are gains of 2 to 10 points, to the right of every interval."}}
-chapter.sized_figure(view)
-plt.show()
+# %% [markdown]
+# ```{glue:md} fig-tag-sized
+# :format: myst
+# ```
 
 # %% [markdown]
 # {numref}`fig-tag-sized` puts the sized comparisons of both sections on one axis, beside
@@ -260,9 +265,10 @@ show(chapter.wrong_answers(view.main))
 # each depth holds 6 questions x 3 lengths. The intervals below resample whole questions
 # (the three lengths of one question are not independent), so read the profile as coarse.
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy against the needle's depth (percent of the context before it), pooled over the three lengths; each point is 6 questions x 3 lengths, with a 95% bootstrap interval over questions.", "name": "fig-tag-depth"}, "image": {"alt": "Line chart of accuracy against needle depth per variant; the intervals are wide and no U-shape shows."}}
-chapter.depth_figure(view)
-plt.show()
+# %% [markdown]
+# ```{glue:md} fig-tag-depth
+# :format: myst
+# ```
 
 # %% [markdown]
 # ## Tag overhead against gain

@@ -175,15 +175,9 @@ TYPED_FIGURES = frozenset(
         "fig-cnorm-formats",
         "fig-cnorm-qa",
         "fig-cnorm-tokens",
-        "fig-crossing-forest",
-        "fig-crossing-interaction",
-        "fig-crossing-readers",
         "fig-findings",
         "fig-findings-others",
         "fig-matrix",
-        "fig-tag-depth",
-        "fig-tag-length",
-        "fig-tag-sized",
     }
 )
 

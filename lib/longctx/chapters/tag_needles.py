@@ -34,7 +34,7 @@ from ..errors import ParameterError
 from ..metrics import nolima_contains
 from ..models import load_tokenizer
 from ..paths import resolve
-from ..plots import accuracy_by_position, book_figure, paired_differences
+from ..plots import FigureText, accuracy_by_position, book_figure, paired_differences
 from ..reader import Reader
 from ..report import estimate_text, format_p, n_for_half_width, p_text, points_ci
 from ..requests import dedupe_key
@@ -1021,6 +1021,84 @@ def paper_curve(paper: pd.DataFrame, lengths) -> pd.DataFrame:
             "label": t1["variant"].map(tn.VARIANT_LABELS),
         }
     )
+
+
+def _pct(share: float) -> str:
+    return f"{100 * share:.0f} percent"
+
+
+def figure_text(view: TagResult) -> FigureText:
+    """:func:`figure`'s caption and alt text, from the lines it draws."""
+    shown = view.accuracy
+    lengths = sorted(shown["length"].unique())
+    shared = sorted(set(paper_curve(view.paper, lengths)["length"]))
+    caption = (
+        "Share of needle questions answered with the right character (NoLiMa's contains) "
+        f"against haystack length, per prompt variant, {view.label}; "
+        f"{int(shown['n'].min())} questions per point, 95% Wilson bands. TD: tag definitions "
+        "in the system prompt; TD+TC: definitions plus tagged context. Open diamonds on dotted "
+        f"lines: the paper's {PAPER_MODEL} on NoLiMa+ at "
+        f"{' and '.join(f'{k:,}' for k in shared) or 'no shared length'} tokens (Table 1), one "
+        f"colour per variant. The LLM-tagger arm's tags come from "
+        f"`{view.params['tagger_model']}` (the tagging section shows what it tagged)."
+    )
+    lines = []
+    for label, group in shown.groupby("label", sort=False):
+        acc = group.sort_values("length")["accuracy"]
+        lines.append(
+            f"{label}: {_pct(acc.iloc[0])} at {lengths[0]:,}, {_pct(acc.iloc[-1])} at "
+            f"{lengths[-1]:,}" + (" (zero at every length)" if (acc == 0).all() else "")
+        )
+    alt = (
+        f"Line chart of accuracy against haystack tokens ({', '.join(f'{k:,}' for k in lengths)})"
+        ". " + "; ".join(lines) + "."
+    )
+    return FigureText(caption, alt)
+
+
+def sized_text(view: TagResult) -> FigureText:
+    """:func:`sized_figure`'s caption and alt text, from the differences it draws."""
+    diffs = sized_differences(view)
+    questions = view.short["pairs"].shape[0] if view.short is not None else 0
+    needles = view.short["gains"]["needles"].max() if view.short is not None else 0
+    caption = (
+        f"Each prompt variant minus the baseline on the same {questions} needle questions "
+        f"({int(needles)} needles), at {view.params['short_length']:,} tokens (the paper's "
+        f"shortest length) and at {view.params['long_length']:,} tokens (the headline pair); "
+        f"points with 95% bootstrap intervals over needles, {view.label}. Diamonds: the "
+        f"paper's change for {PAPER_MODEL} on NoLiMa+ at 250 tokens, and at 500 tokens (its "
+        f"nearest length) beside our {view.params['long_length']:,}."
+    )
+    right = diffs["paper"].notna() & (diffs["paper"] > diffs["ci_high"])
+    alt = (
+        "Forest plot of changes against the baseline. "
+        + "; ".join(f"{r.label}: {r.difference:+.0f} points" for r in diffs.itertuples())
+        + ". The paper's changes lie to the right of "
+        + (
+            "every interval they sit beside."
+            if right.sum() == diffs["paper"].notna().sum()
+            else f"{int(right.sum())} of the {int(diffs['paper'].notna().sum())} intervals."
+        )
+    )
+    return FigureText(caption, alt)
+
+
+def depth_text(view: TagResult) -> FigureText:
+    """:func:`depth_figure`'s caption and alt text."""
+    depths = by_depth(view.main)
+    per_point = depths["units"].min()
+    caption = (
+        "Accuracy against the needle's depth (percent of the context before it), pooled over "
+        f"the {view.main['length'].nunique()} lengths, {view.label}; each point is "
+        f"{int(per_point)} questions x {view.main['length'].nunique()} lengths, with a 95% "
+        "bootstrap interval over questions."
+    )
+    widest = (depths["ci_high"] - depths["ci_low"]).max()
+    alt = (
+        f"Line chart of accuracy against needle depth ({', '.join(str(d) for d in sorted(depths['depth'].unique()))}"
+        f" percent) per variant; intervals up to {100 * widest:.0f} points wide."
+    )
+    return FigureText(caption, alt)
 
 
 @book_figure

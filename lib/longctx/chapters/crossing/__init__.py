@@ -36,7 +36,7 @@ from ...claims import (
 )
 from ...errors import ParameterError
 from ...metrics import holm
-from ...plots import book_figure, effects_forest, interaction_plot, readers_forest
+from ...plots import FigureText, book_figure, effects_forest, interaction_plot, readers_forest
 from ...reader import Reader, model_label
 from ...report import format_p, points_ci
 from ...results import comparable_rows, provenance, rows_table
@@ -648,6 +648,74 @@ def analyze(ctx: RunContext) -> CrossingResult:
     )
     view.said = statements(view)
     return view
+
+
+def forest_text(view: CrossingResult) -> FigureText:
+    """:func:`forest_figure`'s caption and alt text, from the effects it draws."""
+    mains = view.fx[view.fx["kind"] == "main"]
+    pairs = view.fx[view.fx["kind"] == "interaction"]
+    clear = mains[(mains["ci_low"] > 0) | (mains["ci_high"] < 0)]
+    questions = view.table["example_id"].nunique()
+    caption = (
+        f"Effects on accuracy of the {len(mains)} manipulations (main effects, blue; paired "
+        f"bootstrap intervals over questions) and of their {len(pairs)} two-way interactions "
+        f"(grey; per-question contrasts with the same bootstrap over questions), from "
+        f"{view.label} on NQ-Open QA, {len(view.design.cells)} cells x {questions} questions. "
+        "At the right: "
+        "the direction each paper claims for its manipulation."
+    )
+    alt = (
+        f"Forest plot of {len(mains)} main effects and {len(pairs)} two-way interactions in "
+        "accuracy points, with intervals. "
+        + (
+            "Main effects whose interval excludes zero: "
+            + "; ".join(
+                f"{r.term} {r.estimate:+.1f} [{r.ci_low:+.1f}, {r.ci_high:+.1f}]"
+                for r in clear.itertuples()
+            )
+            + "."
+            if len(clear)
+            else "No main effect's interval excludes zero."
+        )
+    )
+    return FigureText(caption, alt)
+
+
+def interaction_text(view: CrossingResult) -> FigureText:
+    """:func:`interaction_figure`'s caption and alt text, from the interaction it draws."""
+    a, b = view.top["term"].split(" x ")
+    ci = points_ci(view.top["estimate"], view.top["ci_low"], view.top["ci_high"])
+    caption = (
+        f"Accuracy at the four combinations of {a} and {b}, the two factors with the largest "
+        f"interaction ({ci} points), averaged over the other factors; 95% intervals resample "
+        "whole questions."
+    )
+    means = X.cell_means(view.table, view.design, a, b)
+    alt = (
+        f"Interaction plot: accuracy for the two levels of {a}, one line per level of {b}. "
+        + "; ".join(
+            f"{getattr(r, a)}, {getattr(r, b)}: {r.accuracy:.0f} percent"
+            for r in means.itertuples()
+        )
+        + "."
+        if {"accuracy", a, b} <= set(means.columns)
+        else f"Interaction plot: accuracy for the two levels of {a}, one line per level of {b}."
+    )
+    return FigureText(caption, alt)
+
+
+def readers_text(view: CrossingResult) -> FigureText:
+    """:func:`readers_figure`'s caption and alt text."""
+    caption = (
+        f"Main effects of {' and '.join(view.labels)} on the {len(view.readers['shared'])} "
+        "questions both answered in every cell (points, 95% bootstrap intervals over "
+        "questions); at the right, the direction each paper claims."
+    )
+    alt = (
+        f"Forest plot of {view.fx[view.fx['kind'] == 'main'].shape[0]} main effects for each "
+        f"of the two readers, {' and '.join(view.labels)}, side by side."
+    )
+    return FigureText(caption, alt)
 
 
 @book_figure
