@@ -102,8 +102,6 @@ batch_size = 8
 results_dir = "data/results"  # relative to the repository root
 
 # %% tags=["remove-cell"]
-import matplotlib.pyplot as plt
-
 from longctx.page import setup
 from longctx.report import glue_all, say, show, show_all
 from longctx.results import provenance
@@ -146,9 +144,23 @@ page.glue_verdicts(view.estimates)
 # %% tags=["hide-input"]
 show_all(chapter.selection_tables(view))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy of baseline and C-NORM prompts against the gold document's position among 10 NQ-Open documents, pooled over three distractor orderings of the same 20 questions (60 items per point; bands resample questions); the shortest-tokenization control ran on one ordering (20 per point). C-NORM rewrites half of each passage's sentences with the delimiter that attention balance selected.", "name": "fig-cnorm-qa"}, "image": {"alt": "Line chart of accuracy against gold position: the baseline falls from 65 to 45 percent across positions; C-NORM and the shortest-tokenization control lie below it at every position, between 25 and 45 percent."}}
-chapter.qa_figure(view)
-plt.show()
+# %% tags=["remove-cell"]
+page.glue_figure("fig-cnorm-qa", chapter.qa_figure(view), chapter.qa_text(view))
+page.glue_figure(
+    "fig-cnorm-formats", chapter.formats_figure(view, model), chapter.formats_text(view)
+)
+page.glue_figure("fig-cnorm-tokens", chapter.tokens_figure(view, model), chapter.tokens_text(view))
+if view.attention:
+    page.glue_figure(
+        "fig-cnorm-attention", chapter.attention_figure(view), chapter.attention_text(view)
+    )
+else:
+    page.glue_missing("fig-cnorm-attention", "No attention rows are stored for this reader.")
+
+# %% [markdown]
+# ```{glue:md} fig-cnorm-qa
+# :format: myst
+# ```
 
 # %% tags=["remove-input"]
 say(
@@ -213,9 +225,10 @@ show_all(chapter.formats_tables(view))
 paper = page.paper("cnorm_reported")
 show(paper[paper["source"].str.startswith("Figure 2")].drop(columns=["source"]))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Key-value retrieval by id format: accuracy against the gold pair's position at low density (16 pairs of 32-hex ids) and high density (4 pairs of 128-hex ids); 5 examples per point at low density and 20 at high density, 95% Wilson bands.", "name": "fig-cnorm-formats"}, "image": {"alt": "Two panels of accuracy against gold position for UUID, plain and ampersand-delimited ids; all lines stay near 90 to 100 percent."}}
-chapter.formats_figure(view, model)
-plt.show()
+# %% [markdown]
+# ```{glue:md} fig-cnorm-formats
+# :format: myst
+# ```
 
 # %% [markdown]
 # Format effects, paired by example and position: the difference in accuracy (points)
@@ -244,9 +257,10 @@ show(chapter.with_ci(view.effects))
 # %% tags=["hide-input"]
 show(*chapter.sweep_table(view))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Mean prompt tokens against accuracy for each delimiter of the sweep (75 pairs, gold in the middle only, so accuracy at one position rather than OAA; the same 20 examples per delimiter). Whiskers: 95% bootstrap intervals over examples. Title: Pearson r with its bootstrap interval over examples.", "name": "fig-cnorm-tokens"}, "image": {"alt": "Scatter plot of mean prompt tokens against accuracy for eight delimiters, with vertical interval whiskers."}}
-chapter.tokens_figure(view, model)
-plt.show()
+# %% [markdown]
+# ```{glue:md} fig-cnorm-tokens
+# :format: myst
+# ```
 
 # %% tags=["hide-input"]
 show(*chapter.correlation_shown(view))
@@ -266,9 +280,10 @@ show(*chapter.correlation_shown(view))
 # 1 when the attention mass is centred on the sequence, 0 when it all sits on the first
 # or last token.
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Last-layer final-token attention over the prompt (log scale) for UUID and plain-text ids, one key-value example with its gold pair at each of three positions (an illustration, not an estimate); ABS in the legend.", "name": "fig-cnorm-attention"}, "image": {"alt": "Two panels of attention weight against relative token position; mass concentrates at the start and the end of the prompt in both formats."}}
-chapter.attention_figure(view)
-plt.show()
+# %% [markdown]
+# ```{glue:md} fig-cnorm-attention
+# :format: myst
+# ```
 
 # %% tags=["hide-input"]
 show(*chapter.attention_table(view))

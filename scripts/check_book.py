@@ -171,10 +171,6 @@ def missing_glue_keys(nb) -> list[str]:
 TYPED_FIGURES = frozenset(
     {
         "fig-backends",
-        "fig-cnorm-attention",
-        "fig-cnorm-formats",
-        "fig-cnorm-qa",
-        "fig-cnorm-tokens",
         "fig-findings",
         "fig-findings-others",
         "fig-matrix",

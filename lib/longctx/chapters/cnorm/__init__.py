@@ -37,7 +37,13 @@ from ...formats import delimiter_label
 from ...metrics import pearson_interval, summarize
 from ...models import load_tokenizer
 from ...paths import repo_root, resolve
-from ...plots import accuracy_by_position, attention_profiles, book_figure, tokens_vs_accuracy
+from ...plots import (
+    FigureText,
+    accuracy_by_position,
+    attention_profiles,
+    book_figure,
+    tokens_vs_accuracy,
+)
 from ...reader import Reader
 from ...report import estimate_text, p_text, points_ci
 from ...requests import Request, unique_requests
@@ -942,6 +948,97 @@ def analyze(ctx: RunContext) -> CnormResult:
     )
     view.said = statements(view, params, reader.label)
     return view
+
+
+def _pct(share: float) -> str:
+    return f"{100 * share:.0f} percent"
+
+
+def qa_text(view: CnormResult) -> FigureText:
+    """:func:`qa_figure`'s caption and alt text, from the lines it draws."""
+    shown = qa_accuracy(view.qa, view.params)
+    n_of = shown.groupby("method")["n"].min()
+    cells = shown.set_index(["method", "position"])["accuracy"]
+    positions = sorted(shown["position"].unique())
+    base = shown[shown["method"] == "baseline"]["accuracy"]
+    others = shown[shown["method"] != "baseline"]
+    below = all(
+        cells[m, p] < cells["baseline", p]
+        for m, p in others.set_index(["method", "position"]).index
+    )
+    caption = (
+        f"Accuracy of baseline and C-NORM prompts against the gold document's position among "
+        f"{view.params['qa_documents']} NQ-Open documents, pooled over "
+        f"{len(view.params['qa_seeds'])} distractor orderings of the same "
+        f"{view.params['qa_questions']} questions ({n_of.get('baseline', 0)} items per point; "
+        "bands resample questions); the shortest-tokenization control ran on one ordering "
+        f"({n_of.get('shortest tokenization', 0)} per point). {view.label}. C-NORM rewrites a "
+        f"share {view.params['cnorm_ratio']} of each passage's sentences with the delimiter "
+        f"attention balance selected ({view.chosen!r})."
+    )
+    alt = (
+        f"Line chart of accuracy against gold position ({positions[0]} to {positions[-1]}): the "
+        f"baseline goes from {_pct(base.iloc[0])} to {_pct(base.iloc[-1])}; C-NORM and the "
+        "shortest-tokenization control lie "
+        + ("below it at every position" if below else "above it at some positions")
+        + f", between {_pct(others['accuracy'].min())} and {_pct(others['accuracy'].max())}."
+    )
+    return FigureText(caption, alt)
+
+
+def formats_text(view: CnormResult) -> FigureText:
+    """:func:`formats_figure`'s caption and alt text."""
+    shown = figure2_accuracy(view.grid, view.params, view.label)
+    n_of = shown.groupby("density")["n"].min()
+    caption = (
+        "Key-value retrieval by id format, "
+        f"{view.label}: accuracy against the gold pair's position at low density "
+        f"({view.params['kv_low_pairs']} pairs of 32-hex ids) and high density "
+        f"({view.params['kv_high_pairs']} pairs of 128-hex ids); {n_of.get('low', 0)} examples "
+        f"per point at low density and {n_of.get('high', 0)} at high density, 95% Wilson bands."
+    )
+    alt = (
+        f"Two panels of accuracy against gold position for {', '.join(sorted(shown['format'].unique()))}"
+        f"; every line stays between {_pct(shown['accuracy'].min())} and "
+        f"{_pct(shown['accuracy'].max())}."
+    )
+    return FigureText(caption, alt)
+
+
+def tokens_text(view: CnormResult) -> FigureText:
+    """:func:`tokens_figure`'s caption and alt text."""
+    r = view.correlations["all"]
+    caption = (
+        "Mean prompt tokens against accuracy for each delimiter of the sweep "
+        f"({view.params['sweep_pairs']} pairs, gold at depth "
+        f"{', '.join(str(p) for p in view.params['sweep_positions'])} only, so accuracy at one "
+        f"position rather than OAA; the same {r['examples']} examples per delimiter), "
+        f"{view.label}. Whiskers: 95% bootstrap intervals over examples. Title: Pearson r with "
+        "its bootstrap interval over examples."
+    )
+    alt = (
+        f"Scatter plot of mean prompt tokens against accuracy for {len(view.delimiters)} "
+        f"delimiters, with vertical interval whiskers; r = {r['r']:.2f} "
+        f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]."
+    )
+    return FigureText(caption, alt)
+
+
+def attention_text(view: CnormResult) -> FigureText:
+    """:func:`attention_figure`'s caption and alt text."""
+    positions = sorted({row["gold_position"] for row in view.attention})
+    formats = sorted({row["format"] for row in view.attention})
+    caption = (
+        "Last-layer final-token attention over the prompt (log scale) for "
+        f"{' and '.join(formats)} ids, {view.label}: one key-value example with its gold pair "
+        f"at each of {len(positions)} positions (an illustration, not an estimate); ABS in the "
+        "legend."
+    )
+    alt = (
+        f"{len(formats)} panels of attention weight against relative token position, one line "
+        f"per gold position ({', '.join(str(p) for p in positions)})."
+    )
+    return FigureText(caption, alt)
 
 
 @book_figure
