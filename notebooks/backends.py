@@ -77,19 +77,19 @@ bench_file = "data/bench/backends-cpu.json"  # written by `make bench`
 prefix_file = "data/bench/llamacpp-prefix-cpu.json"
 
 # %% tags=["remove-cell"]
-import matplotlib.pyplot as plt
-
 from longctx import backend_comparison as page
-from longctx.page import check_statements
+from longctx.page import check_statements, glue_figure
 from longctx.paths import resolve
 from longctx.report import glue_all, show
 
 view = page.analysis(model, resolve(results_dir), bench_file, prefix_file)
 glue_all(view.quoted)
+glue_figure("fig-backends", page.figure(view), page.figure_text(view))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Top: share of identical answers and accuracy difference (llama.cpp minus hf, points, 95% paired bootstrap interval over examples) on committed prompts of two chapters. Bottom: end-to-end speed of each way to generate on the same prompts (key-value: prefill-bound; VarSum: decode-bound), as a multiple of the plain model.generate loop, from one benchmark run on a 2-core CPU.", "name": "fig-backends"}, "image": {"alt": "Two panels: accuracy differences between llama.cpp and hf whose intervals include zero, with 92 to 100 percent identical answers; and speed bars per path and workload, where the hf engine and llama.cpp are about equal on key-value prompts and the hf engine is fastest on VarSum."}}
-page.figure(view)
-plt.show()
+# %% [markdown]
+# ```{glue:md} fig-backends
+# :format: myst
+# ```
 
 # %% [markdown]
 # ## Agreement on committed prompts

@@ -26,11 +26,9 @@ results_dir = "data/results"  # the committed generations
 # %% tags=["remove-cell"]
 from functools import partial
 
-import matplotlib.pyplot as plt
-
 from longctx import findings, matrix
 from longctx.downloads import browser_href
-from longctx.page import check_statements
+from longctx.page import check_statements, glue_figure
 from longctx.paths import resolve
 from longctx.plots import forest
 from longctx.report import glue_all, say, show
@@ -39,9 +37,18 @@ claims_by_readers = matrix.build(resolve(results_dir))
 table = matrix.default_findings(claims_by_readers, resolve(results_dir))
 glue_all({**findings.quoted(table), **matrix.quoted(claims_by_readers)})
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Every claim (rows) on every reader with committed rows (columns). A mark is a verdict by the rule below: colour and shape tell the verdict, an open circle a premise this reader does not meet, ‡ a rule fixed after that reader's rows; grey words say why a cell has none (not run, part run, no fit: the prompts exceed the reader's window, GPU: too long for this CPU, hf only: needs attention weights or masked padding).", "name": "fig-matrix"}, "image": {"alt": "A grid of claims by readers with one verdict mark per cell."}}
-matrix.figure(claims_by_readers)
-plt.show()
+glue_figure("fig-matrix", matrix.figure(claims_by_readers), matrix.figure_text(claims_by_readers))
+glue_figure("fig-findings", forest(table[table["scale"] == "points"]), findings.forest_text(table))
+glue_figure(
+    "fig-findings-others",
+    forest(matrix.others_frame(claims_by_readers)),
+    matrix.others_text(claims_by_readers),
+)
+
+# %% [markdown]
+# ```{glue:md} fig-matrix
+# :format: myst
+# ```
 
 # %% tags=["remove-input"]
 show(matrix.tally_table(claims_by_readers), caption=matrix.TALLY_CAPTION)
@@ -88,9 +95,10 @@ say(matrix.download_line())
 # %% tags=["remove-input"]
 say(findings.tally_markdown(table))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Every headline claim measured in points on the default reader, as a paired difference (treatment minus control, as named on the left). Bars: our 95% bootstrap interval over independent units; diamonds: the paper's reported effect where it gives one. Colour: the verdict.", "name": "fig-findings"}, "image": {"alt": "Forest plot of the paired differences in points, one per claim, coloured by verdict, with the paper's effects as diamonds."}}
-forest(table[table["scale"] == "points"])
-plt.show()
+# %% [markdown]
+# ```{glue:md} fig-findings
+# :format: myst
+# ```
 
 # %% [markdown]
 # {numref}`fig-findings` shows every claim measured in points on one axis (the C-NORM token
@@ -153,9 +161,10 @@ check_statements(
 #
 # Every judged cell in points of the other readers, in the same form:
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "The judged claims of every reader but the default one, each row a claim and a reader: the paired difference with its 95% interval, coloured by verdict; diamonds: the paper's effect where it gives one.", "name": "fig-findings-others"}, "image": {"alt": "Forest plot of the other readers' judged claims, one row per claim and reader."}}
-forest(matrix.others_frame(claims_by_readers))
-plt.show()
+# %% [markdown]
+# ```{glue:md} fig-findings-others
+# :format: myst
+# ```
 
 # %% [markdown]
 # {numref}`fig-findings-others` shows the other readers' judged claims; the cells not judged

@@ -13,8 +13,8 @@ Serves ``_build/html`` on 127.0.0.1 and, for every page:
   that no longer matches the committed run) fails like a broken page;
 * every ``{glue:text}`key``` of a page's prose was glued by its executed notebook: a
   missing key would print nothing where a number belongs;
-* no figure's caption or alt text types a number in the notebook (those glued with
-  ``Page.glue_figure`` are computed by their chapter; ``TYPED_FIGURES`` lists those not yet);
+* no figure's caption or alt text types a number in the notebook (figures are glued with
+  ``Page.glue_figure``, their caption and alt text computed by their chapter);
 * at 1400 px wide the page never scrolls sideways (a wide table scrolls inside itself),
   and every figure has a caption and is referenced from the page's text;
 * every figure is shown large enough to read: its smallest text (``longctx.plots``
@@ -165,29 +165,17 @@ def missing_glue_keys(nb) -> list[str]:
     return sorted(quoted - glued_keys(nb))
 
 
-# Figures whose caption or alt text is still typed in the notebook's cell metadata; every
-# other figure is glued with text its chapter computes (``Page.glue_figure``). The list only
-# shrinks: a figure not on it with a digit in its metadata fails the check.
-TYPED_FIGURES = frozenset(
-    {
-        "fig-backends",
-        "fig-findings",
-        "fig-findings-others",
-        "fig-matrix",
-    }
-)
-
-
 def typed_figure_numbers(nb) -> list[str]:
     """Figures whose caption or alt text in the cell metadata holds a digit: a number typed
-    by hand, which the rows can leave behind (:data:`TYPED_FIGURES` excepted)."""
+    by hand, which the rows can leave behind. Every figure of the book is glued with text its
+    chapter computes (``Page.glue_figure``)."""
     problems = []
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("mystnb", {})
         figure, image = meta.get("figure", {}), meta.get("image", {})
         name = figure.get("name", "(unnamed figure)")
         typed = " ".join(str(t) for t in (figure.get("caption", ""), image.get("alt", "")))
-        if re.search(r"\d", typed) and name not in TYPED_FIGURES:
+        if re.search(r"\d", typed):
             problems.append(
                 f"figure {name}: its caption or alt text types a number; compute it in the "
                 "chapter and glue the figure (Page.glue_figure)"
@@ -541,8 +529,8 @@ def main(argv=None) -> int:
         f"enough for {MIN_RENDERED_PT:g} pt text, every table is introduced or captioned and none "
         "has a raw identifier for a header, no chapter page dumps its data (HTML under "
         f"{MAX_PAGE_BYTES / 1e6:g} MB, under {MAX_PAGE_HEIGHT_PX:,} px tall, no cell printing "
-        f"over {MAX_OUTPUT_LINES} lines), no figure types a number in its caption or alt text "
-        f"({len(TYPED_FIGURES)} not yet computed are listed), every page "
+        f"over {MAX_OUTPUT_LINES} lines), no figure types a number in its caption or alt text, "
+        "every page "
         f"checked its prose and glued every number it quotes, and each of {len(links)} links "
         "to a claim's rows shows rows"
     )

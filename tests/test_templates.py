@@ -40,6 +40,8 @@ def test_the_chapter_template_runs_on_committed_rows():
     assert set(view.quoted) == {"template-examples", "template-middle"}
     assert view.consistent and set(chapter.accuracy_table(view)["depth"]) == {0.0, 0.5}
     assert chapter.figure(view).axes
+    text = chapter.figure_text(view)
+    assert "8 examples per point" in text.caption and "depth 0.5:" in text.alt
 
 
 def test_the_chapter_template_meets_the_chapter_contract():

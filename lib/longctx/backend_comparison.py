@@ -18,7 +18,7 @@ import pandas as pd
 from . import __version__
 from .chapters import get_chapter, scale
 from .paths import build_commit, repo_root
-from .plots import COLUMN_INCHES, book_figure
+from .plots import COLUMN_INCHES, FigureText, book_figure
 from .reader import Reader
 from .report import pct, points_ci
 from .requests import request_identity
@@ -223,6 +223,34 @@ def speed_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
         "CPU)."
     )
     return table, note
+
+
+def figure_text(view: SimpleNamespace) -> FigureText:
+    """:func:`figure`'s caption and alt text, from the agreement and the benchmark it draws."""
+    a, arms = view.agreement, view.arms
+    per_chapter = a[a["chapter"] != "both"]
+    zero_inside = ((a["low"] <= 0) & (a["high"] >= 0)).all()
+    fastest = [
+        f"{WORKLOADS.get(w, w)}: fastest {PATHS[part.loc[part['speedup_vs_naive'].idxmax(), 'backend']]}"
+        f" at {part['speedup_vs_naive'].max():.1f}x"
+        for w, part in arms.groupby("workload", sort=False)
+    ]
+    caption = (
+        "Top: share of identical answers and accuracy difference (llama.cpp minus hf, points, "
+        f"95% paired bootstrap interval over examples) on committed prompts of {len(per_chapter)} "
+        f"chapters, {view.model}. Bottom: end-to-end speed of each way to generate on the same "
+        "prompts (key-value: prefill-bound; VarSum: decode-bound), as a multiple of the plain "
+        f"model.generate loop, from one benchmark run ({view.bench['threads']} threads, "
+        f"{view.bench['cpu']})."
+    )
+    alt = (
+        "Two panels: accuracy differences between llama.cpp and hf "
+        + ("whose intervals all include zero" if zero_inside else "not all including zero")
+        + f", with {100 * per_chapter['identical'].min():.0f} to "
+        f"{100 * per_chapter['identical'].max():.0f} percent identical answers; and speed bars "
+        "per path and workload (" + "; ".join(fastest) + ")."
+    )
+    return FigureText(caption, alt)
 
 
 @book_figure

@@ -31,6 +31,7 @@ from .claims import (
 )
 from .errors import DataFileError
 from .paths import build_commit, repo_root
+from .plots import FigureText
 from .reader import Reader
 from .report import format_p
 
@@ -185,6 +186,25 @@ def as_markdown(table, rows_href: Callable[[str], str | None] | None = None) -> 
             )
         parts.append("\n".join(lines) + "\n\n" + "\n".join(notes))
     return "\n\n".join(parts)
+
+
+def forest_text(table) -> FigureText:
+    """The default reader's forest of claims in points: caption and alt text, from its rows."""
+    shown = table[table["scale"] == "points"]
+    counts = shown["verdict"].value_counts()
+    caption = (
+        f"Every headline claim measured in points on the default reader ({len(shown)} of "
+        f"{len(table)} claims), as a paired difference (treatment minus control, as named on "
+        "the left). Bars: our 95% bootstrap interval over independent units; diamonds: the "
+        f"paper's reported effect where it gives one ({int(shown['paper_effect'].notna().sum())}"
+        "). Colour: the verdict."
+    )
+    alt = (
+        f"Forest plot of {len(shown)} paired differences in points, one per claim, coloured "
+        f"by verdict ({', '.join(f'{n} {v}' for v, n in counts.items())}), with the paper's "
+        "effects as diamonds."
+    )
+    return FigureText(caption, alt)
 
 
 def quoted(table) -> dict:

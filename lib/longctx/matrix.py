@@ -41,7 +41,7 @@ from .errors import LongctxError
 from .findings import estimates, findings_table
 from .models import DEFAULT_MODEL
 from .paths import repo_root
-from .plots import claims_grid
+from .plots import FigureText, claims_grid
 from .reader import Reader, model_label, row_backend
 from .reproduce import read_claims_plan
 from .store import ResultsStore
@@ -713,6 +713,47 @@ def quoted(matrix: Matrix) -> dict:
         "fi-decided": sum(c.decided for c in judged),
         "fi-prereg": sum(c.preregistered is True for c in judged),
     }
+
+
+def _counts(values) -> str:
+    counts = pd.Series(list(values)).value_counts()
+    return ", ".join(f"{n} {what}" for what, n in counts.items())
+
+
+def figure_text(matrix: Matrix) -> FigureText:
+    """:func:`figure`'s caption and alt text, from the cells it draws."""
+    cells = frame(matrix)
+    judged = cells[cells["status"] == "judged"]
+    caption = (
+        f"Every claim (rows, {len(matrix.claims)}) on every reader with committed rows "
+        f"(columns, {len(matrix.columns)}). A mark is a verdict by the rule below: colour and "
+        "shape tell the verdict, an open circle a premise this reader does not meet, ‡ a rule "
+        "fixed after that reader's rows; grey words say why a cell has none (not run, part run, "
+        "no fit: the prompts exceed the reader's window, GPU: too long for this CPU, hf only: "
+        "needs attention weights or masked padding)."
+    )
+    alt = (
+        f"A grid of {len(matrix.claims)} claims by {len(matrix.columns)} readers "
+        f"({', '.join(c.label for c in matrix.columns)}): {len(judged)} judged cells "
+        f"({_counts(judged['verdict'])}); the others {_counts(cells[cells['status'] != 'judged']['status'])}."
+    )
+    return FigureText(caption, alt)
+
+
+def others_text(matrix: Matrix) -> FigureText:
+    """The other readers' forest: caption and alt text, from its rows."""
+    rows = others_frame(matrix)
+    caption = (
+        f"The {len(rows)} judged claims in points of every reader but the default one "
+        f"({rows['reader'].nunique()} readers), each row a claim and a reader: the paired "
+        "difference with its 95% interval, coloured by verdict; diamonds: the paper's effect "
+        "where it gives one."
+    )
+    alt = (
+        f"Forest plot of {len(rows)} judged cells of {', '.join(sorted(rows['reader'].unique()))}"
+        f": {_counts(rows['verdict'])}."
+    )
+    return FigureText(caption, alt)
 
 
 def others_frame(matrix: Matrix) -> pd.DataFrame:

@@ -88,12 +88,8 @@ class Page:
         return example_html(rows, what=what, where=where) + browse
 
     def glue_figure(self, name: str, fig, text: FigureText) -> None:
-        """Glue ``fig`` as a numbered figure under ``name`` (the page shows it with
-        ``{glue:md} name``), its caption and alt text computed (``text``), never typed."""
-        from IPython.display import Markdown
-        from myst_nb import glue  # the book's package: only notebooks call this
-
-        glue(name, Markdown(figure_directive(fig, name=name, text=text)), display=False)
+        """Glue ``fig`` as a numbered figure under ``name`` (:func:`glue_figure`)."""
+        glue_figure(name, fig, text)
 
     def glue_missing(self, name: str, why: str) -> None:
         """Glue a sentence under a figure's ``name`` where its rows are not stored."""
@@ -114,6 +110,15 @@ class Page:
             self.results, claims, given={self.reader.results_folder(self.results): estimates}
         )
         glue(f"{self.name}-verdicts", Markdown(verdict_box(self.name, table)), display=False)
+
+
+def glue_figure(name: str, fig, text: FigureText) -> None:
+    """Glue ``fig`` as a numbered figure under ``name`` (the page shows it with
+    ``{glue:md} name``), its caption and alt text computed (``text``), never typed."""
+    from IPython.display import Markdown
+    from myst_nb import glue  # the book's package: only notebooks call this
+
+    glue(name, Markdown(figure_directive(fig, name=name, text=text)), display=False)
 
 
 def check_statements(page: str, said: dict[str, bool], book_run: bool) -> None:

@@ -65,8 +65,6 @@ batch_size = 8
 results_dir = "data/results"  # relative to the repository root
 
 # %% tags=["remove-cell"]
-import matplotlib.pyplot as plt
-
 from longctx.page import setup
 from longctx.report import glue_all, say, show
 
@@ -85,10 +83,12 @@ rows = chapter.answered(run)
 view = chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
+page.glue_figure("fig-<name>-headline", chapter.figure(view), chapter.figure_text(view))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "What the figure shows, with n per point and what the bands are.", "name": "fig-name-headline"}, "image": {"alt": "What a reader who cannot see the figure needs to know from it."}}
-chapter.figure(view)
-plt.show()
+# %% [markdown]
+# ```{glue:md} fig-<name>-headline
+# :format: myst
+# ```
 
 # %% tags=["remove-input"]
 say(page.example("kv_retrieval", what="the headline condition, in words"))
@@ -97,9 +97,10 @@ say(page.example("kv_retrieval", what="the headline condition, in words"))
 say(view.provenance)
 
 # %% [markdown]
-# The caption says what is drawn, n per point and what the bands are; the paper's curve
-# goes beside ours where it reports one (the `paper=` argument of `longctx.plots`'
-# figures). Under the figure: a right and a wrong answer with their prompts, collapsed, and
+# {numref}`fig-<name>-headline`: the caption and alt text come from `figure_text` in the
+# module, computed from what the figure draws (n per point, what the bands are), never
+# typed here. The paper's curve goes beside ours where it reports one (the `paper=`
+# argument of `longctx.plots`' figures). Under the figure: a right and a wrong answer with their prompts, collapsed, and
 # the link to every row of the store in the sample browser (`page.example`).
 
 # %% [markdown]
