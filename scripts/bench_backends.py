@@ -35,6 +35,7 @@ from longctx.backends import load_backend, spec
 from longctx.backends.hf import load_model
 from longctx.metrics import kv_accuracy
 from longctx.models import ALIASES, alias_gguf_path
+from longctx.requests import GenerateCall
 from longctx.tasks import kv_retrieval as kv
 
 
@@ -165,11 +166,13 @@ def run_workload(name: str, args) -> dict:
         if "hf" in args.arms:
             start = time.perf_counter()
             gens = lm.generate(
-                prompts,
-                max_new_tokens=max_new,
-                stop_rules=[r.stop for r in reqs],
-                batch_size=args.batch_size,
-                progress=False,
+                GenerateCall(
+                    prompts,
+                    max_new_tokens=max_new,
+                    stop_rules=[r.stop for r in reqs],
+                    batch_size=args.batch_size,
+                    progress=False,
+                )
             )
             record(
                 "hf",
@@ -187,7 +190,7 @@ def run_workload(name: str, args) -> dict:
         prompts = [backend.render(r.prompt, system=r.system) for r in reqs]
         start = time.perf_counter()
         gens = backend.generate(
-            prompts, max_new_tokens=max_new, stop_rules=[r.stop for r in reqs], progress=False
+            GenerateCall(prompts, max_new, stop_rules=[r.stop for r in reqs], progress=False)
         )
         record(
             "llamacpp",
@@ -205,7 +208,7 @@ def run_workload(name: str, args) -> dict:
                 backend.llm.reset()  # n_tokens = 0: the next prompt reuses nothing
                 outs.append(
                     backend.generate(
-                        [p], max_new_tokens=max_new, stop_rules=[r.stop], progress=False
+                        GenerateCall([p], max_new, stop_rules=[r.stop], progress=False)
                     )[0].text
                 )
             record(
@@ -223,7 +226,7 @@ def run_workload(name: str, args) -> dict:
             prompts = [backend.render(r.prompt, system=r.system) for r in reqs]
             start = time.perf_counter()
             gens = backend.generate(
-                prompts, max_new_tokens=max_new, stop_rules=[r.stop for r in reqs], progress=False
+                GenerateCall(prompts, max_new, stop_rules=[r.stop for r in reqs], progress=False)
             )
             record(
                 "openai",

@@ -17,7 +17,7 @@ from longctx.errors import BackendError, CapabilityError, ParameterError
 from longctx.models import resolve_model
 from longctx.padding import filler_slot, masked_gap
 from longctx.reader import Reader
-from longctx.requests import Request, StopRule, request_key
+from longctx.requests import GenerateCall, Request, StopRule, request_key
 from longctx.runner import generate_missing
 from longctx.store import ResultsStore
 from servers import SMOKE, Server, free_port
@@ -46,7 +46,7 @@ def test_the_registry_refuses_a_taken_name_a_partial_class_and_an_unknown_capabi
         pass
 
     class Whole(PromptReader):
-        def generate(self, prompts, **kw):
+        def generate(self, call):
             return []
 
         def run_params(self):
@@ -124,7 +124,7 @@ def test_llamacpp_refuses_models_that_are_not_gguf():
     with pytest.raises(
         CapabilityError, match="runs GGUF files; 'Qwen/Qwen2.5-1.5B-Instruct' is a hub model"
     ):
-        LlamaCppBackend("Qwen/Qwen2.5-1.5B-Instruct", backends.spec("llamacpp"))
+        LlamaCppBackend(backends.Target("Qwen/Qwen2.5-1.5B-Instruct", backends.spec("llamacpp")))
 
 
 def test_unreachable_server_is_a_one_line_error():
@@ -223,8 +223,12 @@ def test_llamacpp_reads_what_hf_reads_and_applies_the_same_stop_rules(llama, smo
     rendered = [smollm2.render(p) for p in PROMPTS]
     assert [llama.render(p) for p in PROMPTS] == rendered  # byte-identical prompts
     rules = [StopRule(), StopRule(newline=False), StopRule()]
-    ours = llama.generate(rendered, max_new_tokens=24, stop_rules=rules, progress=False)
-    ref = smollm2.generate(rendered, max_new_tokens=24, stop_rules=rules, progress=False)
+    ours = llama.generate(
+        GenerateCall(rendered, max_new_tokens=24, stop_rules=rules, progress=False)
+    )
+    ref = smollm2.generate(
+        GenerateCall(rendered, max_new_tokens=24, stop_rules=rules, progress=False)
+    )
     assert [g.prompt_tokens for g in ours] == [g.prompt_tokens for g in ref]  # the same token ids
     # Quantized blocks vs dequantized float32 weights: long answers of a 135M model may part
     # ways (the methods page measures agreement on real prompts); a short fact does not.
@@ -235,7 +239,7 @@ def test_llamacpp_reads_what_hf_reads_and_applies_the_same_stop_rules(llama, smo
     assert ours[2].stop_reason == "stop_rule" and "\n" not in ours[2].text
     assert ours[2].raw_text.startswith(ours[2].text)
     again = llama.generate(
-        rendered[::-1], max_new_tokens=24, stop_rules=rules[::-1], progress=False
+        GenerateCall(rendered[::-1], max_new_tokens=24, stop_rules=rules[::-1], progress=False)
     )[::-1]
     # Greedy and independent of order and cache
     assert [g.text for g in again] == [g.text for g in ours]
@@ -249,10 +253,10 @@ def test_llamacpp_reuses_shared_prefixes_only_when_asked_and_measures_filler_in_
     prompts = [base + "one", base + "two"]
     assert all(
         g.extra["prefix_reused"] == 0
-        for g in llama.generate(prompts, max_new_tokens=4, progress=False)
+        for g in llama.generate(GenerateCall(prompts, max_new_tokens=4, progress=False))
     )
     cached = backends.load_backend(SMOKE, backends.spec("llamacpp", prefix_cache=True))
-    gens = cached.generate(prompts, max_new_tokens=4, progress=False)
+    gens = cached.generate(GenerateCall(prompts, max_new_tokens=4, progress=False))
     shared = smollm2.count_tokens(base)
     # the second prompt skips the shared prefix (the last shared token may merge with what follows)
     assert shared - 2 <= max(g.extra["prefix_reused"] for g in gens) <= shared
@@ -260,8 +264,8 @@ def test_llamacpp_reuses_shared_prefixes_only_when_asked_and_measures_filler_in_
         cached.run_params()["prefix_cache"] is True and llama.run_params()["prefix_cache"] is False
     )
     padded = smollm2.render(f"Note. {filler_slot('whitespace', 50)} Say hi.")
-    (g,) = llama.generate([padded], max_new_tokens=2, progress=False)
-    (h,) = smollm2.generate([padded], max_new_tokens=2, progress=False)
+    (g,) = llama.generate(GenerateCall([padded], max_new_tokens=2, progress=False))
+    (h,) = smollm2.generate(GenerateCall([padded], max_new_tokens=2, progress=False))
     assert g.prompt_tokens == h.prompt_tokens > 50
 
 

@@ -430,23 +430,14 @@ class _AnsweringLM:
     def run_params(self):
         return {"device": "test"}
 
-    def generate(
-        self,
-        prompts,
-        *,
-        max_new_tokens,
-        stop_rules,
-        batch_size,
-        progress,
-        on_batch,
-        desc,
-        stop_at=None,
-    ):
+    def generate(self, call):
         from longctx.requests import Generation
 
-        for start in range(0, len(prompts), batch_size):
-            batch = list(range(start, min(start + batch_size, len(prompts))))
-            on_batch(batch, [Generation("ans", "ans", 3, 1, True, 0.1, len(batch)) for _ in batch])
+        for start in range(0, len(call.prompts), call.batch_size):
+            batch = list(range(start, min(start + call.batch_size, len(call.prompts))))
+            call.on_batch(
+                batch, [Generation("ans", "ans", 3, 1, True, 0.1, len(batch)) for _ in batch]
+            )
 
 
 def test_copy_to_sends_the_new_rows_compressed_and_merge_takes_them_back(tmp_path):
@@ -507,9 +498,9 @@ def test_copy_to_is_flushed_when_the_deadline_stops_a_run(tmp_path, monkeypatch)
     )
 
     class SlowLM(_AnsweringLM):
-        def generate(self, prompts, **kw):
+        def generate(self, call):
             now[0] += 6  # each one-prompt chunk takes 6 s of the 10 s deadline
-            super().generate(prompts, **kw)
+            super().generate(call)
 
     reqs = [Request("t", f"e{i}", f"prompt {i}", ("ans",)) for i in range(4)]
     report = run(
@@ -547,9 +538,9 @@ def test_the_driver_logs_progress_and_time_left_after_each_chunk(tmp_path, monke
     )
 
     class SlowLM(_AnsweringLM):
-        def generate(self, prompts, **kw):
-            now[0] += 45.0 * len(prompts)
-            super().generate(prompts, **kw)
+        def generate(self, call):
+            now[0] += 45.0 * len(call.prompts)
+            super().generate(call)
 
     reqs = [Request("t", f"e{i}", f"prompt {i}", ("ans",)) for i in range(6)]
     lines = []

@@ -1,7 +1,7 @@
 import pytest
 
 from longctx.backends.hf_engine import _buckets
-from longctx.requests import StopRule
+from longctx.requests import GenerateCall, StopRule
 from longctx.tasks.kv_retrieval import UUID_PATTERN
 
 KEY = "9f4a92b9-5f69-4725-ba1e-403f08dea695"
@@ -59,10 +59,12 @@ def test_batched_equals_unbatched(smollm2):
     prompts = [smollm2.render(r.prompt) for r in reqs]
     rules = [r.stop for r in reqs]
     one = generate(
-        smollm2, prompts, max_new_tokens=40, stop_rules=rules, batch_size=1, progress=False
+        smollm2,
+        GenerateCall(prompts, max_new_tokens=40, stop_rules=rules, batch_size=1, progress=False),
     )
     many = generate(
-        smollm2, prompts, max_new_tokens=40, stop_rules=rules, batch_size=4, progress=False
+        smollm2,
+        GenerateCall(prompts, max_new_tokens=40, stop_rules=rules, batch_size=4, progress=False),
     )
     assert [g.text for g in one] == [g.text for g in many]
     assert [g.prompt_tokens for g in one] == [g.prompt_tokens for g in many]
@@ -79,4 +81,4 @@ def test_too_long_prompt_fails_before_generating(smollm2):
     with pytest.raises(
         ContextTooLongError, match="over the 8192-token window of smollm2-135m-instruct"
     ):
-        generate(smollm2, ["short", long_prompt], max_new_tokens=8, progress=False)
+        generate(smollm2, GenerateCall(["short", long_prompt], max_new_tokens=8, progress=False))

@@ -17,7 +17,7 @@ from longctx.models import context_window, load_tokenizer, resolve_model, weight
 from longctx.page import setup
 from longctx.reader import Reader
 from longctx.reproduce import chapter_blocks
-from longctx.requests import Generation
+from longctx.requests import GenerateCall, Generation
 from longctx.runner import Block, generate_missing, run
 from longctx.tasks import kv_retrieval as kv
 from servers import SMOKE, FakeServer, Server
@@ -177,7 +177,13 @@ class _SlowBackend:
     def run_params(self):
         return {"backend": "hf"}
 
-    def generate(self, prompts, *, max_new_tokens, batch_size=8, on_batch=None, stop_at=None, **_):
+    def generate(self, call):
+        prompts, batch_size, on_batch, stop_at = (
+            call.prompts,
+            call.batch_size,
+            call.on_batch,
+            call.stop_at,
+        )
         out = [None] * len(prompts)
         for start in range(0, len(prompts), batch_size):
             if stop_at is not None and time.time() >= stop_at:
@@ -429,7 +435,7 @@ def test_ctrl_c_taken_by_another_thread_ends_the_wait_within_a_second(tmp_path, 
     threading.Thread(target=interrupt_from_this_thread, daemon=True).start()
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        backend.generate(["a", "b"], max_new_tokens=4, progress=False)
+        backend.generate(GenerateCall(["a", "b"], max_new_tokens=4, progress=False))
     assert time.monotonic() - started < 10  # the hung requests would hold it 30 s
     assert masks and all(signal.SIGINT in mask for mask in masks)
 

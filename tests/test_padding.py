@@ -8,7 +8,7 @@ import torch
 from longctx.backends.hf_engine import generate, generate_masked, masked_inputs
 from longctx.errors import ContextTooLongError, ParameterError
 from longctx.padding import FillerMaker, masked_gap, split_masked
-from longctx.requests import StopRule
+from longctx.requests import GenerateCall, StopRule
 
 
 class CharTokenizer:
@@ -116,11 +116,13 @@ def test_generate_masked_matches_explicit_mask_end_to_end():
     ]
     gens = generate_masked(
         lm,
-        prompts,
-        max_new_tokens=6,
-        stop_rules=StopRule(newline=False),
-        batch_size=3,
-        progress=False,
+        GenerateCall(
+            prompts,
+            max_new_tokens=6,
+            stop_rules=StopRule(newline=False),
+            batch_size=3,
+            progress=False,
+        ),
     )
     for prompt, gen in zip(prompts, gens):
         segments, gaps = split_masked(prompt)
@@ -139,17 +141,22 @@ def test_generate_routes_masked_prompts_and_keeps_order():
     seen = []
     gens = generate(
         lm,
-        prompts,
-        max_new_tokens=4,
-        stop_rules=StopRule(newline=False),
-        batch_size=2,
-        progress=False,
-        on_batch=lambda idx, g: seen.extend(idx),
+        GenerateCall(
+            prompts,
+            max_new_tokens=4,
+            stop_rules=StopRule(newline=False),
+            batch_size=2,
+            progress=False,
+            on_batch=lambda idx, g: seen.extend(idx),
+        ),
     )
     assert sorted(seen) == [0, 1, 2]
     assert gens[1].extra["masked_tokens"] == 9 and not gens[0].extra and not gens[2].extra
     alone = generate_masked(
-        lm, [prompts[1]], max_new_tokens=4, stop_rules=StopRule(newline=False), progress=False
+        lm,
+        GenerateCall(
+            [prompts[1]], max_new_tokens=4, stop_rules=StopRule(newline=False), progress=False
+        ),
     )
     assert gens[1].raw_text == alone[0].raw_text  # batching does not change a row
 
@@ -157,7 +164,9 @@ def test_generate_routes_masked_prompts_and_keeps_order():
 def test_masked_length_counts_against_the_window():
     lm = TinyLM(_tiny(), CharTokenizer(), max_context=100)
     with pytest.raises(ContextTooLongError, match="masked gaps"):
-        generate_masked(lm, ["abc" + masked_gap(95) + "d"], max_new_tokens=4, progress=False)
+        generate_masked(
+            lm, GenerateCall(["abc" + masked_gap(95) + "d"], max_new_tokens=4, progress=False)
+        )
 
 
 def test_masked_inputs_positions():
@@ -281,17 +290,21 @@ def test_token_level_filler_reaches_the_model_in_generate():
     lm = TinyLM(_tiny(), MergingTokenizer())
     (short,) = generate(
         lm,
-        ["evidence question"],
-        max_new_tokens=2,
-        stop_rules=StopRule(newline=False),
-        progress=False,
+        GenerateCall(
+            ["evidence question"],
+            max_new_tokens=2,
+            stop_rules=StopRule(newline=False),
+            progress=False,
+        ),
     )
     (padded,) = generate(
         lm,
-        ["evidence " + filler_slot("space_tokens", 40) + "question"],
-        max_new_tokens=2,
-        stop_rules=StopRule(newline=False),
-        progress=False,
+        GenerateCall(
+            ["evidence " + filler_slot("space_tokens", 40) + "question"],
+            max_new_tokens=2,
+            stop_rules=StopRule(newline=False),
+            progress=False,
+        ),
     )
     assert padded.prompt_tokens == short.prompt_tokens + 40
 

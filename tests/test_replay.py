@@ -44,11 +44,11 @@ class EchoReader:
     def __init__(self, wrong=()):
         self.wrong, self.calls = set(wrong), []
 
-    def generate(self, prompts, *, max_new_tokens, stop_rules, batch_size, progress, desc):
-        self.calls.append((list(prompts), max_new_tokens, list(stop_rules)))
+    def generate(self, call):
+        self.calls.append((list(call.prompts), call.max_new_tokens, list(call.stop_rules)))
         return [
             Generation("Lyon" if p in self.wrong else "Paris", "raw", 10, 2, True, 0.5, 1)
-            for p in prompts
+            for p in call.prompts
         ]
 
     def run_params(self):
@@ -121,12 +121,12 @@ class StoredAnswers:
     def __init__(self, rows, backend):
         self.by_prompt, self.backend = {r["prompt"]: r for r in rows}, backend
 
-    def generate(self, prompts, *, max_new_tokens, stop_rules, batch_size, progress, desc):
+    def generate(self, call):
         return [
             Generation(
                 self.by_prompt[p]["output"], self.by_prompt[p]["raw_output"], 1, 1, True, 0.1, 1
             )
-            for p in prompts
+            for p in call.prompts
         ]
 
     def run_params(self):

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .backends import Backend, BackendSpec, load_backend, results_folder, spec
+from .backends import Backend, BackendSpec, backend_class, results_folder, spec
 from .backends.base import check_prompt_mode
 from .models import DEFAULT_MODEL, ModelRef, resolve_model
 from .store import ResultsStore, model_folder
@@ -146,14 +146,7 @@ class Reader:
             return _LOADED[self]
         while len(_LOADED) >= LOADED_READERS:
             _LOADED.popitem(last=False)
-        lm = load_backend(
-            self.model,
-            self.backend,
-            device=self.device,
-            dtype=self.dtype,
-            prompt_mode=self.prompt_mode,
-            progress=progress,
-        )
+        lm = backend_class(self.backend.name).load(self, progress=progress)
         _LOADED[self] = lm
         return lm
 

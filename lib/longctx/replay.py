@@ -23,7 +23,7 @@ from pathlib import Path
 from .errors import DataFileError, ParameterError
 from .paths import resolve
 from .reader import row_backend
-from .requests import StopRule
+from .requests import GenerateCall, StopRule
 from .results import backend_agreement
 from .tasks import get_task
 
@@ -141,12 +141,14 @@ def replay(rows: Sequence[dict], lm, *, batch_size: int = 8, progress: bool = Tr
     out: list[dict | None] = [None] * len(rows)
     for budget, idxs in by_budget.items():
         gens = lm.generate(
-            [rows[i]["prompt"] for i in idxs],
-            max_new_tokens=budget,
-            stop_rules=[stop_rule(rows[i]) for i in idxs],
-            batch_size=batch_size,
-            progress=progress,
-            desc=f"replaying {len(idxs)} rows",
+            GenerateCall(
+                [rows[i]["prompt"] for i in idxs],
+                max_new_tokens=budget,
+                stop_rules=[stop_rule(rows[i]) for i in idxs],
+                batch_size=batch_size,
+                progress=progress,
+                desc=f"replaying {len(idxs)} rows",
+            )
         )
         for i, g in zip(idxs, gens):
             out[i] = {

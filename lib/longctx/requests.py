@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from .errors import ParameterError
@@ -68,6 +68,24 @@ class StopRule:
             bool(re.fullmatch(r"[\s\"'{}:,.]*(key)?[\s\"'{}:,.]*", rest, flags=re.IGNORECASE))
             and rest != line
         )
+
+
+@dataclass(frozen=True)
+class GenerateCall:
+    """One call to a backend's ``generate``: the rendered ``prompts`` and how to answer them.
+    ``stop_rules``: one rule for all, one per prompt, or None (the default rule);
+    ``on_batch(indices, generations)`` receives answers as they finish, so a caller can store
+    them (an interrupted run loses at most one batch); no work starts after ``stop_at`` (a
+    :func:`time.time` value: a run's deadline), and the prompts left are None."""
+
+    prompts: Sequence[str]
+    max_new_tokens: int
+    stop_rules: Sequence[StopRule] | StopRule | None = None
+    batch_size: int = 8
+    progress: bool = True
+    desc: str = "generating"
+    on_batch: Callable | None = None
+    stop_at: float | None = None
 
 
 def _is_lead_in(line: str) -> bool:

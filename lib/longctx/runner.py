@@ -33,7 +33,7 @@ from .errors import DataFileError, LongctxError
 from .models import context_window, load_tokenizer
 from .padding import FILLER_SLOT, MASKED_GAP, TOKEN_SLOT, encode_prompt, expand_fillers
 from .reader import Reader
-from .requests import Request, request_key
+from .requests import GenerateCall, Request, request_key
 from .store import ResultsStore
 
 # ---------------------------------------------------------------------------------------------
@@ -215,15 +215,16 @@ def generate_missing(
                 existing.update({r["key"]: r for r in rows})
 
             lm.generate(
-                rendered,
-                max_new_tokens=max_new,
-                stop_rules=[requests[i].stop for i in idxs],
-                batch_size=batch_size,
-                progress=progress,
-                on_batch=persist,
-                desc=f"{reader.label} ({len(idxs)} new prompts)",
-                # Only a run with a deadline asks for it: a backend written before stop_at ran.
-                **({"stop_at": stop_at} if stop_at is not None else {}),
+                GenerateCall(
+                    rendered,
+                    max_new_tokens=max_new,
+                    stop_rules=[requests[i].stop for i in idxs],
+                    batch_size=batch_size,
+                    progress=progress,
+                    on_batch=persist,
+                    desc=f"{reader.label} ({len(idxs)} new prompts)",
+                    stop_at=stop_at,
+                )
             )
             if stop_at is not None and time.time() >= stop_at:
                 break

@@ -41,7 +41,7 @@ from .jsonl import dumps_lines, split_lines
 from .models import resolve_model
 from .prompts import load_prompt
 from .reader import Reader
-from .requests import StopRule, capped
+from .requests import GenerateCall, StopRule, capped
 
 CHUNK_STRATEGIES = ("sentence", "paragraph")
 LLM_METHODS = ("classification", "ie", "hybrid")
@@ -511,12 +511,14 @@ class LLMTagger:
             stop = StopRule(newline=False)
         rendered = [self.lm.render(self.prompt(method, c)) for c in chunks]
         gens = self.lm.generate(
-            rendered,
-            max_new_tokens=self.budget[method],
-            stop_rules=stop,
-            batch_size=self.batch_size,
-            progress=self.progress,
-            desc=f"tagging ({method})",
+            GenerateCall(
+                rendered,
+                max_new_tokens=self.budget[method],
+                stop_rules=stop,
+                batch_size=self.batch_size,
+                progress=self.progress,
+                desc=f"tagging ({method})",
+            )
         )
         return [g.raw_text for g in gens]
 

@@ -33,6 +33,8 @@ from importlib import import_module
 from .base import (
     Backend,
     BackendSpec,
+    LoadTarget,
+    Target,
     backend_class,
     names,
     prompts_need,
@@ -59,21 +61,16 @@ def load_backend(
 ) -> Backend:
     """Load ``model`` on ``backend``. ``device`` and ``dtype`` concern ``hf`` only."""
     chosen = spec(backend)
-    return backend_class(chosen.name).load(
-        model,
-        chosen,
-        device=device,
-        dtype=dtype,
-        prompt_mode=prompt_mode,
-        max_context=max_context,
-        progress=progress,
-    )
+    target = Target(model, chosen, prompt_mode=prompt_mode, device=device, dtype=dtype)
+    return backend_class(chosen.name).load(target, max_context=max_context, progress=progress)
 
 
 __all__ = [
     "Backend",
     "BackendSpec",
     "backend_class",
+    "LoadTarget",
+    "Target",
     "load_backend",
     "names",
     "prompts_need",

@@ -16,15 +16,30 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from ..errors import CapabilityError, ContextTooLongError, ParameterError
-from ..models import ModelRef
+from ..models import ModelRef, resolve_model
 from ..padding import MASKED_GAP
-from ..requests import Generation, StopRule
+from ..requests import GenerateCall, Generation
 
 GENERATE, MASKED_PADDING, ATTENTION = "generate", "masked_padding", "attention"
 _NEEDS = {
     MASKED_PADDING: "masked padding needs the model's weights in torch",
     ATTENTION: "attention weights need the model's weights in torch",
 }
+
+
+class LoadTarget(Protocol):
+    """What a backend loads: the model (its name and resolved weights ``ref``), the backend
+    spec it runs on, how prompts are wrapped, and for ``hf`` the device and dtype. A
+    :class:`~longctx.reader.Reader` is one; :class:`Target` is one built from names."""
+
+    model: str
+    backend: BackendSpec
+    prompt_mode: str
+    device: str
+    dtype: str
+
+    @property
+    def ref(self) -> ModelRef: ...
 
 
 class Backend(Protocol):
@@ -42,14 +57,10 @@ class Backend(Protocol):
     @classmethod
     def load(
         cls,
-        model: str,
-        spec: BackendSpec,
+        target: LoadTarget,
         *,
-        device: str,
-        dtype: str,
-        prompt_mode: str,
-        max_context: int | None,
-        progress: Callable[[str], None] | None,
+        max_context: int | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> Backend: ...
 
     def render(self, prompt: str, system: str | None = None) -> str: ...
@@ -60,18 +71,7 @@ class Backend(Protocol):
         self, n_prompt_tokens: int, max_new_tokens: int, label: str = "prompt"
     ) -> None: ...
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        max_new_tokens: int,
-        stop_rules: Sequence[StopRule] | StopRule | None = None,
-        batch_size: int = 8,
-        progress: bool = True,
-        desc: str = "generating",
-        on_batch=None,
-        stop_at: float | None = None,
-    ) -> list[Generation | None]: ...
+    def generate(self, call: GenerateCall) -> list[Generation | None]: ...
 
     def run_params(self) -> dict: ...
 
@@ -233,18 +233,15 @@ class PromptReader:
     @classmethod
     def load(
         cls,
-        model: str,
-        spec: BackendSpec,
+        target: LoadTarget,
         *,
-        device: str = "auto",
-        dtype: str = "auto",
-        prompt_mode: str = "auto",
         max_context: int | None = None,
         progress: Callable[[str], None] | None = None,
     ):
-        """A backend whose model runs outside torch (``llamacpp``, ``openai``): ``device`` and
-        ``dtype`` are the ``hf`` backend's; the model runs as its file or its server has it."""
-        return cls(model, spec, prompt_mode=prompt_mode, max_context=max_context, progress=progress)
+        """A backend whose model runs outside torch (``llamacpp``, ``openai``): the target's
+        ``device`` and ``dtype`` are the ``hf`` backend's; the model runs as its file or its
+        server has it."""
+        return cls(target, max_context=max_context, progress=progress)
 
     @property
     def name(self) -> str:
@@ -299,3 +296,19 @@ def chat_mode(tokenizer, ref: ModelRef, prompt_mode: str, name: str) -> bool:
     if ref.chat_default is False and prompt_mode == "auto":
         chat = False
     return chat
+
+
+@dataclass(frozen=True)
+class Target:
+    """A :class:`LoadTarget` from names (what :func:`longctx.backends.load_backend` loads):
+    the model resolved once, here."""
+
+    model: str
+    backend: BackendSpec
+    prompt_mode: str = "auto"
+    device: str = "auto"
+    dtype: str = "auto"
+
+    @property
+    def ref(self) -> ModelRef:
+        return resolve_model(self.model)

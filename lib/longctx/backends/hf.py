@@ -13,7 +13,7 @@ import functools
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,12 +27,12 @@ from ..models import (
     weights_source,
     window_of_config,
 )
-from ..requests import Generation
+from ..requests import GenerateCall, Generation
 from .base import (
     ATTENTION,
     GENERATE,
     MASKED_PADDING,
-    BackendSpec,
+    LoadTarget,
     PromptReader,
     chat_mode,
     check_prompt_mode,
@@ -137,27 +137,24 @@ class HFBackend(PromptReader):
     @classmethod
     def load(
         cls,
-        model: str,
-        spec: BackendSpec | None = None,
+        target: LoadTarget,
         *,
-        device: str = "auto",
-        dtype: str = "auto",
-        prompt_mode: str = "auto",
         max_context: int | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> HFBackend:
         return load_model(
-            model,
-            device=device,
-            dtype=dtype,
-            prompt_mode=prompt_mode,
+            target.model,
+            device=target.device,
+            dtype=target.dtype,
+            prompt_mode=target.prompt_mode,
             max_context=max_context,
             progress=progress,
+            ref=target.ref,
         )
 
-    def generate(self, prompts: Sequence[str], **kw) -> list[Generation]:
+    def generate(self, call: GenerateCall) -> list[Generation | None]:
         """Greedy generation of rendered prompts (:func:`longctx.backends.hf_engine.generate`)."""
-        return generate(self, prompts, **kw)
+        return generate(self, call)
 
     def run_params(self) -> dict:
         """Provenance of this backend's runs, stored with every row."""
@@ -211,15 +208,17 @@ def load_model(
     attn_implementation: str = "sdpa",
     max_context: int | None = None,
     progress: Callable[[str], None] | None = None,
+    ref: ModelRef | None = None,
 ) -> HFBackend:
-    """Load ``name`` (see module docstring) ready for greedy generation.
+    """Load ``name`` (see module docstring) ready for greedy generation; ``ref``, its
+    resolved weights where the caller has them (a :class:`~longctx.reader.Reader` does).
 
     ``prompt_mode``: ``chat`` wraps prompts in the tokenizer's chat template (aligned
     models), ``raw`` feeds them as plain completion text (base models), ``auto``
     uses chat when the tokenizer has a template.
     """
     check_prompt_mode(prompt_mode)
-    ref = resolve_model(name, revision)
+    ref = ref or resolve_model(name, revision)
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

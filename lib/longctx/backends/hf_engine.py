@@ -12,12 +12,13 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from tqdm import tqdm
 
 from ..errors import ParameterError
 from ..padding import MASKED_GAP, encode_prompt, expand_fillers, split_masked
-from ..requests import Generation, StopRule, past, stop_rules_for
+from ..requests import GenerateCall, Generation, StopRule, past, stop_rules_for
 
 
 def _buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -44,27 +45,20 @@ class _RowStop:
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
-def generate(
-    lm,
-    prompts: Sequence[str],
-    *,
-    max_new_tokens: int,
-    stop_rules: Sequence[StopRule] | StopRule | None = None,
-    batch_size: int = 8,
-    progress: bool = True,
-    desc: str = "generating",
-    on_batch=None,
-    stop_at: float | None = None,
-) -> list[Generation | None]:
-    """Greedy-decode ``prompts`` (already rendered for the model) in length-sorted batches.
+def generate(lm, call: GenerateCall) -> list[Generation | None]:
+    """Greedy-decode ``call.prompts`` (already rendered for the model) in length-sorted batches.
 
-    ``on_batch(indices, generations)`` is called after each batch so callers can
+    ``call.on_batch(indices, generations)`` is called after each batch so callers can
     persist results as they arrive (an interrupted run then loses at most one batch).
     Raises :class:`ContextTooLongError` before any work if a prompt does not fit. No batch
-    starts after ``stop_at`` (a :func:`time.time` value); the prompts left have None.
+    starts after ``call.stop_at`` (a :func:`time.time` value); the prompts left have None.
     """
     import torch
     from transformers import StoppingCriteriaList
+
+    prompts, max_new_tokens, stop_rules = call.prompts, call.max_new_tokens, call.stop_rules
+    batch_size, progress, desc = call.batch_size, call.progress, call.desc
+    on_batch, stop_at = call.on_batch, call.stop_at
 
     if max_new_tokens < 1:
         raise ParameterError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -75,16 +69,7 @@ def generate(
     masked = [i for i, p in enumerate(prompts) if MASKED_GAP.search(p)]
     if masked:
         return _generate_in_two_parts(
-            lm,
-            prompts,
-            masked,
-            max_new_tokens=max_new_tokens,
-            stop_rules=stop_rules,
-            batch_size=batch_size,
-            progress=progress,
-            desc=desc,
-            on_batch=on_batch,
-            stop_at=stop_at,
+            lm, replace(call, prompts=prompts, stop_rules=stop_rules), masked
         )
     tok = lm.tokenizer
     encoded = [encode_prompt(tok, p) for p in prompts]
@@ -137,8 +122,10 @@ def generate(
     return results  # type: ignore[return-value]
 
 
-def _generate_in_two_parts(lm, prompts, masked, *, stop_rules, on_batch, **kw) -> list[Generation]:
-    """Masked-gap prompts through :func:`generate_masked`, the others through ``model.generate``."""
+def _generate_in_two_parts(lm, call: GenerateCall, masked: list[int]) -> list[Generation]:
+    """Masked-gap prompts through :func:`generate_masked`, the others through ``model.generate``
+    (``call.stop_rules`` holds one rule per prompt)."""
+    prompts, rules = call.prompts, call.stop_rules
     results: list[Generation | None] = [None] * len(prompts)
     plain = [i for i in range(len(prompts)) if i not in set(masked)]
     for idxs, fn in ((plain, generate), (masked, generate_masked)):
@@ -146,17 +133,16 @@ def _generate_in_two_parts(lm, prompts, masked, *, stop_rules, on_batch, **kw) -
             continue
 
         def relay(batch, gens, idxs=idxs):
-            if on_batch is not None:
-                on_batch([idxs[b] for b in batch], gens)
+            if call.on_batch is not None:
+                call.on_batch([idxs[b] for b in batch], gens)
 
-        gens = fn(
-            lm,
-            [prompts[i] for i in idxs],
-            stop_rules=[stop_rules[i] for i in idxs],
+        part = replace(
+            call,
+            prompts=[prompts[i] for i in idxs],
+            stop_rules=[rules[i] for i in idxs],
             on_batch=relay,
-            **kw,
         )
-        for i, g in zip(idxs, gens):
+        for i, g in zip(idxs, fn(lm, part)):
             results[i] = g
     return results  # type: ignore[return-value]
 
@@ -182,18 +168,7 @@ def masked_inputs(tokenizer, prompt: str) -> tuple[list[int], list[int]]:
     return ids, positions
 
 
-def generate_masked(
-    lm,
-    prompts: Sequence[str],
-    *,
-    max_new_tokens: int,
-    stop_rules: Sequence[StopRule] | StopRule | None = None,
-    batch_size: int = 8,
-    progress: bool = True,
-    desc: str = "generating (masked gaps)",
-    on_batch=None,
-    stop_at: float | None = None,
-) -> list[Generation | None]:
+def generate_masked(lm, call: GenerateCall) -> list[Generation | None]:
     """Greedy decoding with explicit position ids, for prompts with masked gaps.
 
     A small loop over the model's forward pass with a KV cache: ``model.generate``
@@ -206,7 +181,9 @@ def generate_masked(
     import torch
     from transformers import DynamicCache
 
-    stop_rules = stop_rules_for(stop_rules, len(prompts))
+    prompts, max_new_tokens, batch_size = call.prompts, call.max_new_tokens, call.batch_size
+    progress, desc, on_batch, stop_at = call.progress, call.desc, call.on_batch, call.stop_at
+    stop_rules = stop_rules_for(call.stop_rules, len(prompts))
     tok = lm.tokenizer
     inputs = [masked_inputs(tok, p) for p in prompts]
     for i, (_, pos) in enumerate(inputs):

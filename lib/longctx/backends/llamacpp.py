@@ -23,16 +23,16 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from tqdm import tqdm
 
 from ..errors import CapabilityError, ModelPackageMissingError
-from ..models import ALIASES, alias_gguf_path, context_window, load_tokenizer, resolve_model
-from ..requests import Generation, past
+from ..models import ALIASES, alias_gguf_path, context_window, load_tokenizer
+from ..requests import GenerateCall, Generation, past
 from ._common import decode, prepare
-from .base import BackendSpec, PromptReader, chat_mode, register
+from .base import LoadTarget, PromptReader, chat_mode, register
 
 INSTALL = (
     "scripts/install_llamacpp.sh .venv/bin/pip  (compiles llama.cpp without its AMX kernels, which "
@@ -54,14 +54,13 @@ class LlamaCppBackend(PromptReader):
 
     def __init__(
         self,
-        model: str,
-        spec: BackendSpec,
+        target: LoadTarget,
         *,
-        prompt_mode: str = "auto",
         max_context: int | None = None,
         progress: Callable[[str], None] | None = None,
     ):
-        self.ref = resolve_model(model)
+        model, spec, prompt_mode = target.model, target.backend, target.prompt_mode
+        self.ref = target.ref
         if self.ref.kind == "alias":
             path = alias_gguf_path(ALIASES[self.ref.name])
         elif self.ref.kind == "gguf":
@@ -113,21 +112,13 @@ class LlamaCppBackend(PromptReader):
             "llama_cpp_python": llama_cpp.__version__,
         }
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        max_new_tokens: int,
-        stop_rules=None,
-        batch_size: int = 8,
-        progress: bool = True,
-        desc: str = "generating",
-        on_batch=None,
-        stop_at: float | None = None,
-    ) -> list[Generation | None]:
+    def generate(self, call: GenerateCall) -> list[Generation | None]:
         """Greedy-decode ``prompts`` (rendered); ``on_batch(indices, generations)`` gets every
         ``batch_size`` finished prompts, so an interrupted run loses at most that many. No
         prompt starts after ``stop_at`` (a :func:`time.time` value); those left have None."""
+        prompts, max_new_tokens, stop_rules = call.prompts, call.max_new_tokens, call.stop_rules
+        batch_size, progress, desc = call.batch_size, call.progress, call.desc
+        on_batch, stop_at = call.on_batch, call.stop_at
         prepared, rules = prepare(self, prompts, max_new_tokens, stop_rules, batch_size, "llamacpp")
         order = range(len(prompts))
         if self.spec.prefix_cache:  # neighbours in token order share the longest prefixes

@@ -34,7 +34,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
@@ -42,10 +42,10 @@ from tqdm import tqdm
 
 from ..errors import BackendError, ContextTooLongError, LongctxError, ParameterError
 from ..jsonl import iter_text_lines
-from ..models import context_window, load_tokenizer, resolve_model
-from ..requests import Generation, StopRule, past
+from ..models import context_window, load_tokenizer
+from ..requests import GenerateCall, Generation, StopRule, past
 from ._common import Prepared, prepare
-from .base import BackendSpec, PromptReader, chat_mode, register
+from .base import LoadTarget, PromptReader, chat_mode, register
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
@@ -60,16 +60,14 @@ def _valid_text(text: str) -> str:
 class OpenAIBackend(PromptReader):
     def __init__(
         self,
-        model: str,
-        spec: BackendSpec,
+        target: LoadTarget,
         *,
-        prompt_mode: str = "auto",
         max_context: int | None = None,
         progress: Callable[[str], None] | None = None,
         tokenizer=None,
     ):
-
-        self.ref = resolve_model(model)
+        model, spec, prompt_mode = target.model, target.backend, target.prompt_mode
+        self.ref = target.ref
         self.spec = spec
         self.url = spec.url.rstrip("/")
         self.served_model = spec.served_model or model
@@ -174,22 +172,14 @@ class OpenAIBackend(PromptReader):
             "concurrency": self.spec.concurrency,
         }
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        max_new_tokens: int,
-        stop_rules=None,
-        batch_size: int = 8,
-        progress: bool = True,
-        desc: str = "generating",
-        on_batch=None,
-        stop_at: float | None = None,
-    ) -> list[Generation | None]:
+    def generate(self, call: GenerateCall) -> list[Generation | None]:
         """Answer ``prompts`` (rendered) ``concurrency`` at a time; ``on_batch(indices,
         generations)`` receives every completed group of ``max(batch_size, concurrency)``.
         After ``stop_at`` (a :func:`time.time` value) no request starts and those in flight
         are abandoned: their places in the result are None."""
+        prompts, max_new_tokens, stop_rules = call.prompts, call.max_new_tokens, call.stop_rules
+        batch_size, progress, desc = call.batch_size, call.progress, call.desc
+        on_batch, stop_at = call.on_batch, call.stop_at
         prepared, rules = prepare(self, prompts, max_new_tokens, stop_rules, batch_size, "openai")
         group = max(batch_size, self.spec.concurrency)
         results: list[Generation | None] = [None] * len(prompts)
