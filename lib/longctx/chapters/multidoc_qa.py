@@ -543,7 +543,19 @@ def quoted(
     params: dict,
     label: str,
 ) -> dict:
-    """Every number the chapter's prose quotes, by glue key."""
+    """Every number the chapter's prose quotes, by glue key: the headline and baselines, the
+    position gaps, query-aware prompts and the open-domain curves."""
+    return {
+        **_headline_quotes(estimates, table, sides, params, label),
+        **_gap_quotes(gaps, max(params["num_documents"])),
+        **_query_aware_quotes(effects),
+        **(_open_domain_quotes(od_view, estimates) if od_view is not None else {}),
+    }
+
+
+def _headline_quotes(
+    estimates: dict[str, Estimate], table: pd.DataFrame, sides: dict, params: dict, label: str
+) -> dict:
     k = max(params["num_documents"])
     mine = table[table["model"] == label]
     hits = mine.groupby("setting")["correct"].agg(["sum", "count"])
@@ -551,10 +563,6 @@ def quoted(
     def pct(side):
         return f"{100 * sum(side.values()) / len(side):.1f}%" if side else "—"
 
-    head_gap = gaps[(gaps["documents"] == k) & (gaps["query"] == QUERY_LABELS[False])]
-    small = (
-        gaps[gaps["questions"] < head_gap["questions"].max()] if len(head_gap) else gaps.iloc[:0]
-    )
     out = {
         "qa-questions": len(sides["middle"]),
         "qa-documents": k,
@@ -573,6 +581,15 @@ def quoted(
         "qa-closed-pct": f"{100 * hits.loc['closed-book', 'sum'] / hits.loc['closed-book', 'count']:.1f}%",
         "qa-oracle-pct": f"{100 * hits.loc['oracle', 'sum'] / hits.loc['oracle', 'count']:.1f}%",
     }
+    return out
+
+
+def _gap_quotes(gaps: pd.DataFrame, k: int) -> dict:
+    head_gap = gaps[(gaps["documents"] == k) & (gaps["query"] == QUERY_LABELS[False])]
+    small = (
+        gaps[gaps["questions"] < head_gap["questions"].max()] if len(head_gap) else gaps.iloc[:0]
+    )
+    out: dict = {}
     if len(head_gap):
         g = head_gap.iloc[0]
         out.update(
@@ -593,6 +610,11 @@ def quoted(
                 "qa-small-settings": len(small),
             }
         )
+    return out
+
+
+def _query_aware_quotes(effects: pd.DataFrame) -> dict:
+    out: dict = {}
     if len(effects):
         pooled = effects[effects["documents"] == "all"].iloc[0]
         column = next(c for c in effects.columns if c.endswith("(pts)"))
@@ -602,46 +624,48 @@ def quoted(
                 "qa-query-aware-low": f"{-float(pooled['95% CI'].strip('[]').split(',')[0]):.0f}",
             }
         )
-    if od_view is not None:
-        low, high = od_view["ks"]
-        curve, recall = od_view["curve"], od_view["recall_all"].set_index("k")["accuracy"]
-        acc = curve[curve["measure"] == "reader accuracy"].set_index("k")["accuracy"]
-        read = curve[curve["measure"] == "retriever recall@k"].set_index("k")["accuracy"]
-        step = od_view["steps"]
-        head = step[
-            (step["from k"] == low)
-            & (step["to k"] == high)
-            & (step["measure"] == "reader accuracy")
-        ].iloc[0]
-        wide = od_view["table"].pivot_table(index="example_id", columns="k", values="correct")
-        tokens = od_view["table"].groupby("k")["prompt_tokens"].mean()
-        smallest, largest = min(acc.index), max(acc.index)
-        out.update(
-            {
-                "od-questions": od_view["questions"],
-                "od-pool": f"{od_view['pool']:,}",
-                "od-low": low,
-                "od-high": high,
-                "od-k-min": smallest,
-                "od-k-max": largest,
-                "od-recall-all-min": f"{100 * recall[smallest]:.1f}%",
-                "od-recall-all-low": f"{100 * recall[low]:.1f}%",
-                "od-recall-all-high": f"{100 * recall[high]:.1f}%",
-                "od-recall-rise": estimate_text(estimates["litm-open-domain-recall"]),
-                "od-recall-read-min": f"{100 * read[smallest]:.1f}%",
-                "od-recall-read-max": f"{100 * read[largest]:.0f}%",
-                "od-acc-min-k": f"{100 * acc[smallest]:.1f}%",
-                "od-acc-best-k": int(acc.idxmax()),
-                "od-acc-best": f"{100 * acc.max():.1f}%",
-                "od-acc-max-k": f"{100 * acc[largest]:.1f}%",
-                "od-tokens-low": f"{tokens[low]:,.0f}",
-                "od-tokens-high": f"{tokens[high]:,.0f}",
-                "od-step": estimate_text(estimates["litm-open-domain"]),
-                "od-lost": int(((wide[high] - wide[low]) < 0).sum()),
-                "od-gained": int(((wide[high] - wide[low]) > 0).sum()),
-                "od-step-questions": int(head["questions"]),
-            }
-        )
+    return out
+
+
+def _open_domain_quotes(od_view: dict, estimates: dict[str, Estimate]) -> dict:
+    out: dict = {}
+    low, high = od_view["ks"]
+    curve, recall = od_view["curve"], od_view["recall_all"].set_index("k")["accuracy"]
+    acc = curve[curve["measure"] == "reader accuracy"].set_index("k")["accuracy"]
+    read = curve[curve["measure"] == "retriever recall@k"].set_index("k")["accuracy"]
+    step = od_view["steps"]
+    head = step[
+        (step["from k"] == low) & (step["to k"] == high) & (step["measure"] == "reader accuracy")
+    ].iloc[0]
+    wide = od_view["table"].pivot_table(index="example_id", columns="k", values="correct")
+    tokens = od_view["table"].groupby("k")["prompt_tokens"].mean()
+    smallest, largest = min(acc.index), max(acc.index)
+    out.update(
+        {
+            "od-questions": od_view["questions"],
+            "od-pool": f"{od_view['pool']:,}",
+            "od-low": low,
+            "od-high": high,
+            "od-k-min": smallest,
+            "od-k-max": largest,
+            "od-recall-all-min": f"{100 * recall[smallest]:.1f}%",
+            "od-recall-all-low": f"{100 * recall[low]:.1f}%",
+            "od-recall-all-high": f"{100 * recall[high]:.1f}%",
+            "od-recall-rise": estimate_text(estimates["litm-open-domain-recall"]),
+            "od-recall-read-min": f"{100 * read[smallest]:.1f}%",
+            "od-recall-read-max": f"{100 * read[largest]:.0f}%",
+            "od-acc-min-k": f"{100 * acc[smallest]:.1f}%",
+            "od-acc-best-k": int(acc.idxmax()),
+            "od-acc-best": f"{100 * acc.max():.1f}%",
+            "od-acc-max-k": f"{100 * acc[largest]:.1f}%",
+            "od-tokens-low": f"{tokens[low]:,.0f}",
+            "od-tokens-high": f"{tokens[high]:,.0f}",
+            "od-step": estimate_text(estimates["litm-open-domain"]),
+            "od-lost": int(((wide[high] - wide[low]) < 0).sum()),
+            "od-gained": int(((wide[high] - wide[low]) > 0).sum()),
+            "od-step-questions": int(head["questions"]),
+        }
+    )
     return out
 
 

@@ -393,7 +393,20 @@ def quoted(
     label: str,
     second: str | None,
 ) -> dict:
-    """Every number the chapter's prose quotes, by glue key."""
+    """Every number the chapter's prose quotes, by glue key: the matched control (ours and
+    the second reader's), the retention curves, and the length, other-N and NQ controls."""
+    return {
+        **_matched_quotes(table1, table2, main, label, second),
+        **_retention_quotes(curves, lives, table, params),
+        **_control_quotes(recovery_by_length, sizes, nq_view, params),
+        "sc-far-minus-hard": estimate_text(estimates["sc-far-minus-hard"]),
+        "sc-far-minus-hard-inclusion": estimate_text(estimates["sc-far-minus-hard-inclusion"]),
+    }
+
+
+def _matched_quotes(
+    table1: pd.DataFrame, table2: pd.DataFrame, main: pd.DataFrame, label: str, second: str | None
+) -> dict:
     out: dict = {}
 
     def levels(reader, metric):
@@ -435,6 +448,13 @@ def quoted(
                 "sc2-f1": f"{theirs.loc['F1', '95% CI']}, {p_text(theirs.loc['F1', 'p'])}",
             }
         )
+    return out
+
+
+def _retention_quotes(
+    curves: pd.DataFrame, lives: pd.DataFrame, table: pd.DataFrame, params: dict
+) -> dict:
+    out: dict = {}
     r = curves.set_index(["retriever", "metric", "num_hard"])
     hs = sorted(params["hard_counts"])[1:]
     bm25 = r.loc["bm25"]
@@ -479,6 +499,13 @@ def quoted(
                 ),
             }
         )
+    return out
+
+
+def _control_quotes(
+    recovery_by_length: pd.DataFrame, sizes: pd.DataFrame, nq_view, params: dict
+) -> dict:
+    out: dict = {}
     lr = recovery_by_length.set_index(["snippet_words", "metric"])
     out.update(
         {
@@ -517,8 +544,6 @@ def quoted(
                 "sc-nq-f1": f"{rec_nq.loc['F1', 'Δ']} F1, {p_text(rec_nq.loc['F1', 'p'])}",
             }
         )
-    out["sc-far-minus-hard"] = estimate_text(estimates["sc-far-minus-hard"])
-    out["sc-far-minus-hard-inclusion"] = estimate_text(estimates["sc-far-minus-hard-inclusion"])
     return out
 
 

@@ -703,7 +703,26 @@ def quoted(
     estimates: dict,
     params: dict,
 ) -> dict:
-    """Every number the chapter's prose quotes, by glue key."""
+    """Every number the chapter's prose quotes, by glue key: the grid and its tags, the
+    query-aware prompts, and the sized comparisons at the long and the short length."""
+    out = _grid_quotes(main, gains, drops, against_td, stats, params)
+    if qac is not None:
+        out.update(_query_aware_quotes(qac, params))
+    if long_view is not None:
+        out.update(_long_quotes(long_view, estimates, params))
+    if short_view is not None:
+        out.update(_short_quotes(short_view, estimates, params, top=out["tag-top-wrong"]))
+    return out
+
+
+def _grid_quotes(
+    main: pd.DataFrame,
+    gains: pd.DataFrame,
+    drops: pd.DataFrame,
+    against_td: pd.DataFrame,
+    stats: pd.DataFrame,
+    params: dict,
+) -> dict:
     lengths = sorted(params["lengths"])
     acc = (
         main.pivot_table(index="variant", columns="length", values="correct", aggfunc="mean") * 100
@@ -777,100 +796,107 @@ def quoted(
                 "tag-llm-levels": levels("td_tc_llm"),
             }
         )
-    if qac is not None:
-        table, qgains = qac
-        q = qgains.set_index("variant").loc["baseline+qac"]
+    return out
+
+
+def _query_aware_quotes(qac, params: dict) -> dict:
+    out: dict = {}
+    table, qgains = qac
+    q = qgains.set_index("variant").loc["baseline+qac"]
+    out.update(
+        {
+            "tag-qac-length": f"{params['query_aware_lengths'][0]:,}",
+            "tag-qac-baseline": f"{table.loc['baseline', False]:.1f}% to {table.loc['baseline', True]:.1f}%",
+            "tag-qac-change": f"{q['change']:+.1f} points, CI {q['ci_low']:+.1f} to {q['ci_high']:+.1f}, "
+            f"{p_text(q['p_sign_flip'])}",
+            "tag-qac-llm": f"{table.loc['td_tc_llm', False]:.1f}% to {table.loc['td_tc_llm', True]:.1f}%"
+            if "td_tc_llm" in table.index
+            else "—",
+        }
+    )
+    return out
+
+
+def _long_quotes(long_view: dict, estimates: dict, params: dict) -> dict:
+    out: dict = {}
+    spacy_long = estimates["tag-spacy-long"]
+    pairs = long_view["pairs"]
+    diff = pairs["td_tc_spacy"] - pairs["baseline"]
+    scored_long = long_view["scored"]
+    misses = scored_long[scored_long["correct"] == 0]
+    top_long = misses[misses["variant"] == "td_tc_spacy"]["output"].str.strip().value_counts()
+    top_name = top_long.index[0] if len(top_long) else "—"
+    at_start = scored_long[scored_long["depth"] == 0.0].groupby("variant")["correct"].mean()
+    tokens_long = scored_long.groupby("variant")["prompt_tokens"].mean()
+    out.update(
+        {
+            "tag-long-length": f"{params['long_length']:,}",
+            "tag-long-n": len(pairs),
+            "tag-long-baseline": f"{int(pairs['baseline'].sum())} ({100 * pairs['baseline'].mean():.0f}%)",
+            "tag-long-spacy": f"{int(pairs['td_tc_spacy'].sum())} ({100 * pairs['td_tc_spacy'].mean():.0f}%)",
+            "tag-long": estimate_text(estimates["tag-spacy-long"]),
+            "tag-long-half-width": f"{(spacy_long.ci_high - spacy_long.ci_low) / 2:.1f}",
+            "tag-long-changed": int((diff != 0).sum()),
+            "tag-long-worse": int((diff < 0).sum()),
+            "tag-long-top-wrong": top_name,
+            "tag-long-top-wrong-n": int(top_long.iloc[0]) if len(top_long) else 0,
+            "tag-long-misses": int((misses["variant"] == "td_tc_spacy").sum()),
+            "tag-long-base-top": int(
+                (misses[misses["variant"] == "baseline"]["output"].str.strip() == top_name).sum()
+            ),
+            "tag-long-base-misses": int((misses["variant"] == "baseline").sum()),
+            "tag-long-tokens": f"{tokens_long['td_tc_spacy']:,.0f} vs {tokens_long['baseline']:,.0f}",
+            "tag-long-at-start": f"{100 * at_start.get('baseline', float('nan')):.0f}% and "
+            f"{100 * at_start.get('td_tc_spacy', float('nan')):.0f}%",
+        }
+    )
+    return out
+
+
+def _short_quotes(short_view: dict, estimates: dict, params: dict, top: str) -> dict:
+    out: dict = {}
+    pairs = short_view["pairs"]
+    short_misses = short_view["scored"][short_view["scored"]["correct"] == 0]
+    for v, key in (("td", "td"), ("td_tc_spacy", "spacy")):
+        diff = pairs[v] - pairs["baseline"]
+        est = estimates["tag-td" if v == "td" else "tag-spacy"]
         out.update(
             {
-                "tag-qac-length": f"{params['query_aware_lengths'][0]:,}",
-                "tag-qac-baseline": f"{table.loc['baseline', False]:.1f}% to {table.loc['baseline', True]:.1f}%",
-                "tag-qac-change": f"{q['change']:+.1f} points, CI {q['ci_low']:+.1f} to {q['ci_high']:+.1f}, "
-                f"{p_text(q['p_sign_flip'])}",
-                "tag-qac-llm": f"{table.loc['td_tc_llm', False]:.1f}% to {table.loc['td_tc_llm', True]:.1f}%"
-                if "td_tc_llm" in table.index
-                else "—",
-            }
-        )
-    if long_view is not None:
-        spacy_long = estimates["tag-spacy-long"]
-        pairs = long_view["pairs"]
-        diff = pairs["td_tc_spacy"] - pairs["baseline"]
-        scored_long = long_view["scored"]
-        misses = scored_long[scored_long["correct"] == 0]
-        top_long = misses[misses["variant"] == "td_tc_spacy"]["output"].str.strip().value_counts()
-        top_name = top_long.index[0] if len(top_long) else "—"
-        at_start = scored_long[scored_long["depth"] == 0.0].groupby("variant")["correct"].mean()
-        tokens_long = scored_long.groupby("variant")["prompt_tokens"].mean()
-        out.update(
-            {
-                "tag-long-length": f"{params['long_length']:,}",
-                "tag-long-n": len(pairs),
-                "tag-long-baseline": f"{int(pairs['baseline'].sum())} ({100 * pairs['baseline'].mean():.0f}%)",
-                "tag-long-spacy": f"{int(pairs['td_tc_spacy'].sum())} ({100 * pairs['td_tc_spacy'].mean():.0f}%)",
-                "tag-long": estimate_text(estimates["tag-spacy-long"]),
-                "tag-long-half-width": f"{(spacy_long.ci_high - spacy_long.ci_low) / 2:.1f}",
-                "tag-long-changed": int((diff != 0).sum()),
-                "tag-long-worse": int((diff < 0).sum()),
-                "tag-long-top-wrong": top_name,
-                "tag-long-top-wrong-n": int(top_long.iloc[0]) if len(top_long) else 0,
-                "tag-long-misses": int((misses["variant"] == "td_tc_spacy").sum()),
-                "tag-long-base-top": int(
-                    (
-                        misses[misses["variant"] == "baseline"]["output"].str.strip() == top_name
-                    ).sum()
+                f"tag-short-{key}": estimate_text(est),
+                f"tag-short-{key}-lost": int((diff < 0).sum()),
+                f"tag-short-{key}-gained": int((diff > 0).sum()),
+                # a mean over needles, the unit of the change quoted beside it
+                f"tag-short-{key}-pct": f"{est.treatment:.1f}%",
+                f"tag-short-{key}-misses": int((short_misses["variant"] == v).sum()),
+                f"tag-short-{key}-top": int(
+                    ((short_misses["variant"] == v) & (short_misses["output"] == top)).sum()
                 ),
-                "tag-long-base-misses": int((misses["variant"] == "baseline").sum()),
-                "tag-long-tokens": f"{tokens_long['td_tc_spacy']:,.0f} vs {tokens_long['baseline']:,.0f}",
-                "tag-long-at-start": f"{100 * at_start.get('baseline', float('nan')):.0f}% and "
-                f"{100 * at_start.get('td_tc_spacy', float('nan')):.0f}%",
             }
         )
-    if short_view is not None:
-        pairs = short_view["pairs"]
-        short_misses = short_view["scored"][short_view["scored"]["correct"] == 0]
-        top = out["tag-top-wrong"]
-        for v, key in (("td", "td"), ("td_tc_spacy", "spacy")):
-            diff = pairs[v] - pairs["baseline"]
-            est = estimates["tag-td" if v == "td" else "tag-spacy"]
-            out.update(
-                {
-                    f"tag-short-{key}": estimate_text(est),
-                    f"tag-short-{key}-lost": int((diff < 0).sum()),
-                    f"tag-short-{key}-gained": int((diff > 0).sum()),
-                    # a mean over needles, the unit of the change quoted beside it
-                    f"tag-short-{key}-pct": f"{est.treatment:.1f}%",
-                    f"tag-short-{key}-misses": int((short_misses["variant"] == v).sum()),
-                    f"tag-short-{key}-top": int(
-                        ((short_misses["variant"] == v) & (short_misses["output"] == top)).sum()
-                    ),
-                }
-            )
-        spacy = estimates["tag-spacy"]
-        needles = pairs.index.map(tn.needle_of)
-        if "tag-td-definitions" in estimates:
-            out.update(
-                {
-                    "tag-short-definitions": estimate_text(estimates["tag-td-definitions"]),
-                    "tag-short-framing-pct": f"{estimates['tag-td-definitions'].control:.1f}%",
-                }
-            )
+    spacy = estimates["tag-spacy"]
+    needles = pairs.index.map(tn.needle_of)
+    if "tag-td-definitions" in estimates:
         out.update(
             {
-                "tag-short-length": f"{params['short_length']:,}",
-                "tag-short-n": len(pairs),
-                "tag-short-needles": needles.nunique(),
-                "tag-short-baseline-pct": f"{estimates['tag-td'].control:.1f}%",
-                "tag-short-baseline-misses": int((short_misses["variant"] == "baseline").sum()),
-                "tag-short-baseline-top": int(
-                    (
-                        (short_misses["variant"] == "baseline") & (short_misses["output"] == top)
-                    ).sum()
-                ),
-                "tag-short-spacy-half-width": f"{(spacy.ci_high - spacy.ci_low) / 2:.1f}",
-                "tag-short-spacy-needed": spacy.needed,
-                "tag-short-td-half-width": f"{(estimates['tag-td'].ci_high - estimates['tag-td'].ci_low) / 2:.1f}",
+                "tag-short-definitions": estimate_text(estimates["tag-td-definitions"]),
+                "tag-short-framing-pct": f"{estimates['tag-td-definitions'].control:.1f}%",
             }
         )
+    out.update(
+        {
+            "tag-short-length": f"{params['short_length']:,}",
+            "tag-short-n": len(pairs),
+            "tag-short-needles": needles.nunique(),
+            "tag-short-baseline-pct": f"{estimates['tag-td'].control:.1f}%",
+            "tag-short-baseline-misses": int((short_misses["variant"] == "baseline").sum()),
+            "tag-short-baseline-top": int(
+                ((short_misses["variant"] == "baseline") & (short_misses["output"] == top)).sum()
+            ),
+            "tag-short-spacy-half-width": f"{(spacy.ci_high - spacy.ci_low) / 2:.1f}",
+            "tag-short-spacy-needed": spacy.needed,
+            "tag-short-td-half-width": f"{(estimates['tag-td'].ci_high - estimates['tag-td'].ci_low) / 2:.1f}",
+        }
+    )
     return out
 
 

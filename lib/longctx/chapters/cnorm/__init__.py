@@ -701,33 +701,33 @@ def quoted(
     params: dict,
     label: str,
 ) -> dict:
-    """Every number the chapter's prose quotes, by glue key."""
-    summary = selection_summary(sel)
+    """Every number the chapter's prose quotes, by glue key: the formats and the delimiter
+    sweep, the attention profiles, and the selection with its QA comparison."""
+    return {
+        **_format_quotes(estimates, grid, effects, delimiters, corr, label),
+        **_attention_quotes(shares),
+        **_selection_quotes(
+            estimates, sel, chosen, shortest, qa, tests, seeds, stable, ratios, params
+        ),
+    }
+
+
+def _format_quotes(
+    estimates: dict[str, Estimate],
+    grid: pd.DataFrame,
+    effects: pd.DataFrame,
+    delimiters: pd.DataFrame,
+    corr: dict,
+    label: str,
+) -> dict:
     fig2 = cn.oaa_opa_table(grid[grid["model"] == label], ["density", "format"]).set_index(
         ["density", "format"]
     )
     eff = effects[effects["model"] == label].set_index(["density", "comparison"])
     plain = eff.loc[("high", "plain text - UUID")]
-    tokens = qa.groupby("method")["prompt_tokens"].mean()
-    over = seeds.groupby("method")[["OAA", "OPA"]].mean()
-    t = tests.set_index(["comparison", "seeds"])
-    cnorm_all, short_all = (
-        t.loc[("C-NORM - baseline", "all seeds")],
-        t.loc[("shortest tokenization - baseline", "all seeds")],
-    )
     oaa = delimiters.set_index("delimiter")
     every, uuid = corr["all"], corr["uuid_shaped"]
-    s = stable.set_index("S")
-    first = s["first S prompts choose"]
-    switch = next(
-        (k for k, v in first.items() if v == chosen and (first.loc[k:] == chosen).all()), None
-    )
-    at_8 = s.loc[min(8, len(s)), f"share of subsets choosing {chosen!r}"]
-    paper_s = min(8, params["calibration_questions"])
-    cost = sel[sel["sample"] < paper_s]["seconds"].sum()
-    gen_seconds = qa.loc[qa["method"] == "C-NORM", "seconds_per_prompt"].sum()
-    per_prompt = sel[sel["sample"] < paper_s]
-    out = {
+    return {
         "cn-low-oaa": " / ".join(f"{fig2.loc[('low', f), 'OAA']:.2f}" for f in FORMATS),
         "cn-high-oaa": " / ".join(f"{fig2.loc[('high', f), 'OAA']:.3f}" for f in FORMATS),
         "cn-low-range": f"{fig2.loc['low', 'OAA'].min():.2f}-{fig2.loc['low', 'OAA'].max():.2f}",
@@ -758,6 +758,11 @@ def quoted(
         "cn-plain-shorter": f"{(oaa.drop(index='')['prompt tokens'].min() - oaa.loc['', 'prompt tokens']):,.0f}"
         if "" in oaa.index
         else "—",
+    }
+
+
+def _attention_quotes(shares: pd.DataFrame) -> dict:
+    return {
         "cn-head": f"{100 * shares['head'].min():.0f}-{100 * shares['head'].max():.0f}%",
         "cn-tail": f"{100 * shares['tail'].min():.0f}-{100 * shares['tail'].max():.0f}%",
         "cn-middle": f"{100 * shares['middle'].min():.0f}-{100 * shares['middle'].max():.0f}%",
@@ -767,6 +772,40 @@ def quoted(
         "cn-abs-uuid": "{:.2f}-{:.2f}".format(
             *shares[shares["format"] == "UUID (-)"]["abs"].agg(["min", "max"])
         ),
+    }
+
+
+def _selection_quotes(
+    estimates: dict[str, Estimate],
+    sel: pd.DataFrame,
+    chosen: str,
+    shortest: str,
+    qa: pd.DataFrame,
+    tests: pd.DataFrame,
+    seeds: pd.DataFrame,
+    stable: pd.DataFrame,
+    ratios: pd.DataFrame,
+    params: dict,
+) -> dict:
+    summary = selection_summary(sel)
+    tokens = qa.groupby("method")["prompt_tokens"].mean()
+    over = seeds.groupby("method")[["OAA", "OPA"]].mean()
+    t = tests.set_index(["comparison", "seeds"])
+    cnorm_all, short_all = (
+        t.loc[("C-NORM - baseline", "all seeds")],
+        t.loc[("shortest tokenization - baseline", "all seeds")],
+    )
+    s = stable.set_index("S")
+    first = s["first S prompts choose"]
+    switch = next(
+        (k for k, v in first.items() if v == chosen and (first.loc[k:] == chosen).all()), None
+    )
+    at_8 = s.loc[min(8, len(s)), f"share of subsets choosing {chosen!r}"]
+    paper_s = min(8, params["calibration_questions"])
+    cost = sel[sel["sample"] < paper_s]["seconds"].sum()
+    gen_seconds = qa.loc[qa["method"] == "C-NORM", "seconds_per_prompt"].sum()
+    per_prompt = sel[sel["sample"] < paper_s]
+    return {
         "cn-abs-range": f"{summary['mean_ABS'].min():.3f} to {summary['mean_ABS'].max():.3f}",
         "cn-abs-none": f"{summary.loc[cn.NO_FORMAT, 'mean_ABS']:.3f}"
         if cn.NO_FORMAT in summary.index
@@ -799,7 +838,6 @@ def quoted(
         "cn-candidates": len(params["cnorm_candidates"]),
         "cn-paper-s": paper_s,
     }
-    return out
 
 
 def statements(view: CnormResult, params: dict, label: str) -> dict[str, bool]:
