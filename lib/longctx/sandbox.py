@@ -218,22 +218,7 @@ def run_untrusted(
             "running generated code needs OS isolation: install bubblewrap (Debian: apt-get "
             f"install bubblewrap), or set {UNISOLATED_ENV}=1 to accept Python-level guards alone"
         )
-    limits = {
-        "cpu": max(1, int(timeout_s) + 1),
-        "mem": memory_mb * 2**20,
-        "fsize": max_file_mb * 2**20,
-    }
-
-    def contain():  # runs in the child between fork and exec
-        import resource
-
-        os.setsid()
-        resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"]))
-        resource.setrlimit(resource.RLIMIT_AS, (limits["mem"], limits["mem"]))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits["fsize"], limits["fsize"]))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if isolate is not None:
-            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
+    contain = _containment(timeout_s, memory_mb, max_file_mb, isolated=isolate is not None)
 
     # The program passes only if it runs to its end: there it echoes a token it reads from
     # stdin (never in its source), so exit(), sys.exit(0) or unittest.main() before the
@@ -284,18 +269,44 @@ def run_untrusted(
         seconds = time.perf_counter() - started
         finished = _last_line(out_path) == token
     tail = err.decode("utf-8", "replace")[-2000:]
-    rc = proc.returncode
+    status, tail = _status(proc.returncode, tail, timed_out=timed_out, finished=finished)
+    return ExecutionResult(status == "passed", status, proc.returncode, round(seconds, 3), tail)
+
+
+def _containment(timeout_s: float, memory_mb: int, max_file_mb: int, *, isolated: bool):
+    """The function the child runs between fork and exec: its own session, and limits on
+    CPU seconds, address space, file size, core dumps and (isolated) processes."""
+    cpu = max(1, int(timeout_s) + 1)
+    mem, fsize = memory_mb * 2**20, max_file_mb * 2**20
+
+    def contain():
+        import resource
+
+        os.setsid()
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if isolated:
+            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
+
+    return contain
+
+
+def _status(rc: int, tail: str, *, timed_out: bool, finished: bool) -> tuple[str, str]:
+    """What a finished child means: timeout, memory, passed, failed or error (with the
+    stderr tail, noted when the program stopped before its end)."""
     if timed_out or rc in (-signal.SIGXCPU, -signal.SIGKILL) and "MemoryError" not in tail:
-        status = "timeout"
-    elif "MemoryError" in tail:
-        status = "memory"
-    elif rc == 0 and finished:
-        status = "passed"
-    elif rc == 0:
-        status = "failed"
-        tail += "\n(exited before the end of the program: its tests did not all run)"
-    elif "AssertionError" in tail:
-        status = "failed"
-    else:
-        status = "error"
-    return ExecutionResult(status == "passed", status, rc, round(seconds, 3), tail)
+        return "timeout", tail
+    if "MemoryError" in tail:
+        return "memory", tail
+    if rc == 0 and finished:
+        return "passed", tail
+    if rc == 0:
+        return (
+            "failed",
+            tail + "\n(exited before the end of the program: its tests did not all run)",
+        )
+    if "AssertionError" in tail:
+        return "failed", tail
+    return "error", tail

@@ -178,9 +178,6 @@ def generate_masked(lm, call: GenerateCall) -> list[Generation | None]:
     computed and the masked token counts; ``prompt_tokens`` is the length the model
     perceives (computed + masked).
     """
-    import torch
-    from transformers import DynamicCache
-
     prompts, max_new_tokens, batch_size = call.prompts, call.max_new_tokens, call.batch_size
     progress, desc, on_batch, stop_at = call.progress, call.desc, call.on_batch, call.stop_at
     stop_rules = stop_rules_for(call.stop_rules, len(prompts))
@@ -191,59 +188,16 @@ def generate_masked(lm, call: GenerateCall) -> list[Generation | None]:
             pos[-1] + 1 if pos else 0, max_new_tokens, label=f"prompt {i} (with its masked gaps)"
         )
     eos = set(_eos_ids(lm))
-    pad = tok.pad_token_id
     results: list[Generation | None] = [None] * len(prompts)
     bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr)
-    model = lm.model
     for batch in _buckets([len(inputs[i][0]) for i in range(len(prompts))], batch_size):
         if past(stop_at):
             break
-        width = max(len(inputs[i][0]) for i in batch)
         rows = len(batch)
-        input_ids = torch.tensor(
-            [[pad] * (width - len(inputs[i][0])) + inputs[i][0] for i in batch]
-        )
-        mask = torch.tensor(
-            [[0] * (width - len(inputs[i][0])) + [1] * len(inputs[i][0]) for i in batch]
-        )
-        positions = torch.tensor([[0] * (width - len(inputs[i][1])) + inputs[i][1] for i in batch])
-        new_tokens: list[list[int]] = [[] for _ in batch]
-        done = [False] * rows
         started = time.perf_counter()
-        with torch.inference_mode():
-            cache = DynamicCache(config=model.config)
-            step_ids, step_pos = input_ids.to(lm.device), positions.to(lm.device)
-            mask = mask.to(lm.device)
-            for _ in range(max_new_tokens):
-                out = model(
-                    input_ids=step_ids,
-                    attention_mask=mask,
-                    position_ids=step_pos,
-                    past_key_values=cache,
-                    use_cache=True,
-                    logits_to_keep=1,
-                )
-                cache = out.past_key_values
-                nxt = out.logits[:, -1, :].argmax(-1)
-                for r in range(rows):
-                    if done[r]:
-                        continue
-                    t = int(nxt[r])
-                    new_tokens[r].append(t)
-                    if (
-                        t in eos
-                        or stop_rules[batch[r]].cut(
-                            tok.decode(new_tokens[r], skip_special_tokens=True)
-                        )[1]
-                    ):
-                        done[r] = True
-                if all(done):
-                    break
-                step_ids = nxt[:, None]
-                step_pos = step_pos[:, -1:] + 1
-                mask = torch.cat(
-                    [mask, torch.ones((rows, 1), dtype=mask.dtype, device=mask.device)], dim=1
-                )
+        new_tokens = _decode_masked_batch(
+            lm, [inputs[i] for i in batch], max_new_tokens, [stop_rules[i] for i in batch], eos
+        )
         seconds = time.perf_counter() - started
         gens = []
         for r, i in enumerate(batch):
@@ -266,6 +220,55 @@ def generate_masked(lm, call: GenerateCall) -> list[Generation | None]:
         bar.update(rows)
     bar.close()
     return results  # type: ignore[return-value]
+
+
+def _decode_masked_batch(lm, inputs, max_new_tokens: int, rules, eos: set) -> list[list[int]]:
+    """Greedy new tokens for one left-padded batch of (token ids, position ids), with a KV
+    cache and each new token at the position after its row's last; a row stops at an end
+    token or when its stop rule cuts the text."""
+    import torch
+    from transformers import DynamicCache
+
+    tok, model = lm.tokenizer, lm.model
+    pad = tok.pad_token_id
+    width = max(len(ids) for ids, _ in inputs)
+    rows = len(inputs)
+    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids, _ in inputs])
+    mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids, _ in inputs])
+    positions = torch.tensor([[0] * (width - len(pos)) + pos for _, pos in inputs])
+    new_tokens: list[list[int]] = [[] for _ in inputs]
+    done = [False] * rows
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        step_ids, step_pos = input_ids.to(lm.device), positions.to(lm.device)
+        mask = mask.to(lm.device)
+        for _ in range(max_new_tokens):
+            out = model(
+                input_ids=step_ids,
+                attention_mask=mask,
+                position_ids=step_pos,
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            cache = out.past_key_values
+            nxt = out.logits[:, -1, :].argmax(-1)
+            for r in range(rows):
+                if done[r]:
+                    continue
+                t = int(nxt[r])
+                new_tokens[r].append(t)
+                text = tok.decode(new_tokens[r], skip_special_tokens=True)
+                if t in eos or rules[r].cut(text)[1]:
+                    done[r] = True
+            if all(done):
+                break
+            step_ids = nxt[:, None]
+            step_pos = step_pos[:, -1:] + 1
+            mask = torch.cat(
+                [mask, torch.ones((rows, 1), dtype=mask.dtype, device=mask.device)], dim=1
+            )
+    return new_tokens
 
 
 def _finish(
