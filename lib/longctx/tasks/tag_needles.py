@@ -400,48 +400,74 @@ def make_requests(
                 if int(length) in [int(x) for x in query_aware_lengths]:
                     asked += [(v, True) for v in query_aware_variants]
                 for variant, qac in asked:
-                    definitions, tagger_kind, _ = VARIANTS[variant]
-                    meta = {
-                        "hop": case.hop,
-                        "experiment": case.experiment,
-                        "needle_chunk": at,
-                        "chunks": len(placed),
-                        "context_tokens": plain_tokens,
-                        "tag_tokens": 0,
-                        "needle_tags": [],
-                    }
-                    context = plain
-                    if tagger_kind:
-                        tags = taggers.tags(tagger_kind, placed)
-                        context = tagged_text(placed, tags).strip()
-                        meta.update(
-                            tag_tokens=len(tokenizer(context, add_special_tokens=False).input_ids)
-                            - plain_tokens,
-                            needle_tags=tags[at],
-                            tagged_chunks=sum(1 for t in tags if t),
-                        )
-                    condition = {
-                        "variant": variant,
-                        "length": int(length),
-                        "depth": float(depth),
-                        "query_aware": qac,
-                        "hop": case.hop,
-                        "tagger": _tagger_id(taggers, tagger_kind),
-                    }
                     out.append(
-                        Request(
-                            TASK,
-                            case.id,
-                            build_prompt(case, context, query_aware=qac),
-                            (case.answer,),
-                            condition,
-                            max_new_tokens=MAX_NEW_TOKENS,
-                            stop=StopRule(newline=True),
-                            meta=meta,
-                            system=case.system_prompt or system_prompt(variant),
+                        _variant_request(
+                            case,
+                            placed,
+                            at,
+                            (plain, plain_tokens),
+                            variant,
+                            qac,
+                            (int(length), float(depth)),
+                            taggers,
+                            tokenizer,
                         )
                     )
     return out
+
+
+def _variant_request(
+    case: NeedleCase,
+    placed: list[str],
+    at: int,
+    plain: tuple[str, int],
+    variant: str,
+    qac: bool,
+    where: tuple[int, float],
+    taggers: Taggers,
+    tokenizer,
+) -> Request:
+    """One variant's request for a needle placed in a haystack: ``plain`` is the untagged
+    context with its token count, ``where`` the haystack length and needle depth; tagged
+    variants add the tags of ``taggers`` and record what they cost in ``meta``."""
+    (context, plain_tokens), (length, depth) = plain, where
+    _, tagger_kind, _ = VARIANTS[variant]
+    meta = {
+        "hop": case.hop,
+        "experiment": case.experiment,
+        "needle_chunk": at,
+        "chunks": len(placed),
+        "context_tokens": plain_tokens,
+        "tag_tokens": 0,
+        "needle_tags": [],
+    }
+    if tagger_kind:
+        tags = taggers.tags(tagger_kind, placed)
+        context = tagged_text(placed, tags).strip()
+        meta.update(
+            tag_tokens=len(tokenizer(context, add_special_tokens=False).input_ids) - plain_tokens,
+            needle_tags=tags[at],
+            tagged_chunks=sum(1 for t in tags if t),
+        )
+    condition = {
+        "variant": variant,
+        "length": length,
+        "depth": depth,
+        "query_aware": qac,
+        "hop": case.hop,
+        "tagger": _tagger_id(taggers, tagger_kind),
+    }
+    return Request(
+        TASK,
+        case.id,
+        build_prompt(case, context, query_aware=qac),
+        (case.answer,),
+        condition,
+        max_new_tokens=MAX_NEW_TOKENS,
+        stop=StopRule(newline=True),
+        meta=meta,
+        system=case.system_prompt or system_prompt(variant),
+    )
 
 
 def _tagger_id(taggers: Taggers, kind: str | None) -> str:
