@@ -636,3 +636,17 @@ def test_a_run_context_makes_each_part_once():
     ctx, calls = RunContext(Reader(), {}, Path(".")), []
     assert ctx.once("plan", lambda: calls.append(1) or "built") == "built"
     assert ctx.once("plan", lambda: calls.append(1) or "again") == "built" and calls == [1]
+
+
+def test_no_function_in_the_library_is_over_80_lines():
+    """Long functions were split by what they do (a chapter's quoted numbers by section, a
+    run by its steps); this keeps new ones from growing back."""
+    root = Path(__file__).resolve().parents[1] / "lib" / "longctx"
+    long = [
+        f"{path.relative_to(root)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in root.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno - node.lineno + 1 > 80
+    ]
+    assert not long, long

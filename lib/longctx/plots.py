@@ -164,6 +164,21 @@ def _draw_line(ax, line, x: str, *, colour, ls: str, main: bool):
 
 
 @book_figure
+def _paper_marks(ax, part: pd.DataFrame, *, x: str, hue: str, colours: dict) -> None:
+    """The paper's numbers in one panel: open diamonds on a dotted line, one per ``hue``
+    where they differ by it, in that hue's colour."""
+    groups = part.groupby(hue) if hue in part else [(None, part)]
+    for h, line in groups:
+        line = line.sort_values(x)
+        colour = colours.get(h, "black")
+        ax.plot(
+            line[x],
+            100 * line["accuracy"],
+            **{**PAPER_STYLE, "mec": colour, "color": colour},
+            zorder=4,
+        )
+
+
 def accuracy_by_position(
     summary,
     *,
@@ -214,19 +229,7 @@ def accuracy_by_position(
                     _draw_line(ax, line, x, colour=colours[h], ls=dashes[s], main=thick[h])
         if paper is not None:
             part = paper[paper[facet] == value] if facet in paper else paper
-            groups = part.groupby(hue) if hue in part else [(None, part)]
-            for h, line in groups:
-                line = line.sort_values(x)
-                ax.plot(
-                    line[x],
-                    100 * line["accuracy"],
-                    **{
-                        **PAPER_STYLE,
-                        "mec": colours.get(h, "black"),
-                        "color": colours.get(h, "black"),
-                    },
-                    zorder=4,
-                )
+            _paper_marks(ax, part, x=x, hue=hue, colours=colours)
         for _, level, ls in references:
             ax.axhline(level, ls=ls, **REFERENCE_STYLE)
         ax.set_title(facet_title.format(value))
@@ -238,16 +241,14 @@ def accuracy_by_position(
             ax.set_xlim(*xlim)
     axes[0][len(facets) // 2].set_xlabel(xlabel)  # once, under the middle panel
     axes[0][0].set_ylabel(ylabel)
-    handles = []
-    if len(hues) > 1:
-        handles += [
-            Line2D([], [], color=colours[h], lw=MAIN_LW if thick[h] else OTHER_LW, label=str(h))
-            for h in hues
-        ]
-    if len(styles) > 1:
-        handles += [
-            Line2D([], [], color="0.25", ls=dashes[s], lw=1.6, label=str(s)) for s in styles
-        ]
+    handles = [
+        Line2D([], [], color=colours[h], lw=MAIN_LW if thick[h] else OTHER_LW, label=str(h))
+        for h in (hues if len(hues) > 1 else [])
+    ]
+    handles += [
+        Line2D([], [], color="0.25", ls=dashes[s], lw=1.6, label=str(s))
+        for s in (styles if len(styles) > 1 else [])
+    ]
     if paper is not None and len(paper):
         handles.append(Line2D([], [], **PAPER_STYLE, label=paper_label))
     handles += [

@@ -715,6 +715,29 @@ def quoted(
     return out
 
 
+def _tag_cost_quotes(main: pd.DataFrame, lengths: list) -> dict:
+    """The baseline's accuracy by depth, and what the tags cost in tokens."""
+    base_depth = by_depth(main)
+    base_depth = base_depth[base_depth["variant"] == "baseline"]
+    tokens = main.groupby(["variant", "length"])["tag_tokens"].mean()
+    shares = (
+        main.assign(share=main["tag_tokens"] / main["context_tokens"])
+        .groupby("variant")["share"]
+        .mean()
+    )
+    return {
+        "tag-depth-levels": " / ".join(
+            f"{100 * a:.1f}" for a in base_depth.sort_values("depth")["accuracy"]
+        ),
+        "tag-depth-units": int(base_depth["units"].iloc[0]) if len(base_depth) else 0,
+        "tag-spacy-tokens": f"{tokens[('td_tc_spacy', lengths[0])]:.1f}-{tokens[('td_tc_spacy', lengths[-1])]:.1f}",
+        "tag-spacy-share": f"{100 * shares['td_tc_spacy']:.0f}%",
+        "tag-llm-tokens": f"{tokens[('td_tc_llm', lengths[0])]:.0f}-{tokens[('td_tc_llm', lengths[-1])]:.0f}"
+        if "td_tc_llm" in set(main["variant"])
+        else "—",
+    }
+
+
 def _grid_quotes(
     main: pd.DataFrame,
     gains: pd.DataFrame,
@@ -739,16 +762,9 @@ def _grid_quotes(
         r = g.loc[(length, variant)]
         return f"{r['change']:+.1f} (95% CI {r['ci_low']:+.1f} to {r['ci_high']:+.1f}, {p_text(r['p_sign_flip'])})"
 
-    base_depth = by_depth(main)
-    base_depth = base_depth[base_depth["variant"] == "baseline"]
-    tokens = main.groupby(["variant", "length"])["tag_tokens"].mean()
-    shares = (
-        main.assign(share=main["tag_tokens"] / main["context_tokens"])
-        .groupby("variant")["share"]
-        .mean()
-    )
     s = stats.set_index("tagger")
     out = {
+        **_tag_cost_quotes(main, lengths),
         "tag-cases": main["example_id"].nunique(),
         "tag-lengths": ", ".join(f"{n:,}" for n in lengths),
         "tag-baseline-levels": levels("baseline"),
@@ -777,15 +793,6 @@ def _grid_quotes(
         "tag-spacy-vs-td": (
             lambda r: f"{r['change']:+.1f} (CI {r['ci_low']:+.1f} to {r['ci_high']:+.1f})"
         )(against_td.set_index(["length", "variant"]).loc[(lengths[0], "td_tc_spacy")]),
-        "tag-depth-levels": " / ".join(
-            f"{100 * a:.1f}" for a in base_depth.sort_values("depth")["accuracy"]
-        ),
-        "tag-depth-units": int(base_depth["units"].iloc[0]) if len(base_depth) else 0,
-        "tag-spacy-tokens": f"{tokens[('td_tc_spacy', lengths[0])]:.1f}-{tokens[('td_tc_spacy', lengths[-1])]:.1f}",
-        "tag-spacy-share": f"{100 * shares['td_tc_spacy']:.0f}%",
-        "tag-llm-tokens": f"{tokens[('td_tc_llm', lengths[0])]:.0f}-{tokens[('td_tc_llm', lengths[-1])]:.0f}"
-        if "td_tc_llm" in acc.index
-        else "—",
     }
     if "llm" in s.index:
         out.update(
