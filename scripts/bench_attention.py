@@ -26,8 +26,8 @@ import time
 import torch
 
 from longctx import __version__
-from longctx.attention import eager_final_token_attention, final_token_attention
 from longctx.backends.hf import load_model
+from longctx.backends.hf_attention import eager_final_token_attention, final_token_attention
 
 
 def _rss() -> int:

@@ -3,11 +3,8 @@
 import pytest
 import torch
 
-from longctx.attention import (
-    attention_balance_score,
-    eager_final_token_attention,
-    final_token_attention,
-)
+from longctx.attention import attention_balance_score
+from longctx.backends.hf_attention import eager_final_token_attention, final_token_attention
 from longctx.errors import ParameterError
 
 

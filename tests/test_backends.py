@@ -59,6 +59,8 @@ def test_the_registry_refuses_a_taken_name_a_partial_class_and_an_unknown_capabi
             register("partial")(Partial)
         with pytest.raises(TypeError, match=r"not \['telepathy'\]"):
             register("odd", capabilities=("generate", "telepathy"))(Whole)
+        with pytest.raises(TypeError, match="claims 'attention' but has no final_token_attention"):
+            register("seer", capabilities=("generate", "attention"))(Whole)
         register("whole")(Whole)
         assert backends.backend_class("whole") is Whole
     finally:
@@ -473,3 +475,23 @@ def test_make_run_with_llamacpp_then_openai_adds_a_line_each(tmp_path):
         r["backend"]
         for r in comparable_rows(tmp_path, "kv_retrieval", asked, exclude=f"{SMOKE}--openai")
     } == {"llamacpp"}
+
+
+def test_only_backends_touch_generation_or_attention_code():
+    """Every model call goes through a backend (the runner asks them): no other module of the
+    library imports llama.cpp or a causal LM class, calls a model's generate, or computes
+    final-token attention itself."""
+    import re
+    from pathlib import Path
+
+    lib = Path(backends.__file__).resolve().parents[1]
+    banned = re.compile(
+        r"import llama_cpp|from llama_cpp|AutoModelForCausalLM|\.model\.generate\(|"
+        r"hf_attention import|final_token_attention\(lm\.model"
+    )
+    offenders = [
+        str(path.relative_to(lib))
+        for path in lib.rglob("*.py")
+        if "backends" not in path.parts and banned.search(path.read_text())
+    ]
+    assert not offenders, offenders

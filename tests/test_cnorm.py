@@ -131,6 +131,8 @@ class _Tok:
 def test_attention_rows_are_cached(tmp_path):
     import transformers as tf
 
+    from longctx.backends.hf import HFBackend
+
     torch.manual_seed(0)
     tiny = tf.Qwen2ForCausalLM(
         tf.Qwen2Config(
@@ -149,6 +151,10 @@ def test_attention_rows_are_cached(tmp_path):
         device="cpu",
         render=lambda p: p,
         check_fits=lambda n, m: None,
+    )
+    # the hf backend's attention capability, on the tiny model
+    lm.final_token_attention = lambda rendered, layer=-1: HFBackend.final_token_attention(
+        lm, rendered, layer
     )
 
     def load():

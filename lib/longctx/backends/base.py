@@ -99,6 +99,11 @@ def register(name: str, capabilities: Sequence[str] = (GENERATE,)):
             raise TypeError(
                 f"backend {cls.__qualname__} lacks {', '.join(missing)} of the Backend interface"
             )
+        if ATTENTION in capabilities and not callable(getattr(cls, "final_token_attention", None)):
+            raise TypeError(
+                f"backend {cls.__qualname__} claims {ATTENTION!r} but has no "
+                "final_token_attention(rendered, layer)"
+            )
         unknown = set(capabilities) - _CAPABILITIES
         if GENERATE not in capabilities or unknown:
             raise TypeError(

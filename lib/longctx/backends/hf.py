@@ -38,6 +38,7 @@ from .base import (
     check_prompt_mode,
     register,
 )
+from .hf_attention import final_token_attention
 from .hf_engine import generate
 
 
@@ -155,6 +156,14 @@ class HFBackend(PromptReader):
     def generate(self, call: GenerateCall) -> list[Generation | None]:
         """Greedy generation of rendered prompts (:func:`longctx.backends.hf_engine.generate`)."""
         return generate(self, call)
+
+    def final_token_attention(self, rendered: str, layer: int = -1):
+        """The prompt's token count and the attention its final token pays to every token
+        in ``layer``, averaged over heads (:func:`.hf_attention.final_token_attention`): the
+        :data:`~.base.ATTENTION` capability."""
+        ids = self.tokenizer(rendered, add_special_tokens=False).input_ids
+        self.check_fits(len(ids), 0)
+        return len(ids), final_token_attention(self.model, ids, layer=layer)
 
     def run_params(self) -> dict:
         """Provenance of this backend's runs, stored with every row."""

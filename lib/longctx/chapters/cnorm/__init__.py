@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...attention import attention_rows
 from ...claims import (
     Estimate,
     NoPairedUnits,
@@ -48,7 +47,7 @@ from ...reader import Reader
 from ...report import estimate_text, p_text, points_ci
 from ...requests import Request, unique_requests
 from ...results import load_experiment, paired_comparison, provenance, rows_table
-from ...runner import Block
+from ...runner import Block, answer
 from ...tasks import kv_retrieval as kv
 from ...tasks import longbench_v2 as lb
 from ...tasks import multidoc_qa as qa
@@ -362,7 +361,16 @@ def selection(
         samples=samples or params["calibration_questions"],
         candidates=candidates or params["cnorm_candidates"],
     )
-    return pd.DataFrame(attention_rows(items, reader.store(results_dir, SELECTION), reader))
+    return pd.DataFrame(_attention(items, SELECTION, reader, results_dir))
+
+
+def _attention(
+    items: list[dict], experiment: str, reader: Reader, results_dir, *, keep_vector: bool = False
+) -> list[dict]:
+    """The attention rows of ``items`` in ``experiment``'s store, through the runner (which
+    scores any missing one with the backend's final-token attention)."""
+    block = Block("attention", experiment, [], attention=items, keep_vector=keep_vector)
+    return answer(block, reader, results_dir, progress=False)
 
 
 def selection_summary(sel: pd.DataFrame) -> pd.DataFrame:
@@ -612,9 +620,7 @@ def correlation_table(corr: dict, estimate: Estimate, delimiters: pd.DataFrame) 
 
 def attention_view(params: dict, results_dir: str | Path, reader: Reader) -> list[dict]:
     """Figure 4's stored attention rows (vectors kept)."""
-    return attention_rows(
-        attention_items(params), reader.store(results_dir, ATTENTION), reader, keep_vector=True
-    )
+    return _attention(attention_items(params), ATTENTION, reader, results_dir, keep_vector=True)
 
 
 def attention_shares(rows: list[dict]) -> pd.DataFrame:
