@@ -756,6 +756,33 @@ def others_text(matrix: Matrix) -> FigureText:
     return FigureText(caption, alt)
 
 
+def summary(matrix: Matrix, most: int = 3) -> dict:
+    """The book's findings in three lines, for the introduction: how many claims on how
+    many readers, the default reader's verdicts by kind, and the claims reproduced on the
+    most readers (at least two judged; a claim that needs no reader, such as a retriever's
+    recall, is left out), each with its tally."""
+    default = default_column(matrix)
+    mine = [c for c in col_cells_of(matrix, default) if c.judgement] if default else []
+    counts = pd.Series([c.judgement.verdict for c in mine]).value_counts()
+    tallies = [
+        (claim, *matrix.reproduced_by(claim.id))
+        for claim in matrix.claims
+        if matrix.reproduced_by(claim.id)[1] >= 2 and not reader_free(claim)
+    ]
+    robust = sorted(tallies, key=lambda t: (-t[1] / t[2], -t[1], t[0].id))[:most]
+    return {
+        "intro-claims": len(matrix.claims),
+        "intro-readers": len(matrix.columns),
+        "intro-default-verdicts": ", ".join(f"{n} {v}" for v, n in counts.items()),
+        "intro-default-judged": len(mine),
+        "intro-robust": "; ".join(
+            f"{claim.claim.rstrip('.')} ({n} of {judged} readers judged)"
+            for claim, n, judged in robust
+        )
+        or "no claim is yet judged on two readers",
+    }
+
+
 def others_frame(matrix: Matrix) -> pd.DataFrame:
     """The judged cells in points of every reader but the default one, for a forest plot:
     each row named by its claim and its reader."""
