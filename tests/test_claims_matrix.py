@@ -123,6 +123,16 @@ def test_a_new_readers_rows_add_a_column_with_no_code_change(tmp_path):
     text = matrix.as_markdown(after)
     assert "gemma3-270m" in text and "‡" in text
     assert matrix.tally_table(after)["reader"].tolist() == [DEFAULT, "gemma3-270m"]
+    # the introduction's summary: both readers agree on every claim, so the claims the
+    # default reader reproduces are reproduced on 2 of 2 readers
+    summary = matrix.summary(after)
+    assert summary["intro-readers"] == 2 and summary["intro-claims"] == len(claims)
+    reproduced = [c for c in claims if after.cell(c.id, DEFAULT).judgement.verdict == "reproduced"]
+    assert summary["intro-default-judged"] == len(claims)
+    assert all(
+        f"{c.claim.rstrip('.')} (2 of 2 readers judged)" in summary["intro-robust"]
+        for c in reproduced[:3]
+    )
 
 
 def test_part_of_a_claims_units_is_running_never_judged(tmp_path):
