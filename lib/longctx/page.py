@@ -17,13 +17,14 @@ from types import ModuleType
 
 import pandas as pd
 
+from . import __version__
 from .chapters import get_chapter, scale
 from .chapters.contract import RunContext
 from .claims import chapter_verdicts, paper_frame, read_claims
 from .downloads import browser_link, chapter_links
 from .matrix import build as build_matrix
 from .matrix import verdict_box
-from .paths import resolve
+from .paths import build_commit, build_date, resolve
 from .plots import FigureText, figure_directive
 from .reader import Reader
 from .samples import example_html
@@ -119,6 +120,22 @@ def glue_figure(name: str, fig, text: FigureText) -> None:
     from myst_nb import glue  # the book's package: only notebooks call this
 
     glue(name, Markdown(figure_directive(fig, name=name, text=text)), display=False)
+
+
+def book_citation() -> str:
+    """The book's BibTeX entry with its version, the date of its commit and the commit it
+    was built from (so a citation names the exact rows and code), as a Markdown code block."""
+    return (
+        "```bibtex\n@misc{longctx2026,\n"
+        "  title   = {longctx: a reproducible companion to five papers on how language models "
+        "read long and retrieved contexts},\n"
+        "  author  = {{The longctx authors}},\n"
+        f"  year    = {{{build_date()[:4]}}},\n"
+        f"  date    = {{{build_date()}}},\n"
+        f"  version = {{{__version__}}},\n"
+        f"  note    = {{Version {__version__}, built from commit {build_commit()}}}\n"
+        "}\n```\n"
+    )
 
 
 def check_statements(page: str, said: dict[str, bool], book_run: bool) -> None:

@@ -35,6 +35,14 @@ def build_commit(start: str | Path | None = None) -> str:
     return f"{head} + local changes" if dirty else head
 
 
+def build_date(start: str | Path | None = None) -> str:
+    """The date (YYYY-MM-DD) of the commit this checkout is at, or "undated" outside git."""
+    try:
+        return _git(repo_root(start), "log", "-1", "--format=%cs")
+    except (OSError, subprocess.SubprocessError):
+        return "undated"
+
+
 def _git(root: Path, *args: str) -> str:
     return subprocess.run(
         ["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=10
