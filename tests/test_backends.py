@@ -32,9 +32,19 @@ def test_spec_rejects_bad_choices_in_one_line():
         backends.spec("vllm")
     with pytest.raises(ParameterError, match="needs the server's URL"):
         backends.spec("openai")
-    with pytest.raises(ParameterError, match="only used by backend 'openai'"):
+    with pytest.raises(
+        ParameterError,
+        match="backend 'llamacpp' takes no option 'url'; its options: prefix_cache, threads",
+    ):
         backends.spec("llamacpp", url="http://x/v1")
+    with pytest.raises(
+        ParameterError, match="backend 'hf' takes no option 'threads'; its options: none"
+    ):
+        backends.spec("hf", threads=2)
+    with pytest.raises(ParameterError, match="takes OpenAIOptions, not LlamaCppOptions"):
+        backends.BackendSpec("openai", backends.spec("llamacpp").options)
     assert backends.spec(None).name == "hf"
+    assert backends.spec("llamacpp", threads=2).options.threads == 2
 
 
 def test_the_registry_refuses_a_taken_name_a_partial_class_and_an_unknown_capability():
@@ -91,9 +101,7 @@ def test_reader_stores_keep_backends_apart(tmp_path):
     assert hf.dir.parent.name == SMOKE and llama.dir.parent.name == f"{SMOKE}--llamacpp"
 
 
-@pytest.mark.parametrize(
-    "backend", ["llamacpp", backends.BackendSpec("openai", url="http://127.0.0.1:9/v1")]
-)
+@pytest.mark.parametrize("backend", ["llamacpp", backends.spec("openai", "http://127.0.0.1:9/v1")])
 def test_masked_padding_outside_hf_fails_before_loading(tmp_path, backend):
     req = Request("t", "e", f"evidence {masked_gap(100)} question", ("g",))
 

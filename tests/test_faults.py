@@ -43,7 +43,8 @@ def _served(url: str, **options) -> Reader:
 
 
 def test_a_hung_server_fails_a_request_after_its_timeouts_with_one_line(tmp_path, fake):
-    assert backends.BackendSpec().timeout_s == 120 and backends.BackendSpec().retries == 3
+    defaults = backends.spec("openai", "http://h:1/v1").options
+    assert defaults.timeout_s == 120 and defaults.retries == 3
     fake.mode = "hang"
     reader = _served(fake.url, timeout_s=0.5, retries=1, concurrency=1)
     load_tokenizer(SMOKE)  # built from the GGUF file on a machine's first run: not timed here
@@ -290,8 +291,8 @@ def test_a_notebook_takes_the_server_options_longctx_run_injects(fake):
         "backend_timeout_s": 30.0,
         "backend_retries": 0,
     }
-    spec = setup("kv_retrieval", namespace).reader.backend
-    assert (spec.concurrency, spec.timeout_s, spec.retries) == (1, 30.0, 0)
+    options = setup("kv_retrieval", namespace).reader.backend.options
+    assert (options.concurrency, options.timeout_s, options.retries) == (1, 30.0, 0)
     with pytest.raises(ParameterError, match="kv_retrieval.num_pairs takes a list"):
         setup("kv_retrieval", {**namespace, "num_pairs": 30})
 
@@ -361,10 +362,21 @@ def test_every_scales_values_pass_the_kind_check_of_every_other_scale():
 def test_longctx_run_hands_the_server_options_to_the_notebook(tmp_path, capsys):
     notebook = tmp_path / "tiny.py"
     notebook.write_text(NOTEBOOK)
-    expect = {"backend_concurrency": 1, "backend_timeout_s": 30.0, "backend_retries": 0}
+    url = "http://127.0.0.1:9/v1"  # never reached: the tiny notebook loads no model
+    expect = {
+        "backend": "openai",
+        "backend_url": url,
+        "backend_concurrency": 1,
+        "backend_timeout_s": 30.0,
+        "backend_retries": 0,
+    }
     argv = ["run", str(notebook), "--model", SMOKE, "--output", str(tmp_path / "out.ipynb")]
-    options = ["--concurrency", "1", "--timeout", "30", "--retries", "0"]
+    options = ["--backend", "openai", "--url", url]
+    options += ["--concurrency", "1", "--timeout", "30", "--retries", "0"]
     assert main([*argv, *options, "-p", "expect", repr(expect)]) == 0
+    # a server option without the server's backend is refused before anything runs
+    assert main([*argv, "--concurrency", "1"]) == 2
+    assert "backend 'hf' takes no option 'concurrency'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("char", ["\u2028", "\u2029", "\u0085"])

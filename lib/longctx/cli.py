@@ -316,7 +316,7 @@ def _replay(args) -> int:
 
 
 def _server_arguments(parser) -> None:
-    """How the ``openai`` backend talks to its server (left unset, :class:`BackendSpec`'s
+    """How the ``openai`` backend talks to its server (left unset, :class:`~longctx.backends.openai.OpenAIOptions`'s
     defaults hold)."""
     parser.add_argument(
         "--url", default=None, help="server URL for --backend openai, e.g. http://127.0.0.1:8000/v1"

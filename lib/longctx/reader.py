@@ -77,7 +77,8 @@ class Reader:
         dtype: str = "auto",
     ) -> Reader:
         """A reader from the words a notebook's parameters or a command line use; options
-        left None keep :class:`BackendSpec`'s defaults."""
+        left None keep the backend's ``Options`` defaults (an option the backend does not take is
+        a one-line error)."""
         if isinstance(backend, BackendSpec):
             chosen = backend
         else:

@@ -271,7 +271,7 @@ class PromptTokens:
         window = context_window(reader.ref)
         cap = backend_class(reader.backend.name).window_cap
         if reader.backend.name == "openai":
-            window = reader.backend.context_window or window
+            window = getattr(reader.backend.options, "context_window", None) or window
         elif window and cap:
             window = min(window, cap)
         self.window = window

@@ -12,7 +12,7 @@ the registry, so nothing is loaded to refuse a request a backend cannot serve.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import ClassVar, Protocol
 
 from ..errors import CapabilityError, ContextTooLongError, ParameterError
@@ -95,6 +95,8 @@ def register(name: str, capabilities: Sequence[str] = (GENERATE,)):
                 f"register {cls.__qualname__} under another name"
             )
         missing = [m for m in _INTERFACE if not callable(getattr(cls, m, None))]
+        if not is_dataclass(getattr(cls, "Options", None)):
+            missing.append("Options (a dataclass of its settings)")
         if missing:
             raise TypeError(
                 f"backend {cls.__qualname__} lacks {', '.join(missing)} of the Backend interface"
@@ -130,46 +132,28 @@ def backend_class(name: str) -> type:
 
 
 @dataclass(frozen=True)
-class BackendSpec:
-    """Which backend runs a model, and how to reach it.
+class NoOptions:
+    """A backend with nothing to set beyond the model (``hf``: device and dtype belong to the
+    reader)."""
 
-    * ``url``: the server's base URL for ``openai`` (e.g. ``http://127.0.0.1:8000/v1``).
-    * ``served_model``: the model id the server serves (``openai``); defaults to the model
-      name. It is part of the rows' identity; the URL is not (one model answers the same
-      wherever it is served).
-    * ``threads``: CPU threads for ``llamacpp`` (default: one per CPU the process may
-      use); ``prefix_cache``: let ``llamacpp`` reuse the prompt prefix shared with the
-      previous prompt (off: see :mod:`longctx.backends.llamacpp`).
-    * ``concurrency``, ``timeout_s``, ``retries``: request handling of ``openai``: requests
-      in flight, the longest wait for the server's next bytes (a hung server fails a request
-      after ``retries + 1`` waits, about 8 minutes by default, not hours), and how often a
-      connection error, timeout, 429 or 5xx is tried again; ``context_window``: the server's
-      window in tokens, for a server that does not say it (llama-cpp-python's).
-    """
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """Which backend runs a model (``name``) and that backend's own ``options``: an instance
+    of its ``Options`` dataclass (``llamacpp``: threads and prefix reuse; ``openai``: the
+    server's URL, the served model id and request handling; ``hf``: none). Build one with
+    :func:`spec`, which refuses an option the backend does not take."""
 
     name: str = "hf"
-    url: str | None = None
-    served_model: str | None = None
-    threads: int | None = None
-    prefix_cache: bool = False
-    concurrency: int = 8
-    timeout_s: float = 120.0
-    retries: int = 3
-    context_window: int | None = None
+    options: object = None
 
     def __post_init__(self):
-        backend_class(self.name)
-        if self.name == "openai" and not self.url:
+        kind = backend_class(self.name).Options
+        if self.options is None:
+            object.__setattr__(self, "options", kind())
+        elif not isinstance(self.options, kind):
             raise ParameterError(
-                "backend 'openai' needs the server's URL (--url on the command line, url= in "
-                "Python, backend_url in a notebook), e.g. http://127.0.0.1:8000/v1"
-            )
-        if self.name != "openai" and self.url:
-            raise ParameterError(f"a URL is only used by backend 'openai', not {self.name!r}")
-        if self.concurrency < 1 or self.retries < 0 or self.timeout_s <= 0:
-            raise ParameterError(
-                f"concurrency must be at least 1 (not {self.concurrency}), retries at least 0 "
-                f"(not {self.retries}) and the timeout above 0 s (not {self.timeout_s})"
+                f"backend {self.name!r} takes {kind.__qualname__}, not {type(self.options).__name__}"
             )
 
     def identity(self, model: str) -> str:
@@ -178,7 +162,7 @@ class BackendSpec:
         if self.name == "hf":
             return ""
         if self.name == "openai":
-            return f"openai:{self.served_model or model}"
+            return f"openai:{self.options.served_model or model}"
         return self.name
 
     def require(self, capability: str) -> None:
@@ -193,10 +177,22 @@ class BackendSpec:
 def spec(
     backend: str | BackendSpec | None = None, url: str | None = None, **options
 ) -> BackendSpec:
-    """A :class:`BackendSpec` from a name (``hf``, ``llamacpp``, ``openai``) or a spec."""
+    """A :class:`BackendSpec` from a name (``hf``, ``llamacpp``, ``openai``) and that
+    backend's options, or a spec as it is. An option the backend does not take is a
+    one-line error naming the ones it does."""
     if isinstance(backend, BackendSpec):
         return backend
-    return BackendSpec(backend or "hf", url=url or None, **options)
+    name = backend or "hf"
+    kind = backend_class(name).Options
+    given = {**({"url": url} if url else {}), **options}
+    known = {f.name for f in fields(kind)}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ParameterError(
+            f"backend {name!r} takes no option {', '.join(map(repr, unknown))}; its options: "
+            + (", ".join(sorted(known)) or "none")
+        )
+    return BackendSpec(name, kind(**given))
 
 
 def results_folder(model_slug: str, backend: str | BackendSpec) -> str:
@@ -223,6 +219,7 @@ class PromptReader:
     max_context: int
     backend: ClassVar[str] = "hf"
     window_cap: ClassVar[int | None] = None  # a backend that allocates its window caps it
+    Options: ClassVar[type] = NoOptions
 
     @classmethod
     def without_weights(

@@ -9,7 +9,7 @@ llama.cpp; decoding is greedy; each prompt stops at its :class:`~longctx.request
 an end-of-generation token, or ``max_new_tokens``.
 
 Prompts run one at a time (the CPU is saturated by one sequence's prefill), each from an
-empty cache. With ``BackendSpec(prefix_cache=True)`` they run in lexicographic order of their
+empty cache. With ``spec("llamacpp", prefix_cache=True)`` they run in lexicographic order of their
 token ids and llama.cpp's KV cache reuses the prefix each shares with the one before
 (``Generation.extra['prefix_reused']``). That is off by default: on the chapters' prompts,
 which share only their instructions, it saved under 1% of the time (``make bench``), and it
@@ -24,6 +24,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
@@ -48,9 +49,19 @@ def usable_cpus() -> int:
     return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
+@dataclass(frozen=True)
+class LlamaCppOptions:
+    """``threads``: CPU threads (default: one per CPU the process may use); ``prefix_cache``:
+    reuse the prompt prefix shared with the previous prompt (off: see the module docstring)."""
+
+    threads: int | None = None
+    prefix_cache: bool = False
+
+
 @register("llamacpp")
 class LlamaCppBackend(PromptReader):
     window_cap = DEFAULT_WINDOW
+    Options = LlamaCppOptions
 
     def __init__(
         self,
@@ -78,7 +89,7 @@ class LlamaCppBackend(PromptReader):
             ) from None
         self.spec = spec
         self.path = path
-        self.threads = spec.threads or usable_cpus()
+        self.threads = spec.options.threads or usable_cpus()
         self.tokenizer = load_tokenizer(model)
         self.chat = chat_mode(self.tokenizer, self.ref, prompt_mode, model)
         if progress:
@@ -107,7 +118,7 @@ class LlamaCppBackend(PromptReader):
             "device": "cpu",
             "dtype": "gguf",
             "gguf": self.path.name,
-            "prefix_cache": self.spec.prefix_cache,
+            "prefix_cache": self.spec.options.prefix_cache,
             "threads": self.threads,
             "llama_cpp_python": llama_cpp.__version__,
         }
@@ -121,7 +132,7 @@ class LlamaCppBackend(PromptReader):
         on_batch, stop_at = call.on_batch, call.stop_at
         prepared, rules = prepare(self, prompts, max_new_tokens, stop_rules, batch_size, "llamacpp")
         order = range(len(prompts))
-        if self.spec.prefix_cache:  # neighbours in token order share the longest prefixes
+        if self.spec.options.prefix_cache:  # neighbours in token order share the longest prefixes
             order = sorted(order, key=lambda i: prepared[i].ids)
         results: list[Generation | None] = [None] * len(prompts)
         bar = tqdm(
@@ -145,7 +156,7 @@ class LlamaCppBackend(PromptReader):
 
     def _one(self, ids: list[int], max_new_tokens: int, rule) -> Generation:
         reused = 0
-        if not self.spec.prefix_cache:
+        if not self.spec.options.prefix_cache:
             self.llm.reset()  # n_tokens = 0: nothing is reused
         if self.llm.n_tokens:
             for a, b in zip(self.llm._input_ids, ids):

@@ -56,8 +56,40 @@ def _valid_text(text: str) -> str:
     return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
+@dataclass(frozen=True)
+class OpenAIOptions:
+    """``url``: the server's base URL (e.g. ``http://127.0.0.1:8000/v1``); ``served_model``:
+    the model id it serves (default: the model name; part of the rows' identity, the URL is
+    not); ``concurrency``: requests in flight; ``timeout_s``: the longest wait for the
+    server's next bytes (a hung server fails a request after ``retries + 1`` waits, about 8
+    minutes by default, not hours); ``retries``: how often a connection error, timeout, 429
+    or 5xx is tried again; ``context_window``: the server's window in tokens, for a server
+    that does not say it (llama-cpp-python's)."""
+
+    url: str | None = None
+    served_model: str | None = None
+    concurrency: int = 8
+    timeout_s: float = 120.0
+    retries: int = 3
+    context_window: int | None = None
+
+    def __post_init__(self):
+        if not self.url:
+            raise ParameterError(
+                "backend 'openai' needs the server's URL (--url on the command line, url= in "
+                "Python, backend_url in a notebook), e.g. http://127.0.0.1:8000/v1"
+            )
+        if self.concurrency < 1 or self.retries < 0 or self.timeout_s <= 0:
+            raise ParameterError(
+                f"concurrency must be at least 1 (not {self.concurrency}), retries at least 0 "
+                f"(not {self.retries}) and the timeout above 0 s (not {self.timeout_s})"
+            )
+
+
 @register("openai")
 class OpenAIBackend(PromptReader):
+    Options = OpenAIOptions
+
     def __init__(
         self,
         target: LoadTarget,
@@ -69,8 +101,8 @@ class OpenAIBackend(PromptReader):
         model, spec, prompt_mode = target.model, target.backend, target.prompt_mode
         self.ref = target.ref
         self.spec = spec
-        self.url = spec.url.rstrip("/")
-        self.served_model = spec.served_model or model
+        self.url = spec.options.url.rstrip("/")
+        self.served_model = spec.options.served_model or model
         self.client = self._new_client()
         served = self._served_models()  # before anything slow: a wrong URL fails at once
         if self.served_model not in served:
@@ -96,15 +128,15 @@ class OpenAIBackend(PromptReader):
     def _new_client(self):
         import httpx
 
-        timeout = self.spec.timeout_s
+        timeout = self.spec.options.timeout_s
         return httpx.Client(timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)))
 
     def _window(self, listed: int | None) -> tuple[int, str]:
         """The context window and where it came from: the one the user gave, else the server's
         own word, else the model's (the server may serve it with a smaller one: a prompt it
         then refuses is a one-line error naming ``--context-window``)."""
-        if self.spec.context_window:
-            return self.spec.context_window, "--context-window"
+        if self.spec.options.context_window:
+            return self.spec.options.context_window, "--context-window"
         if listed:
             return listed, "the server's /v1/models"
         props = self._props_window()
@@ -169,7 +201,7 @@ class OpenAIBackend(PromptReader):
             "backend": "openai",
             "served_model": self.served_model,
             "url": self.url,
-            "concurrency": self.spec.concurrency,
+            "concurrency": self.spec.options.concurrency,
         }
 
     def generate(self, call: GenerateCall) -> list[Generation | None]:
@@ -181,13 +213,13 @@ class OpenAIBackend(PromptReader):
         batch_size, progress, desc = call.batch_size, call.progress, call.desc
         on_batch, stop_at = call.on_batch, call.stop_at
         prepared, rules = prepare(self, prompts, max_new_tokens, stop_rules, batch_size, "openai")
-        group = max(batch_size, self.spec.concurrency)
+        group = max(batch_size, self.spec.options.concurrency)
         results: list[Generation | None] = [None] * len(prompts)
         bar = tqdm(
             total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr
         )
         pool = ThreadPoolExecutor(
-            max_workers=self.spec.concurrency, initializer=_leave_ctrl_c_to_the_main_thread
+            max_workers=self.spec.options.concurrency, initializer=_leave_ctrl_c_to_the_main_thread
         )
         halt = _Halt(stop_at, self.client)
         try:
@@ -254,7 +286,7 @@ class OpenAIBackend(PromptReader):
             "repetition_penalty": 1.0,
         }
         started = time.perf_counter()
-        for attempt in range(self.spec.retries + 1):
+        for attempt in range(self.spec.options.retries + 1):
             if halt():
                 return None
             try:
@@ -274,11 +306,11 @@ class OpenAIBackend(PromptReader):
                         f"arrived (llama.cpp's server does so by default): start it with "
                         f"--interrupt_requests False, or pass --concurrency 1"
                     ) from None
-                if attempt == self.spec.retries:
+                if attempt == self.spec.options.retries:
                     raise BackendError(
                         f"request to {self.url}/completions failed after {attempt + 1} tries: "
-                        f"{err} (waits of --timeout {self.spec.timeout_s:g} s, "
-                        f"--retries {self.spec.retries})"
+                        f"{err} (waits of --timeout {self.spec.options.timeout_s:g} s, "
+                        f"--retries {self.spec.options.retries})"
                     ) from None
                 halt.event.wait(min(30.0, 0.5 * 2**attempt))  # an abandoned call wakes it
         seconds = time.perf_counter() - started
@@ -361,7 +393,7 @@ class OpenAIBackend(PromptReader):
             if halt():
                 raise _Stopped from None
             raise _Retryable(
-                f"no answer within {self.spec.timeout_s:g} s ({type(err).__name__})"
+                f"no answer within {self.spec.options.timeout_s:g} s ({type(err).__name__})"
             ) from None
         except httpx.HTTPError as err:
             if halt():
@@ -381,7 +413,7 @@ class OpenAIBackend(PromptReader):
         nearer, so a hung server cannot hold a run past its deadline."""
         import httpx
 
-        wait = self.spec.timeout_s
+        wait = self.spec.options.timeout_s
         if stop_at is not None:
             wait = max(0.05, min(wait, stop_at - time.time()))
         return httpx.Timeout(wait, connect=min(10.0, wait))
