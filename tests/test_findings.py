@@ -449,3 +449,17 @@ def test_tag_chapter_tables_print_the_findings_pages_sides(table):
             f"{want['treatment']:.1f} vs {want['control']:.1f}"
         ), claim
         assert row["needles (questions)"].startswith(f"{want['n']} (")
+
+
+def test_the_books_citation_names_its_version_date_and_commit():
+    import re
+
+    from longctx import __version__
+    from longctx.page import book_citation
+    from longctx.paths import build_commit, build_date
+
+    bib = book_citation()
+    assert bib.startswith("```bibtex\n@misc{longctx2026,") and bib.rstrip().endswith("```")
+    assert f"version = {{{__version__}}}" in bib and f"date    = {{{build_date()}}}" in bib
+    assert f"built from commit {build_commit()}" in bib
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}|undated", build_date())
