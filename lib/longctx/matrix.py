@@ -767,8 +767,9 @@ def summary(matrix: Matrix, most: int = 3) -> dict:
     tallies = [
         (claim, *matrix.reproduced_by(claim.id))
         for claim in matrix.claims
-        if matrix.reproduced_by(claim.id)[1] >= 2 and not reader_free(claim)
+        if not reader_free(claim)
     ]
+    tallies = [t for t in tallies if t[2] >= 2]
     robust = sorted(tallies, key=lambda t: (-t[1] / t[2], -t[1], t[0].id))[:most]
     return {
         "intro-claims": len(matrix.claims),

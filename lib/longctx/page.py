@@ -125,15 +125,16 @@ def glue_figure(name: str, fig, text: FigureText) -> None:
 def book_citation() -> str:
     """The book's BibTeX entry with its version, the date of its commit and the commit it
     was built from (so a citation names the exact rows and code), as a Markdown code block."""
+    date, commit = build_date(), build_commit()
     return (
         "```bibtex\n@misc{longctx2026,\n"
         "  title   = {longctx: a reproducible companion to five papers on how language models "
         "read long and retrieved contexts},\n"
         "  author  = {{The longctx authors}},\n"
-        f"  year    = {{{build_date()[:4]}}},\n"
-        f"  date    = {{{build_date()}}},\n"
+        f"  year    = {{{date[:4]}}},\n"
+        f"  date    = {{{date}}},\n"
         f"  version = {{{__version__}}},\n"
-        f"  note    = {{Version {__version__}, built from commit {build_commit()}}}\n"
+        f"  note    = {{Version {__version__}, built from commit {commit}}}\n"
         "}\n```\n"
     )
 

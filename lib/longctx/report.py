@@ -18,6 +18,11 @@ def pct(value: float, digits: int = 1) -> str:
     return MISSING if value is None or value != value else f"{100 * value:.{digits}f}"
 
 
+def percent_words(share: float) -> str:
+    """A share in [0, 1] as captions and alt texts say it: ``45 percent``."""
+    return f"{pct(share, 0)} percent"
+
+
 def pct_ci(value: float, low: float, high: float, digits: int = 1) -> str:
     """``88.0 [80.2, 93.1]`` from shares in [0, 1]."""
     if value is None or value != value:

@@ -94,7 +94,7 @@ class TemplateResult(ChapterResult):
 
 def answered(ctx: RunContext) -> list[dict]:
     """Every row of the plan for this run's reader (missing ones generated)."""
-    return ctx.answered("plan", lambda: plan(ctx.params))
+    return ctx.answered("plan", lambda: ctx.planned(plan))
 
 
 def analyze(ctx: RunContext) -> TemplateResult:

@@ -44,6 +44,10 @@ class RunContext:
             self._made[name] = build()
         return self._made[name]
 
+    def planned(self, plan: Callable[[dict], list[Block]]) -> list[Block]:
+        """The chapter's ``plan`` for this run's parameters, built once."""
+        return self.once("plan", lambda: plan(self.params))
+
     def answered(self, name: str, plan: Callable[[], list[Block]]) -> list[dict]:
         """The rows of the plan ``plan()`` builds: stored rows read, missing ones generated
         with this context's options (the model is loaded only then); made once per run."""

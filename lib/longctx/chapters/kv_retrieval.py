@@ -29,7 +29,7 @@ from ..errors import ParameterError
 from ..metrics import summarize
 from ..plots import FigureText, accuracy_by_position, book_figure
 from ..reader import Reader
-from ..report import estimate_text, p_text, params_text, pct_ci, points_ci
+from ..report import estimate_text, p_text, params_text, pct_ci, percent_words, points_ci
 from ..results import comparable_rows, provenance, reader_contrast, rows_table
 from ..runner import Block, all_requests, stored
 from ..tasks import kv_retrieval as kv
@@ -429,7 +429,7 @@ class KeyValueResult(ChapterResult):
 
 
 def planned(ctx: RunContext) -> list[Block]:
-    return ctx.once("plan", lambda: plan(ctx.params))
+    return ctx.planned(plan)
 
 
 def answered(ctx: RunContext) -> list[dict]:
@@ -591,10 +591,6 @@ def paper_worst_reference() -> tuple[str, float, str]:
     return f"paper's worst case, any model ({worst:.1f}%)", worst, ":"
 
 
-def _pct(share: float) -> str:
-    return f"{100 * share:.0f} percent"
-
-
 def figure_text(view: KeyValueResult) -> FigureText:
     """:func:`figure`'s caption and alt text, from the numbers it draws."""
     mine = view.summary[view.summary["model"] == view.label]
@@ -625,13 +621,13 @@ def figure_text(view: KeyValueResult) -> FigureText:
         f"{len(sizes)} panels of accuracy against gold depth. "
         + (
             f"At {' and '.join(str(k) for k in smaller)} pairs {view.label} stays between "
-            f"{_pct(low.min())} and {_pct(low.max())}; "
+            f"{percent_words(low.min())} and {percent_words(low.max())}; "
             if smaller
             else ""
         )
-        + f"at {largest} pairs it goes from {_pct(cell[largest, end, 0.0])} with the gold pair "
-        f"first to {_pct(cell[largest, end, 0.5])} in the middle, and to "
-        f"{_pct(cell[largest, aware, 0.5])} with the query also before the data."
+        + f"at {largest} pairs it goes from {percent_words(cell[largest, end, 0.0])} with the gold pair "
+        f"first to {percent_words(cell[largest, end, 0.5])} in the middle, and to "
+        f"{percent_words(cell[largest, aware, 0.5])} with the query also before the data."
         + (f" Thin lines: {', '.join(others)}." if others else "")
     )
     return FigureText(caption, alt)
@@ -651,12 +647,12 @@ def paper_figure_text(view: PaperGrid) -> FigureText:
         "its six models, sizes and positions, its value in the legend."
     )
     alt = f"{len(sizes)} panels of accuracy against gold depth. " + " ".join(
-        f"At {k} pairs with the query after the data: {_pct(cell[k, end, 0.0])} first, "
-        f"{_pct(cell[k, end, 0.5])} in the middle"
+        f"At {k} pairs with the query after the data: {percent_words(cell[k, end, 0.0])} first, "
+        f"{percent_words(cell[k, end, 0.5])} in the middle"
         f" ({'below' if cell[k, end, 0.5] < worst else 'not below'} the paper's worst case), "
-        f"{_pct(cell[k, end, 1.0])} last; with the query also before the data: "
-        f"{_pct(cell[k, aware, 0.0])}, {_pct(cell[k, aware, 0.5])} and "
-        f"{_pct(cell[k, aware, 1.0])}."
+        f"{percent_words(cell[k, end, 1.0])} last; with the query also before the data: "
+        f"{percent_words(cell[k, aware, 0.0])}, {percent_words(cell[k, aware, 0.5])} and "
+        f"{percent_words(cell[k, aware, 1.0])}."
         for k in sizes
     )
     return FigureText(caption, alt)

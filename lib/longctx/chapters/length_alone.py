@@ -38,7 +38,15 @@ from ..metrics import summarize
 from ..models import load_tokenizer
 from ..plots import FigureText, book_figure, condition_bars
 from ..reader import Reader
-from ..report import estimate_text, n_for_half_width, p_text, params_text, pct_ci, points_ci
+from ..report import (
+    estimate_text,
+    n_for_half_width,
+    p_text,
+    params_text,
+    pct_ci,
+    percent_words,
+    points_ci,
+)
 from ..results import provenance, rows_table
 from ..runner import Block, LazyRequests
 from ..tasks import length_alone as la
@@ -798,7 +806,7 @@ class LengthResult(ChapterResult):
 
 def answered(ctx: RunContext) -> list[dict]:
     """Every row of the chapter's plan for this run's reader (missing ones generated)."""
-    return ctx.answered("plan", lambda: plan(ctx.params))
+    return ctx.answered("plan", lambda: ctx.planned(plan))
 
 
 def analyze(ctx: RunContext) -> LengthResult:
@@ -887,10 +895,6 @@ def figure(view: LengthResult, paper: pd.DataFrame):
     )
 
 
-def _pct(share: float) -> str:
-    return f"{100 * share:.0f} percent"
-
-
 def _devices(table: pd.DataFrame) -> str:
     if "device" not in table:
         return "device not recorded"
@@ -916,7 +920,7 @@ def figure_text(view: LengthResult) -> FigureText:
         cells = group.set_index("condition")["accuracy"]
         parts.append(
             f"{variant}: "
-            + "; ".join(f"{c}: {_pct(cells[c])}" for c in BAR_ORDER if c in cells.index)
+            + "; ".join(f"{c}: {percent_words(cells[c])}" for c in BAR_ORDER if c in cells.index)
             + "."
         )
     return FigureText(caption, "Bar chart of GSM8K accuracy. " + " ".join(parts))
@@ -935,7 +939,9 @@ def ruler_figure_text(view: LengthResult) -> FigureText:
     )
     alt = "Bar chart. " + " ".join(
         f"{task}: "
-        + "; ".join(f"{m}: {_pct(cells[m])}" for m in RULER_MODES.values() if m in cells.index)
+        + "; ".join(
+            f"{m}: {percent_words(cells[m])}" for m in RULER_MODES.values() if m in cells.index
+        )
         + "."
         for task, group in shown.groupby("task", sort=False)
         for cells in [group.set_index("condition")["accuracy"]]

@@ -34,7 +34,7 @@ from ..errors import ParameterError
 from ..metrics import summarize
 from ..plots import FigureText, accuracy_by_position, book_figure
 from ..reader import Reader
-from ..report import estimate_text, p_text, pct_ci, points_ci
+from ..report import estimate_text, p_text, pct_ci, percent_words, points_ci
 from ..results import (
     comparable_rows,
     paired_effects,
@@ -734,7 +734,7 @@ class MultidocResult(ChapterResult):
 
 
 def planned(ctx: RunContext) -> list[Block]:
-    return ctx.once("plan", lambda: plan(ctx.params))
+    return ctx.planned(plan)
 
 
 def answered(ctx: RunContext) -> list[dict]:
@@ -822,10 +822,6 @@ def figure(view: MultidocResult, paper: pd.DataFrame):
     )
 
 
-def _pct(share: float) -> str:
-    return f"{100 * share:.0f} percent"
-
-
 def figure_text(view: MultidocResult) -> FigureText:
     """:func:`figure`'s caption and alt text, from the numbers it draws."""
     sizes = sorted(view.summary["num_documents"].unique())
@@ -839,9 +835,9 @@ def figure_text(view: MultidocResult) -> FigureText:
         ~view.summary.index.isin(head.index) & (view.summary["model"] == view.label)
     ]
     base = view.base[view.base["model"] == view.label].set_index("setting")
-    others = sorted(set(accuracy(view.everything)["model"]) - {view.label})
-    first, middle, last = (head["accuracy"].iloc[i] for i in (0, len(head) // 2, -1))
     lines = accuracy(view.everything)
+    others = sorted(set(lines["model"]) - {view.label})
+    first, middle, last = (head["accuracy"].iloc[i] for i in (0, len(head) // 2, -1))
     mine = lines[lines["model"] == view.label]["accuracy"]
     below = "closed-book" in base.index and base.loc["closed-book", "accuracy"] < mine.min()
     above = "oracle" in base.index and base.loc["oracle", "accuracy"] > mine.max()
@@ -858,8 +854,8 @@ def figure_text(view: MultidocResult) -> FigureText:
     )
     alt = (
         f"{len(sizes)} panels of accuracy against gold position. At {largest} documents with the "
-        f"question at the end ({int(head['n'].min())} questions) accuracy is {_pct(first)} "
-        f"with the answer first, {_pct(middle)} in the middle and {_pct(last)} last; the "
+        f"question at the end ({int(head['n'].min())} questions) accuracy is {percent_words(first)} "
+        f"with the answer first, {percent_words(middle)} in the middle and {percent_words(last)} last; the "
         f"{int(rest['n'].min()) if len(rest) else 0}-question lines move within wide bands; "
         f"the closed-book line lies {'below' if below else 'not below'} every line of this "
         f"reader and the oracle line {'above' if above else 'not above'} them."
@@ -882,10 +878,10 @@ def open_domain_text(view: MultidocResult) -> FigureText:
     )
     alt = (
         f"Line chart against k from {reader['k'].min()} to {reader['k'].max()}: retriever "
-        f"recall goes from {_pct(recall['accuracy'].iloc[0])} to "
-        f"{_pct(recall['accuracy'].iloc[-1])} while reader accuracy goes from "
-        f"{_pct(reader['accuracy'].iloc[0])} to its highest, {_pct(best['accuracy'])} at "
-        f"k = {best['k']}, and ends at {_pct(reader['accuracy'].iloc[-1])} at "
+        f"recall goes from {percent_words(recall['accuracy'].iloc[0])} to "
+        f"{percent_words(recall['accuracy'].iloc[-1])} while reader accuracy goes from "
+        f"{percent_words(reader['accuracy'].iloc[0])} to its highest, {percent_words(best['accuracy'])} at "
+        f"k = {best['k']}, and ends at {percent_words(reader['accuracy'].iloc[-1])} at "
         f"k = {reader['k'].max()}."
     )
     return FigureText(caption, alt)

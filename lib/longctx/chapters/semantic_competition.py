@@ -27,7 +27,7 @@ from ..errors import ParameterError
 from ..metrics import bootstrap_interval
 from ..plots import FigureText, book_figure, condition_bars, retention_curves
 from ..reader import Reader
-from ..report import estimate_text, p_text
+from ..report import estimate_text, p_text, percent_words
 from ..requests import Request, dedupe_key, unique_requests
 from ..results import provenance, retention_curve, rows_table
 from ..runner import Block, answer
@@ -818,10 +818,6 @@ def matched_figure(view: CompetitionResult, paper: pd.DataFrame, seed: int = 0):
     )
 
 
-def _pct(share: float) -> str:
-    return f"{100 * share:.0f} percent"
-
-
 def figure_text(view: CompetitionResult) -> FigureText:
     """:func:`figure`'s caption and alt text, from the curves it draws."""
     curves = view.curves[view.curves["metric"].isin(["EM", "F1"])]
@@ -853,7 +849,11 @@ def figure_text(view: CompetitionResult) -> FigureText:
             f"and F1 {below_half(r, 'F1')}."
             for r, n in asked.items()
         )
-        + (f" At H = {largest} BM25 keeps {_pct(em_end.iloc[0])} of its EM." if len(em_end) else "")
+        + (
+            f" At H = {largest} BM25 keeps {percent_words(em_end.iloc[0])} of its EM."
+            if len(em_end)
+            else ""
+        )
     )
     return FigureText(caption, alt)
 
@@ -875,7 +875,9 @@ def matched_figure_text(view: CompetitionResult, paper: pd.DataFrame, seed: int 
         gaps = [theirs[metric, c] - 100 * cells[c] for c in cells.index if (metric, c) in theirs]
         parts.append(
             f"{metric}: "
-            + "; ".join(f"{c}: {_pct(cells[c])}" for c in MATCHED_CONDITIONS.values() if c in cells)
+            + "; ".join(
+                f"{c}: {percent_words(cells[c])}" for c in MATCHED_CONDITIONS.values() if c in cells
+            )
             + (
                 f" (the paper's is {min(gaps):+.0f} to {max(gaps):+.0f} points from ours)"
                 if gaps

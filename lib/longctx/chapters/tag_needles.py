@@ -36,7 +36,7 @@ from ..models import load_tokenizer
 from ..paths import resolve
 from ..plots import FigureText, accuracy_by_position, book_figure, paired_differences
 from ..reader import Reader
-from ..report import estimate_text, format_p, n_for_half_width, p_text, points_ci
+from ..report import estimate_text, format_p, n_for_half_width, p_text, percent_words, points_ci
 from ..requests import dedupe_key
 from ..results import provenance
 from ..runner import Block, answer
@@ -358,11 +358,15 @@ def haystack(
 def stacked(ctx: RunContext) -> Haystack:
     """This run's :func:`haystack`, tagged by ``params["tagger_model"]`` on the reader's
     device and dtype (in transformers: the tagger is the paper's LLM tagging step)."""
-    tagger = Reader.of(ctx.params["tagger_model"], device=ctx.reader.device, dtype=ctx.reader.dtype)
-    batch_size = ctx.options.get("batch_size", 8)
-    return ctx.once(
-        "haystack", lambda: haystack(ctx.params, ctx.results, tagger=tagger, batch_size=batch_size)
-    )
+
+    def build() -> Haystack:
+        tagger = Reader.of(
+            ctx.params["tagger_model"], device=ctx.reader.device, dtype=ctx.reader.dtype
+        )
+        batch_size = ctx.options.get("batch_size", 8)
+        return haystack(ctx.params, ctx.results, tagger=tagger, batch_size=batch_size)
+
+    return ctx.once("haystack", build)
 
 
 def answered(ctx: RunContext) -> dict:
@@ -1056,10 +1060,6 @@ def paper_curve(paper: pd.DataFrame, lengths) -> pd.DataFrame:
     )
 
 
-def _pct(share: float) -> str:
-    return f"{100 * share:.0f} percent"
-
-
 def figure_text(view: TagResult) -> FigureText:
     """:func:`figure`'s caption and alt text, from the lines it draws."""
     shown = view.accuracy
@@ -1079,7 +1079,7 @@ def figure_text(view: TagResult) -> FigureText:
     for label, group in shown.groupby("label", sort=False):
         acc = group.sort_values("length")["accuracy"]
         lines.append(
-            f"{label}: {_pct(acc.iloc[0])} at {lengths[0]:,}, {_pct(acc.iloc[-1])} at "
+            f"{label}: {percent_words(acc.iloc[0])} at {lengths[0]:,}, {percent_words(acc.iloc[-1])} at "
             f"{lengths[-1]:,}" + (" (zero at every length)" if (acc == 0).all() else "")
         )
     alt = (

@@ -44,7 +44,7 @@ from ...plots import (
     tokens_vs_accuracy,
 )
 from ...reader import Reader
-from ...report import estimate_text, p_text, points_ci
+from ...report import estimate_text, p_text, percent_words, points_ci
 from ...requests import Request, unique_requests
 from ...results import load_experiment, paired_comparison, provenance, rows_table
 from ...runner import Block, answer
@@ -918,7 +918,7 @@ class CnormResult(ChapterResult):
 def answered(ctx: RunContext) -> list[dict]:
     """Every row of the chapter's plan for this run's reader (missing ones generated; the
     QA block is built from the stored attention rows)."""
-    return ctx.answered("plan", lambda: plan(ctx.params))
+    return ctx.answered("plan", lambda: ctx.planned(plan))
 
 
 def analyze(ctx: RunContext) -> CnormResult:
@@ -994,10 +994,6 @@ def analyze(ctx: RunContext) -> CnormResult:
     return view
 
 
-def _pct(share: float) -> str:
-    return f"{100 * share:.0f} percent"
-
-
 def qa_text(view: CnormResult) -> FigureText:
     """:func:`qa_figure`'s caption and alt text, from the lines it draws."""
     shown = qa_accuracy(view.qa, view.params)
@@ -1022,10 +1018,10 @@ def qa_text(view: CnormResult) -> FigureText:
     )
     alt = (
         f"Line chart of accuracy against gold position ({positions[0]} to {positions[-1]}): the "
-        f"baseline goes from {_pct(base.iloc[0])} to {_pct(base.iloc[-1])}; C-NORM and the "
+        f"baseline goes from {percent_words(base.iloc[0])} to {percent_words(base.iloc[-1])}; C-NORM and the "
         "shortest-tokenization control lie "
         + ("below it at every position" if below else "above it at some positions")
-        + f", between {_pct(others['accuracy'].min())} and {_pct(others['accuracy'].max())}."
+        + f", between {percent_words(others['accuracy'].min())} and {percent_words(others['accuracy'].max())}."
     )
     return FigureText(caption, alt)
 
@@ -1043,8 +1039,8 @@ def formats_text(view: CnormResult) -> FigureText:
     )
     alt = (
         f"Two panels of accuracy against gold position for {', '.join(sorted(shown['format'].unique()))}"
-        f"; every line stays between {_pct(shown['accuracy'].min())} and "
-        f"{_pct(shown['accuracy'].max())}."
+        f"; every line stays between {percent_words(shown['accuracy'].min())} and "
+        f"{percent_words(shown['accuracy'].max())}."
     )
     return FigureText(caption, alt)
 

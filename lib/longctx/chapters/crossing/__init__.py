@@ -594,7 +594,7 @@ class CrossingResult(ChapterResult):
 
 
 def planned(ctx: RunContext) -> list[Block]:
-    return ctx.once("plan", lambda: plan(ctx.params))
+    return ctx.planned(plan)
 
 
 def answered(ctx: RunContext) -> list[dict]:
