@@ -228,8 +228,8 @@ show_all(chapter.needle_tables(view))
 # needle is one more chunk at its depth. Each distinct chunk is tagged once: spaCy maps
 # its 18 entity labels to the paper's tag names (Figure 10); the LLM tagger answers the
 # paper's IE prompt with the five privileged categories (Figure 9), and only the leading
-# tags of its answer are read, so it can never alter the text. LLM tags are cached in
-# `results_dir/<tagger>/tags/`.
+# tags of its answer are read, so it can never alter the text. The tagger's answers are
+# stored rows like every generation, in `results_dir/<tagger>/tags/` (browse them below).
 
 # %% tags=["hide-input"]
 show_all(chapter.tagging_tables(view))

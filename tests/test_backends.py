@@ -503,3 +503,12 @@ def test_only_backends_touch_generation_or_attention_code():
         if "backends" not in path.parts and banned.search(path.read_text())
     ]
     assert not offenders, offenders
+    # Only the runner asks a backend to generate; everything else asks the runner.
+    callers = [
+        str(path.relative_to(lib))
+        for path in lib.rglob("*.py")
+        if "backends" not in path.parts
+        and path.name not in ("runner.py", "requests.py")
+        and re.search(r"GenerateCall\(|\blm\.generate\(", path.read_text())
+    ]
+    assert not callers, callers

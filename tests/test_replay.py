@@ -9,9 +9,9 @@ import pytest
 from longctx.cli import main
 from longctx.errors import DataFileError, ParameterError
 from longctx.reader import Reader
-from longctx.replay import replay, sample_rows, stop_rule
+from longctx.replay import replay, sample_rows
 from longctx.requests import Generation, Request, StopRule
-from longctx.runner import generate_missing
+from longctx.runner import generate_missing, stop_rule
 from longctx.store import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -253,7 +253,8 @@ def test_a_generation_cap_cuts_every_budget_above_it_and_gives_capped_requests_t
         assert request_key("fp", req(512), "auto") != request_key("fp", full, "auto")
         from longctx.tagging import LLMTagger
 
-        assert LLMTagger("smollm2-135m-instruct").budget == {"classification": 24, "ie": 24}
+        tagger = LLMTagger("smollm2-135m-instruct", results_dir=".")
+        assert tagger.budget == {"classification": 24, "ie": 24}
     finally:
         cap_generation(None)
     assert req(512).max_new_tokens == 512

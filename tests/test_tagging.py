@@ -252,12 +252,15 @@ def test_tag_cache_tolerates_a_torn_last_line_and_rejects_a_corrupt_one(tmp_path
         TagCache(path)
 
 
-def test_llm_tagger_output_never_alters_the_text(monkeypatch):
+def test_llm_tagger_output_never_alters_the_text(monkeypatch, tmp_path):
     """The model's IE answer rewrites the chunk; only its category names are used."""
     from longctx.tagging import LLMTagger
 
     tagger = LLMTagger(
-        "smollm2-135m-instruct", method="hybrid", load=lambda: pytest.fail("model loaded")
+        "smollm2-135m-instruct",
+        method="hybrid",
+        results_dir=tmp_path,
+        load=lambda: pytest.fail("model loaded"),
     )
     outputs = {
         "classification": ["Foods: 3", "no entities"],
@@ -275,37 +278,105 @@ def test_llm_tagger_output_never_alters_the_text(monkeypatch):
     assert "BREAD" not in tagged
 
 
-def test_llm_tagger_rejects_unknown_methods_and_models():
+def test_llm_tagger_rejects_unknown_methods_and_models(tmp_path):
     from longctx.errors import UnknownModelError
     from longctx.tagging import LLMTagger
 
     with pytest.raises(ParameterError, match="unknown LLM tagging method"):
-        LLMTagger("smollm2-135m-instruct", method="guess")
+        LLMTagger("smollm2-135m-instruct", method="guess", results_dir=tmp_path)
     with pytest.raises(UnknownModelError):
-        LLMTagger("no-such-model")
+        LLMTagger("no-such-model", results_dir=tmp_path)
+
+
+class _Answers:
+    """A backend double that answers every tagging prompt from a table and counts prompts."""
+
+    backend = "hf"
+
+    def __init__(self, answer):
+        self.answer, self.prompts = answer, []
+
+    def render(self, prompt, system=None):
+        return prompt
+
+    def run_params(self):
+        return {}
+
+    def generate(self, call):
+        from longctx.requests import Generation
+
+        self.prompts += list(call.prompts)
+        gens = [
+            Generation(self.answer(p), self.answer(p), 10, 3, True, 0.5, len(call.prompts))
+            for p in call.prompts
+        ]
+        if call.on_batch:
+            call.on_batch(list(range(len(gens))), gens)
+        return gens
+
+
+def test_llm_tagger_answers_are_stored_rows_reused_by_the_next_run(tmp_path):
+    """The tagger's prompts go through the runner: one content-keyed row per chunk and method
+    in the reader's tags store, with provenance; a second tagger reads them without loading."""
+    from longctx.reader import Reader
+    from longctx.store import ResultsStore
+    from longctx.tagging import TAG_EXPERIMENT, TAG_TASK, LLMTagger
+
+    lm = _Answers(lambda p: "<Foods> bread" if "He ate some bread" in p else "<no entity> cat")
+    reader = Reader("smollm2-135m-instruct")
+    tagger = LLMTagger(reader, method="ie", results_dir=tmp_path, load=lambda: lm, progress=False)
+    chunks = ["He ate some bread. ", "The cat sat.", "He ate some bread. "]
+    assert tag_chunks(chunks, tagger) == [["Foods"], [], ["Foods"]]
+    assert len(lm.prompts) == 2  # a repeated chunk is asked once
+    rows = reader.store(tmp_path, TAG_EXPERIMENT).rows()
+    assert [r["task"] for r in rows] == [TAG_TASK] * 2
+    assert {r["condition"]["method"] for r in rows} == {"ie"}
+    assert all(r["model"] == "smollm2-135m-instruct" and r["prompt"] for r in rows)
+    assert set(tagger.answers()) == {"He ate some bread.", "The cat sat."}
+    again = LLMTagger(
+        reader, method="ie", results_dir=tmp_path, load=lambda: pytest.fail("model loaded")
+    )
+    assert tag_chunks(chunks, again) == [["Foods"], [], ["Foods"]]
+    assert ResultsStore.all_under(tmp_path, TAG_EXPERIMENT)
 
 
 @pytest.mark.model
-def test_llm_tagger_with_a_real_model_tags_from_the_set_and_is_cached(smollm2, tmp_path):
+def test_llm_tagger_with_a_real_model_tags_from_the_set_and_is_stored(smollm2, tmp_path):
     from longctx.tagging import LLMTagger
 
     chunks = [
         "Actually, Katie lives next to the Eiffel Tower. ",
         "Caleb ordered a glass of Guinness.",
     ]
-    cache = TagCache(tmp_path / "tags.jsonl")
     short = {"classification_tokens": 48, "ie_tokens": 24}  # tags, not eloquence, are tested
     tagger = LLMTagger(
-        "smollm2-135m-instruct", method="hybrid", lm=smollm2, progress=False, **short
+        "smollm2-135m-instruct",
+        method="hybrid",
+        results_dir=tmp_path,
+        load=lambda: smollm2,
+        progress=False,
+        **short,
     )
-    tags = tag_chunks(chunks, tagger, cache)
+    tags = tag_chunks(chunks, tagger)
     assert all(set(t) <= set(PRIVILEGED.tags) for t in tags)
-    rows = [json.loads(line) for line in (tmp_path / "tags.jsonl").read_text().splitlines()]
-    assert len(rows) == 2 and all(
-        set(json.loads(r["raw"])) == {"classification", "ie"} for r in rows
-    )
-    # A second tagger with the same id reads the cache and never loads a model.
+    answers = tagger.answers()
+    assert len(answers) == 2 and all(set(a) == {"classification", "ie"} for a in answers.values())
+    # A second tagger with the same id reads the stored rows and never loads a model.
     cached = LLMTagger(
-        "smollm2-135m-instruct", method="hybrid", load=lambda: pytest.fail("model loaded"), **short
+        "smollm2-135m-instruct",
+        method="hybrid",
+        results_dir=tmp_path,
+        load=lambda: pytest.fail("model loaded"),
+        **short,
     )
-    assert tag_chunks(chunks, cached, TagCache(tmp_path / "tags.jsonl")) == tags
+    assert tag_chunks(chunks, cached) == tags
+
+
+def test_a_stored_tagger_row_yields_the_tags_its_answer_names():
+    from longctx.tasks import get_task, llm_tags
+
+    assert get_task(llm_tags.TASK) is llm_tags
+    ie = {"condition": {"method": "ie"}, "raw_output": "<Foods><Drinks & Beverages> bread"}
+    cls = {"condition": {"method": "classification"}, "raw_output": "Foods: 3\nCountries: 0"}
+    assert llm_tags.tags(ie) == ["Foods", "Drinks & Beverages"]
+    assert llm_tags.tags(cls) == ["Foods"]

