@@ -49,8 +49,8 @@
 #   per step while llama-cpp-python's API decodes one. The hf engine itself is
 #   {glue:text}`be-varsum-hf-naive` the plain `model.generate` loop on VarSum (stop rules
 #   and batching) and {glue:text}`be-kv-hf-naive` on key-value prompts, whose answers end at
-#   once anyway. On a CPU where bfloat16 is slow, the hf engine runs in **float32** and
-#   llama.cpp has measured 2.2x its speed; `make bench` tells which case a machine is.
+#   once anyway. On a CPU where bfloat16 is slow, the hf engine runs in **float32**, where
+#   llama.cpp's 4-bit kernels can be the faster; `make bench` tells which case a machine is.
 # * **llama.cpp's prefix cache is not worth its side effect here.** Reusing the prefix a
 #   prompt shares with the previous one saved {glue:text}`be-prefix-kv` of the time on
 #   key-value prompts and {glue:text}`be-prefix-varsum` on VarSum (the chapters' prompts

@@ -289,7 +289,7 @@ say(page.downloads())
 #   after the key in the prompt: the small reader binds the key to its neighbour instead
 #   of searching for it.
 # * **The whole grid at the paper's sizes shows the U.** At 75 and 140 pairs, with the query
-#   after the data, the edges stay above 80% and the middle falls to
+#   after the data, the edges stay at or above {glue:text}`kv-paper-edges-low` and the middle falls to
 #   {glue:text}`kv-paper-worst`; query-aware prompts also lose the last position
 #   ({ref}`kv-paper-grid`).
 # * **Short contexts are nearly solved.** At {glue:text}`kv-short-sizes` pairs accuracy

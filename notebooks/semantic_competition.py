@@ -278,7 +278,7 @@ say(page.downloads())
 #   of the crossing, not a settled one. Inclusion barely moves between 39 and 79 while EM
 #   keeps falling: the answer is still in the output about as often, but less often as the
 #   whole answer. The paper's 1.5B reader kept more than half through H = 79 (EM 31.0 ->
-#   24.0, R about 0.77, with 80-word, unfiltered snippets); at the same H
+#   24.0, with 80-word, unfiltered snippets); at the same H
 #   ({glue:text}`sc-tokens-max`-token prompts; {glue:text}`sc-tokens-39` at H = 39) this
 #   reader keeps about a fifth of its EM, and the paper's censored half-life (K_1/2 > 79)
 #   does not carry over to it. Dense retrieval (the first {glue:text}`sc-dense-questions`

@@ -25,8 +25,8 @@
 # tag definitions alone (TD) raise Claude 3.5 Sonnet from 81.2% to 91.3% at 250 tokens, and
 # definitions plus tagged context (TD+TC) with the privileged LLM tags lift Claude 3.7 at
 # 32K tokens from 45.6% to 52.4%, lowering the drop from the shortest to the longest
-# context (Table 1). With spaCy tags on NovelQA the changes range from -2.8 (Claude 3.7, detail questions) to +5.6
-# points (Claude 3.5, detail questions) (Table 2).
+# context (Table 1). With spaCy tags on NovelQA the changes range from
+# {glue:text}`tag-paper-novelqa-low` to {glue:text}`tag-paper-novelqa-high` points (Table 2).
 #
 # **What we test.** The same four conditions (baseline, TD, TD+TC with spaCy tags, TD+TC
 # with LLM tags) built by `longctx.tagging` and `longctx.tasks.tag_needles` for any reader:

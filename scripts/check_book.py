@@ -14,7 +14,9 @@ Serves ``_build/html`` on 127.0.0.1 and, for every page:
 * every ``{glue:text}`key``` of a page's prose was glued by its executed notebook: a
   missing key would print nothing where a number belongs;
 * no figure's caption or alt text types a number in the notebook (figures are glued with
-  ``Page.glue_figure``, their caption and alt text computed by their chapter);
+  ``Page.glue_figure``, their caption and alt text computed by their chapter), and no
+  chapter's prose types a result-like number (a decimal, a percentage, a signed value) that
+  is neither glued nor one the paper gives in ``data/paper`` (``typed_prose_numbers``);
 * at 1400 px wide the page never scrolls sideways (a wide table scrolls inside itself),
   and every figure has a caption and is referenced from the page's text;
 * every figure is shown large enough to read: its smallest text (``longctx.plots``
@@ -35,6 +37,7 @@ check-book`` installs them). Exit status 1 lists every problem; 0 prints a summa
 from __future__ import annotations
 
 import argparse
+import csv
 import functools
 import http.server
 import re
@@ -183,6 +186,96 @@ def typed_figure_numbers(nb) -> list[str]:
     return problems
 
 
+# Prose a number check reads past: glue, references, code, links, markup, math, and names
+# that hold digits (models, versions, sizes, sections, tables, figures).
+PROSE_SKIPS = [
+    re.compile(p, re.S)
+    for p in (
+        r"\{glue(?::\w+)?\}`[^`]*`",
+        r"\{\w+\}`[^`]*`",
+        r"```.*?```",
+        r"`[^`]*`",
+        r"\]\([^)]*\)",
+        r"<[^>]+>",
+        r"\$\$.*?\$\$",
+        r"\$[^$]*\$",
+        r"(?i)\b(?:claude|sonnet|gpt|qwen|llama|mistral|gemma|smollm|phi|squad|python|v)[\s-]?"
+        r"\d+(?:\.\d+)*[a-z]?\b",
+        r"(?i)\b\d+(?:\.\d+)?\s?(?:[BMK]|GB|GiB|MB|MiB)\b",
+        r"(?i)\b(?:sections?|tables?|figures?|fig\.|appendix|eq\.)\s+[A-Z]?\d+(?:\.\d+)*"
+        r"(?:\s*(?:,|and|-)\s*[A-Z]?\d+(?:\.\d+)*)*",
+    )
+]
+# A number that reads as a result: a decimal, a percentage or a signed value.
+RESULT_NUMBER = re.compile(
+    r"(?<![\w.])([+\u2212\u00b1]|-(?=\d*\.\d))?(\d+(?:\.\d+)?|\.\d+)(\s?%)?(?![\w.]*\d)"
+)
+# The conventions every page states (the interval's level and width, the test's level).
+CONVENTIONS = {"95%", "5%", "\u00b110", "\u00b15", "0.05", "1.96", "0.5"}
+PAPER_DIR = Path(__file__).resolve().parents[1] / "data" / "paper"
+
+
+def paper_numbers(chapter: str, root: Path | None = None) -> set[float]:
+    """Every number the paper behind ``chapter`` gives, as committed: its rows of
+    ``claims.csv`` and each ``data/paper`` table its notebook or module names (a fraction
+    also as a percentage)."""
+    root = root or PAPER_DIR.parents[1]
+    paper = root / "data" / "paper"
+    sources = [
+        p.read_text(encoding="utf-8")
+        for p in [
+            root / "notebooks" / f"{chapter}.py",
+            root / "lib" / "longctx" / "chapters" / f"{chapter}.py",
+        ]
+        + sorted((root / "lib" / "longctx" / "chapters" / chapter).glob("*.py"))
+        if p.exists()
+    ]
+    cells = [
+        cell
+        for row in csv.reader((paper / "claims.csv").open(encoding="utf-8"))
+        if len(row) > 2 and row[2] == chapter
+        for cell in row
+    ]
+    for table in sorted(paper.glob("*.csv")):
+        if any(f'"{table.stem}"' in text for text in sources):
+            cells += [c for row in csv.reader(table.open(encoding="utf-8")) for c in row]
+    values = set()
+    for cell in cells:
+        for m in re.finditer(r"\d+(?:\.\d+)?|\.\d+", cell):
+            v = float(m.group())
+            values |= {v, v * 100} if v <= 1 else {v}
+    return values
+
+
+def typed_prose_numbers(nb, allowed: set[float]) -> list[str]:
+    """Result-like numbers (decimals, percentages, signed values) typed in a notebook's
+    prose that are neither glued nor a number the paper gives (``allowed``, at the precision
+    shown) nor one of the :data:`CONVENTIONS`: ours must be glued from the rows, and a number
+    derived from the paper's (a difference, a ratio) computed where the chapter reads the
+    paper's table."""
+    problems = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        text = cell.source
+        for pattern in PROSE_SKIPS:
+            text = pattern.sub(" ", text)
+        for m in RESULT_NUMBER.finditer(text):
+            sign, number, percent = m.group(1) or "", m.group(2), (m.group(3) or "").strip()
+            shown = f"{sign}{number}{percent}"
+            if not (sign or percent or "." in number) or shown in CONVENTIONS:
+                continue
+            digits = len(number.split(".")[1]) if "." in number else 0
+            if any(round(v, digits) == float(number) for v in allowed):
+                continue
+            around = " ".join(text[max(0, m.start() - 40) : m.end() + 20].split())
+            problems.append(
+                f"its prose types {shown} (\u2026{around}\u2026), which no computation gave: "
+                "glue it from the chapter, or read it from data/paper"
+            )
+    return problems
+
+
 def quoted_number_problems(build: Path) -> list[str]:
     """Pages whose executed notebook (in the build's jupyter cache) checked no statement of its
     prose, or quotes a glue key it never glued."""
@@ -215,6 +308,7 @@ def quoted_number_problems(build: Path) -> list[str]:
                 f"{name}: its check cell verified {count or 0} statements (is its guard stale?)"
             )
         problems += [f"{name}: {p}" for p in typed_figure_numbers(executed)]
+        problems += [f"{name}: {p}" for p in typed_prose_numbers(executed, paper_numbers(name))]
         missing = missing_glue_keys(executed)
         if missing:
             problems.append(
@@ -529,7 +623,8 @@ def main(argv=None) -> int:
         f"enough for {MIN_RENDERED_PT:g} pt text, every table is introduced or captioned and none "
         "has a raw identifier for a header, no chapter page dumps its data (HTML under "
         f"{MAX_PAGE_BYTES / 1e6:g} MB, under {MAX_PAGE_HEIGHT_PX:,} px tall, no cell printing "
-        f"over {MAX_OUTPUT_LINES} lines), no figure types a number in its caption or alt text, "
+        f"over {MAX_OUTPUT_LINES} lines), no figure types a number in its caption or alt text "
+        "and no chapter's prose a result the rows or the papers did not give, "
         "every page "
         f"checked its prose and glued every number it quotes, and each of {len(links)} links "
         "to a claim's rows shows rows"

@@ -200,3 +200,38 @@ def test_an_inline_figure_reports_its_dpi(tmp_path):
     Image.new("RGB", (20, 10), "white").save(buffer, format="png", dpi=(100, 100))
     uri = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
     assert round(check_book.image_dpi(tmp_path, uri)) == 100
+
+
+def test_a_result_typed_in_prose_fails_unless_glued_the_papers_or_a_convention():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(
+            "Our accuracy fell to 37.5% ({glue:text}`kv-drop` points) with a 95% interval of "
+            "±10 points; the paper's 45.6% (Figure 7.1, Qwen2.5-1.5B, section 4.2) and p = .136."
+        ),
+        nbformat.v4.new_code_cell("x = 12.5  # code is not prose"),
+    ]
+    problems = check_book.typed_prose_numbers(nb, {45.6, 0.136})
+    assert len(problems) == 1 and "types 37.5%" in problems[0]
+    # A number derived from the paper's (here +9.5 = 94.9 - 85.4) is not the paper's own.
+    nb.cells = [nbformat.v4.new_markdown_cell("The paper's gain, +9.5 points, and 94.9%.")]
+    assert ["+9.5" in p for p in check_book.typed_prose_numbers(nb, {94.9, 85.4})] == [True]
+
+
+def test_the_chapters_prose_types_no_result_of_its_own():
+    """The same check the built book gets, on the notebooks' sources: every result-like
+    number of a chapter's prose is glued or is one the paper gives."""
+    import jupytext
+
+    root = Path(__file__).resolve().parents[1]
+    problems = [
+        f"{path.stem}: {p}"
+        for path in sorted((root / "notebooks").glob("*.py"))
+        for p in check_book.typed_prose_numbers(
+            jupytext.read(path), check_book.paper_numbers(path.stem)
+        )
+    ]
+    assert not problems, problems
+    assert check_book.paper_numbers("kv_retrieval") >= {45.6}

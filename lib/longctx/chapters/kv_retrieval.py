@@ -488,7 +488,7 @@ def paper_worst_case() -> float:
 
 
 # What the paper grid's prose quotes: numbers of the whole grid, then cells of each size.
-_GRID_QUOTES = ("records", "rows", "tokens", "worst", "qa-worst", "paper-worst")
+_GRID_QUOTES = ("records", "rows", "tokens", "worst", "qa-worst", "paper-worst", "edges-low")
 _SIZE_QUOTES = ("first", "last", "qa-last", "worst-inner")
 
 
@@ -555,6 +555,8 @@ def paper_grid(params: dict, reader: Reader, results_dir: str | Path) -> PaperGr
         "kv-paper-worst": f"{100 * worst[end][0]:.0f}% ({worst[end][1]} pairs, depth {worst[end][2]:g})",
         "kv-paper-qa-worst": f"{100 * worst[aware][0]:.0f}% ({worst[aware][1]} pairs, depth {worst[aware][2]:g})",
         "kv-paper-paper-worst": f"{100 * paper_worst_case():.1f}%",
+        # The lower of the two edges (first, last) at any size, query after the data.
+        "kv-paper-edges-low": f"{100 * min(cell[k, end, d] for k in sizes for d in (0.0, 1.0)):.0f}%",
         **{
             f"kv-paper-{k}-{name}": f"{100 * cell[k, query, d]:.0f}%"
             for k in sizes

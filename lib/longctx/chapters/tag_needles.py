@@ -1040,8 +1040,24 @@ def analyze(ctx: RunContext) -> TagResult:
         view.estimates,
         params,
     )
+    view.quoted.update(novelqa_paper_quotes(paper))
     view.said = statements(view, params)
     return view
+
+
+def novelqa_paper_quotes(paper: pd.DataFrame) -> dict:
+    """The smallest and largest change TD+TC with spaCy tags makes in the paper's NovelQA+
+    (Table 2), over its models and question kinds, each with where it happened."""
+    t2 = paper[paper["table"] == 2].pivot_table(
+        index=["model", "setting"], columns="variant", values="value"
+    )
+    change = (t2["td_tc_spacy"] - t2["baseline"]).sort_values()
+
+    def where(i: int) -> str:
+        (model, setting), value = change.index[i], change.iloc[i]
+        return f"{value:+.1f} ({model.replace(' Sonnet', '')}, {setting} questions)"
+
+    return {"tag-paper-novelqa-low": where(0), "tag-paper-novelqa-high": where(-1)}
 
 
 PAPER_MODEL = "Claude 3.5 Sonnet"  # the paper's reader its Table 1 discussion leads with
