@@ -27,7 +27,7 @@ results_dir = "data/results"  # the committed generations
 # %% tags=["remove-cell"]
 from functools import partial
 
-from longctx import findings, matrix
+from longctx import export, findings, matrix
 from longctx.downloads import browser_href
 from longctx.page import check_statements, glue_figure
 from longctx.paths import resolve
@@ -86,6 +86,7 @@ say(
 )
 say(matrix.commands_markdown(claims_by_readers))
 say(matrix.download_line())
+say(export.download_line(claims_by_readers))
 
 # %% [markdown]
 # ## The default reader in detail

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from longctx import __version__
 from longctx.chapters import contract, scale
-from longctx.downloads import score_of
 from longctx.reader import Reader
 from longctx.runner import generate_missing
+from longctx.tasks import row_score
 
 BLOCKS = {
     "semantic_competition": "matched control",
@@ -84,7 +84,7 @@ def measure(model: str, backend: str, requests: list, batch_size: int, dtype: st
         "prompt_tokens": prompt_tokens,
         "new_tokens": sum(r["new_tokens"] for r in rows),
         "prompt_tokens_per_s": round(prompt_tokens / seconds, 1),
-        "scores": [score_of(r) for r in rows],
+        "scores": [row_score(r) for r in rows],
         "outputs": [r["output"] for r in rows],
     }
 

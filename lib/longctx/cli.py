@@ -19,6 +19,8 @@ from pathlib import Path
 from .chapters import chapters as all_chapters
 from .chapters import check_params
 from .errors import DataFileError, LongctxError, ParameterError
+from .export import SCHEMA as EXPORT_SCHEMA
+from .export import write_every_eval_ever
 from .matrix import build as build_matrix
 from .matrix import column_of, cost_table, markdown_table, reader_lines
 from .matrix import frame as matrix_frame
@@ -218,6 +220,16 @@ def _findings(args) -> int:
     if args.csv:
         matrix_frame(table).to_csv(args.csv, index=False)
         print(f"wrote {args.csv}")
+    return 0
+
+
+def _export(args) -> int:
+    root = resolve(args.results_dir or "data/results")
+    table = build_matrix(root)
+    if not table.columns:
+        raise DataFileError(f"no reader has rows under {root}: nothing to export")
+    for path in write_every_eval_ever(table, root, args.out):
+        print(f"wrote {path}")
     return 0
 
 
@@ -493,6 +505,22 @@ def _findings_parser(sub) -> None:
     fi.add_argument("--results-dir", default=None)
 
 
+def _export_parser(sub) -> None:
+    """``longctx export``: every reader's claims and rows in a shared schema."""
+    ex = sub.add_parser(
+        "export",
+        help="write every reader's judged claims and scored rows as Every Eval Ever 0.3.0 records",
+    )
+    ex.add_argument(
+        "--schema",
+        choices=[EXPORT_SCHEMA],
+        default=EXPORT_SCHEMA,
+        help="the schema to write (validated against its vendored files)",
+    )
+    ex.add_argument("--out", default="export", help="folder for the records (default: export)")
+    ex.add_argument("--results-dir", default=None)
+
+
 def _replay_parser(sub) -> None:
     """``longctx replay``: stored rows answered again on this machine."""
     rp = sub.add_parser(
@@ -542,6 +570,7 @@ COMMANDS = {
     "pack": _pack,
     "merge": _merge,
     "findings": _findings,
+    "export": _export,
     "replay": _replay,
 }
 
@@ -555,6 +584,7 @@ def build_parser() -> argparse.ArgumentParser:
     _reproduce_parser(sub)
     _store_parsers(sub)
     _findings_parser(sub)
+    _export_parser(sub)
     _replay_parser(sub)
     return parser
 

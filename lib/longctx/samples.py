@@ -2,7 +2,7 @@
 answer and their scores, shown collapsed under the chapter's key figure.
 
 The rows are the chapter's own committed rows; each is scored by its task's ``score``
-(:func:`longctx.downloads.score_of`), so the example shows the metric the chapter reports.
+(:func:`longctx.tasks.row_score`), so the example shows the metric the chapter reports.
 Long prompts are elided in the middle, with the count of what was left out.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import html
 
-from .downloads import condition_words, score_of
+from .downloads import condition_words
+from .tasks import row_score
 
 KEEP_CHARS = 1200  # of a long prompt, shown from each end
 
@@ -40,7 +41,7 @@ def right_and_wrong(rows: list[dict], where: dict | None = None) -> tuple[dict |
     for r in rows:  # stops at the first of each: a store holds thousands of rows
         if "prompt" not in r or "condition" not in r or not matches(r["condition"], where or {}):
             continue
-        score = score_of(r)
+        score = row_score(r)
         if right is None and score is not None and score >= 1:
             right = r
         elif wrong is None and score == 0:
@@ -60,7 +61,7 @@ def _one(label: str, row: dict) -> str:
         f"({tokens}gold: <code>{html.escape(gold)}</code>; {html.escape(condition)}). The "
         "reader answered "
         f"<code>{html.escape(str(row.get('output', '')).strip())}</code>, score "
-        f'{score_of(row):g}.</p>\n<pre class="example-prompt">{html.escape(elide(row["prompt"]))}</pre>'
+        f'{row_score(row):g}.</p>\n<pre class="example-prompt">{html.escape(elide(row["prompt"]))}</pre>'
     )
 
 

@@ -38,6 +38,20 @@ def get_task(name: str) -> ModuleType:
     return known[name]
 
 
+def row_score(row: dict) -> float | None:
+    """The row's score by its task's own ``score`` (EM where a task scores several metrics),
+    or None where the row alone cannot be scored (a HumanEval program needs its tests) or
+    its task scores nothing (an LLM tagger's answers)."""
+    scorer = getattr(get_task(row["task"]), "score", None)
+    try:
+        score = scorer(row) if scorer else None
+    except ParameterError:
+        return None
+    if score is None:
+        return None
+    return score.get("EM", next(iter(score.values()))) if isinstance(score, dict) else score
+
+
 def render(example: Example) -> Request:
     """The request for ``example``, built by its task's own ``render``."""
     module = get_task(example.task)
