@@ -17,8 +17,9 @@ Serves ``_build/html`` on 127.0.0.1 and, for every page:
   ``Page.glue_figure``, their caption and alt text computed by their chapter), and no
   chapter's prose types a result-like number (a decimal, a percentage, a signed value) that
   is neither glued nor one the paper gives in ``data/paper`` (``typed_prose_numbers``);
-* at 1400 px wide the page never scrolls sideways (a wide table scrolls inside itself),
-  and every figure has a caption and is referenced from the page's text;
+* at 1400 px wide the page never scrolls sideways, no table hides columns (scrolls inside
+  itself), no text runs past the column, and every figure has a caption and is referenced
+  from the page's text;
 * every figure is shown large enough to read: its smallest text (``longctx.plots``
   refuses to draw any below ``MIN_FONT_PT``) is at least ``MIN_RENDERED_PT`` once the
   image is scaled to its column, from the image's pixel width, its DPI and its shown width;
@@ -446,14 +447,35 @@ const referenced = new Set(Array.from(document.querySelectorAll("main a[href^='#
 const unreferenced = figures.filter(f => f.id && !referenced.has(f.id)).map(f => f.id);
 const shown = Array.from(document.querySelectorAll("main figure img")).map(img => ({
     src: img.currentSrc || img.src, natural: img.naturalWidth, width: img.clientWidth}));
+// A table that scrolls inside itself hides columns; text wider than the column (an unbroken
+// inline literal) spills out of it. Code blocks (pre) scroll by design and are left out.
+const hidden = Array.from(document.querySelectorAll("main article table"))
+    .filter(t => t.scrollWidth > t.clientWidth + 2)
+    .map(t => (t.querySelector("caption") || t).innerText.trim().slice(0, 60));
+const article = document.querySelector("main article");
+const column = article ? article.getBoundingClientRect().right : Infinity;
+const spills = Array.from(document.querySelectorAll("main article p, main article li, main article code.literal"))
+    .filter(e => !e.closest("pre, table") && e.getBoundingClientRect().right > column + 2)
+    .map(e => e.innerText.trim().slice(0, 60));
 const headers = Array.from(document.querySelectorAll("main th"))
     .map(th => th.innerText.trim()).filter(t => t.length);
 return {images: images, text: text, math: math, hadMath: hadMath,
         mathjax: typeof window.MathJax !== "undefined",
         overflow: root.scrollWidth - root.clientWidth, height: root.scrollHeight,
         figures: figures.length,
-        uncaptioned: uncaptioned, unreferenced: unreferenced, shown: shown, headers: headers};
+        uncaptioned: uncaptioned, unreferenced: unreferenced, shown: shown, headers: headers,
+        hidden: hidden, spills: spills};
 """
+
+
+def too_wide(hidden: list[str], spills: list[str]) -> list[str]:
+    """Tables whose columns are hidden at 1400 px (they scroll inside themselves) and text
+    that runs past the column's right edge."""
+    return [
+        f"a table hides columns at 1400 px (it scrolls sideways): {h!r}; fewer or narrower "
+        "columns, an interval in one cell"
+        for h in hidden
+    ] + [f"text runs past the column at 1400 px: {s!r}" for s in dict.fromkeys(spills)]
 
 
 def image_dpi(root: Path, src: str) -> float | None:
@@ -525,6 +547,7 @@ def check_page(driver, url: str, root: Path) -> list[str]:
         problems.append("math on the page but no MathJax output")
     if state["overflow"] > 1:  # a wide table or figure scrolls inside itself, never the page
         problems.append(f"the page scrolls sideways by {state['overflow']} px at 1400 px wide")
+    problems += too_wide(state["hidden"], state["spills"])
     problems += too_tall(state["height"], url)
     if state["uncaptioned"]:
         problems.append(f"{state['uncaptioned']} of {state['figures']} figures have no caption")

@@ -235,3 +235,11 @@ def test_the_chapters_prose_types_no_result_of_its_own():
     ]
     assert not problems, problems
     assert check_book.paper_numbers("kv_retrieval") >= {45.6}
+
+
+def test_tables_that_hide_columns_and_text_past_the_column_are_reported():
+    problems = check_book.too_wide(["Speed by backend"], ["'**\\n```", "'**\\n```"])
+    assert len(problems) == 2
+    assert "hides columns" in problems[0] and "Speed by backend" in problems[0]
+    assert problems[1].startswith("text runs past the column")
+    assert check_book.too_wide([], []) == []
