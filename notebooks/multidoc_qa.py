@@ -266,7 +266,14 @@ say(page.downloads())
 #   paper's GPT-3.5-Turbo, whose middle fell 2.3 points below its strong closed-book 56.1%,
 #   knew most answers without documents; a 0.5B model knows few, so no context can fall
 #   below its closed-book score, and the findings page marks the claim's premise (at least
-#   20% closed-book) as not met. Oracle (the gold
+#   20% closed-book) as not met. Over all {glue:text}`qa-closed-all-n` closed-book questions
+#   this reader has rows for (the paper's NQ-Open questions), its level is
+#   {glue:text}`qa-closed-all-level`% by the paper's metric (a gold answer anywhere in the
+#   answer); {glue:text}`qa-closed-all-echo-hits` of its {glue:text}`qa-closed-all-hits` hits
+#   are questions that contain a gold answer themselves (repeating the question scores), and
+#   without the {glue:text}`qa-closed-all-echo-questions` such questions the level is
+#   {glue:text}`qa-closed-all-clean-level`% ({glue:text}`qa-closed-all-clean-n` questions).
+#   Oracle (the gold
 #   document alone): {glue:text}`qa-oracle-pct`, so the distractors cost it about a third
 #   of that even at the best position.
 # * **Query-aware contextualization: undecided at {glue:text}`qa-detail-questions`

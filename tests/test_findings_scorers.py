@@ -294,3 +294,24 @@ def test_crossing_main_effects(by_id, factor):
         _per_unit(rows, lambda c: c["crossing"][factor] == high, _litm_qa),
     )
     assert by_id.loc[f"crossing-{factor}", "n"] == params["num_questions"]
+
+
+def test_closed_book_level_over_every_stored_question_and_its_echo_credit():
+    """The multi-document page's closed-book level over all stored closed-book rows, and how
+    many hits hold a gold answer in the question itself, recounted from the raw rows."""
+    from longctx.chapters.multidoc_qa import closed_book_level
+
+    rows = [r for r in _rows("multidoc_qa") if r["condition"]["setting"] == "closed-book"]
+    hits, echo, echo_hits = 0, 0, 0
+    for r in rows:
+        hit = bool(_litm_qa(r))
+        question = _norm(r["prompt"].split("Question: ", 1)[1].split("\nAnswer:", 1)[0])
+        inside = any(_norm(g) and _norm(g) in question for g in r["gold"])
+        hits += hit
+        echo += inside
+        echo_hits += hit and inside
+    level = closed_book_level(_rows("multidoc_qa"))
+    assert len(rows) >= 2500
+    assert level["n"] == f"{len(rows):,}" and level["hits"] == f"{hits:,}"
+    assert level["level"].startswith(f"{100 * hits / len(rows):.1f} [")
+    assert (level["echo_questions"], level["echo_hits"]) == (f"{echo:,}", f"{echo_hits:,}")

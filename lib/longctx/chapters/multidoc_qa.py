@@ -16,6 +16,7 @@ smaller on a CPU.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from ..claims import (
     sizing_table,
 )
 from ..errors import ParameterError
-from ..metrics import summarize
+from ..metrics import normalize_answer, summarize, wilson_interval
 from ..plots import FigureText, accuracy_by_position, book_figure
 from ..reader import Reader
 from ..report import estimate_text, p_text, pct_ci, percent_words, points_ci
@@ -786,8 +787,45 @@ def analyze(ctx: RunContext) -> MultidocResult:
     view.quoted = quoted(
         estimates, table, view.sides, view.gaps, view.effects, domain, params, reader.label
     )
+    level = closed_book_level(reader.store(results_dir, EXPERIMENT).rows())
+    view.quoted.update({f"qa-closed-all-{k.replace('_', '-')}": v for k, v in level.items()})
     view.said = statements(view, params) if domain else {}
     return view
+
+
+_QUESTION = re.compile(r"Question: (.*?)\nAnswer:", re.S)
+
+
+def closed_book_level(rows: list[dict]) -> dict:
+    """The reader's closed-book level over every closed-book question it has a row for (the
+    paper-scale rows, beyond the questions the headline pairs): n, hits and accuracy with its
+    Wilson interval, by the paper's metric (a gold answer in the answer); how many hits hold
+    a gold answer inside the question itself (echo credit: repeating the question scores),
+    and the level without those questions."""
+    closed = [r for r in rows if r["condition"].get("setting") == "closed-book"]
+    if not closed:
+        return {}
+    hits = [r for r in closed if qa.score(r)]
+
+    def echoed(row) -> bool:
+        found = _QUESTION.search(row["prompt"])
+        question = normalize_answer(found.group(1)) if found else ""
+        return any(normalize_answer(g) and normalize_answer(g) in question for g in row["gold"])
+
+    echo = [r for r in closed if echoed(r)]
+    clean = [r for r in closed if not echoed(r)]
+    clean_hits = sum(1 for r in clean if qa.score(r))
+    low, high = wilson_interval(len(hits), len(closed))
+    clean_low, clean_high = wilson_interval(clean_hits, len(clean))
+    return {
+        "n": f"{len(closed):,}",
+        "hits": f"{len(hits):,}",
+        "level": pct_ci(len(hits) / len(closed), low, high),
+        "echo_questions": f"{len(echo):,}",
+        "echo_hits": f"{sum(1 for r in hits if echoed(r)):,}",
+        "clean_n": f"{len(clean):,}",
+        "clean_level": pct_ci(clean_hits / len(clean), clean_low, clean_high),
+    }
 
 
 def paper_curve(paper: pd.DataFrame) -> pd.DataFrame:
