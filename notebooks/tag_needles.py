@@ -335,8 +335,10 @@ say(page.downloads())
 #   ({glue:text}`tag-short-td-lost` questions lost, {glue:text}`tag-short-td-gained`
 #   gained), where the paper's Claude 3.5 gains 10.2. **Most of that loss is the framing,
 #   not the definitions:** TD against its framing alone is
-#   {glue:text}`tag-short-definitions`, no direction, with the paper's +10.2 outside the
-#   interval. Replacing the default system prompt is what costs this reader. TD+TC with
+#   {glue:text}`tag-short-definitions`, no direction. The paper gives no size for the
+#   definitions alone (its +10.2 is TD against the baseline, with the framing included), so
+#   this claim is judged by its direction only. Replacing the default system prompt is what
+#   costs this reader. TD+TC with
 #   spaCy tags: {glue:text}`tag-short-spacy` ({glue:text}`tag-short-spacy-lost` lost,
 #   {glue:text}`tag-short-spacy-gained` gained): no direction is called, and the paper's
 #   +7.6 lies outside the interval. That interval is

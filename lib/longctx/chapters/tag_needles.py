@@ -942,8 +942,10 @@ def statements(view: TagResult, params: dict) -> dict[str, bool]:
         is not None
         and spacy.ci_low < 0 < spacy.ci_high
         and (spacy.ci_high - spacy.ci_low) / 2 > 10,
-        "most of TD's loss is its framing: the definitions alone are not decided, and the "
-        "paper's gain is ruled out": view.verdicts.get("tag-td-definitions") == "not reproduced"
+        "most of TD's loss is its framing: the definitions alone are not decided": view.verdicts.get(
+            "tag-td-definitions"
+        )
+        == "inconclusive at this n"
         and abs(view.estimates["tag-td-definitions"].difference)
         < abs(view.estimates["tag-td"].difference) / 3,
         "tags are 5-20% of the context": bool(
