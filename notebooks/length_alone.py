@@ -385,8 +385,8 @@ say(page.downloads())
 #   filler ({glue:text}`la-essay`), {glue:text}`la-whitespace-pct` with whitespace
 #   ({glue:text}`la-whitespace`) and {glue:text}`la-mask-pct` with the filler masked
 #   ({glue:text}`la-mask`). The paper's 7-8B models lost 3-29 points at 15K (Llama-3-8B:
-#   9.0, 3.2 and 4.3), so the direction reproduces at 4 to 18 times the paper's size
-#   ({ref}`findings` gives each ratio). For this
+#   9.0, 3.2 and 4.3; Mistral-7B: 28.9, 24.0 and 8.2), so the direction reproduces at
+#   {glue:text}`la-times-papers` size ({ref}`findings` gives each ratio). For this
 #   reader masking hurts most: what remains when nothing is there to distract is the
 #   distance in positions.
 # * **With the question next to its evidence, length costs nothing.** Whitespace before the

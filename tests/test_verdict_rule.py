@@ -43,6 +43,40 @@ def test_magnitude(ci, effect, want):
     assert magnitude(_est(*ci), _claim(effect=effect)) == want
 
 
+def test_magnitude_is_stated_against_each_of_the_papers_models():
+    """Length alone, whitespace: -58.3 [-67.5, -49.2] against Llama-3-8B's -3.2 (the verdict's
+    size) and Mistral-7B's -24.0: 58.35 / 24.0 = 2.4x; a size of the opposite sign gets no
+    ratio."""
+    from dataclasses import replace
+
+    claim = replace(_claim(effect=-3.2), other_effects=(("Mistral-7B", -24.0), ("Other", 5.0)))
+    words = magnitude(_est(-67.5, -49.2), claim)
+    assert words == (
+        "larger than the paper's: 18.2x the paper's; against Mistral-7B's -24.0: larger than "
+        "Mistral-7B's: 2.4x Mistral-7B's; against Other's +5.0: the opposite sign to Other's"
+    )
+    assert judge(_est(-67.5, -49.2), claim).verdict == "reproduced"
+    inside = magnitude(_est(-4.0, 6.0), replace(_claim(effect=0.4, direction=1)))
+    assert inside == "the paper's size is inside our interval (2.5x the paper's)"
+    assert magnitude(_est(-20.0, 4.0), _claim(effect=0.4, direction=1)) == (
+        "the paper's size is inside our interval"
+    )
+
+
+def test_other_effects_are_read_from_the_claims_file(tmp_path):
+    from longctx.claims import CLAIMS_FILE
+    from longctx.paths import repo_root
+
+    by_id = {c.id: c for c in read_claims()}
+    assert by_id["la-whitespace"].other_effects == (("Mistral-7B", -24.0),)
+    assert by_id["litm-kv-middle"].other_effects == ()
+    text = (repo_root() / CLAIMS_FILE).read_text()
+    bad = tmp_path / "claims.csv"
+    bad.write_text(text.replace("Mistral-7B: -24.0", "Mistral-7B minus 24"))
+    with pytest.raises(DataFileError, match="other_effects entry 'Mistral-7B minus 24'"):
+        read_claims(bad)
+
+
 def test_a_reproduced_direction_shows_its_magnitude():
     j = judge(_est(-67.5, -49.2), _claim(effect=-3.2))
     assert j.verdict == "reproduced" and "18.2x" in j.magnitude

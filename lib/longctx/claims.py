@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +107,9 @@ class Claim:
     experiment: str = ""  # the store whose rows hold it, for the link to its samples
     floor: str = ""  # a chance level in % (with floor_why), "closed-book", or empty
     floor_why: str = ""
+    # The same effect for the paper's other models, (model, effect): the magnitude is stated
+    # against each; the verdict is judged against ``paper_effect`` alone.
+    other_effects: tuple[tuple[str, float], ...] = ()
 
     def effect_text(self, value: float) -> str:
         """``value`` in this claim's unit, signed."""
@@ -233,7 +236,24 @@ def _claim(r: dict, where: str) -> Claim:
         r.get("experiment", ""),
         r.get("floor", ""),
         r.get("floor_why", ""),
+        _other_effects(r.get("other_effects", ""), where),
     )
+
+
+def _other_effects(text: str, where: str) -> tuple[tuple[str, float], ...]:
+    """``"Mistral-7B: -24.0; Phi-2: +6.0"`` -> ``(("Mistral-7B", -24.0), ("Phi-2", 6.0))``."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        model, _, value = part.rpartition(":")
+        try:
+            out.append((model.strip(), float(value)))
+        except ValueError:
+            raise DataFileError(
+                f"{where}: other_effects entry '{part}' is not '<model>: <effect>'"
+            ) from None
+        if not model.strip():
+            raise DataFileError(f"{where}: other_effects entry '{part}' names no model")
+    return tuple(out)
 
 
 def chapter_verdicts(chapter: str, estimates: dict[str, Estimate]) -> dict[str, str]:
@@ -266,11 +286,11 @@ def judge(est: Estimate, claim: Claim) -> Judgement:
         decided, direction = _directional(est, claim)
     else:
         decided, direction = _equivalence(est, claim)
-    long, short = _magnitude(est, claim)
+    short = _magnitude(est, claim)[1]
     return Judgement(
         decided if premise_met else "premise not met",
         direction,
-        long,
+        magnitude(est, claim),
         premise,
         premise_met,
         short,
@@ -322,8 +342,18 @@ def _equivalence(est: Estimate, claim: Claim) -> tuple[str, str]:
 
 def magnitude(est: Estimate, claim: Claim) -> str:
     """Our effect against the paper's, from the interval: the paper's size inside it, ours
-    larger or smaller (with the ratio of the point estimates), or no size to compare."""
-    return _magnitude(est, claim)[0]
+    larger or smaller (with the ratio of the point estimates), or no size to compare; then
+    against each of the paper's other models."""
+    words = _magnitude(est, claim)[0]
+    if claim.kind == "directional" and claim.other_effects:
+        words += "; " + "; ".join(
+            f"against {model}'s {claim.effect_text(effect)}: "
+            + _magnitude(est, replace(claim, paper_effect=effect))[0]
+            .replace("the paper's", f"{model}'s")
+            .replace("paper's", f"{model}'s")
+            for model, effect in claim.other_effects
+        )
+    return words
 
 
 def _magnitude(est: Estimate, claim: Claim) -> tuple[str, str]:
@@ -335,9 +365,11 @@ def _magnitude(est: Estimate, claim: Claim) -> tuple[str, str]:
         return "a margin, not a size", ""
     lo, hi = est.ci_low, est.ci_high
     ratio = est.difference / effect if effect else float("nan")
-    times = f"{ratio:.1f}x the paper's" if ratio == ratio else ""
+    # A ratio of opposite signs says nothing about size: none is given then.
+    times = f"{ratio:.1f}x the paper's" if ratio == ratio and ratio > 0 else ""
     if lo <= effect <= hi:
-        return f"the paper's size is inside our interval ({times})", "the paper's size inside"
+        inside = "the paper's size is inside our interval"
+        return (f"{inside} ({times})" if times else inside), "the paper's size inside"
     beyond = lo > effect if effect > 0 else hi < effect
     if beyond:
         return f"larger than the paper's: {times}", times.replace("x", "×", 1)

@@ -26,6 +26,7 @@ COLUMN_INCHES = 7.4  # the figure column at 1400 px is 756 CSS px; the saved mar
 DPI = 100
 MIN_FONT_PT = 10.0
 PAPER_STYLE = {"color": "black", "ls": ":", "lw": 1.2, "marker": "D", "mfc": "white", "ms": 6}
+PAPER_MARKERS = ("D", "s", "^", "v")  # one open marker per paper model where a figure marks several
 REFERENCE_STYLE = {"color": "0.45", "lw": 1.2}
 MAIN_LW, OTHER_LW = 2.2, 1.1
 LINESTYLES = ["-", "--", "-.", ":"]
@@ -449,11 +450,13 @@ def condition_bars(
     title: str | None = None,
     paper: dict | None = None,
     paper_label: str = "paper",
+    papers: dict[str, dict] | None = None,
 ):
     """Horizontal bars of ``value`` per condition (in ``order``), grouped by ``hue``, with
     each row's ``ci_low``..``ci_high`` as a whisker (values are shares, drawn in %). A
     condition a hue did not run is marked "not run", never drawn as a zero. ``paper`` maps
-    ``(hue, condition)`` to the paper's number in %, drawn as an open diamond."""
+    ``(hue, condition)`` to the paper's number in %, drawn as an open diamond; ``papers``
+    holds one such map per paper model (label -> map), each with its own open marker."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
@@ -465,6 +468,8 @@ def condition_bars(
         layout="constrained",
     )
     height = 0.8 / len(hues)
+    marks = [*([(paper_label, paper)] if paper else []), *(papers or {}).items()]
+    styles = [{**PAPER_STYLE, "ls": "none", "marker": m} for m in PAPER_MARKERS]
     for k, h in enumerate(hues):
         part = summary[summary[hue] == h].set_index("condition")
         for i, c in enumerate(conditions):
@@ -478,8 +483,9 @@ def condition_bars(
                 v, y, xerr=[[v - lo], [hi - v]], fmt="none", ecolor="black", capsize=2, lw=1
             )
             ax.text(min(hi + 1.5, 101), y, f"{v:.0f}", va="center")
-            if paper and (h, c) in paper:
-                ax.plot(paper[h, c], y, **{**PAPER_STYLE, "ls": "none"}, zorder=4)
+            for (_, cells), style in zip(marks, styles):
+                if (h, c) in cells:
+                    ax.plot(cells[h, c], y, **style, zorder=4)
     ax.set_yticks(range(len(conditions)))
     ax.set_yticklabels(conditions[::-1])
     ax.set_xlim(0, 108)
@@ -489,8 +495,7 @@ def condition_bars(
     handles = (
         [Line2D([], [], color=colours[h], lw=8, label=h) for h in hues] if len(hues) > 1 else []
     )
-    if paper:
-        handles.append(Line2D([], [], **{**PAPER_STYLE, "ls": "none"}, label=paper_label))
+    handles += [Line2D([], [], **style, label=label) for (label, _), style in zip(marks, styles)]
     if handles:
         fig.legend(handles=handles, loc="outside upper center", ncol=2)
     if title:

@@ -31,6 +31,7 @@ from ..claims import (
     estimable,
     paired_estimate,
     paper_frame,
+    read_claims,
     sizing_table,
 )
 from ..errors import ParameterError
@@ -297,7 +298,7 @@ VARIANTS = {
     "gsm8k": "GSM8K (paper's design)",
     "gsm8k_no_final_step": "GSM8K without the final step",
 }
-PAPER_TABLE = {"essay": 6, "whitespace": 7, "mask": 3}
+PAPER_TABLE = {"essay": 6, "whitespace": 7, "mask": 3}  # between evidence and question
 PAPER_READERS = {"Llama3-8B": "Llama-3-8B", "Mistral-7B-v0.3": "Mistral-7B"}
 RULER_MODES = {
     "answer": "RULER's prompt, whole context",
@@ -610,6 +611,26 @@ def recitation_table(recited: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+FILLER_CLAIMS = ("la-essay", "la-whitespace", "la-mask")
+
+
+def times_papers(estimates: dict[str, Estimate]) -> str:
+    """How many times each of the paper's models' drops ours is, over the three filler kinds
+    between evidence and question: "4.4 to 18.2 times Llama-3-8B's and 1.4 to 8.5 times
+    Mistral-7B's" (each claim's effect and other effects in ``data/paper/claims.csv``)."""
+    by_id = {c.id: c for c in read_claims()}
+    per_model: dict[str, list[float]] = {}
+    for claim_id in FILLER_CLAIMS:
+        claim, est = by_id[claim_id], estimates[claim_id]
+        effects = [(PAPER_READERS["Llama3-8B"], claim.paper_effect), *claim.other_effects]
+        for model, effect in effects:
+            if effect:
+                per_model.setdefault(model, []).append(est.difference / effect)
+    return " and ".join(
+        f"{min(r):.1f} to {max(r):.1f} times {model}'s" for model, r in per_model.items()
+    )
+
+
 def quoted(
     estimates: dict[str, Estimate],
     gsm: pd.DataFrame,
@@ -650,6 +671,7 @@ def quoted(
         out[f"la-{key}-pct"] = f"{acc[kind]:.1f}%"
         out[f"la-{key}"] = estimate_text(estimates[f"la-{key}"])
     out["la-before"] = estimate_text(estimates["la-before"])
+    out["la-times-papers"] = times_papers(estimates)
     out["la-between-loss-whitespace"] = f"{-estimates['la-whitespace'].difference:.0f}"
     if varsum is not None:
         levels, reads = varsum["levels"], varsum["reads"]
@@ -861,37 +883,45 @@ def analyze(ctx: RunContext) -> LengthResult:
     return view
 
 
-PAPER_BARS_READER = "Llama3-8B"  # the one reader the paper runs with all three filler kinds
+# Where each filler condition of the figure sits in the paper: its table, at 15K tokens.
+PAPER_CONDITIONS = {
+    ("essay", "between"): 6,
+    ("whitespace", "between"): 7,
+    ("mask", "between"): 3,
+    ("whitespace", "before"): 8,
+}
 
 
-def paper_bars(paper: pd.DataFrame) -> dict:
-    """The paper's GSM8K accuracy at 15K filler tokens between evidence and question for
-    each filler kind (its no-filler accuracy plus the drop, Tables 6, 7 and 3), keyed as the
-    figure's bars: ``(variant, condition)`` -> %."""
+def paper_bars(paper: pd.DataFrame, reader: str) -> dict:
+    """The paper's GSM8K accuracy at 15K filler tokens for ``reader`` (a model of
+    :data:`PAPER_READERS`) in each filler condition it reports (its no-filler accuracy plus the
+    drop: Tables 6, 7 and 3 between evidence and question, Table 8 before the evidence), keyed
+    as the figure's bars: ``(variant, condition)`` -> %."""
     gsm = paper[
-        (paper["subtask"] == "gsm8k")
-        & (paper["metric"] == "accuracy")
-        & (paper["model"] == PAPER_BARS_READER)
+        (paper["subtask"] == "gsm8k") & (paper["metric"] == "accuracy") & (paper["model"] == reader)
     ]
     marks = {}
-    for kind, table in PAPER_TABLE.items():
-        cells = gsm[gsm["table"] == table].set_index("length")["value"]
+    for condition, table in PAPER_CONDITIONS.items():
+        cells = gsm[(gsm["table"] == table) & (gsm["filler"] == condition[0])]
+        cells = cells.set_index("length")["value"]
         if {0, 15000} <= set(cells.index):
-            marks[VARIANTS["gsm8k"], LABELS[kind, "between"]] = cells[0] + cells[15000]
+            marks[VARIANTS["gsm8k"], LABELS[condition]] = cells[0] + cells[15000]
     return marks
 
 
 @book_figure
 def figure(view: LengthResult, paper: pd.DataFrame):
     """GSM8K accuracy per filler condition, the paper's design and without the final step,
-    with the paper's Llama-3-8B at 15K filler tokens."""
+    with each of the paper's readers at 15K filler tokens."""
     return condition_bars(
         bars(view.solve),
         order=BAR_ORDER,
         hue="variant",
         xlabel="GSM8K accuracy (%)",
-        paper=paper_bars(paper),
-        paper_label=f"paper: {PAPER_READERS[PAPER_BARS_READER]}, 15K filler tokens",
+        papers={
+            f"paper: {label}, 15K filler tokens": paper_bars(paper, who)
+            for who, label in PAPER_READERS.items()
+        },
     )
 
 
@@ -911,8 +941,10 @@ def figure_text(view: LengthResult) -> FigureText:
         f"GSM8K accuracy of {view.label} with no filler and with {filler:,} filler tokens of "
         f"each kind and placement ({', '.join(str(n) for n in sorted(per_bar))} problems per "
         f"bar, the same problems in every bar; {_devices(view.solve)}). Whiskers: 95% Wilson "
-        f"intervals. Open diamonds: the paper's {PAPER_READERS[PAPER_BARS_READER]} with 15K "
-        'filler tokens (its no-filler accuracy plus its drop, Tables 6, 7 and 3). "Not run": '
+        "intervals. Open markers: the paper's "
+        + " and ".join(PAPER_READERS.values())
+        + " with 15K filler tokens (each one's no-filler accuracy plus its drop: Tables 6, 7 "
+        'and 3 between evidence and question, Table 8 before the evidence). "Not run": '
         "the arm was not generated for that variant."
     )
     parts = []
