@@ -136,8 +136,9 @@ say(findings.tally_markdown(table))
 # signal, is reproduced.
 #
 # Each chapter's headline comparisons are sized so that their interval is at most 10
-# points on each side (or use the paper's full n); a dagger (†) marks the secondary claims
-# whose interval is still wider, whose verdicts are provisional. The tests recompute every
+# points on each side (or use the paper's full n); a dagger (†) marks a claim whose interval
+# is still wider: under-powered, its verdict provisional (its note says how many units the
+# observed spread would need). The tests recompute every
 # number below with independent scorers written from the papers' metric definitions
 # (`tests/test_findings.py`, `tests/test_findings_scorers.py`).
 

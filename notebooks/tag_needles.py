@@ -344,7 +344,10 @@ say(page.downloads())
 #   +7.6 lies outside the interval. That interval is
 #   {glue:text}`tag-short-spacy-half-width` points wide on each side, wider than the
 #   target: the observed spread needs {glue:text}`tag-short-spacy-needed` needles and the
-#   project has {glue:text}`tag-short-needles`. The wrong answers are again "{glue:text}`tag-top-wrong`"
+#   project has {glue:text}`tag-short-needles`, so the claim is **under-powered** (marked † on
+#   the findings page) and its verdict provisional. The set grows only by hand: each needle
+#   is written to NoLiMa's recipe (a latent association, no word shared with its question,
+#   checked one by one), and this edition has no more than these. The wrong answers are again "{glue:text}`tag-top-wrong`"
 #   ({glue:text}`tag-short-baseline-top` of the baseline's
 #   {glue:text}`tag-short-baseline-misses`, {glue:text}`tag-short-td-top` of TD's
 #   {glue:text}`tag-short-td-misses`, {glue:text}`tag-short-spacy-top` of TD+TC's

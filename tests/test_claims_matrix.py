@@ -203,3 +203,23 @@ def test_the_cost_table_splits_what_is_left_by_where_it_can_run(tmp_path):
     assert row["left for a CPU: prompt tokens"] == 400_000
     gpu = next(k for k in row if k.startswith("left for a GPU"))
     assert row[gpu] == 800_000 and row["too long for the window: requests"] == 50
+
+
+def test_a_cell_wider_than_the_precision_target_is_marked_under_powered():
+    """tag-spacy on the default reader: -8.0 [-20.7, +4.0] over 87 needles is ±12.7 on its
+    wider side; a cell within ±10 carries no mark."""
+    from longctx.claims import Estimate, judge, read_claims
+    from longctx.findings import underpowered_words
+    from longctx.matrix import Cell, Column, cell_markdown
+    from longctx.reader import Reader
+
+    claim = next(c for c in read_claims() if c.id == "tag-spacy")
+    col = Column("f", "qwen2.5-coder-0.5b-instruct", "hf", Reader())
+    wide = Estimate(-8.0, -20.7, 4.0, 87, 0.22, "", 64.4, 56.3, needed=125)
+    narrow = Estimate(-8.0, -15.0, -1.0, 87, 0.02, "", 64.4, 56.3, needed=60)
+    marked = cell_markdown(Cell(claim, col, "judged", wide, judge(wide, claim)))
+    assert "† ±12.7" in marked and "under-powered" in marked
+    assert "†" not in cell_markdown(Cell(claim, col, "judged", narrow, judge(narrow, claim)))
+    words = underpowered_words(87, 125.0)
+    assert "n = 87" in words and "about 125 units" in words
+    assert "units would give" not in underpowered_words(87, float("nan"))

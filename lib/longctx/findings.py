@@ -90,6 +90,7 @@ def findings_table(
                 "ci_low": est.ci_low,
                 "ci_high": est.ci_high,
                 "n": est.n,
+                "needed": est.needed,
                 "p": est.p,
                 "detail": est.detail,
                 "control": est.control,
@@ -111,6 +112,19 @@ def findings_table(
             }
         )
     return pd.DataFrame(out)
+
+
+def underpowered_words(n: int, needed) -> str:
+    """The note of a claim whose interval is wider than the book's target."""
+    more = (
+        f" at the spread observed, about {int(needed):,} units would give ±{PRECISION_TARGET:g}"
+        if needed == needed and needed is not None and needed > n
+        else ""
+    )
+    return (
+        f"† Under-powered: its interval is wider than ±{PRECISION_TARGET:g} points, the "
+        f"book's precision target, with n = {n:,}{more}; read its verdict as provisional."
+    )
 
 
 def tally(table) -> dict[str, int]:
@@ -146,9 +160,9 @@ def as_markdown(table, rows_href: Callable[[str], str | None] | None = None) -> 
     The verdict cell gives its direction, magnitude and premise; the notes after each table
     give the comparison's sides, our setting, the claim's kind and the premise check with its
     value. A dagger marks an interval wider than :data:`~longctx.claims.PRECISION_TARGET` on a
-    side (a secondary claim not sized for it). ``rows_href`` maps a claim's experiment to
-    the page that browses its rows (``longctx.downloads.browser_href``), linked beside the
-    section."""
+    side (under-powered: its note says how many units would reach the target). ``rows_href``
+    maps a claim's experiment to the page that browses its rows
+    (``longctx.downloads.browser_href``), linked beside the section."""
     parts = []
     for paper, rows in table.groupby("paper", sort=False):
         lines = [
@@ -177,12 +191,7 @@ def as_markdown(table, rows_href: Callable[[str], str | None] | None = None) -> 
             notes.append(
                 f"{k}. {r.comparison}: {r.detail}; {r.setting}.{kind} Magnitude: {r.magnitude}."
                 + (f" Premise: {r.premise}." if r.premise else "")
-                + (
-                    f" † Wider than ±{PRECISION_TARGET:g} points: a secondary claim, not sized for "
-                    "the book's precision target; read its verdict as provisional."
-                    if wide
-                    else ""
-                )
+                + (f" {underpowered_words(r.n, r.needed)}" if wide else "")
             )
         parts.append("\n".join(lines) + "\n\n" + "\n".join(notes))
     return "\n\n".join(parts)

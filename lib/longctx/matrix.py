@@ -36,7 +36,17 @@ import pandas as pd
 
 from .backends import backend_class
 from .chapters import contract
-from .claims import CLAIMS_FILE, VERDICT_MARK, Claim, Estimate, Judgement, judge, read_claims
+from .claims import (
+    CLAIMS_FILE,
+    PRECISION_TARGET,
+    VERDICT_MARK,
+    Claim,
+    Estimate,
+    Judgement,
+    half_width,
+    judge,
+    read_claims,
+)
 from .errors import LongctxError
 from .findings import estimates, findings_table
 from .models import DEFAULT_MODEL
@@ -478,6 +488,11 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
         extra.append(cell.floor.split(" (")[0].replace("chance", "floor"))
     if est.capped:
         extra.append(f"{est.capped:.0f}% capped")
+    if cell.claim.scale == "points" and round(half_width(est), 1) > PRECISION_TARGET:
+        extra.append(
+            f"<abbr title=\"under-powered: wider than ±{PRECISION_TARGET:g} points, the book's "
+            f'precision target; a provisional verdict">† ±{half_width(est):.1f}</abbr>'
+        )
     if href:
         extra.append(f'<a href="{href}">rows</a>')
     if extra:
