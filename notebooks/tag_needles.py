@@ -181,6 +181,19 @@ show_all(chapter.long_tables(view))
 show_all(chapter.short_tables(view))
 
 # %% [markdown]
+# **The tags alone.** TD+TC changes two things at once: the system message (TD+TC's own
+# text with spaCy's definitions, which replaces the chat template's default one) and the
+# tags in the context. Its control arm keeps that system message over an untagged context,
+# so TD+TC minus that arm is what the tags add. At {glue:text}`tag-short-length` tokens:
+# {glue:text}`tag-short-tags-alone`; at {glue:text}`tag-long-length` tokens:
+# {glue:text}`tag-long-tags-alone` (needles the unit, as above). The arm and this contrast
+# were fixed before their rows were generated; neither is one of the paper's claims, so the
+# findings page does not judge them. Each arm's full system message:
+
+# %% tags=["remove-input"]
+say(chapter.system_prompts(view.params["short_variants"]))
+
+# %% [markdown]
 # ```{glue:md} fig-tag-sized
 # :format: myst
 # ```

@@ -615,6 +615,9 @@ VARIANTS = {
     "td": ("privileged", None, "tag_system_td"),
     "td_tc_spacy": ("spacy", "spacy", "tag_system_td_tc"),
     "td_tc_llm": ("privileged", "llm", "tag_system_td_tc"),
+    # TD+TC's system message (spaCy's definitions) over an untagged context: TD+TC (spaCy)
+    # minus this arm is the tags' effect alone, its system message held fixed.
+    "td_tc_system": ("spacy", None, "tag_system_td_tc"),
 }
 
 

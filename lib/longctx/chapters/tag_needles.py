@@ -16,6 +16,7 @@ yet (on hf); with the rows committed it loads nothing.
 
 from __future__ import annotations
 
+import html
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,7 @@ from ..report import estimate_text, format_p, n_for_half_width, p_text, percent_
 from ..requests import dedupe_key
 from ..results import provenance
 from ..runner import Block, answer
-from ..tagging import TAG_EXPERIMENT, tagging_report
+from ..tagging import TAG_EXPERIMENT, system_prompt, tagging_report
 from ..tasks import tag_needles as tn
 from .contract import ChapterResult, RunContext
 
@@ -499,15 +500,71 @@ def sized_comparison(
         else:
             row["paper (Claude 3.5)"] = paper_change(paper, v, length)
         rows.append(row)
+    tags_alone = tags_alone_estimate(scored, params["seed"])
+    if tags_alone is not None:
+        row = {
+            "comparison": f"{tn.VARIANT_LABELS['td_tc_spacy']} minus "
+            f"{tn.VARIANT_LABELS[TAGS_CONTROL]} (the tags alone; exploratory)",
+            "needles (questions)": f"{int(tags_alone.needles)} ({int(tags_alone.n)})",
+            "accuracy over needles (%)": (
+                f"{tags_alone.variant_level:.1f} vs {tags_alone.control_level:.1f}"
+            ),
+            "change (pts, 95% CI)": points_ci(
+                tags_alone.change, tags_alone.ci_low, tags_alone.ci_high
+            ),
+            "p": format_p(tags_alone.p_sign_flip),
+            "discordant questions": int((pairs["td_tc_spacy"] != pairs[TAGS_CONTROL]).sum()),
+            "needles for ±10 pts": n_for_half_width(
+                (pairs["td_tc_spacy"] - pairs[TAGS_CONTROL])
+                .groupby(pairs.index.map(tn.needle_of))
+                .mean()
+            ),
+        }
+        rows.append(row)
     by_hop = tn.accuracy_table(scored, by=["variant", "hop"])
     hops = pd.concat([tn.accuracy_table(scored, by=["variant"]).assign(hop="all"), by_hop])
     return {
         "gains": gains,
+        "tags_alone": tags_alone,
         "pairs": pairs,
         "table": pd.DataFrame(rows),
         "hops": hops,
         "scored": scored,
     }
+
+
+TAGS_CONTROL = "td_tc_system"  # TD+TC's system message over an untagged context
+
+
+def tags_alone_estimate(scored: pd.DataFrame, seed: int):
+    """TD+TC (spaCy) against its own system message over an untagged context, paired by
+    needle: what the tags in the context add once the system message is held fixed (the
+    contrast fixed with the arm, before its rows; exploratory, not one of the paper's claims).
+    None where the control arm was not run."""
+    if TAGS_CONTROL not in set(scored["variant"]) or "td_tc_spacy" not in set(scored["variant"]):
+        return None
+    both = scored[scored["variant"].isin([TAGS_CONTROL, "td_tc_spacy"])]
+    found = tn.versus_baseline(both, control=TAGS_CONTROL, seed=seed)
+    return next(found[found["variant"] == "td_tc_spacy"].itertuples(), None)
+
+
+def system_prompts(variants) -> str:
+    """Each arm's full system message, as a reader can open it under the tables: the
+    baseline keeps the chat template's default one."""
+    parts = []
+    for v in variants:
+        text = system_prompt(v)
+        shown = (
+            "(no system message of ours: the chat template's default one stays, for Qwen "
+            '"You are Qwen, created by Alibaba Cloud. You are a helpful assistant.")'
+            if text is None
+            else text
+        )
+        parts.append(
+            f'<details class="example"><summary>{html.escape(tn.VARIANT_LABELS[v])}</summary>'
+            f'<pre class="example-prompt">{html.escape(shown)}</pre></details>'
+        )
+    return "\n".join(parts)
 
 
 def hop_table(hops: pd.DataFrame) -> pd.DataFrame:
@@ -721,6 +778,14 @@ def quoted(
         out.update(_long_quotes(long_view, estimates, params))
     if short_view is not None:
         out.update(_short_quotes(short_view, estimates, params, top=out["tag-top-wrong"]))
+    for which, view in (("short", short_view), ("long", long_view)):
+        alone = view.get("tags_alone") if view is not None else None
+        if alone is not None:
+            out[f"tag-{which}-tags-alone"] = estimate_text(
+                Estimate(
+                    alone.change, alone.ci_low, alone.ci_high, alone.needles, alone.p_sign_flip, ""
+                )
+            )
     return out
 
 
@@ -1247,7 +1312,8 @@ def short_tables(view: TagResult) -> list:
             "A needle's one-hop and two-hop questions share it, so the needle is the unit: "
             "bootstrap interval and exact sign-flip p over per-needle differences, and the "
             "needles a ±10-point interval needs from their observed spread. TD framing: TD's "
-            "system message without the definitions (our control; see What differs).",
+            "system message without the definitions (our control; see What differs). TD+TC's "
+            "system message, untagged: the control arm for the tags themselves.",
         )
     ]
 

@@ -76,6 +76,7 @@ VARIANT_LABELS = {
     "td": "TD",
     "td_tc_spacy": "TD+TC (spaCy)",
     "td_tc_llm": "TD+TC (LLM tagger)",
+    "td_tc_system": "TD+TC's system message, untagged",
 }
 DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 MAX_NEW_TOKENS = 32
