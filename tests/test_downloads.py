@@ -26,9 +26,13 @@ def _row(i, **over):
     return {**row, **over}
 
 
-def test_rows_as_csv_keep_condition_and_provenance_but_not_the_prompt(tmp_path):
-    frame = downloads.rows_frame([_row(0), _row(1)])
-    assert list(frame.columns) == list(downloads.COLUMNS) and "prompt" not in frame
+def test_rows_keep_condition_provenance_and_an_elided_prompt_for_the_browser(tmp_path):
+    long = _row(0, prompt="a" * 5000 + "the question")
+    frame = downloads.rows_frame([long, _row(1)])
+    assert list(frame.columns) == [*downloads.COLUMNS, "prompt"]
+    shown = frame.loc[0, "prompt"]
+    assert shown.startswith("a" * 400) and shown.endswith("the question")
+    assert "characters left out" in shown and len(shown) < 1000
     assert json.loads(frame.loc[1, "condition"]) == {"gold_index": 1, "num_pairs": 10}
     assert frame.loc[0, "dtype"] == "float32" and frame.loc[0, "backend"] == "hf"
     assert frame["score"].tolist() == [0.0, 1.0]  # the task's own metric
@@ -73,6 +77,7 @@ def test_the_sample_browser_carries_its_rows_and_cannot_be_broken_by_an_answer()
         "</script><b>x</b>",
     ]
     assert '<script src="../_static/samples.js">' in page  # vendored: no CDN
+    assert data["columns"][-1] == "prompt" and data["rows"][0][-1] == rows[0]["prompt"]
 
 
 def test_executed_notebooks_are_copied_for_download(tmp_path):

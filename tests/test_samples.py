@@ -1,6 +1,7 @@
 """The worked example under each chapter's key figure: a right and a wrong answer."""
 
 from longctx import samples
+from longctx.report import elide
 
 
 def _row(i, output, **condition):
@@ -18,10 +19,10 @@ def _row(i, output, **condition):
 
 def test_a_long_prompt_is_cut_in_the_middle_with_the_count_left_out():
     text = "a" * 1000 + "b" * 3000 + "c" * 1000
-    shown = samples.elide(text, keep=1000)
+    shown = elide(text, keep=1000)
     assert shown.startswith("a" * 1000) and shown.endswith("c" * 1000)
     assert "[... 3,000 characters left out ...]" in shown
-    assert samples.elide("short", keep=1000) == "short"
+    assert elide("short", keep=1000) == "short"
 
 
 def test_the_first_right_and_the_first_wrong_row_are_picked_where_asked():

@@ -22,6 +22,7 @@ from .export import write_every_eval_ever
 from .matrix import build as build_matrix
 from .matrix import default_findings
 from .matrix import frame as matrix_frame
+from .report import elide
 from .store import ResultsStore
 from .tasks import row_score
 
@@ -67,11 +68,12 @@ def rows_frame(rows: list[dict]) -> pd.DataFrame:
                 "device": r.get("params", {}).get("device"),
                 "dtype": r.get("params", {}).get("dtype"),
                 "longctx_version": r.get("longctx_version"),
+                "prompt": elide(r.get("prompt") or "", BROWSER_PROMPT_CHARS),
             }
             for r in rows
             if "condition" in r
         ],
-        columns=list(COLUMNS),
+        columns=[*COLUMNS, "prompt"],
     )
 
 
@@ -90,6 +92,7 @@ def measurements_frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+BROWSER_PROMPT_CHARS = 400  # of each end of a prompt, in the browser (the JSONL holds it whole)
 BROWSER_COLUMNS = {  # rows_frame column -> the browser's header; the score before long text
     "condition": "condition",
     "example_id": "example",
@@ -98,6 +101,7 @@ BROWSER_COLUMNS = {  # rows_frame column -> the browser's header; the score befo
     "output": "answer",
     "prompt_tokens": "prompt tokens",
     "new_tokens": "new tokens",
+    "prompt": "prompt",  # one line until its row is opened
 }
 
 
@@ -156,7 +160,8 @@ def browser_page(name: str, frame: pd.DataFrame, static: str = "../_static/") ->
 <h1>Rows of {html.escape(title)}</h1>
 <p>Every committed generation of this store ({len(frame):,} rows; {html.escape(made)}): the
 condition it ran under, the example, the gold answers, the model's answer and its score by
-the task's metric (blank where the row alone cannot be scored). Type in a column's box to
+the task's metric (blank where the row alone cannot be scored) and the prompt as the model
+read it, chat template included (its middle elided; the JSONL holds it whole). Type in a column's box to
 filter it (words must all appear; numbers take &lt;, &gt;, &lt;=, &gt;=; in the condition
 column <code>field: value</code> pairs, <code>;</code> between them, <code>||</code> between
 alternatives, as the findings page's links set it), click a header to sort.
@@ -185,7 +190,8 @@ def write(results_dir: str | Path, site: str | Path) -> list[Path]:
         csv = out / f"{name}.csv"
         generations = holds_generations(rows)
         frame = rows_frame(rows) if generations else measurements_frame(rows)
-        frame.to_csv(csv, index=False)
+        # The CSV leaves the prompt out (its JSONL beside it holds it whole).
+        frame.drop(columns=["prompt"], errors="ignore").to_csv(csv, index=False)
         written.append(csv)
         if generations:
             page = out / f"{name}.html"

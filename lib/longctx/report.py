@@ -70,6 +70,15 @@ HEADER_WORDS = {  # column names the library computes -> words a reader expects
 }
 
 
+def elide(text: str, keep: int) -> str:
+    """``text`` with its middle replaced by a count of the characters left out, when it is
+    longer than twice ``keep`` (plus the length of that note)."""
+    if len(text) <= 2 * keep + 80:
+        return text
+    left_out = len(text) - 2 * keep
+    return f"{text[:keep]}\n\n[... {left_out:,} characters left out ...]\n\n{text[-keep:]}"
+
+
 def readable_header(name) -> str:
     """A column name as a table header: a known name in words, else its underscores as
     spaces (``prompt_tokens`` -> ``prompt tokens``)."""

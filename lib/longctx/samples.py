@@ -11,18 +11,10 @@ from __future__ import annotations
 import html
 
 from .downloads import condition_words
+from .report import elide
 from .tasks import row_score
 
 KEEP_CHARS = 1200  # of a long prompt, shown from each end
-
-
-def elide(text: str, keep: int = KEEP_CHARS) -> str:
-    """``text`` with its middle replaced by a count of the characters left out, when it is
-    longer than twice ``keep`` (plus the length of that note)."""
-    if len(text) <= 2 * keep + 80:
-        return text
-    left_out = len(text) - 2 * keep
-    return f"{text[:keep]}\n\n[... {left_out:,} characters left out ...]\n\n{text[-keep:]}"
 
 
 def matches(condition: dict, where: dict) -> bool:
@@ -61,7 +53,7 @@ def _one(label: str, row: dict) -> str:
         f"({tokens}gold: <code>{html.escape(gold)}</code>; {html.escape(condition)}). The "
         "reader answered "
         f"<code>{html.escape(str(row.get('output', '')).strip())}</code>, score "
-        f'{row_score(row):g}.</p>\n<pre class="example-prompt">{html.escape(elide(row["prompt"]))}</pre>'
+        f'{row_score(row):g}.</p>\n<pre class="example-prompt">{html.escape(elide(row["prompt"], KEEP_CHARS))}</pre>'
     )
 
 
