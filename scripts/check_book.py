@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import csv
 import functools
+import html
 import http.server
 import re
 import shutil
@@ -76,7 +77,7 @@ class _Links(HTMLParser):
         attrs = dict(attrs)
         if attrs.get("id"):
             self.ids.add(attrs["id"])
-        if tag == "a" and attrs.get("href"):
+        if tag in ("a", "area") and attrs.get("href"):  # area: a linked point of a figure
             self.hrefs.append(attrs["href"])
 
 
@@ -565,15 +566,21 @@ def check_page(driver, url: str, root: Path) -> list[str]:
 
 
 FILTERED_LINK = re.compile(r'href="([^"#]+\.html)#(condition=[^"]+)"')
+# A figure's linked point says how many rows it stands for: "... (n = 40); open its rows".
+POINT_ROWS = re.compile(r'<area [^>]*href="[^"#]+\.html#(condition=[^"]+)"[^>]*\(n = (\d+)\)')
 
 
-def filtered_links(pages: list[Path]) -> list[tuple[Path, str, str]]:
-    """(page, target, fragment) of every link that opens a sample browser filtered to a
-    claim's rows (the findings page and the verdict boxes link them)."""
+def filtered_links(pages: list[Path]) -> list[tuple[Path, str, str, int | None]]:
+    """(page, target, fragment, rows expected) of every link that opens a sample browser
+    filtered to a claim's or a figure point's rows (the findings page, the verdict boxes and
+    the key figures link them); a figure's point expects exactly the rows it was drawn from."""
     out = []
     for page in pages:
-        for target, fragment in FILTERED_LINK.findall(page.read_text(encoding="utf-8")):
-            out.append((page, target, fragment))
+        text = page.read_text(encoding="utf-8")
+        expected = {f: int(n) for f, n in POINT_ROWS.findall(html.unescape(text))}
+        for target, fragment in FILTERED_LINK.findall(text):
+            fragment = html.unescape(fragment)  # an area's href is written escaped (&amp;)
+            out.append((page, target, fragment, expected.get(fragment)))
     return out
 
 
@@ -583,7 +590,7 @@ def empty_filters(driver, base: str, root: Path, links) -> list[str]:
     import time
 
     problems, seen = [], set()
-    for page, target, fragment in links:
+    for page, target, fragment, expected in links:
         url = (page.parent / target).resolve().relative_to(root).as_posix()
         if (url, fragment) in seen:
             continue
@@ -596,6 +603,11 @@ def empty_filters(driver, base: str, root: Path, links) -> list[str]:
             problems.append(
                 f"{page.relative_to(root).as_posix()}: the link to {url}#{fragment[:80]}... "
                 f"shows no row ({count!r})"
+            )
+        elif expected is not None and int(shown.group(1)) != expected:
+            problems.append(
+                f"{page.relative_to(root).as_posix()}: a figure's point stands for {expected} "
+                f"rows but its link to {url}#{fragment[:80]}... shows {shown.group(1)}"
             )
     return problems
 

@@ -136,6 +136,9 @@ def test_links_that_filter_a_sample_browser_are_collected_not_taken_for_anchors(
     (tmp_path / "index.html").write_text(
         '<a href="downloads/m__kv.html#condition=gold_index%3A%200%20%7C%7C%20gold_index%3A%2070">'
         "rows</a>"
+        '<map name="links-fig"><area shape="circle" coords="10,10,9" '
+        'href="downloads/m__kv.html#condition=gold_index%3A%2069" alt="a point" '
+        'title="140 pairs, depth 0.5: 41% (n = 165); open its rows"></map>'
     )
     pages = sorted(tmp_path.rglob("*.html"))
     assert check_book.broken_links(tmp_path, pages) == []
@@ -145,7 +148,9 @@ def test_links_that_filter_a_sample_browser_are_collected_not_taken_for_anchors(
             tmp_path / "index.html",
             "downloads/m__kv.html",
             "condition=gold_index%3A%200%20%7C%7C%20gold_index%3A%2070",
-        )
+            None,
+        ),
+        (tmp_path / "index.html", "downloads/m__kv.html", "condition=gold_index%3A%2069", 165),
     ]
 
 

@@ -93,3 +93,45 @@ def test_a_glued_figure_carries_its_computed_caption_alt_text_and_dpi():
     with Image.open(io.BytesIO(png)) as img:
         assert round(img.info["dpi"][0]) == DPI
     assert not plt.fignum_exists(fig.number)  # closed: the page shows only the glued copy
+
+
+def test_a_linked_point_is_mapped_onto_its_pixels_in_the_saved_image():
+    """The image map's circle sits on the point as the cropped PNG shows it: the pixel at
+    each area's centre is the point's colour."""
+    import base64
+    import io
+    import re
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from longctx.plots import FigureText, figure_directive, link_point
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.plot([0, 1], [0, 100], alpha=0)
+    for x, y in ((0.2, 30.0), (0.8, 70.0)):
+        ax.plot([x], [y], "o", color="#ff0000", ms=10)
+        link_point(ax, x, y, f"../downloads/m__kv.html#condition=x%3A%20{x}", f"x {x}")
+    ax.set_ylabel("Accuracy (%)")
+    text = figure_directive(fig, name="fig-test", text=FigureText("A caption.", "Alt text."))
+    uri = re.search(r"data:image/png;base64,(\S+)", text).group(1)
+    image = Image.open(io.BytesIO(base64.b64decode(uri))).convert("RGB")
+    width = int(re.search(r'data-width="(\d+)"', text).group(1))
+    assert abs(width - image.width) <= 1
+    areas = re.findall(r'coords="(\d+),(\d+),\d+" href="([^"]+)"', text)
+    assert len(areas) == 2 and areas[0][2].endswith("x%3A%200.2")
+    for left, top, _ in areas:
+        r, g, b = image.getpixel((int(left), int(top)))
+        assert r > 200 and g < 80 and b < 80, (left, top, (r, g, b))
+    assert "Click a point to open its rows." in text and 'data-figure="fig-test"' in text
+
+
+def test_a_figure_without_links_has_no_map():
+    import matplotlib.pyplot as plt
+
+    from longctx.plots import FigureText, figure_directive
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    text = figure_directive(fig, name="fig-plain", text=FigureText("Caption.", "Alt."))
+    assert "<map" not in text and "Click a point" not in text

@@ -312,3 +312,36 @@ def test_reader_contrast_hand_worked():
             treatment="middle",
             item=["example_id"],
         )
+
+
+def test_a_figure_point_links_exactly_the_rows_behind_it(tmp_path):
+    """The link names the point's conditions, and its examples too when the store holds more
+    rows of those conditions than the point was drawn from."""
+    import json
+    from urllib.parse import unquote
+
+    from longctx.results import point_links, rows_table
+    from longctx.store import ResultsStore
+
+    def row(i, gold_index):
+        return {
+            "key": f"k{i}", "model": "smollm2-135m-instruct", "task": "kv_retrieval",
+            "example_id": f"e{i}", "condition": {"gold_index": gold_index, "num_pairs": 10},
+            "gold": ["v"], "prompt": "p", "output": "v", "prompt_tokens": 5, "new_tokens": 1,
+            "seconds_per_prompt": 0.1, "longctx_version": "0", "params": {},
+        }  # fmt: skip
+
+    rows = [row(0, 0), row(1, 0), row(2, 5)]
+    store = ResultsStore(tmp_path, "smollm2-135m-instruct", "kv_retrieval")
+    store.dir.mkdir(parents=True)
+    (store.dir / ResultsStore.FILENAME).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    table = rows_table([rows[0], rows[2]], lambda r: 1.0)  # the figure drew e0 and e2
+    links = point_links(table, ("model", "gold_index"), tmp_path, "kv_retrieval")
+    first = unquote(links({"model": "smollm2-135m-instruct", "gold_index": 0}))
+    assert first == (
+        "../downloads/smollm2-135m-instruct__kv_retrieval.html"
+        "#condition=gold_index: 0; num_pairs: 10&example=e0"
+    )
+    other = unquote(links({"model": "smollm2-135m-instruct", "gold_index": 5}))
+    assert other.endswith("#condition=gold_index: 5; num_pairs: 10")  # every such row is e2
+    assert links({"model": "smollm2-135m-instruct", "gold_index": 9}) is None

@@ -23,10 +23,11 @@ from .matrix import build as build_matrix
 from .matrix import default_findings
 from .matrix import frame as matrix_frame
 from .report import elide
+from .results import DOWNLOADS, browser_path, condition_words
 from .store import ResultsStore
 from .tasks import row_score
 
-FOLDER = "downloads"  # under the site's root
+FOLDER = DOWNLOADS  # under the site's root
 COLUMNS = (
     "key",
     "example_id",
@@ -103,14 +104,6 @@ BROWSER_COLUMNS = {  # rows_frame column -> the browser's header; the score befo
     "new_tokens": "new tokens",
     "prompt": "prompt",  # one line until its row is opened
 }
-
-
-def condition_words(condition: dict, leave_out=frozenset()) -> str:
-    """A condition as ``field: value`` pairs, without the task and the fields in
-    ``leave_out``."""
-    return "; ".join(
-        f"{k}: {v}" for k, v in sorted(condition.items()) if k != "task" and k not in leave_out
-    )
 
 
 def condition_text(condition_json: str, fixed: frozenset = frozenset()) -> str:
@@ -215,7 +208,9 @@ def write(results_dir: str | Path, site: str | Path) -> list[Path]:
 def browser_link(store: ResultsStore, rows: list[dict], prefix: str = "../") -> str | None:
     """The site-relative address of ``store``'s sample browser, given its ``rows``, or None
     when they are not generations (no browser is written for them)."""
-    return f"{prefix}{FOLDER}/{base_name(store)}.html" if holds_generations(rows) else None
+    if not holds_generations(rows):
+        return None
+    return browser_path(store.dir.parent.name, store.dir.name, prefix)
 
 
 def browser_href(

@@ -64,6 +64,45 @@ class FigureText:
     alt: str
 
 
+LINK_RADIUS_PX = 9  # of a point's clickable circle, in the saved image's pixels
+
+
+def link_point(ax, x: float, y: float, href: str | None, title: str) -> None:
+    """Make the point at data ``(x, y)`` of ``ax`` one click from ``href`` (its rows): the
+    figure remembers it, and :func:`figure_directive` writes it as an area of the image's
+    map (``book/_static/figure_links.js`` fits the map to the image's shown size)."""
+    if href:
+        ax.figure.__dict__.setdefault("longctx_links", []).append((ax, x, y, href, title))
+
+
+def image_map(fig, name: str) -> str:
+    """The HTML map of ``fig``'s linked points (:func:`link_point`), in the pixels of the
+    image :func:`figure_directive` saves (the book's DPI, cropped as ``bbox_inches="tight"``
+    crops, with its 0.1-inch pad); empty when no point is linked."""
+    import html
+
+    links = fig.__dict__.get("longctx_links")
+    if not links:
+        return ""
+    fig.canvas.draw()
+    box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1)
+    areas = []
+    for ax, x, y, href, title in links:
+        px, py = ax.transData.transform((x, y))
+        left = (px / fig.dpi - box.x0) * DPI
+        top = (box.y1 - py / fig.dpi) * DPI
+        areas.append(
+            f'<area shape="circle" coords="{left:.0f},{top:.0f},{LINK_RADIUS_PX}" '
+            f'href="{html.escape(href)}" alt="{html.escape(title)}" title="{html.escape(title)}">'
+        )
+    width = round(box.width * DPI)
+    return (
+        f'<map name="links-{name}" data-figure="{name}" data-width="{width}">\n'
+        + "\n".join(areas)
+        + "\n</map>\n"
+    )
+
+
 def figure_directive(fig, *, name: str, text: FigureText) -> str:
     """The MyST figure directive for ``fig``: its PNG inline (the book's DPI, cropped to its
     drawing as the notebook's inline backend crops), with ``text``'s alt text and caption,
@@ -74,12 +113,17 @@ def figure_directive(fig, *, name: str, text: FigureText) -> str:
 
     import matplotlib.pyplot as plt
 
+    links = image_map(fig, name)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     uri = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
     alt = " ".join(text.alt.split())
-    return f"```{{figure}} {uri}\n:name: {name}\n:alt: {alt}\n\n{text.caption.strip()}\n```\n"
+    caption = text.caption.strip()
+    if links:
+        caption += " Click a point to open its rows."
+    figure = f"```{{figure}} {uri}\n:name: {name}\n:alt: {alt}\n\n{caption}\n```\n"
+    return figure + (f"\n{links}" if links else "")
 
 
 def readability_problems(fig) -> list[str]:
@@ -199,6 +243,7 @@ def accuracy_by_position(
     paper_label: str = "paper",
     references: tuple = (),
     height: float = 3.3,
+    links=None,
 ):
     """Accuracy (shares, drawn in %) against ``x``: one panel per ``facet`` value, one colour
     per ``hue`` (in ``hue_order``, else sorted), one line style per ``style`` (the first of
@@ -207,7 +252,9 @@ def accuracy_by_position(
     (conditions, not readers).
     ``paper`` holds the paper's numbers (``facet``, ``x``, ``accuracy`` as a share, and
     ``hue`` where they differ by it), drawn as open diamonds; ``references`` are
-    ``(label, level in %, line style)`` grey levels drawn in every panel."""
+    ``(label, level in %, line style)`` grey levels drawn in every panel. ``links(row)`` gives
+    the address of a point's rows (its reader's sample browser, filtered) or None: each
+    point becomes one click from them (:func:`link_point`)."""
     from matplotlib.lines import Line2D
 
     facets = sorted(summary[facet].unique())
@@ -228,6 +275,18 @@ def accuracy_by_position(
                 line = panel[(panel[hue] == h) & ((panel[style] == s) if style else True)]
                 if len(line):
                     _draw_line(ax, line, x, colour=colours[h], ls=dashes[s], main=thick[h])
+                for row in line.itertuples() if links else ():
+                    label = " · ".join(
+                        str(v) for v in (h, facet_title.format(value), s) if v is not None
+                    )
+                    link_point(
+                        ax,
+                        getattr(row, x),
+                        100 * row.accuracy,
+                        links(row._asdict()),
+                        f"{label}, {x} {getattr(row, x):g}: {100 * row.accuracy:.0f}% "
+                        f"(n = {row.n}); open its rows",
+                    )
         if paper is not None:
             part = paper[paper[facet] == value] if facet in paper else paper
             _paper_marks(ax, part, x=x, hue=hue, colours=colours)
@@ -451,12 +510,15 @@ def condition_bars(
     paper: dict | None = None,
     paper_label: str = "paper",
     papers: dict[str, dict] | None = None,
+    links=None,
 ):
     """Horizontal bars of ``value`` per condition (in ``order``), grouped by ``hue``, with
     each row's ``ci_low``..``ci_high`` as a whisker (values are shares, drawn in %). A
     condition a hue did not run is marked "not run", never drawn as a zero. ``paper`` maps
     ``(hue, condition)`` to the paper's number in %, drawn as an open diamond; ``papers``
-    holds one such map per paper model (label -> map), each with its own open marker."""
+    holds one such map per paper model (label -> map), each with its own open marker.
+    ``links(bar)`` gives the address of a bar's rows (its ``hue`` and ``condition``) or None:
+    the bar's end becomes one click from them (:func:`link_point`)."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
@@ -483,6 +545,10 @@ def condition_bars(
                 v, y, xerr=[[v - lo], [hi - v]], fmt="none", ecolor="black", capsize=2, lw=1
             )
             ax.text(min(hi + 1.5, 101), y, f"{v:.0f}", va="center")
+            if links:
+                bar = {hue: h, "condition": c}
+                title = f"{h} · {c}: {v:.0f}% (n = {part.loc[c, 'n']}); open its rows"
+                link_point(ax, v, y, links(bar), title)
             for (_, cells), style in zip(marks, styles):
                 if (h, c) in cells:
                     ax.plot(cells[h, c], y, **style, zorder=4)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -54,6 +57,7 @@ def rows_table(rows: Sequence[dict], score: Callable[[dict], float]):
                 "backend": row_backend(row),
                 "example_id": row["example_id"],
                 **row["condition"],
+                "condition_json": json.dumps(row["condition"], sort_keys=True),
                 "prompt": row["prompt"],
                 "gold": row["gold"],
                 "output": row["output"],
@@ -69,6 +73,52 @@ def rows_table(rows: Sequence[dict], score: Callable[[dict], float]):
             for row in rows
         ]
     )
+
+
+DOWNLOADS = "downloads"  # the site's folder of rows, browsers and records
+
+
+def browser_path(folder: str, experiment: str, prefix: str = "../") -> str:
+    """The site-relative address of the sample browser of a reader ``folder``'s store of
+    ``experiment`` (``longctx.downloads`` writes it)."""
+    return f"{prefix}{DOWNLOADS}/{folder}__{experiment}.html"
+
+
+def condition_words(condition: dict, leave_out=frozenset()) -> str:
+    """A condition as ``field: value`` pairs, without the task and the fields in
+    ``leave_out``: how the sample browser shows it and how its links filter it."""
+    return "; ".join(
+        f"{k}: {v}" for k, v in sorted(condition.items()) if k != "task" and k not in leave_out
+    )
+
+
+def point_links(table: pd.DataFrame, by: Sequence[str], results_dir, experiment: str):
+    """``links(point)`` for a figure drawn from ``table`` (rows with ``model_name``,
+    ``backend``, ``condition_json`` and ``example_id``, as :func:`rows_table` makes them)
+    summarized by ``by``: the sample browser of the point's reader filtered to exactly the
+    rows behind it (their conditions, and their examples too where the store holds more rows
+    of those conditions than the point was drawn from), or None for a point it did not draw
+    from."""
+    behind, stored = {}, {}
+    for key, part in table.groupby(list(by)):
+        name, backend = part["model_name"].iloc[0], part["backend"].iloc[0]
+        try:
+            folder = results_folder(model_folder(resolve_model(name), results_dir), backend)
+        except LongctxError:
+            continue
+        if folder not in stored:
+            stored[folder] = Counter(
+                json.dumps(r["condition"], sort_keys=True)
+                for r in ResultsStore(results_dir, folder, experiment).rows()
+            )
+        conditions = sorted(set(part["condition_json"]))
+        chosen = " || ".join(condition_words(json.loads(c)) for c in conditions)
+        href = browser_path(folder, experiment) + "#condition=" + quote(chosen)
+        if sum(stored[folder][c] for c in conditions) > len(part):
+            examples = " || ".join(sorted(set(map(str, part["example_id"]))))
+            href += "&example=" + quote(examples)
+        behind[key if isinstance(key, tuple) else (key,)] = href
+    return lambda point: behind.get(tuple(point[k] for k in by))
 
 
 def _shown(results_dir: str | Path) -> str:

@@ -63,9 +63,11 @@ class ChapterResult:
     (claim id -> :class:`~longctx.report.Estimate`, what the findings page judges),
     ``verdicts`` (claim id -> the findings page's verdict), ``quoted`` (glue key -> the
     number or phrase the prose glues), ``said`` (statement -> whether the rows support it,
-    checked on the committed run) and ``consistent`` (every prompt answered once, every
-    interval holding its estimate). A chapter's subclass adds its tables and figures' data
-    as typed fields."""
+    checked on the committed run), ``consistent`` (every prompt answered once, every
+    interval holding its estimate) and ``links`` (where the key figure's points link: a
+    point -> the address of its rows, :func:`longctx.results.point_links`; None where the
+    figure links none). A chapter's subclass adds its tables and figures' data as typed
+    fields."""
 
     label: str
     estimates: dict
@@ -73,3 +75,4 @@ class ChapterResult:
     quoted: dict[str, str] = field(default_factory=dict)
     said: dict[str, bool] = field(default_factory=dict)
     consistent: bool = True
+    links: Callable | None = None

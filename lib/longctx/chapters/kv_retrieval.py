@@ -30,7 +30,7 @@ from ..metrics import summarize
 from ..plots import FigureText, accuracy_by_position, book_figure
 from ..reader import Reader
 from ..report import estimate_text, p_text, params_text, pct_ci, percent_words, points_ci
-from ..results import comparable_rows, provenance, reader_contrast, rows_table
+from ..results import comparable_rows, point_links, provenance, reader_contrast, rows_table
 from ..runner import Block, all_requests, stored
 from ..tasks import kv_retrieval as kv
 from .contract import ChapterResult, RunContext
@@ -181,9 +181,12 @@ def scored(rows: list[dict], params: dict) -> pd.DataFrame:
     return table
 
 
+POINT_KEYS = ("model", "num_pairs", "query", "depth")  # one point of the key figure
+
+
 def accuracy(table: pd.DataFrame) -> pd.DataFrame:
     """Accuracy per reader, size, query placement and depth, with 95% Wilson intervals."""
-    return summarize(table, ["model", "num_pairs", "query", "depth"])
+    return summarize(table, list(POINT_KEYS))
 
 
 def headline_cells(summary: pd.DataFrame, params: dict, label: str) -> pd.DataFrame:
@@ -470,6 +473,7 @@ def analyze(ctx: RunContext) -> KeyValueResult:
             f"prompts from `lib/longctx/prompts/`; parameters: {params_text(params)}."
         ),
         readers=reader_comparison(everything, (reader.label, second)),
+        links=point_links(everything, POINT_KEYS, results_dir, EXPERIMENT),
         consistent=(
             len(rows) == len(requests) == len({r["key"] for r in rows})
             and (summary["ci_low"] <= summary["accuracy"]).all()
@@ -688,4 +692,5 @@ def figure(view: KeyValueResult):
         xlim=(-0.05, 1.05),
         main=view.label,
         references=(paper_worst_reference(),),
+        links=view.links,
     )

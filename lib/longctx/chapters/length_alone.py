@@ -48,7 +48,7 @@ from ..report import (
     percent_words,
     points_ci,
 )
-from ..results import provenance, rows_table
+from ..results import point_links, provenance, rows_table
 from ..runner import Block, LazyRequests
 from ..tasks import length_alone as la
 from ..tasks import ruler_qa as rq
@@ -850,6 +850,12 @@ def analyze(ctx: RunContext) -> LengthResult:
         verdicts=chapter_verdicts("length_alone", estimates),
         rows=rows,
         solve=solve,
+        links=point_links(
+            solve[solve["subtask"].str.startswith("gsm8k")],
+            ("variant", "condition"),
+            results_dir,
+            EXPERIMENT,
+        ),
         gsm=gsm,
         placement=placed_table,
         varsum=varsum,
@@ -922,6 +928,7 @@ def figure(view: LengthResult, paper: pd.DataFrame):
             f"paper: {label}, 15K filler tokens": paper_bars(paper, who)
             for who, label in PAPER_READERS.items()
         },
+        links=view.links,
     )
 
 

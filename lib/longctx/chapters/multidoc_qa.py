@@ -39,6 +39,7 @@ from ..report import estimate_text, p_text, pct_ci, percent_words, points_ci
 from ..results import (
     comparable_rows,
     paired_effects,
+    point_links,
     position_gap_permutation,
     provenance,
     rows_table,
@@ -295,10 +296,17 @@ def scored(rows: list[dict]) -> pd.DataFrame:
     return table
 
 
+POINT_KEYS = ("model", "num_documents", "query", "position")  # one point of the key figure
+
+
+def with_documents(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows with documents in the context (not closed-book or oracle), by position."""
+    return table[table["setting"] == "documents"].astype({"position": int})
+
+
 def accuracy(table: pd.DataFrame) -> pd.DataFrame:
     """Accuracy per reader, size, query placement and position (Wilson intervals)."""
-    docs = table[table["setting"] == "documents"].astype({"position": int})
-    return summarize(docs, ["model", "num_documents", "query", "position"])
+    return summarize(with_documents(table), list(POINT_KEYS))
 
 
 def baselines(table: pd.DataFrame) -> pd.DataFrame:
@@ -758,7 +766,7 @@ def analyze(ctx: RunContext) -> MultidocResult:
         )
         if r["condition"]["setting"] == "documents"
     ]
-    table = scored(rows)
+    table, everything = scored(rows), scored(rows + others)
     summary = accuracy(table)
     estimates = claims(results_dir, params, reader)
     domain = open_domain([r for r in rows_answered if r["task"] != qa.TASK], params)
@@ -767,13 +775,14 @@ def analyze(ctx: RunContext) -> MultidocResult:
         estimates=estimates,
         verdicts=chapter_verdicts("multidoc_qa", estimates),
         table=table,
-        everything=scored(rows + others),
+        everything=everything,
         summary=summary,
         base=baselines(table),
         sides=headline_sides(table, params),
         gaps=position_gaps(table, seed=params["seed"]),
         effects=query_aware_effects(table, reader.label, seed=params["seed"]),
         od=domain,
+        links=point_links(with_documents(everything), POINT_KEYS, results_dir, EXPERIMENT),
         provenance="**Data.** " + provenance(table, results_dir, EXPERIMENT),
         od_provenance=(
             "**Data.** " + provenance(domain["table"], results_dir, OPEN_DOMAIN) if domain else ""
@@ -857,6 +866,7 @@ def figure(view: MultidocResult, paper: pd.DataFrame):
             for name, ls in levels
             if name in base
         ),
+        links=view.links,
     )
 
 

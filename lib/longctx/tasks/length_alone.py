@@ -54,6 +54,7 @@ from ..errors import DataFileError, ParameterError
 from ..metrics import summarize
 from ..padding import FILLER_KINDS, PLACEMENTS, filler_slot
 from ..prompts import load_prompt
+from ..reader import row_backend
 from ..requests import Request, StopRule
 from ..results import paired_comparison
 from ..sandbox import run_untrusted
@@ -647,7 +648,10 @@ def score_rows(
             continue
         flat = {
             **r["condition"],
+            "condition_json": json.dumps(r["condition"], sort_keys=True),
             "model": r["model"],
+            "model_name": r["model"],
+            "backend": row_backend(r),
             "example_id": r["example_id"],
             "key": r.get("key"),
             "prompt_tokens": r["prompt_tokens"],
