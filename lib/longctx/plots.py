@@ -194,15 +194,19 @@ def _draw_line(ax, line, x: str, *, colour, ls: str, main: bool):
             alpha=1 if main else 0.8,
         )
         return
+    # The page's reader on top, filled; the others beneath as open rings a size larger, so
+    # where they coincide with it each still shows around its point.
     ax.plot(
         xs,
         ys,
         ls,
-        marker="o" if main else ".",
+        marker="o",
+        ms=5 if main else 8,
+        mfc=colour if main else "white",
         color=colour,
         lw=lw,
-        zorder=3 if main else 4,
-        alpha=1 if main else 0.8,
+        zorder=5 if main else 3,
+        alpha=1 if main else 0.9,
     )
     if main:
         ax.fill_between(xs, lo, hi, color=colour, alpha=0.15, lw=0)
@@ -270,7 +274,7 @@ def accuracy_by_position(
     fig, axes = _panels(len(facets), height)
     for ax, value in zip(axes[0], facets):
         panel = summary[summary[facet] == value]
-        for h in hues:  # the other readers after the main one: thin, on top, all visible
+        for h in hues:  # the page's reader drawn on top of the others (see _draw_line)
             for s in styles:
                 line = panel[(panel[hue] == h) & ((panel[style] == s) if style else True)]
                 if len(line):
@@ -302,7 +306,16 @@ def accuracy_by_position(
     axes[0][len(facets) // 2].set_xlabel(xlabel)  # once, under the middle panel
     axes[0][0].set_ylabel(ylabel)
     handles = [
-        Line2D([], [], color=colours[h], lw=MAIN_LW if thick[h] else OTHER_LW, label=str(h))
+        Line2D(
+            [],
+            [],
+            color=colours[h],
+            lw=MAIN_LW if thick[h] else OTHER_LW,
+            marker="o",
+            ms=5 if thick[h] else 8,
+            mfc=colours[h] if thick[h] else "white",
+            label=str(h),
+        )
         for h in (hues if len(hues) > 1 else [])
     ]
     handles += [
