@@ -1045,16 +1045,31 @@ def formats_text(view: CnormResult) -> FigureText:
     return FigureText(caption, alt)
 
 
+def verdict_correlation(view: CnormResult) -> dict:
+    """The correlation the figure's title shows: the claim's own (Pearson r over delimiters
+    with Fisher's interval, as the findings page judges it), or, where the claim has no
+    estimate, the per-example bootstrap one."""
+    est = view.estimates.get("cnorm-tokens")
+    if est is None:
+        return {**view.correlations["all"], "how": "its bootstrap interval over examples"}
+    return {
+        "r": est.difference,
+        "ci_low": est.ci_low,
+        "ci_high": est.ci_high,
+        "how": f"Fisher's interval over the {est.n} delimiters, as the findings page judges it",
+    }
+
+
 def tokens_text(view: CnormResult) -> FigureText:
     """:func:`tokens_figure`'s caption and alt text."""
-    r = view.correlations["all"]
+    r = {**view.correlations["all"], **verdict_correlation(view)}
     caption = (
         "Mean prompt tokens against accuracy for each delimiter of the sweep "
         f"({view.params['sweep_pairs']} pairs, gold at depth "
         f"{', '.join(str(p) for p in view.params['sweep_positions'])} only, so accuracy at one "
         f"position rather than OAA; the same {r['examples']} examples per delimiter), "
         f"{view.label}. Whiskers: 95% bootstrap intervals over examples. Title: Pearson r with "
-        "its bootstrap interval over examples."
+        f"{r['how']}."
     )
     alt = (
         f"Scatter plot of mean prompt tokens against accuracy for {len(view.delimiters)} "
@@ -1116,7 +1131,7 @@ def tokens_figure(view: CnormResult, model: str):
     """Mean prompt tokens against OAA, one point per delimiter of the sweep."""
     return tokens_vs_accuracy(
         view.delimiters,
-        view.correlations["all"],
+        verdict_correlation(view),
         title=f"{view.params['sweep_pairs']} pairs, {model}",
         ylabel="Accuracy, gold in the middle (%)",
     )
