@@ -582,9 +582,15 @@ def condition_bars(
     return fig
 
 
-def _term_label(term: str) -> str:
-    """A factor or interaction name as words: ``query_aware x tags`` -> ``query-aware × tags``."""
-    return term.replace("_", "-").replace(" x ", " × ")
+def _term_label(term: str, levels: dict | None = None) -> str:
+    """A factor or interaction name as words: ``query_aware x tags`` -> ``query-aware × tags``;
+    a main effect with its two levels from ``levels`` (factor -> (high, low)) as what it
+    measures: ``position (middle − first)``."""
+    words = term.replace("_", "-").replace(" x ", " × ")
+    if levels and term in levels:
+        high, low = levels[term]
+        words += f" ({high} − {low})"
+    return words
 
 
 def _claim_label(ax, y: float, claim: int | None) -> None:
@@ -601,10 +607,17 @@ def _claim_label(ax, y: float, claim: int | None) -> None:
 
 
 @book_figure
-def effects_forest(effects, *, title: str | None = None, expected: dict | None = None):
+def effects_forest(
+    effects,
+    *,
+    title: str | None = None,
+    expected: dict | None = None,
+    levels: dict | None = None,
+):
     """Main effects and two-way interactions (``longctx.chapters.crossing.factorial.effects``) as a forest plot:
-    estimate and 95% interval in points; main effects on top. ``expected`` maps a main
-    effect to its paper's claimed sign, written at the right."""
+    estimate and 95% interval in points; main effects on top, each named with its two levels
+    (``levels``: factor -> (high, low)). ``expected`` maps a main effect to its paper's
+    claimed sign, written at the right."""
     import matplotlib.pyplot as plt
 
     by_size = effects.assign(size=effects["estimate"].abs()).sort_values("size", ascending=False)
@@ -620,7 +633,7 @@ def effects_forest(effects, *, title: str | None = None, expected: dict | None =
         _claim_label(ax, y, (expected or {}).get(r.term))
     ax.axvline(0, color="grey", lw=1)
     ax.set_yticks(ys)
-    ax.set_yticklabels([_term_label(t) for t in rows["term"]])
+    ax.set_yticklabels([_term_label(t, levels) for t in rows["term"]])
     ax.set_xlabel("Effect on accuracy (points, 95% CI clustered by question)")
     ax.grid(axis="y", visible=False)
     if title:
@@ -630,7 +643,12 @@ def effects_forest(effects, *, title: str | None = None, expected: dict | None =
 
 @book_figure
 def readers_forest(
-    reader_effects, readers, *, title: str | None = None, expected: dict | None = None
+    reader_effects,
+    readers,
+    *,
+    title: str | None = None,
+    expected: dict | None = None,
+    levels: dict | None = None,
 ):
     """Two readers' main effects (``longctx.chapters.crossing.factorial.reader_effects``) on one forest plot: per
     factor one interval per reader, offset vertically; factors ordered by the first
@@ -660,7 +678,7 @@ def readers_forest(
         _claim_label(ax, y, (expected or {}).get(name))
     ax.axvline(0, color="grey", lw=1)
     ax.set_yticks(ys)
-    ax.set_yticklabels([_term_label(t) for t in order])
+    ax.set_yticklabels([_term_label(t, levels) for t in order])
     ax.set_xlabel("Main effect on accuracy (points, 95% CI clustered by question)")
     ax.grid(axis="y", visible=False)
     fig.legend(loc="outside lower center", ncol=2)

@@ -724,6 +724,7 @@ def forest_figure(view: CrossingResult, model: str):
     return effects_forest(
         forest_effects(view.fx, view.main),
         expected=view.expected,
+        levels={f.name: (f.high, f.low) for f in view.design.factors},
         title=f"{model}: {len(view.design.cells)} cells x {view.table['example_id'].nunique()} "
         "questions",
     )
@@ -748,5 +749,6 @@ def readers_figure(view: CrossingResult):
         view.readers["both"],
         list(view.labels),
         expected=view.expected,
+        levels={f.name: (f.high, f.low) for f in view.design.factors},
         title=f"Main effects of two readers, {len(view.readers['shared'])} shared questions",
     )
