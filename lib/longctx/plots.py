@@ -557,7 +557,9 @@ def condition_bars(
             ax.errorbar(
                 v, y, xerr=[[v - lo], [hi - v]], fmt="none", ecolor="black", capsize=2, lw=1
             )
-            ax.text(min(hi + 1.5, 101), y, f"{v:.0f}", va="center")
+            # The value right of its whisker and of any paper mark on the row, never on them.
+            marked = [cells[h, c] for _, cells in marks if (h, c) in cells]
+            ax.text(min(max([hi, *marked]) + 2.5, 101), y, f"{v:.0f}", va="center")
             if links:
                 bar = {hue: h, "condition": c}
                 title = f"{h} · {c}: {v:.0f}% (n = {part.loc[c, 'n']}); open its rows"
