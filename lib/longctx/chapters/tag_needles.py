@@ -1207,17 +1207,20 @@ def sized_text(view: TagResult) -> FigureText:
 def depth_text(view: TagResult) -> FigureText:
     """:func:`depth_figure`'s caption and alt text."""
     depths = by_depth(view.main)
+    depths = depths[depths["variant"].isin(DEPTH_VARIANTS)]
     per_point = depths["units"].min()
     caption = (
-        "Accuracy against the needle's depth (percent of the context before it), pooled over "
-        f"the {view.main['length'].nunique()} lengths, {view.label}; each point is "
+        "Accuracy against the needle's depth (percent of the context before it) for the "
+        f"baseline and TD+TC (spaCy), pooled over the {view.main['length'].nunique()} lengths, "
+        f"{view.label}; each point is "
         f"{int(per_point)} questions x {view.main['length'].nunique()} lengths, with a 95% "
         "bootstrap interval over questions."
     )
     widest = (depths["ci_high"] - depths["ci_low"]).max()
     alt = (
         f"Line chart of accuracy against needle depth ({', '.join(str(d) for d in sorted(depths['depth'].unique()))}"
-        f" percent) per variant; intervals up to {100 * widest:.0f} points wide."
+        f" percent) for the baseline and TD+TC with spaCy tags; intervals up to "
+        f"{100 * widest:.0f} points wide."
     )
     return FigureText(caption, alt)
 
@@ -1229,6 +1232,12 @@ def figure(view: TagResult):
     lengths = sorted(view.params["lengths"])
     shown = view.accuracy
     paper = paper_curve(view.paper, lengths)
+    paper = paper[paper["label"].isin(set(shown["label"]))]
+    # The paper's marks of one length sit close together: spread them a little across the
+    # (log) length axis, one step per variant, so each stays visible.
+    order = {label: k for k, label in enumerate(dict.fromkeys(tn.VARIANT_LABELS.values()))}
+    step = (paper["label"].map(order) - (len(order) - 1) / 2).fillna(0)
+    paper = paper.assign(length=paper["length"] * 1.04**step)
     fig = accuracy_by_position(
         shown,
         x="length",
@@ -1237,8 +1246,8 @@ def figure(view: TagResult):
         hue_order=list(tn.VARIANT_LABELS.values()),
         facet_title="{}",
         xlabel="Haystack tokens",
-        paper=paper[paper["label"].isin(set(shown["label"]))],
-        paper_label=f"paper: {PAPER_MODEL} (NoLiMa+, Table 1)",
+        paper=paper,
+        paper_label=f"paper: {PAPER_MODEL} (NoLiMa+, Table 1), spread a little per variant",
         height=4.2,
     )
     fig.axes[0].set_xscale("log")
@@ -1247,11 +1256,16 @@ def figure(view: TagResult):
     return fig
 
 
+DEPTH_VARIANTS = ("baseline", "td_tc_spacy")  # the headline pair: five lines were noise
+
+
 @book_figure
 def depth_figure(view: TagResult):
-    """Accuracy against the needle's depth per variant, pooled over lengths."""
+    """Accuracy against the needle's depth for the headline pair, pooled over lengths, each
+    with its band."""
+    depths = by_depth(view.main)
     return accuracy_by_position(
-        by_depth(view.main),
+        depths[depths["variant"].isin(DEPTH_VARIANTS)],
         x="depth",
         facet="model",
         hue="label",
