@@ -20,7 +20,29 @@
     if (img.complete) fit(); else img.addEventListener("load", fit);
     window.addEventListener("resize", fit);
   }
-  function run() { document.querySelectorAll("map[data-figure]").forEach(attach); }
+  // On a narrow screen a figure is shrunk below reading size: a tap on it (outside a linked
+  // point) opens it at its own size in an overlay that scrolls; a tap on the overlay closes it.
+  function zoomable(img) {
+    img.style.cursor = "zoom-in";
+    img.addEventListener("click", () => {
+      if (img.naturalWidth <= img.clientWidth) return;
+      const overlay = document.createElement("div");
+      overlay.className = "figure-zoom";
+      overlay.setAttribute("role", "dialog");
+      overlay.setAttribute("aria-label", (img.alt || "figure") + " (tap to close)");
+      const big = img.cloneNode();
+      big.removeAttribute("usemap");
+      big.style.width = img.naturalWidth + "px";
+      big.style.maxWidth = "none";
+      overlay.appendChild(big);
+      overlay.addEventListener("click", () => overlay.remove());
+      document.body.appendChild(overlay);
+    });
+  }
+  function run() {
+    document.querySelectorAll("map[data-figure]").forEach(attach);
+    document.querySelectorAll("figure img").forEach(zoomable);
+  }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", run);
   else run();
 })();
