@@ -135,3 +135,11 @@ def test_a_figure_without_links_has_no_map():
     ax.plot([0, 1], [0, 1])
     text = figure_directive(fig, name="fig-plain", text=FigureText("Caption.", "Alt."))
     assert "<map" not in text and "Click a point" not in text
+
+
+def test_attention_mass_sums_each_slice_of_the_prompt():
+    from longctx.plots import attention_mass
+
+    weights = [0.0] * 9 + [0.5] + [0.1] * 5
+    mass = attention_mass(weights, bins=3)
+    assert list(mass) == pytest.approx([0.0, 0.5, 0.5]) and mass.sum() == pytest.approx(1.0)

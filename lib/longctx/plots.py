@@ -748,24 +748,39 @@ def tokens_vs_accuracy(delimiters, correlation: dict, *, title: str, ylabel: str
     return fig
 
 
+ATTENTION_BINS = 50  # the prompt cut into this many equal slices of tokens
+
+
+def attention_mass(attention, bins: int = ATTENTION_BINS) -> np.ndarray:
+    """The final token's attention summed over each of ``bins`` equal slices of the prompt:
+    per-token weights (thousands of them, spiking at single tokens) drawn as lines tangle,
+    while the mass per slice keeps where the attention goes."""
+    weights = np.asarray(attention, dtype=float)
+    edges = np.linspace(0, len(weights), bins + 1).round().astype(int)
+    return np.array([weights[a:b].sum() for a, b in zip(edges[:-1], edges[1:])])
+
+
 @book_figure
 def attention_profiles(rows, formats, *, pairs: int):
-    """Final-token attention over the prompt (log scale), one panel per id format and one line
-    per gold position, ABS in the legend (rows of ``longctx.attention.attention_rows``)."""
+    """Final-token attention over the prompt (log scale), as its mass per slice of the prompt
+    (:func:`attention_mass`), one panel per id format and one line per gold position, ABS in
+    the legend (rows of ``longctx.attention.attention_rows``)."""
 
     fig, axes = _panels(len(formats), 3.8)
     for ax, fmt in zip(axes[0], formats):
         for i, r in enumerate(r for r in rows if r["format"] == fmt):
-            ax.plot(
-                np.linspace(0, 1, len(r["attention"])),
-                r["attention"],
-                lw=0.9,
+            mass = attention_mass(r["attention"])
+            ax.step(
+                (np.arange(len(mass)) + 0.5) / len(mass),
+                mass,
+                where="mid",
+                lw=1.4,
                 color=OKABE_ITO[i],
                 label=f"gold at {r['gold_position']}: ABS {r['abs']:.2f}",
             )
         ax.set(yscale="log", title=f"{fmt}, {pairs} pairs", xlabel="Relative token position")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below: the lines fill the panel
-    axes[0][0].set_ylabel("Final-token attention")
+    axes[0][0].set_ylabel(f"Attention per 1/{ATTENTION_BINS} of the prompt")
     return fig
 
 

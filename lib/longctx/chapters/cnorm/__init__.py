@@ -37,6 +37,7 @@ from ...metrics import pearson_interval, summarize
 from ...models import load_tokenizer
 from ...paths import repo_root, resolve
 from ...plots import (
+    ATTENTION_BINS,
     FigureText,
     accuracy_by_position,
     attention_profiles,
@@ -1084,13 +1085,14 @@ def attention_text(view: CnormResult) -> FigureText:
     positions = sorted({row["gold_position"] for row in view.attention})
     formats = sorted({row["format"] for row in view.attention})
     caption = (
-        "Last-layer final-token attention over the prompt (log scale) for "
+        "Last-layer final-token attention over the prompt (log scale), summed over each of "
+        f"{ATTENTION_BINS} equal slices of the prompt's tokens, for "
         f"{' and '.join(formats)} ids, {view.label}: one key-value example with its gold pair "
         f"at each of {len(positions)} positions (an illustration, not an estimate); ABS in the "
         "legend."
     )
     alt = (
-        f"{len(formats)} panels of attention weight against relative token position, one line "
+        f"{len(formats)} panels of attention mass per slice against relative token position, one line "
         f"per gold position ({', '.join(str(p) for p in positions)})."
     )
     return FigureText(caption, alt)
