@@ -344,10 +344,12 @@ def retention_curves(
     title: str | None = None,
     paper: pd.DataFrame | None = None,
     paper_label: str = "paper",
+    links=None,
 ):
     """Retention R(H) vs H, one panel per ``facet`` value (e.g. EM, F1), one line per ``hue``,
     with each row's ``R_low``..``R_high`` band and the half-retention line; ``paper`` rows
-    (``facet``, ``hue``, ``h``, ``R``) are drawn as open diamonds in the hue's colour."""
+    (``facet``, ``hue``, ``h``, ``R``) are drawn as open diamonds in the hue's colour.
+    ``links(point)`` gives the address of a point's rows (:func:`link_point`)."""
     from matplotlib.lines import Line2D
 
     facets = list(dict.fromkeys(curve[facet]))
@@ -358,6 +360,15 @@ def retention_curves(
         for name, line in curve[curve[facet] == value].groupby(hue):
             line = line.sort_values(h)
             ax.plot(line[h], line["R"], marker="o", color=colours[name], lw=MAIN_LW)
+            for point in line.to_dict("records") if links else ():
+                link_point(
+                    ax,
+                    point[h],
+                    point["R"],
+                    links(point),
+                    f"{name} · {value}, H = {point[h]}: R = {point['R']:.2f} "
+                    f"(n = {point['questions']}); open its rows",
+                )
             ax.fill_between(
                 line[h], line["R_low"], line["R_high"], color=colours[name], alpha=0.15, lw=0
             )

@@ -29,7 +29,7 @@ from ..plots import FigureText, book_figure, condition_bars, retention_curves
 from ..reader import Reader
 from ..report import estimate_text, p_text, percent_words
 from ..requests import Request, dedupe_key, unique_requests
-from ..results import provenance, retention_curve, rows_table
+from ..results import point_links, provenance, retention_curve, rows_table
 from ..runner import Block, answer
 from ..tasks import semantic_competition as sc
 from .contract import ChapterResult, RunContext
@@ -244,13 +244,20 @@ def matched(
     return _with_far(part)
 
 
-def retention(table: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Retention curves R(H) with intervals and censored half-lives, per retriever and metric."""
+def retention_rows(table: pd.DataFrame, params: dict, retriever: str) -> pd.DataFrame:
+    """The rows behind one retriever's retention curve: gold only (H = 0) and each tested
+    number of its hard negatives, no far-rank snippets."""
     sweep = _select(table, params)
     sweep = sweep[(sweep["num_far"] == 0) & sweep["num_hard"].isin(params["hard_counts"])]
+    part = sweep[(sweep["retriever"] == retriever) | (sweep["condition"] == "gold")]
+    return part.assign(retriever=retriever)
+
+
+def retention(table: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Retention curves R(H) with intervals and censored half-lives, per retriever and metric."""
     curves, lives = [], []
     for r in params["retrievers"]:
-        part = sweep[(sweep["retriever"] == r) | (sweep["condition"] == "gold")].assign(retriever=r)
+        part = retention_rows(table, params, r)
         for metric, label in [("em", "EM"), ("f1", "F1"), ("inclusion", "Incl.")]:
             curve, life = retention_curve(
                 part, metric=metric, by=["model", "retriever"], seed=params["seed"]
@@ -690,12 +697,15 @@ def analyze(ctx: RunContext) -> CompetitionResult:
     table = everything[everything["model"] == reader.label]
     readers = matched(everything, params)
     curves, lives = retention(table, params)
+    behind = pd.concat([retention_rows(table, params, r) for r in params["retrievers"]])
+    links = point_links(behind, ("retriever", "num_hard"), results_dir, EXPERIMENT)
     length_levels, length_recovery = snippet_length(table, params)
     estimates = claims(results_dir, params, reader)
     view = CompetitionResult(
         label=reader.label,
         estimates=estimates,
         verdicts=chapter_verdicts("semantic_competition", estimates),
+        links=links,
         everything=everything,
         table=table,
         readers=readers,
@@ -757,6 +767,7 @@ def figure(view: CompetitionResult, paper: pd.DataFrame):
         view.curves[view.curves["metric"].isin(["EM", "F1"])],
         paper=paper_retention(paper),
         paper_label="paper: Qwen2.5-1.5B, 80 words, H = 79",
+        links=view.links,
     )
 
 

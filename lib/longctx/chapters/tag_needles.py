@@ -39,7 +39,7 @@ from ..plots import FigureText, accuracy_by_position, book_figure, paired_differ
 from ..reader import Reader
 from ..report import estimate_text, format_p, n_for_half_width, p_text, percent_words, points_ci
 from ..requests import dedupe_key
-from ..results import provenance
+from ..results import point_links, provenance
 from ..runner import Block, answer
 from ..tagging import TAG_EXPERIMENT, system_prompt, tagging_report
 from ..tasks import tag_needles as tn
@@ -1083,6 +1083,7 @@ def analyze(ctx: RunContext) -> TagResult:
         short=sized_comparison(scored["short"], params, paper, "short"),
         estimates=estimates,
         verdicts=chapter_verdicts("tag_needles", estimates),
+        links=point_links(main, ("model", "variant", "length"), results_dir, EXPERIMENT),
         provenance=(
             f"{provenance(grid, results_dir, EXPERIMENT)} Generated on {devices}, greedy "
             f"decoding, needle set `{params['needle_set']}`, seed {seed}."
@@ -1248,6 +1249,7 @@ def figure(view: TagResult):
         xlabel="Haystack tokens",
         paper=paper,
         paper_label=f"paper: {PAPER_MODEL} (NoLiMa+, Table 1), spread a little per variant",
+        links=view.links,
         height=4.2,
     )
     fig.axes[0].set_xscale("log")

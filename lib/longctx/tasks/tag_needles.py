@@ -45,7 +45,7 @@ from ..errors import DataFileError, ParameterError
 from ..metrics import extremum_drop_rate, nolima_contains, summarize
 from ..padding import paul_graham_essays
 from ..prompts import load_prompt
-from ..reader import Reader
+from ..reader import Reader, row_backend
 from ..requests import Request, StopRule
 from ..tagging import (
     VARIANTS,
@@ -501,6 +501,9 @@ def score_rows(rows: Sequence[dict]) -> list[dict]:
                 **c,
                 "variant_label": VARIANT_LABELS.get(c["variant"], c["variant"]),
                 "model": r["model"],
+                "model_name": r["model"],
+                "backend": row_backend(r),
+                "condition_json": json.dumps(c, sort_keys=True),
                 "example_id": r["example_id"],
                 "needle": needle_of(r["example_id"]),
                 "output": r["output"],
