@@ -47,7 +47,7 @@ from ...plots import (
 from ...reader import Reader
 from ...report import estimate_text, p_text, percent_words, points_ci
 from ...requests import Request, unique_requests
-from ...results import load_experiment, paired_comparison, provenance, rows_table
+from ...results import load_experiment, paired_comparison, point_links, provenance, rows_table
 from ...runner import Block, answer
 from ...tasks import kv_retrieval as kv
 from ...tasks import longbench_v2 as lb
@@ -950,6 +950,7 @@ def analyze(ctx: RunContext) -> CnormResult:
         chosen=chosen,
         shortest=shortest,
         qa=qa_rows,
+        links=point_links(qa_rows, ("model", "method", "gold_index"), results_dir, QA),
         qa_tests=qa_tests(qa_rows, params),
         per_seed=oaa_opa(qa_rows, ["method", "seed"]),
         kv=kv,
@@ -1111,6 +1112,7 @@ def qa_figure(view: CnormResult):
         facet_title="{}",
         xlabel="Position of the gold document",
         title=f"C-NORM ({view.chosen!r}, p = {view.params['cnorm_ratio']}) vs baseline",
+        links=view.links,
     )
 
 
