@@ -203,8 +203,8 @@ say(chapter.system_prompts(view.params["short_variants"]))
 # the paper's changes.
 
 # %% [markdown]
-# The paper's Table 1 in full (Claude 3.5 / 3.7 Sonnet on NoLiMa+; "td_tc_llm" is its
-# privileged LLM tagging), and ours in the same layout:
+# The paper's Table 1 in full (Claude 3.5 / 3.7 Sonnet on NoLiMa+; "TD+TC (the paper's LLM
+# tags)" is its privileged LLM tagging), and ours in the same layout:
 
 # %% tags=["hide-input"]
 show_all(chapter.paper_tables(view))

@@ -487,12 +487,28 @@ def query_aware_effects(table: pd.DataFrame, label: str, seed: int = 0) -> pd.Da
 
 def prompt_lengths(table: pd.DataFrame) -> pd.DataFrame:
     """Prompt tokens per setting and size (the paper's appendix F)."""
+
+    def words(setting: str, documents: int) -> str:
+        if setting == "documents":
+            return f"{documents} documents"
+        return "oracle (the gold document alone)" if setting == "oracle" else setting
+
+    named = table.assign(
+        setting=[words(s, k) for s, k in zip(table["setting"], table["num_documents"])]
+    )
     return (
-        table.assign(setting=table["setting"] + " " + table["num_documents"].astype(str))
-        .groupby("setting")["prompt_tokens"]
+        named.groupby("setting", sort=False)["prompt_tokens"]
         .agg(["mean", "std", "max"])
         .round(1)
         .reset_index()
+        .rename(
+            columns={
+                "setting": "prompt",
+                "mean": "mean prompt tokens",
+                "std": "standard deviation",
+                "max": "longest",
+            }
+        )
     )
 
 

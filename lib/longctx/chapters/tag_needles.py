@@ -661,21 +661,23 @@ def llm_tagged_chunks(stack: Haystack, params: dict) -> pd.DataFrame:
 
 
 def llm_answers(stack: Haystack, n: int = 6) -> pd.DataFrame:
-    """The LLM tagger's stored raw answers for the first needles, with the tags read from them."""
+    """The LLM tagger's stored answers for the first needles, with the tags read from them."""
     tagger = stack.taggers.llm
     answers = tagger.answers()
-    return pd.DataFrame(
-        [
-            {
-                "needle": c.needle,
-                "tags": tagger.tags_from(answers[c.needle[:80]])
-                if c.needle[:80] in answers
-                else None,
-                "raw answer": answers.get(c.needle[:80], {}),
-            }
-            for c in stack.cases[:n]
-        ]
-    )
+
+    def row(needle: str) -> dict:
+        found = answers.get(needle[:80])
+        if found is None:
+            return {"needle": needle, "tags read": "not asked", "the tagger's answer": ""}
+        return {
+            "needle": needle,
+            "tags read": ", ".join(tagger.tags_from(found)) or "none",
+            "the tagger's answer": " · ".join(
+                f"{m.upper()}: {a.strip()}" for m, a in found.items()
+            ),
+        }
+
+    return pd.DataFrame([row(c.needle) for c in stack.cases[:n]])
 
 
 def tagged_needle(params: dict, stack: Haystack) -> str | None:
@@ -1451,7 +1453,8 @@ def novelqa_tables(view: TagResult, ctx: RunContext) -> list:
     theirs = (
         view.paper[view.paper["table"] == 2]
         .pivot_table(index=["model", "variant"], columns="setting", values="value", sort=False)
-        .reset_index(),
+        .reset_index()
+        .assign(variant=lambda t: t["variant"].map(PAPER_VARIANT_LABELS).fillna(t["variant"])),
         "The paper's Table 2 (NovelQA+, accuracy %).",
     )
     if not params.get("novelqa_dir"):
