@@ -38,7 +38,11 @@ claims_by_readers = matrix.build(resolve(results_dir))
 table = matrix.default_findings(claims_by_readers, resolve(results_dir))
 glue_all({**findings.quoted(table), **matrix.quoted(claims_by_readers)})
 
-glue_figure("fig-matrix", matrix.figure(claims_by_readers), matrix.figure_text(claims_by_readers))
+glue_figure(
+    "fig-matrix",
+    matrix.figure(claims_by_readers, rows_href=partial(browser_href, resolve(results_dir))),
+    matrix.figure_text(claims_by_readers),
+)
 glue_figure("fig-findings", forest(table[table["scale"] == "points"]), findings.forest_text(table))
 glue_figure(
     "fig-findings-others",

@@ -500,6 +500,22 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
     return "<br>".join(lines)
 
 
+def cell_rows(cell: Cell, rows_href, known: dict | None = None) -> str | None:
+    """The address of a judged cell's rows: its reader's sample browser (``rows_href``, e.g.
+    :func:`longctx.downloads.browser_href` bound to a results folder) filtered to the claim's
+    conditions where both sides are one condition each; ``known`` keeps the browsers looked up."""
+    if not rows_href or cell.judgement is None:
+        return None
+    known = {} if known is None else known
+    key = (cell.column.folder, cell.claim.experiment)
+    if key not in known:
+        known[key] = rows_href(cell.claim.experiment, model_folder=cell.column.folder)
+    href = known[key]
+    if href and (chosen := rows_filter(cell.estimate)):
+        href += "#condition=" + quote(chosen)
+    return href
+
+
 def rows_filter(est: Estimate) -> str | None:
     """The sample browser's condition filter that shows exactly a claim's rows: each side's
     condition as ``field: value`` pairs (``;`` between them), the sides joined by ``||``;
@@ -548,14 +564,7 @@ def as_markdown(matrix: Matrix, rows_href=None) -> str:
                 if reader_free(claim) and k:
                     cells.append("same for every reader (no reader)")
                     continue
-                if rows_href and cell.judgement and (col.folder, claim.experiment) not in links:
-                    links[col.folder, claim.experiment] = rows_href(
-                        claim.experiment, model_folder=col.folder
-                    )
-                href = links.get((col.folder, claim.experiment)) if cell.judgement else None
-                if href and (chosen := rows_filter(cell.estimate)):
-                    href += "#condition=" + quote(chosen)
-                cells.append(cell_markdown(cell, href))
+                cells.append(cell_markdown(cell, cell_rows(cell, rows_href, links)))
             won, judged = matrix.reproduced_by(claim.id)
             if reader_free(claim):
                 won, judged = min(won, 1), min(judged, 1)
@@ -655,12 +664,18 @@ def reader_lines(matrix: Matrix) -> list[str]:
     return out
 
 
-def figure(matrix: Matrix):
+def figure(matrix: Matrix, rows_href=None):
     """:func:`longctx.plots.claims_grid` of the matrix (a reader-free claim marked "same"
-    beside its first reader)."""
+    beside its first reader); with ``rows_href`` each judged mark links to its rows, as the
+    table's cells do (:func:`cell_rows`)."""
     cells = frame(matrix)
     first = matrix.columns[0].folder if matrix.columns else None
     cells.loc[cells["reader_free"] & (cells["folder"] != first), "status"] = "same"
+    known: dict = {}
+    cells["href"] = [
+        cell_rows(matrix.cell(c, f), rows_href, known) if status == "judged" else None
+        for c, f, status in zip(cells["claim"], cells["folder"], cells["status"])
+    ]
     short = {c.label: c.short_label for c in matrix.columns}
     cells["reader"] = cells["reader"].map(short)
     return claims_grid(cells, readers=list(short.values()))

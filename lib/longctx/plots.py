@@ -485,6 +485,9 @@ def claims_grid(cells, *, readers: list[str]):
             )
             if r.preregistered is False:
                 ax.text(x + 0.14, y, "‡", va="center", ha="left", fontsize=10, color="0.3")
+            if getattr(r, "href", None):
+                where = r.reader.replace("\n", " ")
+                link_point(ax, x, y, r.href, f"{r.short}, {where}: {r.verdict}; open its rows")
         elif r.status == "same":
             ax.text(x, y, "same", va="center", ha="center", fontsize=10, color="0.55")
         else:
