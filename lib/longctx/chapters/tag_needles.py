@@ -37,7 +37,15 @@ from ..models import load_tokenizer
 from ..paths import resolve
 from ..plots import FigureText, accuracy_by_position, book_figure, paired_differences
 from ..reader import Reader
-from ..report import estimate_text, format_p, n_for_half_width, p_text, percent_words, points_ci
+from ..report import (
+    estimate_text,
+    format_p,
+    n_for_half_width,
+    p_text,
+    pct_ci,
+    percent_words,
+    points_ci,
+)
 from ..requests import dedupe_key
 from ..results import point_links, provenance
 from ..runner import Block, answer
@@ -571,12 +579,13 @@ def hop_table(hops: pd.DataFrame) -> pd.DataFrame:
     return hops.assign(
         variant=hops["variant"].map(tn.VARIANT_LABELS),
         **{
-            "accuracy (95% CI)": [
-                f"{a:.2f} [{lo:.2f}, {hi:.2f}]"
+            # in percent, as every other accuracy on the page
+            "accuracy (%, 95% CI)": [
+                pct_ci(a, lo, hi)
                 for a, lo, hi in zip(hops["accuracy"], hops["ci_low"], hops["ci_high"])
             ]
         },
-    )[["variant", "hop", "n", "accuracy (95% CI)"]]
+    )[["variant", "hop", "n", "accuracy (%, 95% CI)"]]
 
 
 PAPER_VARIANT_LABELS = {**tn.VARIANT_LABELS, "td_tc_llm": "TD+TC (the paper's LLM tags)"}
