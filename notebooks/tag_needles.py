@@ -186,9 +186,12 @@ show_all(chapter.short_tables(view))
 # tags in the context. Its control arm keeps that system message over an untagged context,
 # so TD+TC minus that arm is what the tags add. At {glue:text}`tag-short-length` tokens:
 # {glue:text}`tag-short-tags-alone`; at {glue:text}`tag-long-length` tokens:
-# {glue:text}`tag-long-tags-alone` (needles the unit, as above). The arm and this contrast
-# were fixed before their rows were generated; neither is one of the paper's claims, so the
-# findings page does not judge them. Each arm's full system message:
+# {glue:text}`tag-long-tags-alone` (needles the unit, as above). So at the short length the
+# tags do help this reader once the system message is held fixed, while TD+TC's own system
+# message costs it more than the tags win back; at the long length the tags add nothing
+# measurable. The arm and this contrast were fixed before their rows were generated and are
+# exploratory: neither is one of the paper's claims, so the findings page does not judge
+# them. Each arm's full system message:
 
 # %% tags=["remove-input"]
 say(chapter.system_prompts(view.params["short_variants"]))

@@ -500,7 +500,10 @@ def sized_comparison(
             row.update(
                 {
                     f"paper: {m.removesuffix(' Sonnet')}, 500 / 16K": " / ".join(
-                        f"{t1[(m, v, s)] - t1[(m, 'baseline', s)]:+.1f}" for s in ("500", "16000")
+                        f"{t1[(m, v, s)] - t1[(m, 'baseline', s)]:+.1f}"
+                        if (m, v, s) in t1.index
+                        else "—"  # an arm the paper did not run (our controls)
+                        for s in ("500", "16000")
                     )
                     for m in ("Claude 3.5 Sonnet", "Claude 3.7 Sonnet")
                 }
@@ -1028,6 +1031,17 @@ def statements(view: TagResult, params: dict) -> dict[str, bool]:
             view.overhead["tag share of context (%)"].between(5, 20).all()
         ),
     }
+    short_alone = view.short.get("tags_alone") if view.short is not None else None
+    long_alone = view.long.get("tags_alone") if view.long is not None else None
+    if short_alone is not None and long_alone is not None:
+        said[
+            "with the system message held fixed, the tags help at the short length and are not "
+            "decided at the long one; the system message costs more than the tags win back"
+        ] = (
+            short_alone.ci_low > 0
+            and long_alone.ci_low <= 0 <= long_alone.ci_high
+            and view.short["gains"].loc[TAGS_CONTROL, "change"] < -short_alone.change
+        )
     if view.long is not None:
         diff = view.long["pairs"]["td_tc_spacy"] - view.long["pairs"]["baseline"]
         said["at the long length, the questions that change almost all change for the worse"] = (
