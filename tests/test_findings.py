@@ -285,7 +285,7 @@ def test_intervals_wider_than_the_precision_target_are_marked(table):
     row = table.iloc[[0]].assign(difference=-20.0, ci_low=-30.04, ci_high=-10.0)
     assert "†" not in findings.as_markdown(row)
     marked = findings.as_markdown(row.assign(ci_low=-30.2))
-    assert marked.count("†") == 2 and "Wider than ±10 points" in marked
+    assert marked.count("†") == 2 and "Under-powered: its interval is wider than ±10" in marked
 
 
 def test_cnorm_token_claims_on_hand_made_rows(tmp_path):

@@ -471,11 +471,12 @@ def test_short_comparisons_ask_the_headline_cases_at_their_headline_depths():
     short = chapter.short_requests(
         params, tokenizer=WordTokenizer(), taggers=taggers, text=HAYSTACK
     )
-    assert len(short) == 6 * 4 and {r.condition["variant"] for r in short} == {
+    assert len(short) == 6 * 5 and {r.condition["variant"] for r in short} == {
         "baseline",
         "framing",
         "td",
         "td_tc_spacy",
+        "td_tc_system",
     }
     assert {r.condition["length"] for r in short} == {100} and not any(
         r.condition["query_aware"] for r in short
@@ -530,7 +531,7 @@ def test_plan_asks_a_grid_prompt_that_is_also_a_sized_one_once(monkeypatch):
     assert (
         blocks[1].headline
         and {r.condition["length"] for r in short} == {100}
-        and len(short) == 2 * 4
+        and len(short) == 2 * len(params["short_variants"])
     )
     grid_short = [r for b in blocks[2:] for r in b.requests if r.condition["length"] == 100]
     assert {r.example_id for r in grid_short} == {other.id} and len(grid_short) == 2
@@ -559,8 +560,8 @@ def test_long_headline_asks_every_case_of_both_sets_in_two_variants():
     reqs = chapter.long_requests(
         params, tokenizer=WordTokenizer(), taggers=tn.Taggers(spacy=SpacyTagger()), text=HAYSTACK
     )
-    assert len(reqs) == 6 * 2
-    assert {r.condition["variant"] for r in reqs} == {"baseline", "td_tc_spacy"}
+    assert len(reqs) == 6 * 3
+    assert {r.condition["variant"] for r in reqs} == {"baseline", "td_tc_spacy", "td_tc_system"}
     assert {r.condition["length"] for r in reqs} == {120} and not any(
         r.condition["query_aware"] for r in reqs
     )

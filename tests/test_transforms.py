@@ -347,6 +347,8 @@ def test_every_committed_needle_row_is_rebuilt_with_its_key():
         "td": [T.Tags("", True)],
         "td_tc_spacy": [T.Tags("spacy", True, chunk_chars=0)],
         "td_tc_llm": [T.Tags("llm", True, chunk_chars=0)],
+        # TD+TC's system message (spaCy's definitions) over an untagged context
+        "td_tc_system": [T.Tags("", True, message="td_tc_system")],
     }
     checked = 0
     for row in committed("tag_needles"):

@@ -174,6 +174,39 @@ def _legend_below(fig, handles, *, ncol: int = 2) -> None:
         fig.legend(handles=handles, loc="outside lower center", ncol=min(ncol, len(handles)))
 
 
+def _line_handles(hues: list, colours: dict, thick: dict) -> list:
+    """Legend entries of the hues' lines, drawn as :func:`_draw_line` draws them (none for
+    a single hue)."""
+    from matplotlib.lines import Line2D
+
+    return [
+        Line2D(
+            [],
+            [],
+            color=colours[h],
+            lw=MAIN_LW if thick[h] else OTHER_LW,
+            marker="o",
+            ms=5 if thick[h] else 8,
+            mfc=colours[h] if thick[h] else "white",
+            label=str(h),
+        )
+        for h in (hues if len(hues) > 1 else [])
+    ]
+
+
+def _link_line(ax, line, x: str, links, where: str) -> None:
+    """Each point of one drawn line one click from its rows (:func:`link_point`)."""
+    for row in line.to_dict("records"):
+        link_point(
+            ax,
+            row[x],
+            100 * row["accuracy"],
+            links(row),
+            f"{where}, {x} {row[x]:g}: {100 * row['accuracy']:.0f}% (n = {row['n']}); "
+            "open its rows",
+        )
+
+
 def _draw_line(ax, line, x: str, *, colour, ls: str, main: bool):
     """One condition's points: a line with a 95% band for the main reader, a thin line for
     the others; fewer than three points are drawn as points with whiskers, not a line a
@@ -256,9 +289,8 @@ def accuracy_by_position(
     (conditions, not readers).
     ``paper`` holds the paper's numbers (``facet``, ``x``, ``accuracy`` as a share, and
     ``hue`` where they differ by it), drawn as open diamonds; ``references`` are
-    ``(label, level in %, line style)`` grey levels drawn in every panel. ``links(row)`` gives
-    the address of a point's rows (its reader's sample browser, filtered) or None: each
-    point becomes one click from them (:func:`link_point`)."""
+    ``(label, level in %, line style)`` grey levels drawn in every panel. ``links(row)``: a
+    point's rows (:func:`link_point`)."""
     from matplotlib.lines import Line2D
 
     facets = sorted(summary[facet].unique())
@@ -279,18 +311,9 @@ def accuracy_by_position(
                 line = panel[(panel[hue] == h) & ((panel[style] == s) if style else True)]
                 if len(line):
                     _draw_line(ax, line, x, colour=colours[h], ls=dashes[s], main=thick[h])
-                for row in line.itertuples() if links else ():
-                    label = " · ".join(
-                        str(v) for v in (h, facet_title.format(value), s) if v is not None
-                    )
-                    link_point(
-                        ax,
-                        getattr(row, x),
-                        100 * row.accuracy,
-                        links(row._asdict()),
-                        f"{label}, {x} {getattr(row, x):g}: {100 * row.accuracy:.0f}% "
-                        f"(n = {row.n}); open its rows",
-                    )
+                if links:
+                    where = " · ".join(str(v) for v in (h, facet_title.format(value), s) if v)
+                    _link_line(ax, line, x, links, where)
         if paper is not None:
             part = paper[paper[facet] == value] if facet in paper else paper
             _paper_marks(ax, part, x=x, hue=hue, colours=colours)
@@ -305,20 +328,7 @@ def accuracy_by_position(
             ax.set_xlim(*xlim)
     axes[0][len(facets) // 2].set_xlabel(xlabel)  # once, under the middle panel
     axes[0][0].set_ylabel(ylabel)
-    handles = [
-        Line2D(
-            [],
-            [],
-            color=colours[h],
-            lw=MAIN_LW if thick[h] else OTHER_LW,
-            marker="o",
-            ms=5 if thick[h] else 8,
-            mfc=colours[h] if thick[h] else "white",
-            label=str(h),
-        )
-        for h in (hues if len(hues) > 1 else [])
-    ]
-    handles += [
+    handles = _line_handles(hues, colours, thick) + [
         Line2D([], [], color="0.25", ls=dashes[s], lw=1.6, label=str(s))
         for s in (styles if len(styles) > 1 else [])
     ]

@@ -450,12 +450,16 @@ class Tags(Transform):
     the paper's privileged ones otherwise); ``tagger=""`` with definitions is TD alone
     (definitions, untagged context). ``framing`` without definitions or tagger writes TD's
     system message without the definitions: the control arm for TD, since any system
-    message replaces the chat template's default one."""
+    message replaces the chat template's default one. ``message`` names the TAG variant
+    whose system message the definitions come in (default: the one the tagger implies);
+    ``Tags("", message="td_tc_system")`` is TD+TC's message over an untagged context, the
+    control arm for the tags themselves."""
 
     tagger: str = "spacy"
     definitions: bool = True
     chunk_chars: int = 500
     framing: bool = False
+    message: str = ""
     name: ClassVar[str] = "tags"
 
     def apply(self, example: Example) -> Example:
@@ -465,8 +469,9 @@ class Tags(Transform):
             example = example.write("system", system_prompt("framing"))
             return example.set(tags="none+framing", tag_definitions=False, tagger="")
         label = (self.tagger or "none") + ("+definitions" if self.definitions else "")
+        label += f":{self.message}" if self.message else ""
         if self.definitions:
-            variant = (
+            variant = self.message or (
                 "td"
                 if not self.tagger
                 else "td_tc_spacy"

@@ -1262,7 +1262,7 @@ def figure(view: TagResult):
     # The paper's marks of one length sit close together: spread them a little across the
     # (log) length axis, one step per variant, so each stays visible.
     order = {label: k for k, label in enumerate(dict.fromkeys(tn.VARIANT_LABELS.values()))}
-    step = (paper["label"].map(order) - (len(order) - 1) / 2).fillna(0)
+    step = (paper["label"].map(order).astype(float) - (len(order) - 1) / 2).fillna(0)
     paper = paper.assign(length=paper["length"] * 1.04**step)
     fig = accuracy_by_position(
         shown,

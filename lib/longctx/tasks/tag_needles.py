@@ -831,6 +831,7 @@ VARIANT_OF_TAGS = {
     "none+definitions": "td",
     "spacy+definitions": "td_tc_spacy",
     "llm+definitions": "td_tc_llm",
+    "none+definitions:td_tc_system": "td_tc_system",
 }
 
 
