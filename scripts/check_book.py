@@ -595,6 +595,9 @@ def empty_filters(driver, base: str, root: Path, links) -> list[str]:
         if (url, fragment) in seen:
             continue
         seen.add((url, fragment))
+        # A new fragment on the page already open would not reload it (the browser reads its
+        # filter at load): leave it first.
+        driver.get("about:blank")
         driver.get(f"{base}/{url}#{fragment}")
         time.sleep(0.1)
         count = driver.execute_script("return document.getElementById('count').textContent")

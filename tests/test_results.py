@@ -340,7 +340,7 @@ def test_a_figure_point_links_exactly_the_rows_behind_it(tmp_path):
     first = unquote(links({"model": "smollm2-135m-instruct", "gold_index": 0}))
     assert first == (
         "../downloads/smollm2-135m-instruct__kv_retrieval.html"
-        "#condition=gold_index: 0; num_pairs: 10&example=e0"
+        "#condition=gold_index: 0; num_pairs: 10&rows=k0"
     )
     other = unquote(links({"model": "smollm2-135m-instruct", "gold_index": 5}))
     assert other.endswith("#condition=gold_index: 5; num_pairs: 10")  # every such row is e2

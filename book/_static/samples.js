@@ -31,13 +31,18 @@
     }));
   }
 
+  // A figure's point may name its rows by key: &rows=key+key+... (only those rows show).
+  const keys = data.keys || [];
+  rows.forEach((row, i) => { row.key = keys[i]; });
+  const named = new URLSearchParams(location.hash.slice(1)).get("rows");
+  const only = named ? new Set(named.split(/[+ ]/).filter(Boolean)) : null;
+
   function matches(row) {
+    if (only && !only.has(row.key)) return false;
     return filters.every((f, i) => {
       if (!f) return true;
       const text = cell(row[i]).toLowerCase();
       if (columns[i] === "condition" && /\w: /.test(f)) return pairsMatch(f, text);
-      // "a || b || c": the cell is one of these, whole (a figure's point lists its examples).
-      if (f.includes("||")) return f.toLowerCase().split("||").some(v => v.trim() === text.trim());
       if (/^[<>]=?\s*-?[\d.]+$/.test(f) && row[i] !== null && row[i] !== "") {
         const value = Number(row[i]), limit = Number(f.replace(/^[<>]=?\s*/, ""));
         if (f.startsWith(">=")) return value >= limit;
@@ -105,7 +110,7 @@
   });
   table.createTBody();
   // A link may set filters in its address: #condition=field%3A%20value%3B%20... (the findings
-  // page links each claim's rows this way), and &example=id%20%7C%7C%20id... (a figure's point).
+  // page links each claim's rows this way); &rows= names rows by key (above).
   new URLSearchParams(location.hash.slice(1)).forEach((value, name) => {
     const i = columns.indexOf(name);
     if (i < 0) return;

@@ -23,7 +23,7 @@ from .matrix import build as build_matrix
 from .matrix import default_findings
 from .matrix import frame as matrix_frame
 from .report import elide
-from .results import DOWNLOADS, browser_path, condition_words
+from .results import DOWNLOADS, KEY_CHARS, browser_path, condition_words
 from .store import ResultsStore
 from .tasks import row_score
 
@@ -141,6 +141,8 @@ def browser_page(name: str, frame: pd.DataFrame, static: str = "../_static/") ->
         "rows": shown.values.tolist(),
         # the fields said once above the table, so a filter naming one still matches
         "fixed": {k: str(v) for k, v in fixed.items()},
+        # each row's key, so a figure's point can name exactly its rows (&rows=...)
+        "keys": [str(k)[:KEY_CHARS] for k in frame["key"]],
     }
     payload = json.dumps(data, ensure_ascii=False, default=str).replace("</", "<\\/")
     model, experiment = name.split("__", 1)

@@ -52,6 +52,7 @@ def rows_table(rows: Sequence[dict], score: Callable[[dict], float]):
     return pd.DataFrame.from_records(
         [
             {
+                "key": row["key"],
                 "model": model_label(row["model"], row_backend(row)),
                 "model_name": row["model"],
                 "backend": row_backend(row),
@@ -76,6 +77,7 @@ def rows_table(rows: Sequence[dict], score: Callable[[dict], float]):
 
 
 DOWNLOADS = "downloads"  # the site's folder of rows, browsers and records
+KEY_CHARS = 12  # of a row's key, enough to name it in a browser's address
 
 
 def browser_path(folder: str, experiment: str, prefix: str = "../") -> str:
@@ -96,8 +98,8 @@ def point_links(table: pd.DataFrame, by: Sequence[str], results_dir, experiment:
     """``links(point)`` for a figure drawn from ``table`` (rows with ``model_name``,
     ``backend``, ``condition_json`` and ``example_id``, as :func:`rows_table` makes them)
     summarized by ``by``: the sample browser of the point's reader filtered to exactly the
-    rows behind it (their conditions, and their examples too where the store holds more rows
-    of those conditions than the point was drawn from), or None for a point it did not draw
+    rows behind it (their conditions, and their keys too where the store holds more rows of
+    those conditions than the point was drawn from), or None for a point it did not draw
     from."""
     behind, stored = {}, {}
     for key, part in table.groupby(list(by)):
@@ -115,8 +117,9 @@ def point_links(table: pd.DataFrame, by: Sequence[str], results_dir, experiment:
         chosen = " || ".join(condition_words(json.loads(c)) for c in conditions)
         href = browser_path(folder, experiment) + "#condition=" + quote(chosen)
         if sum(stored[folder][c] for c in conditions) > len(part):
-            examples = " || ".join(sorted(set(map(str, part["example_id"]))))
-            href += "&example=" + quote(examples)
+            # The store holds more rows of these conditions (another part of the plan asked
+            # them of other examples): name the point's rows themselves, by key.
+            href += "&rows=" + "+".join(sorted(k[:KEY_CHARS] for k in part["key"]))
         behind[key if isinstance(key, tuple) else (key,)] = href
     return lambda point: behind.get(tuple(point[k] for k in by))
 
