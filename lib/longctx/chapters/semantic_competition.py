@@ -246,11 +246,14 @@ def matched(
 
 def retention_rows(table: pd.DataFrame, params: dict, retriever: str) -> pd.DataFrame:
     """The rows behind one retriever's retention curve: gold only (H = 0) and each tested
-    number of its hard negatives, no far-rank snippets."""
+    number of its hard negatives, no far-rank snippets, for the questions asked at every H."""
     sweep = _select(table, params)
     sweep = sweep[(sweep["num_far"] == 0) & sweep["num_hard"].isin(params["hard_counts"])]
     part = sweep[(sweep["retriever"] == retriever) | (sweep["condition"] == "gold")]
-    return part.assign(retriever=retriever)
+    # Only the questions asked at every H, as the curve's paired ratio keeps them.
+    asked = part.groupby("example_id")["num_hard"].nunique()
+    complete = asked[asked == part["num_hard"].nunique()].index
+    return part[part["example_id"].isin(complete)].assign(retriever=retriever)
 
 
 def retention(table: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -503,6 +503,7 @@ def score_rows(rows: Sequence[dict]) -> list[dict]:
                 "model": r["model"],
                 "model_name": r["model"],
                 "backend": row_backend(r),
+                "key": r["key"],
                 "condition_json": json.dumps(c, sort_keys=True),
                 "example_id": r["example_id"],
                 "needle": needle_of(r["example_id"]),
