@@ -1508,6 +1508,9 @@ def novelqa_tables(view: TagResult, ctx: RunContext) -> list:
     ]
 
 
+SHORT_LABELS = {"td_tc_system": "TD+TC message, untagged"}  # where the figure's width is short
+
+
 def sized_differences(view: TagResult) -> pd.DataFrame:
     """Each variant minus the baseline at the sized lengths (needles as the unit), with the
     paper's change for Claude 3.5 Sonnet at the same length (250) or the nearest it reports
@@ -1530,8 +1533,8 @@ def sized_differences(view: TagResult) -> pd.DataFrame:
             )
             rows.append(
                 {
-                    "label": f"{tn.VARIANT_LABELS[v]}, {view.params[length_key]:,} tokens "
-                    f"({int(g.needles)} needles)",
+                    "label": f"{SHORT_LABELS.get(v, tn.VARIANT_LABELS[v])}, "
+                    f"{view.params[length_key]:,} tokens ({int(g.needles)} needles)",
                     "difference": g.change,
                     "ci_low": g.ci_low,
                     "ci_high": g.ci_high,
