@@ -613,7 +613,8 @@ def figure_text(view: KeyValueResult) -> FigureText:
         f"{', '.join(str(k) for k in sizes)} key-value pairs; solid: query after the data, "
         "dashed: query-aware. Bands: 95% Wilson intervals ("
         + "; ".join(f"{n_of[k]} examples per point at {k} pairs" for k in sizes)
-        + f"). Thick with its band: {view.label}; thin: "
+        + f"). Thick with filled points and its band, on top: {view.label}; thin with open rings "
+        "beneath (visible around its points where they agree): "
         + (f"{', '.join(others)}, on the same prompts." if others else "no other reader.")
         + " Dotted grey: the paper's worst case over its six models, its value in the legend."
         + (

@@ -913,7 +913,8 @@ def figure_text(view: MultidocResult) -> FigureText:
         f"(gold document only), {int(base['n'].max()) if len(base) else 0} questions each. "
         f"{int(head['n'].min())} questions per point at {largest} documents with the question "
         f"at the end, {int(rest['n'].min()) if len(rest) else 0} elsewhere; bands are 95% "
-        f"Wilson intervals. Thick with its band: {view.label}; thin: "
+        f"Wilson intervals. Thick with filled points and its band, on top: {view.label}; thin with open rings "
+        "beneath (visible around its points where they agree): "
         + (f"{', '.join(others)}, on the same prompts." if others else "no other reader.")
     )
     alt = (
