@@ -364,6 +364,7 @@ def test_score_rows_uses_contains():
             "hop": "onehop",
             "tagger": "none",
         },
+        "key": "k0",
         "model": "m",
         "example_id": "W01/T01/onehop",
         "output": "It is Yuki.",
