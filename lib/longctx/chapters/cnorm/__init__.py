@@ -1219,10 +1219,24 @@ def attention_table(view: CnormResult) -> tuple[pd.DataFrame, str]:
         pd.DataFrame(view.attention)[["format", "gold_position", "tokens", "abs", "seconds"]]
         .merge(view.shares.drop(columns="abs"), on=["format", "gold_position"])
         .round(3)
+        .rename(
+            columns={
+                "format": "id format",
+                "gold_position": "gold pair's position",
+                "tokens": "prompt tokens",
+                "abs": "ABS",
+                "seconds": "seconds to measure",
+                "head": "share on the first tenth",
+                "middle": "share on the eight tenths between",
+                "tail": "share on the last tenth",
+            }
+        )
     )
     return (
         table,
-        "head, middle, tail: the share of attention on the prompt's first tenth, the middle and the last tenth.",
+        "ABS: the Attention Balance Score of the final token's attention (section 4.2); the "
+        "shares: of that attention on the prompt's first tenth, the eight tenths between and "
+        "its last tenth.",
     )
 
 
