@@ -14,29 +14,24 @@ def paper(name: str) -> pd.DataFrame:
     return pd.read_csv(repo_root() / "data" / "paper" / f"{name}.csv")
 
 
-def test_length_alone_marks_are_no_filler_accuracy_plus_the_drop_at_15k():
-    design = "GSM8K (paper's design)"
-    llama = length_alone.paper_bars(paper("length_alone"), "Llama3-8B")
-    # Llama-3-8B, GSM8K: Table 6 essay 87.8 - 9.0; Table 7 whitespace 87.5 - 3.2; Table 3 mask
-    # 86.1 - 4.3; Table 8 whitespace before the evidence 85.5 - 8.1
-    assert llama == pytest.approx(
-        {
-            (design, "essay"): 78.8,
-            (design, "whitespace"): 84.3,
-            (design, "masked"): 81.8,
-            (design, "whitespace, before the evidence"): 77.4,
-        }
-    )
-    mistral = length_alone.paper_bars(paper("length_alone"), "Mistral-7B-v0.3")
-    # Mistral-7B: Table 6 essay 70.6 - 28.9; Table 7 whitespace 70.0 - 24.0; Table 3 mask
-    # 64.5 - 8.2; Table 8 before 64.2 - 9.3
-    assert mistral == pytest.approx(
-        {
-            (design, "essay"): 41.7,
-            (design, "whitespace"): 46.0,
-            (design, "masked"): 56.3,
-            (design, "whitespace, before the evidence"): 54.9,
-        }
+DESIGN = "GSM8K (paper's design)"
+
+
+@pytest.mark.parametrize(
+    "reader,marks",
+    [
+        # Llama-3-8B, GSM8K: Table 6 essay 87.8 - 9.0; Table 7 whitespace 87.5 - 3.2; Table 3
+        # mask 86.1 - 4.3; Table 8 whitespace before the evidence 85.5 - 8.1
+        ("Llama3-8B", (78.8, 84.3, 81.8, 77.4)),
+        # Mistral-7B: Table 6 essay 70.6 - 28.9; Table 7 whitespace 70.0 - 24.0; Table 3 mask
+        # 64.5 - 8.2; Table 8 before 64.2 - 9.3
+        ("Mistral-7B-v0.3", (41.7, 46.0, 56.3, 54.9)),
+    ],
+)
+def test_length_alone_marks_are_no_filler_accuracy_plus_the_drop_at_15k(reader, marks):
+    conditions = ("essay", "whitespace", "masked", "whitespace, before the evidence")
+    assert length_alone.paper_bars(paper("length_alone"), reader) == pytest.approx(
+        {(DESIGN, c): m for c, m in zip(conditions, marks)}
     )
 
 

@@ -519,3 +519,10 @@ PRECISION_TARGET = 10.0  # points: the book sizes each headline comparison to th
 def half_width(row) -> float:
     """The wider side of a row's 95% interval, in points."""
     return max(row.ci_high - row.difference, row.difference - row.ci_low)
+
+
+def underpowered(row, scale: str) -> bool:
+    """Whether an estimate (an :class:`Estimate` or a findings row) of a claim in ``scale`` is
+    wider than :data:`PRECISION_TARGET` on a side; intervals print to 0.1, so a half-width
+    that rounds to the target meets it. A correlation has no target in points."""
+    return scale == "points" and round(half_width(row), 1) > PRECISION_TARGET

@@ -23,7 +23,7 @@ from .matrix import build as build_matrix
 from .matrix import default_findings
 from .matrix import frame as matrix_frame
 from .report import elide
-from .results import DOWNLOADS, KEY_CHARS, browser_path, condition_words
+from .results import DOWNLOADS, KEY_CHARS, browser_path, condition_words, store_name
 from .store import ResultsStore
 from .tasks import row_score
 
@@ -47,7 +47,7 @@ COLUMNS = (
 
 def base_name(store: ResultsStore) -> str:
     """``<model folder>__<experiment>``: the name of a store's files in ``downloads/``."""
-    return f"{store.dir.parent.name}__{store.dir.name}"
+    return store_name(store.dir.parent.name, store.dir.name)
 
 
 def rows_frame(rows: list[dict]) -> pd.DataFrame:

@@ -25,9 +25,9 @@ from .claims import (
     VERDICTS,
     Claim,
     Estimate,
-    half_width,
     judge,
     read_claims,
+    underpowered,
 )
 from .errors import DataFileError
 from .paths import build_commit, repo_root
@@ -173,8 +173,7 @@ def as_markdown(table, rows_href: Callable[[str], str | None] | None = None) -> 
         ]
         notes = []
         for k, r in enumerate(rows.itertuples(), 1):
-            # Intervals print to 0.1: a half-width that rounds to the target meets it.
-            wide = r.scale == "points" and round(half_width(r), 1) > PRECISION_TARGET
+            wide = underpowered(r, r.scale)
             ours = _interval(r.scale, r.difference, r.ci_low, r.ci_high, bold=True)
             href = rows_href(r.experiment) if rows_href and r.experiment else None
             browse = f' · <a href="{href}">rows</a>' if href else ""

@@ -46,6 +46,7 @@ from .claims import (
     half_width,
     judge,
     read_claims,
+    underpowered,
 )
 from .errors import LongctxError
 from .findings import estimates, findings_table
@@ -488,7 +489,7 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
         extra.append(cell.floor.split(" (")[0].replace("chance", "floor"))
     if est.capped:
         extra.append(f"{est.capped:.0f}% capped")
-    if cell.claim.scale == "points" and round(half_width(est), 1) > PRECISION_TARGET:
+    if underpowered(est, cell.claim.scale):
         extra.append(
             f"<abbr title=\"under-powered: wider than ±{PRECISION_TARGET:g} points, the book's "
             f'precision target; a provisional verdict">† ±{half_width(est):.1f}</abbr>'

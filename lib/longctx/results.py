@@ -80,10 +80,16 @@ DOWNLOADS = "downloads"  # the site's folder of rows, browsers and records
 KEY_CHARS = 12  # of a row's key, enough to name it in a browser's address
 
 
+def store_name(folder: str, experiment: str) -> str:
+    """``<reader folder>__<experiment>``: the name of a store's files (CSV, JSONL, browser) in
+    the site's downloads."""
+    return f"{folder}__{experiment}"
+
+
 def browser_path(folder: str, experiment: str, prefix: str = "../") -> str:
     """The site-relative address of the sample browser of a reader ``folder``'s store of
     ``experiment`` (``longctx.downloads`` writes it)."""
-    return f"{prefix}{DOWNLOADS}/{folder}__{experiment}.html"
+    return f"{prefix}{DOWNLOADS}/{store_name(folder, experiment)}.html"
 
 
 def condition_words(condition: dict, leave_out=frozenset()) -> str:

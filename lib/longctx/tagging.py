@@ -452,6 +452,19 @@ def parse_ie(output: str, categories: CategorySet) -> list[str]:
     return out
 
 
+def merged_tags(
+    outputs: dict[str, str], categories: CategorySet, min_confidence: int = 1
+) -> list[str]:
+    """One chunk's tags from a model's answer to each method (``classification``, ``ie``):
+    classification tags first, then any further IE tags (the paper's hybrid merge)."""
+    merged: list[str] = []
+    if "classification" in outputs:
+        merged += parse_classification(outputs["classification"], categories, min_confidence)
+    if "ie" in outputs:
+        merged += [t for t in parse_ie(outputs["ie"], categories) if t not in merged]
+    return merged
+
+
 class LLMTagger:
     """Tags from a language model, asked through the runner like every other prompt.
 
@@ -543,16 +556,8 @@ class LLMTagger:
         return ("classification", "ie") if self.method == "hybrid" else (self.method,)
 
     def tags_from(self, outputs: dict[str, str]) -> list[str]:
-        """One chunk's tags from its answer to each method: classification tags first, then
-        any further IE tags (the paper's hybrid merge)."""
-        merged: list[str] = []
-        if "classification" in outputs:
-            merged += parse_classification(
-                outputs["classification"], self.categories, self.min_confidence
-            )
-        if "ie" in outputs:
-            merged += [t for t in parse_ie(outputs["ie"], self.categories) if t not in merged]
-        return merged
+        """One chunk's tags from its answer to each method (:func:`merged_tags`)."""
+        return merged_tags(outputs, self.categories, self.min_confidence)
 
     def tag_with_raw(self, chunks: Sequence[str]) -> tuple[list[list[str]], list[str]]:
         outputs = {m: self._run(m, chunks) for m in self.methods}

@@ -830,26 +830,27 @@ def closed_book_level(rows: list[dict]) -> dict:
     closed = [r for r in rows if r["condition"].get("setting") == "closed-book"]
     if not closed:
         return {}
-    hits = [r for r in closed if qa.score(r)]
 
     def echoed(row) -> bool:
         found = _QUESTION.search(row["prompt"])
         question = normalize_answer(found.group(1)) if found else ""
-        return any(normalize_answer(g) and normalize_answer(g) in question for g in row["gold"])
+        golds = (normalize_answer(g) for g in row["gold"])
+        return any(g and g in question for g in golds)
 
-    echo = [r for r in closed if echoed(r)]
-    clean = [r for r in closed if not echoed(r)]
-    clean_hits = sum(1 for r in clean if qa.score(r))
-    low, high = wilson_interval(len(hits), len(closed))
-    clean_low, clean_high = wilson_interval(clean_hits, len(clean))
+    # (hit, echoed) per question, each judged once
+    judged = [(bool(qa.score(r)), echoed(r)) for r in closed]
+    hits = sum(hit for hit, _ in judged)
+    clean = [hit for hit, echo in judged if not echo]
+    low, high = wilson_interval(hits, len(closed))
+    clean_low, clean_high = wilson_interval(sum(clean), len(clean))
     return {
         "n": f"{len(closed):,}",
-        "hits": f"{len(hits):,}",
-        "level": pct_ci(len(hits) / len(closed), low, high),
-        "echo_questions": f"{len(echo):,}",
-        "echo_hits": f"{sum(1 for r in hits if echoed(r)):,}",
+        "hits": f"{hits:,}",
+        "level": pct_ci(hits / len(closed), low, high),
+        "echo_questions": f"{sum(echo for _, echo in judged):,}",
+        "echo_hits": f"{sum(hit and echo for hit, echo in judged):,}",
         "clean_n": f"{len(clean):,}",
-        "clean_level": pct_ci(clean_hits / len(clean), clean_low, clean_high),
+        "clean_level": pct_ci(sum(clean) / len(clean), clean_low, clean_high),
     }
 
 

@@ -256,15 +256,13 @@ def retention_rows(table: pd.DataFrame, params: dict, retriever: str) -> pd.Data
     return part[part["example_id"].isin(complete)].assign(retriever=retriever)
 
 
-def retention(table: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Retention curves R(H) with intervals and censored half-lives, per retriever and metric."""
+def retention(parts: dict[str, pd.DataFrame], seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Retention curves R(H) with intervals and censored half-lives, per retriever (``parts``:
+    retriever -> its :func:`retention_rows`) and metric."""
     curves, lives = [], []
-    for r in params["retrievers"]:
-        part = retention_rows(table, params, r)
+    for part in parts.values():
         for metric, label in [("em", "EM"), ("f1", "F1"), ("inclusion", "Incl.")]:
-            curve, life = retention_curve(
-                part, metric=metric, by=["model", "retriever"], seed=params["seed"]
-            )
+            curve, life = retention_curve(part, metric=metric, by=["model", "retriever"], seed=seed)
             curves.append(curve.assign(metric=label))
             lives.append(life.assign(metric=label))
     return pd.concat(curves), pd.concat(lives)
@@ -699,8 +697,9 @@ def analyze(ctx: RunContext) -> CompetitionResult:
     everything = scored(answered(ctx))
     table = everything[everything["model"] == reader.label]
     readers = matched(everything, params)
-    curves, lives = retention(table, params)
-    behind = pd.concat([retention_rows(table, params, r) for r in params["retrievers"]])
+    parts = {r: retention_rows(table, params, r) for r in params["retrievers"]}
+    curves, lives = retention(parts, seed)
+    behind = pd.concat(parts.values())
     links = point_links(behind, ("retriever", "num_hard"), results_dir, EXPERIMENT)
     length_levels, length_recovery = snippet_length(table, params)
     estimates = claims(results_dir, params, reader)

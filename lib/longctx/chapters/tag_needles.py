@@ -485,17 +485,7 @@ def sized_comparison(
     t1 = paper[paper["table"] == 1].set_index(["model", "variant", "setting"])["value"]
     rows = []
     for v, g in gains.iterrows():
-        diff = pairs[v] - pairs["baseline"]
-        per_needle = diff.groupby(diff.index.map(tn.needle_of)).mean()
-        row = {
-            "comparison": f"{tn.VARIANT_LABELS[v]} minus baseline",
-            "needles (questions)": f"{int(g.needles)} ({int(g.n)})",
-            "accuracy over needles (%)": f"{g.variant_level:.1f} vs {g.control_level:.1f}",
-            "change (pts, 95% CI)": points_ci(g.change, g.ci_low, g.ci_high),
-            "p": format_p(g.p_sign_flip),
-            "discordant questions": int((diff != 0).sum()),
-            "needles for ±10 pts": n_for_half_width(per_needle),
-        }
+        row = _comparison_row(f"{tn.VARIANT_LABELS[v]} minus baseline", g, pairs, v, "baseline")
         if which == "long":
             row.update(
                 {
@@ -513,25 +503,11 @@ def sized_comparison(
         rows.append(row)
     tags_alone = tags_alone_estimate(scored, params["seed"])
     if tags_alone is not None:
-        row = {
-            "comparison": f"{tn.VARIANT_LABELS['td_tc_spacy']} minus "
-            f"{tn.VARIANT_LABELS[TAGS_CONTROL]} (the tags alone; exploratory)",
-            "needles (questions)": f"{int(tags_alone.needles)} ({int(tags_alone.n)})",
-            "accuracy over needles (%)": (
-                f"{tags_alone.variant_level:.1f} vs {tags_alone.control_level:.1f}"
-            ),
-            "change (pts, 95% CI)": points_ci(
-                tags_alone.change, tags_alone.ci_low, tags_alone.ci_high
-            ),
-            "p": format_p(tags_alone.p_sign_flip),
-            "discordant questions": int((pairs["td_tc_spacy"] != pairs[TAGS_CONTROL]).sum()),
-            "needles for ±10 pts": n_for_half_width(
-                (pairs["td_tc_spacy"] - pairs[TAGS_CONTROL])
-                .groupby(pairs.index.map(tn.needle_of))
-                .mean()
-            ),
-        }
-        rows.append(row)
+        label = (
+            f"{tn.VARIANT_LABELS['td_tc_spacy']} minus {tn.VARIANT_LABELS[TAGS_CONTROL]} "
+            "(the tags alone; exploratory)"
+        )
+        rows.append(_comparison_row(label, tags_alone, pairs, "td_tc_spacy", TAGS_CONTROL))
     by_hop = tn.accuracy_table(scored, by=["variant", "hop"])
     hops = pd.concat([tn.accuracy_table(scored, by=["variant"]).assign(hop="all"), by_hop])
     return {
@@ -541,6 +517,21 @@ def sized_comparison(
         "table": pd.DataFrame(rows),
         "hops": hops,
         "scored": scored,
+    }
+
+
+def _comparison_row(label: str, g, pairs: pd.DataFrame, treatment: str, control: str) -> dict:
+    """One line of a sized table: ``g`` is a :func:`~longctx.tasks.tag_needles.versus_baseline`
+    row (sides and change over needles), ``pairs`` each question's answers by variant."""
+    diff = pairs[treatment] - pairs[control]
+    return {
+        "comparison": label,
+        "needles (questions)": f"{int(g.needles)} ({int(g.n)})",
+        "accuracy over needles (%)": f"{g.variant_level:.1f} vs {g.control_level:.1f}",
+        "change (pts, 95% CI)": points_ci(g.change, g.ci_low, g.ci_high),
+        "p": format_p(g.p_sign_flip),
+        "discordant questions": int((diff != 0).sum()),
+        "needles for ±10 pts": n_for_half_width(diff.groupby(diff.index.map(tn.needle_of)).mean()),
     }
 
 
@@ -1230,10 +1221,18 @@ def sized_text(view: TagResult) -> FigureText:
     return FigureText(caption, alt)
 
 
+DEPTH_VARIANTS = ("baseline", "td_tc_spacy")  # the headline pair: five lines were noise
+
+
+def headline_depths(view: TagResult) -> pd.DataFrame:
+    """:func:`by_depth` for the headline pair only: what the depth figure draws."""
+    depths = by_depth(view.main)
+    return depths[depths["variant"].isin(DEPTH_VARIANTS)]
+
+
 def depth_text(view: TagResult) -> FigureText:
     """:func:`depth_figure`'s caption and alt text."""
-    depths = by_depth(view.main)
-    depths = depths[depths["variant"].isin(DEPTH_VARIANTS)]
+    depths = headline_depths(view)
     per_point = depths["units"].min()
     caption = (
         "Accuracy against the needle's depth (percent of the context before it) for the "
@@ -1283,16 +1282,12 @@ def figure(view: TagResult):
     return fig
 
 
-DEPTH_VARIANTS = ("baseline", "td_tc_spacy")  # the headline pair: five lines were noise
-
-
 @book_figure
 def depth_figure(view: TagResult):
     """Accuracy against the needle's depth for the headline pair, pooled over lengths, each
     with its band."""
-    depths = by_depth(view.main)
     return accuracy_by_position(
-        depths[depths["variant"].isin(DEPTH_VARIANTS)],
+        headline_depths(view),
         x="depth",
         facet="model",
         hue="label",

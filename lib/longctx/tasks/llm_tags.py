@@ -6,15 +6,12 @@ what it yields is the tags read from its answer (:func:`tags`)."""
 
 from __future__ import annotations
 
-from ..tagging import TAG_TASK, load_categories, parse_classification, parse_ie
+from ..tagging import TAG_TASK, load_categories, merged_tags
 
 TASK = TAG_TASK
 
 
 def tags(row: dict, categories: str = "privileged", min_confidence: int = 1) -> list[str]:
     """The category names a stored row's answer names (the tagger's own parsing)."""
-    found = load_categories(categories)
-    output = row["raw_output"]
-    if row["condition"]["method"] == "classification":
-        return parse_classification(output, found, min_confidence)
-    return parse_ie(output, found)
+    outputs = {row["condition"]["method"]: row["raw_output"]}
+    return merged_tags(outputs, load_categories(categories), min_confidence)
