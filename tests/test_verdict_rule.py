@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from longctx.claims import Claim, Estimate, Premise, judge, magnitude, read_claims
+from longctx.claims import Check, Claim, Estimate, Premise, judge, magnitude, read_claims
 from longctx.errors import DataFileError
 from longctx.metrics import holm, pearson_interval, sign_flip_test
 from longctx.report import format_p
@@ -121,7 +121,7 @@ def test_an_interval_holding_zero_is_not_agreement():
 
 
 def test_a_floor_on_the_control():
-    premise = Premise("control", 20.0, "answers closed-book")
+    premise = Premise.single("control", 20.0, "answers closed-book")
     j = judge(_est(18.0, 32.7, control=5.3), _claim(-1, -2.3, premise=premise))
     assert j.verdict == "premise not met" and not j.premise_met
     # the direction is still reported beside it
@@ -133,7 +133,7 @@ def test_a_floor_on_the_control():
 
 
 def test_room_below_the_ceiling_against_the_paper():
-    premise = Premise("room", "paper", "room for the paper's gain")
+    premise = Premise.single("room", "paper", "room for the paper's gain")
     claim = _claim(+1, 9.5, premise=premise)
     assert judge(_est(-5.0, 7.5, p=1.0, control=91.25), claim).verdict == "premise not met"
     assert judge(_est(-5.0, 7.5, p=1.0, control=85.0), claim).verdict == "not reproduced"
@@ -143,7 +143,7 @@ def test_room_below_the_ceiling_against_the_paper():
 
 
 def test_a_fact_the_chapter_computes():
-    premise = Premise("retrieval", 50.0, "recitations retrieve")
+    premise = Premise.single("retrieval", 50.0, "recitations retrieve")
     claim = _claim(+1, 1.8, premise=premise)
     assert judge(_est(-26.0, -6.0, facts={"retrieval": 10.9}), claim).verdict == "premise not met"
     assert judge(_est(-26.0, -6.0, facts={"retrieval": 60.0}), claim).verdict == (
@@ -154,8 +154,10 @@ def test_a_fact_the_chapter_computes():
 
 
 def test_premise_parsing():
-    assert Premise.parse("control >= 20", "w", "here") == Premise("control", 20.0, "w")
-    assert Premise.parse("room >= paper", "w", "here").minimum == "paper"
+    assert Premise.parse("control >= 20", "w", "here") == Premise.single("control", 20.0, "w")
+    assert Premise.parse("room >= paper", "w", "here").checks[0].minimum == "paper"
+    both = Premise.parse("control >= 50 and recited >= 90.9", "w", "here")
+    assert both == Premise((Check("control", 50.0), Check("recited", 90.9)), "w")
     with pytest.raises(DataFileError, match="not '<quantity> >= <number or paper>'"):
         Premise.parse("control > 20", "w", "claims.csv row 3")
 
@@ -225,3 +227,25 @@ def test_pearson_interval_is_fishers():
     assert lo == pytest.approx(np.tanh(z - 1.959964 * se), abs=1e-5)
     assert hi == pytest.approx(np.tanh(z + 1.959964 * se), abs=1e-5)
     assert r == pytest.approx(np.corrcoef(x, y)[0, 1]) and p < 0.01
+
+
+def test_every_check_of_a_premise_must_hold():
+    premise = Premise.parse("control >= 50 and recited >= 90.9", "solves short, recites long", "t")
+    claim = _claim(-1, -9.0, premise=premise)
+    held = judge(_est(-49.0, -30.0, control=96.7, facts={"recited": 95.0}), claim)
+    assert held.verdict == "reproduced" and held.premise_met
+    assert "control 96.7% >= 50%, recited 95.0% >= 90.9%" in held.premise
+    failed = judge(_est(-49.0, -30.0, control=96.7, facts={"recited": 40.0}), claim)
+    assert failed.verdict == "premise not met" and "recited 40.0% < 90.9%" in failed.premise
+
+
+def test_a_premise_fact_not_measured_yet_leaves_the_claim_unjudged():
+    """NaN: the chapter computes the fact but its rows are not all stored."""
+    premise = Premise.parse("control >= 50 and recited >= 90.9", "w", "t")
+    claim = _claim(-1, -9.0, premise=premise)
+    j = judge(_est(-49.0, -30.0, control=96.7, facts={"recited": float("nan")}), claim)
+    assert j.verdict == "premise not measured" and j.premise_met is None
+    assert "recited not measured yet (needs >= 90.9%)" in j.premise
+    # a check that fails decides even while another is not measured
+    low = judge(_est(-49.0, -30.0, control=20.0, facts={"recited": float("nan")}), claim)
+    assert low.verdict == "premise not met" and low.premise_met is False

@@ -14,7 +14,10 @@ cannot be tested here. The verdict rule (:func:`judge`):
 
 1. **premise not met**: the premise check fails (the control condition sits on a floor,
    the retrieval the claim assumes did not happen, the ceiling leaves less room than the
-   paper's effect); the direction and magnitude are still shown beside it.
+   paper's effect); the direction and magnitude are still shown beside it. A premise may
+   join several checks with "and"; while a fact one of them needs is not measured on this
+   reader's rows (its rows not all stored) and no other check fails, the claim is **premise
+   not measured**: not judged yet, whatever its interval says.
 2. A **directional** claim (the paper reports an effect with a sign):
 
    * **reproduced**: the interval excludes 0 on the side of the paper's effect and the
@@ -58,7 +61,9 @@ VERDICTS = (
     "not reproduced",
     "inconclusive at this n",
     "premise not met",
+    "premise not measured",
 )
+UNMEASURED = VERDICTS[-1]  # a premise fact whose rows are not all stored: not judged yet
 KINDS = ("directional", "saturation", "no-effect")
 ALPHA = 0.05  # the exact test's level, which must agree with the interval to call a direction
 
@@ -117,28 +122,28 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class Premise:
-    """What must hold on this reader's rows for a claim to be testable here: ``quantity``
-    at least ``minimum``. The quantity is ``control`` or ``treatment`` (a side's level in
-    %), ``room`` (how far the treatment can move in the claim's direction: 100 - control
-    for a gain, control for a loss) or a fact the chapter computes (``Estimate.facts``);
-    the minimum is a number or ``paper`` (the size of the paper's effect)."""
+class Check:
+    """One condition of a premise: ``quantity`` at least ``minimum``. The quantity is
+    ``control`` or ``treatment`` (a side's level in %), ``room`` (how far the treatment can
+    move in the claim's direction: 100 - control for a gain, control for a loss) or a fact
+    the chapter computes (``Estimate.facts``); the minimum is a number or ``paper`` (the
+    size of the paper's effect)."""
 
     quantity: str
     minimum: float | str
-    why: str  # in words, for the findings page
 
     _FORM = re.compile(r"^\s*([a-z_]+)\s*>=\s*(paper|-?[\d.]+)\s*$")
 
     @classmethod
-    def parse(cls, check: str, why: str, where: str) -> Premise:
+    def parse(cls, check: str, where: str) -> Check:
         m = cls._FORM.match(check)
         if not m:
             raise DataFileError(
                 f"{where}: premise '{check}' is not '<quantity> >= <number or paper>'"
+                " (several joined by 'and')"
             )
         minimum = m.group(2)
-        return cls(m.group(1), minimum if minimum == "paper" else float(minimum), why)
+        return cls(m.group(1), minimum if minimum == "paper" else float(minimum))
 
     def value(self, est: Estimate, claim: Claim) -> float | None:
         if self.quantity == "control":
@@ -157,6 +162,26 @@ class Premise:
                 raise DataFileError(f"claim {claim.id}: premise needs the paper's effect")
             return abs(claim.paper_effect)
         return float(self.minimum)
+
+
+@dataclass(frozen=True)
+class Premise:
+    """What must hold on this reader's rows for a claim to be testable here: every one of
+    its ``checks``; ``why`` says it in words, for the findings page. A chapter reports a
+    fact as NaN when its rows are not all stored yet: the premise is then not measured, and
+    the claim is not judged."""
+
+    checks: tuple[Check, ...]
+    why: str
+
+    @classmethod
+    def parse(cls, text: str, why: str, where: str) -> Premise:
+        """``"control >= 50"`` or several checks joined by ``and``."""
+        return cls(tuple(Check.parse(part, where) for part in re.split(r"\s+and\s+", text)), why)
+
+    @classmethod
+    def single(cls, quantity: str, minimum: float | str, why: str) -> Premise:
+        return cls((Check(quantity, minimum),), why)
 
 
 PAPER_DIR = Path("data") / "paper"
@@ -275,7 +300,7 @@ class Judgement:
     direction: str
     magnitude: str
     premise: str
-    premise_met: bool = True
+    premise_met: bool | None = True  # None: not measured on this reader's rows yet
     magnitude_short: str = ""  # the magnitude in a few words, for table cells
 
 
@@ -288,7 +313,7 @@ def judge(est: Estimate, claim: Claim) -> Judgement:
         decided, direction = _equivalence(est, claim)
     short = _magnitude(est, claim)[1]
     return Judgement(
-        decided if premise_met else "premise not met",
+        decided if premise_met else "premise not met" if premise_met is False else UNMEASURED,
         direction,
         magnitude(est, claim),
         premise,
@@ -378,22 +403,33 @@ def _magnitude(est: Estimate, claim: Claim) -> tuple[str, str]:
     return f"smaller than the paper's: {times}", times.replace("x", "×", 1)
 
 
-def _premise(est: Estimate, claim: Claim) -> tuple[bool, str]:
+def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str]:
+    """Whether the premise holds (None: a fact it needs is not measured on these rows yet)
+    and each check with its value in words."""
     premise = claim.premise
     if premise is None:
         return True, ""
-    value, threshold = premise.value(est, claim), premise.threshold(claim)
-    if value is None:
-        raise DataFileError(
-            f"claim {claim.id}: its premise needs '{premise.quantity}', which its chapter "
-            "does not compute"
+    parts, met = [], True
+    for check in premise.checks:
+        value, threshold = check.value(est, claim), check.threshold(claim)
+        if value is None:
+            raise DataFileError(
+                f"claim {claim.id}: its premise needs '{check.quantity}', which its chapter "
+                "does not compute"
+            )
+        unit = "" if claim.scale == "r" else "%" if check.quantity != "room" else " pts"
+        if value != value:
+            parts.append(f"{check.quantity} not measured yet (needs >= {threshold:g}{unit})")
+            met = None
+            continue
+        ok = value >= threshold
+        met = met and ok if met is not None else None
+        parts.append(
+            f"{check.quantity} {value:.1f}{unit} {'>=' if ok else '<'} {threshold:g}{unit}"
         )
-    met = value >= threshold
-    unit = "" if claim.scale == "r" else "%" if premise.quantity != "room" else " pts"
-    return met, (
-        f"{premise.why}: {premise.quantity} {value:.1f}{unit} "
-        f"{'>=' if met else '<'} {threshold:g}{unit}"
-    )
+    if met is None and any(" < " in p for p in parts):
+        met = False  # a check that fails decides, measured or not
+    return met, f"{premise.why}: {', '.join(parts)}"
 
 
 def paired_estimate(
@@ -510,6 +546,7 @@ VERDICT_MARK = {
     "not reproduced": "✘ not reproduced",
     "inconclusive at this n": "? inconclusive at this n",
     "premise not met": "∅ premise not met",
+    "premise not measured": "◌ premise not measured",
 }
 
 

@@ -402,6 +402,7 @@ VERDICT_WORDS = {
     "not reproduced": "not reproduced",
     "inconclusive at this n": "inconclusive",
     "premise not met": "premise not met",
+    "premise not measured": "premise not measured",
 }
 NOT_PREREGISTERED = "‡"  # the claim's rule took its form after this reader's first row
 
@@ -484,7 +485,7 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
     ]
     extra = []
     if cell.claim.premise:
-        extra.append("premise ✓" if j.premise_met else "premise ✗")
+        extra.append({True: "premise ✓", False: "premise ✗", None: "premise ?"}[j.premise_met])
     if cell.floor:
         extra.append(cell.floor.split(" (")[0].replace("chance", "floor"))
     if est.capped:

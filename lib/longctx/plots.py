@@ -412,6 +412,7 @@ VERDICT_COLOURS = {  # Okabe-Ito: told apart with any colour vision
     "not reproduced": "#E69F00",
     "inconclusive at this n": "#999999",
     "premise not met": "#56B4E9",
+    "premise not measured": "#CC79A7",
 }
 
 
@@ -455,6 +456,7 @@ VERDICT_MARKERS = {  # shape as well as colour, so a mark reads in grey too
     "not reproduced": "s",
     "inconclusive at this n": "d",
     "premise not met": "o",
+    "premise not measured": "P",
 }
 UNJUDGED_WORDS = {
     "running": "part run",

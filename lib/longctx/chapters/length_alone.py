@@ -215,7 +215,8 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     no filler; with ``ruler``, RULER QA1 and QA2 at the shortest length, the paper's two steps
     (recite, then answer from the recitation) minus RULER's prompt over the whole context."""
     # The store also holds an earlier run
-    keep = {p.id for p in problems_for(params).get("gsm8k", [])}
+    gsm8k = {p.id: p for p in problems_for(params).get("gsm8k", [])}
+    keep = set(gsm8k)
     rows = [r for r in reader.store(results_dir, EXPERIMENT).rows() if r["example_id"] in keep]
     longest = max(n for arm in params["arms"] if "gsm8k" in arm["subtasks"] for n in arm["lengths"])
     short = by_unit(rows, {"subtask": "gsm8k", "mode": "solve", "filler_tokens": 0}, _gsm8k_correct)
@@ -229,11 +230,14 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
             "filler_tokens": longest,
         }
         label = f"{longest / 1000:g}K" if longest >= 1000 else str(longest)
-        return paired_estimate(
+        est = paired_estimate(
             short,
             by_unit(rows, long, _gsm8k_correct),
             side_names=("no filler", f"{LABELS[filler, placement]} ({label} tokens)"),
         )
+        if placement != "between":
+            return est
+        return replace(est, facts={"recited": recited_share(rows, gsm8k, filler, longest)})
 
     out = {
         "la-essay": lambda: drop("essay"),
@@ -271,6 +275,26 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
 
             out[f"la-ruler-{subtask}"] = recite_first
     return estimable(out)
+
+
+def recited_share(rows: list[dict], problems: dict[str, la.Problem], filler: str, length: int):
+    """The paper's premise (section 3.2, Table 6): the percentage of ``problems`` whose
+    evidence, analysis and question the reader recites word for word with ``filler`` of
+    ``length`` tokens between evidence and question (exact match, scored once per problem);
+    NaN until every problem's recitation is stored, so no subset is judged."""
+    where = {"subtask": "gsm8k", "mode": "recite", "filler": filler, "filler_tokens": length}
+    if length == 0:
+        where = {**where, "filler": "none"}
+    recited = {
+        r["example_id"]: la.recitation_exact_match(r["output"], problems[r["example_id"]])[
+            "retrieval_em"
+        ]
+        for r in rows
+        if all(r["condition"].get(k) == v for k, v in where.items())
+    }
+    if set(recited) != set(problems):
+        return float("nan")
+    return 100 * sum(recited.values()) / len(recited)
 
 
 # ---------------------------------------------------------------------------------------------
