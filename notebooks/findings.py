@@ -120,13 +120,15 @@ say(findings.tally_markdown(table))
 # * **premise not met**: what the claim takes for granted fails for this reader (a
 #   closed-book floor, a retrieval that did not happen, a ceiling with less room than the
 #   paper's effect); the direction and magnitude are still shown, but they do not test the
-#   claim.
+#   claim. A premise may join several checks; while one of them needs rows this reader has
+#   not all stored (a recitation at the long length, say) and no other check fails, the
+#   claim is **premise not measured**: shown, but not judged yet.
 # * A **directional** claim is **reproduced** when the interval excludes 0 on the paper's
 #   side and the exact test agrees (p < 0.05), **opposite direction** on the other side,
 #   **not reproduced** when no direction is called and the interval excludes the paper's
 #   effect, and **inconclusive at this n** otherwise. Its **magnitude** is judged apart:
 #   the paper's effect inside our interval, ours larger or smaller, and the ratio, so a
-#   direction reproduced at 18 times the paper's size says so.
+#   direction reproduced at many times the paper's size says so.
 # * A **saturation** claim ("beyond 20 documents accuracy barely improves") is reproduced
 #   when the whole interval lies below its margin; a **no-effect** claim when the whole
 #   interval lies within plus or minus its margin (two one-sided tests). An interval that

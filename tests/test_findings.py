@@ -81,7 +81,8 @@ def test_every_verdict_follows_the_rule(table):
         )
         assert row.verdict == verdict(est, by_id[row.id]), row.id
         assert row.ci_low <= row.difference <= row.ci_high, row.id
-        assert (row.verdict == "premise not met") == (not row.premise_met), row.id
+        assert (row.verdict == "premise not met") == (row.premise_met is False), row.id
+        assert (row.verdict == "premise not measured") == (row.premise_met is None), row.id
 
 
 def test_every_claim_shows_direction_magnitude_and_premise(table):

@@ -7,6 +7,7 @@ questions a scale asks). The findings table must print the same difference and n
 domain, GSM8K essay, RULER and TAG at 250 tokens.)"""
 
 import json
+import re
 import string
 from collections import defaultdict
 from pathlib import Path
@@ -232,6 +233,57 @@ def test_length_alone_claims(by_id, claim, filler, placement):
         correct,
     )
     _assert_claim(by_id, claim, short, long)
+
+
+@pytest.mark.parametrize("claim,filler", [(f"la-{k}", k) for k in ("essay", "whitespace", "mask")])
+def test_length_alone_recitation_premise(by_id, claim, filler):
+    """The paper's exact match, read against each row's own prompt rather than the task's
+    problems: the recited description, analysis and question must equal the prompt's
+    sections character for character (outer whitespace aside). Until every one of the 120
+    problems is recited the premise is not measured (NaN) and the claim unjudged."""
+    problems = {
+        r["example_id"]
+        for r in _rows("length_alone")
+        if r["condition"].get("subtask") == "gsm8k" and r["condition"]["filler_tokens"] == 0
+    }
+
+    def between(text, start, ends):
+        tail = text.split(start, 1)[1]
+        cut = min((tail.find(e) for e in ends if e in tail), default=len(tail))
+        return tail[:cut].strip()
+
+    def exact(row):
+        prompt = row["prompt"]
+        want = (
+            between(prompt, "# Problem Description\n", ["\n# Analysis\n"]),
+            between(prompt, "# Analysis\n", ["\n# Others", "<|longctx", "\n# Question\n"]),
+            between(prompt, "# Question\n", ["\n# Answer\n"]),
+        )
+        out = "# Problem Description\n" + row["output"]
+        got = []
+        for name in ("Problem Description", "Analysis", "Question"):
+            pieces = re.split(rf"(?m)^#{{1,3}} ?{name}\b[^\n]*\n?", out, maxsplit=1)
+            rest = pieces[1] if len(pieces) == 2 else ""
+            got.append(
+                re.split(r"(?m)^#{1,3} ?(?:Problem Description|Analysis|Question|Answer)\b", rest)[
+                    0
+                ].strip()
+            )
+        return tuple(got) == want
+
+    recited = {
+        r["example_id"]: exact(r)
+        for r in _rows("length_alone")
+        if r["condition"].get("mode") == "recite"
+        and r["condition"]["subtask"] == "gsm8k"
+        and r["condition"]["filler"] == filler
+        and r["condition"]["filler_tokens"] == 16000
+    }
+    fact = by_id.loc[claim, "facts"]["recited"]
+    if set(recited) != problems:
+        assert fact != fact and by_id.loc[claim, "verdict"] == "premise not measured"
+    else:
+        assert fact == pytest.approx(100 * sum(recited.values()) / len(recited))
 
 
 def test_tag_long_claim_by_needle(by_id):

@@ -35,7 +35,7 @@ from ..claims import (
     sizing_table,
 )
 from ..errors import ParameterError
-from ..metrics import summarize
+from ..metrics import summarize, wilson_interval
 from ..models import load_tokenizer
 from ..plots import FigureText, book_figure, condition_bars
 from ..reader import Reader
@@ -44,6 +44,7 @@ from ..report import (
     n_for_half_width,
     p_text,
     params_text,
+    pct,
     pct_ci,
     percent_words,
     points_ci,
@@ -200,6 +201,11 @@ def ruler_blocks(params: dict, count_tokens=None) -> list[Block]:
     return blocks
 
 
+def longest_filler(params: dict) -> int:
+    """The longest filler any GSM8K arm asks: the length the claims compare with none."""
+    return max(n for arm in params["arms"] if "gsm8k" in arm["subtasks"] for n in arm["lengths"])
+
+
 def _gsm8k_correct(row: dict) -> float:
     """GSM8K's score: the output's final number equals the gold answer."""
     got = la.final_number(row["output"])
@@ -218,7 +224,7 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     gsm8k = {p.id: p for p in problems_for(params).get("gsm8k", [])}
     keep = set(gsm8k)
     rows = [r for r in reader.store(results_dir, EXPERIMENT).rows() if r["example_id"] in keep]
-    longest = max(n for arm in params["arms"] if "gsm8k" in arm["subtasks"] for n in arm["lengths"])
+    longest = longest_filler(params)
     short = by_unit(rows, {"subtask": "gsm8k", "mode": "solve", "filler_tokens": 0}, _gsm8k_correct)
 
     def drop(filler, placement="between"):
@@ -277,24 +283,98 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     return estimable(out)
 
 
+PREMISE_FILLERS = ("essay", "whitespace", "mask")  # the claims whose premise is recitation
+
+
+def recitations(
+    rows: list[dict], problems: dict[str, la.Problem], filler: str, length: int
+) -> dict[str, dict[str, float]]:
+    """Each of ``problems``' recitation at ``length`` tokens of ``filler`` between evidence and
+    question, scored by the paper's exact match (evidence, question and both), by problem."""
+    where = {"subtask": "gsm8k", "mode": "recite", "filler_tokens": length}
+    where["filler"] = filler if length else "none"
+    return {
+        r["example_id"]: la.recitation_exact_match(r["output"], problems[r["example_id"]])
+        for r in rows
+        if r["example_id"] in problems and all(r["condition"].get(k) == v for k, v in where.items())
+    }
+
+
 def recited_share(rows: list[dict], problems: dict[str, la.Problem], filler: str, length: int):
     """The paper's premise (section 3.2, Table 6): the percentage of ``problems`` whose
     evidence, analysis and question the reader recites word for word with ``filler`` of
-    ``length`` tokens between evidence and question (exact match, scored once per problem);
-    NaN until every problem's recitation is stored, so no subset is judged."""
-    where = {"subtask": "gsm8k", "mode": "recite", "filler": filler, "filler_tokens": length}
-    if length == 0:
-        where = {**where, "filler": "none"}
-    recited = {
-        r["example_id"]: la.recitation_exact_match(r["output"], problems[r["example_id"]])[
-            "retrieval_em"
-        ]
-        for r in rows
-        if all(r["condition"].get(k) == v for k, v in where.items())
-    }
+    ``length`` tokens between evidence and question; NaN until every problem's recitation
+    is stored, so no subset is judged."""
+    recited = recitations(rows, problems, filler, length)
     if set(recited) != set(problems):
         return float("nan")
-    return 100 * sum(recited.values()) / len(recited)
+    return 100 * sum(r["retrieval_em"] for r in recited.values()) / len(recited)
+
+
+def premise_table(
+    rows: list[dict], problems: dict[str, la.Problem], length: int, paper: pd.DataFrame
+) -> pd.DataFrame:
+    """The premise on this reader's rows: per filler kind, the recitations stored and, once
+    all are, the share recited word for word (Wilson 95% interval); beside it the paper's
+    GSM8K recitation at 15K essay tokens (Table 6, 0-token rate plus its change)."""
+    ret = paper[
+        (paper["table"] == 6) & (paper["subtask"] == "gsm8k") & (paper["metric"] == "retrieval")
+    ]
+    theirs = "; ".join(
+        f"{PAPER_READERS[m]} {cells[0] + cells[15000]:.1f}"
+        for m, g in ret.groupby("model", sort=False)
+        for cells in [g.set_index("length")["value"]]
+    )
+    out = []
+    for filler in PREMISE_FILLERS:
+        got = recitations(rows, problems, filler, length)
+        n, done = len(got), len(got) == len(problems)
+
+        def share(field, got=got, n=n):
+            return sum(r[field] for r in got.values()) / n if n else float("nan")
+
+        lo, hi = wilson_interval(int(n * share("retrieval_em")), n) if done else (0.0, 0.0)
+        wait = "not measured yet"
+        out.append(
+            {
+                "filler": LABELS[filler, "between"],
+                "recitations stored": f"{n} of {len(problems)}",
+                "evidence word for word (%)": pct(share("evidence_em")) if done else wait,
+                "question word for word (%)": pct(share("question_em")) if done else wait,
+                "both: the premise (%, 95% interval)": (
+                    pct_ci(share("retrieval_em"), lo, hi) if done else wait
+                ),
+                "the paper, essay at 15K (%)": theirs if filler == "essay" else "not reported",
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def premise_words(table: pd.DataFrame, estimates: dict[str, Estimate], params: dict) -> str:
+    """The premise's state in a sentence: each filler's recitation rate once all are stored,
+    else how many are, and the command that stores the rest."""
+    claim_of = {f: f"la-{f}" for f in PREMISE_FILLERS}
+    stored = [int(t.split(" of ")[0]) for t in table["recitations stored"]]
+    need = int(table["recitations stored"].iloc[0].split(" of ")[1])
+    if min(stored) < need:
+        return (
+            f"{sum(stored):,} of {need * len(stored):,} recitations are stored, so the three "
+            'claims stay unjudged ("premise not measured") until every problem\'s recitation '
+            "is: `longctx reproduce --scale recitation --chapters length_alone` stores the rest."
+        )
+    rules = {c.id: c for c in read_claims()}
+    parts = []
+    for filler in PREMISE_FILLERS:
+        claim = rules[claim_of[filler]]
+        threshold = next(
+            k.threshold(claim) for k in claim.premise.checks if k.quantity == "recited"
+        )
+        fact = estimates[claim.id].facts["recited"]
+        parts.append(
+            f"{LABELS[filler, 'between']} {fact:.1f}% "
+            f"({'meets' if fact >= threshold else 'misses'} the paper's {threshold:g}%)"
+        )
+    return f"Recited word for word at {longest_filler(params):,} tokens: " + "; ".join(parts) + "."
 
 
 # ---------------------------------------------------------------------------------------------
@@ -671,7 +751,7 @@ def quoted(
     acc = gsm.groupby("condition")["correct"].mean().mul(100)
     cut = solve[solve["subtask"] == "gsm8k_no_final_step"]
     short = gsm[gsm["filler_tokens"] == 0]
-    longest = max(n for arm in params["arms"] if "gsm8k" in arm["subtasks"] for n in arm["lengths"])
+    longest = longest_filler(params)
     out = {
         "la-problems": int(short["problem"].nunique()),
         "la-rows": len(rows),
@@ -789,8 +869,13 @@ def statements(view: LengthResult) -> dict[str, bool]:
     est, verdicts = view.estimates, view.verdicts
     acc = view.gsm.groupby("condition")["correct"].mean()
     said = {
-        "filler between evidence and question hurts (reproduced, each kind)": all(
-            verdicts.get(c) == "reproduced" for c in ("la-essay", "la-whitespace", "la-mask")
+        "filler between evidence and question lowers accuracy (interval and test, each kind)": all(
+            est[c].ci_high < 0 and est[c].p < 0.05 for c in ("la-essay", "la-whitespace", "la-mask")
+        ),
+        "each of the three is judged only with its recitation premise": all(
+            (verdicts.get(c) == "premise not measured")
+            == (est[c].facts["recited"] != est[c].facts["recited"])
+            for c in ("la-essay", "la-whitespace", "la-mask")
         ),
         "and more than the paper's 3-29 points": all(
             -est[c].difference > 29 for c in ("la-essay", "la-whitespace", "la-mask")
@@ -845,6 +930,7 @@ class LengthResult(ChapterResult):
     placement: pd.DataFrame
     varsum: dict | None
     ruler: dict | None
+    premise: pd.DataFrame  # the paper's premise: recitation at the longest filler, per kind
     between_note: str
     provenance: str
     ruler_provenance: str
@@ -866,6 +952,10 @@ def analyze(ctx: RunContext) -> LengthResult:
     solve = solved(rows, params)
     gsm = solve[solve["subtask"] == "gsm8k"]
     estimates = claims(results_dir, params, reader)
+    gsm8k = {p.id: p for p in problems_for(params).get("gsm8k", [])}
+    premise = premise_table(
+        reader.store(results_dir, EXPERIMENT).rows(), gsm8k, longest_filler(params), paper
+    )
     placed_table, before, placed = placement(gsm, paper)
     varsum, ruler = varsum_views(solve, rows, paper), ruler_views(ruler_rows, params, paper)
     view = LengthResult(
@@ -884,9 +974,13 @@ def analyze(ctx: RunContext) -> LengthResult:
         placement=placed_table,
         varsum=varsum,
         ruler=ruler,
-        quoted=quoted(
-            estimates, gsm, solve, before, placed, varsum, ruler, rows, ruler_rows, params
-        ),
+        premise=premise,
+        quoted={
+            **quoted(
+                estimates, gsm, solve, before, placed, varsum, ruler, rows, ruler_rows, params
+            ),
+            "la-premise-state": premise_words(premise, estimates, params),
+        },
         between_note=(
             "The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% "
             f"(Mistral-7B); ours is {100 * gsm[gsm['filler_tokens'] == 0]['correct'].mean():.1f}%."
