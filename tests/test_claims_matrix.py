@@ -150,6 +150,30 @@ def test_part_of_a_claims_units_is_running_never_judged(tmp_path):
     assert all(c.judgement is None and "units stored" in c.note for c in cells)
 
 
+def test_a_premise_whose_rows_are_part_stored_leaves_the_cell_running(tmp_path):
+    """Every solve row of the length-alone claims, but a recitation for only some problems:
+    the premise is not measured, so the cell is part run, never judged from the subset."""
+    rows = _copy_store(DEFAULT, "length_alone", tmp_path, DEFAULT)
+    solved = sorted({r["example_id"] for r in rows if r["condition"]["subtask"] == "gsm8k"})
+    recited = [
+        {
+            **rows[0],
+            "key": f"recite-{k}",
+            "example_id": example,
+            "condition": {**rows[0]["condition"], "mode": "recite", "filler": "mask",
+                          "placement": "between", "filler_tokens": 16000, "subtask": "gsm8k"},
+        }
+        for k, example in enumerate(solved[:5])
+    ]  # fmt: skip
+    ResultsStore(tmp_path, DEFAULT, "length_alone").append(recited)
+    claims = [c for c in read_claims() if c.id in ("la-mask", "la-before")]
+    built = matrix.build(tmp_path, claims)
+    mask, before = (built.cell(c, DEFAULT) for c in ("la-mask", "la-before"))
+    assert mask.status == "running" and mask.judgement is None and mask.estimate.n == 120
+    assert mask.note.startswith("premise not measured") and "recited not measured yet" in mask.note
+    assert before.status == "judged"  # its premise asks no recitation
+
+
 def test_findings_for_a_model_with_no_rows_says_what_to_run_per_claim(tmp_path):
     done = _cli("findings", "--model", "gemma3-270m", "--results-dir", str(tmp_path))
     assert done.returncode == 0, done.stderr

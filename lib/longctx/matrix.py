@@ -39,6 +39,7 @@ from .chapters import contract
 from .claims import (
     CLAIMS_FILE,
     PRECISION_TARGET,
+    UNMEASURED,
     VERDICT_MARK,
     Claim,
     Estimate,
@@ -323,6 +324,15 @@ def _cell(claim, col, est, full_n, planned, window, dates, first_row, col_estima
             judged = judge(est, claim)
         except LongctxError as e:  # a premise whose quantity this reader's rows lack
             return Cell(claim, col, "running", est, note=str(e), floor=floor)
+        if judged.verdict == UNMEASURED:  # the premise's own rows are not all stored yet
+            return Cell(
+                claim,
+                col,
+                "running",
+                est,
+                note=f"premise not measured: {judged.premise}",
+                floor=floor,
+            )
         return Cell(
             claim,
             col,
