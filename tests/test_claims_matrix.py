@@ -169,8 +169,9 @@ def test_a_premise_whose_rows_are_part_stored_leaves_the_cell_running(tmp_path):
     claims = [c for c in read_claims() if c.id in ("la-mask", "la-before")]
     built = matrix.build(tmp_path, claims)
     mask, before = (built.cell(c, DEFAULT) for c in ("la-mask", "la-before"))
-    assert mask.status == "running" and mask.judgement is None and mask.estimate.n == 120
-    assert mask.note.startswith("premise not measured") and "recited not measured yet" in mask.note
+    assert mask.status == "premise not measured" and mask.judgement is None
+    assert mask.estimate.n == 120 and "recited not measured yet" in mask.note
+    assert "◌ premise not measured" in matrix.cell_markdown(mask) and not mask.decided
     assert before.status == "judged"  # its premise asks no recitation
 
 

@@ -34,6 +34,8 @@ def test_every_committed_reader_exports_valid_records_with_the_matrix_numbers(co
             c.id: matrix.cell(c.id, col.folder)
             for c in matrix.claims
             if matrix.cell(c.id, col.folder).status == "judged"
+            and matrix.cell(c.id, col.folder).estimate.difference
+            == matrix.cell(c.id, col.folder).estimate.difference
         }
         results = {r["evaluation_result_id"]: r for r in aggregate["evaluation_results"]}
         assert set(results) == set(judged) and results

@@ -249,3 +249,12 @@ def test_a_premise_fact_not_measured_yet_leaves_the_claim_unjudged():
     # a check that fails decides even while another is not measured
     low = judge(_est(-49.0, -30.0, control=20.0, facts={"recited": float("nan")}), claim)
     assert low.verdict == "premise not met" and low.premise_met is False
+
+
+def test_an_undefined_statistic_is_never_a_direction():
+    """r over a constant accuracy is NaN: no direction, no magnitude, and its number says so."""
+    claim = Claim("c", "p", "ch", "l", "claim", "r", "r = -0.82", -1, -0.82, "s", scale="r")
+    j = judge(Estimate(float("nan"), float("nan"), float("nan"), 8, float("nan"), "d"), claim)
+    assert j.verdict == "inconclusive at this n" and j.magnitude == "undefined"
+    assert claim.interval_text(float("nan"), 0.0, 0.0) == "undefined (constant accuracy)"
+    assert claim.interval_text(-0.5, -0.89, 0.32) == "r = -0.50 [-0.89, +0.32]"

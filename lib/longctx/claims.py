@@ -116,6 +116,14 @@ class Claim:
     # against each; the verdict is judged against ``paper_effect`` alone.
     other_effects: tuple[tuple[str, float], ...] = ()
 
+    def interval_text(self, difference: float, low: float, high: float) -> str:
+        """Our number with its 95% interval in this claim's unit (points, or r); an undefined
+        value (a correlation over a constant accuracy) says so instead of printing nan."""
+        if difference != difference:
+            return "undefined (constant accuracy)" if self.scale == "r" else "undefined"
+        digits = 2 if self.scale == "r" else 1
+        return f"{self.effect_text(difference)} [{low:+.{digits}f}, {high:+.{digits}f}]"
+
     def effect_text(self, value: float) -> str:
         """``value`` in this claim's unit, signed."""
         return f"r = {value:+.2f}" if self.scale == "r" else f"{value:+.1f}"
@@ -307,15 +315,19 @@ class Judgement:
 def judge(est: Estimate, claim: Claim) -> Judgement:
     """The verdict by the rule in the module docstring, with its parts."""
     premise_met, premise = _premise(est, claim)
-    if claim.kind == "directional":
-        decided, direction = _directional(est, claim)
+    if est.difference != est.difference:  # undefined on these rows (r of a constant)
+        decided, direction = "inconclusive at this n", "undefined on these rows: no direction"
+        size, short = "undefined", "undefined"
     else:
-        decided, direction = _equivalence(est, claim)
-    short = _magnitude(est, claim)[1]
+        if claim.kind == "directional":
+            decided, direction = _directional(est, claim)
+        else:
+            decided, direction = _equivalence(est, claim)
+        size, short = magnitude(est, claim), _magnitude(est, claim)[1]
     return Judgement(
         decided if premise_met else "premise not met" if premise_met is False else UNMEASURED,
         direction,
-        magnitude(est, claim),
+        size,
         premise,
         premise_met,
         short,

@@ -162,12 +162,14 @@ def claim_result(claim: Claim, est: Estimate, judgement: Judgement) -> dict:
 
 def aggregate_record(matrix: Matrix, col: Column, now: float | None = None) -> dict:
     """The reader's judged claims as one aggregate record: a claim whose rows are still
-    being written (fewer units than the claim's n) gives no number, as on the findings page."""
+    being written (fewer units than the claim's n) gives no number, as on the findings page,
+    and neither does an undefined statistic (JSON has no NaN)."""
     now = time.time() if now is None else now
     results = [
         claim_result(claim, cell.estimate, cell.judgement)
         for claim in matrix.claims
         if (cell := matrix.cell(claim.id, col.folder)).status == "judged"
+        and cell.estimate.difference == cell.estimate.difference
     ]
     return validate(
         {
@@ -259,7 +261,10 @@ def write_every_eval_ever(
     for col in matrix.columns:
         aggregate, instances = (out / name for name in file_names(col))
         aggregate.write_text(
-            json.dumps(aggregate_record(matrix, col, now), indent=1, ensure_ascii=False) + "\n",
+            json.dumps(
+                aggregate_record(matrix, col, now), indent=1, ensure_ascii=False, allow_nan=False
+            )
+            + "\n",
             encoding="utf-8",
         )
         _write_lines(instances, instance_records(col, results_dir))

@@ -10,6 +10,8 @@ new reader's rows adds a column. Each cell is exactly one of:
   :func:`longctx.claims.judge`, with whether its rule was **pre-registered** for this reader:
   the claim's rule (kind, margin, premise, direction and the paper's effect) last changed in a
   git commit made before this reader's first row in the claim's store;
+* **premise not measured**: every unit's rows, but the rows a premise check reads (a
+  recitation at the long length, say) only in part: the estimate is shown, never judged;
 * **running**: rows for only part of the claim's units (``n`` of the default reader's ``n``),
   never judged from the subset;
 * **does not fit**: the claim's longest prompt with its answer budget exceeds the reader's
@@ -59,7 +61,15 @@ from .reproduce import read_claims_plan
 from .store import ResultsStore
 
 GPU_HOURS = 8.0  # a claim whose prompts would take longer on this CPU is left to a GPU
-STATUSES = ("judged", "running", "does not fit", "needs a GPU", "needs hf", "not run")
+STATUSES = (
+    "judged",
+    "running",
+    "premise not measured",
+    "does not fit",
+    "needs a GPU",
+    "needs hf",
+    "not run",
+)
 
 
 @dataclass(frozen=True)
@@ -324,15 +334,8 @@ def _cell(claim, col, est, full_n, planned, window, dates, first_row, col_estima
             judged = judge(est, claim)
         except LongctxError as e:  # a premise whose quantity this reader's rows lack
             return Cell(claim, col, "running", est, note=str(e), floor=floor)
-        if judged.verdict == UNMEASURED:  # the premise's own rows are not all stored yet
-            return Cell(
-                claim,
-                col,
-                "running",
-                est,
-                note=f"premise not measured: {judged.premise}",
-                floor=floor,
-            )
+        if judged.verdict == UNMEASURED:  # every unit, but the premise's rows part stored
+            return Cell(claim, col, UNMEASURED, est, note=judged.premise, floor=floor)
         return Cell(
             claim,
             col,
@@ -401,6 +404,7 @@ def floor_words(claim: Claim, col_estimates: dict[str, Estimate]) -> str:
 
 SHORT_STATUS = {
     "running": "part run",
+    "premise not measured": "premise not measured",
     "does not fit": "does not fit",
     "needs a GPU": "needs a GPU",
     "needs hf": "needs hf",
@@ -467,9 +471,7 @@ def frame(matrix: Matrix) -> pd.DataFrame:
 
 
 def _number(claim: Claim, est: Estimate) -> str:
-    digits = 2 if claim.scale == "r" else 1
-    shown = f"r = {est.difference:+.2f}" if claim.scale == "r" else f"{est.difference:+.1f}"
-    return f"{shown} [{est.ci_low:+.{digits}f}, {est.ci_high:+.{digits}f}]"
+    return claim.interval_text(est.difference, est.ci_low, est.ci_high)
 
 
 def cell_markdown(cell: Cell, href: str | None = None) -> str:
@@ -477,6 +479,12 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
     interval, then the verdict's mark and word with n, then the premise (✓ met, ✗ not), the
     chance floor, answers cut at the token cap and a link to the rows; the verdict's parts
     in words in its tooltip. A cell with no verdict says why, its command in the tooltip."""
+    if cell.status == UNMEASURED:
+        return (
+            f"**{_number(cell.claim, cell.estimate)}**<br>"
+            f'<abbr title="{_attr(cell.note)}">{VERDICT_MARK[UNMEASURED]}</abbr>, '
+            f"n = {cell.estimate.n}"
+        )
     if cell.judgement is None:
         words = SHORT_STATUS[cell.status]
         if cell.status == "running" and cell.estimate:
@@ -857,7 +865,9 @@ def statements(matrix: Matrix) -> dict[str, bool]:
     return {
         "every judged cell of the default reader has its rule fixed after its rows": bool(own)
         and all(c.preregistered is False for c in own),
-        "the default reader has rows for every claim": bool(own) and len(own) == len(matrix.claims),
+        "the default reader has rows for every claim": bool(default)
+        and all(c.estimate is not None for c in col_cells_of(matrix, default))
+        and len(col_cells_of(matrix, default)) == len(matrix.claims),
     }
 
 

@@ -460,6 +460,7 @@ VERDICT_MARKERS = {  # shape as well as colour, so a mark reads in grey too
 }
 UNJUDGED_WORDS = {
     "running": "part run",
+    "premise not measured": "premise?",
     "does not fit": "no fit",
     "needs a GPU": "GPU",
     "needs hf": "hf only",
