@@ -311,70 +311,89 @@ def recited_share(rows: list[dict], problems: dict[str, la.Problem], filler: str
     return 100 * sum(r["retrieval_em"] for r in recited.values()) / len(recited)
 
 
-def premise_table(
-    rows: list[dict], problems: dict[str, la.Problem], length: int, paper: pd.DataFrame
-) -> pd.DataFrame:
-    """The premise on this reader's rows: per filler kind, the recitations stored and, once
-    all are, the share recited word for word (Wilson 95% interval); beside it the paper's
-    GSM8K recitation at 15K essay tokens (Table 6, 0-token rate plus its change)."""
-    ret = paper[
-        (paper["table"] == 6) & (paper["subtask"] == "gsm8k") & (paper["metric"] == "retrieval")
-    ]
-    theirs = "; ".join(
-        f"{PAPER_READERS[m]} {cells[0] + cells[15000]:.1f}"
-        for m, g in ret.groupby("model", sort=False)
-        for cells in [g.set_index("length")["value"]]
-    )
+def premise_levels(rows: list[dict], problems: dict[str, la.Problem], length: int) -> pd.DataFrame:
+    """The recitations behind the premise: with no filler (the reference), then each premise
+    filler at ``length`` tokens; per arm the recitations stored, and once all are, the share
+    of problems whose evidence, question and both are recited word for word (else NaN)."""
     out = []
-    for filler in PREMISE_FILLERS:
-        got = recitations(rows, problems, filler, length)
-        n, done = len(got), len(got) == len(problems)
+    for filler, tokens in [("none", 0)] + [(f, length) for f in PREMISE_FILLERS]:
+        got = recitations(rows, problems, filler, tokens)
+        done = len(got) == len(problems)
 
-        def share(field, got=got, n=n):
-            return sum(r[field] for r in got.values()) / n if n else float("nan")
+        def share(field, got=got, done=done):
+            return sum(r[field] for r in got.values()) / len(got) if done else float("nan")
 
-        lo, hi = wilson_interval(int(n * share("retrieval_em")), n) if done else (0.0, 0.0)
-        wait = "not measured yet"
         out.append(
             {
-                "filler": LABELS[filler, "between"],
-                "recitations stored": f"{n} of {len(problems)}",
-                "evidence word for word (%)": pct(share("evidence_em")) if done else wait,
-                "question word for word (%)": pct(share("question_em")) if done else wait,
-                "both: the premise (%, 95% interval)": (
-                    pct_ci(share("retrieval_em"), lo, hi) if done else wait
-                ),
-                "the paper, essay at 15K (%)": theirs if filler == "essay" else "not reported",
+                "filler": filler,
+                "tokens": tokens,
+                "stored": len(got),
+                "problems": len(problems),
+                "evidence": share("evidence_em"),
+                "question": share("question_em"),
+                "both": share("retrieval_em"),
             }
         )
     return pd.DataFrame(out)
 
 
-def premise_words(table: pd.DataFrame, estimates: dict[str, Estimate], params: dict) -> str:
-    """The premise's state in a sentence: each filler's recitation rate once all are stored,
-    else how many are, and the command that stores the rest."""
-    claim_of = {f: f"la-{f}" for f in PREMISE_FILLERS}
-    stored = [int(t.split(" of ")[0]) for t in table["recitations stored"]]
-    need = int(table["recitations stored"].iloc[0].split(" of ")[1])
-    if min(stored) < need:
+def premise_table(levels: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+    """The premise for people: per arm the recitations stored and the shares recited word for
+    word (both with a Wilson 95% interval), beside the paper's GSM8K recitation with essay
+    filler (Table 6: its 0-token rate, and that rate plus its change at 15K tokens)."""
+    ret = paper[
+        (paper["table"] == 6) & (paper["subtask"] == "gsm8k") & (paper["metric"] == "retrieval")
+    ]
+    cells = {m: g.set_index("length")["value"] for m, g in ret.groupby("model", sort=False)}
+    theirs = {
+        "none": "; ".join(f"{PAPER_READERS[m]} {c[0]:.1f}" for m, c in cells.items()),
+        "essay": "; ".join(f"{PAPER_READERS[m]} {c[0] + c[15000]:.1f}" for m, c in cells.items())
+        + " (15K)",
+    }
+    wait = "not measured yet"
+    out = []
+    for r in levels.itertuples():
+        done = r.stored == r.problems
+        lo, hi = wilson_interval(round(r.both * r.problems), r.problems) if done else (0.0, 0.0)
+        label = "no filler (reference)" if r.filler == "none" else LABELS[r.filler, "between"]
+        out.append(
+            {
+                "filler": label,
+                "tokens": f"{r.tokens:,}",
+                "recitations stored": f"{r.stored} of {r.problems}",
+                "evidence word for word (%)": pct(r.evidence) if done else wait,
+                "question word for word (%)": pct(r.question) if done else wait,
+                "both: the premise (%, 95% interval)": pct_ci(r.both, lo, hi) if done else wait,
+                "the paper, essay filler (%)": theirs.get(r.filler, "not reported"),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate]) -> str:
+    """The premise's state in a sentence: each filler's recitation rate against the claim's
+    threshold once all are stored, else how many are and the command that stores the rest."""
+    long = levels[levels["filler"] != "none"]
+    if (long["stored"] < long["problems"]).any():
         return (
-            f"{sum(stored):,} of {need * len(stored):,} recitations are stored, so the three "
-            'claims stay unjudged ("premise not measured") until every problem\'s recitation '
-            "is: `longctx reproduce --scale recitation --chapters length_alone` stores the rest."
+            f"{long['stored'].sum():,} of {long['problems'].sum():,} recitations with filler "
+            "are stored, so the three claims stay unjudged (premise not measured) until every "
+            "problem's recitation is: `longctx reproduce --scale recitation --chapters "
+            "length_alone` stores the rest."
         )
     rules = {c.id: c for c in read_claims()}
     parts = []
-    for filler in PREMISE_FILLERS:
-        claim = rules[claim_of[filler]]
+    for r in long.itertuples():
+        claim = rules[f"la-{r.filler}"]
         threshold = next(
             k.threshold(claim) for k in claim.premise.checks if k.quantity == "recited"
         )
         fact = estimates[claim.id].facts["recited"]
         parts.append(
-            f"{LABELS[filler, 'between']} {fact:.1f}% "
+            f"{LABELS[r.filler, 'between']} {fact:.1f}% "
             f"({'meets' if fact >= threshold else 'misses'} the paper's {threshold:g}%)"
         )
-    return f"Recited word for word at {longest_filler(params):,} tokens: " + "; ".join(parts) + "."
+    return f"Recited word for word at {long['tokens'].iloc[0]:,} tokens: " + "; ".join(parts) + "."
 
 
 # ---------------------------------------------------------------------------------------------
@@ -953,8 +972,8 @@ def analyze(ctx: RunContext) -> LengthResult:
     gsm = solve[solve["subtask"] == "gsm8k"]
     estimates = claims(results_dir, params, reader)
     gsm8k = {p.id: p for p in problems_for(params).get("gsm8k", [])}
-    premise = premise_table(
-        reader.store(results_dir, EXPERIMENT).rows(), gsm8k, longest_filler(params), paper
+    levels = premise_levels(
+        reader.store(results_dir, EXPERIMENT).rows(), gsm8k, longest_filler(params)
     )
     placed_table, before, placed = placement(gsm, paper)
     varsum, ruler = varsum_views(solve, rows, paper), ruler_views(ruler_rows, params, paper)
@@ -974,12 +993,12 @@ def analyze(ctx: RunContext) -> LengthResult:
         placement=placed_table,
         varsum=varsum,
         ruler=ruler,
-        premise=premise,
+        premise=premise_table(levels, paper),
         quoted={
             **quoted(
                 estimates, gsm, solve, before, placed, varsum, ruler, rows, ruler_rows, params
             ),
-            "la-premise-state": premise_words(premise, estimates, params),
+            "la-premise-state": premise_words(levels, estimates),
         },
         between_note=(
             "The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% "
