@@ -664,7 +664,7 @@ def stability(
             {
                 "S": s,
                 "first S prompts choose": cn.select_delimiter(scores, samples=s),
-                f"share of subsets choosing {chosen!r}": round(float(share.get(chosen, 0.0)), 2),
+                f"subsets choosing {chosen!r} (%)": round(100 * float(share.get(chosen, 0.0))),
                 "most frequent": share.idxmax(),
             }
         )
@@ -809,7 +809,7 @@ def _selection_quotes(
     switch = next(
         (k for k, v in first.items() if v == chosen and (first.loc[k:] == chosen).all()), None
     )
-    at_8 = s.loc[min(8, len(s)), f"share of subsets choosing {chosen!r}"]
+    at_8 = s.loc[min(8, len(s)), f"subsets choosing {chosen!r} (%)"]
     paper_s = min(8, params["calibration_questions"])
     cost = sel[sel["sample"] < paper_s]["seconds"].sum()
     gen_seconds = qa.loc[qa["method"] == "C-NORM", "seconds_per_prompt"].sum()
@@ -837,7 +837,7 @@ def _selection_quotes(
         "cn-shortest-effect": f"{short_all['difference']:+.1f} points (CI {short_all['ci_low']:+.1f} to "
         f"{short_all['ci_high']:+.1f}, {p_text(short_all['p'])})",
         "cn-switch-s": switch if switch is not None else "—",
-        "cn-share-at-8": f"{100 * at_8:.0f}%",
+        "cn-share-at-8": f"{at_8:.0f}%",
         "cn-ratio-choices": ", ".join(
             f"{r.chosen!r} at {r.p:g}" for r in ratios.sort_values("p").itertuples()
         ),
@@ -856,7 +856,7 @@ def statements(view: CnormResult, params: dict, label: str) -> dict[str, bool]:
     shortest = ("shortest tokenization - baseline", "all seeds")
     subsets = view.stability.set_index("S")
     chosen_share = subsets.loc[
-        min(8, params["calibration_questions"]), f"share of subsets choosing {view.chosen!r}"
+        min(8, params["calibration_questions"]), f"subsets choosing {view.chosen!r} (%)"
     ]
     return {
         "C-NORM on QA goes the opposite way, the format claim's premise fails, the token "
@@ -884,7 +884,7 @@ def statements(view: CnormResult, params: dict, label: str) -> dict[str, bool]:
         )
         and t.loc[shortest, "ci_high"] < 0,
         "ABS chooses ':' and most subsets of 8 prompts agree": view.chosen == ":"
-        and chosen_share > 0.5,
+        and chosen_share > 50,
     }
 
 
@@ -1219,8 +1219,13 @@ def correlation_shown(view: CnormResult) -> tuple[pd.DataFrame, str]:
 def attention_table(view: CnormResult) -> tuple[pd.DataFrame, str]:
     table = (
         pd.DataFrame(view.attention)[["format", "gold_position", "tokens", "abs", "seconds"]]
-        .merge(view.shares.drop(columns="abs"), on=["format", "gold_position"])
-        .round(3)
+        .merge(
+            view.shares.drop(columns="abs").assign(
+                **{k: 100 * view.shares[k] for k in ("head", "middle", "tail")}
+            ),
+            on=["format", "gold_position"],
+        )
+        .round({"abs": 3, "seconds": 1, "head": 1, "middle": 1, "tail": 1})
         .rename(
             columns={
                 "format": "id format",
@@ -1228,17 +1233,17 @@ def attention_table(view: CnormResult) -> tuple[pd.DataFrame, str]:
                 "tokens": "prompt tokens",
                 "abs": "ABS",
                 "seconds": "seconds to measure",
-                "head": "share on the first tenth",
-                "middle": "share on the eight tenths between",
-                "tail": "share on the last tenth",
+                "head": "on the first tenth (%)",
+                "middle": "on the eight tenths between (%)",
+                "tail": "on the last tenth (%)",
             }
         )
     )
     return (
         table,
-        "ABS: the Attention Balance Score of the final token's attention (section 4.2); the "
-        "shares: of that attention on the prompt's first tenth, the eight tenths between and "
-        "its last tenth.",
+        "ABS: the Attention Balance Score of the final token's attention (section 4.2), on "
+        "[0, 1] as the paper defines it; the percentages: the share of that attention on the "
+        "prompt's first tenth, the eight tenths between and its last tenth.",
     )
 
 
