@@ -17,7 +17,7 @@ the same headline for any reader.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -181,11 +181,21 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
         return lambda row: sc.score(row)[name]
 
     def far_minus_hard(name):
-        return paired_estimate(
-            by_unit(rows, hard, metric(name)),
+        hard_scores = by_unit(rows, hard, metric(name))
+        est = paired_estimate(
+            hard_scores,
             by_unit(rows, far, metric(name)),
             side_names=(f"{size - 1} hard", f"{kept} hard + {size - 1 - kept} far-rank"),
         )
+        # the premise: what the hard negatives cost on these questions, for far to give back
+        gold_scores = by_unit(rows, gold, metric(name))
+        both = set(gold_scores) & set(hard_scores)
+        cost = (
+            100 * sum(gold_scores[u] - hard_scores[u] for u in both) / len(both)
+            if both
+            else float("nan")
+        )
+        return replace(est, facts={"hard_cost": cost})
 
     return estimable(
         {
