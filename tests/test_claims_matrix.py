@@ -248,3 +248,20 @@ def test_a_cell_wider_than_the_precision_target_is_marked_under_powered():
     words = underpowered_words(87, 125.0)
     assert "n = 87" in words and "about 125 units" in words
     assert "units would give" not in underpowered_words(87, float("nan"))
+
+
+def test_the_recitation_premise_was_committed_before_any_recitation_row():
+    """The length-alone premise rule (recitation at 16K) dates, by git, from before every
+    recitation row the default reader stores for it; the verdict log says so."""
+    from datetime import datetime
+
+    dates = matrix.rule_dates()
+    assert dates is not None, "git history is needed to date the claims' rules"
+    rows = ResultsStore(ROOT / "data" / "results", DEFAULT, "length_alone").rows()
+    for filler in ("essay", "whitespace", "mask"):
+        made = [
+            datetime.strptime(r["created"], "%Y-%m-%dT%H:%M:%S%z")
+            for r in rows
+            if r["condition"]["mode"] == "recite" and r["condition"]["filler"] == filler
+        ]
+        assert not made or dates[f"la-{filler}"] < min(made), filler

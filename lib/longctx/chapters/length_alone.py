@@ -372,28 +372,33 @@ def premise_table(levels: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
 
 def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate]) -> str:
     """The premise's state in a sentence: each filler's recitation rate against the claim's
-    threshold once all are stored, else how many are and the command that stores the rest."""
+    threshold where all its recitations are stored, else how many are, and the command that
+    stores the rest."""
     long = levels[levels["filler"] != "none"]
-    if (long["stored"] < long["problems"]).any():
-        return (
-            f"{long['stored'].sum():,} of {long['problems'].sum():,} recitations with filler "
-            "are stored, so the three claims stay unjudged (premise not measured) until every "
-            "problem's recitation is: `longctx reproduce --scale recitation --chapters "
-            "length_alone` stores the rest."
-        )
     rules = {c.id: c for c in read_claims()}
     parts = []
     for r in long.itertuples():
+        label = LABELS[r.filler, "between"]
+        if r.stored < r.problems:
+            parts.append(f"{label}: {r.stored} of {r.problems} recitations stored")
+            continue
         claim = rules[f"la-{r.filler}"]
         threshold = next(
             k.threshold(claim) for k in claim.premise.checks if k.quantity == "recited"
         )
         fact = estimates[claim.id].facts["recited"]
         parts.append(
-            f"{LABELS[r.filler, 'between']} {fact:.1f}% "
-            f"({'meets' if fact >= threshold else 'misses'} the paper's {threshold:g}%)"
+            f"{label} {fact:.1f}% ({'meets' if fact >= threshold else 'misses'} the paper's "
+            f"{threshold:g}%)"
         )
-    return f"Recited word for word at {long['tokens'].iloc[0]:,} tokens: " + "; ".join(parts) + "."
+    words = f"Recited word for word at {long['tokens'].iloc[0]:,} tokens: " + "; ".join(parts) + "."
+    if (long["stored"] < long["problems"]).any():
+        words += (
+            " A claim whose recitations are not all stored stays unjudged (premise not "
+            "measured); `longctx reproduce --scale recitation --chapters length_alone` stores "
+            "the rest."
+        )
+    return words
 
 
 # ---------------------------------------------------------------------------------------------
