@@ -153,7 +153,12 @@ def test_part_of_a_claims_units_is_running_never_judged(tmp_path):
 def test_a_premise_whose_rows_are_part_stored_leaves_the_cell_running(tmp_path):
     """Every solve row of the length-alone claims, but a recitation for only some problems:
     the premise is not measured, so the cell is part run, never judged from the subset."""
-    rows = _copy_store(DEFAULT, "length_alone", tmp_path, DEFAULT)
+    rows = [
+        r
+        for r in ResultsStore(ROOT / "data" / "results", DEFAULT, "length_alone").rows()
+        if r["condition"]["mode"] != "recite"
+    ]
+    ResultsStore(tmp_path, DEFAULT, "length_alone").append(rows)
     solved = sorted({r["example_id"] for r in rows if r["condition"]["subtask"] == "gsm8k"})
     recited = [
         {

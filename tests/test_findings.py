@@ -230,7 +230,9 @@ def test_gsm8k_numbers_match_an_independent_scorer(table):
     rows = [
         r
         for r in _rows("length_alone")
-        if r["example_id"] in keep and r["condition"]["subtask"] == "gsm8k"
+        if r["example_id"] in keep
+        and r["condition"]["subtask"] == "gsm8k"
+        and r["condition"]["mode"] == "solve"
     ]
     short = {
         r["example_id"]: correct(r["output"], answers[r["example_id"]])
