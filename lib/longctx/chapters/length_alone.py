@@ -392,6 +392,22 @@ def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate]) -> str:
             f"{threshold:g}%)"
         )
     words = f"Recited word for word at {long['tokens'].iloc[0]:,} tokens: " + "; ".join(parts) + "."
+    reference = levels[levels["filler"] == "none"].iloc[0]
+    if reference["stored"] == reference["problems"]:
+        claim = rules["la-essay"]
+        threshold = next(
+            k.threshold(claim) for k in claim.premise.checks if k.quantity == "recited"
+        )
+        rate = 100 * reference["both"]
+        words += (
+            f" With no filler at all the reader recites {rate:.1f}% of the problems word for word"
+            + (
+                f", already below the paper's {threshold:g}%: this reader's recitation falls short "
+                "before any length is added."
+                if rate < threshold
+                else "."
+            )
+        )
     if (long["stored"] < long["problems"]).any():
         words += (
             " A claim whose recitations are not all stored stays unjudged (premise not "
