@@ -25,7 +25,8 @@ Serves ``_build/html`` on 127.0.0.1 and, for every page:
   image is scaled to its column, from the image's pixel width, its DPI and its shown width;
 * no table follows another with neither a caption nor words between them;
 * no table header shows a raw identifier (a column name such as ``ci_low``, an id such as
-  ``baseline+qac``: ``RAW_HEADER``);
+  ``baseline+qac``: ``RAW_HEADER``) or one bound of an interval split from it
+  (``95% CI low``: ``SPLIT_INTERVAL``);
 * every external link is well formed (a web address with a host, not fetched: CI is
   offline).
 
@@ -59,6 +60,8 @@ MAX_PAGE_BYTES = 1_500_000
 MAX_PAGE_HEIGHT_PX = 60_000  # at 1400 px wide
 MAX_OUTPUT_LINES = 80  # one cell's printed text
 RAW_HEADER = re.compile(r"_|^Unnamed|^index$|^level \d|^[\w.]+\+[\w.]+$")
+# One bound of an interval in a header: the interval is split across two columns
+SPLIT_INTERVAL = re.compile(r"\bCI (low|high)\b|\b(lower|upper)( bound)?$", re.IGNORECASE)
 RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{")
 CHECKED = re.compile(r"claims checked: (\d+)")
 GLUE_ROLE = re.compile(r"\{glue(?::[a-z]+)?\}`([^`:]+)(?::[^`]*)?`")
@@ -559,6 +562,11 @@ def check_page(driver, url: str, root: Path) -> list[str]:
         for h in sorted(set(state["headers"]))
         if RAW_HEADER.search(h)
     ]
+    problems += [
+        f"an interval split across two columns: {h!r} (give it as one column, value [low, high])"
+        for h in sorted(set(state["headers"]))
+        if SPLIT_INTERVAL.search(h)
+    ]
     for entry in driver.get_log("browser"):
         if entry.get("level") == "SEVERE":
             problems.append(f"console error: {entry.get('message')}")
@@ -659,7 +667,8 @@ def main(argv=None) -> int:
         "math rendered, every internal link resolves and every external one is well formed, no page "
         "scrolls sideways at 1400 px, every figure has a caption, is referenced and is shown large "
         f"enough for {MIN_RENDERED_PT:g} pt text, every table is introduced or captioned and none "
-        "has a raw identifier for a header, no chapter page dumps its data (HTML under "
+        "has a raw identifier for a header or an interval split across columns, no chapter page "
+        "dumps its data (HTML under "
         f"{MAX_PAGE_BYTES / 1e6:g} MB, under {MAX_PAGE_HEIGHT_PX:,} px tall, no cell printing "
         f"over {MAX_OUTPUT_LINES} lines), no figure types a number in its caption or alt text "
         "and no chapter's prose a result the rows or the papers did not give, "

@@ -111,6 +111,13 @@ def test_raw_identifiers_in_table_headers_are_spotted_but_words_are_not():
         assert not check_book.RAW_HEADER.search(fine), fine
 
 
+def test_an_interval_split_across_two_columns_is_spotted():
+    for split in ("95% CI low", "95% CI high", "lower", "upper bound"):
+        assert check_book.SPLIT_INTERVAL.search(split), split
+    for fine in ("change (pts, 95% CI)", "drop rate (%, 95% CI)", "lowest length", "p"):
+        assert not check_book.SPLIT_INTERVAL.search(fine), fine
+
+
 def test_a_table_stacked_under_another_needs_a_caption_or_words(tmp_path):
     table = '<table class="longctx-table">{}<tr><th>n</th></tr></table>'
     (tmp_path / "a.html").write_text(

@@ -1367,7 +1367,22 @@ def paper_tables(view: TagResult) -> list:
 
 
 def drops_table(view: TagResult) -> pd.DataFrame:
-    return view.drops.assign(variant=view.drops["variant"].map(tn.VARIANT_LABELS)).round(1)
+    """The extremum drop rate per variant with its interval in one cell (undefined: a dash)."""
+    d = view.drops
+    return pd.DataFrame(
+        {
+            "variant": d["variant"].map(tn.VARIANT_LABELS),
+            "shortest (tokens)": d["short"],
+            "longest (tokens)": d["long"],
+            "questions": d["n"],
+            "accuracy, shortest (%)": d["acc_short"].round(1),
+            "accuracy, longest (%)": d["acc_long"].round(1),
+            "drop rate (%, 95% CI)": [
+                "—" if rate != rate else f"{rate:.1f} [{lo:.1f}, {hi:.1f}]"
+                for rate, lo, hi in zip(d["drop_rate"], d["ci_low"], d["ci_high"])
+            ],
+        }
+    )
 
 
 def needle_tables(view: TagResult, shown: int = 6) -> list:
@@ -1455,9 +1470,19 @@ def query_aware_tables(view: TagResult) -> list:
             "Accuracy (%).",
         ),
         (
-            gains.assign(variant=gains["variant"].map(arm_label))
-            .drop(columns=["control_level", "variant_level"])
-            .round(3),
+            pd.DataFrame(
+                {
+                    "length": gains["length"],
+                    "variant": gains["variant"].map(arm_label),
+                    "questions": gains["n"],
+                    "needles": gains["needles"],
+                    "change (pts, 95% CI)": [
+                        points_ci(c, lo, hi)
+                        for c, lo, hi in zip(gains["change"], gains["ci_low"], gains["ci_high"])
+                    ],
+                    "p (sign-flip)": gains["p_sign_flip"].map(format_p),
+                }
+            ),
             "Each arm's change against the baseline with the question after the context, "
             "paired over needles.",
         ),
