@@ -839,7 +839,7 @@ def _grid_quotes(
 
     def change(length, variant):
         r = g.loc[(length, variant)]
-        return f"{r['change']:+.1f} (95% CI {r['ci_low']:+.1f} to {r['ci_high']:+.1f}, {p_text(r['p_sign_flip'])})"
+        return f"{points_ci(r['change'], r['ci_low'], r['ci_high'])}, {p_text(r['p_sign_flip'])}"
 
     s = stats.set_index("tagger")
     out = {
@@ -849,10 +849,8 @@ def _grid_quotes(
         "tag-baseline-levels": levels("baseline"),
         "tag-td-levels": levels("td"),
         "tag-spacy-levels": levels("td_tc_spacy"),
-        "tag-drop-baseline": f"{d.loc['baseline', 'drop_rate']:.1f}% (95% CI {d.loc['baseline', 'ci_low']:.1f} to "
-        f"{d.loc['baseline', 'ci_high']:.1f})",
-        "tag-drop-spacy": f"{d.loc['td_tc_spacy', 'drop_rate']:.1f}% (CI {d.loc['td_tc_spacy', 'ci_low']:.1f} to "
-        f"{d.loc['td_tc_spacy', 'ci_high']:.1f})",
+        "tag-drop-baseline": drop_rate_text(d.loc["baseline"]),
+        "tag-drop-spacy": drop_rate_text(d.loc["td_tc_spacy"]),
         "tag-longest-wrong": len(longest_wrong[longest_wrong["variant"] == "baseline"]),
         "tag-top-wrong": wrong["output"].value_counts().index[0] if len(wrong) else "—",
         "tag-td-short": change(lengths[0], "td"),
@@ -869,9 +867,9 @@ def _grid_quotes(
             f"{g.loc[(n, 'td_tc_spacy'), 'change']:+.1f}" for n in lengths
         ),
         "tag-spacy-mid-p": p_text(g.loc[(lengths[1], "td_tc_spacy"), "p_sign_flip"]),
-        "tag-spacy-vs-td": (
-            lambda r: f"{r['change']:+.1f} (CI {r['ci_low']:+.1f} to {r['ci_high']:+.1f})"
-        )(against_td.set_index(["length", "variant"]).loc[(lengths[0], "td_tc_spacy")]),
+        "tag-spacy-vs-td": (lambda r: points_ci(r["change"], r["ci_low"], r["ci_high"]))(
+            against_td.set_index(["length", "variant"]).loc[(lengths[0], "td_tc_spacy")]
+        ),
     }
     if "llm" in s.index:
         out.update(
@@ -893,7 +891,7 @@ def _query_aware_quotes(qac, params: dict) -> dict:
         {
             "tag-qac-length": f"{params['query_aware_lengths'][0]:,}",
             "tag-qac-baseline": f"{table.loc['baseline', False]:.1f}% to {table.loc['baseline', True]:.1f}%",
-            "tag-qac-change": f"{q['change']:+.1f} points, CI {q['ci_low']:+.1f} to {q['ci_high']:+.1f}, "
+            "tag-qac-change": f"{points_ci(q['change'], q['ci_low'], q['ci_high'])} points, "
             f"{p_text(q['p_sign_flip'])}",
             "tag-qac-llm": f"{table.loc['td_tc_llm', False]:.1f}% to {table.loc['td_tc_llm', True]:.1f}%"
             if "td_tc_llm" in table.index
@@ -1366,6 +1364,13 @@ def paper_tables(view: TagResult) -> list:
     ]
 
 
+def drop_rate_text(row) -> str:
+    """An extremum drop rate (%) with its 95% interval, ``34.8% [5.3, 58.3]``; a dash when
+    undefined (no accuracy at the shortest length)."""
+    rate, low, high = row["drop_rate"], row["ci_low"], row["ci_high"]
+    return "—" if rate != rate else f"{rate:.1f}% [{low:.1f}, {high:.1f}]"
+
+
 def drops_table(view: TagResult) -> pd.DataFrame:
     """The extremum drop rate per variant with its interval in one cell (undefined: a dash)."""
     d = view.drops
@@ -1377,10 +1382,7 @@ def drops_table(view: TagResult) -> pd.DataFrame:
             "questions": d["n"],
             "accuracy, shortest (%)": d["acc_short"].round(1),
             "accuracy, longest (%)": d["acc_long"].round(1),
-            "drop rate (%, 95% CI)": [
-                "—" if rate != rate else f"{rate:.1f} [{lo:.1f}, {hi:.1f}]"
-                for rate, lo, hi in zip(d["drop_rate"], d["ci_low"], d["ci_high"])
-            ],
+            "drop rate (%, 95% CI)": [drop_rate_text(r) for _, r in d.iterrows()],
         }
     )
 

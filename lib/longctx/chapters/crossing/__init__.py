@@ -307,7 +307,7 @@ def quoted(
         "x-interactions-holm": int((inter["p_holm"] < 0.05).sum()),
         "x-top-interaction-p": f"p = {top['p']:.2f}, Holm {top['p_holm']:.2f}",
         "x-top-interaction": top["term"],
-        "x-top-interaction-ci": f"{top['estimate']:+.1f}, 95% CI {top['ci_low']:+.1f} to {top['ci_high']:+.1f}",
+        "x-top-interaction-ci": points_ci(top["estimate"], top["ci_low"], top["ci_high"]),
         "x-logit-agrees": "agrees"
         if (logit.set_index("term")["estimate"] * by["estimate"] > 0).all()
         else "disagrees",
@@ -315,7 +315,7 @@ def quoted(
     }
     for f in by.index:
         r = by.loc[f]
-        out[f"x-{f}"] = f"{r['estimate']:+.1f}, 95% CI {r['ci_low']:+.1f} to {r['ci_high']:+.1f}"
+        out[f"x-{f}"] = points_ci(r["estimate"], r["ci_low"], r["ci_high"])
         out[f"x-{f}-verdict"] = r["verdict"]
         out[f"x-{f}-p"] = _p_and_holm(r)
     both = readers["both"]
@@ -325,7 +325,7 @@ def quoted(
 
         def ci(reader, factor):
             row = b.loc[(reader, factor)]
-            return f"{row['estimate']:+.1f}, 95% CI {row['ci_low']:+.1f} to {row['ci_high']:+.1f}"
+            return points_ci(row["estimate"], row["ci_low"], row["ci_high"])
 
         other = readers["table"]
         other_fx = X.contrast_effects(other, d)
@@ -349,8 +349,9 @@ def quoted(
                 ),
                 "x2-rest-max": f"{rest['estimate'].abs().max():.0f}",
                 "x2-top-interaction": other_top["term"],
-                "x2-top-interaction-ci": f"{other_top['estimate']:+.1f}, 95% CI {other_top['ci_low']:+.1f} to "
-                f"{other_top['ci_high']:+.1f}",
+                "x2-top-interaction-ci": points_ci(
+                    other_top["estimate"], other_top["ci_low"], other_top["ci_high"]
+                ),
                 "x2-interactions-significant": int((other_inter["p"] < 0.05).sum()),
                 "x2-interactions-holm": int((other_inter["p_holm"] < 0.05).sum()),
                 "x2-max-half-width": f"{((theirs['ci_high'] - theirs['ci_low']) / 2).max():.1f}",
