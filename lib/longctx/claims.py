@@ -53,7 +53,7 @@ import pandas as pd
 from .errors import DataFileError
 from .metrics import paired_bootstrap_difference, sign_flip_test
 from .paths import repo_root
-from .report import n_for_half_width
+from .report import estimate_ci, n_for_half_width
 
 VERDICTS = (
     "reproduced",
@@ -121,8 +121,7 @@ class Claim:
         value (a correlation over a constant accuracy) says so instead of printing nan."""
         if difference != difference:
             return "undefined (constant accuracy)" if self.scale == "r" else "undefined"
-        digits = 2 if self.scale == "r" else 1
-        return f"{self.effect_text(difference)} [{low:+.{digits}f}, {high:+.{digits}f}]"
+        return estimate_ci(difference, low, high, scale=self.scale)
 
     def effect_text(self, value: float) -> str:
         """``value`` in this claim's unit, signed."""

@@ -33,7 +33,7 @@ from .errors import DataFileError
 from .paths import build_commit, repo_root
 from .plots import FigureText
 from .reader import Reader
-from .report import format_p
+from .report import estimate_ci, format_p
 
 
 def estimates(
@@ -139,13 +139,6 @@ def tally_markdown(table) -> str:
     return f"{len(table)} claims. " + " · ".join(parts)
 
 
-def _interval(scale: str, difference: float, low: float, high: float, bold: bool = False) -> str:
-    """Our number with its interval, in the claim's unit (points, or r for a correlation)."""
-    shown = f"r = {difference:+.2f}" if scale == "r" else f"{difference:+.1f}"
-    digits = 2 if scale == "r" else 1
-    return f"{f'**{shown}**' if bold else shown} [{low:+.{digits}f}, {high:+.{digits}f}]"
-
-
 def _verdict_cell(r) -> str:
     """The verdict with its three parts, short: direction, magnitude, premise."""
     parts = [r.direction, r.magnitude_short]
@@ -174,7 +167,7 @@ def as_markdown(table, rows_href: Callable[[str], str | None] | None = None) -> 
         notes = []
         for k, r in enumerate(rows.itertuples(), 1):
             wide = underpowered(r, r.scale)
-            ours = _interval(r.scale, r.difference, r.ci_low, r.ci_high, bold=True)
+            ours = estimate_ci(r.difference, r.ci_low, r.ci_high, scale=r.scale, bold=True)
             href = rows_href(r.experiment) if rows_href and r.experiment else None
             browse = f' · <a href="{href}">rows</a>' if href else ""
             lines.append(

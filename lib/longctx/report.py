@@ -38,6 +38,15 @@ def points_ci(diff: float, low: float, high: float, digits: int = 1) -> str:
     return f"{diff:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
+def estimate_ci(value: float, low: float, high: float, *, scale: str = "points", bold=False) -> str:
+    """A claim's number with its 95% interval in its unit: ``+2.5 [-5.0, +11.2]`` in points,
+    ``r = -0.50 [-0.89, +0.32]`` for a correlation; ``bold`` marks the number for Markdown."""
+    digits = 2 if scale == "r" else 1
+    shown, interval = points_ci(value, low, high, digits).split(" ", 1)
+    shown = f"r = {shown}" if scale == "r" else shown
+    return f"{f'**{shown}**' if bold else shown} {interval}"
+
+
 def n_for_half_width(
     differences: Sequence[float], half_width: float = 0.10, z: float = 1.96
 ) -> int:
