@@ -1364,11 +1364,12 @@ def paper_tables(view: TagResult) -> list:
     ]
 
 
-def drop_rate_text(row) -> str:
-    """An extremum drop rate (%) with its 95% interval, ``34.8% [5.3, 58.3]``; a dash when
-    undefined (no accuracy at the shortest length)."""
+def drop_rate_text(row, unit: str = "%") -> str:
+    """An extremum drop rate with its 95% interval, ``34.8% [5.3, 58.3]`` (a table whose
+    header names the unit passes ``unit=""``); undefined with no accuracy at the shortest
+    length."""
     rate, low, high = row["drop_rate"], row["ci_low"], row["ci_high"]
-    return "—" if rate != rate else f"{rate:.1f}% [{low:.1f}, {high:.1f}]"
+    return "undefined" if rate != rate else f"{rate:.1f}{unit} [{low:.1f}, {high:.1f}]"
 
 
 def drops_table(view: TagResult) -> pd.DataFrame:
@@ -1382,7 +1383,7 @@ def drops_table(view: TagResult) -> pd.DataFrame:
             "questions": d["n"],
             "accuracy, shortest (%)": d["acc_short"].round(1),
             "accuracy, longest (%)": d["acc_long"].round(1),
-            "drop rate (%, 95% CI)": [drop_rate_text(r) for _, r in d.iterrows()],
+            "drop rate (%, 95% CI)": [drop_rate_text(r, unit="") for _, r in d.iterrows()],
         }
     )
 
