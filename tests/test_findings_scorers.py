@@ -240,7 +240,8 @@ def test_length_alone_recitation_premise(by_id, claim, filler):
     """The paper's exact match, read against each row's own prompt rather than the task's
     problems: the recited description, analysis and question must equal the prompt's
     sections character for character (outer whitespace aside). Until every one of the 120
-    problems is recited the premise is not measured (NaN) and the claim unjudged."""
+    problems is recited the premise is not measured (NaN) and the claim unjudged, unless the
+    stored failures already cap the rate below the paper's 90.9%."""
     problems = {
         r["example_id"]
         for r in _rows("length_alone")
@@ -280,10 +281,13 @@ def test_length_alone_recitation_premise(by_id, claim, filler):
         and r["condition"]["filler_tokens"] == 16000
     }
     fact = by_id.loc[claim, "facts"]["recited"]
-    if set(recited) != problems:
-        assert fact != fact and by_id.loc[claim, "verdict"] == "premise not measured"
-    else:
+    at_most = 100 * (sum(recited.values()) + len(problems) - len(recited)) / len(problems)
+    if set(recited) == problems:
         assert fact == pytest.approx(100 * sum(recited.values()) / len(recited))
+    elif at_most < 90.9:  # the stored failures already decide it, whatever the rest recite
+        assert fact == pytest.approx(at_most) and by_id.loc[claim, "verdict"] == "premise not met"
+    else:
+        assert fact != fact and by_id.loc[claim, "verdict"] == "premise not measured"
 
 
 def test_tag_long_claim_by_needle(by_id):

@@ -437,3 +437,36 @@ def test_ruler_parameters_are_checked():
         chapter.ruler_blocks(
             {**book, "ruler": {"subtasks": ["qa1"], "lengths": [300], "num_questions": 1}}
         )
+
+
+def test_the_recitation_premise_is_decided_only_when_the_rest_cannot_change_it():
+    """20 problems, threshold 90.9%: two stored failures already cap the rate at 90.0%
+    whatever the other 15 give (a bound that decides: premise not met); one failure
+    decides nothing (NaN); all stored gives the rate itself."""
+    from longctx.chapters import length_alone as chapter
+
+    problems = {p.id: p for p in la.load_problems("gsm8k", 20, seed=0)}
+
+    def row(p, exact):
+        output = (
+            f"{p.evidence}\n# Analysis\n{p.analysis}\n# Question\n{p.question}\n## Answer\n"
+            if exact
+            else "I cannot recall it."
+        )
+        condition = {"subtask": "gsm8k", "mode": "recite", "filler": "essay",
+                     "placement": "between", "filler_tokens": 16000}  # fmt: skip
+        return {"example_id": p.id, "condition": condition, "output": output}
+
+    ps = list(problems.values())
+    two_wrong = [row(p, k >= 2) for k, p in enumerate(ps[:5])]
+    assert chapter.recited_facts(two_wrong, problems, "essay", 16000, 90.9) == {
+        "recited": 90.0,
+        "recited:bound": -1.0,
+    }
+    one_wrong = [row(p, k >= 1) for k, p in enumerate(ps[:5])]
+    assert (
+        chapter.recited_facts(one_wrong, problems, "essay", 16000, 90.9)["recited"]
+        != (chapter.recited_facts(one_wrong, problems, "essay", 16000, 90.9)["recited"])
+    )
+    every = [row(p, k >= 1) for k, p in enumerate(ps)]
+    assert chapter.recited_facts(every, problems, "essay", 16000, 90.9) == {"recited": 95.0}

@@ -258,3 +258,11 @@ def test_an_undefined_statistic_is_never_a_direction():
     assert j.verdict == "inconclusive at this n" and j.magnitude == "undefined"
     assert claim.interval_text(float("nan"), 0.0, 0.0) == "undefined (constant accuracy)"
     assert claim.interval_text(-0.5, -0.89, 0.32) == "r = -0.50 [-0.89, +0.32]"
+
+
+def test_a_bound_that_decides_a_check_is_said_as_a_bound():
+    premise = Premise.parse("control >= 50 and recited >= 90.9", "w", "t")
+    claim = _claim(-1, -9.0, premise=premise)
+    facts = {"recited": 88.3, "recited:bound": -1.0}
+    j = judge(_est(-49.0, -30.0, control=96.7, facts=facts), claim)
+    assert j.verdict == "premise not met" and "recited at most 88.3% < 90.9%" in j.premise

@@ -176,7 +176,9 @@ class Premise:
     """What must hold on this reader's rows for a claim to be testable here: every one of
     its ``checks``; ``why`` says it in words, for the findings page. A chapter reports a
     fact as NaN when its rows are not all stored yet: the premise is then not measured, and
-    the claim is not judged."""
+    the claim is not judged. Where part of the rows already decide a check whatever the rest
+    give, the chapter may report the bound instead, with ``<fact>:bound`` -1 (at most) or +1
+    (at least) among the facts; the check reads "at most"/"at least"."""
 
     checks: tuple[Check, ...]
     why: str
@@ -435,8 +437,12 @@ def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str]:
             continue
         ok = value >= threshold
         met = met and ok if met is not None else None
+        # a bound: rows part stored, but enough to decide this check whatever the rest give
+        bound = {-1.0: "at most ", 1.0: "at least "}.get(
+            est.facts.get(f"{check.quantity}:bound"), ""
+        )
         parts.append(
-            f"{check.quantity} {value:.1f}{unit} {'>=' if ok else '<'} {threshold:g}{unit}"
+            f"{check.quantity} {bound}{value:.1f}{unit} {'>=' if ok else '<'} {threshold:g}{unit}"
         )
     if met is None and any(" < " in p for p in parts):
         met = False  # a check that fails decides, measured or not

@@ -243,7 +243,8 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
         )
         if placement != "between":
             return est
-        return replace(est, facts={"recited": recited_share(rows, gsm8k, filler, longest)})
+        threshold = recited_threshold(f"la-{filler}")
+        return replace(est, facts=recited_facts(rows, gsm8k, filler, longest, threshold))
 
     out = {
         "la-essay": lambda: drop("essay"),
@@ -300,21 +301,38 @@ def recitations(
     }
 
 
-def recited_share(rows: list[dict], problems: dict[str, la.Problem], filler: str, length: int):
+def recited_threshold(claim_id: str) -> float:
+    """The recitation rate (%) the claim's premise asks for (``data/paper/claims.csv``)."""
+    claim = next(c for c in read_claims() if c.id == claim_id)
+    return next(k.threshold(claim) for k in claim.premise.checks if k.quantity == "recited")
+
+
+def recited_facts(
+    rows: list[dict], problems: dict[str, la.Problem], filler: str, length: int, threshold: float
+) -> dict[str, float]:
     """The paper's premise (section 3.2, Table 6): the percentage of ``problems`` whose
     evidence, analysis and question the reader recites word for word with ``filler`` of
-    ``length`` tokens between evidence and question; NaN until every problem's recitation
-    is stored, so no subset is judged."""
+    ``length`` tokens between evidence and question. With every recitation stored, the rate.
+    With part stored, a bound only where it already decides the check whatever the rest
+    recite (``recited:bound`` -1: at most, so below ``threshold``; +1: at least, so at or
+    above it); else NaN, and the claim waits. No rate is ever estimated from a subset."""
     recited = recitations(rows, problems, filler, length)
-    if set(recited) != set(problems):
-        return float("nan")
-    return 100 * sum(r["retrieval_em"] for r in recited.values()) / len(recited)
+    n, right = len(problems), sum(r["retrieval_em"] for r in recited.values())
+    if set(recited) == set(problems):
+        return {"recited": 100 * right / n}
+    at_most, at_least = 100 * (right + n - len(recited)) / n, 100 * right / n
+    if at_most < threshold:
+        return {"recited": at_most, "recited:bound": -1.0}
+    if at_least >= threshold:
+        return {"recited": at_least, "recited:bound": 1.0}
+    return {"recited": float("nan")}
 
 
 def premise_levels(rows: list[dict], problems: dict[str, la.Problem], length: int) -> pd.DataFrame:
     """The recitations behind the premise: with no filler (the reference), then each premise
-    filler at ``length`` tokens; per arm the recitations stored, and once all are, the share
-    of problems whose evidence, question and both are recited word for word (else NaN)."""
+    filler at ``length`` tokens; per arm the recitations stored, how many of them are word for
+    word, and once all are stored the share of problems whose evidence, question and both are
+    recited word for word (else NaN)."""
     out = []
     for filler, tokens in [("none", 0)] + [(f, length) for f in PREMISE_FILLERS]:
         got = recitations(rows, problems, filler, tokens)
@@ -329,6 +347,7 @@ def premise_levels(rows: list[dict], problems: dict[str, la.Problem], length: in
                 "tokens": tokens,
                 "stored": len(got),
                 "problems": len(problems),
+                "right": int(sum(r["retrieval_em"] for r in got.values())),
                 "evidence": share("evidence_em"),
                 "question": share("question_em"),
                 "both": share("retrieval_em"),
@@ -337,10 +356,19 @@ def premise_levels(rows: list[dict], problems: dict[str, la.Problem], length: in
     return pd.DataFrame(out)
 
 
-def premise_table(levels: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+def _decided_by_bound(r, threshold: float) -> str:
+    """A part-stored filler whose check is already decided, in words; empty if it is not."""
+    at_most = 100 * (r.right + r.problems - r.stored) / r.problems
+    if r.filler == "none" or r.stored == r.problems or at_most >= threshold:
+        return ""
+    return f"at most {at_most:.1f}: {r.stored - r.right} of the {r.stored} stored already differ"
+
+
+def premise_table(levels: pd.DataFrame, paper: pd.DataFrame, threshold: float) -> pd.DataFrame:
     """The premise for people: per arm the recitations stored and the shares recited word for
-    word (both with a Wilson 95% interval), beside the paper's GSM8K recitation with essay
-    filler (Table 6: its 0-token rate, and that rate plus its change at 15K tokens)."""
+    word (both with a Wilson 95% interval; for a part-stored filler whose check is decided,
+    the most it can reach), beside the paper's GSM8K recitation with essay filler (Table 6:
+    its 0-token rate, and that rate plus its change at 15K tokens)."""
     ret = paper[
         (paper["table"] == 6) & (paper["subtask"] == "gsm8k") & (paper["metric"] == "retrieval")
     ]
@@ -363,30 +391,33 @@ def premise_table(levels: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
                 "recitations stored": f"{r.stored} of {r.problems}",
                 "evidence word for word (%)": pct(r.evidence) if done else wait,
                 "question word for word (%)": pct(r.question) if done else wait,
-                "both: the premise (%, 95% interval)": pct_ci(r.both, lo, hi) if done else wait,
+                "both: the premise (%, 95% interval)": (
+                    pct_ci(r.both, lo, hi) if done else _decided_by_bound(r, threshold) or wait
+                ),
                 "the paper, essay filler (%)": theirs.get(r.filler, "not reported"),
             }
         )
     return pd.DataFrame(out)
 
 
-def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate]) -> str:
-    """The premise's state in a sentence: each filler's recitation rate against the claim's
-    threshold where all its recitations are stored, else how many are, and the command that
-    stores the rest."""
+def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate], threshold: float) -> str:
+    """The premise's state in a sentence: each filler's recitation rate against the claims'
+    threshold where all its recitations are stored, the bound where part stored already
+    decides it, else how many are stored, and the command that stores the rest."""
     long = levels[levels["filler"] != "none"]
-    rules = {c.id: c for c in read_claims()}
     parts = []
     for r in long.itertuples():
         label = LABELS[r.filler, "between"]
         if r.stored < r.problems:
-            parts.append(f"{label}: {r.stored} of {r.problems} recitations stored")
+            bound = _decided_by_bound(r, threshold)
+            parts.append(
+                f"{label} {bound} (misses the paper's {threshold:g}% whatever the other "
+                f"{r.problems - r.stored} recite)"
+                if bound
+                else f"{label}: {r.stored} of {r.problems} recitations stored"
+            )
             continue
-        claim = rules[f"la-{r.filler}"]
-        threshold = next(
-            k.threshold(claim) for k in claim.premise.checks if k.quantity == "recited"
-        )
-        fact = estimates[claim.id].facts["recited"]
+        fact = estimates[f"la-{r.filler}"].facts["recited"]
         parts.append(
             f"{label} {fact:.1f}% ({'meets' if fact >= threshold else 'misses'} the paper's "
             f"{threshold:g}%)"
@@ -394,10 +425,6 @@ def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate]) -> str:
     words = f"Recited word for word at {long['tokens'].iloc[0]:,} tokens: " + "; ".join(parts) + "."
     reference = levels[levels["filler"] == "none"].iloc[0]
     if reference["stored"] == reference["problems"]:
-        claim = rules["la-essay"]
-        threshold = next(
-            k.threshold(claim) for k in claim.premise.checks if k.quantity == "recited"
-        )
         rate = 100 * reference["both"]
         words += (
             f" With no filler at all the reader recites {rate:.1f}% of the problems word for word"
@@ -408,11 +435,16 @@ def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate]) -> str:
                 else "."
             )
         )
-    if (long["stored"] < long["problems"]).any():
+    undecided = [
+        r
+        for r in long.itertuples()
+        if r.stored < r.problems and not _decided_by_bound(r, threshold)
+    ]
+    if undecided:
         words += (
-            " A claim whose recitations are not all stored stays unjudged (premise not "
-            "measured); `longctx reproduce --scale recitation --chapters length_alone` stores "
-            "the rest."
+            " A claim whose recitations do not yet decide its premise stays unjudged (premise "
+            "not measured); `longctx reproduce --scale recitation --chapters length_alone` "
+            "stores the rest."
         )
     return words
 
@@ -1014,12 +1046,12 @@ def analyze(ctx: RunContext) -> LengthResult:
         placement=placed_table,
         varsum=varsum,
         ruler=ruler,
-        premise=premise_table(levels, paper),
+        premise=premise_table(levels, paper, recited_threshold("la-essay")),
         quoted={
             **quoted(
                 estimates, gsm, solve, before, placed, varsum, ruler, rows, ruler_rows, params
             ),
-            "la-premise-state": premise_words(levels, estimates),
+            "la-premise-state": premise_words(levels, estimates, recited_threshold("la-essay")),
         },
         between_note=(
             "The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% "
