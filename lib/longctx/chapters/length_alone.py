@@ -409,11 +409,12 @@ def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate], threshol
     for r in long.itertuples():
         label = LABELS[r.filler, "between"]
         if r.stored < r.problems:
-            bound = _decided_by_bound(r, threshold)
+            at_most = 100 * (r.right + r.problems - r.stored) / r.problems
             parts.append(
-                f"{label} {bound} (misses the paper's {threshold:g}% whatever the other "
+                f"{label} at most {at_most:.1f}%, since {r.stored - r.right} of the {r.stored} "
+                f"stored already differ (it misses the paper's {threshold:g}% whatever the other "
                 f"{r.problems - r.stored} recite)"
-                if bound
+                if _decided_by_bound(r, threshold)
                 else f"{label}: {r.stored} of {r.problems} recitations stored"
             )
             continue
