@@ -196,8 +196,9 @@ show(chapter.sizing(view.estimates))
 # match (its Appendix prompts, Figure 7 for GSM8K). Its models recite GSM8K nearly as well
 # at 15,000 essay tokens as at none (Table 6). We ask our reader for the same recitation on
 # the same {glue:text}`la-problems` problems with each filler in place at
-# {glue:text}`la-filler` tokens; a claim is judged only once all of its problems are
-# recited:
+# {glue:text}`la-filler` tokens. A claim is judged once its recitations decide the check:
+# all of them stored, or so many already differing that the rest could not lift the rate to
+# the paper's:
 
 # %% tags=["hide-input"]
 show(view.premise, caption="Recitation with the filler between evidence and question.")
