@@ -422,7 +422,7 @@ def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str]:
     premise = claim.premise
     if premise is None:
         return True, ""
-    parts, met = [], True
+    parts, failed, unmeasured = [], False, False
     for check in premise.checks:
         value, threshold = check.value(est, claim), check.threshold(claim)
         if value is None:
@@ -433,10 +433,10 @@ def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str]:
         unit = "" if claim.scale == "r" else "%" if check.quantity != "room" else " pts"
         if value != value:
             parts.append(f"{check.quantity} not measured yet (needs >= {threshold:g}{unit})")
-            met = None
+            unmeasured = True
             continue
         ok = value >= threshold
-        met = met and ok if met is not None else None
+        failed = failed or not ok
         # a bound: rows part stored, but enough to decide this check whatever the rest give
         bound = {-1.0: "at most ", 1.0: "at least "}.get(
             est.facts.get(f"{check.quantity}:bound"), ""
@@ -444,8 +444,8 @@ def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str]:
         parts.append(
             f"{check.quantity} {bound}{value:.1f}{unit} {'>=' if ok else '<'} {threshold:g}{unit}"
         )
-    if met is None and any(" < " in p for p in parts):
-        met = False  # a check that fails decides, measured or not
+    # a check that fails decides, whether or not another is measured
+    met = False if failed else None if unmeasured else True
     return met, f"{premise.why}: {', '.join(parts)}"
 
 

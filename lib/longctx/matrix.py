@@ -503,7 +503,7 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
     ]
     extra = []
     if cell.claim.premise:
-        extra.append({True: "premise ✓", False: "premise ✗", None: "premise ?"}[j.premise_met])
+        extra.append("premise ✓" if j.premise_met else "premise ✗")
     if cell.floor:
         extra.append(cell.floor.split(" (")[0].replace("chance", "floor"))
     if est.capped:
@@ -861,13 +861,14 @@ def download_line(prefix: str = "../") -> str:
 def statements(matrix: Matrix) -> dict[str, bool]:
     """What the findings page says of the matrix in words, each as a check on the rows."""
     default = default_column(matrix)
-    own = [c for c in col_cells_of(matrix, default) if c.judgement] if default else []
+    cells = col_cells_of(matrix, default) if default else []
+    own = [c for c in cells if c.judgement]
     return {
         "every judged cell of the default reader has its rule fixed after its rows": bool(own)
         and all(c.preregistered is False for c in own),
-        "the default reader has rows for every claim": bool(default)
-        and all(c.estimate is not None for c in col_cells_of(matrix, default))
-        and len(col_cells_of(matrix, default)) == len(matrix.claims),
+        "the default reader has rows for every claim": bool(cells)
+        and all(c.estimate is not None for c in cells)
+        and len(cells) == len(matrix.claims),
     }
 
 

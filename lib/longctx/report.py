@@ -41,6 +41,8 @@ def points_ci(diff: float, low: float, high: float, digits: int = 1) -> str:
 def estimate_ci(value: float, low: float, high: float, *, scale: str = "points", bold=False) -> str:
     """A claim's number with its 95% interval in its unit: ``+2.5 [-5.0, +11.2]`` in points,
     ``r = -0.50 [-0.89, +0.32]`` for a correlation; ``bold`` marks the number for Markdown."""
+    if value is None or value != value:
+        return MISSING
     digits = 2 if scale == "r" else 1
     shown, interval = points_ci(value, low, high, digits).split(" ", 1)
     shown = f"r = {shown}" if scale == "r" else shown

@@ -356,19 +356,27 @@ def premise_levels(rows: list[dict], problems: dict[str, la.Problem], length: in
     return pd.DataFrame(out)
 
 
-def _decided_by_bound(r, threshold: float) -> str:
-    """A part-stored filler whose check is already decided, in words; empty if it is not."""
-    at_most = 100 * (r.right + r.problems - r.stored) / r.problems
-    if r.filler == "none" or r.stored == r.problems or at_most >= threshold:
-        return ""
-    return f"at most {at_most:.1f}: {r.stored - r.right} of the {r.stored} stored already differ"
+def _bound(r, estimates: dict[str, Estimate]) -> tuple[str, str] | None:
+    """The bound a part-stored filler's claim reports (:func:`recited_facts`) and the counts
+    behind it, in words; None where the stored recitations decide nothing yet."""
+    est = estimates.get(f"la-{r.filler}")
+    facts = est.facts if est is not None else {}
+    side = {-1.0: "at most", 1.0: "at least"}.get(facts.get("recited:bound"))
+    if r.stored == r.problems or side is None:
+        return None
+    return (
+        f"{side} {facts['recited']:.1f}",
+        f"{r.stored - r.right} of the {r.stored} stored differ, {r.right} recited word for word",
+    )
 
 
-def premise_table(levels: pd.DataFrame, paper: pd.DataFrame, threshold: float) -> pd.DataFrame:
+def premise_table(
+    levels: pd.DataFrame, paper: pd.DataFrame, estimates: dict[str, Estimate]
+) -> pd.DataFrame:
     """The premise for people: per arm the recitations stored and the shares recited word for
     word (both with a Wilson 95% interval; for a part-stored filler whose check is decided,
-    the most it can reach), beside the paper's GSM8K recitation with essay filler (Table 6:
-    its 0-token rate, and that rate plus its change at 15K tokens)."""
+    the bound its claim reports), beside the paper's GSM8K recitation with essay filler
+    (Table 6: its 0-token rate, and that rate plus its change at 15K tokens)."""
     ret = paper[
         (paper["table"] == 6) & (paper["subtask"] == "gsm8k") & (paper["metric"] == "retrieval")
     ]
@@ -392,7 +400,7 @@ def premise_table(levels: pd.DataFrame, paper: pd.DataFrame, threshold: float) -
                 "evidence word for word (%)": pct(r.evidence) if done else wait,
                 "question word for word (%)": pct(r.question) if done else wait,
                 "both: the premise (%, 95% interval)": (
-                    pct_ci(r.both, lo, hi) if done else _decided_by_bound(r, threshold) or wait
+                    pct_ci(r.both, lo, hi) if done else ": ".join(_bound(r, estimates) or (wait,))
                 ),
                 "the paper, essay filler (%)": theirs.get(r.filler, "not reported"),
             }
@@ -400,33 +408,32 @@ def premise_table(levels: pd.DataFrame, paper: pd.DataFrame, threshold: float) -
     return pd.DataFrame(out)
 
 
-def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate], threshold: float) -> str:
-    """The premise's state in a sentence: each filler's recitation rate against the claims'
-    threshold where all its recitations are stored, the bound where part stored already
-    decides it, else how many are stored, and the command that stores the rest."""
+def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate]) -> str:
+    """The premise's state in a sentence: each filler's recitation rate (or the bound its
+    stored recitations already give) against its claim's threshold, else how many are stored,
+    and the command that stores the rest."""
     long = levels[levels["filler"] != "none"]
-    parts = []
+    parts, undecided = [], False
     for r in long.itertuples():
         label = LABELS[r.filler, "between"]
-        if r.stored < r.problems:
-            at_most = 100 * (r.right + r.problems - r.stored) / r.problems
-            parts.append(
-                f"{label} at most {at_most:.1f}%, since {r.stored - r.right} of the {r.stored} "
-                f"stored already differ (it misses the paper's {threshold:g}% whatever the other "
-                f"{r.problems - r.stored} recite)"
-                if _decided_by_bound(r, threshold)
-                else f"{label}: {r.stored} of {r.problems} recitations stored"
-            )
+        bound = _bound(r, estimates)
+        if r.stored < r.problems and not bound:
+            parts.append(f"{label}: {r.stored} of {r.problems} recitations stored")
+            undecided = True
             continue
         fact = estimates[f"la-{r.filler}"].facts["recited"]
+        threshold = recited_threshold(f"la-{r.filler}")
+        verdict = f"{'meets' if fact >= threshold else 'misses'} the paper's {threshold:g}%"
         parts.append(
-            f"{label} {fact:.1f}% ({'meets' if fact >= threshold else 'misses'} the paper's "
-            f"{threshold:g}%)"
+            f"{label} {bound[0]}% ({bound[1]}; it {verdict} whatever the other "
+            f"{r.problems - r.stored} recite)"
+            if bound
+            else f"{label} {fact:.1f}% ({verdict})"
         )
     words = f"Recited word for word at {long['tokens'].iloc[0]:,} tokens: " + "; ".join(parts) + "."
     reference = levels[levels["filler"] == "none"].iloc[0]
     if reference["stored"] == reference["problems"]:
-        rate = 100 * reference["both"]
+        rate, threshold = 100 * reference["both"], recited_threshold("la-essay")
         words += (
             f" With no filler at all the reader recites {rate:.1f}% of the problems word for word"
             + (
@@ -436,11 +443,6 @@ def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate], threshol
                 else "."
             )
         )
-    undecided = [
-        r
-        for r in long.itertuples()
-        if r.stored < r.problems and not _decided_by_bound(r, threshold)
-    ]
     if undecided:
         words += (
             " A claim whose recitations do not yet decide its premise stays unjudged (premise "
@@ -1047,12 +1049,12 @@ def analyze(ctx: RunContext) -> LengthResult:
         placement=placed_table,
         varsum=varsum,
         ruler=ruler,
-        premise=premise_table(levels, paper, recited_threshold("la-essay")),
+        premise=premise_table(levels, paper, estimates),
         quoted={
             **quoted(
                 estimates, gsm, solve, before, placed, varsum, ruler, rows, ruler_rows, params
             ),
-            "la-premise-state": premise_words(levels, estimates, recited_threshold("la-essay")),
+            "la-premise-state": premise_words(levels, estimates),
         },
         between_note=(
             "The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% "
