@@ -130,7 +130,8 @@ def test_a_new_readers_rows_add_a_column_with_no_code_change(tmp_path):
     reproduced = [c for c in claims if after.cell(c.id, DEFAULT).judgement.verdict == "reproduced"]
     assert summary["intro-default-judged"] == len(claims)
     assert all(
-        f"{c.claim.rstrip('.')} (2 of 2 readers judged)" in summary["intro-robust"]
+        f"{c.claim[1:].rstrip('.')} (reproduced on 2 of the 2 readers that judge it)"
+        in summary["intro-robust"]
         for c in reproduced[:3]
     )
 
@@ -176,6 +177,11 @@ def test_a_premise_whose_rows_are_part_stored_leaves_the_cell_running(tmp_path):
     mask, before = (built.cell(c, DEFAULT) for c in ("la-mask", "la-before"))
     assert mask.status == "premise not measured" and mask.judgement is None
     assert mask.estimate.n == 120 and "recited not measured yet" in mask.note
+    # the cell and the list under the matrix name the command that stores the recitations
+    fill = f"longctx reproduce --scale recitation-full --model {DEFAULT} --chapters length_alone"
+    assert mask.note.endswith(fill) and f"1 premises to measure, `{fill}`" in (
+        matrix.commands_markdown(built)
+    )
     assert "◌ premise not measured" in matrix.cell_markdown(mask) and not mask.decided
     assert before.status == "judged"  # its premise asks no recitation
 

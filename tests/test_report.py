@@ -42,6 +42,20 @@ def test_table_headers_read_as_words_and_whole_numbers_lose_their_point_zero():
     assert table["n"].tolist() == [160, 24] and table["pct"].tolist() == [25.0, 33.3]
 
 
+def test_a_float_column_is_written_with_one_number_of_decimals():
+    from longctx.report import _same_decimals_per_column
+
+    table = _same_decimals_per_column(
+        pd.DataFrame({"sd": [0.029, 0.0, float("nan")], "w": ["a", "b", "c"]})
+    )
+    assert table["sd"].tolist()[:2] == ["0.029", "0.000"] and pd.isna(table["sd"].iloc[2])
+    assert table["w"].tolist() == ["a", "b", "c"]
+    wide = _same_decimals_per_column(pd.DataFrame({"x": [0.123456, 1.5]}))
+    assert wide["x"].tolist() == ["0.1235", "1.5000"]  # at most four places
+    counts = _same_decimals_per_column(pd.DataFrame({"n": [16000, 24]}))
+    assert counts["n"].tolist() == ["16,000", "24"]
+
+
 def test_parameters_are_written_in_words_not_as_a_python_dict():
     from longctx.report import params_text
 
@@ -58,3 +72,16 @@ def test_a_caption_goes_above_the_table_escaped():
         show(pd.DataFrame({"n": [1]}), caption="Counts <by> cell")
     html = display.call_args[0][0].data
     assert html.index("<caption>Counts &lt;by&gt; cell</caption>") < html.index("<thead>")
+
+
+def test_a_p_value_keeps_two_significant_digits_and_its_trailing_zero():
+    from longctx.report import format_p
+
+    assert [format_p(p) for p in (1.0, 0.2, 0.022, 0.0999, 0.0005)] == [
+        "1.0",
+        "0.20",
+        "0.022",
+        "0.10",
+        "< 0.001",
+    ]
+    assert format_p(float("nan")) == "n/a"

@@ -20,7 +20,7 @@ from .chapters import get_chapter, scale
 from .paths import build_commit, repo_root
 from .plots import COLUMN_INCHES, FigureText, book_figure
 from .reader import Reader
-from .report import pct, points_ci
+from .report import format_p, pct, points_ci
 from .requests import request_identity
 from .results import backend_agreement
 from .runner import stored
@@ -37,6 +37,10 @@ PATHS = {
     "openai": "OpenAI client -> llama.cpp server",
 }
 WORKLOADS = {"kv": "key-value (prefill-bound)", "varsum": "VarSum (decode-bound)"}
+
+
+# the chapters as the page names them
+CHAPTER_WORDS = {"kv_retrieval": "key-value retrieval", "multidoc_qa": "multi-document QA"}
 
 
 def _identity(row: dict):
@@ -94,7 +98,8 @@ def quoted(view: SimpleNamespace) -> dict:
         "be-examples": f"{both['units']:.0f}",
         "be-acc-llamacpp": f"{pct(both['accuracy_llamacpp'])}%",
         "be-acc-hf": f"{pct(both['accuracy_hf'])}%",
-        "be-difference": f"{points_ci(both['difference'], both['low'], both['high'])} points (p = {both['p']:.2f})",
+        "be-difference": f"{points_ci(both['difference'], both['low'], both['high'])} points "
+        f"(p = {format_p(both['p'])})",
         "be-differ": len(view.differ),
         "be-differ-hf-right": f"{sum(a['score'] for a, _ in view.differ):.0f}",
         "be-differ-llamacpp-right": f"{sum(b['score'] for _, b in view.differ):.0f}",
@@ -182,7 +187,7 @@ def agreement_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
     a = view.agreement
     table = pd.DataFrame(
         {
-            "chapter": a["chapter"],
+            "chapter": a["chapter"].map(lambda c: CHAPTER_WORDS.get(c, c)),
             "prompts": a["n"],
             "examples": a["units"],
             "identical answers (%)": [pct(v) for v in a["identical"]],
@@ -191,7 +196,7 @@ def agreement_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
             "llama.cpp - hf (points) [95% CI]": [
                 points_ci(d, lo, hi) for d, lo, hi in zip(a["difference"], a["low"], a["high"])
             ],
-            "p": [f"{p:.2f}" for p in a["p"]],
+            "p": [format_p(p) for p in a["p"]],
         }
     )
     note = (
@@ -276,7 +281,7 @@ def figure(view: SimpleNamespace):
     left.set_yticks(
         y,
         [
-            f"{c} ({100 * s:.0f}% identical, n={n})"
+            f"{CHAPTER_WORDS.get(c, c)} ({100 * s:.0f}% identical, n={n})"
             for c, s, n in zip(a["chapter"], a["identical"], a["n"])
         ],
     )

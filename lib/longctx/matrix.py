@@ -37,7 +37,7 @@ from urllib.parse import quote
 import pandas as pd
 
 from .backends import backend_class
-from .chapters import contract
+from .chapters import contract, contracts
 from .claims import (
     CLAIMS_FILE,
     PRECISION_TARGET,
@@ -99,11 +99,13 @@ class Column:
                 lines.append(part)
         return "\n".join(lines + ([f"({self.backend})"] if self.backend != "hf" else []))
 
-    def command(self, chapter: str) -> str:
-        """The command that fills this reader's claims of ``chapter``."""
+    def command(self, chapter: str, scale_name: str = "claims") -> str:
+        """The command that fills this reader's claims of ``chapter`` (or, with
+        ``scale_name``, the rows a premise reads)."""
         backend = f" --backend {self.backend}" if self.backend != "hf" else ""
         return (
-            f"longctx reproduce --scale claims --model {self.model}{backend} --chapters {chapter}"
+            f"longctx reproduce --scale {scale_name} --model {self.model}{backend} "
+            f"--chapters {chapter}"
         )
 
 
@@ -335,7 +337,11 @@ def _cell(claim, col, est, full_n, planned, window, dates, first_row, col_estima
         except LongctxError as e:  # a premise whose quantity this reader's rows lack
             return Cell(claim, col, "running", est, note=str(e), floor=floor)
         if judged.verdict == UNMEASURED:  # every unit, but the premise's rows part stored
-            return Cell(claim, col, UNMEASURED, est, note=judged.premise, floor=floor)
+            premise_scale = contracts()[claim.chapter].premise_scale
+            fill = (
+                f"; its rows: {col.command(claim.chapter, premise_scale)}" if premise_scale else ""
+            )
+            return Cell(claim, col, UNMEASURED, est, note=judged.premise + fill, floor=floor)
         return Cell(
             claim,
             col,
@@ -602,14 +608,19 @@ def commands_markdown(matrix: Matrix) -> str:
     """Under the matrix: per reader, the command that fills its claims not yet run."""
     lines = []
     for col in matrix.columns:
-        todo = [c for c in col_cells_of(matrix, col) if c.status in ("not run", "running")]
+        cells = col_cells_of(matrix, col)
+        todo = [c for c in cells if c.status in ("not run", "running")]
         if todo:
             chapters = " ".join(dict.fromkeys(c.claim.chapter for c in todo))
-            backend = f" --backend {col.backend}" if col.backend != "hf" else ""
-            lines.append(
-                f"* {col.label}: {len(todo)} claims to run, `longctx reproduce --scale claims "
-                f"--model {col.model}{backend} --chapters {chapters}`"
-            )
+            lines.append(f"* {col.label}: {len(todo)} claims to run, `{col.command(chapters)}`")
+        waiting = [c for c in cells if c.status == UNMEASURED]
+        for chapter in dict.fromkeys(c.claim.chapter for c in waiting):
+            scale_name = contracts()[chapter].premise_scale
+            if scale_name:
+                n = sum(c.claim.chapter == chapter for c in waiting)
+                lines.append(
+                    f"* {col.label}: {n} premises to measure, `{col.command(chapter, scale_name)}`"
+                )
     if not lines:
         return "Every reader has rows for every claim it can run."
     return (
@@ -812,8 +823,12 @@ def summary(matrix: Matrix, most: int = 3) -> dict:
     most readers (at least two judged; a claim that needs no reader, such as a retriever's
     recall, is left out), each with its tally."""
     default = default_column(matrix)
-    mine = [c for c in col_cells_of(matrix, default) if c.judgement] if default else []
+    cells = col_cells_of(matrix, default) if default else []
+    mine = [c for c in cells if c.judgement]
     counts = pd.Series([c.judgement.verdict for c in mine]).value_counts()
+    waiting = pd.Series([c.status for c in cells if not c.judgement]).value_counts()
+    verdicts = [f"{n} {v}" for v, n in counts.items()]
+    verdicts += [f"{n} {s} (not yet judged)" for s, n in waiting.items()]
     tallies = [
         (claim, *matrix.reproduced_by(claim.id))
         for claim in matrix.claims
@@ -824,10 +839,13 @@ def summary(matrix: Matrix, most: int = 3) -> dict:
     return {
         "intro-claims": len(matrix.claims),
         "intro-readers": len(matrix.columns),
-        "intro-default-verdicts": ", ".join(f"{n} {v}" for v, n in counts.items()),
+        "intro-default-verdicts": ", ".join(verdicts[:-1]) + " and " + verdicts[-1]
+        if len(verdicts) > 1
+        else "".join(verdicts),
         "intro-default-judged": len(mine),
         "intro-robust": "; ".join(
-            f"{claim.claim.rstrip('.')} ({n} of {judged} readers judged)"
+            f"{claim.claim[0].lower()}{claim.claim[1:].rstrip('.')} (reproduced on {n} of the "
+            f"{judged} readers that judge it)"
             for claim, n, judged in robust
         )
         or "no claim is yet judged on two readers",

@@ -611,11 +611,15 @@ def condition_bars(
     return fig
 
 
+def term_words(term: str) -> str:
+    """A factor or interaction name as words: ``query_aware x tags`` -> ``query-aware × tags``."""
+    return term.replace("_", "-").replace(" x ", " × ")
+
+
 def _term_label(term: str, levels: dict | None = None) -> str:
-    """A factor or interaction name as words: ``query_aware x tags`` -> ``query-aware × tags``;
-    a main effect with its two levels from ``levels`` (factor -> (high, low)) as what it
-    measures: ``position (middle − first)``."""
-    words = term.replace("_", "-").replace(" x ", " × ")
+    """:func:`term_words`, and a main effect with its two levels from ``levels`` (factor ->
+    (high, low)) as what it measures: ``position (middle − first)``."""
+    words = term_words(term)
     if levels and term in levels:
         high, low = levels[term]
         words += f" ({high} − {low})"
@@ -734,11 +738,11 @@ def interaction_plot(means, a: str, b: str, *, title: str | None = None):
             marker="o",
             capsize=3,
             ls=LINESTYLES[i % len(LINESTYLES)],
-            label=f"{b}: {level}",
+            label=f"{term_words(b)}: {level}",
         )
     ax.set_xticks(range(len(levels_a)), levels_a)
     ax.set_xlim(-0.3, len(levels_a) - 0.7)
-    ax.set_xlabel(a)
+    ax.set_xlabel(term_words(a))
     ax.set_ylabel("Accuracy (%)")
     fig.legend(loc="outside lower center", ncol=2)
     if title:

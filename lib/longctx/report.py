@@ -110,6 +110,30 @@ def _integers_as_integers(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _same_decimals_per_column(table: pd.DataFrame, most: int = 4) -> pd.DataFrame:
+    """Float columns written with one number of decimals each (the fewest, up to ``most``,
+    that show every value as stored), so ``0.0`` never sits under ``0.029``; whole numbers
+    with thousands separators, as the prose writes them."""
+    out = table.copy()
+    for col in out.columns:
+        values = out[col]
+        is_label = any(w in str(col).lower().split() for w in ("id", "seed", "year", "index"))
+        if pd.api.types.is_integer_dtype(values) and not pd.api.types.is_bool_dtype(values):
+            if is_label:  # a name that is a number, not a count
+                continue
+            out[col] = values.map(lambda v: v if pd.isna(v) else f"{v:,}")
+            continue
+        if not pd.api.types.is_float_dtype(values) or values.isna().all():
+            continue
+        present = values.dropna()
+        places = max(
+            len(f"{v:.{most}f}".rstrip("0").split(".")[1]) if math.isfinite(v) else 0
+            for v in present
+        )
+        out[col] = values.map(lambda v, d=places: v if pd.isna(v) else f"{v:.{d}f}")
+    return out
+
+
 def params_text(params: dict) -> str:
     """Parameters in words for a provenance line: ``name: value`` pairs, lists as
     comma-separated values and nested settings in parentheses (not a Python dict)."""
@@ -137,7 +161,7 @@ def show(df, notes: str | None = None, *, caption: str | None = None, index: boo
     ):  # ("OAA", "mean") -> "OAA mean": no stacked headers
         table.columns = [" ".join(str(p) for p in col if str(p)) for col in table.columns]
     table.columns = [readable_header(c) for c in table.columns]
-    table = _integers_as_integers(table)
+    table = _same_decimals_per_column(_integers_as_integers(table))
     table.columns.name = None
     if not isinstance(table.index, pd.MultiIndex):
         table.index.name = None
@@ -179,10 +203,11 @@ def say(markdown: str) -> None:
 
 
 def format_p(p: float) -> str:
-    """A p-value as the book prints it: two significant digits, "< 0.001" below that."""
+    """A p-value as the book prints it: two significant digits kept even when the second is
+    a zero (0.20, 1.0), "< 0.001" below that."""
     if p != p:
         return "n/a"
-    return "< 0.001" if p < 0.001 else f"{p:.2g}"
+    return "< 0.001" if p < 0.001 else f"{p:#.2g}"
 
 
 def p_text(p: float) -> str:

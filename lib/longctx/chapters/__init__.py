@@ -37,7 +37,9 @@ class Chapter:
       the chapter cannot use;
     * ``ORDER`` (where ``longctx reproduce`` runs its headline blocks), ``NOTEBOOK`` (its
       page's source), ``EXPERIMENTS`` (the stores it offers for download), ``CLAIM_BLOCKS``
-      (claim id -> the block-name parts its rows come from);
+      (claim id -> the block-name parts its rows come from), and an optional
+      ``PREMISE_SCALE``: the scale whose rows a premise reads beyond the claims' own (the
+      length-alone recitations), named in the command a reader without them is shown;
     * ``NEEDS_MODEL`` (its plan takes the reader as ``params["model"]``) and
       ``PLANS_RUN_MODELS`` (planning may run a model, so a dry run passes ``dry_run``).
 
@@ -52,6 +54,7 @@ class Chapter:
     claim_blocks: dict[str, tuple[str, ...]]
     needs_model: bool
     plans_run_models: bool
+    premise_scale: str | None
     plan: Callable
     claims: Callable
     analyze: Callable[[RunContext], ChapterResult]
@@ -86,6 +89,7 @@ class Chapter:
             claim_blocks={claim: tuple(parts) for claim, parts in blocks.items()},
             needs_model=need("NEEDS_MODEL", bool, False),
             plans_run_models=need("PLANS_RUN_MODELS", bool, False),
+            premise_scale=need("PREMISE_SCALE", (str, type(None)), None),
             plan=module.plan,
             claims=module.claims,
             analyze=module.analyze,

@@ -71,6 +71,7 @@ EXPERIMENT = la.TASK
 EXPERIMENTS = (EXPERIMENT, rq.TASK)  # the stores whose rows the chapter offers (RULER too)
 ARM_FIELDS = {"subtasks", "mode", "placement", "kinds", "lengths", "headline", "num_problems"}
 RULER_FIELDS = {"subtasks", "lengths", "num_questions"}
+PREMISE_SCALE = "recitation-full"  # the recitations the la-* premises read
 NEEDS_MODEL = True  # only the optional RULER blocks use it (contexts sized in the reader's tokens)
 
 

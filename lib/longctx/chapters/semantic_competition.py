@@ -578,7 +578,7 @@ def experiments_table(built: dict, plan: list[Block]) -> tuple[pd.DataFrame, str
             for name, (reqs, exs, skipped) in built.items()
         ]
     )
-    return table, f"{sum(len(b.requests) for b in plan)} distinct prompts in all."
+    return table, f"{sum(len(b.requests) for b in plan):,} distinct prompts in all."
 
 
 def paper_tables(paper: pd.DataFrame) -> dict[str, pd.DataFrame]:

@@ -36,7 +36,14 @@ from ...claims import (
 )
 from ...errors import ParameterError
 from ...metrics import holm
-from ...plots import FigureText, book_figure, effects_forest, interaction_plot, readers_forest
+from ...plots import (
+    FigureText,
+    book_figure,
+    effects_forest,
+    interaction_plot,
+    readers_forest,
+    term_words,
+)
 from ...reader import Reader, model_label
 from ...report import format_p, points_ci
 from ...results import comparable_rows, provenance, rows_table
@@ -399,7 +406,7 @@ def main_table(view: CrossingResult) -> tuple[pd.DataFrame, str]:
         "over the six main effects; verdicts by the findings page's rule (query-aware: no effect "
         "within ±5 points)."
     )
-    return shown[columns], note
+    return shown[columns].assign(factor=main["factor"].map(term_words)), note
 
 
 def interactions_table(view: CrossingResult, shown: int = 6) -> tuple[pd.DataFrame, str]:
@@ -419,6 +426,7 @@ def interactions_table(view: CrossingResult, shown: int = 6) -> tuple[pd.DataFra
         f"over the {len(inter)} (one family)."
     )
     table = table.assign(p=inter["p"].map(format_p), **{"p (Holm)": inter["p_holm"].map(format_p)})
+    table = table.assign(term=inter["term"].map(term_words))
     return table[["term", "interaction (pts, 95% CI)", "p", "p (Holm)"]].head(shown), note
 
 
@@ -427,21 +435,28 @@ def aliases_table(view: CrossingResult, shown: int = 6) -> pd.DataFrame:
     if view.design.fraction == "full":
         return pd.DataFrame([{"design": "full factorial: no aliasing"}])
     return pd.DataFrame(
-        [{"effect": k, "aliased with": v} for k, v in X.aliases(view.design).items()][:shown]
+        [
+            {"effect": term_words(k), "aliased with": term_words(v)}
+            for k, v in X.aliases(view.design).items()
+        ][:shown]
     )
 
 
 def logit_table(view: CrossingResult) -> pd.DataFrame:
     """The logistic GEE's main effects as log odds ratios with intervals."""
     logit = view.logit
-    return logit.assign(
-        **{
-            "log odds ratio (95% CI)": [
-                f"{e:+.2f} [{lo:+.2f}, {hi:+.2f}]"
-                for e, lo, hi in zip(logit["estimate"], logit["ci_low"], logit["ci_high"])
-            ]
-        }
-    )[["term", "log odds ratio (95% CI)", "p"]].round(3)
+    return (
+        logit.assign(
+            **{
+                "log odds ratio (95% CI)": [
+                    f"{e:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+                    for e, lo, hi in zip(logit["estimate"], logit["ci_low"], logit["ci_high"])
+                ]
+            }
+        )[["term", "log odds ratio (95% CI)", "p"]]
+        .round(3)
+        .assign(term=logit["term"].map(term_words))
+    )
 
 
 def readers_table(view: CrossingResult) -> tuple[pd.DataFrame, str] | None:
@@ -460,6 +475,7 @@ def readers_table(view: CrossingResult) -> tuple[pd.DataFrame, str] | None:
         .pivot(index="factor", columns="reader", values="ci")[[*labels, "difference"]]
         .reset_index()
     )
+    wide["factor"] = wide["factor"].map(term_words)
     note = (
         f"Main effects in points (95% CI); {len(view.readers['shared'])} questions answered by both readers in "
         f"all {len(view.design.cells)} cells; difference = {labels[1]} minus {labels[0]}."
@@ -687,20 +703,23 @@ def interaction_text(view: CrossingResult) -> FigureText:
     a, b = view.top["term"].split(" x ")
     ci = points_ci(view.top["estimate"], view.top["ci_low"], view.top["ci_high"])
     caption = (
-        f"Accuracy at the four combinations of {a} and {b}, the two factors with the largest "
+        f"Accuracy at the four combinations of {term_words(a)} and {term_words(b)}, the two "
+        "factors with the largest "
         f"interaction ({ci} points), averaged over the other factors; 95% intervals resample "
         "whole questions."
     )
     means = X.cell_means(view.table, view.design, a, b)
     alt = (
-        f"Interaction plot: accuracy for the two levels of {a}, one line per level of {b}. "
+        f"Interaction plot: accuracy for the two levels of {term_words(a)}, one line per "
+        f"level of {term_words(b)}. "
         + "; ".join(
             f"{getattr(r, a)}, {getattr(r, b)}: {r.accuracy:.0f} percent"
             for r in means.itertuples()
         )
         + "."
         if {"accuracy", a, b} <= set(means.columns)
-        else f"Interaction plot: accuracy for the two levels of {a}, one line per level of {b}."
+        else f"Interaction plot: accuracy for the two levels of {term_words(a)}, one line per "
+        f"level of {term_words(b)}."
     )
     return FigureText(caption, alt)
 
@@ -737,7 +756,10 @@ def interaction_figure(view: CrossingResult):
     a, b = view.top["term"].split(" x ")
     ci = points_ci(view.top["estimate"], view.top["ci_low"], view.top["ci_high"])
     return interaction_plot(
-        X.cell_means(view.table, view.design, a, b), a, b, title=f"{a} x {b}: {ci} pts"
+        X.cell_means(view.table, view.design, a, b),
+        a,
+        b,
+        title=f"{term_words(view.top['term'])}: {ci} pts",
     )
 
 
