@@ -177,7 +177,7 @@ show(chapter.paper_grid(paper, page.params), caption="The paper's accuracy (%), 
 # little.
 
 # %% tags=["hide-input"]
-show(view.effects) if len(view.effects) else say(
+show(chapter.query_aware_table(view)) if len(view.effects) else say(
     "Run with `query_aware = [False, True]` to compare."
 )
 

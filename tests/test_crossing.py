@@ -248,15 +248,15 @@ def test_describe_reader_comparison_states_effects_differences_and_width():
     both = adjusted(both)
     text = X.describe_reader_comparison(both, ["A", "B"])
     assert (
-        "**A**: the largest main effect is position, -14.0 (95% CI -22.0 to -6.0) points, "
-        "p = 0.001 (Holm over 2 factors 0.002), decided." in text
+        "**A**: the largest main effect is position, -14.0 [-22.0, -6.0] points, "
+        "p = 0.0010 (Holm over 2 factors 0.0020), decided." in text
     )
     assert (
-        "**B**: the largest main effect is tags, +5.0 (95% CI -4.0 to +14.0) points, "
-        "p = 0.300 (Holm over 2 factors 0.600), not decided by the rule." in text
+        "**B**: the largest main effect is tags, +5.0 [-4.0, +14.0] points, "
+        "p = 0.30 (Holm over 2 factors 0.60), not decided by the rule." in text
     )
     assert (
-        "the readers differ on position, +11.0 (95% CI +1.0 to +23.0) points, p=0.010 "
+        "the readers differ on position, +11.0 [+1.0, +23.0] points, p = 0.010 "
         "(Holm 0.020)." in text
     )
     assert "tags, +3.0" not in text  # its difference holds zero
@@ -266,8 +266,8 @@ def test_describe_reader_comparison_states_effects_differences_and_width():
     text = X.describe_reader_comparison(disagree, ["A", "B"])
     assert "no factor's difference is decided" in text
     assert (
-        "Undecided: position's interval, +11.0 (95% CI +1.0 to +23.0) points, excludes zero but "
-        "its exact p=0.040 (Holm 0.080) does not agree" in text
+        "Undecided: position's interval, +11.0 [+1.0, +23.0] points, excludes zero but "
+        "its exact p = 0.040 (Holm 0.080) does not agree" in text
     )
     assert "Undecided" not in X.describe_reader_comparison(both, ["A", "B"])
     narrow = both.assign(ci_low=both["estimate"] - 4, ci_high=both["estimate"] + 4)

@@ -134,8 +134,8 @@ def test_paired_effects_by_length_and_pooled():
         item=["example_id", "position"],
     )
     by_k = {e["k"]: e for e in effects}
-    assert by_k[10]["b minus a (pts)"] == 0.0 and by_k[10]["95% CI"] == "[0.0, 0.0]"
-    assert by_k[20]["b minus a (pts)"] == -100.0 and by_k["all"]["b minus a (pts)"] == -50.0
+    assert by_k[10]["difference"] == by_k[10]["ci_low"] == by_k[10]["ci_high"] == 0.0
+    assert by_k[20]["difference"] == -100.0 and by_k["all"]["difference"] == -50.0
     assert by_k["all"]["items"] == 16
     only_a = pd.DataFrame([r for r in rows if r["cond"] == "a"])
     assert (
@@ -239,8 +239,8 @@ def test_pooled_paired_effect_clusters_by_example_across_lengths():
             item=["example_id", "position"],
         )
     }
-    lo, hi = [float(x) for x in effects["all"]["95% CI"].strip("[]").split(",")]
-    lo10, hi10 = [float(x) for x in effects[10]["95% CI"].strip("[]").split(",")]
+    lo, hi = effects["all"]["ci_low"], effects["all"]["ci_high"]
+    lo10, hi10 = effects[10]["ci_low"], effects[10]["ci_high"]
     # Duplicating every example across two lengths adds no information: same width as one length.
     assert abs((hi - lo) - (hi10 - lo10)) < 8
 

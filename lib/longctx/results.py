@@ -186,10 +186,11 @@ def paired_effects(
     seed: int = 0,
     score: str = "correct",
 ) -> list[dict]:
-    """``treatment`` minus ``control`` accuracy per model and ``length`` value, and pooled
-    over lengths ("all"), on the items (``item`` columns, e.g. example and position) run
-    under both; 95% paired bootstrap intervals resample whole examples, since the items of
-    one example share its content. Empty when either condition is missing."""
+    """``treatment`` minus ``control`` accuracy in points (``difference``, ``ci_low``,
+    ``ci_high``) per model and ``length`` value, and pooled over lengths ("all"), on the
+    items (``item`` columns, e.g. example and position) run under both; 95% paired bootstrap
+    intervals resample whole examples, since the items of one example share its content.
+    Empty when either condition is missing."""
     if "example_id" not in item:
         raise ValueError("item must include 'example_id', the unit the bootstrap resamples")
     pairs = (
@@ -212,8 +213,9 @@ def paired_effects(
                     "model": model,
                     length: value,
                     "items": len(g),
-                    f"{treatment} minus {control} (pts)": round(100 * mean, 1),
-                    "95% CI": f"[{100 * lo:.1f}, {100 * hi:.1f}]",
+                    "difference": 100 * mean,
+                    "ci_low": 100 * lo,
+                    "ci_high": 100 * hi,
                 }
             )
     return rows

@@ -868,7 +868,7 @@ def quoted(
                 "la-varsum-long-right": int(long_v["right"]),
                 "la-varsum-long-n": int(long_v["problems"]),
                 "la-varsum-long-at-cap": int(long_v["at_cap"]),
-                "la-varsum-drop": f"{d['change']:+.1f} points [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}], "
+                "la-varsum-drop": f"{points_ci(d['change'], d['ci_low'], d['ci_high'])} points, "
                 f"n = {d['n']}, {p_text(d['p_sign_flip'])}",
                 "la-varsum-stated": int(reads.loc[0, "stated"]),
                 "la-varsum-stated-right": int(reads.loc[0, "right"]),

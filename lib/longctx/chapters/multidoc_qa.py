@@ -485,6 +485,20 @@ def query_aware_effects(table: pd.DataFrame, label: str, seed: int = 0) -> pd.Da
     )
 
 
+def query_aware_table(view) -> pd.DataFrame:
+    """:func:`query_aware_effects` for people: the change with its interval in one cell."""
+    effects = view.effects
+    shown = f"{QUERY_LABELS[True]} minus {QUERY_LABELS[False]} (pts, 95% CI)"
+    return effects.assign(
+        **{
+            shown: [
+                points_ci(d, lo, hi)
+                for d, lo, hi in zip(effects["difference"], effects["ci_low"], effects["ci_high"])
+            ]
+        }
+    )[["documents", "items", shown]]
+
+
 def prompt_lengths(table: pd.DataFrame) -> pd.DataFrame:
     """Prompt tokens per setting and size (the paper's appendix F)."""
 
@@ -642,11 +656,13 @@ def _query_aware_quotes(effects: pd.DataFrame) -> dict:
     out: dict = {}
     if len(effects):
         pooled = effects[effects["documents"] == "all"].iloc[0]
-        column = next(c for c in effects.columns if c.endswith("(pts)"))
         out.update(
             {
-                "qa-query-aware": f"{pooled[column]:+.1f} points (95% CI {pooled['95% CI']})",
-                "qa-query-aware-low": f"{-float(pooled['95% CI'].strip('[]').split(',')[0]):.0f}",
+                "qa-query-aware": points_ci(
+                    pooled["difference"], pooled["ci_low"], pooled["ci_high"]
+                )
+                + " points",
+                "qa-query-aware-low": f"{-pooled['ci_low']:.0f}",
             }
         )
     return out

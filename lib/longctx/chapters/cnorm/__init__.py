@@ -800,10 +800,7 @@ def _selection_quotes(
     tokens = qa.groupby("method")["prompt_tokens"].mean()
     over = seeds.groupby("method")[["OAA", "OPA"]].mean()
     t = tests.set_index(["comparison", "seeds"])
-    cnorm_all, short_all = (
-        t.loc[("C-NORM - baseline", "all seeds")],
-        t.loc[("shortest tokenization - baseline", "all seeds")],
-    )
+    short_all = t.loc[("shortest tokenization - baseline", "all seeds")]
     s = stable.set_index("S")
     first = s["first S prompts choose"]
     switch = next(
@@ -832,10 +829,8 @@ def _selection_quotes(
             f"{t.loc[('C-NORM - baseline', f'seed {x}'), 'difference']:+.0f}"
             for x in params["qa_seeds"]
         ),
-        "cn-pooled": f"{cnorm_all['difference']:+.1f} points (95% CI {cnorm_all['ci_low']:+.1f} to "
-        f"{cnorm_all['ci_high']:+.1f}, {p_text(cnorm_all['p'])})",
-        "cn-shortest-effect": f"{short_all['difference']:+.1f} points (CI {short_all['ci_low']:+.1f} to "
-        f"{short_all['ci_high']:+.1f}, {p_text(short_all['p'])})",
+        "cn-shortest-effect": f"{points_ci(short_all['difference'], short_all['ci_low'], short_all['ci_high'])}"
+        f" points ({p_text(short_all['p'])})",
         "cn-switch-s": switch if switch is not None else "—",
         "cn-share-at-8": f"{at_8:.0f}%",
         "cn-ratio-choices": ", ".join(

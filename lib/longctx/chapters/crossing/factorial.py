@@ -28,6 +28,8 @@ from ... import transforms as T
 from ...claims import ALPHA, paired_estimate
 from ...errors import ParameterError
 from ...metrics import bootstrap_interval, holm, sign_flip_test
+from ...plots import term_words
+from ...report import format_p, points_ci
 from ...tasks import render
 
 
@@ -398,7 +400,7 @@ def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 
     n = int(both["questions"].iloc[0])
 
     def ci(row) -> str:
-        return f"{row.estimate:+.1f} (95% CI {row.ci_low:+.1f} to {row.ci_high:+.1f})"
+        return points_ci(row.estimate, row.ci_low, row.ci_high)
 
     lines = []
     for r in readers:
@@ -406,8 +408,8 @@ def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 
         top = sub.loc[sub["estimate"].abs().idxmax()]
         decided = (top.ci_low > 0 or top.ci_high < 0) and top.p_holm < ALPHA
         lines.append(
-            f"* **{r}**: the largest main effect is {top.factor}, {ci(top)} points, "
-            f"p = {top.p:.3f} (Holm over {len(sub)} factors {top.p_holm:.3f})"
+            f"* **{r}**: the largest main effect is {term_words(top.factor)}, {ci(top)} points, "
+            f"p = {format_p(top.p)} (Holm over {len(sub)} factors {format_p(top.p_holm)})"
             f"{', decided' if decided else ', not decided by the rule'}."
         )
     diff = both[both["reader"] == "difference"]
@@ -426,7 +428,8 @@ def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 
         lines.append(
             f"* **Difference ({readers[1]} minus {readers[0]})**: the readers differ on "
             + "; ".join(
-                f"{row.factor}, {ci(row)} points, p={row.p:.3f} (Holm {row.p_holm:.3f})"
+                f"{term_words(row.factor)}, {ci(row)} points, p = {format_p(row.p)} "
+                f"(Holm {format_p(row.p_holm)})"
                 for row in decided.itertuples()
             )
             + "."
@@ -435,8 +438,8 @@ def describe_reader_comparison(both, readers: Sequence[str], *, margin: float = 
         lines.append(
             "* Undecided: "
             + "; ".join(
-                f"{row.factor}'s interval, {ci(row)} points, excludes zero but its exact "
-                f"p={row.p:.3f} (Holm {row.p_holm:.3f}) does not agree"
+                f"{term_words(row.factor)}'s interval, {ci(row)} points, excludes zero but "
+                f"its exact p = {format_p(row.p)} (Holm {format_p(row.p_holm)}) does not agree"
                 for row in split.itertuples()
             )
             + "."
