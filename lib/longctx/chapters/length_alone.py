@@ -227,6 +227,7 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     rows = [r for r in reader.store(results_dir, EXPERIMENT).rows() if r["example_id"] in keep]
     longest = longest_filler(params)
     short = by_unit(rows, {"subtask": "gsm8k", "mode": "solve", "filler_tokens": 0}, _gsm8k_correct)
+    thresholds = recited_thresholds()
 
     def drop(filler, placement="between"):
         long = {
@@ -244,7 +245,7 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
         )
         if placement != "between":
             return est
-        threshold = recited_threshold(f"la-{filler}")
+        threshold = thresholds[f"la-{filler}"]
         return replace(est, facts=recited_facts(rows, gsm8k, filler, longest, threshold))
 
     out = {
@@ -302,10 +303,16 @@ def recitations(
     }
 
 
-def recited_threshold(claim_id: str) -> float:
-    """The recitation rate (%) the claim's premise asks for (``data/paper/claims.csv``)."""
-    claim = next(c for c in read_claims() if c.id == claim_id)
-    return next(k.threshold(claim) for k in claim.premise.checks if k.quantity == "recited")
+def recited_thresholds() -> dict[str, float]:
+    """The recitation rate (%) each claim's premise asks for (``data/paper/claims.csv``, read
+    once), by claim id, for the claims whose premise has a recitation check."""
+    return {
+        claim.id: check.threshold(claim)
+        for claim in read_claims()
+        if claim.premise
+        for check in claim.premise.checks
+        if check.quantity == "recited"
+    }
 
 
 def recited_facts(
@@ -414,6 +421,7 @@ def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate]) -> str:
     stored recitations already give) against its claim's threshold, else how many are stored,
     and the command that stores the rest."""
     long = levels[levels["filler"] != "none"]
+    thresholds = recited_thresholds()
     parts, undecided = [], False
     for r in long.itertuples():
         label = LABELS[r.filler, "between"]
@@ -423,7 +431,7 @@ def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate]) -> str:
             undecided = True
             continue
         fact = estimates[f"la-{r.filler}"].facts["recited"]
-        threshold = recited_threshold(f"la-{r.filler}")
+        threshold = thresholds[f"la-{r.filler}"]
         verdict = f"{'meets' if fact >= threshold else 'misses'} the paper's {threshold:g}%"
         parts.append(
             f"{label} {bound[0]}% ({bound[1]}; it {verdict} whatever the other "
@@ -434,7 +442,7 @@ def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate]) -> str:
     words = f"Recited word for word at {long['tokens'].iloc[0]:,} tokens: " + "; ".join(parts) + "."
     reference = levels[levels["filler"] == "none"].iloc[0]
     if reference["stored"] == reference["problems"]:
-        rate, threshold = 100 * reference["both"], recited_threshold("la-essay")
+        rate, threshold = 100 * reference["both"], thresholds["la-essay"]
         words += (
             f" With no filler at all the reader recites {rate:.1f}% of the problems word for word"
             + (
