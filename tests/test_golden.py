@@ -1,8 +1,9 @@
 """Behaviour guard for restructurings: the findings table computed from the committed rows is
 the one saved in ``tests/golden/findings.json`` (every claim's difference, interval, n, p,
-sides, verdict and the verdict's parts). A change that moves a number must update the golden
-file on purpose, in its own commit that says why: ``python tests/test_golden.py`` rewrites it
-from the committed rows."""
+sides, verdict and the verdict's parts) for every claim the file holds. A change that moves a
+number must update the golden file on purpose, in its own commit that says why: ``python
+tests/test_golden.py`` rewrites it from the committed rows. A claim added after the file was
+written is not guarded until then (its verdict is, by ``data/paper/verdict_changes.csv``)."""
 
 import json
 import math
@@ -40,7 +41,9 @@ def rows(committed_findings):
 
 def test_findings_match_the_golden_file(rows):
     golden = {r["id"]: r for r in json.loads(GOLDEN.read_text(encoding="utf-8"))}
-    assert list(rows) == list(golden), "claims added, removed or reordered"
+    # a claim added since (a new chapter's, say) is no restructuring: it may follow; none
+    # of the golden claims may go missing or change places
+    assert [c for c in rows if c in golden] == list(golden), "claims removed or reordered"
     for claim_id, want in golden.items():
         got = rows[claim_id]
         for name in WORDS:
