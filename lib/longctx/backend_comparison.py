@@ -193,7 +193,7 @@ def agreement_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
             "identical answers (%)": [pct(v) for v in a["identical"]],
             "hf accuracy (%)": [pct(v) for v in a["accuracy_hf"]],
             "llama.cpp accuracy (%)": [pct(v) for v in a["accuracy_llamacpp"]],
-            "llama.cpp - hf (points) [95% CI]": [
+            "llama.cpp minus hf (pts, 95% CI)": [
                 points_ci(d, lo, hi) for d, lo, hi in zip(a["difference"], a["low"], a["high"])
             ],
             "p": [format_p(p) for p in a["p"]],

@@ -455,8 +455,9 @@ def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate]) -> str:
     if undecided:
         words += (
             " A claim whose recitations do not yet decide its premise stays unjudged (premise "
-            "not measured); `longctx reproduce --scale recitation --chapters length_alone` "
-            "stores the rest."
+            f"not measured); `longctx reproduce --scale {PREMISE_SCALE} --chapters length_alone` "
+            "stores the rest (`--scale recitation` first asks a few per filler, often enough "
+            "to decide a reader that recites poorly)."
         )
     return words
 
