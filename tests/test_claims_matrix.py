@@ -179,7 +179,7 @@ def test_a_premise_whose_rows_are_part_stored_leaves_the_cell_running(tmp_path):
     assert mask.estimate.n == 120 and "recited not measured yet" in mask.note
     # the cell and the list under the matrix name the command that stores the recitations
     fill = f"longctx reproduce --scale recitation-full --model {DEFAULT} --chapters length_alone"
-    assert mask.note.endswith(fill) and f"1 premises to measure, `{fill}`" in (
+    assert mask.note.endswith(fill) and f"1 premise to measure, `{fill}`" in (
         matrix.commands_markdown(built)
     )
     assert "◌ premise not measured" in matrix.cell_markdown(mask) and not mask.decided

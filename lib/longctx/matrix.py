@@ -612,14 +612,17 @@ def commands_markdown(matrix: Matrix) -> str:
         todo = [c for c in cells if c.status in ("not run", "running")]
         if todo:
             chapters = " ".join(dict.fromkeys(c.claim.chapter for c in todo))
-            lines.append(f"* {col.label}: {len(todo)} claims to run, `{col.command(chapters)}`")
+            claims = "claim" if len(todo) == 1 else "claims"
+            lines.append(f"* {col.label}: {len(todo)} {claims} to run, `{col.command(chapters)}`")
         waiting = [c for c in cells if c.status == UNMEASURED]
         for chapter in dict.fromkeys(c.claim.chapter for c in waiting):
             scale_name = contracts()[chapter].premise_scale
             if scale_name:
                 n = sum(c.claim.chapter == chapter for c in waiting)
+                premises = "premise" if n == 1 else "premises"
                 lines.append(
-                    f"* {col.label}: {n} premises to measure, `{col.command(chapter, scale_name)}`"
+                    f"* {col.label}: {n} {premises} to measure, "
+                    f"`{col.command(chapter, scale_name)}`"
                 )
     if not lines:
         return "Every reader has rows for every claim it can run."
