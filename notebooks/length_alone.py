@@ -379,12 +379,12 @@ if view.ruler:
 # rather than calling them opposite ({ref}`findings`): the remedy needs a reader that
 # can retrieve, as the paper itself says.
 #
-# ## Not run yet: MMLU, HumanEval, recitation and retrieve-then-solve
+# ## Not run yet: MMLU, HumanEval, their recitations and retrieve-then-solve
 #
-# The paper's MMLU and HumanEval, the recitation prompts (its retrieval measure) and
-# retrieve-then-solve (Table 4) are implemented and tested at CI scale, with budgets that
-# leave room for a whole answer (HumanEval 768, recitation 1,024 tokens). Their 16K rows
-# need a GPU (the `full` scale):
+# The paper's MMLU and HumanEval, their recitation prompts and retrieve-then-solve
+# (Table 4) are implemented and tested at CI scale, with budgets that leave room for a whole
+# answer (HumanEval 768, recitation 1,024 tokens); of the recitations only GSM8K's, the
+# premise above, are run. Their 16K rows need a GPU (the `full` scale):
 #
 # ```bash
 # longctx reproduce --chapters length_alone --scale full --batch-size 64 --token-budget 524288
@@ -412,6 +412,7 @@ say(page.downloads())
 #   distance in positions. Whether the cause is length *alone* is the paper's premise:
 #   that the reader still recites its evidence word for word at that length
 #   ({ref}`la-premise`); each of the three claims is judged only with it.
+#   {glue:text}`la-premise-outcome`
 # * **With the question next to its evidence, length costs nothing.** Whitespace before the
 #   evidence: {glue:text}`la-before-pct` ({glue:text}`la-before`); the paper's models lost
 #   8-9 points, which our interval rules out ({ref}`findings`: not reproduced). Before

@@ -470,3 +470,30 @@ def test_the_recitation_premise_is_decided_only_when_the_rest_cannot_change_it()
     )
     every = [row(p, k >= 1) for k, p in enumerate(ps)]
     assert chapter.recited_facts(every, problems, "essay", 16000, 90.9) == {"recited": 95.0}
+
+
+def test_the_premise_outcome_names_each_filler_by_where_its_premise_stands():
+    from longctx.chapters.length_alone import premise_outcome
+
+    assert premise_outcome(
+        {
+            "la-essay": "premise not met",
+            "la-whitespace": "premise not met",
+            "la-mask": "premise not met",
+        }
+    ) == (
+        "For this reader the premise fails with essay, whitespace and masked filler, so those "
+        "drops are not evidence that length alone hurts despite perfect retrieval."
+    )
+    mixed = premise_outcome(
+        {
+            "la-essay": "reproduced",
+            "la-whitespace": "premise not measured",
+            "la-mask": "premise not met",
+        }
+    )
+    assert mixed == (
+        "For this reader the premise fails with masked filler, so that drop is not evidence "
+        "that length alone hurts despite perfect retrieval; it is not measured yet with "
+        "whitespace filler; it holds with essay filler, whose verdict stands on it."
+    )

@@ -462,6 +462,34 @@ def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate]) -> str:
     return words
 
 
+def premise_outcome(verdicts: dict[str, str]) -> str:
+    """Where the paper's recitation premise leaves the three between-filler claims, in a
+    sentence: the fillers with which it fails, waits for rows, or holds."""
+
+    def fillers(test) -> list[str]:
+        return [LABELS[f, "between"] for f in PREMISE_FILLERS if test(verdicts.get(f"la-{f}"))]
+
+    def listed(names: list[str]) -> str:
+        return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
+
+    unjudged = ("premise not met", "premise not measured")
+    failed = fillers(lambda v: v == "premise not met")
+    waiting = listed(fillers(lambda v: v == "premise not measured"))
+    kept = fillers(lambda v: v not in unjudged)
+    held = listed(kept)
+    stand = "whose verdicts stand" if len(kept) > 1 else "whose verdict stands"
+    drops = "those drops are" if len(failed) > 1 else "that drop is"
+    parts = [
+        f"fails with {listed(failed)} filler, so {drops} not evidence that length alone hurts "
+        "despite perfect retrieval"
+        if failed
+        else "",
+        f"is not measured yet with {waiting} filler" if waiting else "",
+        f"holds with {held} filler, {stand} on it" if held else "",
+    ]
+    return "For this reader the premise " + "; it ".join(p for p in parts if p) + "."
+
+
 # ---------------------------------------------------------------------------------------------
 # Analysis: what the notebook shows, as numbers
 
@@ -1065,6 +1093,7 @@ def analyze(ctx: RunContext) -> LengthResult:
                 estimates, gsm, solve, before, placed, varsum, ruler, rows, ruler_rows, params
             ),
             "la-premise-state": premise_words(levels, estimates),
+            "la-premise-outcome": premise_outcome(chapter_verdicts("length_alone", estimates)),
         },
         between_note=(
             "The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% "
