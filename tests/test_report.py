@@ -85,3 +85,18 @@ def test_a_p_value_keeps_two_significant_digits_and_its_trailing_zero():
         "< 0.001",
     ]
     assert format_p(float("nan")) == "n/a"
+
+
+def test_a_glued_whole_number_reads_with_thousands_separators():
+    import numpy as np
+
+    from longctx.report import thousands
+
+    assert [thousands(v) for v in (1456, np.int64(12000), 880, True, 2.5, "x")] == [
+        "1,456",
+        "12,000",
+        880,
+        True,
+        2.5,
+        "x",
+    ]

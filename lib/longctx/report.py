@@ -5,6 +5,7 @@ puts a computed number into a chapter's prose (MyST-NB ``glue``), so prose never
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from html import escape
 
@@ -226,9 +227,18 @@ def estimate_text(est, unit: str = "points") -> str:
 
 def glue_all(values: dict) -> None:
     """Glue every value under its key (MyST-NB), for ``{glue:text}`key``` in the prose; the
-    notebook shows nothing. Numbers keep their type (``{glue:text}`key:.1f```), strings are
-    quoted as they are."""
+    notebook shows nothing. Whole numbers from 1,000 up are written with thousands
+    separators as the prose writes them; other numbers keep their type
+    (``{glue:text}`key:.1f```), strings are quoted as they are."""
     from myst_nb import glue  # the book's package: only notebooks call this
 
     for key, value in values.items():
-        glue(key, value, display=False)
+        glue(key, thousands(value), display=False)
+
+
+def thousands(value):
+    """A whole number of 1,000 or more as text with separators (``1,456``); anything else as
+    it is."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(value) >= 1000:
+        return f"{value:,}"
+    return value
