@@ -43,16 +43,16 @@ def test_table_headers_read_as_words_and_whole_numbers_lose_their_point_zero():
 
 
 def test_a_float_column_is_written_with_one_number_of_decimals():
-    from longctx.report import _same_decimals_per_column
+    from longctx.report import _numbers_as_written
 
-    table = _same_decimals_per_column(
+    table = _numbers_as_written(
         pd.DataFrame({"sd": [0.029, 0.0, float("nan")], "w": ["a", "b", "c"]})
     )
     assert table["sd"].tolist()[:2] == ["0.029", "0.000"] and pd.isna(table["sd"].iloc[2])
     assert table["w"].tolist() == ["a", "b", "c"]
-    wide = _same_decimals_per_column(pd.DataFrame({"x": [0.123456, 1.5]}))
+    wide = _numbers_as_written(pd.DataFrame({"x": [0.123456, 1.5]}))
     assert wide["x"].tolist() == ["0.1235", "1.5000"]  # at most four places
-    counts = _same_decimals_per_column(pd.DataFrame({"n": [16000, 24]}))
+    counts = _numbers_as_written(pd.DataFrame({"n": [16000, 24]}))
     assert counts["n"].tolist() == ["16,000", "24"]
 
 
@@ -99,4 +99,15 @@ def test_a_glued_whole_number_reads_with_thousands_separators():
         True,
         2.5,
         "x",
+    ]
+
+
+def test_words_are_listed_as_prose_lists_them():
+    from longctx.report import and_list
+
+    assert [and_list(w) for w in ([], ["a"], ["a", "b"], ["a", "b", "c"])] == [
+        "",
+        "a",
+        "a and b",
+        "a, b and c",
     ]

@@ -57,6 +57,7 @@ from .models import DEFAULT_MODEL
 from .paths import repo_root
 from .plots import FigureText, claims_grid
 from .reader import Reader, model_label, row_backend
+from .report import and_list
 from .reproduce import read_claims_plan
 from .store import ResultsStore
 
@@ -107,6 +108,12 @@ class Column:
             f"longctx reproduce --scale {scale_name} --model {self.model}{backend} "
             f"--chapters {chapter}"
         )
+
+    def premise_command(self, chapter: str) -> str | None:
+        """The command that stores the rows ``chapter``'s premises read beyond its claims'
+        own (its ``PREMISE_SCALE``), or None where its premises need none."""
+        scale_name = contracts()[chapter].premise_scale
+        return self.command(chapter, scale_name) if scale_name else None
 
 
 @dataclass(frozen=True)
@@ -337,11 +344,9 @@ def _cell(claim, col, est, full_n, planned, window, dates, first_row, col_estima
         except LongctxError as e:  # a premise whose quantity this reader's rows lack
             return Cell(claim, col, "running", est, note=str(e), floor=floor)
         if judged.verdict == UNMEASURED:  # every unit, but the premise's rows part stored
-            premise_scale = contracts()[claim.chapter].premise_scale
-            fill = (
-                f"; its rows: {col.command(claim.chapter, premise_scale)}" if premise_scale else ""
-            )
-            return Cell(claim, col, UNMEASURED, est, note=judged.premise + fill, floor=floor)
+            fill = col.premise_command(claim.chapter)
+            note = judged.premise + (f"; its rows: {fill}" if fill else "")
+            return Cell(claim, col, UNMEASURED, est, note=note, floor=floor)
         return Cell(
             claim,
             col,
@@ -616,14 +621,11 @@ def commands_markdown(matrix: Matrix) -> str:
             lines.append(f"* {col.label}: {len(todo)} {claims} to run, `{col.command(chapters)}`")
         waiting = [c for c in cells if c.status == UNMEASURED]
         for chapter in dict.fromkeys(c.claim.chapter for c in waiting):
-            scale_name = contracts()[chapter].premise_scale
-            if scale_name:
+            fill = col.premise_command(chapter)
+            if fill:
                 n = sum(c.claim.chapter == chapter for c in waiting)
                 premises = "premise" if n == 1 else "premises"
-                lines.append(
-                    f"* {col.label}: {n} {premises} to measure, "
-                    f"`{col.command(chapter, scale_name)}`"
-                )
+                lines.append(f"* {col.label}: {n} {premises} to measure, `{fill}`")
     if not lines:
         return "Every reader has rows for every claim it can run."
     return (
@@ -842,9 +844,7 @@ def summary(matrix: Matrix, most: int = 3) -> dict:
     return {
         "intro-claims": len(matrix.claims),
         "intro-readers": len(matrix.columns),
-        "intro-default-verdicts": ", ".join(verdicts[:-1]) + " and " + verdicts[-1]
-        if len(verdicts) > 1
-        else "".join(verdicts),
+        "intro-default-verdicts": and_list(verdicts),
         "intro-default-judged": len(mine),
         "intro-robust": "; ".join(
             f"{claim.claim[0].lower()}{claim.claim[1:].rstrip('.')} (reproduced on {n} of the "

@@ -111,7 +111,7 @@ def _integers_as_integers(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _same_decimals_per_column(table: pd.DataFrame, most: int = 4) -> pd.DataFrame:
+def _numbers_as_written(table: pd.DataFrame, most: int = 4) -> pd.DataFrame:
     """Float columns written with one number of decimals each (the fewest, up to ``most``,
     that show every value as stored), so ``0.0`` never sits under ``0.029``; whole numbers
     with thousands separators, as the prose writes them."""
@@ -133,6 +133,11 @@ def _same_decimals_per_column(table: pd.DataFrame, most: int = 4) -> pd.DataFram
         )
         out[col] = values.map(lambda v, d=places: v if pd.isna(v) else f"{v:.{d}f}")
     return out
+
+
+def and_list(words: Sequence[str]) -> str:
+    """Words as prose lists them: ``a``, ``a and b``, ``a, b and c``; empty for none."""
+    return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
 
 
 def params_text(params: dict) -> str:
@@ -162,7 +167,7 @@ def show(df, notes: str | None = None, *, caption: str | None = None, index: boo
     ):  # ("OAA", "mean") -> "OAA mean": no stacked headers
         table.columns = [" ".join(str(p) for p in col if str(p)) for col in table.columns]
     table.columns = [readable_header(c) for c in table.columns]
-    table = _same_decimals_per_column(_integers_as_integers(table))
+    table = _numbers_as_written(_integers_as_integers(table))
     table.columns.name = None
     if not isinstance(table.index, pd.MultiIndex):
         table.index.name = None

@@ -40,6 +40,7 @@ from ..models import load_tokenizer
 from ..plots import FigureText, book_figure, condition_bars
 from ..reader import Reader
 from ..report import (
+    and_list,
     estimate_text,
     n_for_half_width,
     p_text,
@@ -469,18 +470,15 @@ def premise_outcome(verdicts: dict[str, str]) -> str:
     def fillers(test) -> list[str]:
         return [LABELS[f, "between"] for f in PREMISE_FILLERS if test(verdicts.get(f"la-{f}"))]
 
-    def listed(names: list[str]) -> str:
-        return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
-
     unjudged = ("premise not met", "premise not measured")
     failed = fillers(lambda v: v == "premise not met")
-    waiting = listed(fillers(lambda v: v == "premise not measured"))
+    waiting = and_list(fillers(lambda v: v == "premise not measured"))
     kept = fillers(lambda v: v not in unjudged)
-    held = listed(kept)
+    held = and_list(kept)
     stand = "whose verdicts stand" if len(kept) > 1 else "whose verdict stands"
     drops = "those drops are" if len(failed) > 1 else "that drop is"
     parts = [
-        f"fails with {listed(failed)} filler, so {drops} not evidence that length alone hurts "
+        f"fails with {and_list(failed)} filler, so {drops} not evidence that length alone hurts "
         "despite perfect retrieval"
         if failed
         else "",
@@ -1071,10 +1069,11 @@ def analyze(ctx: RunContext) -> LengthResult:
     )
     placed_table, before, placed = placement(gsm, paper)
     varsum, ruler = varsum_views(solve, rows, paper), ruler_views(ruler_rows, params, paper)
+    verdicts = chapter_verdicts("length_alone", estimates)
     view = LengthResult(
         label=reader.label,
         estimates=estimates,
-        verdicts=chapter_verdicts("length_alone", estimates),
+        verdicts=verdicts,
         rows=rows,
         solve=solve,
         links=point_links(
@@ -1093,7 +1092,7 @@ def analyze(ctx: RunContext) -> LengthResult:
                 estimates, gsm, solve, before, placed, varsum, ruler, rows, ruler_rows, params
             ),
             "la-premise-state": premise_words(levels, estimates),
-            "la-premise-outcome": premise_outcome(chapter_verdicts("length_alone", estimates)),
+            "la-premise-outcome": premise_outcome(verdicts),
         },
         between_note=(
             "The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% "
