@@ -1,9 +1,10 @@
 """Carry a package-shipped reader to a lent GPU machine that has no network.
 
-The device machine takes at most 64 MiB of working tree per call (this checkout is about 14
-MB), so the reader's GGUF file travels in pieces, one call each, in an ignored folder:
+A device machine that takes at most L MiB per call, working tree included, gets the
+reader's GGUF file in pieces, one call each, from an ignored folder; ``--limit-mib L`` cuts
+them to fit beside the tree as it is measured now:
 
-    python scripts/gpu_kit.py stage --model qwen2.5-coder-0.5b-instruct   # here: .gpu/<alias>/
+    python scripts/gpu_kit.py stage --model qwen2.5-coder-0.5b-instruct --limit-mib 64   # here: .gpu/<alias>/
     # one device call per piece, each carrying only that piece:  carry=[".gpu/<alias>/piece-03"]
     export LONGCTX_CACHE=$PWD/.gpu/cache   # there: kept between calls while the machine is warm
     python3 scripts/gpu_kit.py assemble --model qwen2.5-coder-0.5b-instruct
@@ -63,6 +64,12 @@ WHEELS = [
     "pydantic-core==2.50.5",
     "annotated-types==0.8.0",
     "typing-inspection==0.4.5",
+    # jsonschema (the export's validator, imported by the CLI) and what it needs
+    "jsonschema==4.26.0",
+    "jsonschema-specifications==2025.9.1",
+    "referencing==0.37.0",
+    "rpds-py==2026.9.1",
+    "attrs==26.1.0",
 ]
 PLATFORMS = [
     "manylinux_2_17_x86_64",
@@ -89,6 +96,32 @@ def data_packages() -> list[str]:
 
 class KitError(Exception):
     """A piece or the assembled file is missing or does not match the manifest."""
+
+
+def travelling_bytes(root: Path = ROOT) -> int:
+    """Bytes of what travels with every device call besides the carried paths: the tracked
+    files and the untracked ones git does not ignore."""
+    names = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    return sum(
+        (root / n.decode()).stat().st_size for n in names if n and (root / n.decode()).is_file()
+    )
+
+
+def piece_mib_under(limit_mib: int, travelling: int) -> int:
+    """The largest whole-MiB piece that fits one call of ``limit_mib`` beside the working
+    tree (``travelling`` bytes), with 1 MiB to spare for files added before the call."""
+    piece = limit_mib - -(-travelling // (1 << 20)) - 1
+    if piece < 1:
+        raise KitError(
+            f"the working tree ({travelling / (1 << 20):.1f} MiB) leaves no room for a piece under "
+            f"{limit_mib} MiB per call"
+        )
+    return piece
 
 
 def split(source: Path, folder: Path, piece_bytes: int) -> dict:
@@ -240,14 +273,23 @@ def main(argv=None) -> int:
         p.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
         p.add_argument("--kit", type=Path, default=KIT)
         if name == "stage":
-            p.add_argument("--piece-mib", type=int, default=PIECE_MIB)
+            size = p.add_mutually_exclusive_group()
+            size.add_argument("--piece-mib", type=int, default=PIECE_MIB)
+            size.add_argument(
+                "--limit-mib",
+                type=int,
+                help="the device's per-call limit: pieces are cut to fit beside this working tree",
+            )
             p.add_argument(
                 "--wheels", action="store_true", help="also download the device's missing wheels"
             )
     args = parser.parse_args(argv)
     try:
         if args.command == "stage":
-            stage(args.model, args.kit, args.piece_mib, args.wheels)
+            piece_mib = args.piece_mib
+            if args.limit_mib is not None:
+                piece_mib = piece_mib_under(args.limit_mib, travelling_bytes())
+            stage(args.model, args.kit, piece_mib, args.wheels)
         else:
             print(f"assembled and checked: {assemble(args.model, args.kit)}")
     except KitError as err:

@@ -65,3 +65,14 @@ def test_wheels_are_grouped_into_folders_of_one_call_and_big_ones_split(tmp_path
 def test_an_unknown_reader_is_a_clear_error(capsys):
     assert gpu_kit.main(["stage", "--model", "Qwen/Qwen2.5-1.5B-Instruct"]) == 2
     assert "not a package-shipped reader; use one of" in capsys.readouterr().err
+
+
+def test_pieces_are_cut_to_fit_beside_the_working_tree():
+    # 64 MiB per call, a 17.5 MiB tree: 18 MiB rounded up, 1 MiB spare
+    assert gpu_kit.piece_mib_under(64, int(17.5 * (1 << 20))) == 45
+    with pytest.raises(gpu_kit.KitError, match="leaves no room for a piece under 16 MiB"):
+        gpu_kit.piece_mib_under(16, 15 << 20)
+
+
+def test_the_travelling_tree_is_counted_without_ignored_files():
+    assert gpu_kit.travelling_bytes() > 0
