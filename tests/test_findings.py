@@ -420,7 +420,7 @@ def test_each_chapter_opens_with_its_verdicts():
 
 def test_the_record_of_verdict_moves_is_current(table, tmp_path):
     changes = findings.verdict_changes(table)
-    assert set(changes["claim"]) == set(table["id"])
+    assert set(changes["claim"]) <= set(table["id"])
     moved = findings.moves_markdown(changes)
     assert "premise not met" in moved and moved.startswith("| date | claim |")
     # a verdict that moves without its entry fails, naming the claim

@@ -3,16 +3,19 @@ the one saved in ``tests/golden/findings.json`` (every claim's difference, inter
 sides, verdict and the verdict's parts) for every claim the file holds. A change that moves a
 number must update the golden file on purpose, in its own commit that says why: ``python
 tests/test_golden.py`` rewrites it from the committed rows. A claim added after the file was
-written is not guarded until then (its verdict is, by ``data/paper/verdict_changes.csv``)."""
+written is not guarded until then; once it is, its first verdict must be recorded in
+``data/paper/verdict_changes.csv``, where every later move of it is logged."""
 
 import json
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "findings.json"
+CHANGES = ROOT / "data" / "paper" / "verdict_changes.csv"
 NUMBERS = ("difference", "ci_low", "ci_high", "p", "paper_effect")
 WORDS = (
     "id",
@@ -58,6 +61,16 @@ def test_findings_match_the_golden_file(rows):
             )
 
 
+def test_every_golden_claim_has_its_verdict_recorded():
+    """The record of verdict moves covers every claim the golden file holds, ending at its
+    golden verdict: a claim enters the record when it enters the golden file."""
+    golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    changes = pd.read_csv(CHANGES, dtype=str, keep_default_na=False)
+    last = changes.groupby("claim")["after"].last()
+    unrecorded = [r["id"] for r in golden if last.get(r["id"]) != r["verdict"]]
+    assert not unrecorded, f"record these claims' verdicts in {CHANGES.name}: {unrecorded}"
+
+
 if __name__ == "__main__":
     from longctx.findings import findings_table
 
@@ -70,3 +83,6 @@ if __name__ == "__main__":
         encoding="utf-8",
     )
     print(f"wrote {GOLDEN} ({len(table)} claims)")
+    recorded = set(pd.read_csv(CHANGES, dtype=str)["claim"])
+    if new := [c for c in table["id"] if c not in recorded]:
+        print(f"now record the first verdicts of {new} in {CHANGES}")

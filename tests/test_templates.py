@@ -85,10 +85,10 @@ print("ok")
 """
 
 
-def test_a_new_chapter_from_the_templates_touches_six_files(tmp_path):
+def test_a_new_chapter_from_the_templates_touches_five_files(tmp_path):
     """A contributor's path, followed in a copy of the repository: the two templates copied
-    (module and page), a scale file, one line of ``_toc.yml``, the claim's row in
-    ``claims.csv`` and its first verdict in ``verdict_changes.csv``. Nothing else is edited,
+    (module and page), a scale file, one line of ``_toc.yml`` and the claim's row in
+    ``claims.csv``. Nothing else is edited,
     and the chapter is then found, its claim judged, and its book scale planned (every row
     already stored: the template runs on the key-value chapter's committed rows)."""
     import hashlib
@@ -129,8 +129,6 @@ def test_a_new_chapter_from_the_templates_touches_six_files(tmp_path):
             "middle minus first (pts),worst case in the middle,-1,,10 pairs,probe,directional,"
             ",,,points,kv_retrieval,,\n"
         )
-    with open(tree / "data/paper/verdict_changes.csv", "a") as changes:
-        changes.write("2026-11-27,probe-middle,,reproduced,first verdict recorded\n")
 
     after = digests()
     touched = {path for path in after if before.get(path) != after[path]}
@@ -140,7 +138,6 @@ def test_a_new_chapter_from_the_templates_touches_six_files(tmp_path):
         "notebooks/probe.py",
         "_toc.yml",
         "data/paper/claims.csv",
-        "data/paper/verdict_changes.csv",
     }
     env = {**os.environ, "PYTHONPATH": str(tree / "lib")}
     done = subprocess.run(
