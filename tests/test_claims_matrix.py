@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from longctx import matrix
 from longctx.chapters import get_chapter, scale
 from longctx.claims import read_claims
+from longctx.errors import LongctxError
 from longctx.reader import Reader
 from longctx.runner import PromptTokens, block_keys
 from longctx.store import ResultsStore
@@ -134,6 +137,17 @@ def test_a_new_readers_rows_add_a_column_with_no_code_change(tmp_path):
         in summary["intro-robust"]
         for c in reproduced[:3]
     )
+
+
+def test_the_readers_variable_keeps_only_the_columns_it_names(tmp_path, monkeypatch):
+    claims = [c for c in read_claims() if c.chapter == "semantic_competition"]
+    for folder in (DEFAULT, "gemma3-270m"):
+        _copy_store(DEFAULT, "semantic_competition", tmp_path, folder, model=folder)
+    monkeypatch.setenv(matrix.READERS_ENV, " gemma3-270m ")
+    assert [c.folder for c in matrix.columns(tmp_path, claims)] == ["gemma3-270m"]
+    monkeypatch.setenv(matrix.READERS_ENV, "gemma3-270m,nobody")
+    with pytest.raises(LongctxError, match="names nobody, which have no claim rows"):
+        matrix.columns(tmp_path, claims)
 
 
 def test_part_of_a_claims_units_is_running_never_judged(tmp_path):

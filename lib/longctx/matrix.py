@@ -25,6 +25,7 @@ new reader's rows adds a column. Each cell is exactly one of:
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Sequence
@@ -171,15 +172,27 @@ def claim_experiments(claims: Sequence[Claim]) -> set[str]:
     return {e for c in claims for e in contract(c.chapter).experiments}
 
 
+READERS_ENV = "LONGCTX_READERS"  # reader folders, comma-separated: the matrix's columns only
+
+
 def columns(results_dir: str | Path, claims: Sequence[Claim] | None = None) -> list[Column]:
     """Every reader with rows of some claim's store under ``results_dir``, the default reader
-    first, then by folder name. The model and backend come from the folder's rows."""
+    first, then by folder name. The model and backend come from the folder's rows. Where
+    ``$LONGCTX_READERS`` names reader folders, only those (a book of the readers one cares
+    about; chapters' figures still draw every reader)."""
     claims = claims if claims is not None else read_claims()
     wanted = claim_experiments(claims)
     stores: dict[str, list[ResultsStore]] = {}
     for store in ResultsStore.all_under(results_dir):
         if store.dir.name in wanted:
             stores.setdefault(store.dir.parent.name, []).append(store)
+    if chosen := [f.strip() for f in os.environ.get(READERS_ENV, "").split(",") if f.strip()]:
+        if unknown := [f for f in chosen if f not in stores]:
+            raise LongctxError(
+                f"{READERS_ENV} names {', '.join(unknown)}, which have no claim rows under "
+                f"{results_dir}; readers with rows: {', '.join(sorted(stores))}"
+            )
+        stores = {f: stores[f] for f in chosen}
     out = []
     for folder, found in sorted(stores.items()):
         row = next((r for s in found for r in _first_rows(s)), None)
