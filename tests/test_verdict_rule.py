@@ -3,6 +3,7 @@ equivalence margins (saturation and no effect), premise checks, Holm's adjustmen
 exact sign-flip test."""
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -227,6 +228,10 @@ def test_pearson_interval_is_fishers():
     assert lo == pytest.approx(np.tanh(z - 1.959964 * se), abs=1e-5)
     assert hi == pytest.approx(np.tanh(z + 1.959964 * se), abs=1e-5)
     assert r == pytest.approx(np.corrcoef(x, y)[0, 1]) and p < 0.01
+    # a reader that scores the same on every arm has no r: NaN, with no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert all(np.isnan(v) for v in pearson_interval(x, [0.5] * len(x)))
 
 
 def test_every_check_of_a_premise_must_hold():

@@ -371,7 +371,11 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 
 def pearson_interval(x: Sequence[float], y: Sequence[float], confidence: float = 0.95):
     """Pearson's r of ``x`` and ``y`` with its Fisher-z interval and two-sided p:
-    ``(r, low, high, p)``."""
-    res = pearsonr(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+    ``(r, low, high, p)``; all NaN when either side is constant (r is undefined there, as a
+    reader scoring the same on every arm)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return (float("nan"),) * 4
+    res = pearsonr(x, y)
     ci = res.confidence_interval(confidence_level=confidence)
     return float(res.statistic), float(ci.low), float(ci.high), float(res.pvalue)
