@@ -107,9 +107,8 @@ def travelling_bytes(root: Path = ROOT) -> int:
         capture_output=True,
         check=True,
     ).stdout.split(b"\0")
-    return sum(
-        (root / n.decode()).stat().st_size for n in names if n and (root / n.decode()).is_file()
-    )
+    paths = (root / n.decode() for n in names if n)
+    return sum(path.stat().st_size for path in paths if path.is_file())
 
 
 def piece_mib_under(limit_mib: int, travelling: int) -> int:

@@ -10,12 +10,12 @@ import json
 import math
 from pathlib import Path
 
-import pandas as pd
 import pytest
+
+from longctx.findings import CHANGES_FILE, last_recorded, read_verdict_changes
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "findings.json"
-CHANGES = ROOT / "data" / "paper" / "verdict_changes.csv"
 NUMBERS = ("difference", "ci_low", "ci_high", "p", "paper_effect")
 WORDS = (
     "id",
@@ -65,10 +65,9 @@ def test_every_golden_claim_has_its_verdict_recorded():
     """The record of verdict moves covers every claim the golden file holds, ending at its
     golden verdict: a claim enters the record when it enters the golden file."""
     golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
-    changes = pd.read_csv(CHANGES, dtype=str, keep_default_na=False)
-    last = changes.groupby("claim")["after"].last()
+    last = last_recorded(read_verdict_changes())
     unrecorded = [r["id"] for r in golden if last.get(r["id"]) != r["verdict"]]
-    assert not unrecorded, f"record these claims' verdicts in {CHANGES.name}: {unrecorded}"
+    assert not unrecorded, f"record these claims' verdicts in {CHANGES_FILE.name}: {unrecorded}"
 
 
 if __name__ == "__main__":
@@ -83,6 +82,6 @@ if __name__ == "__main__":
         encoding="utf-8",
     )
     print(f"wrote {GOLDEN} ({len(table)} claims)")
-    recorded = set(pd.read_csv(CHANGES, dtype=str)["claim"])
+    recorded = set(read_verdict_changes()["claim"])
     if new := [c for c in table["id"] if c not in recorded]:
-        print(f"now record the first verdicts of {new} in {CHANGES}")
+        print(f"now record the first verdicts of {new} in {CHANGES_FILE}")

@@ -238,6 +238,18 @@ def statements(table) -> dict[str, bool]:
 CHANGES_FILE = PAPER_DIR / "verdict_changes.csv"
 
 
+def read_verdict_changes(path: str | Path | None = None) -> pd.DataFrame:
+    """The record of verdict moves (``data/paper/verdict_changes.csv`` unless ``path``) as
+    text columns: date, claim, before, after, why."""
+    path = Path(path) if path else repo_root() / CHANGES_FILE
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def last_recorded(changes: pd.DataFrame) -> pd.Series:
+    """Each recorded claim's last verdict in the record ``changes``, by claim id."""
+    return changes.groupby("claim")["after"].last()
+
+
 def verdict_changes(table, path: str | Path | None = None) -> pd.DataFrame:
     """The maintained record of when a claim's verdict moved and why
     (``data/paper/verdict_changes.csv``: date, claim, before, after, why), checked against
@@ -245,8 +257,8 @@ def verdict_changes(table, path: str | Path | None = None) -> pd.DataFrame:
     moves one cannot land without its entry. A claim with no entry yet (a new chapter's) gets
     its first one when the golden findings file takes it in, which its test requires."""
     path = Path(path) if path else repo_root() / CHANGES_FILE
-    changes = pd.read_csv(path, dtype=str, keep_default_na=False)
-    last = changes.groupby("claim")["after"].last()
+    changes = read_verdict_changes(path)
+    last = last_recorded(changes)
     now = table.set_index("id")["verdict"]
     stale = [c for c in now.index if c in last.index and last[c] != now[c]]
     if stale:
