@@ -519,3 +519,49 @@ def test_second_reader_requests_pick_one_matched_control():
         (1, 2),
     ]
     assert sc.second_reader_requests(reqs, [], 4) == []
+
+
+def _two_readers(their_hard: list[int], their_far: list[int]) -> pd.DataFrame:
+    """Six questions read by "mine" (gold right, hard wrong, far right on half) and by
+    "theirs" (gold right, hard and far as given); F1 and inclusion equal EM."""
+    rows = []
+    for model, hard, far in (
+        ("mine", [0] * 6, [1, 1, 1, 0, 0, 0]),
+        ("theirs", their_hard, their_far),
+    ):
+        for q in range(6):
+            for condition, em in (("gold", 1), ("hard", hard[q]), ("far", far[q])):
+                rows.append(
+                    {"model": model, "example_id": f"q{q}", "condition": condition}
+                    | {"em": em, "f1": float(em), "inclusion": em}
+                )
+    return pd.DataFrame(rows)
+
+
+def testsecond_reader_quotes_say_what_the_numbers_say():
+    from longctx.chapters.semantic_competition import second_reader_quotes
+
+    def quotes(hard, far):
+        readers = _two_readers(hard, far)
+        return second_reader_quotes(
+            readers, sc.recovery_table(readers, by=["model"]), "mine", "theirs", seed=0
+        )
+
+    # theirs loses half the questions to hard negatives (mine all), and far gives none back
+    same = quotes([1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 0])
+    assert same["sc2-hurt"].startswith("hard negatives cost it less than this page's reader")
+    assert "EM -50.0" in same["sc2-hurt"] and same["sc2-hurt"].endswith(
+        "against -100.0 [-100.0, -100.0]"
+    )
+    assert same["sc2-recovery-compared"] == "smaller in EM, inclusion and F1"
+    assert same["sc2-zero"] == "every interval includes zero"
+    # all hard wrong, far gives every one back: six of six questions improve, so every
+    # interval excludes zero and the recovery is larger than mine everywhere
+    back = quotes([0] * 6, [1] * 6)
+    assert back["sc2-hurt"].startswith("hard negatives cost it as much as")
+    assert back["sc2-recovery-compared"] == "larger in EM, inclusion and F1"
+    assert back["sc2-zero"] == "the intervals of EM, inclusion and F1 exclude zero"
+    assert back["sc2-recovery"].startswith("EM +100.0 [100.0, 100.0], p = ")
+    assert (
+        second_reader_quotes(_two_readers([0] * 6, [1] * 6), pd.DataFrame(), "mine", None, 0) == {}
+    )

@@ -400,7 +400,7 @@ def quoted(
     estimates: dict[str, Estimate],
     table1: pd.DataFrame,
     table2: pd.DataFrame,
-    main: pd.DataFrame,
+    readers: pd.DataFrame,
     curves: pd.DataFrame,
     lives: pd.DataFrame,
     table: pd.DataFrame,
@@ -412,9 +412,12 @@ def quoted(
     second: str | None,
 ) -> dict:
     """Every number the chapter's prose quotes, by glue key: the matched control (ours and
-    the second reader's), the retention curves, and the length, other-N and NQ controls."""
+    the second reader's), the retention curves, and the length, other-N and NQ controls.
+    ``readers`` holds the matched control's scored rows of every reader."""
+    main = readers[readers["model"] == label]
     return {
         **_matched_quotes(table1, table2, main, label, second),
+        **second_reader_quotes(readers, table2, label, second, params["seed"]),
         **_retention_quotes(curves, lives, table, params),
         **_control_quotes(recovery_by_length, sizes, nq_view, params),
         "sc-far-minus-hard": estimate_text(estimates["sc-far-minus-hard"]),
@@ -453,20 +456,91 @@ def _matched_quotes(
         {"sc-em-changed": int((changed != 0).sum()), "sc-em-better": int((changed > 0).sum())}
     )
     if second and (table1["model"] == second).any():
-        theirs = table2[table2["model"] == second].set_index("metric")
         out.update(
             {
                 "sc2-questions": int(table1[table1["model"] == second]["questions"].max()),
                 "sc2-em-levels": levels(second, "EM"),
                 "sc2-f1-levels": levels(second, "F1"),
                 "sc2-incl-levels": levels(second, "Incl."),
-                "sc2-recovery": ", ".join(
-                    f"{theirs.loc[m, 'Δ']} {m}" for m in ("EM", "Incl.", "F1")
-                ),
-                "sc2-f1": f"{theirs.loc['F1', '95% CI']}, {p_text(theirs.loc['F1', 'p'])}",
             }
         )
     return out
+
+
+METRIC_WORDS = {"EM": "EM", "Incl.": "inclusion", "F1": "F1"}
+
+
+def _than(theirs: float, mine: float) -> str:
+    return "less than" if theirs < mine else "more than" if theirs > mine else "as much as"
+
+
+def _listed(words: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join(filter(None, [", ".join(words[:-1]), words[-1]]))
+
+
+def second_reader_quotes(
+    readers: pd.DataFrame, table2: pd.DataFrame, label: str, second: str | None, seed: int
+) -> dict:
+    """How the second reader's matched control compares with this reader's, in words built
+    from the numbers: what hard negatives cost each in EM (hard minus gold, paired), whether
+    its far-minus-hard recovery is larger or smaller per metric, and which of its recovery
+    intervals exclude zero."""
+    if not second or not (readers["model"] == second).any():
+        return {}
+    cost = sc.recovery_table(
+        readers, by=["model"], control="gold", treatment="hard", seed=seed
+    ).set_index(["model", "metric"])
+    rec = table2.set_index(["model", "metric"])
+
+    def cost_text(model):
+        row = cost.loc[(model, "EM")]
+        return f"{row['Δ']} {row['95% CI']}"
+
+    theirs_cost, mine_cost = cost.loc[(second, "EM"), "delta"], cost.loc[(label, "EM"), "delta"]
+    larger = [
+        METRIC_WORDS[m]
+        for m in METRIC_WORDS
+        if rec.loc[(second, m), "delta"] > rec.loc[(label, m), "delta"]
+    ]
+    smaller = [
+        METRIC_WORDS[m]
+        for m in METRIC_WORDS
+        if rec.loc[(second, m), "delta"] < rec.loc[(label, m), "delta"]
+    ]
+    excluding = [
+        METRIC_WORDS[m]
+        for m in METRIC_WORDS
+        if rec.loc[(second, m), "delta_low"] > 0 or rec.loc[(second, m), "delta_high"] < 0
+    ]
+    compared = "; ".join(
+        part
+        for part in (
+            f"larger in {_listed(larger)}" if larger else "",
+            f"smaller in {_listed(smaller)}" if smaller else "",
+        )
+        if part
+    )
+    return {
+        "sc2-hurt": (
+            f"hard negatives cost it {_than(abs(theirs_cost), abs(mine_cost))} "
+            f"this page's reader: EM {cost_text(second)} points from gold only to hard, "
+            f"against {cost_text(label)}"
+        ),
+        "sc2-recovery": "; ".join(
+            f"{METRIC_WORDS[m]} {rec.loc[(second, m), 'Δ']} {rec.loc[(second, m), '95% CI']}, "
+            f"{p_text(rec.loc[(second, m), 'p'])}"
+            for m in METRIC_WORDS
+        ),
+        "sc2-recovery-compared": compared or "the same in every metric",
+        "sc2-zero": (
+            "every interval includes zero"
+            if not excluding
+            else f"the interval of {excluding[0]} excludes zero"
+            if len(excluding) == 1
+            else f"the intervals of {_listed(excluding)} exclude zero"
+        ),
+    }
 
 
 def _retention_quotes(
@@ -603,7 +677,7 @@ def paper_tables(paper: pd.DataFrame) -> dict[str, pd.DataFrame]:
     }
 
 
-def statements(view: CompetitionResult, second: str | None) -> dict[str, bool]:
+def statements(view: CompetitionResult) -> dict[str, bool]:
     """What the chapter's prose says in words, each as a check on the committed run."""
     est, rec = view.estimates, view.table2[view.table2["model"] == view.label].set_index("metric")
     r = view.curves.set_index(["retriever", "metric", "num_hard"])
@@ -631,11 +705,6 @@ def statements(view: CompetitionResult, second: str | None) -> dict[str, bool]:
     if view.nq is not None:
         said["the NQ control gives nothing back"] = (
             view.nq[1].set_index("metric").loc["F1", "p"] > 0.5
-        )
-    if second:
-        cis = view.table2[view.table2["model"] == second]["95% CI"]
-        said["the second reader's intervals include zero"] = all(
-            float(ci.strip("[]").split(",")[0]) < 0 for ci in cis
         )
     return said
 
@@ -737,7 +806,7 @@ def analyze(ctx: RunContext) -> CompetitionResult:
         view.estimates,
         view.table1,
         view.table2,
-        view.main,
+        view.readers,
         view.curves,
         view.lives,
         view.table,
@@ -748,7 +817,7 @@ def analyze(ctx: RunContext) -> CompetitionResult:
         reader.label,
         second,
     )
-    view.said = statements(view, second)
+    view.said = statements(view)
     return view
 
 
@@ -925,7 +994,10 @@ def table1_tables(view: CompetitionResult, paper: dict) -> list:
 def table2_tables(view: CompetitionResult, paper: dict) -> list:
     """Far minus hard (Table 2), ours and the paper's, and the questions each needs."""
     return [
-        (view.table2.drop(columns=["delta"]), "Ours: far minus hard, paired by question."),
+        (
+            view.table2.drop(columns=sc.RECOVERY_NUMBERS),
+            "Ours: far minus hard, paired by question.",
+        ),
         (paper["table 2"], "The paper's Table 2."),
         sizing(view.estimates),  # (table, how n was chosen)
     ]
@@ -947,7 +1019,10 @@ def length_tables(view: CompetitionResult, paper: dict) -> list:
     """The matched control at 50 and 80 words, ours and the paper's."""
     return [
         (view.length_levels, "Each condition at 50- and 80-word snippets, the same questions."),
-        (view.length_recovery.drop(columns=["delta"]), "Far minus hard at each snippet length."),
+        (
+            view.length_recovery.drop(columns=sc.RECOVERY_NUMBERS),
+            "Far minus hard at each snippet length.",
+        ),
         (paper["length"], "The paper, section 4.4."),
     ]
 
@@ -956,7 +1031,9 @@ def beyond_tables(view: CompetitionResult, params: dict) -> list:
     """The matched control at other N, and on NQ-Open when it ran."""
     out = [
         (
-            view.sizes.drop(columns=["delta"]).rename(columns={"tokens": "Tok. hard / far"}),
+            view.sizes.drop(columns=sc.RECOVERY_NUMBERS).rename(
+                columns={"tokens": "Tok. hard / far"}
+            ),
             "Far minus hard at other numbers of snippets N.",
         )
     ]
@@ -964,6 +1041,9 @@ def beyond_tables(view: CompetitionResult, params: dict) -> list:
         where = f"NQ-Open gold chunks, {params['snippet_words']}-word snippets, N = {params['matched_size']}"
         out += [
             (view.nq[0], f"Each condition on {where}."),
-            (view.nq[1].drop(columns=["delta"]), f"Far minus hard on {where}, paired by question."),
+            (
+                view.nq[1].drop(columns=sc.RECOVERY_NUMBERS),
+                f"Far minus hard on {where}, paired by question.",
+            ),
         ]
     return out

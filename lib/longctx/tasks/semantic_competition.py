@@ -647,12 +647,17 @@ def condition_summary(table, by=("model", "condition"), seed: int = 0):
     return out.reset_index(drop=True)
 
 
+# recovery_table's numeric columns (points; F1 in its own unit), beside the formatted ones
+RECOVERY_NUMBERS = ["delta", "delta_low", "delta_high"]
+
+
 def recovery_table(
     table, by=("model",), control: str = "hard", treatment: str = "far", seed: int = 0
 ):
     """Paired ``treatment`` minus ``control`` per group and metric (the paper's Table 2):
     the mean difference over questions, its 95% paired bootstrap interval over question
-    ids and the two-sided sign-flip randomization p-value. ``table`` must hold one row
+    ids and the two-sided sign-flip randomization p-value, formatted (Δ, 95% CI) and as
+    numbers (:data:`RECOVERY_NUMBERS`). ``table`` must hold one row
     per question and condition within each group (select one matched control first)."""
     rows = []
     for keys, g in table.groupby(list(by), sort=False) if by else [((), table)]:
@@ -679,6 +684,8 @@ def recovery_table(
                     "metric": label,
                     "questions": res["items"],
                     "delta": res["difference"] * (1 if m == "f1" else 100),
+                    "delta_low": res["ci_low"] * (1 if m == "f1" else 100),
+                    "delta_high": res["ci_high"] * (1 if m == "f1" else 100),
                     "Δ": sign + _fmt(m, res["difference"]),
                     "95% CI": f"[{_fmt(m, res['ci_low'])}, {_fmt(m, res['ci_high'])}]",
                     "p": res["p_sign_flip"],
