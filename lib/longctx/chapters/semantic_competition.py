@@ -498,16 +498,12 @@ def second_reader_quotes(
         return f"{row['Δ']} {row['95% CI']}"
 
     theirs_cost, mine_cost = cost.loc[(second, "EM"), "delta"], cost.loc[(label, "EM"), "delta"]
-    larger = [
-        METRIC_WORDS[m]
-        for m in METRIC_WORDS
-        if rec.loc[(second, m), "delta"] > rec.loc[(label, m), "delta"]
-    ]
-    smaller = [
-        METRIC_WORDS[m]
-        for m in METRIC_WORDS
-        if rec.loc[(second, m), "delta"] < rec.loc[(label, m), "delta"]
-    ]
+    gap = {
+        w: rec.loc[(second, m), "delta"] - rec.loc[(label, m), "delta"]
+        for m, w in METRIC_WORDS.items()
+    }
+    larger = [w for w, d in gap.items() if d > 0]
+    smaller = [w for w, d in gap.items() if d < 0]
     excluding = [
         METRIC_WORDS[m]
         for m in METRIC_WORDS

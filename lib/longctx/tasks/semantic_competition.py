@@ -668,6 +668,7 @@ def recovery_table(
                 "select one matched control (matched_rows) first"
             )
         for m, label in METRIC_LABELS.items():
+            points = 1 if m == "f1" else 100  # F1 stays in its own unit
             res = paired_comparison(
                 g,
                 condition="condition",
@@ -683,9 +684,9 @@ def recovery_table(
                     **dict(zip(by, keys)),
                     "metric": label,
                     "questions": res["items"],
-                    "delta": res["difference"] * (1 if m == "f1" else 100),
-                    "delta_low": res["ci_low"] * (1 if m == "f1" else 100),
-                    "delta_high": res["ci_high"] * (1 if m == "f1" else 100),
+                    "delta": res["difference"] * points,
+                    "delta_low": res["ci_low"] * points,
+                    "delta_high": res["ci_high"] * points,
                     "Δ": sign + _fmt(m, res["difference"]),
                     "95% CI": f"[{_fmt(m, res['ci_low'])}, {_fmt(m, res['ci_high'])}]",
                     "p": res["p_sign_flip"],
