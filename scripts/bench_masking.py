@@ -1,7 +1,7 @@
 """Masked filler costs the short prompt, whatever its length; explicit filler grows with it.
 
 Times greedy generation of the same short problem with L masked filler tokens
-(position shift, :func:`longctx.backends.hf_engine.generate_masked`) against the simple baseline of
+(position shift, :func:`longctx.backends.hf_engine.masked_inputs`) against the simple baseline of
 L whitespace tokens actually computed, in the same run, and writes the ratios:
 
     python scripts/bench_masking.py --model smollm2-135m-instruct --lengths 0 1024 4096

@@ -82,3 +82,42 @@ def test_too_long_prompt_fails_before_generating(smollm2):
         ContextTooLongError, match="over the 8192-token window of smollm2-135m-instruct"
     ):
         generate(smollm2, GenerateCall(["short", long_prompt], max_new_tokens=8, progress=False))
+
+
+@pytest.mark.model
+def test_decoding_equals_transformers_generate(smollm2):
+    """Our cache loop (rows leave the batch as they finish) gives the tokens transformers'
+    own greedy ``generate`` gives, prompt by prompt."""
+    import torch
+
+    from longctx.backends.hf_engine import generate
+    from longctx.tasks import kv_retrieval as kv
+
+    reqs = kv.make_requests(kv.synthetic_examples(2, 4, seed=9), [0.0, 1.0])
+    prompts = [smollm2.render(r.prompt) for r in reqs]
+    ours = generate(
+        smollm2,
+        GenerateCall(
+            prompts,
+            max_new_tokens=24,
+            stop_rules=StopRule(newline=False),
+            batch_size=4,
+            progress=False,
+        ),
+    )
+    tok = smollm2.tokenizer
+    for prompt, gen in zip(prompts, ours):
+        ids = tok(prompt, add_special_tokens=False, return_tensors="pt").input_ids
+        with torch.inference_mode():
+            out = smollm2.model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=24,
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=tok.pad_token_id,
+            )
+        want = tok.decode(out[0, ids.shape[1] :].tolist(), skip_special_tokens=True)
+        assert gen.raw_text == want

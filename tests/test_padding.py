@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from longctx.backends.hf_engine import generate, generate_masked, masked_inputs
+from longctx.backends.hf_engine import generate, masked_inputs
 from longctx.errors import ContextTooLongError, ParameterError
 from longctx.padding import FillerMaker, masked_gap, split_masked
 from longctx.requests import GenerateCall, StopRule
@@ -106,7 +106,7 @@ def _explicit_greedy(model, ids, gap_at, gap, steps):
     return out
 
 
-def test_generate_masked_matches_explicit_mask_end_to_end():
+def test_masked_generation_matches_explicit_mask_end_to_end():
     model, tok = _tiny(), CharTokenizer()
     lm = TinyLM(model, tok)
     prompts = [
@@ -114,7 +114,7 @@ def test_generate_masked_matches_explicit_mask_end_to_end():
         "ab" + masked_gap(7) + "cd",
         "no gap at all here",
     ]
-    gens = generate_masked(
+    gens = generate(
         lm,
         GenerateCall(
             prompts,
@@ -131,7 +131,8 @@ def test_generate_masked_matches_explicit_mask_end_to_end():
         want = _explicit_greedy(model, ids, gap_at, sum(gaps), 6)
         assert gen.raw_text == tok.decode(want)
         assert gen.prompt_tokens == len(ids) + sum(gaps)
-        assert gen.extra == {"computed_prompt_tokens": len(ids), "masked_tokens": sum(gaps)}
+        want_extra = {"computed_prompt_tokens": len(ids), "masked_tokens": sum(gaps)}
+        assert gen.extra == (want_extra if sum(gaps) else {})
 
 
 def test_generate_routes_masked_prompts_and_keeps_order():
@@ -152,7 +153,7 @@ def test_generate_routes_masked_prompts_and_keeps_order():
     )
     assert sorted(seen) == [0, 1, 2]
     assert gens[1].extra["masked_tokens"] == 9 and not gens[0].extra and not gens[2].extra
-    alone = generate_masked(
+    alone = generate(
         lm,
         GenerateCall(
             [prompts[1]], max_new_tokens=4, stop_rules=StopRule(newline=False), progress=False
@@ -164,9 +165,27 @@ def test_generate_routes_masked_prompts_and_keeps_order():
 def test_masked_length_counts_against_the_window():
     lm = TinyLM(_tiny(), CharTokenizer(), max_context=100)
     with pytest.raises(ContextTooLongError, match="masked gaps"):
-        generate_masked(
-            lm, GenerateCall(["abc" + masked_gap(95) + "d"], max_new_tokens=4, progress=False)
-        )
+        generate(lm, GenerateCall(["abc" + masked_gap(95) + "d"], max_new_tokens=4, progress=False))
+
+
+def test_a_finished_row_leaves_the_batch_without_changing_the_others():
+    """Row 0 stops after one token (its rule fires on any character) and leaves the batch; the
+    rows still answering decode exactly what a cache-free full recomputation gives."""
+    model, tok = _tiny(), CharTokenizer()
+    lm = TinyLM(model, tok)
+    prompts = ["a short one", "the second prompt, longer", "x" + masked_gap(12) + "third"]
+    rules = [StopRule(newline=False, answer_pattern=".")] + [StopRule(newline=False)] * 2
+    gens = generate(
+        lm, GenerateCall(prompts, max_new_tokens=8, stop_rules=rules, batch_size=3, progress=False)
+    )
+    assert gens[0].new_tokens == 1 and gens[0].stop_reason == "stop_rule"
+    assert {g.batch_size for g in gens} == {3}
+    for prompt, gen in zip(prompts[1:], gens[1:]):
+        segments, gaps = split_masked(prompt)
+        ids = tok("".join(segments)).input_ids
+        gap_at = len(tok(segments[0]).input_ids)
+        want = _explicit_greedy(model, ids, gap_at, sum(gaps), 8)
+        assert gen.raw_text == tok.decode(want)
 
 
 def test_masked_inputs_positions():

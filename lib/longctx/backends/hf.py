@@ -2,7 +2,7 @@
 :mod:`longctx.backends.hf_engine`.
 
 It is the only backend with the model's weights at hand, hence the only one for masked
-padding (explicit position ids, :func:`~longctx.backends.hf_engine.generate_masked`) and
+padding (explicit position ids, :func:`~longctx.backends.hf_engine.masked_inputs`) and
 attention (:mod:`longctx.attention`). Device and dtype are chosen here: ``auto`` means
 CUDA when present, and bf16 on CUDA or on a CPU where bf16 measures faster than float32.
 """

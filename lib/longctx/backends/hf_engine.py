@@ -1,10 +1,11 @@
 """Batched greedy generation with length-sorted buckets and per-row stop rules.
 
 Prompts are tokenized once, sorted by length, and cut into batches so that each
-batch pads little (left padding, the position ids follow the attention mask).
-Each row stops on its own :class:`StopRule`; a batch ends when every row has
-stopped or hit ``max_new_tokens``. Outputs are cut at the stop point, so the
-text of a row does not depend on which batch it ran in.
+batch pads little (left padding, explicit position ids). Each row stops on its own
+:class:`StopRule` or end token and then leaves the batch, so the batch shrinks to the
+rows still answering; it ends when every row has stopped or hit ``max_new_tokens``.
+Outputs are cut at the stop point, so the text of a row does not depend on which batch
+it ran in.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 
 from tqdm import tqdm
 
@@ -26,129 +26,69 @@ def _buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-class _RowStop:
-    """transformers StoppingCriteria that returns a per-row done vector."""
-
-    def __init__(self, tokenizer, prompt_len: int, rules: list[StopRule]):
-        self.tokenizer, self.prompt_len, self.rules = tokenizer, prompt_len, rules
-
-    def __call__(self, input_ids, scores, **kwargs):
-        import torch
-
-        done = []
-        new = input_ids[
-            :, self.prompt_len :
-        ].tolist()  # one device-to-host copy per step, not one per row
-        for row, rule in zip(new, self.rules):
-            text = self.tokenizer.decode(row, skip_special_tokens=True)
-            done.append(rule.cut(text)[1])
-        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
-
-
 def generate(lm, call: GenerateCall) -> list[Generation | None]:
     """Greedy-decode ``call.prompts`` (already rendered for the model) in length-sorted batches.
 
+    Prompts with masked gaps (:func:`longctx.padding.masked_gap`) are decoded with shifted
+    position ids (:func:`masked_inputs`); ``Generation.extra`` then records the computed and
+    the masked token counts, and ``prompt_tokens`` is the length the model perceives.
     ``call.on_batch(indices, generations)`` is called after each batch so callers can
     persist results as they arrive (an interrupted run then loses at most one batch).
     Raises :class:`ContextTooLongError` before any work if a prompt does not fit. No batch
     starts after ``call.stop_at`` (a :func:`time.time` value); the prompts left have None.
     """
-    import torch
-    from transformers import StoppingCriteriaList
-
-    prompts, max_new_tokens, stop_rules = call.prompts, call.max_new_tokens, call.stop_rules
-    batch_size, progress, desc = call.batch_size, call.progress, call.desc
-    on_batch, stop_at = call.on_batch, call.stop_at
-
+    prompts, max_new_tokens, batch_size = call.prompts, call.max_new_tokens, call.batch_size
     if max_new_tokens < 1:
         raise ParameterError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if batch_size < 1:
         raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
-    stop_rules = stop_rules_for(stop_rules, len(prompts))
-    prompts = [expand_fillers(p, lm.tokenizer) for p in prompts]
-    masked = [i for i, p in enumerate(prompts) if MASKED_GAP.search(p)]
-    if masked:
-        return _generate_in_two_parts(
-            lm, replace(call, prompts=prompts, stop_rules=stop_rules), masked
-        )
+    stop_rules = stop_rules_for(call.stop_rules, len(prompts))
     tok = lm.tokenizer
-    encoded = [encode_prompt(tok, p) for p in prompts]
-    for i, ids in enumerate(encoded):
-        lm.check_fits(len(ids), max_new_tokens, label=f"prompt {i}")
-    results: list[Generation | None] = [None] * len(prompts)
+    prompts = [expand_fillers(p, tok) for p in prompts]
+    inputs = [masked_inputs(tok, p) for p in prompts]
+    for i, (p, (_, pos)) in enumerate(zip(prompts, inputs)):
+        label = f"prompt {i} (with its masked gaps)" if MASKED_GAP.search(p) else f"prompt {i}"
+        lm.check_fits(pos[-1] + 1 if pos else 0, max_new_tokens, label=label)
     eos = set(_eos_ids(lm))
-    bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr)
-    for batch in _buckets([len(e) for e in encoded], batch_size):
-        if past(stop_at):
+    results: list[Generation | None] = [None] * len(prompts)
+    bar = tqdm(
+        total=len(prompts),
+        desc=call.desc,
+        unit="prompt",
+        disable=not call.progress,
+        file=sys.stderr,
+    )
+    for batch in _buckets([len(inputs[i][0]) for i in range(len(prompts))], batch_size):
+        if past(call.stop_at):
             break
-        width = max(len(encoded[i]) for i in batch)
-        pad = tok.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(encoded[i])) + encoded[i] for i in batch])
-        mask = torch.tensor(
-            [[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in batch]
-        )
-        rules = [stop_rules[i] for i in batch]
+        rows = len(batch)
         started = time.perf_counter()
-        with torch.inference_mode():
-            out = lm.model.generate(
-                input_ids=input_ids.to(lm.device),
-                attention_mask=mask.to(lm.device),
-                max_new_tokens=max_new_tokens,
-                do_sample=False,
-                temperature=None,
-                top_p=None,
-                top_k=None,
-                pad_token_id=pad,
-                stopping_criteria=StoppingCriteriaList([_RowStop(tok, width, rules)]),
-            )
+        new_tokens = _decode_batch(
+            lm, [inputs[i] for i in batch], max_new_tokens, [stop_rules[i] for i in batch], eos
+        )
         seconds = time.perf_counter() - started
         gens = []
-        for row, i in enumerate(batch):
-            gen = _finish(
-                tok,
-                out[row, width:].tolist(),
-                eos,
-                stop_rules[i],
-                len(encoded[i]),
-                seconds,
-                len(batch),
+        for r, i in enumerate(batch):
+            computed = len(inputs[i][0])
+            perceived = inputs[i][1][-1] + 1 if inputs[i][1] else 0
+            extra = (
+                {"computed_prompt_tokens": computed, "masked_tokens": perceived - computed}
+                if perceived != computed
+                else {}
             )
+            gen = _finish(tok, new_tokens[r], eos, stop_rules[i], perceived, seconds, rows, extra)
             results[i] = gen
             gens.append(gen)
-        if on_batch is not None:
-            on_batch(batch, gens)
-        bar.update(len(batch))
+        if call.on_batch is not None:
+            call.on_batch(batch, gens)
+        bar.update(rows)
     bar.close()
     return results  # type: ignore[return-value]
 
 
-def _generate_in_two_parts(lm, call: GenerateCall, masked: list[int]) -> list[Generation]:
-    """Masked-gap prompts through :func:`generate_masked`, the others through ``model.generate``
-    (``call.stop_rules`` holds one rule per prompt)."""
-    prompts, rules = call.prompts, call.stop_rules
-    results: list[Generation | None] = [None] * len(prompts)
-    plain = [i for i in range(len(prompts)) if i not in set(masked)]
-    for idxs, fn in ((plain, generate), (masked, generate_masked)):
-        if not idxs:
-            continue
-
-        def relay(batch, gens, idxs=idxs):
-            if call.on_batch is not None:
-                call.on_batch([idxs[b] for b in batch], gens)
-
-        part = replace(
-            call,
-            prompts=[prompts[i] for i in idxs],
-            stop_rules=[rules[i] for i in idxs],
-            on_batch=relay,
-        )
-        for i, g in zip(idxs, fn(lm, part)):
-            results[i] = g
-    return results  # type: ignore[return-value]
-
-
 def masked_inputs(tokenizer, prompt: str) -> tuple[list[int], list[int]]:
-    """Token ids and position ids of a prompt with masked gaps (:func:`longctx.padding.masked_gap`).
+    """Token ids and position ids of a prompt, which may hold masked gaps
+    (:func:`longctx.padding.masked_gap`); without gaps the positions are 0, 1, 2, ...
 
     The gaps are never tokenized: the segments around them are tokenized separately and
     every token after a gap of ``n`` tokens gets its position shifted by ``n``. The
@@ -168,78 +108,26 @@ def masked_inputs(tokenizer, prompt: str) -> tuple[list[int], list[int]]:
     return ids, positions
 
 
-def generate_masked(lm, call: GenerateCall) -> list[Generation | None]:
-    """Greedy decoding with explicit position ids, for prompts with masked gaps.
-
-    A small loop over the model's forward pass with a KV cache: ``model.generate``
-    derives position ids from the attention mask and cannot take shifted ones. Rows are
-    left-padded in length-sorted batches like :func:`generate`; each generated token
-    takes the position after its row's last one. ``Generation.extra`` records the
-    computed and the masked token counts; ``prompt_tokens`` is the length the model
-    perceives (computed + masked).
-    """
-    prompts, max_new_tokens, batch_size = call.prompts, call.max_new_tokens, call.batch_size
-    progress, desc, on_batch, stop_at = call.progress, call.desc, call.on_batch, call.stop_at
-    stop_rules = stop_rules_for(call.stop_rules, len(prompts))
-    tok = lm.tokenizer
-    inputs = [masked_inputs(tok, p) for p in prompts]
-    for i, (_, pos) in enumerate(inputs):
-        lm.check_fits(
-            pos[-1] + 1 if pos else 0, max_new_tokens, label=f"prompt {i} (with its masked gaps)"
-        )
-    eos = set(_eos_ids(lm))
-    results: list[Generation | None] = [None] * len(prompts)
-    bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not progress, file=sys.stderr)
-    for batch in _buckets([len(inputs[i][0]) for i in range(len(prompts))], batch_size):
-        if past(stop_at):
-            break
-        rows = len(batch)
-        started = time.perf_counter()
-        new_tokens = _decode_masked_batch(
-            lm, [inputs[i] for i in batch], max_new_tokens, [stop_rules[i] for i in batch], eos
-        )
-        seconds = time.perf_counter() - started
-        gens = []
-        for r, i in enumerate(batch):
-            computed = len(inputs[i][0])
-            perceived = inputs[i][1][-1] + 1 if inputs[i][1] else 0
-            gen = _finish(
-                tok,
-                new_tokens[r],
-                eos,
-                stop_rules[i],
-                perceived,
-                seconds,
-                rows,
-                extra={"computed_prompt_tokens": computed, "masked_tokens": perceived - computed},
-            )
-            results[i] = gen
-            gens.append(gen)
-        if on_batch is not None:
-            on_batch(batch, gens)
-        bar.update(rows)
-    bar.close()
-    return results  # type: ignore[return-value]
-
-
-def _decode_masked_batch(lm, inputs, max_new_tokens: int, rules, eos: set) -> list[list[int]]:
+def _decode_batch(lm, inputs, max_new_tokens: int, rules, eos: set) -> list[list[int]]:
     """Greedy new tokens for one left-padded batch of (token ids, position ids), with a KV
-    cache and each new token at the position after its row's last; a row stops at an end
-    token or when its stop rule cuts the text."""
+    cache and each new token at the position after its row's last. A row stops at an end
+    token or when its stop rule cuts the text, and leaves the batch then (its cache rows are
+    dropped): a batch whose one answer runs to ``max_new_tokens`` decodes that answer alone
+    instead of carrying every finished row with it."""
     import torch
     from transformers import DynamicCache
 
     tok, model = lm.tokenizer, lm.model
     pad = tok.pad_token_id
     width = max(len(ids) for ids, _ in inputs)
-    rows = len(inputs)
     input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids, _ in inputs])
     mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids, _ in inputs])
     positions = torch.tensor([[0] * (width - len(pos)) + pos for _, pos in inputs])
     new_tokens: list[list[int]] = [[] for _ in inputs]
-    done = [False] * rows
+    active = list(range(len(inputs)))  # batch rows still decoding, in cache order
     with torch.inference_mode():
-        cache = DynamicCache(config=model.config)
+        cache = DynamicCache(config=model.config)  # the forward fills it in place
+        cache_arg = {_cache_keyword(model): cache}
         step_ids, step_pos = input_ids.to(lm.device), positions.to(lm.device)
         mask = mask.to(lm.device)
         for _ in range(max_new_tokens):
@@ -247,28 +135,38 @@ def _decode_masked_batch(lm, inputs, max_new_tokens: int, rules, eos: set) -> li
                 input_ids=step_ids,
                 attention_mask=mask,
                 position_ids=step_pos,
-                past_key_values=cache,
                 use_cache=True,
                 logits_to_keep=1,
+                **cache_arg,
             )
-            cache = out.past_key_values
             nxt = out.logits[:, -1, :].argmax(-1)
-            for r in range(rows):
-                if done[r]:
-                    continue
-                t = int(nxt[r])
+            keep = []
+            for k, (r, t) in enumerate(zip(active, nxt.tolist())):
                 new_tokens[r].append(t)
                 text = tok.decode(new_tokens[r], skip_special_tokens=True)
-                if t in eos or rules[r].cut(text)[1]:
-                    done[r] = True
-            if all(done):
+                if not (t in eos or rules[r].cut(text)[1]):
+                    keep.append(k)
+            if not keep:
                 break
-            step_ids = nxt[:, None]
             step_pos = step_pos[:, -1:] + 1
+            if len(keep) < len(active):
+                kept = torch.tensor(keep, device=nxt.device)
+                cache.batch_select_indices(kept)
+                nxt, step_pos, mask = nxt[kept], step_pos[kept], mask[kept]
+                active = [active[k] for k in keep]
+            step_ids = nxt[:, None]
             mask = torch.cat(
-                [mask, torch.ones((rows, 1), dtype=mask.dtype, device=mask.device)], dim=1
+                [mask, torch.ones((len(active), 1), dtype=mask.dtype, device=mask.device)], dim=1
             )
     return new_tokens
+
+
+def _cache_keyword(model) -> str:
+    """The forward's key-value cache argument: ``cache`` where transformers has renamed
+    ``past_key_values`` (the old name warns there, and goes in a later release)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 def _finish(
