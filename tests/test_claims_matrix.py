@@ -215,11 +215,13 @@ def test_findings_for_a_model_with_no_rows_says_what_to_run_per_claim(tmp_path):
 
 def test_the_cost_table_splits_what_is_left_by_where_it_can_run(tmp_path):
     """Rows made are measured; what is left is a CPU's when a block's estimate is under
-    matrix.GPU_HOURS, else a GPU's; prompts longer than the window are counted apart."""
+    matrix.GPU_HOURS, else a GPU's; prompts longer than the window are counted apart, and
+    with them the short block whose only claim also needs them."""
 
-    def block(name, requests, stored, tokens, longest, hours=None, measured=0.0):
+    def block(name, requests, stored, tokens, longest, hours=None, measured=0.0, claims=("c",)):
         out = {
             "block": name,
+            "claims": list(claims),
             "requests": requests,
             "stored": stored,
             "prompt_tokens": tokens,
@@ -241,7 +243,8 @@ def test_the_cost_table_splits_what_is_left_by_where_it_can_run(tmp_path):
             block("short", 100, 100, 100_000, 1_000, measured=7200.0),
             block("medium", 100, 0, 400_000, 4_000, hours=2.0),
             block("long", 100, 0, 800_000, 8_000, hours=matrix.GPU_HOURS + 1),
-            block("too long", 50, 0, 500_000, 10_000, hours=1.0),
+            block("too long", 50, 0, 500_000, 10_000, hours=1.0, claims=("d",)),
+            block("too long's short partner", 20, 0, 2_000, 100, hours=0.1, claims=("d",)),
         ],
         "claims": {},
     }
@@ -252,7 +255,8 @@ def test_the_cost_table_splits_what_is_left_by_where_it_can_run(tmp_path):
     assert row["measured CPU hours"] == 2.0 and row["left for a CPU: estimated hours"] == 2.0
     assert row["left for a CPU: prompt tokens"] == 400_000
     gpu = next(k for k in row if k.startswith("left for a GPU"))
-    assert row[gpu] == 800_000 and row["too long for the window: requests"] == 50
+    assert row[gpu] == 800_000 and row["claims too long for the window: requests"] == 70
+    assert row["stored"] == 100
 
 
 def test_a_cell_wider_than_the_precision_target_is_marked_under_powered():

@@ -911,7 +911,9 @@ def cost_table(results_dir: str | Path) -> pd.DataFrame:
     it): what checking every claim costs at the claims scale. Requests and prompt tokens are
     counted with the reader's tokenizer; the hours of the rows already made are measured
     (their own timings, split by CPU and GPU); the rest is estimated from the reader's
-    measured speed, and what does not fit its window is counted apart."""
+    measured speed, and what does not fit its window is counted apart: the prompts longer
+    than the window and, with them, a block whose every claim also needs such prompts (a
+    claim judged on the pair of 0 and 16K tokens cannot use the 0-token rows alone)."""
     out = []
     for folder in sorted(p.parent.name for p in Path(results_dir).glob("*/claims-plan.json")):
         plan = read_claims_plan(Path(results_dir) / folder)
@@ -922,18 +924,24 @@ def cost_table(results_dir: str | Path) -> pd.DataFrame:
             limit = b.get("window") or window
             return not limit or b.get("max_prompt_tokens", 0) + b.get("max_new_tokens", 0) <= limit
 
+        unfit_claims = {c for b in blocks if not fits(b) for c in b.get("claims", [])}
+
+        def needed(b, unfit_claims=unfit_claims):
+            claims = b.get("claims") or []
+            return fits(b) and (not claims or any(c not in unfit_claims for c in claims))
+
         measured = {
             d: sum(b.get("measured_seconds", {}).get(d, 0.0) for b in blocks)
             for d in ("cpu", "gpu")
         }
-        cpu = [b for b in blocks if fits(b) and b.get("estimated_seconds", 0) <= GPU_HOURS * 3600]
-        gpu = [b for b in blocks if fits(b) and b.get("estimated_seconds", 0) > GPU_HOURS * 3600]
+        cpu = [b for b in blocks if needed(b) and b.get("estimated_seconds", 0) <= GPU_HOURS * 3600]
+        gpu = [b for b in blocks if needed(b) and b.get("estimated_seconds", 0) > GPU_HOURS * 3600]
         out.append(
             {
                 "reader": model_label(plan["model"], plan["backend"]),
-                "requests": sum(b["requests"] for b in blocks if fits(b)),
-                "prompt tokens": sum(b.get("prompt_tokens", 0) for b in blocks if fits(b)),
-                "stored": sum(b["stored"] for b in blocks),
+                "requests": sum(b["requests"] for b in blocks if needed(b)),
+                "prompt tokens": sum(b.get("prompt_tokens", 0) for b in blocks if needed(b)),
+                "stored": sum(b["stored"] for b in blocks if needed(b)),
                 "measured CPU hours": round(measured["cpu"] / 3600, 1),
                 "measured GPU minutes": round(measured["gpu"] / 60, 1),
                 "left for a CPU: prompt tokens": sum(
@@ -947,8 +955,8 @@ def cost_table(results_dir: str | Path) -> pd.DataFrame:
                 f"left for a GPU (over {GPU_HOURS:g} CPU hours a block): prompt tokens": sum(
                     b.get("missing_prompt_tokens", 0) for b in gpu
                 ),
-                "too long for the window: requests": sum(
-                    b["requests"] for b in blocks if not fits(b)
+                "claims too long for the window: requests": sum(
+                    b["requests"] for b in blocks if not needed(b)
                 ),
                 "planned": plan["created"][:10],
             }
