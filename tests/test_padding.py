@@ -86,9 +86,13 @@ def test_shifted_positions_equal_explicit_mask(kind):
     assert not torch.allclose(unshifted, ref, atol=1e-3)
 
 
-def _explicit_greedy(model, ids, gap_at, gap, steps):
-    """Reference decoding: the filler is really there (token 5 repeated) and masked out;
-    the whole sequence is recomputed at every step, no cache, no position tricks."""
+def _explicit_greedy(model, tok, prompt, steps):
+    """Reference decoding of a prompt with at most one masked gap: the filler is really
+    there (token 5 repeated) and masked out; the whole sequence is recomputed at every step,
+    no cache, no position tricks. Returns the decoded new text."""
+    segments, gaps = split_masked(prompt)
+    ids = tok("".join(segments)).input_ids
+    gap_at, gap = len(tok(segments[0]).input_ids), sum(gaps)
     seq = ids[:gap_at] + [5] * gap + ids[gap_at:]
     keep = [1] * gap_at + [0] * gap + [1] * (len(ids) - gap_at)
     out = []
@@ -103,7 +107,7 @@ def _explicit_greedy(model, ids, gap_at, gap, steps):
         out.append(t)
         seq.append(t)
         keep.append(1)
-    return out
+    return tok.decode(out)
 
 
 def test_masked_generation_matches_explicit_mask_end_to_end():
@@ -125,17 +129,15 @@ def test_masked_generation_matches_explicit_mask_end_to_end():
         ),
     )
     for prompt, gen in zip(prompts, gens):
+        assert gen.raw_text == _explicit_greedy(model, tok, prompt, 6)
         segments, gaps = split_masked(prompt)
         ids = tok("".join(segments)).input_ids
-        gap_at = len(tok(segments[0]).input_ids)
-        want = _explicit_greedy(model, ids, gap_at, sum(gaps), 6)
-        assert gen.raw_text == tok.decode(want)
         assert gen.prompt_tokens == len(ids) + sum(gaps)
         want_extra = {"computed_prompt_tokens": len(ids), "masked_tokens": sum(gaps)}
         assert gen.extra == (want_extra if sum(gaps) else {})
 
 
-def test_generate_routes_masked_prompts_and_keeps_order():
+def test_generate_batches_masked_with_plain_prompts_and_keeps_order():
     model, tok = _tiny(), CharTokenizer()
     lm = TinyLM(model, tok)
     prompts = ["plain prompt", "masked" + masked_gap(9) + "prompt", "another plain one"]
@@ -181,11 +183,7 @@ def test_a_finished_row_leaves_the_batch_without_changing_the_others():
     assert gens[0].new_tokens == 1 and gens[0].stop_reason == "stop_rule"
     assert {g.batch_size for g in gens} == {3}
     for prompt, gen in zip(prompts[1:], gens[1:]):
-        segments, gaps = split_masked(prompt)
-        ids = tok("".join(segments)).input_ids
-        gap_at = len(tok(segments[0]).input_ids)
-        want = _explicit_greedy(model, ids, gap_at, sum(gaps), 8)
-        assert gen.raw_text == tok.decode(want)
+        assert gen.raw_text == _explicit_greedy(model, tok, prompt, 8)
 
 
 def test_masked_inputs_positions():
