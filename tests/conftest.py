@@ -1,5 +1,7 @@
 import pytest
 
+from terminal import sigint_as_at_a_terminal
+
 
 @pytest.fixture
 def public_data(monkeypatch):
@@ -44,3 +46,10 @@ def generated_code_runs_somewhere(monkeypatch):
 
     if isolation_command() is None:
         monkeypatch.setenv(UNISOLATED_ENV, "1")
+
+
+@pytest.fixture
+def ctrl_c_reaches_python():
+    """For tests that press Ctrl-C: SIGINT handled as at a terminal, whatever the runner's."""
+    with sigint_as_at_a_terminal():
+        yield

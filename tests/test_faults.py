@@ -422,7 +422,9 @@ def test_a_request_that_starts_after_its_call_was_abandoned_stops_at_once(fake):
     assert backend.client is not halt.client  # the next call has an open client
 
 
-def test_ctrl_c_taken_by_another_thread_ends_the_wait_within_a_second(tmp_path, fake):
+def test_ctrl_c_taken_by_another_thread_ends_the_wait_within_a_second(
+    tmp_path, fake, ctrl_c_reaches_python
+):
     """Ctrl-C reaches one thread of the process, not always the main one: a signal taken by
     another thread left the main thread asleep until a hung request timed out. Request
     threads now block SIGINT (the kernel hands it to the main thread), and the main thread
@@ -452,7 +454,9 @@ def test_ctrl_c_taken_by_another_thread_ends_the_wait_within_a_second(tmp_path, 
     assert masks and all(signal.SIGINT in mask for mask in masks)
 
 
-def test_ctrl_c_ends_a_run_in_one_line_with_130_and_keeps_the_store(tmp_path, fake):
+def test_ctrl_c_ends_a_run_in_one_line_with_130_and_keeps_the_store(
+    tmp_path, fake, ctrl_c_reaches_python
+):
     import os
     import signal
     import subprocess
@@ -480,6 +484,30 @@ def test_ctrl_c_ends_a_run_in_one_line_with_130_and_keeps_the_store(tmp_path, fa
     assert err.strip().splitlines() == [
         "longctx: interrupted; every row written so far is kept: the same command resumes"
     ]
+
+
+def test_the_ctrl_c_tests_hold_when_the_runner_inherited_sigint_ignored():
+    """``bash -c 'make test &'`` starts the suite with SIGINT ignored; the Ctrl-C tests' setup
+    still gives them, and the processes they start, Python's own handler, and gives the
+    runner's back after."""
+    import signal
+    import subprocess
+    import sys
+
+    from terminal import sigint_as_at_a_terminal
+
+    asks = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    runner = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        ignored = subprocess.run([sys.executable, "-c", asks], capture_output=True, text=True)
+        assert ignored.stdout.strip() == "False"  # what the Ctrl-C tests used to inherit
+        with sigint_as_at_a_terminal():
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            child = subprocess.run([sys.executable, "-c", asks], capture_output=True, text=True)
+            assert child.stdout.strip() == "True"
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, runner)
 
 
 def test_a_lone_surrogate_from_a_server_is_stored_as_a_replacement_character(tmp_path, fake):
