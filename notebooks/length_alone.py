@@ -347,11 +347,17 @@ if view.ruler:
     )
 
 # %% [markdown]
-# **Why.** The paper's method assumes the recitation retrieves; for this reader it mostly
-# does not. The table below scores the recitations themselves: whether they name (by
-# number) a document that holds the answer, whether any line is copied verbatim from the
-# context, from a document holding the answer, and whether a gold answer appears at all.
-# Below it, how n was chosen: the questions each comparison needs for ±10 points.
+# **Why.** The paper's method assumes the recitation retrieves, in the paper's sense of
+# the word: reciting text from the context (its footnote 1). Each claim's premise counts a
+# recitation as retrieving when it copies a line (20 characters or more, verbatim) of a
+# document that holds the answer, and needs at least half of them to. An earlier form of
+# the rule counted a document named by number; a reader can name the right document and
+# write nothing under its header, so the rule now asks for the text, and the findings page
+# marks the cells it judged after their rows were made ({ref}`findings`). The table below
+# scores the recitations themselves: whether they name (by number) a document that holds
+# the answer, whether any line is copied verbatim from the context, from a document
+# holding the answer, and whether a gold answer appears at all. Below it, how n was
+# chosen: the questions each comparison needs for ±10 points.
 
 # %% tags=["hide-input"]
 if view.ruler:
@@ -366,8 +372,9 @@ if view.ruler:
 # {glue:text}`la-qa2-tokens` on QA2; {glue:text}`la-recitations-at-cap` of
 # {glue:text}`la-recitations` run to the {glue:text}`la-recite-cap`-token cap): often a
 # bare header, a paraphrase of one sentence, or a copied sentence under a wrong number.
-# Only {glue:text}`la-qa1-supporting` (QA1) and {glue:text}`la-qa2-supporting` (QA2) name
-# a document that holds the answer, so pasting the named documents verbatim does worse
+# Only {glue:text}`la-qa1-copied` (QA1) and {glue:text}`la-qa2-copied` (QA2) copy a line
+# of a document that holds the answer, and {glue:text}`la-qa1-supporting` and
+# {glue:text}`la-qa2-supporting` name one, so pasting the named documents verbatim does worse
 # still ({glue:text}`la-qa1-named` and {glue:text}`la-qa2-named`): the reader's numbers
 # are unreliable even where its text is right. The paper's second step keeps whatever text
 # the reader wrote, and a gold answer is in {glue:text}`la-qa1-answer-in` (QA1) and
@@ -434,8 +441,8 @@ say(page.downloads())
 # * **Recite-then-answer needs a reader that retrieves.** On RULER QA1 and QA2 at 4K tokens
 #   the paper's two steps change this reader's score by {glue:text}`la-ruler-qa1` and
 #   {glue:text}`la-ruler-qa2`, where GPT-4o gained about 2: only
-#   {glue:text}`la-qa1-supporting` and {glue:text}`la-qa2-supporting` of its recitations
-#   name a document that holds the answer, so the paper's premise (the recitation
+#   {glue:text}`la-qa1-copied` and {glue:text}`la-qa2-copied` of its recitations copy
+#   text of a document that holds the answer, so the paper's premise (the recitation
 #   retrieves) fails and the findings page does not count these as tests of the claim.
 
 # %% tags=["remove-cell"]

@@ -294,3 +294,24 @@ def test_the_recitation_premise_was_committed_before_any_recitation_row():
             if r["condition"]["mode"] == "recite" and r["condition"]["filler"] == filler
         ]
         assert not made or dates[f"la-{filler}"] < min(made), filler
+
+
+def test_a_recitation_that_names_the_right_document_without_copying_it_does_not_retrieve(
+    tmp_path,
+):
+    """RULER's recite-then-answer premise is the paper's retrieval, reciting text: the 1.5B
+    names a document holding the answer in about half its QA1 recitations but copies almost
+    none (a bare ``# Document <n>`` header), so the premise fails, and the rule, fixed after
+    these rows, is not marked pre-registered."""
+    reader = "qwen2.5-coder-1.5b-instruct"
+    rows = _copy_store(reader, "ruler_qa", tmp_path, reader)
+    recited = [
+        r for r in rows if r["condition"]["mode"] == "recite" and r["condition"]["subtask"] == "qa1"
+    ]
+    headers_only = [r for r in recited if not r["output"].strip().split("\n", 1)[1:]]
+    assert len(headers_only) > len(recited) / 2
+    claims = [c for c in read_claims() if c.id == "la-ruler-qa1"]
+    cell = matrix.build(tmp_path, claims).cell("la-ruler-qa1", reader)
+    assert cell.judgement.verdict == "premise not met"
+    assert "copied 1.8% < 50%" in cell.judgement.premise
+    assert cell.preregistered is not True
