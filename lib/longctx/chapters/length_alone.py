@@ -271,16 +271,16 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
                 )
                 # The paper's premise: retrieval works, in its sense (footnote 1) of reciting
                 # text from the context; naming a document without copying it is not enough.
-                copied = [
-                    rq.recitation_diagnostics(ruler, by_id[r["example_id"]], r)["copies_supporting"]
-                    for r in mine
-                    if all(
-                        r["condition"].get(k) == v for k, v in {**where, "mode": "recite"}.items()
-                    )
-                ]
+                copied = by_unit(
+                    mine,
+                    {**where, "mode": "recite"},
+                    lambda row: rq.recitation_diagnostics(ruler, by_id[row["example_id"]], row)[
+                        "copies_supporting"
+                    ],
+                )
                 if not copied:
                     return est
-                return replace(est, facts={"copied": 100 * sum(copied) / len(copied)})
+                return replace(est, facts={"copied": 100 * sum(copied.values()) / len(copied)})
 
             out[f"la-ruler-{subtask}"] = recite_first
     return estimable(out)
