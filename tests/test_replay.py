@@ -196,6 +196,7 @@ def test_replay_on_the_machine_that_made_the_rows_finds_every_answer_again(tmp_p
         and data["summary"]["identical"] == 1.0
     )
     assert all(r["identical"] for r in data["rows"]) and data["run_params"]["dtype"] == "float32"
+    assert data["stored_dtype"] == "float32"
     # rows made before a date only: none here, which is a one-line error
     assert main(["replay", str(store.path), "--created-before", "2000-01-01"]) == 2
 
@@ -224,3 +225,35 @@ def test_report_text_counts_identical_answers_and_names_the_changed_ones(tmp_pat
     assert replay_summary(path) == text
     with pytest.raises(DataFileError, match="longctx replay"):
         replay_summary(tmp_path / "none.json")
+    # replayed in another dtype than the rows were made in: the text says so
+    other = {**report, "stored_dtype": "bfloat16", "run_params": {"dtype": "float32"}}
+    assert describe_report(other).startswith(
+        "1 of 2 replayed answers came back byte for byte on Some CPU in float32 (stored in bfloat16)"
+    )
+    same = {**report, "stored_dtype": "bfloat16", "run_params": {"dtype": "bfloat16"}}
+    assert describe_report(same) == text
+
+
+def test_committed_reports_are_listed_each_with_its_file(tmp_path):
+    from longctx.replay import describe_report, reports_markdown
+
+    assert reports_markdown(tmp_path) == ""
+    bench = tmp_path / "data" / "bench"
+    bench.mkdir(parents=True)
+    report = {
+        "rows_stored": 3,
+        "model": "m",
+        "backend": "hf",
+        "machine": {"cpu": "Some CPU"},
+        "summary": {},
+        "rows": [{"example_id": "q1", "identical": True, "stored": "a", "replayed": "a"}],
+    }
+    (bench / "replay-b.json").write_text(json.dumps(report))
+    (bench / "replay-a.json").write_text(json.dumps({**report, "model": "n"}))
+    (bench / "readers-cpu.json").write_text("{}")  # a benchmark, not a replay report
+    lines = reports_markdown(tmp_path).splitlines()
+    assert [line.split("`")[1] for line in lines] == [
+        "data/bench/replay-a.json",
+        "data/bench/replay-b.json",
+    ]
+    assert lines[1] == f"* `data/bench/replay-b.json`: {describe_report(report)}"

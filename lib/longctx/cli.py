@@ -292,8 +292,9 @@ def _replay(args) -> int:
             f"({sample[0]['model_fingerprint']}); replaying would compare two models"
         )
     # hf rows replay in the dtype they were made in unless asked otherwise (auto picks per machine).
-    stored_dtype = sample[0]["params"].get("dtype") if backend == "hf" else None
-    dtype = stored_dtype if args.dtype == "auto" and stored_dtype else args.dtype
+    made_in = sorted({r["params"].get("dtype") for r in sample} - {None}) if backend == "hf" else []
+    stored_dtype = ", ".join(made_in) or None
+    dtype = made_in[0] if args.dtype == "auto" and len(made_in) == 1 else args.dtype
     scorer = row_scorer(sample)
     # An openai row's identity names the model id the server served (openai:<served model>).
     served = args.served_model or sample[0].get("backend", "").partition(":")[2] or None
@@ -305,6 +306,7 @@ def _replay(args) -> int:
         rows_stored=len(rows),
         created_before=args.created_before,
         seed=args.seed,
+        stored_dtype=stored_dtype,
     )
     summary = report["summary"]
     print(

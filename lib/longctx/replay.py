@@ -161,8 +161,12 @@ def describe_report(report: dict) -> str:
     back byte for byte, on which machine, the accuracy both ways, and each changed answer."""
     s, rows = report["summary"], report["rows"]
     same = sum(r["identical"] for r in rows)
+    stored, ran = report.get("stored_dtype"), report.get("run_params", {}).get("dtype")
+    # a replay in another dtype measures that dtype's effect as well as the machine's
+    numerics = f" in {ran} (stored in {stored})" if stored and ran and ran != stored else ""
     text = (
-        f"{same} of {len(rows)} replayed answers came back byte for byte on {report['machine']['cpu']} "
+        f"{same} of {len(rows)} replayed answers came back byte for byte on "
+        f"{report['machine']['cpu']}{numerics} "
         f"(`{report['backend']}`, {report['model']}; seeded sample of {report['rows_stored']} rows"
         + (f" made before {report['created_before']}" if report.get("created_before") else "")
         + ")."
@@ -193,3 +197,18 @@ def replay_summary(path) -> str:
             f"{file} is missing; make it with `longctx replay <results file> --json {path}`"
         )
     return describe_report(json.loads(file.read_text(encoding="utf-8")))
+
+
+REPORTS = "data/bench/replay-*.json"  # where `longctx replay --json` reports are committed
+
+
+def reports_markdown(root: str | Path | None = None) -> str:
+    """Every replay report committed under ``root`` (default: the repository) as
+    :data:`REPORTS`, as one Markdown bullet each: its file and :func:`describe_report`.
+    Empty when there is none."""
+    root = Path(root) if root is not None else resolve(".")
+    return "\n".join(
+        f"* `{path.relative_to(root).as_posix()}`: "
+        + describe_report(json.loads(path.read_text(encoding="utf-8")))
+        for path in sorted(root.glob(REPORTS))
+    )
