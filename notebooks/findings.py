@@ -27,7 +27,7 @@ results_dir = "data/results"  # the committed generations
 # %% tags=["remove-cell"]
 from functools import partial
 
-from longctx import export, findings, matrix
+from longctx import export, findings, matrix, replay
 from longctx.downloads import browser_href
 from longctx.page import check_statements, glue_figure
 from longctx.paths import resolve
@@ -179,6 +179,19 @@ check_statements(
 # {numref}`fig-findings-others` shows the other readers' judged claims; the cells not judged
 # yet are in the matrix above with what they need.
 #
+# ## Rows from more than one machine
+#
+# A column can hold rows made on several machines: CPUs of two makes and GPUs, and on a CPU
+# bfloat16 where it measures faster than float32, else float32 (each chapter's data line
+# names them). Greedy decoding can round differently on each, so before a machine adds rows
+# to a store that another machine began, a seeded sample of the stored rows is answered
+# again on it (`longctx replay`, {doc}`../book/running`):
+
+# %% tags=["remove-input"]
+if results_dir == "data/results":  # the reports describe the committed rows
+    say(replay.reports_markdown())
+
+# %% [markdown]
 # ## When a verdict moved
 #
 # A verdict can move when rows are added, a metric is corrected or the rule changes. Each
