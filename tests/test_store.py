@@ -10,7 +10,7 @@ import pytest
 
 from longctx.errors import DataFileError
 from longctx.requests import Generation, Request, StopRule, request_key, unique_requests
-from longctx.runner import make_row
+from longctx.runner import make_row, numerics_note
 from longctx.store import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -446,3 +446,19 @@ def test_a_line_being_written_by_another_process_is_skipped_without_a_warning(tm
         holder.wait()
     with pytest.warns(UserWarning, match="truncated last line 2"):  # nobody writes now: torn
         assert [r["key"] for r in store.rows()] == ["k0"]
+
+
+def test_rows_computed_otherwise_than_the_stored_ones_get_one_note():
+    bf16 = {"params": {"device": "cpu", "dtype": "bfloat16"}}
+    cuda = {"params": {"device": "cuda", "dtype": "bfloat16"}}
+    here = {"batch_size": 8, "device": "cpu", "dtype": "float32"}
+    note = numerics_note([bf16, cuda, bf16], here, "r/m/x/generations.jsonl.xz")
+    assert note == (
+        "note: r/m/x/generations.jsonl.xz holds rows made on cpu bfloat16, cuda bfloat16; "
+        "these run on cpu float32. Greedy answers can differ between the two: "
+        "`longctx replay r/m/x/generations.jsonl.xz --n 16` on this machine measures how often."
+    )
+    assert numerics_note([bf16], {**here, "dtype": "bfloat16"}, "s") is None  # same numerics
+    assert numerics_note([], here, "s") is None  # a new store
+    assert numerics_note([{"layer": 3}], here, "s") is None  # attention rows carry no params
+    assert numerics_note([bf16], {"backend": "openai"}, "s") is None  # a server names neither

@@ -20,6 +20,7 @@ import lzma
 import os
 import platform
 import re
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -193,6 +194,12 @@ def generate_missing(
         for i in missing:
             groups.setdefault(requests[i].max_new_tokens, []).append(i)
         run_params = {"batch_size": batch_size, **lm.run_params(), **(params or {})}
+        if progress and (
+            note := numerics_note(
+                existing.values(), run_params, next(iter(store.files), store.path)
+            )
+        ):
+            print(note, file=sys.stderr)
         for max_new, idxs in groups.items():
             rendered = [lm.render(requests[i].prompt, system=requests[i].system) for i in idxs]
 
@@ -229,6 +236,26 @@ def generate_missing(
             if stop_at is not None and time.time() >= stop_at:
                 break
     return [existing[k] for k in keys if k in existing]
+
+
+def numerics(params: dict) -> str:
+    """Where a row's answer was computed, as its run parameters name it ("cpu bfloat16")."""
+    return " ".join(str(params[k]) for k in ("device", "dtype") if params.get(k))
+
+
+def numerics_note(stored: Iterable[dict], run_params: dict, store_path) -> str | None:
+    """One line when the rows about to be added are computed otherwise (device or dtype)
+    than every row already in the store: greedy answers can differ between the two, and
+    ``longctx replay`` measures by how much. None when they match or the store is empty."""
+    made = {numerics(r["params"]) for r in stored if isinstance(r.get("params"), dict)}
+    here = numerics(run_params)
+    if not made or not here or here in made:
+        return None
+    return (
+        f"note: {store_path} holds rows made on {', '.join(sorted(made))}; these run on {here}. "
+        f"Greedy answers can differ between the two: `longctx replay {store_path} --n 16` "
+        "on this machine measures how often."
+    )
 
 
 def stop_rule(row: dict) -> StopRule:
