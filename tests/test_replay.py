@@ -228,7 +228,8 @@ def test_report_text_counts_identical_answers_and_names_the_changed_ones(tmp_pat
     # replayed in another dtype than the rows were made in: the text says so
     other = {**report, "stored_dtype": "bfloat16", "run_params": {"dtype": "float32"}}
     assert describe_report(other).startswith(
-        "1 of 2 replayed answers came back byte for byte on Some CPU in float32 (stored in bfloat16)"
+        "1 of 2 replayed answers came back byte for byte on Some CPU, in float32 where the rows "
+        "were made in bfloat16 (`llamacpp`"
     )
     same = {**report, "stored_dtype": "bfloat16", "run_params": {"dtype": "bfloat16"}}
     assert describe_report(same) == text

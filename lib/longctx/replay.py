@@ -163,7 +163,11 @@ def describe_report(report: dict) -> str:
     same = sum(r["identical"] for r in rows)
     stored, ran = report.get("stored_dtype"), report.get("run_params", {}).get("dtype")
     # a replay in another dtype measures that dtype's effect as well as the machine's
-    numerics = f" in {ran} (stored in {stored})" if stored and ran and ran != stored else ""
+    numerics = (
+        f", in {ran} where the rows were made in {stored}"
+        if stored and ran and ran != stored
+        else ""
+    )
     text = (
         f"{same} of {len(rows)} replayed answers came back byte for byte on "
         f"{report['machine']['cpu']}{numerics} "
