@@ -218,3 +218,51 @@ def test_tokens_accuracy_correlation_is_paired_and_handles_the_ceiling():
     ceiling = pd.DataFrame(rows).assign(correct=1)
     flat = tokens_accuracy_correlation(ceiling, n_resamples=50)
     assert flat["r"] != flat["r"] and flat["undefined_share"] == 1.0
+
+
+def _qa_row(example_id, method, delimiter, seed, correct):
+    return {
+        "key": f"{example_id}-{method}-{seed}",
+        "model": "m",
+        "example_id": example_id,
+        "task": qa.TASK,
+        "condition": {
+            "method": method,
+            "delimiter": delimiter,
+            "seed": seed,
+            "num_documents": 10,
+            "gold_index": 0,
+        },
+        "prompt": "p",
+        "gold": ["yes"],
+        "output": "yes" if correct else "no",
+        "prompt_tokens": 10,
+        "new_tokens": 1,
+        "seconds_per_prompt": 1.0,
+        "longctx_version": "0",
+    }
+
+
+def test_a_shortest_tokenization_that_abs_chooses_is_the_c_norm_arm_on_the_first_ordering():
+    from longctx.chapters import cnorm as chapter
+
+    ids = [e.example_id for e in qa.read_oracle()[:3]]
+    rows = [
+        _qa_row(i, method, delim, seed, correct)
+        for i in ids
+        for seed in (0, 1)
+        for method, delim, correct in (("baseline", "none", True), ("C-NORM", "-", i != ids[0]))
+    ]
+    store = SimpleNamespace(rows=lambda: rows)
+    reader = SimpleNamespace(store=lambda results_dir, experiment: store)
+    params = {"qa_questions": 3, "qa_documents": 10, "qa_seeds": [0, 1]}
+    table = chapter.qa_table("unused", params, reader, chosen="-", shortest="-")
+    control = table[table["method"] == "shortest tokenization"]
+    assert len(control) == 3 and set(control["seed"]) == {0}  # C-NORM's first ordering
+    tests = chapter.qa_tests(table, params).set_index(["comparison", "seeds"])
+    both = tests.loc[("shortest tokenization - baseline", "all seeds")]
+    same = tests.loc[("C-NORM - baseline", "seed 0")]
+    assert both["difference"] == same["difference"] == pytest.approx(-100 / 3)
+    # distinct delimiters: nothing is copied
+    table = chapter.qa_table("unused", params, reader, chosen="-", shortest=":")
+    assert "shortest tokenization" not in set(table["method"])

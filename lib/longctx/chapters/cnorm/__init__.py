@@ -395,7 +395,9 @@ def qa_table(
     results_dir: str | Path, params: dict, reader: Reader, chosen: str, shortest: str
 ) -> pd.DataFrame:
     """The QA rows of this run: the evaluated questions, their size and orderings, the
-    baseline and the two selected delimiters."""
+    baseline and the two selected delimiters. Where ABS chooses the shortest tokenization
+    itself, the control's prompts are C-NORM's on the first ordering (asked once, not
+    twice): those rows stand for both."""
     evaluated = {e.example_id for e in qa.read_oracle()[: params["qa_questions"]]}
     table = rows_table(
         [r for r in reader.store(results_dir, QA).rows() if r["task"] == qa.TASK], qa.score
@@ -405,7 +407,11 @@ def qa_table(
         & table["example_id"].isin(evaluated)
         & table["seed"].isin(params["qa_seeds"])
     ]
-    return table[(table["method"] == "baseline") | table["delimiter"].isin([chosen, shortest])]
+    table = table[(table["method"] == "baseline") | table["delimiter"].isin([chosen, shortest])]
+    if shortest == chosen:
+        first = table[(table["method"] == "C-NORM") & (table["seed"] == params["qa_seeds"][0])]
+        table = pd.concat([table, first.assign(method="shortest tokenization")], ignore_index=True)
+    return table
 
 
 def qa_accuracy(table: pd.DataFrame, params: dict) -> pd.DataFrame:
