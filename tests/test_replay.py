@@ -231,6 +231,8 @@ def test_report_text_counts_identical_answers_and_names_the_changed_ones(tmp_pat
         "1 of 2 replayed answers came back byte for byte on Some CPU, in float32 where the rows "
         "were made in bfloat16 (`llamacpp`"
     )
+    long = {**report, "rows": [{**report["rows"][1], "replayed": "Lyon " + "x" * 80}]}
+    assert f'became "Lyon {"x" * 55}…"' in describe_report(long)  # cut answers say so
     same = {**report, "stored_dtype": "bfloat16", "run_params": {"dtype": "bfloat16"}}
     assert describe_report(same) == text
 

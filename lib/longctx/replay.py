@@ -156,6 +156,11 @@ def machine() -> dict:
     return {"cpu": cpu, "machine": platform.machine(), "python": platform.python_version()}
 
 
+def _cut(answer: str, most: int = 60) -> str:
+    """An answer shortened to ``most`` characters, with an ellipsis where it was cut."""
+    return answer if len(answer) <= most else answer[:most].rstrip() + "…"
+
+
 def describe_report(report: dict) -> str:
     """One paragraph (Markdown) on a ``longctx replay --json`` report: how many answers came
     back byte for byte, on which machine, the accuracy both ways, and each changed answer."""
@@ -185,7 +190,7 @@ def describe_report(report: dict) -> str:
         text += (
             " Changed: "
             + "; ".join(
-                f'{r["example_id"]}: "{r["stored"][:60]}" became "{r["replayed"][:60]}"'
+                f'{r["example_id"]}: "{_cut(r["stored"])}" became "{_cut(r["replayed"])}"'
                 for r in changed
             )
             + "."
