@@ -458,6 +458,8 @@ def test_rows_computed_otherwise_than_the_stored_ones_get_one_note():
         "these run on cpu float32. Greedy answers can differ between the two: "
         "`longctx replay r/m/x/generations.jsonl.xz --n 16` on this machine measures how often."
     )
+    hf = numerics_note([bf16], {**here, "backend": "hf"}, "s")
+    assert "`longctx replay s --n 16 --dtype float32`" in hf  # replays in this run's dtype
     assert numerics_note([bf16], {**here, "dtype": "bfloat16"}, "s") is None  # same numerics
     assert numerics_note([], here, "s") is None  # a new store
     assert numerics_note([{"layer": 3}], here, "s") is None  # attention rows carry no params

@@ -251,9 +251,11 @@ def numerics_note(stored: Iterable[dict], run_params: dict, store_path) -> str |
     here = numerics(run_params)
     if not made or not here or here in made:
         return None
+    # replay answers hf rows in their own dtype unless told to use this run's
+    dtype = f" --dtype {run_params['dtype']}" if run_params.get("backend") == "hf" else ""
     return (
         f"note: {store_path} holds rows made on {', '.join(sorted(made))}; these run on {here}. "
-        f"Greedy answers can differ between the two: `longctx replay {store_path} --n 16` "
+        f"Greedy answers can differ between the two: `longctx replay {store_path} --n 16{dtype}` "
         "on this machine measures how often."
     )
 
