@@ -213,11 +213,10 @@ REPORTS = "data/bench/replay-*.json"  # where `longctx replay --json` reports ar
 
 def reports_markdown(root: str | Path | None = None) -> str:
     """Every replay report committed under ``root`` (default: the repository) as
-    :data:`REPORTS`, as one Markdown bullet each: its file and :func:`describe_report`.
+    :data:`REPORTS`, as one Markdown bullet each: its file and :func:`replay_summary`.
     Empty when there is none."""
     root = Path(root) if root is not None else resolve(".")
     return "\n".join(
-        f"* `{path.relative_to(root).as_posix()}`: "
-        + describe_report(json.loads(path.read_text(encoding="utf-8")))
+        f"* `{path.relative_to(root).as_posix()}`: {replay_summary(path)}"
         for path in sorted(root.glob(REPORTS))
     )
