@@ -71,6 +71,29 @@ def test_rows_carry_provenance(tmp_path):
     assert store.path == tmp_path / "m" / "exp" / "generations.jsonl"
 
 
+def test_a_last_line_cut_inside_a_utf8_character_is_torn_not_unreadable(tmp_path):
+    # A kill -9 or power cut can end the plain file inside a multibyte character ("é" is two
+    # bytes): only that unfinished line is dropped; rows(), pack() and append() still work.
+    store = ResultsStore(tmp_path, "m", "exp")
+    store.append([_row(_req(0), "k1")])
+    whole = json.dumps(_row(_req(1), "k2") | {"output": "café — Привет"}, ensure_ascii=False)
+    cut = whole.encode("utf-8")
+    cut = cut[: cut.index("é".encode()) + 1]  # the first byte of "é" only
+    with open(store.path, "ab") as f:
+        f.write(cut)
+    with pytest.warns(UserWarning, match="truncated last line 2"):
+        assert [r["key"] for r in store.rows()] == ["k1"]
+    assert store.keys() == {"k1"}
+    store.append([_row(_req(2), "k3")])  # cuts the torn tail first
+    assert [r["key"] for r in store.rows()] == ["k1", "k3"]
+    # damage inside the file (not its unfinished end) is named, not dropped
+    with open(store.path, "ab") as f:
+        f.write(b'{"key": "\xc3"}\n')
+    store.append([_row(_req(4), "k5")])
+    with pytest.raises(DataFileError, match="line 3: not valid UTF-8"):
+        store.rows()
+
+
 def test_torn_last_line_is_skipped_and_not_glued(tmp_path):
     store = ResultsStore(tmp_path, "m", "exp")
     store.append([_row(_req(0), "k1")])

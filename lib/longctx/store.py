@@ -130,10 +130,28 @@ class ResultsStore:
         return self._parse(lines, self.path, _FIX_LINE, _reader(packed[0]) if packed else None)
 
     def _plain_lines(self) -> list[str]:
+        """The appended file's lines, split at ``\\n`` before decoding: a run killed mid-write
+        can cut the last line inside a multibyte character, and only that unfinished line may
+        be lost (it then fails to parse and :meth:`_parse` skips it as torn)."""
         try:
-            return split_lines(self.path.read_text(encoding="utf-8"))
+            data = self.path.read_bytes()
         except FileNotFoundError:  # never written, or packed and deleted a moment ago
             return []
+        raw = data.split(b"\n")
+        if raw and raw[-1] == b"":
+            raw.pop()
+        lines = []
+        for n, line in enumerate(raw, 1):
+            try:
+                lines.append(line.decode("utf-8"))
+            except UnicodeDecodeError:
+                if n == len(raw) and not data.endswith(b"\n"):
+                    lines.append(line.decode("utf-8", errors="replace"))  # torn: never valid JSON
+                    continue
+                raise DataFileError(
+                    f"{self.path}, line {n}: not valid UTF-8; {_FIX_LINE}"
+                ) from None
+        return [line[:-1] if line.endswith("\r") else line for line in lines]
 
     def _parse(
         self, lines: list[str], path: Path, fix: str, reference: tuple[str, str] | None
@@ -220,7 +238,7 @@ class ResultsStore:
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:  # a torn line (rows() reports it)
+            except ValueError:  # a torn line or bad UTF-8 (rows() reports it)
                 continue
             if isinstance(row, dict) and isinstance(row.get("key"), str):
                 keys.add(row["key"])
