@@ -487,3 +487,72 @@ def test_rows_computed_otherwise_than_the_stored_ones_get_one_note():
     assert numerics_note([], here, "s") is None  # a new store
     assert numerics_note([{"layer": 3}], here, "s") is None  # attention rows carry no params
     assert numerics_note([bf16], {"backend": "openai"}, "s") is None  # a server names neither
+
+
+def _merge_cli(root, copy):
+    return subprocess.run(
+        [sys.executable, "-m", "longctx.cli", "merge", "--results-dir", str(root), str(copy)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+def _hex_key(i):
+    import hashlib
+
+    return hashlib.sha256(f"request {i}".encode()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "forged, why",
+    [
+        ({"key": ""}, "is not a request key"),
+        ({"key": "x"}, "is not a request key"),
+        ({"key": "../../etc"}, "is not a request key"),
+        ({"key": "a" * 5000}, "is not a request key"),
+        ({"model": "smollm2-135m-instruct"}, "does not belong in the folder"),
+        ({"backend": "openai:served"}, "a row of fp (openai:served)"),  # unlike the rows before it
+        ({"model": None}, "names no model"),
+    ],
+)
+def test_merge_refuses_a_forged_row_in_one_line_and_adds_nothing(tmp_path, forged, why):
+    # The door a contributed reader comes through: a key that is no request key, or a row of
+    # another model or backend than the folder the file name gives, is refused naming the
+    # file and line, and no row of that copy is added (not even the good ones before it).
+    root = tmp_path / "results"
+    model = "qwen2.5-coder-0.5b-instruct"
+    good = [
+        _row(_req(i), _hex_key(i)) | {"model": model, "model_fingerprint": "fp"} for i in range(3)
+    ]
+    copy = tmp_path / f"{model}__exp.jsonl"
+    bad = {**good[2], **forged}
+    copy.write_text("".join(json.dumps(r) + "\n" for r in [*good[:2], bad]))
+    done = _merge_cli(root, copy)
+    assert done.returncode == 2, done.stderr
+    assert f"{copy.name}, line 3: " in done.stderr and why in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert not list(root.rglob("generations.jsonl*"))
+    copy.write_text("".join(json.dumps(r) + "\n" for r in good))
+    assert _merge_cli(root, copy).returncode == 0
+    assert len(ResultsStore(root, model, "exp").rows()) == 3
+
+
+def test_merge_into_a_new_experiment_checks_the_folders_other_rows(tmp_path):
+    # A folder with rows of one weights in one experiment refuses another weights' rows in a
+    # new experiment: the target's reader comes from the folder's rows, not the file name.
+    root = tmp_path / "results"
+    model = "smollm2-135m-instruct"
+    mine = [
+        _row(_req(i), _hex_key(i)) | {"model": model, "model_fingerprint": "135m"} for i in range(2)
+    ]
+    ResultsStore(root, model, "kv").append(mine)
+    theirs = [
+        _row(_req(i), _hex_key(10 + i)) | {"model": model, "model_fingerprint": "0.5b"}
+        for i in range(2)
+    ]
+    copy = tmp_path / f"{model}__other.jsonl"
+    copy.write_text("".join(json.dumps(r) + "\n" for r in theirs))
+    done = _merge_cli(root, copy)
+    assert done.returncode == 2 and "line 1: a row of 0.5b" in done.stderr, done.stderr
+    assert not ResultsStore(root, model, "other").exists()

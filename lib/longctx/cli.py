@@ -29,7 +29,7 @@ from .paths import repo_root, resolve
 from .reader import NOTEBOOK_OPTIONS, Reader
 from .replay import check_replayable, reader_of, replay, row_scorer, sample_rows
 from .reproduce import chapter_blocks, claims_plan, measured_speed, write_claims_plan
-from .runner import PromptTokens, copy_target, run
+from .runner import PromptTokens, merge_copy, run
 from .store import ResultsStore
 
 # Exit codes: 0 done, 1 a notebook failed, 2 a one-line error, 3 a run that stopped (deadline)
@@ -259,12 +259,9 @@ def _pack(args) -> int:
 def _merge(args) -> int:
     root = resolve(args.results_dir or "data/results")
     for source in args.files:
-        folder, experiment = copy_target(Path(source).name)
-        store = ResultsStore(root, folder, experiment)
-        added = store.merge(source)
-        packed = store.pack() if args.pack else 0
+        where, added, packed = merge_copy(root, source, pack=args.pack)
         print(
-            f"{source}: {added} new rows into {folder}/{experiment}"
+            f"{source}: {added} new rows into {where}"
             + (f" ({packed} packed)" if args.pack else "")
         )
     return 0

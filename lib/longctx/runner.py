@@ -31,7 +31,7 @@ from .attention import attention_key, attention_rows
 from .backends import backend_class, prompts_need
 from .backends.base import ATTENTION, PromptReader
 from .errors import DataFileError, LongctxError
-from .models import context_window, load_tokenizer
+from .models import context_window, load_tokenizer, model_slug
 from .padding import FILLER_SLOT, MASKED_GAP, TOKEN_SLOT, encode_prompt, expand_fillers
 from .reader import Reader
 from .requests import GenerateCall, Generation, Request, StopRule, request_key
@@ -870,6 +870,45 @@ def copy_flat(store: ResultsStore, folder: str | Path) -> Path | None:
     tmp.write_bytes(lzma.compress(data, preset=3))
     os.replace(tmp, target)
     return target
+
+
+_REQUEST_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+def merge_copy(root: str | Path, source: str | Path, pack: bool = True) -> tuple[str, int, int]:
+    """Merge a flat copy (``<folder>__<experiment>.jsonl[.xz]``) into its store under ``root``,
+    the door a contributed reader's rows come through: every row must carry a request key
+    (a sha256), name the model and backend whose folder the file name gives, and match the
+    weights and backend of the rows that folder holds already (in any experiment); the first
+    row that does not is refused in one line naming the file and line, and nothing is added.
+    Returns (the store's folder/experiment, rows added, rows packed)."""
+    folder, experiment = copy_target(Path(source).name)
+    store = ResultsStore(root, folder, experiment)
+    reference = None
+    for other in ResultsStore.all_under(root):
+        if other.dir.parent.name == folder and other.dir.name != experiment:
+            reference = next(iter(other.packed_rows() or other.plain_rows()), None)
+            if reference is not None:
+                break
+    added = store.merge(source, check=lambda row: _merge_fault(row, folder), reference=reference)
+    packed = store.pack() if pack else 0
+    return f"{folder}/{experiment}", added, packed
+
+
+def _merge_fault(row: dict, folder: str) -> str | None:
+    """Why a row cannot enter ``folder`` (None when it can)."""
+    key, model = row["key"], row.get("model")
+    if not _REQUEST_KEY.fullmatch(key):
+        return f"its key {key[:24]!r} is not a request key (64 hex digits)"
+    if not isinstance(model, str) or not model:
+        return "it names no model"
+    backend = str(row.get("backend") or "hf").partition(":")[0]
+    tail = "" if backend == "hf" else re.escape(f"--{backend}")
+    slugs = {model_slug(model), model_slug(Path(model).name)}
+    # model_folder adds a short hash of the fingerprint when two weights share one name
+    if not any(re.fullmatch(re.escape(s) + r"(-[0-9a-f]{6})?" + tail, folder) for s in slugs):
+        return f"a row of {model} ({backend}) does not belong in the folder {folder}"
+    return None
 
 
 def copy_target(name: str) -> tuple[str, str]:

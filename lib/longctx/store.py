@@ -26,7 +26,7 @@ import json
 import lzma
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -276,10 +276,17 @@ class ResultsStore:
                 raise StoreWriteError(self.packed_path, err) from None
         return moved
 
-    def merge(self, source: str | os.PathLike) -> int:
+    def merge(
+        self,
+        source: str | os.PathLike,
+        check: Callable[[dict], str | None] | None = None,
+        reference: dict | None = None,
+    ) -> int:
         """Append the rows of another generations file (plain or ``.xz``, such as a flat copy
         a GPU run sent back) whose keys this store lacks; returns how many were added. Rows
-        of another reader than this store's are refused, naming the line."""
+        of another reader than this store's (or than ``reference``, a row of the same folder's
+        other stores, when this one is empty) are refused, naming the line, and so is a row
+        that ``check`` finds fault with (it returns why, or None); nothing is added then."""
         source = Path(source)
         data = source.read_bytes()
         try:
@@ -288,13 +295,16 @@ class ResultsStore:
             raise DataFileError(
                 f"{source} is not a generations file ({e}); copy it again"
             ) from None
-        first = next(iter(self.packed_rows() or self.plain_rows()), None)
-        rows = self._parse(
-            split_lines(text),
-            source,
-            "merge only flat copies of this store (`longctx reproduce --copy-to`)",
-            _reader(first) if first else None,
-        )
+        first = next(iter(self.packed_rows() or self.plain_rows()), None) or reference
+        fix = "merge only flat copies of this store (`longctx reproduce --copy-to`)"
+        lines = split_lines(text)
+        rows = self._parse(lines, source, fix, _reader(first) if first else None)
+        if check is not None:
+            numbered = (n for n, line in enumerate(lines, 1) if line.strip())
+            for n, row in zip(numbered, rows):
+                fault = check(row)
+                if fault:
+                    raise DataFileError(f"{source}, line {n}: {fault}; {fix}")
         return self.append(rows)
 
     def append(self, rows: Iterable[dict]) -> int:
