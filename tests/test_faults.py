@@ -517,3 +517,13 @@ def test_a_lone_surrogate_from_a_server_is_stored_as_a_replacement_character(tmp
     rows = generate_missing(_requests(1), store, reader, progress=False)
     assert "\ud800" not in rows[0]["output"] and "\ufffd" in rows[0]["output"]
     assert store.rows()[0]["output"] == rows[0]["output"]
+
+
+@pytest.mark.parametrize("bogus", [-5, True])
+def test_a_served_max_model_len_that_is_no_window_is_not_taken_as_one(bogus):
+    server = FakeServer(max_model_len=bogus)
+    try:
+        backend = backends.load_backend(SMOKE, backends.spec("openai", server.url))
+        assert backend.max_context == 8192 and "model's config" in backend.window_source
+    finally:
+        server.close()

@@ -189,12 +189,10 @@ class OpenAIBackend(PromptReader):
         try:
             data = response.json()["data"]
         except (ValueError, KeyError, TypeError):
-            raise BackendError(f"{self.url}/models did not return an OpenAI model list") from None
-        return {
-            m["id"]: m.get("max_model_len") if isinstance(m.get("max_model_len"), int) else None
-            for m in data
-            if isinstance(m, dict) and "id" in m
-        }
+            data = None
+        if not isinstance(data, list):
+            raise BackendError(f"{self.url}/models did not return an OpenAI model list")
+        return {m["id"]: _window(m.get("max_model_len")) for m in data if _is_model_entry(m)}
 
     def run_params(self) -> dict:
         return {
@@ -505,3 +503,13 @@ class _Retryable(Exception):
 
 class _Stopped(Exception):
     """The deadline passed while a request was under way."""
+
+
+def _is_model_entry(entry) -> bool:
+    """An entry of ``/v1/models`` that names a model (an object with a string ``id``)."""
+    return isinstance(entry, dict) and isinstance(entry.get("id"), str) and bool(entry["id"])
+
+
+def _window(value) -> int | None:
+    """A served ``max_model_len`` that can be a window (a positive integer; ``true`` is not)."""
+    return value if type(value) is int and value > 0 else None
