@@ -556,3 +556,13 @@ def test_merge_into_a_new_experiment_checks_the_folders_other_rows(tmp_path):
     done = _merge_cli(root, copy)
     assert done.returncode == 2 and "line 1: a row of 0.5b" in done.stderr, done.stderr
     assert not ResultsStore(root, model, "other").exists()
+
+
+def test_a_short_relative_results_path_is_its_store_not_an_index_error(tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path, "m", "exp")
+    store.append(_rows_of(1))
+    monkeypatch.chdir(store.dir)
+    assert ResultsStore.at("generations.jsonl").dir == store.dir
+    monkeypatch.chdir("/")
+    with pytest.raises(DataFileError, match="not a results file"):
+        ResultsStore.at("/generations.jsonl")

@@ -56,8 +56,8 @@ class ResultsStore:
     def at(cls, path: str | os.PathLike) -> ResultsStore:
         """The store that a results file (``<root>/<model>/<experiment>/generations.jsonl``,
         or its packed ``.jsonl.xz``) belongs to."""
-        path = Path(path)
-        if path.name not in (cls.FILENAME, cls.PACKED):
+        path = Path(path).absolute()  # a short relative path has too few parents of its own
+        if path.name not in (cls.FILENAME, cls.PACKED) or len(path.parents) < 3:
             raise DataFileError(
                 f"{path} is not a results file "
                 f"(data/results/<model>/<experiment>/{cls.FILENAME} or {cls.PACKED})"
