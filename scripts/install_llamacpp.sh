@@ -35,7 +35,8 @@ python="$(dirname "$pip")/python"
 build_id=$(printf '%s\n' "$version" "$flags" "$(uname -m)" "$("$cc" --version 2>/dev/null | head -n1)" "${CMAKE_ARGS:-}" \
   "$("$python" -c 'import sys; print(sys.version)')" |
   sha256sum | cut -c1-12)
-wheels="${LONGCTX_CACHE:-$HOME/.cache/longctx}/wheels/llama-cpp-python-$version-$build_id"
+# LONGCTX_WHEELS moves the wheel folder out of the cache (CI empties the cache but keeps wheels).
+wheels="${LONGCTX_WHEELS:-${LONGCTX_CACHE:-$HOME/.cache/longctx}/wheels}/llama-cpp-python-$version-$build_id"
 
 if ! ls "$wheels"/llama_cpp_python-"$version"-*.whl >/dev/null 2>&1; then
   echo "compiling llama-cpp-python $version (llama.cpp; about 3-4 minutes on 2 cores; flags: ${flags:-none})"
