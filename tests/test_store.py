@@ -566,3 +566,11 @@ def test_a_short_relative_results_path_is_its_store_not_an_index_error(tmp_path,
     monkeypatch.chdir("/")
     with pytest.raises(DataFileError, match="not a results file"):
         ResultsStore.at("/generations.jsonl")
+
+
+def test_merge_refuses_a_copy_name_with_two_separators(tmp_path):
+    copy = tmp_path / "a__b__c.jsonl"
+    copy.write_text("".join(json.dumps(r) + "\n" for r in _rows_of(1)))
+    done = _merge_cli(tmp_path / "results", copy)
+    assert done.returncode == 2 and "is not a flat copy of a store" in done.stderr, done.stderr
+    assert not (tmp_path / "results").exists()

@@ -916,7 +916,8 @@ def copy_target(name: str) -> tuple[str, str]:
     for suffix in (COPY_SUFFIX, ".jsonl"):
         if name.endswith(suffix):
             folder, sep, experiment = name[: -len(suffix)].partition("__")
-            if sep and folder and experiment:
+            # one "__" only: with two, which one ends the folder cannot be told
+            if sep and folder and experiment and "__" not in experiment:
                 return folder, experiment
     raise DataFileError(
         f"{name} is not a flat copy of a store (<model>__<experiment>{COPY_SUFFIX})"
