@@ -208,3 +208,15 @@ def test_without_isolation_scoring_refuses_unless_accepted(monkeypatch):
     assert sandbox.run_untrusted("print(1)", allow_unisolated=True).passed
     monkeypatch.setenv(sandbox.UNISOLATED_ENV, "1")
     assert sandbox.run_untrusted("print(1)").passed
+
+
+def test_a_stderr_flood_is_capped_like_stdout_not_buffered_by_the_scorer():
+    # 20 MB to stderr, then a clean end: before, the scorer read it all through a pipe into
+    # its own memory and scored the program passed; now stderr is a file under the same
+    # size limit as stdout (max_file_mb), and the program is stopped at it.
+    flood = "import sys\nfor _ in range(20):\n    sys.stderr.write('x' * 2**20)\n"
+    result = run_untrusted(flood + "assert True\n", timeout_s=10, max_file_mb=4)
+    assert result.status == "error" and not result.passed
+    assert len(result.stderr_tail) <= 2000
+    small = run_untrusted("import sys\nsys.stderr.write('warned')\nassert True\n")
+    assert small.passed and small.stderr_tail.endswith("warned")

@@ -109,6 +109,13 @@ _longctx_sys.stdout.flush()
 """
 
 
+def _tail(path: str, chars: int) -> str:
+    """The last ``chars`` characters (about) of a file the program wrote."""
+    with open(path, "rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - 4 * chars))
+        return f.read().decode("utf-8", "replace")[-chars:]
+
+
 def _last_line(path: str) -> str:
     """The last line a program wrote to its stdout file (its tail only)."""
     try:
@@ -244,20 +251,24 @@ def run_untrusted(
             ]  # fmt: skip
         else:
             command = [sys.executable, "-I", "program.py"]
+        err_path = os.path.join(work, ".stderr")
         started = time.perf_counter()
-        out = open(out_path, "wb")  # a file under RLIMIT_FSIZE, not a pipe into our memory
+        # Both streams go to files under RLIMIT_FSIZE, not pipes into the scorer's memory: a
+        # program flooding either is stopped at max_file_mb.
+        out, err = open(out_path, "wb"), open(err_path, "wb")
         proc = subprocess.Popen(
             command,
             cwd=work,
             env=env,
             stdin=subprocess.PIPE,
             stdout=out,
-            stderr=subprocess.PIPE,
+            stderr=err,
             preexec_fn=contain,
         )
         out.close()
+        err.close()
         try:
-            _, err = proc.communicate(input=token.encode() + b"\n", timeout=timeout_s)
+            proc.communicate(input=token.encode() + b"\n", timeout=timeout_s)
             timed_out = False
         except subprocess.TimeoutExpired:
             timed_out = True
@@ -265,10 +276,10 @@ def run_untrusted(
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            _, err = proc.communicate()
+            proc.communicate()
         seconds = time.perf_counter() - started
         finished = _last_line(out_path) == token
-    tail = err.decode("utf-8", "replace")[-2000:]
+        tail = _tail(err_path, 2000)
     status, tail = _status(proc.returncode, tail, timed_out=timed_out, finished=finished)
     return ExecutionResult(status == "passed", status, proc.returncode, round(seconds, 3), tail)
 
