@@ -527,3 +527,32 @@ def test_a_served_max_model_len_that_is_no_window_is_not_taken_as_one(bogus):
         assert backend.max_context == 8192 and "model's config" in backend.window_source
     finally:
         server.close()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "42",
+        "[1, 2]",
+        "null",
+        '{"choices": 7}',
+        '{"choices": [3]}',
+        '{"choices": [{"text": 5}]}',
+        "[" * 100_000 + "]" * 100_000,  # deeper than the parser recurses
+    ],
+)
+def test_a_malformed_completion_from_a_server_is_one_line_not_a_traceback(text):
+    from types import SimpleNamespace
+
+    from longctx.backends.openai import OpenAIBackend, _first_choice
+
+    fake = SimpleNamespace(url="http://127.0.0.1:1/v1", served_model="m")
+    fake._check_model = lambda answer: OpenAIBackend._check_model(fake, answer)
+    with pytest.raises(BackendError) as err:
+        OpenAIBackend._whole(fake, text)
+    assert "\n" not in str(err.value)
+    if text != "null" and len(text) < 100:  # the shapes an event of a stream can take too
+        import json
+
+        with pytest.raises(BackendError):
+            _first_choice(json.loads(text), "streamed", text)

@@ -362,15 +362,15 @@ class OpenAIBackend(PromptReader):
                         break
                     try:
                         chunk = json.loads(data)
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         raise BackendError(
                             f"{self.url}/completions streamed something that is not JSON: "
                             f"{data[:200]!r}"
                         ) from None
-                    if "error" in chunk:
+                    if isinstance(chunk, dict) and "error" in chunk:
                         raise _Retryable(f"server error: {str(chunk['error'])[:200]}")
+                    choice = _first_choice(chunk, f"{self.url}/completions streamed", data)
                     self._check_model(chunk)
-                    choice = (chunk.get("choices") or [{}])[0]
                     pieces.append(_valid_text(choice.get("text") or ""))
                     finish = choice.get("finish_reason") or finish
                     if rule.cut("".join(pieces))[1]:
@@ -430,13 +430,15 @@ class OpenAIBackend(PromptReader):
     def _whole(self, text: str) -> tuple[str, str | None]:
         try:
             answer = json.loads(text)
+        except (ValueError, RecursionError):
+            answer = None
+        if isinstance(answer, dict) and answer.get("choices"):
             self._check_model(answer)
-            choice = answer["choices"][0]
+            choice = _first_choice(answer, f"{self.url}/completions answered", text)
             return _valid_text(choice.get("text") or ""), choice.get("finish_reason") or "stop"
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise BackendError(
-                f"{self.url}/completions answered neither a stream nor a completion: {text[:200]!r}"
-            ) from None
+        raise BackendError(
+            f"{self.url}/completions answered neither a stream nor a completion: {text[:200]!r}"
+        )
 
     def _why_silent(self, body: dict, n_prompt: int, client) -> None:
         """A stream that ended before its first event: llama.cpp's server, for one, fails a
@@ -513,3 +515,18 @@ def _is_model_entry(entry) -> bool:
 def _window(value) -> int | None:
     """A served ``max_model_len`` that can be a window (a positive integer; ``true`` is not)."""
     return value if type(value) is int and value > 0 else None
+
+
+def _first_choice(answer, what: str, raw: str) -> dict:
+    """The first choice of a completion or stream event, checked for shape (an object whose
+    ``choices`` is a list of objects with a string ``text``), else a one-line error."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if isinstance(answer, dict) and choices in (None, []):
+        return {}  # an event without a choice (usage, keep-alive) carries no text
+    if (
+        isinstance(choices, list)
+        and isinstance(choices[0], dict)
+        and isinstance(choices[0].get("text"), (str, type(None)))
+    ):
+        return choices[0]
+    raise BackendError(f"{what} something that is not an OpenAI completion: {raw[:200]!r}")
