@@ -574,3 +574,13 @@ def test_merge_refuses_a_copy_name_with_two_separators(tmp_path):
     done = _merge_cli(tmp_path / "results", copy)
     assert done.returncode == 2 and "is not a flat copy of a store" in done.stderr, done.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_a_row_nested_past_the_parsers_depth_is_named_not_a_recursion_error(tmp_path):
+    store = ResultsStore(tmp_path, "m", "exp")
+    store.append(_rows_of(1))
+    with open(store.path, "a") as f:
+        f.write("[" * 100_000 + "]" * 100_000 + "\n")
+    store.append(_rows_of(3))
+    with pytest.raises(DataFileError, match="line 2: not valid JSON"):
+        store.rows()

@@ -165,7 +165,7 @@ class ResultsStore:
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # nested past the parser's depth
                 if path == self.path and n == len(lines):
                     if not self._being_written():  # a writer mid-line is no fault
                         _say(f"{path}: ignoring truncated last line {n}; it will be regenerated")
@@ -238,7 +238,7 @@ class ResultsStore:
                 continue
             try:
                 row = json.loads(line)
-            except ValueError:  # a torn line or bad UTF-8 (rows() reports it)
+            except (ValueError, RecursionError):  # torn, bad UTF-8, too deep (rows() says)
                 continue
             if isinstance(row, dict) and isinstance(row.get("key"), str):
                 keys.add(row["key"])
