@@ -10,7 +10,7 @@ import pytest
 
 from longctx.errors import DataFileError
 from longctx.requests import Generation, Request, StopRule, request_key, unique_requests
-from longctx.runner import make_row, numerics_note
+from longctx.runner import Block, block_rows, content_key, make_row, numerics_note
 from longctx.store import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -498,10 +498,10 @@ def _merge_cli(root, copy):
     )
 
 
-def _hex_key(i):
-    import hashlib
-
-    return hashlib.sha256(f"request {i}".encode()).hexdigest()
+def _keyed(i, model, fingerprint, **fields):
+    """A row of request ``i`` by ``model`` whose key is the one its content gives."""
+    row = _row(_req(i)) | {"model": model, "model_fingerprint": fingerprint, **fields}
+    return row | {"key": content_key(row)}
 
 
 @pytest.mark.parametrize(
@@ -514,6 +514,10 @@ def _hex_key(i):
         ({"model": "smollm2-135m-instruct"}, "does not belong in the folder"),
         ({"backend": "openai:served"}, "a row of fp (openai:served)"),  # unlike the rows before it
         ({"model": None}, "names no model"),
+        # the key of request 2 over another condition or prompt: its content gives another key
+        ({"condition": {"a": 2}}, "its content gives the key"),
+        ({"request": {"prompt": "forged", "system": None}}, "its content gives the key"),
+        ({"request": None}, "does not carry the request it answers"),
     ],
 )
 def test_merge_refuses_a_forged_row_in_one_line_and_adds_nothing(tmp_path, forged, why):
@@ -522,9 +526,7 @@ def test_merge_refuses_a_forged_row_in_one_line_and_adds_nothing(tmp_path, forge
     # file and line, and no row of that copy is added (not even the good ones before it).
     root = tmp_path / "results"
     model = "qwen2.5-coder-0.5b-instruct"
-    good = [
-        _row(_req(i), _hex_key(i)) | {"model": model, "model_fingerprint": "fp"} for i in range(3)
-    ]
+    good = [_keyed(i, model, "fp") for i in range(3)]
     copy = tmp_path / f"{model}__exp.jsonl"
     bad = {**good[2], **forged}
     copy.write_text("".join(json.dumps(r) + "\n" for r in [*good[:2], bad]))
@@ -543,14 +545,9 @@ def test_merge_into_a_new_experiment_checks_the_folders_other_rows(tmp_path):
     # new experiment: the target's reader comes from the folder's rows, not the file name.
     root = tmp_path / "results"
     model = "smollm2-135m-instruct"
-    mine = [
-        _row(_req(i), _hex_key(i)) | {"model": model, "model_fingerprint": "135m"} for i in range(2)
-    ]
+    mine = [_keyed(i, model, "135m") for i in range(2)]
     ResultsStore(root, model, "kv").append(mine)
-    theirs = [
-        _row(_req(i), _hex_key(10 + i)) | {"model": model, "model_fingerprint": "0.5b"}
-        for i in range(2)
-    ]
+    theirs = [_keyed(10 + i, model, "0.5b") for i in range(2)]
     copy = tmp_path / f"{model}__other.jsonl"
     copy.write_text("".join(json.dumps(r) + "\n" for r in theirs))
     done = _merge_cli(root, copy)
@@ -584,3 +581,33 @@ def test_a_row_nested_past_the_parsers_depth_is_named_not_a_recursion_error(tmp_
     store.append(_rows_of(3))
     with pytest.raises(DataFileError, match="line 2: not valid JSON"):
         store.rows()
+
+
+def test_a_rows_key_is_the_one_its_content_gives():
+    req = _req(3)
+    row = _row(req, request_key("fp", req, "auto"))
+    assert content_key(row) == row["key"]
+    # a row of another backend is keyed with that backend's identity beside the weights
+    llama = _row(req, request_key("fp+llamacpp", req, "auto")) | {"backend": "llamacpp"}
+    assert content_key(llama) == llama["key"]
+    with_system = replace(req, system="be brief")
+    assert content_key(_row(with_system)) == request_key("fp", with_system, "auto")
+    # rows stored before rows carried their request give no key (merge refuses them)
+    assert content_key({k: v for k, v in row.items() if k != "request"}) is None
+
+
+def test_a_row_stored_under_one_requests_key_but_answering_another_is_refused(tmp_path):
+    # A forged or mis-merged row under request A's key that carries B's condition (or B's
+    # prompt) was returned as A's answer; now reading the block names the row.
+    a, b = _req(0), _req(0, a=2)
+    key_a = request_key("fp", a, "auto")
+    store = ResultsStore(tmp_path, "m", "exp")
+    block = Block("head", "exp", [a], True)
+    for forged in (_row(b, key_a), _row(a, key_a) | {"request": {"prompt": "x", "system": None}}):
+        store.path.unlink(missing_ok=True)
+        store.append([forged])
+        with pytest.raises(DataFileError, match="stored under key .* (answers t e0|holds content)"):
+            block_rows(block, store, [key_a])
+    store.path.unlink()
+    store.append([_row(a, key_a)])
+    assert [r["key"] for r in block_rows(block, store, [key_a])] == [key_a]

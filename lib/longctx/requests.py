@@ -151,11 +151,37 @@ class Request:
 def request_key(fingerprint: str, req: Request, prompt_mode: str) -> str:
     """Identity of a generation: model weights, task, condition, example, prompt, prompt
     mode and decoding settings (a changed stop rule or token budget is a new row)."""
-    decoding = {"max_new_tokens": req.max_new_tokens, "stop": asdict(req.stop)}
+    return key_of(
+        fingerprint,
+        req.task,
+        req.condition,
+        req.example_id,
+        req.prompt,
+        req.system,
+        prompt_mode,
+        req.max_new_tokens,
+        asdict(req.stop),
+    )
+
+
+def key_of(
+    fingerprint: str,
+    task: str,
+    condition: dict,
+    example_id: str,
+    prompt: str,
+    system: str | None,
+    prompt_mode: str,
+    max_new_tokens: int,
+    stop: dict,
+) -> str:
+    """:func:`request_key` from its parts, as a stored row carries them: a row's key can be
+    recomputed from its content (no :class:`Request`, whose budget a generation cap would cut)."""
+    decoding = {"max_new_tokens": max_new_tokens, "stop": stop}
     # Keys without a system stay as before
-    prompt = req.prompt if req.system is None else [req.system, req.prompt]
+    asked = prompt if system is None else [system, prompt]
     payload = json.dumps(
-        [fingerprint, req.task, req.condition, req.example_id, prompt, prompt_mode, decoding],
+        [fingerprint, task, condition, example_id, asked, prompt_mode, decoding],
         sort_keys=True,
         ensure_ascii=False,
     )

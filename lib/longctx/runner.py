@@ -34,7 +34,15 @@ from .errors import DataFileError, LongctxError
 from .models import context_window, load_tokenizer, model_slug
 from .padding import FILLER_SLOT, MASKED_GAP, TOKEN_SLOT, encode_prompt, expand_fillers
 from .reader import Reader
-from .requests import GenerateCall, Generation, Request, StopRule, request_key
+from .requests import (
+    GenerateCall,
+    Generation,
+    Request,
+    StopRule,
+    key_of,
+    request_identity,
+    request_key,
+)
 from .store import ResultsStore
 
 # ---------------------------------------------------------------------------------------------
@@ -127,7 +135,9 @@ def make_row(
 ) -> dict:
     """One stored generation with its provenance. ``backend`` is the backend's identity
     (``hf``, ``llamacpp``, ``openai:<served model>``); rows stored before backends existed
-    have none and came from ``hf``."""
+    have none and came from ``hf``. ``request`` keeps the prompt and system as asked (before
+    the chat template), so the row's key can be recomputed from its content
+    (:func:`content_key`)."""
     return {
         "key": key,
         "model": model,
@@ -139,6 +149,7 @@ def make_row(
         "example_id": req.example_id,
         "gold": list(req.gold),
         "prompt": rendered_prompt,
+        "request": {"prompt": req.prompt, "system": req.system},
         "output": gen.text,
         "raw_output": gen.raw_text,
         "prompt_tokens": gen.prompt_tokens,
@@ -235,7 +246,10 @@ def generate_missing(
             )
             if stop_at is not None and time.time() >= stop_at:
                 break
-    return [existing[k] for k in keys if k in existing]
+    found = [(req, existing[k]) for req, k in zip(requests, keys) if k in existing]
+    for req, row in found:
+        check_answers(row, req, store)
+    return [row for _, row in found]
 
 
 def numerics(params: dict) -> str:
@@ -385,11 +399,66 @@ def block_keys(block: Block, reader: Reader) -> list[str]:
 
 def block_rows(block: Block, store: ResultsStore, keys: list[str]) -> list[dict]:
     """The block's stored rows. For an attention block: in item order, and only once every
-    item is stored (a choice made from part of the calibration set would be another choice)."""
+    item is stored (a choice made from part of the calibration set would be another choice).
+    A row found under a request's key must answer that request (:func:`check_answers`)."""
     rows = {r["key"]: r for r in store.rows()}
     if block.attention is not None:
         return [rows[k] for k in keys] if all(k in rows for k in keys) else []
-    return [rows[k] for k in keys if k in rows]
+    found = [(req, rows[k]) for req, k in zip(block.requests, keys) if k in rows]
+    for req, row in found:
+        check_answers(row, req, store)
+    return [row for _, row in found]
+
+
+def content_key(row: dict) -> str | None:
+    """The key a row's own content gives (its weights, backend, task, condition, example,
+    prompt as asked, prompt mode and decoding; an attention row's prompt, layer and vector),
+    or None for a generation row stored before rows carried the request they answer."""
+    fingerprint, backend = row.get("model_fingerprint"), row.get("backend") or "hf"
+    try:
+        if "abs" in row and "layer" in row:  # a final-token attention row
+            return attention_key(
+                fingerprint, row["prompt"], row["prompt_mode"], row["layer"], "attention" in row
+            )
+        asked, params = row.get("request"), row["params"]
+        if not isinstance(asked, dict):
+            return None
+        return key_of(
+            fingerprint if backend == "hf" else f"{fingerprint}+{backend}",
+            row["task"],
+            row["condition"],
+            row["example_id"],
+            asked["prompt"],
+            asked.get("system"),
+            row["prompt_mode"],
+            params["max_new_tokens"],
+            params["stop"],
+        )
+    except (KeyError, TypeError, AttributeError):
+        return None  # not the fields a key is made of: the checks that need it say so
+
+
+def check_answers(row: dict, req: Request, store: ResultsStore) -> None:
+    """Refuse a row stored under ``req``'s key that answers another request: another task,
+    condition or example, or (rows that carry their request) content whose key is not the
+    one it is stored under. A store holds what its rows say, never what their keys claim."""
+    asked = request_identity(req.task, req.condition, req.example_id)
+    said = request_identity(row.get("task"), row.get("condition"), row.get("example_id"))
+    if said != asked:
+        fault = f"answers {_named(said)}, not {_named(asked)}"
+    elif (own := content_key(row)) is not None and own != row["key"]:
+        fault = f"holds content whose key is {own[:12]}..., not the key it is stored under"
+    else:
+        return
+    raise DataFileError(
+        f"{next(iter(store.files), store.path)}: the row stored under key {row['key'][:12]}... "
+        f"{fault}; restore the file with `git checkout`, or delete that row and run again"
+    )
+
+
+def _named(identity: tuple) -> str:
+    task, condition, example = identity
+    return f"{task} {example} {condition}"
 
 
 def stage_two(block: Block, rows: list[dict]) -> Block | None:
@@ -878,18 +947,24 @@ _REQUEST_KEY = re.compile(r"[0-9a-f]{64}")
 def merge_copy(root: str | Path, source: str | Path, pack: bool = True) -> tuple[str, int, int]:
     """Merge a flat copy (``<folder>__<experiment>.jsonl[.xz]``) into its store under ``root``,
     the door a contributed reader's rows come through: every row must carry a request key
-    (a sha256), name the model and backend whose folder the file name gives, and match the
-    weights and backend of the rows that folder holds already (in any experiment); the first
-    row that does not is refused in one line naming the file and line, and nothing is added.
+    (a sha256) that its own content gives (:func:`content_key`), name the model and backend
+    whose folder the file name gives, and match the weights and backend of the rows that
+    folder holds already (in any experiment); the first row that does not is refused in one
+    line naming the file and line, and nothing is added.
     Returns (the store's folder/experiment, rows added, rows packed)."""
     folder, experiment = copy_target(Path(source).name)
     store = ResultsStore(root, folder, experiment)
     reference = None
-    for other in ResultsStore.all_under(root):
-        if other.dir.parent.name == folder and other.dir.name != experiment:
-            reference = next(iter(other.packed_rows() or other.plain_rows()), None)
-            if reference is not None:
-                break
+    others = {
+        p.parent.name
+        for name in (ResultsStore.FILENAME, ResultsStore.PACKED)
+        for p in (Path(root) / folder).glob(f"*/{name}")  # this folder's stores only
+    }
+    for other in sorted(others - {experiment}):
+        store_there = ResultsStore(root, folder, other)
+        reference = next(iter(store_there.packed_rows() or store_there.plain_rows()), None)
+        if reference is not None:
+            break
     added = store.merge(source, check=lambda row: _merge_fault(row, folder), reference=reference)
     packed = store.pack() if pack else 0
     return f"{folder}/{experiment}", added, packed
@@ -900,6 +975,14 @@ def _merge_fault(row: dict, folder: str) -> str | None:
     key, model = row["key"], row.get("model")
     if not _REQUEST_KEY.fullmatch(key):
         return f"its key {key[:24]!r} is not a request key (64 hex digits)"
+    own = content_key(row)
+    if own is None:
+        return (
+            "it does not carry the request it answers (its prompt as asked), so its key cannot "
+            "be checked against its content: answer it again with this version of longctx"
+        )
+    if own != key:
+        return f"its content gives the key {own[:12]}..., not {key[:12]}... (edited or forged)"
     if not isinstance(model, str) or not model:
         return "it names no model"
     backend = str(row.get("backend") or "hf").partition(":")[0]
