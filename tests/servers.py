@@ -92,9 +92,11 @@ class FakeServer:
 
     * ``answer``: the text every completion streams (two chunks, then a finish reason);
     * ``mode``: ``ok``; ``hang`` (accepts, never answers); ``status`` (answers HTTP
-      ``status``); ``error_chunk`` (streams an ``{"error": ...}`` event); ``whole`` (ignores
-      ``stream`` and answers one JSON completion); ``too_long`` (HTTP 400 with vLLM's
-      context-length message);
+      ``status``); ``busy`` (429 with ``Retry-After: retry_after`` until that many seconds
+      after its first 429, then ``ok``); ``trickle`` (streams a byte every 0.2 s, forever);
+      ``flood`` (streams 50,000 one-character events); ``error_chunk`` (streams an
+      ``{"error": ...}`` event); ``whole`` (ignores ``stream`` and answers one JSON
+      completion); ``too_long`` (HTTP 400 with vLLM's context-length message);
     * ``max_model_len``: listed in ``/v1/models`` when set, as vLLM and SGLang do;
     * ``n_ctx``: answered at ``/props`` (beside ``/v1``) when set, as llama.cpp's server does.
 
@@ -151,6 +153,17 @@ class FakeServer:
                     return
                 if mode == "status":
                     return self._send(fake.status, b'{"error": "fake failure"}')
+                if mode == "busy":  # 429 with the wait it asks for, counted from the first
+                    with fake._lock:
+                        fake.busy_until = fake.busy_until or time.time() + fake.retry_after
+                    if time.time() < fake.busy_until:
+                        self.send_response(429)
+                        self.send_header("Retry-After", str(fake.retry_after))
+                        self.send_header("Content-Length", "2")
+                        self.end_headers()
+                        return self.wfile.write(b"{}")
+                if mode in ("trickle", "flood"):
+                    return self._endless(mode)
                 if mode == "too_long":
                     message = (
                         "This model's maximum context length is 2048 tokens. However, you "
@@ -174,6 +187,28 @@ class FakeServer:
                 stream += "data: [DONE]\n\n"
                 self._send(200, stream.encode(), "text/event-stream")
 
+            def _endless(self, mode: str):
+                """``trickle``: a byte every 0.2 s, forever; ``flood``: 50,000 one-character
+                events as fast as it can, then the end of the stream."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                event = 'data: {"choices": [{"text": "a", "finish_reason": null}]}\n\n'
+                try:
+                    if mode == "flood":
+                        self.wfile.write((event * 50_000 + "data: [DONE]\n\n").encode())
+                        return
+                    while not fake.release.is_set():
+                        for byte in event.encode():
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                            if fake.release.wait(0.2):
+                                return
+                except OSError:  # the client hung up
+                    return
+
+        self.busy_until, self.retry_after = 0.0, 2
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"

@@ -55,6 +55,57 @@ def test_a_hung_server_fails_a_request_after_its_timeouts_with_one_line(tmp_path
     assert reader.store(tmp_path, "kv").rows() == []
 
 
+@pytest.mark.parametrize("mode", ["trickle", "flood"])
+def test_a_trickling_or_flooding_server_fails_the_request_within_its_timeout(tmp_path, fake, mode):
+    # --timeout bounded only the wait for the next bytes: a server sending a byte every
+    # 0.2 s, or 50,000 one-character events, held a run until it was killed (60-150 s),
+    # and the stop rule re-read the whole answer on every event.
+    fake.mode = mode
+    reader = _served(fake.url, timeout_s=2, retries=1, concurrency=1)
+    load_tokenizer(SMOKE)
+    started = time.time()
+    why = "no complete answer within 2 s" if mode == "trickle" else "is it honouring max_tokens"
+    with pytest.raises(BackendError, match=why):
+        generate_missing(_requests(1), reader.store(tmp_path, "kv"), reader, progress=False)
+    assert time.time() - started < 10
+    assert reader.store(tmp_path, "kv").rows() == []
+
+
+def test_a_servers_retry_after_is_waited_for(tmp_path, fake):
+    # A 429 asking for 2 s failed the run after 0.5 s of backoff (one retry): the wait the
+    # server asks for is now honoured, and the answer is stored.
+    fake.mode, fake.retry_after = "busy", 2
+    reader = _served(fake.url, timeout_s=10, retries=1, concurrency=1)
+    load_tokenizer(SMOKE)
+    started = time.time()
+    rows = generate_missing(_requests(1), reader.store(tmp_path, "kv"), reader, progress=False)
+    assert len(rows) == 1 and fake.requests == 2 and time.time() - started >= 1.9
+
+
+def test_retry_after_in_seconds_or_as_a_date():
+    from email.utils import formatdate
+
+    from longctx.backends.openai import _retry_after
+
+    assert _retry_after("5") == 5.0 and _retry_after(None) is None and _retry_after("soon") is None
+    assert 28 <= _retry_after(formatdate(time.time() + 30, usegmt=True)) <= 30
+
+
+def test_the_stop_rule_is_asked_only_when_a_piece_can_make_it_fire():
+    from longctx.requests import StopRule
+
+    rule = StopRule(answer_pattern=r"\d+", echoes=("7",))
+    assert not rule.might_fire("The answer", 3) and not rule.might_fire("key 7", 1)
+    assert rule.might_fire("The answer is 42", 2) and rule.might_fire("a line\n", 1)
+    plain = StopRule()
+    assert not plain.might_fire("x" * 10_000, 10) and plain.might_fire("x\ny", 2)
+    # never a miss: wherever cut fires on a growing text, might_fire said so on that piece
+    text = "Key: 7\nThe value is:\n 42 and more\n"
+    fired = [i for i in range(1, len(text) + 1) if rule.cut(text[:i])[1]]
+    first = fired[0]
+    assert rule.might_fire(text[:first], 1)
+
+
 def test_a_deadline_stops_requests_in_flight_and_the_report_counts_them(tmp_path, fake):
     fake.mode = "hang"
     reader = _served(fake.url, timeout_s=60, retries=3)
@@ -417,7 +468,8 @@ def test_a_request_that_starts_after_its_call_was_abandoned_stops_at_once(fake):
     backend._abandon(ThreadPoolExecutor(max_workers=1), halt)
     started = time.monotonic()
     with pytest.raises(_Stopped):
-        backend._stream({"model": SMOKE, "prompt": "hi", "stream": True}, StopRule(), 1, halt)
+        body = {"model": SMOKE, "prompt": "hi", "stream": True, "max_tokens": 8}
+        backend._stream(body, StopRule(), 1, halt)
     assert time.monotonic() - started < 5
     assert backend.client is not halt.client  # the next call has an open client
 
@@ -515,7 +567,7 @@ def test_a_lone_surrogate_from_a_server_is_stored_as_a_replacement_character(tmp
     reader = _served(fake.url, retries=0)
     store = reader.store(tmp_path, "kv")
     rows = generate_missing(_requests(1), store, reader, progress=False)
-    assert "\ud800" not in rows[0]["output"] and "\ufffd" in rows[0]["output"]
+    assert rows[0]["output"] == "4\ufffd2"  # one replacement character, not three
     assert store.rows()[0]["output"] == rows[0]["output"]
 
 

@@ -17,6 +17,9 @@ from dataclasses import asdict, dataclass, field
 
 from .errors import ParameterError
 
+# How far back a new answer-pattern match may start (the patterns are short: a UUID, a number).
+_PATTERN_REACH = 512
+
 
 @dataclass(frozen=True)
 class StopRule:
@@ -57,6 +60,20 @@ class StopRule:
         if best is None:
             return text, False
         return text[:best], True
+
+    def might_fire(self, text: str, added: int) -> bool:
+        """Whether the last ``added`` characters of ``text`` can make the rule fire, a cheap
+        test before :meth:`cut` for text that grows piece by piece (a stream): the newline
+        rule needs a new newline, the answer pattern a new match that is not an echo."""
+        new = text[len(text) - added :]
+        if self.newline and "\n" in new:
+            return True
+        if self.answer_pattern:
+            window = text[max(0, len(text) - added - _PATTERN_REACH) :]
+            return any(
+                m.group(0) not in self.echoes for m in re.finditer(self.answer_pattern, window)
+            )
+        return False
 
     def _is_echo(self, line: str) -> bool:
         if not self.echoes:

@@ -10,9 +10,11 @@ tokenizes to them. Responses are streamed, and a stream is closed as soon as the
 request's :class:`~longctx.requests.StopRule` fires, so the server stops decoding once the
 answer is complete, like the other backends.
 
-Requests run ``concurrency`` at a time (the server batches them); each waits at most
-``timeout_s`` for the server's next bytes, and connection errors, timeouts, 429 and 5xx
-answers are retried with exponential backoff. A request that still fails stops the run with
+Requests run ``concurrency`` at a time (the server batches them); each try of a request
+takes at most ``timeout_s`` as a whole, and connection errors, timeouts, 429 and 5xx
+answers are retried after the server's ``Retry-After`` or with exponential backoff. An
+answer longer than ``max_tokens`` can be (a server that ignores it, or streams forever) is
+refused, never stored. A request that still fails stops the run with
 a :class:`~longctx.errors.BackendError`; only requests that completed are handed to
 ``on_batch`` (and so stored), so a rerun after the server is back does only what is missing.
 A deadline (``stop_at``) stops starting requests and abandons the ones in flight.
@@ -34,7 +36,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
@@ -48,22 +50,27 @@ from ._common import Prepared, prepare
 from .base import LoadTarget, PromptReader, chat_mode, register
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+MAX_RETRY_AFTER_S = 120.0  # the longest a Retry-After is waited for, per retry
 
 
 def _valid_text(text: str) -> str:
-    """A server's text with any lone surrogate (legal in JSON's \\u escapes, not in UTF-8)
-    replaced by U+FFFD, so it can be tokenized and stored."""
-    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    """A server's text with each lone surrogate (legal in JSON's \\u escapes, not in UTF-8)
+    replaced by one U+FFFD, so it can be tokenized and stored."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
 class OpenAIOptions:
     """``url``: the server's base URL (e.g. ``http://127.0.0.1:8000/v1``); ``served_model``:
     the model id it serves (default: the model name; part of the rows' identity, the URL is
-    not); ``concurrency``: requests in flight; ``timeout_s``: the longest wait for the
-    server's next bytes (a hung server fails a request after ``retries + 1`` waits, about 8
-    minutes by default, not hours); ``retries``: how often a connection error, timeout, 429
-    or 5xx is tried again; ``context_window``: the server's window in tokens, for a server
+    not); ``concurrency``: requests in flight; ``timeout_s``: the longest one try of a request
+    may take, from sending it to its last token (a hung or trickling server fails a request
+    after ``retries + 1`` tries, about 8 minutes by default, not hours); ``retries``: how
+    often a connection error, timeout, 429 or 5xx is tried again (after the server's
+    ``Retry-After`` where it gives one); ``context_window``: the server's window in tokens, for a server
     that does not say it (llama-cpp-python's)."""
 
     url: str | None = None
@@ -310,7 +317,12 @@ class OpenAIBackend(PromptReader):
                         f"{err} (waits of --timeout {self.spec.options.timeout_s:g} s, "
                         f"--retries {self.spec.options.retries})"
                     ) from None
-                halt.event.wait(min(30.0, 0.5 * 2**attempt))  # an abandoned call wakes it
+                # The server's Retry-After where it says one (a 429 asking for 5 s is waited
+                # for, not retried sooner), else exponential backoff; never past the deadline.
+                pause = min(MAX_RETRY_AFTER_S, err.after) if err.after else 0.5 * 2**attempt
+                if halt.stop_at is not None:
+                    pause = min(pause, max(0.0, halt.stop_at - time.time()))
+                halt.event.wait(min(MAX_RETRY_AFTER_S, pause))  # an abandoned call wakes it
         seconds = time.perf_counter() - started
         text, fired = rule.cut(raw)
         new_tokens = len(self.tokenizer(raw, add_special_tokens=False).input_ids)
@@ -333,8 +345,12 @@ class OpenAIBackend(PromptReader):
         """One streamed completion: the text (until the stop rule fires) and the finish reason."""
         import httpx
 
-        pieces: list[str] = []
         finish, said_anything = None, False
+        text, events = "", 0
+        # The whole request, not only the wait for each next bytes, is bounded: a server that
+        # trickles a byte a second or streams forever is cut off at the timeout.
+        until = time.monotonic() + self.spec.options.timeout_s
+        most_events, most_chars = _answer_bounds(body["max_tokens"])
         with self._in_flight_lock:
             self._in_flight += 1
         try:
@@ -343,20 +359,34 @@ class OpenAIBackend(PromptReader):
                 "POST", f"{self.url}/completions", json=body, timeout=self._timeout(halt.stop_at)
             ) as response:
                 if response.status_code in RETRY_STATUS:
-                    raise _Retryable(f"HTTP {response.status_code}")
+                    raise _Retryable(
+                        f"HTTP {response.status_code}",
+                        after=_retry_after(response.headers.get("retry-after")),
+                    )
                 if response.status_code != 200:
                     response.read()
                     raise self._refusal(response.status_code, response.text, n_prompt, body)
                 if "text/event-stream" not in response.headers.get("content-type", ""):
                     # A server that ignores stream=true answers with the whole completion.
                     response.read()
-                    return self._whole(response.text)
-                for line in iter_text_lines(response.iter_text()):
+                    whole, finish = self._whole(response.text)
+                    if len(whole) > most_chars:
+                        raise BackendError(
+                            f"the server at {self.url} answered {len(whole)} characters, more "
+                            f"than {body['max_tokens']} new tokens can hold: is it honouring "
+                            "max_tokens? Nothing of it was stored"
+                        )
+                    return whole, finish
+                received = self._bounded(
+                    response.iter_text(), until, most_chars * 2 + most_events * 1024
+                )
+                for line in iter_text_lines(received):
                     if halt():
                         raise _Stopped  # leaving the block closes the stream
                     if not line.startswith("data:"):
                         continue
                     said_anything = True
+                    events += 1
                     data = line[5:].strip()
                     if data == "[DONE]":
                         break
@@ -371,11 +401,20 @@ class OpenAIBackend(PromptReader):
                         raise _Retryable(f"server error: {str(chunk['error'])[:200]}")
                     choice = _first_choice(chunk, f"{self.url}/completions streamed", data)
                     self._check_model(chunk)
-                    pieces.append(_valid_text(choice.get("text") or ""))
+                    piece = _valid_text(choice.get("text") or "")
+                    text += piece
                     finish = choice.get("finish_reason") or finish
-                    if rule.cut("".join(pieces))[1]:
+                    if events > most_events or len(text) > most_chars:
+                        raise BackendError(
+                            f"the server at {self.url} streamed more than {body['max_tokens']} "
+                            f"new tokens can hold ({events} events, {len(text)} characters so "
+                            "far): is it honouring max_tokens? Nothing of it was stored"
+                        )
+                    # The rule is asked again only when the new piece can make it fire: a
+                    # long answer is scanned about once, not once per event.
+                    if rule.might_fire(text, len(piece)) and rule.cut(text)[1]:
                         # Leaving the block closes the stream: decoding stops.
-                        return "".join(pieces), finish
+                        return text, finish
             if finish is None:
                 if not said_anything:
                     # Nothing streamed at all: ask once without streaming, which says why.
@@ -404,7 +443,24 @@ class OpenAIBackend(PromptReader):
         finally:
             with self._in_flight_lock:
                 self._in_flight -= 1
-        return "".join(pieces), finish
+        return text, finish
+
+    def _bounded(self, chunks: Iterator[str], until: float, most: int) -> Iterator[str]:
+        """The stream's text as it arrives, cut off once the request has run past ``until``
+        (a :func:`time.monotonic` value) or the stream has sent ``most`` characters, whether
+        or not they complete a line."""
+        sent = 0
+        for chunk in chunks:
+            if time.monotonic() > until:
+                raise _Retryable(f"no complete answer within {self.spec.options.timeout_s:g} s")
+            sent += len(chunk)
+            if sent > most:
+                raise BackendError(
+                    f"the server at {self.url} streamed {sent} characters, more than an answer "
+                    "within max_tokens can take: is it honouring max_tokens? Nothing of it "
+                    "was stored"
+                )
+            yield chunk
 
     def _timeout(self, stop_at: float | None):
         """The wait for the server's next bytes: ``timeout_s``, or less when the deadline is
@@ -498,9 +554,35 @@ class _Halt:
 
 
 class _Retryable(Exception):
-    def __init__(self, message: str, while_busy: bool = False):
+    def __init__(self, message: str, while_busy: bool = False, after: float | None = None):
         super().__init__(message)
         self.while_busy = while_busy
+        self.after = after  # seconds the server asked to wait (Retry-After)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for: a number of seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time()) if when.tzinfo else None
+
+
+def _answer_bounds(max_tokens: int) -> tuple[int, int]:
+    """The most stream events and characters an answer of ``max_tokens`` tokens can take:
+    a token per event (a few more for a role, keep-alives and the finish), and no token
+    decodes to more than a few hundred characters (runs of spaces are the longest)."""
+    return 2 * max_tokens + 64, 1024 * max_tokens + 1024
 
 
 class _Stopped(Exception):
