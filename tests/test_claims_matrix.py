@@ -316,3 +316,47 @@ def test_a_recitation_that_names_the_right_document_without_copying_it_does_not_
     assert cell.judgement.verdict == "premise not met"
     assert "copied 1.8% < 50%" in cell.judgement.premise
     assert cell.preregistered is not True
+
+
+def _reader_rows(root: Path, folder: str, model: str) -> ResultsStore:
+    store = ResultsStore(root, folder, "kv_retrieval")
+    store.append(
+        [
+            {
+                "key": f"{folder}-{i}",
+                "model": model,
+                "model_fingerprint": Reader(model).ref.fingerprint,
+                "task": "kv_retrieval",
+                "example_id": f"e{i}",
+                "condition": {},
+                "output": "",
+            }
+            for i in range(2)
+        ]
+    )
+    return store
+
+
+def test_one_damaged_store_skips_its_reader_with_a_warning_not_every_reader(tmp_path, monkeypatch):
+    # One damaged store stopped `findings`, `export` and `pack` for every reader.
+    good = _reader_rows(tmp_path, "smollm2-135m-instruct", "smollm2-135m-instruct")
+    bad = _reader_rows(tmp_path, DEFAULT, DEFAULT)
+    bad.pack()
+    bad.packed_path.write_bytes(b"not xz")
+    with pytest.warns(UserWarning, match=f"skipping the reader {DEFAULT}: .*damaged"):
+        assert [c.folder for c in matrix.columns(tmp_path)] == [good.dir.parent.name]
+    # a reader whose rows fail while its claims are computed is skipped the same way
+    bad.packed_path.unlink()
+    _reader_rows(tmp_path, DEFAULT, DEFAULT)
+    real = matrix.estimates
+
+    def failing(results_dir, claims, reader, **kw):
+        if reader.model == DEFAULT:
+            raise matrix.DataFileError("a damaged store")
+        return {}
+
+    monkeypatch.setattr(matrix, "estimates", failing)
+    with pytest.warns(UserWarning, match=f"skipping the reader {DEFAULT}: a damaged store"):
+        built = matrix.build(tmp_path)
+    assert [c.folder for c in built.columns] == ["smollm2-135m-instruct"]
+    monkeypatch.setattr(matrix, "estimates", real)

@@ -611,3 +611,75 @@ def test_a_row_stored_under_one_requests_key_but_answering_another_is_refused(tm
     store.path.unlink()
     store.append([_row(a, key_a)])
     assert [r["key"] for r in block_rows(block, store, [key_a])] == [key_a]
+
+
+def test_merge_streams_a_copy_and_refuses_an_xz_bomb_at_its_first_long_line(tmp_path):
+    # 59 KB that decompress to 1 GB were decompressed whole (1 GB resident) before the first
+    # line was looked at; the copy is now read a line at a time.
+    import lzma
+    import tracemalloc
+
+    bomb = tmp_path / "m__exp.jsonl.xz"
+    packer = lzma.LZMACompressor(preset=0)
+    with open(bomb, "wb") as f:
+        for _ in range(400):
+            f.write(packer.compress(b"x" * 2**20))
+        f.write(packer.flush())
+    assert bomb.stat().st_size < 2**20
+    store = ResultsStore(tmp_path, "m", "exp")
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataFileError, match=r"m__exp.jsonl.xz, line 1: longer than 64 MiB"):
+            store.merge(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 300 * 2**20, peak  # never the 400 MB line, let alone the whole file
+    assert not store.exists()
+
+
+def test_a_results_file_that_is_a_folder_is_named_as_such(tmp_path):
+    # A folder named generations.jsonl drew "free some disk space".
+    store = ResultsStore(tmp_path, "m", "exp")
+    store.path.mkdir(parents=True)
+    for action in (lambda: store.append(_rows_of(1)), store.rows, store.keys):
+        with pytest.raises(DataFileError, match="is a folder, not a results file"):
+            action()
+
+
+def test_a_refused_write_says_the_fix_that_fits_it(tmp_path):
+    import errno
+
+    from longctx.store import StoreWriteError
+
+    full = str(StoreWriteError(tmp_path, OSError(errno.ENOSPC, "No space left on device")))
+    locked = str(StoreWriteError(tmp_path, OSError(errno.EROFS, "Read-only file system")))
+    assert "free some disk space" in full and "writable" not in full
+    assert "writable" in locked and "disk space" not in locked
+
+
+def test_pack_says_a_damaged_packed_file_and_packs_the_other_stores(tmp_path, capsys):
+    # A damaged packed file beside no new rows was reported as "0 rows packed", and one
+    # damaged store stopped pack for every reader.
+    from longctx.cli import main
+
+    damaged = ResultsStore(tmp_path, "a", "exp")
+    damaged.append(_rows_of(2))
+    damaged.pack()
+    damaged.packed_path.write_bytes(damaged.packed_path.read_bytes()[:-20])
+    other = ResultsStore(tmp_path, "b", "exp")
+    other.append(_rows_of(2))
+    assert main(["pack", "--results-dir", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert "skipped a/exp" in err and "damaged" in err and "b/exp: 2 rows packed" in out
+    assert other.packed_path.exists() and not other.path.exists()
+
+
+def test_a_folder_with_an_odd_name_is_skipped_with_a_warning_not_fatal(tmp_path):
+    good = ResultsStore(tmp_path, "m", "exp")
+    good.append(_rows_of(1))
+    odd = tmp_path / "m " / "exp"
+    odd.mkdir(parents=True)
+    (odd / ResultsStore.FILENAME).write_text("")
+    with pytest.warns(UserWarning, match="skipping .*m /exp.*not a plain folder name"):
+        assert [s.dir for s in ResultsStore.all_under(tmp_path)] == [good.dir]

@@ -246,13 +246,21 @@ def _reader(args, **given) -> Reader:
 
 def _pack(args) -> int:
     root = resolve(args.results_dir or "data/results")
-    moved = 0
+    moved, skipped = 0, []
     for store in ResultsStore.all_under(root):
-        n = store.pack()
+        try:
+            n = store.pack()
+        except DataFileError as err:  # one damaged store does not stop the others
+            print(f"longctx: skipped {store.dir.relative_to(root)}: {err}", file=sys.stderr)
+            skipped.append(store)
+            continue
         if n:
             print(f"{store.dir.relative_to(root)}: {n} rows packed")
         moved += n
     print(f"{moved} rows packed into {ResultsStore.PACKED} files under {root}")
+    if skipped:
+        print(f"longctx: {len(skipped)} store(s) not packed: see above", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -4,6 +4,14 @@ Every error a user can trigger by bad input derives from :class:`LongctxError`,
 so notebooks and the CLI can print ``str(err)`` alone instead of a traceback.
 """
 
+import warnings
+
+
+def warn_line(message: str) -> None:
+    """A warning in one line (no source line printed under it): something skipped that the
+    user should know of, while the work goes on."""
+    warnings.warn_explicit(message, UserWarning, "longctx", 0)
+
 
 class LongctxError(Exception):
     """Base class for user-facing errors."""

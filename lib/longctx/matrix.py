@@ -52,7 +52,7 @@ from .claims import (
     read_claims,
     underpowered,
 )
-from .errors import LongctxError
+from .errors import DataFileError, LongctxError, warn_line
 from .findings import estimates, findings_table
 from .models import DEFAULT_MODEL
 from .paths import repo_root
@@ -195,7 +195,11 @@ def columns(results_dir: str | Path, claims: Sequence[Claim] | None = None) -> l
         stores = {f: stores[f] for f in chosen}
     out = []
     for folder, found in sorted(stores.items()):
-        row = next((r for s in found for r in _first_rows(s)), None)
+        try:
+            row = next((r for s in found for r in _first_rows(s)), None)
+        except DataFileError as err:  # one damaged store does not stop every other reader
+            warn_line(f"skipping the reader {folder}: {err}")
+            continue
         if row is None:
             continue
         identity = row.get("backend") or "hf"
@@ -299,14 +303,20 @@ def build(
     reader folder (a chapter page's own reader)."""
     claims = list(claims if claims is not None else read_claims())
     cols = list(only) if only is not None else columns(results_dir, claims)
+    given = given or {}
+    ests = {}
+    for c in list(cols):
+        try:
+            ests[c.folder] = given.get(c.folder) or estimates(
+                results_dir, claims, c.reader, scale_name="claims", strict=False
+            )
+        except DataFileError as err:
+            if only is not None:  # the reader asked for: its fault is the answer
+                raise
+            warn_line(f"skipping the reader {c.folder}: {err}")
+            cols.remove(c)
     matrix = Matrix(claims, cols)
     dates = rule_dates()
-    given = given or {}
-    ests = {
-        c.folder: given.get(c.folder)
-        or estimates(results_dir, claims, c.reader, scale_name="claims", strict=False)
-        for c in cols
-    }
     # Every reader answers the same units, so the most any reader has is the claim's full n
     # (the default reader has every claim); a column named alone is measured against it.
     others = list(ests.values())

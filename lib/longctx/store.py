@@ -21,17 +21,17 @@ come back under the device's file limits.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import lzma
 import os
-import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from .errors import DataFileError
+from .errors import DataFileError, warn_line
 from .jsonl import dumps_lines, split_lines
 
 
@@ -73,7 +73,13 @@ class ResultsStore:
             for name in (cls.FILENAME, cls.PACKED)
             for p in Path(root).glob(f"*/{experiment}/{name}")
         }
-        return [cls(root, d.parent.name, d.name) for d in sorted(dirs)]
+        out = []
+        for d in sorted(dirs):
+            try:
+                out.append(cls(root, d.parent.name, d.name))
+            except DataFileError as err:  # one odd folder name does not hide every other store
+                warn_line(f"skipping {d}: {err}")
+        return out
 
     @classmethod
     def folders(cls, root: str | os.PathLike, experiment: str) -> list[str]:
@@ -137,6 +143,8 @@ class ResultsStore:
             data = self.path.read_bytes()
         except FileNotFoundError:  # never written, or packed and deleted a moment ago
             return []
+        except IsADirectoryError:
+            raise self._a_folder() from None
         raw = data.split(b"\n")
         if raw and raw[-1] == b"":
             raw.pop()
@@ -154,21 +162,28 @@ class ResultsStore:
         return [line[:-1] if line.endswith("\r") else line for line in lines]
 
     def _parse(
-        self, lines: list[str], path: Path, fix: str, reference: tuple[str, str] | None
+        self,
+        lines: list[str],
+        path: Path,
+        fix: str,
+        reference: tuple[str, str] | None,
+        first_line: int = 1,
     ) -> list[dict]:
-        """Rows of one file, each a JSON object with a ``key``, all of one reader (weights
-        and backend: a store holds one model's rows); a torn last line of the appended file
-        (a run killed mid-write) is skipped with a warning."""
+        """Rows of one file (its lines from ``first_line`` on), each a JSON object with a
+        ``key``, all of one reader (weights and backend: a store holds one model's rows); a
+        torn last line of the appended file (a run killed mid-write) is skipped with a warning."""
         out = []
-        for n, line in enumerate(lines, 1):
+        for n, line in enumerate(lines, first_line):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except (json.JSONDecodeError, RecursionError):  # nested past the parser's depth
-                if path == self.path and n == len(lines):
+                if path == self.path and n == len(lines) + first_line - 1:
                     if not self._being_written():  # a writer mid-line is no fault
-                        _say(f"{path}: ignoring truncated last line {n}; it will be regenerated")
+                        warn_line(
+                            f"{path}: ignoring truncated last line {n}; it will be regenerated"
+                        )
                     continue
                 raise DataFileError(f"{path}, line {n}: not valid JSON; {fix}") from None
             if not isinstance(row, dict) or not isinstance(row.get("key"), str):
@@ -223,6 +238,8 @@ class ResultsStore:
         except FileNotFoundError:
             self._keys_cache.pop(self.path, None)
             return set()
+        except IsADirectoryError:
+            raise self._a_folder() from None
         with f:
             stat = os.fstat(f.fileno())
             head = f.read(256)
@@ -252,6 +269,7 @@ class ResultsStore:
         file is rewritten whole and atomically, with a fixed xz preset, so packing the same
         rows gives the same bytes."""
         with self.lock():
+            self.packed_rows()  # a damaged packed file is said, never reported as 0 rows packed
             plain = self.plain_rows()
             if not plain:
                 if self.path.exists():
@@ -286,26 +304,24 @@ class ResultsStore:
         a GPU run sent back) whose keys this store lacks; returns how many were added. Rows
         of another reader than this store's (or than ``reference``, a row of the same folder's
         other stores, when this one is empty) are refused, naming the line, and so is a row
-        that ``check`` finds fault with (it returns why, or None); nothing is added then."""
+        that ``check`` finds fault with (it returns why, or None); nothing is added then.
+        The file is read as a stream, a line at a time: a small file that decompresses to
+        gigabytes (an xz bomb) is refused at its first over-long line, never held whole."""
         source = Path(source)
-        data = source.read_bytes()
-        try:
-            text = (lzma.decompress(data) if source.suffix == ".xz" else data).decode("utf-8")
-        except (lzma.LZMAError, EOFError, UnicodeDecodeError) as e:
-            raise DataFileError(
-                f"{source} is not a generations file ({e}); copy it again"
-            ) from None
         first = next(iter(self.packed_rows() or self.plain_rows()), None) or reference
         fix = "merge only flat copies of this store (`longctx reproduce --copy-to`)"
-        lines = split_lines(text)
-        rows = self._parse(lines, source, fix, _reader(first) if first else None)
-        if check is not None:
-            numbered = (n for n, line in enumerate(lines, 1) if line.strip())
-            for n, row in zip(numbered, rows):
-                fault = check(row)
-                if fault:
-                    raise DataFileError(f"{source}, line {n}: {fault}; {fix}")
-        return self.append(rows)
+        reader = _reader(first) if first else None
+        rows: dict[str, dict] = {}
+        for n, line in enumerate(_copy_lines(source), 1):
+            if not line.strip():
+                continue
+            (row,) = self._parse([line], source, fix, reader, first_line=n)
+            reader = reader or _reader(row)
+            fault = check(row) if check is not None else None
+            if fault:
+                raise DataFileError(f"{source}, line {n}: {fault}; {fix}")
+            rows.setdefault(row["key"], row)  # a row repeated in the copy is one row
+        return self.append(rows.values())
 
     def append(self, rows: Iterable[dict]) -> int:
         """Append ``rows`` whose keys are not stored yet (another process may have stored
@@ -337,8 +353,16 @@ class ResultsStore:
                     raise StoreWriteError(self.path, err) from None
         return len(new)
 
+    def _a_folder(self) -> DataFileError:
+        return DataFileError(
+            f"{self.path} is a folder, not a results file: move it out of the way (the rows "
+            f"are in files named {self.FILENAME} and {self.PACKED})"
+        )
+
     def lock(self):
         """An exclusive inter-process lock on this store (a ``.lock`` file beside it)."""
+        if self.path.is_dir():
+            raise self._a_folder()
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             lock = FileLock(str(self.path) + ".lock")
@@ -359,15 +383,72 @@ class ResultsStore:
 
 
 _FIX_LINE = "fix or delete that line"
+# A stored row's line is at most a few MB (a 128K-token prompt, an attention vector).
+MAX_LINE_BYTES = 64 * 2**20
+
+
+def _copy_lines(source: Path) -> Iterator[str]:
+    """The lines of a generations file to merge, plain or xz, decompressed and split as they
+    are read; a line longer than :data:`MAX_LINE_BYTES`, or a file that is not xz or not
+    UTF-8, is one line of error naming it."""
+    again = "merge only flat copies of a store (`longctx reproduce --copy-to`); copy it again"
+    try:
+        f = open(source, "rb")
+    except IsADirectoryError:
+        raise DataFileError(f"{source} is a folder, not a generations file") from None
+    with f:
+        unpack = lzma.LZMADecompressor() if source.suffix == ".xz" else None
+        pending, n = b"", 0
+        while True:
+            try:
+                if unpack is None:
+                    data = f.read(2**20)
+                elif unpack.eof:
+                    data = b""
+                elif unpack.needs_input:
+                    compressed = f.read(2**16)
+                    data = unpack.decompress(compressed, max_length=2**20) if compressed else b""
+                else:
+                    data = unpack.decompress(b"", max_length=2**20)
+            except (lzma.LZMAError, EOFError) as e:
+                raise DataFileError(f"{source} is not a generations file ({e}); {again}") from None
+            if not data:
+                if unpack is not None and not unpack.eof:
+                    raise DataFileError(f"{source} is not a generations file (cut short); {again}")
+                break
+            *complete, pending = (pending + data).split(b"\n")
+            if len(pending) > MAX_LINE_BYTES:
+                raise DataFileError(
+                    f"{source}, line {n + len(complete) + 1}: longer than "
+                    f"{MAX_LINE_BYTES // 2**20} MiB, no stored row; {again}"
+                )
+            for line in complete:
+                n += 1
+                yield _decoded(line, source, n, again)
+        if pending:
+            yield _decoded(pending, source, n + 1, again)
+
+
+def _decoded(line: bytes, source: Path, n: int, fix: str) -> str:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DataFileError(f"{source}, line {n}: not valid UTF-8; {fix}") from None
+    return text[:-1] if text.endswith("\r") else text
 
 
 class StoreWriteError(DataFileError):
     """The system refused a write to a store (disk full, read-only, permissions)."""
 
     def __init__(self, path, err: OSError):
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            fix = "free some disk space"
+        elif err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            fix = "check that the results folder is writable"
+        else:
+            fix = "free some disk space, or check that the results folder is writable"
         super().__init__(
-            f"cannot write {path}: {err.strerror or err} (free some disk space, or check that "
-            "the results folder is writable); every row written before is kept"
+            f"cannot write {path}: {err.strerror or err} ({fix}); every row written before is kept"
         )
 
 
@@ -385,11 +466,6 @@ class _Locked:
 
     def __exit__(self, *exc):
         return self._lock.__exit__(*exc)
-
-
-def _say(message: str) -> None:
-    """A warning in one line (no source line printed under it)."""
-    warnings.warn_explicit(message, UserWarning, "longctx", 0)
 
 
 def folder_name(name: str, what: str) -> str:
