@@ -310,6 +310,10 @@ def test_reproduce_stopped_before_its_plans_exits_with_the_rows_missing_code(tmp
         (["--set", "kv_retrieval.examples_per_cell", "abc"], "takes a mapping or a whole number"),
         (["--set", "kv_retrieval.num_pairs", "30"], "takes a list of whole numbers"),
         (["--set", "kv_retrieval.num_pairs", "[10,"], "not a valid value"),
+        # counts below what the book allows: refused before any plan or kernel, not after
+        # 16-21 s inside it
+        (["--set", "kv_retrieval.examples_per_cell", "0"], "each value at least 1"),
+        (["--set", "kv_retrieval.num_pairs", "[-3]"], "each value at least 1"),
         (["--token-budget", "-5"], "--token-budget must be at least 1"),
         (["--batch-size", "0"], "--batch-size must be at least 1"),
         (["--deadline-s", "-1"], "--deadline-s must be at least 0"),
@@ -319,6 +323,17 @@ def test_bad_reproduce_arguments_end_in_one_line_before_any_work(argv, message, 
     code = main(["reproduce", "--chapters", "kv_retrieval", "--scale", "smoke", *argv])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "param, value", [("examples_per_cell", "0"), ("num_pairs", "[-3]"), ("seed", "-1")]
+)
+def test_longctx_run_refuses_a_count_below_its_least_before_the_kernel(param, value, capsys):
+    started = time.time()
+    code = main(["run", "notebooks/kv_retrieval.py", "--model", SMOKE, "-p", param, value])
+    err = capsys.readouterr().err
+    assert code == 2 and f"kv_retrieval.{param} is" in err and len(err.strip().splitlines()) == 1
+    assert time.time() - started < 10  # no kernel was started
 
 
 def test_a_prompt_over_the_models_window_is_refused_before_the_weights_load(tmp_path):

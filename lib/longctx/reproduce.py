@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from . import __version__
-from .chapters import contract, scale
+from .chapters import check_counts, contract, scale
 from .errors import ParameterError
 from .paths import resolve
 from .reader import Reader
@@ -47,6 +47,7 @@ def chapter_blocks(
     for chapter in chapters:
         declared = contract(chapter)
         modules[chapter] = declared.module
+        check_counts(chapter, (overrides or {}).get(chapter, {}))
         params[chapter] = scale(
             chapter,
             (per_chapter or {}).get(chapter, scale_name),

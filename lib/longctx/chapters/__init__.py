@@ -243,7 +243,45 @@ def check_params(chapter: str, overrides: dict) -> dict:
     for key, value in overrides.items():
         if isinstance(book.get(key), (list, tuple)) and book[key] and not value:
             raise ParameterError(f"{chapter}.{key} is empty; it needs at least one value")
+    check_counts(chapter, overrides)
     hook = contract(chapter).check
     if hook is not None:
         hook(params)
     return params
+
+
+def check_counts(chapter: str, overrides: dict) -> None:
+    """Refuse, in one line, a count below what its book value allows (:func:`_least`): no
+    zero examples per cell, no negative context size, before any kernel or plan starts."""
+    book = scales(chapter)["book"]
+    for key, value in overrides.items():
+        least = _least(book.get(key))
+        if least is not None and any(v < least for v in _counts(value)):
+            raise ParameterError(
+                f"{chapter}.{key} is {value!r}; it counts "
+                + ("things: each value at least 1" if least else "from 0: no negative value")
+            )
+
+
+def _counts(value) -> list[int]:
+    """The integers of a parameter value (itself, the items of a list, or the values of a
+    per-size mapping)."""
+    items = _items(value)
+    return [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
+
+
+def _items(value) -> list:
+    if isinstance(value, dict):
+        return [v for inner in value.values() for v in _items(inner)]
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _least(book_value) -> int | None:
+    """The least integer a parameter may take, from its book value: a count the book sets
+    at 1 or more (examples per cell, context sizes) stays at 1 or more, one it sets at 0
+    (a seed, a filler length) is never negative; None for a parameter that is not made of
+    integers."""
+    counts = _counts(book_value)
+    if not counts or len(counts) != len(_items(book_value)):
+        return None
+    return 1 if min(counts) >= 1 else 0 if min(counts) >= 0 else None
