@@ -466,3 +466,73 @@ def test_the_books_citation_names_its_version_date_and_commit():
     assert f"version = {{{__version__}}}" in bib and f"date    = {{{build_date()}}}" in bib
     assert f"built from commit {build_commit()}" in bib
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}|undated", build_date())
+
+
+def test_a_readers_analyses_are_kept_and_recomputed_exactly_when_their_rows_change(
+    tmp_path, monkeypatch
+):
+    """`longctx findings` re-ran every chapter's analysis from the rows each time. Each
+    chapter's estimates of a reader are now kept, keyed by its parameters, the reader, the
+    code and data, and the bytes of every store it read: a changed row recomputes that
+    chapter for that reader alone, and its cell moves."""
+    import lzma
+    import shutil
+
+    monkeypatch.setenv("LONGCTX_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "results"
+    readers = {m: Reader(m) for m in ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct")}
+    for model in readers:
+        shutil.copytree(
+            ROOT / "data/results" / model / "kv_retrieval", root / model / "kv_retrieval"
+        )
+    kv_claims = [c for c in read_claims() if c.chapter == "kv_retrieval"]
+    ran: list[str] = []
+    from longctx.chapters import contract
+
+    real = contract("kv_retrieval").claims
+
+    def counted(results_dir, params, reader):
+        ran.append(reader.model)
+        return real(results_dir, params, reader)
+
+    from dataclasses import replace
+
+    monkeypatch.setattr(findings, "contract", lambda name: replace(contract(name), claims=counted))
+
+    def both():
+        return {m: findings.estimates(root, kv_claims, r, "claims") for m, r in readers.items()}
+
+    first = both()
+    assert sorted(ran) == sorted(readers)
+    again = both()
+    assert sorted(ran) == sorted(readers)  # nothing recomputed
+    assert {m: {k: e.difference for k, e in v.items()} for m, v in again.items()} == {
+        m: {k: e.difference for k, e in v.items()} for m, v in first.items()
+    }
+    # one row of the 1.5B: its first right answer with the gold pair in the middle made wrong
+    small = "qwen2.5-coder-1.5b-instruct"
+    store = ResultsStore(root, small, "kv_retrieval")
+    rows = store.rows()
+    middle = next(
+        r
+        for r in rows
+        if r["condition"]["num_pairs"] == 140
+        and not r["condition"]["query_aware"]
+        and r["condition"]["gold_index"] > 0
+        and kv_score(r) == 1.0
+    )
+    middle["output"] = "no idea"
+    store.packed_path.write_bytes(
+        lzma.compress("".join(json.dumps(r) + "\n" for r in rows).encode())
+    )
+    ran.clear()
+    moved = both()
+    assert ran == [small]  # the other reader's analysis was kept
+    cell = "litm-kv-middle"
+    assert moved[small][cell].treatment < first[small][cell].treatment
+
+
+def kv_score(row):
+    from longctx.tasks import kv_retrieval as kv
+
+    return kv.score(row)

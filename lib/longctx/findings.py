@@ -11,7 +11,12 @@ findings page and the prose glued from them cannot disagree.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import pickle
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -29,11 +34,13 @@ from .claims import (
     read_claims,
     underpowered,
 )
+from .data import COMMITTED_DIR, cache_dir
 from .errors import DataFileError
 from .paths import build_commit, repo_root
 from .plots import FigureText
 from .reader import Reader
 from .report import estimate_ci, format_p
+from .store import file_digest, recording_reads
 
 
 def estimates(
@@ -53,13 +60,87 @@ def estimates(
         declared = contract(chapter)
         if declared.needs_model:
             params["model"] = reader.model
-        out.update(declared.claims(Path(results_dir), params, reader))
+        out.update(chapter_claims(declared, Path(results_dir), params, reader))
     missing = [c.id for c in claims if c.id not in out]
     if missing and strict:
         raise DataFileError(
             f"no chapter computes the claims {missing}; check data/paper/claims.csv"
         )
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Each chapter's estimates of a reader, kept between processes
+
+ANALYSIS_CACHE = "analyses"  # under $LONGCTX_CACHE
+
+
+def chapter_claims(declared, results_dir: Path, params: dict, reader: Reader) -> dict:
+    """``declared.claims(results_dir, params, reader)``, kept under ``$LONGCTX_CACHE/analyses``
+    and reused while nothing it depends on changed: the same chapter, parameters and reader,
+    the same library code, paper tables and public data, and the same bytes in every store
+    file it read (recorded as it ran, present or absent). A changed row recomputes the
+    chapters that read its store, for its reader only; a cache that cannot be written or
+    read only costs the computation."""
+    path = (
+        cache_dir()
+        / ANALYSIS_CACHE
+        / f"{_analysis_key(declared.name, params, reader, results_dir)}.pkl"
+    )
+    kept = _load(path)
+    if kept is not None and all(file_digest(Path(f)) == d for f, d in kept["reads"].items()):
+        return kept["estimates"]
+    with recording_reads() as reads:
+        computed = declared.claims(results_dir, params, reader)
+    _save(path, {"reads": {str(f): file_digest(f) for f in sorted(reads)}, "estimates": computed})
+    return computed
+
+
+def _analysis_key(chapter: str, params: dict, reader: Reader, results_dir: Path) -> str:
+    what = [
+        chapter,
+        params,
+        reader.model,
+        reader.fingerprint,
+        reader.prompt_mode,
+        str(Path(results_dir).resolve()),
+        _inputs_digest(),
+    ]
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@cache
+def _inputs_digest() -> str:
+    """One digest of the library's code and data files, the paper tables and the committed
+    public data: what an analysis computes besides the rows."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    folders = [package, repo_root() / PAPER_DIR, COMMITTED_DIR]
+    for folder in folders:
+        for f in sorted(folder.rglob("*")):
+            if f.is_file() and "__pycache__" not in f.parts:
+                digest.update(str(f.relative_to(folder)).encode())
+                digest.update(file_digest(f).encode())
+    return digest.hexdigest()
+
+
+def _load(path: Path):
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except Exception:  # absent, cut short or from another version: computed again
+        return None
+
+
+def _save(path: Path, value) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def findings_table(

@@ -27,6 +27,7 @@ import json
 import lzma
 import os
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -86,6 +87,10 @@ class ResultsStore:
         """Names of the model folders under ``root`` that hold rows of ``experiment``."""
         return [store.dir.parent.name for store in cls.all_under(root, experiment)]
 
+    def _note_read(self) -> None:
+        for log in _read_logs:
+            log.update((self.packed_path, self.path))
+
     def exists(self) -> bool:
         return self.path.exists() or self.packed_path.exists()
 
@@ -101,6 +106,7 @@ class ResultsStore:
         before it deletes the appended one, so a read that races a pack sees every row (some
         twice, and the second copy is dropped) instead of losing the rows being moved. Two runs
         of one chapter at once can append one key twice; it is returned once."""
+        self._note_read()
         plain_lines = self._plain_lines()
         out = self.packed_rows()
         plain = self._parse(plain_lines, self.path, _FIX_LINE, _reader(out[0]) if out else None)
@@ -109,6 +115,7 @@ class ResultsStore:
         return out
 
     def packed_rows(self) -> list[dict]:
+        self._note_read()
         try:
             stat = self.packed_path.stat()
         except FileNotFoundError:
@@ -131,6 +138,7 @@ class ResultsStore:
 
     def plain_rows(self) -> list[dict]:
         """The appended rows (checked against the packed rows' reader)."""
+        self._note_read()
         lines = self._plain_lines()
         packed = self.packed_rows() if lines else []
         return self._parse(lines, self.path, _FIX_LINE, _reader(packed[0]) if packed else None)
@@ -215,6 +223,7 @@ class ResultsStore:
         """The keys of every stored row, read incrementally: the appended file from where the
         last call stopped, the packed file once per version (a run asks before every chunk and
         :meth:`append` before every batch). The appended file is read first, as in :meth:`rows`."""
+        self._note_read()
         plain = self._plain_keys()
         return self._packed_keys() | plain
 
@@ -383,6 +392,36 @@ class ResultsStore:
 
 
 _FIX_LINE = "fix or delete that line"
+_read_logs: list[set[Path]] = []  # the open recordings of recording_reads()
+
+
+@contextmanager
+def recording_reads() -> Iterator[set[Path]]:
+    """The files of every store whose rows are read inside the block (packed and plain, there
+    or not: a file that appears later changes what the block would read), so a result
+    computed from rows can be kept for as long as those files hold the same bytes."""
+    seen: set[Path] = set()
+    _read_logs.append(seen)
+    try:
+        yield seen
+    finally:
+        _read_logs.remove(seen)
+
+
+_digests: dict[tuple, str] = {}
+
+
+def file_digest(path: Path) -> str:
+    """The sha256 of a file's bytes ("absent" for no file), hashed once per version of it."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return "absent"
+    stamp = (str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    if stamp not in _digests:
+        _digests[stamp] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return _digests[stamp]
+
 # A stored row's line is at most a few MB (a 128K-token prompt, an attention vector).
 MAX_LINE_BYTES = 64 * 2**20
 
