@@ -415,6 +415,20 @@ def test_a_successful_run_removes_the_failed_copy_an_earlier_run_left(tmp_path):
     assert out.exists() and not out.with_suffix(".failed.ipynb").exists()
 
 
+def test_the_kernels_own_stderr_goes_to_a_log_beside_the_notebook_not_the_terminal(tmp_path, capfd):
+    # Ctrl-C during `longctx run` printed the kernel's 19-line zmq traceback before the
+    # one-line message: the kernel wrote its own stderr (start-up warnings, that traceback)
+    # to the terminal. It now goes to <notebook>.kernel.log.
+    notebook = tmp_path / "tiny.py"
+    notebook.write_text(
+        NOTEBOOK + "import sys\nsys.__stderr__.write('kernel noise\\n')\nsys.__stderr__.flush()\n"
+    )
+    out = tmp_path / "tiny.ipynb"
+    run_notebook(notebook, SMOKE, {}, tmp_path, out, progress=False)
+    assert "kernel noise" not in capfd.readouterr().err
+    assert "kernel noise" in out.with_suffix(".kernel.log").read_text()
+
+
 def test_every_scales_values_pass_the_kind_check_of_every_other_scale():
     from longctx.chapters import chapters, scales
 

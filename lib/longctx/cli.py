@@ -99,15 +99,18 @@ def run_notebook(
     except OSError:
         staged.unlink(missing_ok=True)  # no partial input notebook is left behind
         raise
+    kernel_log = out.with_suffix(".kernel.log")
     try:
-        papermill.execute_notebook(
-            str(staged),
-            str(running),
-            parameters=params,
-            cwd=str(nb_path.parent.resolve()),
-            kernel_name="python3",
-            progress_bar=progress,
-        )
+        with open(kernel_log, "wb") as log:
+            papermill.execute_notebook(
+                str(staged),
+                str(running),
+                parameters=params,
+                cwd=str(nb_path.parent.resolve()),
+                kernel_name="python3",
+                progress_bar=progress,
+                kernel_manager_class=logged_kernel(log),
+            )
     except BaseException:
         # Keep the last good executed notebook; leave the failed one beside it for debugging.
         if running.exists():
@@ -118,6 +121,21 @@ def run_notebook(
     running.replace(out)
     out.with_suffix(".failed.ipynb").unlink(missing_ok=True)  # an earlier failure, now mended
     return out
+
+
+def logged_kernel(log):
+    """A kernel manager whose kernel writes its own stderr to ``log`` (an open file): its
+    start-up warnings, and the traceback a kernel prints when Ctrl-C closes its sockets while
+    a cell runs, stay out of the terminal (the cells' own output reaches the notebook as
+    always), so an interrupted run ends in one line."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class LoggedKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            kw["stderr"] = log
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return LoggedKernelManager
 
 
 def check_notebook_params(stem: str, nb, params: dict) -> None:

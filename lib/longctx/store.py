@@ -422,6 +422,7 @@ def file_digest(path: Path) -> str:
         _digests[stamp] = hashlib.sha256(path.read_bytes()).hexdigest()
     return _digests[stamp]
 
+
 # A stored row's line is at most a few MB (a 128K-token prompt, an attention vector).
 MAX_LINE_BYTES = 64 * 2**20
 
