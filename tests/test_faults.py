@@ -630,7 +630,7 @@ def test_a_malformed_completion_from_a_server_is_one_line_not_a_traceback(text):
     fake = SimpleNamespace(url="http://127.0.0.1:1/v1", served_model="m")
     fake._check_model = lambda answer: OpenAIBackend._check_model(fake, answer)
     with pytest.raises(BackendError) as err:
-        OpenAIBackend._whole(fake, text)
+        OpenAIBackend._whole(fake, text, 8)
     assert "\n" not in str(err.value)
     if text != "null" and len(text) < 100:  # the shapes an event of a stream can take too
         import json

@@ -378,6 +378,13 @@ def save_folder_atomically(target: Path, write: Callable[[Path], None], complete
 def _save_tokenizer(tokenizer, target: Path) -> None:
     def write(folder: Path) -> None:
         tokenizer.save_pretrained(str(folder))
+        # Whether the building process was offline (HF_HUB_OFFLINE, which loading a GGUF
+        # model sets) is no part of the tokenizer: a built folder must not depend on it.
+        config = folder / "tokenizer_config.json"
+        settings = json.loads(config.read_text(encoding="utf-8"))
+        if settings.pop("local_files_only", None) is not None:
+            text = json.dumps(settings, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+            config.write_text(text, encoding="utf-8")
         # Flags the tokenizer config does not keep; written last (the completion mark).
         flags = {f: getattr(tokenizer, f) for f in ("add_bos_token", "add_eos_token")}
         (folder / _TOKENIZER_FLAGS).write_text(json.dumps(flags))

@@ -47,7 +47,8 @@ def chapter_blocks(
     for chapter in chapters:
         declared = contract(chapter)
         modules[chapter] = declared.module
-        check_counts(chapter, (overrides or {}).get(chapter, {}))
+        if (overrides or {}).get(chapter):
+            check_counts(chapter, overrides[chapter])
         params[chapter] = scale(
             chapter,
             (per_chapter or {}).get(chapter, scale_name),

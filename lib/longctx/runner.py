@@ -246,7 +246,15 @@ def generate_missing(
             )
             if stop_at is not None and time.time() >= stop_at:
                 break
-    found = [(req, existing[k]) for req, k in zip(requests, keys) if k in existing]
+    return answered(requests, keys, existing, store)
+
+
+def answered(
+    requests: Sequence[Request], keys: Sequence[str], rows: dict, store: ResultsStore
+) -> list[dict]:
+    """The rows (by key) of the requests that have one, in order, each checked to answer its
+    request (:func:`check_answers`)."""
+    found = [(req, rows[k]) for req, k in zip(requests, keys) if k in rows]
     for req, row in found:
         check_answers(row, req, store)
     return [row for _, row in found]
@@ -404,10 +412,7 @@ def block_rows(block: Block, store: ResultsStore, keys: list[str]) -> list[dict]
     rows = {r["key"]: r for r in store.rows()}
     if block.attention is not None:
         return [rows[k] for k in keys] if all(k in rows for k in keys) else []
-    found = [(req, rows[k]) for req, k in zip(block.requests, keys) if k in rows]
-    for req, row in found:
-        check_answers(row, req, store)
-    return [row for _, row in found]
+    return answered(block.requests, keys, rows, store)
 
 
 def content_key(row: dict) -> str | None:

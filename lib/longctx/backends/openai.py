@@ -345,12 +345,6 @@ class OpenAIBackend(PromptReader):
         """One streamed completion: the text (until the stop rule fires) and the finish reason."""
         import httpx
 
-        finish, said_anything = None, False
-        text, events = "", 0
-        # The whole request, not only the wait for each next bytes, is bounded: a server that
-        # trickles a byte a second or streams forever is cut off at the timeout.
-        until = time.monotonic() + self.spec.options.timeout_s
-        most_events, most_chars = _answer_bounds(body["max_tokens"])
         with self._in_flight_lock:
             self._in_flight += 1
         try:
@@ -358,63 +352,16 @@ class OpenAIBackend(PromptReader):
             with halt.client.stream(
                 "POST", f"{self.url}/completions", json=body, timeout=self._timeout(halt.stop_at)
             ) as response:
-                if response.status_code in RETRY_STATUS:
-                    raise _Retryable(
-                        f"HTTP {response.status_code}",
-                        after=_retry_after(response.headers.get("retry-after")),
-                    )
-                if response.status_code != 200:
-                    response.read()
-                    raise self._refusal(response.status_code, response.text, n_prompt, body)
+                self._check_status(response, n_prompt, body)
                 if "text/event-stream" not in response.headers.get("content-type", ""):
                     # A server that ignores stream=true answers with the whole completion.
                     response.read()
-                    whole, finish = self._whole(response.text)
-                    if len(whole) > most_chars:
-                        raise BackendError(
-                            f"the server at {self.url} answered {len(whole)} characters, more "
-                            f"than {body['max_tokens']} new tokens can hold: is it honouring "
-                            "max_tokens? Nothing of it was stored"
-                        )
-                    return whole, finish
-                received = self._bounded(
-                    response.iter_text(), until, most_chars * 2 + most_events * 1024
+                    return self._whole(response.text, body["max_tokens"])
+                text, finish, said_anything, fired = self._read_events(
+                    response, body["max_tokens"], rule, halt
                 )
-                for line in iter_text_lines(received):
-                    if halt():
-                        raise _Stopped  # leaving the block closes the stream
-                    if not line.startswith("data:"):
-                        continue
-                    said_anything = True
-                    events += 1
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    try:
-                        chunk = json.loads(data)
-                    except (ValueError, RecursionError):
-                        raise BackendError(
-                            f"{self.url}/completions streamed something that is not JSON: "
-                            f"{data[:200]!r}"
-                        ) from None
-                    if isinstance(chunk, dict) and "error" in chunk:
-                        raise _Retryable(f"server error: {str(chunk['error'])[:200]}")
-                    choice = _first_choice(chunk, f"{self.url}/completions streamed", data)
-                    self._check_model(chunk)
-                    piece = _valid_text(choice.get("text") or "")
-                    text += piece
-                    finish = choice.get("finish_reason") or finish
-                    if events > most_events or len(text) > most_chars:
-                        raise BackendError(
-                            f"the server at {self.url} streamed more than {body['max_tokens']} "
-                            f"new tokens can hold ({events} events, {len(text)} characters so "
-                            "far): is it honouring max_tokens? Nothing of it was stored"
-                        )
-                    # The rule is asked again only when the new piece can make it fire: a
-                    # long answer is scanned about once, not once per event.
-                    if rule.might_fire(text, len(piece)) and rule.cut(text)[1]:
-                        # Leaving the block closes the stream: decoding stops.
-                        return text, finish
+                if fired:  # leaving the block closes the stream: decoding stops
+                    return text, finish
             if finish is None:
                 if not said_anything:
                     # Nothing streamed at all: ask once without streaming, which says why.
@@ -444,6 +391,63 @@ class OpenAIBackend(PromptReader):
             with self._in_flight_lock:
                 self._in_flight -= 1
         return text, finish
+
+    def _check_status(self, response, n_prompt: int, body: dict) -> None:
+        """A 408/409/425/429/5xx is retried (after its Retry-After), another non-200 refused."""
+        if response.status_code in RETRY_STATUS:
+            raise _Retryable(
+                f"HTTP {response.status_code}",
+                after=_retry_after(response.headers.get("retry-after")),
+            )
+        if response.status_code != 200:
+            response.read()
+            raise self._refusal(response.status_code, response.text, n_prompt, body)
+
+    def _read_events(
+        self, response, max_tokens: int, rule: StopRule, halt: _Halt
+    ) -> tuple[str, str | None, bool, bool]:
+        """A stream's events, until ``[DONE]``, its end, or the stop rule fires: the text, the
+        finish reason, whether any event came, and whether the rule fired. The whole request,
+        not only the wait for each next bytes, is bounded: a server that trickles a byte a
+        second or streams forever is cut off at the timeout, one that sends more than
+        ``max_tokens`` can hold is refused."""
+        until = time.monotonic() + self.spec.options.timeout_s
+        most_events, most_chars = _answer_bounds(max_tokens)
+        received = self._bounded(response.iter_text(), until, most_chars * 2 + most_events * 1024)
+        text, finish, events = "", None, 0
+        for line in iter_text_lines(received):
+            if halt():
+                raise _Stopped  # leaving the stream's block closes it
+            if not line.startswith("data:"):
+                continue
+            events += 1
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            try:
+                chunk = json.loads(data)
+            except (ValueError, RecursionError):
+                raise BackendError(
+                    f"{self.url}/completions streamed something that is not JSON: {data[:200]!r}"
+                ) from None
+            if isinstance(chunk, dict) and "error" in chunk:
+                raise _Retryable(f"server error: {str(chunk['error'])[:200]}")
+            choice = _first_choice(chunk, f"{self.url}/completions streamed", data)
+            self._check_model(chunk)
+            piece = _valid_text(choice.get("text") or "")
+            text += piece
+            finish = choice.get("finish_reason") or finish
+            if events > most_events or len(text) > most_chars:
+                raise BackendError(
+                    f"the server at {self.url} streamed more than {max_tokens} new tokens can "
+                    f"hold ({events} events, {len(text)} characters so far): is it honouring "
+                    "max_tokens? Nothing of it was stored"
+                )
+            # The rule is asked again only when the new piece can make it fire: a long answer
+            # is scanned about once, not once per event.
+            if rule.might_fire(text, len(piece)) and rule.cut(text)[1]:
+                return text, finish, True, True
+        return text, finish, events > 0, False
 
     def _bounded(self, chunks: Iterator[str], until: float, most: int) -> Iterator[str]:
         """The stream's text as it arrives, cut off once the request has run past ``until``
@@ -483,7 +487,9 @@ class OpenAIBackend(PromptReader):
                 "answer was stored: check the server, then run again"
             )
 
-    def _whole(self, text: str) -> tuple[str, str | None]:
+    def _whole(self, text: str, max_tokens: int) -> tuple[str, str | None]:
+        """A completion answered whole: its text and finish reason; one longer than
+        ``max_tokens`` can hold is refused."""
         try:
             answer = json.loads(text)
         except (ValueError, RecursionError):
@@ -491,7 +497,14 @@ class OpenAIBackend(PromptReader):
         if isinstance(answer, dict) and answer.get("choices"):
             self._check_model(answer)
             choice = _first_choice(answer, f"{self.url}/completions answered", text)
-            return _valid_text(choice.get("text") or ""), choice.get("finish_reason") or "stop"
+            whole = _valid_text(choice.get("text") or "")
+            if len(whole) > _answer_bounds(max_tokens)[1]:
+                raise BackendError(
+                    f"the server at {self.url} answered {len(whole)} characters, more than "
+                    f"{max_tokens} new tokens can hold: is it honouring max_tokens? Nothing of "
+                    "it was stored"
+                )
+            return whole, choice.get("finish_reason") or "stop"
         raise BackendError(
             f"{self.url}/completions answered neither a stream nor a completion: {text[:200]!r}"
         )
