@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from .backends import Backend, BackendSpec, backend_class, results_folder, spec
 from .backends.base import check_prompt_mode
 from .models import DEFAULT_MODEL, ModelRef, resolve_model
+from .requests import key_fingerprint
 from .store import ResultsStore, model_folder
 
 # Loaded backends kept at once (a chapter's reader and its tagger or second reader)
@@ -119,10 +120,8 @@ class Reader:
 
     @property
     def fingerprint(self) -> str:
-        """The weights' fingerprint as store keys see it: the weights' own for ``hf`` (the
-        keys of every row stored before backends existed), suffixed with the backend's
-        identity otherwise, so two backends' rows never share a key."""
-        return f"{self.ref.fingerprint}+{self.identity}" if self.identity else self.ref.fingerprint
+        """The weights' fingerprint as store keys see it (:func:`key_fingerprint`)."""
+        return key_fingerprint(self.ref.fingerprint, self.identity)
 
     @property
     def label(self) -> str:

@@ -181,6 +181,13 @@ def request_key(fingerprint: str, req: Request, prompt_mode: str) -> str:
     )
 
 
+def key_fingerprint(weights: str, backend_identity: str) -> str:
+    """The weights' fingerprint as store keys see it: the weights' own for ``hf`` (identity
+    ``""``: the keys of every row stored before backends existed), suffixed with the
+    backend's identity otherwise, so two backends' rows never share a key."""
+    return f"{weights}+{backend_identity}" if backend_identity else weights
+
+
 def key_of(
     fingerprint: str,
     task: str,

@@ -16,6 +16,7 @@ chapter whose rows are committed runs without weights; a request the backend can
 from __future__ import annotations
 
 import collections.abc
+import glob
 import lzma
 import os
 import platform
@@ -39,6 +40,7 @@ from .requests import (
     Generation,
     Request,
     StopRule,
+    key_fingerprint,
     key_of,
     request_identity,
     request_key,
@@ -429,7 +431,7 @@ def content_key(row: dict) -> str | None:
         if not isinstance(asked, dict):
             return None
         return key_of(
-            fingerprint if backend == "hf" else f"{fingerprint}+{backend}",
+            key_fingerprint(fingerprint, "" if backend == "hf" else backend),
             row["task"],
             row["condition"],
             row["example_id"],
@@ -960,16 +962,11 @@ def merge_copy(root: str | Path, source: str | Path, pack: bool = True) -> tuple
     folder, experiment = copy_target(Path(source).name)
     store = ResultsStore(root, folder, experiment)
     reference = None
-    others = {
-        p.parent.name
-        for name in (ResultsStore.FILENAME, ResultsStore.PACKED)
-        for p in (Path(root) / folder).glob(f"*/{name}")  # this folder's stores only
-    }
-    for other in sorted(others - {experiment}):
-        store_there = ResultsStore(root, folder, other)
-        reference = next(iter(store_there.packed_rows() or store_there.plain_rows()), None)
-        if reference is not None:
-            break
+    for other in ResultsStore.all_under(root, folder=glob.escape(folder)):  # its stores only
+        if other.dir.name != experiment:
+            reference = next(iter(other.packed_rows() or other.plain_rows()), None)
+            if reference is not None:
+                break
     added = store.merge(source, check=lambda row: _merge_fault(row, folder), reference=reference)
     packed = store.pack() if pack else 0
     return f"{folder}/{experiment}", added, packed

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from .data import sha256_file
 from .errors import DataFileError, warn_line
 from .jsonl import dumps_lines, split_lines
 
@@ -66,13 +67,16 @@ class ResultsStore:
         return cls(path.parents[2], path.parent.parent.name, path.parent.name)
 
     @classmethod
-    def all_under(cls, root: str | os.PathLike, experiment: str = "*") -> list[ResultsStore]:
+    def all_under(
+        cls, root: str | os.PathLike, experiment: str = "*", folder: str = "*"
+    ) -> list[ResultsStore]:
         """Every store under ``root`` that holds rows (packed or appended) of ``experiment``
-        (a glob pattern; every experiment by default), sorted by model folder, then experiment."""
+        in a model folder named ``folder`` (glob patterns; every one by default), sorted by
+        model folder, then experiment."""
         dirs = {
             p.parent
             for name in (cls.FILENAME, cls.PACKED)
-            for p in Path(root).glob(f"*/{experiment}/{name}")
+            for p in Path(root).glob(f"{folder}/{experiment}/{name}")
         }
         out = []
         for d in sorted(dirs):
@@ -106,7 +110,6 @@ class ResultsStore:
         before it deletes the appended one, so a read that races a pack sees every row (some
         twice, and the second copy is dropped) instead of losing the rows being moved. Two runs
         of one chapter at once can append one key twice; it is returned once."""
-        self._note_read()
         plain_lines = self._plain_lines()
         out = self.packed_rows()
         plain = self._parse(plain_lines, self.path, _FIX_LINE, _reader(out[0]) if out else None)
@@ -115,7 +118,7 @@ class ResultsStore:
         return out
 
     def packed_rows(self) -> list[dict]:
-        self._note_read()
+        self._note_read()  # rows() and plain_rows() read through here too
         try:
             stat = self.packed_path.stat()
         except FileNotFoundError:
@@ -278,13 +281,13 @@ class ResultsStore:
         file is rewritten whole and atomically, with a fixed xz preset, so packing the same
         rows gives the same bytes."""
         with self.lock():
-            self.packed_rows()  # a damaged packed file is said, never reported as 0 rows packed
+            # read first: a damaged packed file is said, never reported as 0 rows packed
+            rows = self.packed_rows()
             plain = self.plain_rows()
             if not plain:
                 if self.path.exists():
                     self.path.unlink()
                 return 0
-            rows = self.packed_rows()
             seen = {r["key"] for r in rows}
             moved = 0
             for r in plain:
@@ -419,7 +422,7 @@ def file_digest(path: Path) -> str:
         return "absent"
     stamp = (str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size)
     if stamp not in _digests:
-        _digests[stamp] = hashlib.sha256(path.read_bytes()).hexdigest()
+        _digests[stamp] = sha256_file(path)
     return _digests[stamp]
 
 
