@@ -26,12 +26,64 @@ def dumps_lines(rows: Iterable[object]) -> str:
     return "".join(dumps_line(r) for r in rows)
 
 
-def split_lines(text: str) -> list[str]:
-    """The lines of a JSON Lines text, split at ``\\n`` only (a trailing ``\\r`` dropped)."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+class NotUtf8Line(ValueError):
+    """Line ``n`` (from 1) of a JSON Lines file is not valid UTF-8."""
+
+    def __init__(self, n: int):
+        super().__init__(f"line {n}: not valid UTF-8")
+        self.n = n
+
+
+class LongLine(ValueError):
+    """Line ``n`` of a JSON Lines stream is longer than the reader accepts."""
+
+    def __init__(self, n: int, limit: int):
+        super().__init__(f"line {n}: longer than {limit} bytes")
+        self.n, self.limit = n, limit
+
+
+def decode_line(line: bytes, n: int) -> str:
+    """One line's bytes as text, a trailing ``\\r`` dropped; :class:`NotUtf8Line` if not UTF-8."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NotUtf8Line(n) from None
+    return text[:-1] if text.endswith("\r") else text
+
+
+def split_lines(data: bytes, *, torn_tail: bool = False) -> list[str]:
+    """The lines of JSON Lines bytes, split at ``\\n`` before decoding, so no character
+    splits a line and one line's bad bytes stay its own. With ``torn_tail``, a last line
+    with no ``\\n`` that is not UTF-8 (a write cut inside a multibyte character) is kept
+    with replacement characters (never valid JSON, so a reader skips it as torn); any other
+    line that is not UTF-8 raises :class:`NotUtf8Line`."""
+    raw = data.split(b"\n")
+    if raw and raw[-1] == b"":
+        raw.pop()
+    lines = []
+    for n, line in enumerate(raw, 1):
+        try:
+            lines.append(decode_line(line, n))
+        except NotUtf8Line:
+            if not (torn_tail and n == len(raw) and not data.endswith(b"\n")):
+                raise
+            lines.append(line.decode("utf-8", errors="replace"))
+    return lines
+
+
+def iter_lines(chunks: Iterable[bytes], max_bytes: int) -> Iterator[str]:
+    """:func:`split_lines` over a stream of byte chunks, holding at most one line: a line
+    longer than ``max_bytes`` raises :class:`LongLine` before it is held whole."""
+    pending, n = b"", 0
+    for chunk in chunks:
+        *complete, pending = (pending + chunk).split(b"\n")
+        if len(pending) > max_bytes:
+            raise LongLine(n + len(complete) + 1, max_bytes)
+        for line in complete:
+            n += 1
+            yield decode_line(line, n)
+    if pending:
+        yield decode_line(pending, n + 1)
 
 
 def iter_text_lines(chunks: Iterable[str]) -> Iterator[str]:

@@ -34,7 +34,7 @@ from filelock import FileLock, Timeout
 
 from .data import sha256_file
 from .errors import DataFileError, warn_line
-from .jsonl import dumps_lines, split_lines
+from .jsonl import LongLine, NotUtf8Line, dumps_lines, iter_lines, split_lines
 
 
 class ResultsStore:
@@ -129,13 +129,13 @@ class ResultsStore:
         if cached is None or cached[0] != stamp:
             # decompress once; parse per call, so callers own their rows
             try:
-                text = lzma.decompress(self.packed_path.read_bytes()).decode("utf-8")
-            except (lzma.LZMAError, EOFError, UnicodeDecodeError) as e:
+                lines = split_lines(lzma.decompress(self.packed_path.read_bytes()))
+            except (lzma.LZMAError, EOFError, NotUtf8Line) as e:
                 raise DataFileError(
                     f"{self.packed_path} is damaged ({e}); restore it with "
                     f"`git checkout -- {self.packed_path}`"
                 ) from None
-            cached = self._packed_cache[self.packed_path] = (stamp, split_lines(text))
+            cached = self._packed_cache[self.packed_path] = (stamp, lines)
         restore = f"restore it with `git checkout -- {self.packed_path}`"
         return self._parse(cached[1], self.packed_path, restore, None)
 
@@ -156,21 +156,12 @@ class ResultsStore:
             return []
         except IsADirectoryError:
             raise self._a_folder() from None
-        raw = data.split(b"\n")
-        if raw and raw[-1] == b"":
-            raw.pop()
-        lines = []
-        for n, line in enumerate(raw, 1):
-            try:
-                lines.append(line.decode("utf-8"))
-            except UnicodeDecodeError:
-                if n == len(raw) and not data.endswith(b"\n"):
-                    lines.append(line.decode("utf-8", errors="replace"))  # torn: never valid JSON
-                    continue
-                raise DataFileError(
-                    f"{self.path}, line {n}: not valid UTF-8; {_FIX_LINE}"
-                ) from None
-        return [line[:-1] if line.endswith("\r") else line for line in lines]
+        try:
+            return split_lines(data, torn_tail=True)
+        except NotUtf8Line as err:
+            raise DataFileError(
+                f"{self.path}, line {err.n}: not valid UTF-8; {_FIX_LINE}"
+            ) from None
 
     def _parse(
         self,
@@ -440,44 +431,39 @@ def _copy_lines(source: Path) -> Iterator[str]:
     except IsADirectoryError:
         raise DataFileError(f"{source} is a folder, not a generations file") from None
     with f:
-        unpack = lzma.LZMADecompressor() if source.suffix == ".xz" else None
-        pending, n = b"", 0
-        while True:
-            try:
-                if unpack is None:
-                    data = f.read(2**20)
-                elif unpack.eof:
-                    data = b""
-                elif unpack.needs_input:
-                    compressed = f.read(2**16)
-                    data = unpack.decompress(compressed, max_length=2**20) if compressed else b""
-                else:
-                    data = unpack.decompress(b"", max_length=2**20)
-            except (lzma.LZMAError, EOFError) as e:
-                raise DataFileError(f"{source} is not a generations file ({e}); {again}") from None
-            if not data:
-                if unpack is not None and not unpack.eof:
-                    raise DataFileError(f"{source} is not a generations file (cut short); {again}")
-                break
-            *complete, pending = (pending + data).split(b"\n")
-            if len(pending) > MAX_LINE_BYTES:
-                raise DataFileError(
-                    f"{source}, line {n + len(complete) + 1}: longer than "
-                    f"{MAX_LINE_BYTES // 2**20} MiB, no stored row; {again}"
-                )
-            for line in complete:
-                n += 1
-                yield _decoded(line, source, n, again)
-        if pending:
-            yield _decoded(pending, source, n + 1, again)
+        try:
+            yield from iter_lines(_chunks(f, source, again), MAX_LINE_BYTES)
+        except NotUtf8Line as err:
+            raise DataFileError(f"{source}, line {err.n}: not valid UTF-8; {again}") from None
+        except LongLine as err:
+            raise DataFileError(
+                f"{source}, line {err.n}: longer than {MAX_LINE_BYTES // 2**20} MiB, "
+                f"no stored row; {again}"
+            ) from None
 
 
-def _decoded(line: bytes, source: Path, n: int, fix: str) -> str:
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError:
-        raise DataFileError(f"{source}, line {n}: not valid UTF-8; {fix}") from None
-    return text[:-1] if text.endswith("\r") else text
+def _chunks(f, source: Path, again: str) -> Iterator[bytes]:
+    """A generations file's bytes in chunks of at most 1 MiB, decompressed as read when it
+    is xz (a small file that unpacks to gigabytes is never held whole)."""
+    unpack = lzma.LZMADecompressor() if source.suffix == ".xz" else None
+    while True:
+        try:
+            if unpack is None:
+                data = f.read(2**20)
+            elif unpack.eof:
+                data = b""
+            elif unpack.needs_input:
+                compressed = f.read(2**16)
+                data = unpack.decompress(compressed, max_length=2**20) if compressed else b""
+            else:
+                data = unpack.decompress(b"", max_length=2**20)
+        except (lzma.LZMAError, EOFError) as e:
+            raise DataFileError(f"{source} is not a generations file ({e}); {again}") from None
+        if not data:
+            if unpack is not None and not unpack.eof:
+                raise DataFileError(f"{source} is not a generations file (cut short); {again}")
+            return
+        yield data
 
 
 class StoreWriteError(DataFileError):

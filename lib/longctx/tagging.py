@@ -38,7 +38,7 @@ from pathlib import Path
 
 from .data import cache_dir
 from .errors import DataFileError, ParameterError
-from .jsonl import dumps_lines, split_lines
+from .jsonl import NotUtf8Line, dumps_lines, split_lines
 from .prompts import load_prompt
 from .reader import Reader
 from .requests import Request, StopRule, capped
@@ -240,7 +240,7 @@ class TagCache:
         self.path = Path(path) if path else None
         self._tags: dict[str, list[str]] = {}
         if self.path and self.path.exists():
-            lines = split_lines(self.path.read_text(encoding="utf-8"))
+            lines = self._lines()
             for n, line in enumerate(lines, 1):
                 if not line.strip():
                     continue
@@ -292,15 +292,21 @@ class TagCache:
     def __len__(self) -> int:
         return len(self._tags)
 
+    def _lines(self) -> list[str]:
+        """The cache file's lines; a last line cut inside a character (a run killed
+        mid-write) reads as a truncated line, never as a decoding error."""
+        try:
+            return split_lines(self.path.read_bytes(), torn_tail=True)
+        except NotUtf8Line as err:
+            raise DataFileError(
+                f"{self.path}, line {err.n}: not valid UTF-8; fix or delete it"
+            ) from None
+
     def rows(self) -> list[dict]:
         """The rows of the cache file (tagger, chunk start, tags and the model's raw answer); none in memory only."""
         if not self.path or not self.path.exists():
             return []
-        return [
-            json.loads(line)
-            for line in split_lines(self.path.read_text(encoding="utf-8"))
-            if line.strip()
-        ]
+        return [json.loads(line) for line in self._lines() if line.strip()]
 
 
 def spacy_cache() -> TagCache:
