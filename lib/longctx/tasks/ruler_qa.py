@@ -30,9 +30,12 @@ document but does not copy it still gets its text (:func:`answer_from_named_docu
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
+from array import array
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,6 +147,17 @@ def load(subtask: str, path: str | Path | None = None) -> RulerSet:
         if path
         else package_file(PACKAGE, f"data/synthetic/json/{SUBTASKS[subtask]}", INSTALL)
     )
+    try:
+        stat = path.stat()
+    except OSError:
+        stat = None  # the reader below says what is wrong with it
+    return _read(subtask, path, stat and (stat.st_ino, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _read(subtask: str, path: Path, stamp: tuple | None) -> RulerSet:
+    """One parse per file version and process (QA2 is 66,635 documents), the same object
+    to every caller, so its questions' draws are kept too (:func:`_draws`)."""
     return read_squad(path) if subtask == "qa1" else read_hotpotqa(path)
 
 
@@ -163,13 +177,31 @@ class _Draws:
     so a context of k documents holds the first k; the two random states are those the final
     shuffle starts from (before and after the rest was drawn)."""
 
-    order: tuple[int, ...]
+    order: array  # of int: QA2 has 66,635 documents, kept for many questions at once
     own: int  # gold + article documents at the head of ``order``
     after_more: tuple
     after_rest: tuple
 
 
+# Sizing a question's contexts and building its second stage both draw its documents; the
+# whole shuffle is the cost (tens of ms for QA2), so each question's draws are kept.
+_DRAWN: OrderedDict[tuple, tuple[tuple, _Draws]] = OrderedDict()
+_DRAWN_KEPT = 512
+
+
 def _draws(ruler: RulerSet, q: RulerQuestion, seed: int) -> _Draws:
+    key = (id(ruler.documents), q.id, seed)  # the documents are kept with it: the id holds
+    if key in _DRAWN:
+        _DRAWN.move_to_end(key)
+        return _DRAWN[key][1]
+    while len(_DRAWN) >= _DRAWN_KEPT:
+        _DRAWN.popitem(last=False)
+    made = _draw(ruler, q, seed)
+    _DRAWN[key] = (ruler.documents, made)
+    return made
+
+
+def _draw(ruler: RulerSet, q: RulerQuestion, seed: int) -> _Draws:
     rng = random.Random(f"ruler:{seed}:{q.id}")
     more = list(q.more)
     rng.shuffle(more)
@@ -178,7 +210,8 @@ def _draws(ruler: RulerSet, q: RulerQuestion, seed: int) -> _Draws:
     rest = [i for i in range(len(ruler.documents)) if i not in own]
     # A shuffle cut to length, so a larger context holds a smaller one's documents
     rng.shuffle(rest)
-    return _Draws((*q.gold, *more, *rest), len(q.gold) + len(more), after_more, rng.getstate())
+    order = array("i", (*q.gold, *more, *rest))
+    return _Draws(order, len(q.gold) + len(more), after_more, rng.getstate())
 
 
 def context_documents(

@@ -157,9 +157,15 @@ def expand_cases(
     """One case per (experiment, test, question type). The character is drawn from the
     experiment's ``character_set`` with a seeded RNG per test, skipping names that occur
     in ``avoid_text`` (the haystack), so the needle's character is the only one to find."""
-    cases = []
+    cases, in_text = [], {}  # experiments share character sets: search each name once
+
+    def occurs(name: str) -> bool:
+        if name not in in_text:
+            in_text[name] = bool(re.search(rf"\b{re.escape(name)}\b", avoid_text))
+        return in_text[name]
+
     for e in experiments:
-        names = [n for n in e["character_set"] if not re.search(rf"\b{re.escape(n)}\b", avoid_text)]
+        names = [n for n in e["character_set"] if not occurs(n)]
         if not names:
             raise DataFileError(
                 f"needle experiment {e['id']}: every character name occurs in the haystack"
