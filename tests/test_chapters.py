@@ -175,7 +175,9 @@ def test_attention_stage_builds_the_second_block_only_once_every_item_is_stored(
             True,
         )
 
-    block = Block("select", "sel", [], True, followup, attention=items)
+    block = Block(
+        "select", "sel", [], True, followup, attention=items, followup_experiment="qa_exp"
+    )
     store = Reader(MODEL).store(tmp_path, "sel")
     fp = resolve_model(MODEL).fingerprint
     store.append(
@@ -586,7 +588,7 @@ def test_every_chapter_meets_the_contract_and_a_broken_one_is_refused_by_name(tm
         "ORDER = {order}\nNOTEBOOK = 'notebooks/{name}.py'\nEXPERIMENTS = ('{store}',)\n"
         "CLAIM_BLOCKS = {{'c': ('x',)}}\n"
         "def plan(params):\n    return []\n"
-        "def claims(results_dir, params, reader):\n    return {{}}\n"
+        "def claims(ctx):\n    return {{}}\n"
         "def analyze(ctx):\n    return None\n"
     )
     cases = {
@@ -613,7 +615,8 @@ def test_every_chapter_meets_the_contract_and_a_broken_one_is_refused_by_name(tm
 
 def test_every_chapter_has_one_analyze_signature_and_a_typed_result():
     """One shape for every chapter: ``analyze(ctx: RunContext)`` returning a subclass of
-    ``ChapterResult`` (typed fields, no ``SimpleNamespace`` left in ``chapters/``)."""
+    ``ChapterResult`` (typed fields, no ``SimpleNamespace`` left in ``chapters/``), and
+    ``claims(ctx: RunContext)`` over the same run, reading no store but through it."""
     import inspect
     import typing
 
@@ -621,10 +624,13 @@ def test_every_chapter_has_one_analyze_signature_and_a_typed_result():
     from longctx.chapters.contract import ChapterResult, RunContext
 
     for name, chapter in contracts().items():
-        hints = typing.get_type_hints(chapter.analyze)
-        params = list(inspect.signature(chapter.analyze).parameters)
-        assert params == ["ctx"] and hints["ctx"] is RunContext, name
-        assert issubclass(hints["return"], ChapterResult), name
+        for fn in (chapter.analyze, chapter.claims):
+            hints = typing.get_type_hints(fn)
+            params = list(inspect.signature(fn).parameters)
+            assert params == ["ctx"] and hints["ctx"] is RunContext, (name, fn.__name__)
+        assert typing.get_origin(hints["return"]) is dict, name  # claims: id -> Estimate
+        assert issubclass(typing.get_type_hints(chapter.analyze)["return"], ChapterResult), name
+        assert ".store(" not in inspect.getsource(chapter.claims), name
     chapters_dir = Path(__file__).resolve().parents[1] / "lib" / "longctx" / "chapters"
     assert not [p for p in chapters_dir.rglob("*.py") if "SimpleNamespace" in p.read_text()]
 
@@ -636,6 +642,30 @@ def test_a_run_context_makes_each_part_once():
     ctx, calls = RunContext(Reader(), {}, Path(".")), []
     assert ctx.once("plan", lambda: calls.append(1) or "built") == "built"
     assert ctx.once("plan", lambda: calls.append(1) or "again") == "built" and calls == [1]
+
+
+def test_a_run_reads_the_rows_of_its_plan_and_reads_again_after_generating(tmp_path):
+    """``ctx.rows`` holds only rows under the keys of planned requests, by store; once the
+    run has generated, it reads the stores again (what was generated is then there)."""
+    from longctx.chapters.contract import RunContext
+    from longctx.reader import Reader
+    from longctx.requests import Request
+    from longctx.runner import Block, block_keys
+
+    reader = Reader()
+    asked = [Request("t", f"e{i}", f"prompt {i}", ("x",), {"n": i}) for i in range(2)]
+    block = Block("b", "exp", asked, True)
+    keys = block_keys(block, reader)
+    row = {"key": keys[0], "task": "t", "condition": {"n": 0}, "example_id": "e0", "output": "x"}
+    store = reader.store(tmp_path, "exp")
+    store.append([row, {**row, "key": "not-planned", "example_id": "e9"}])
+    ctx = RunContext(reader, {}, tmp_path)
+    assert [r["key"] for r in ctx.rows(lambda params: [block], "exp")] == [keys[0]]
+    assert ctx.rows(lambda params: [block], "other") == []
+    store.append([{**row, "key": keys[1], "condition": {"n": 1}, "example_id": "e1"}])
+    assert len(ctx.rows(lambda params: [block], "exp")) == 1  # read once per run
+    assert len(ctx.answered("plan", lambda: [block])) == 2  # all stored: nothing generated
+    assert len(ctx.rows(lambda params: [block], "exp")) == 2
 
 
 def test_no_function_in_the_library_is_over_80_lines():

@@ -92,10 +92,27 @@ def test_the_claims_scale_gives_the_default_reader_the_book_scales_numbers(commi
 
 
 def _copy_store(src_folder, experiment, root, folder, **changes):
+    """``src_folder``'s rows of ``experiment`` stored under ``folder``, with ``changes``. Rows
+    that name another model are stored under the keys that model's requests have (the
+    semantic-competition plans of both scales), as if it had answered them: claims count a
+    row only under a planned request's key."""
     rows = ResultsStore(ROOT / "data" / "results", src_folder, experiment).rows()
     rows = [{**r, **changes} for r in rows]
+    if changes.get("model", src_folder) != src_folder:
+        rekey = _keys_for(Reader(src_folder), Reader(changes["model"]))
+        rows = [{**r, "key": rekey.get(r["key"], r["key"])} for r in rows]
     ResultsStore(root, folder, experiment).append(rows)
     return rows
+
+
+def _keys_for(source: Reader, target: Reader) -> dict[str, str]:
+    """Each semantic-competition request's key for ``source`` -> its key for ``target``."""
+    chapter = get_chapter("semantic_competition")
+    out = {}
+    for name in ("book", "claims"):
+        for block in chapter.plan(scale("semantic_competition", name)):
+            out.update(zip(block_keys(block, source), block_keys(block, target)))
+    return out
 
 
 def test_a_new_readers_rows_add_a_column_with_no_code_change(tmp_path):
@@ -155,10 +172,11 @@ def test_part_of_a_claims_units_is_running_never_judged(tmp_path):
     rows = _copy_store(DEFAULT, "semantic_competition", tmp_path, DEFAULT)
     claims = [c for c in read_claims() if c.chapter == "semantic_competition"]
     few = sorted({r["example_id"] for r in rows})[:30]
+    rekey = _keys_for(Reader(DEFAULT), Reader("gemma3-270m"))
     part = [
-        {**r, "model": "gemma3-270m", "model_fingerprint": "g@t"}
+        {**r, "model": "gemma3-270m", "model_fingerprint": "g@t", "key": rekey[r["key"]]}
         for r in rows
-        if r["example_id"] in few
+        if r["example_id"] in few and r["key"] in rekey
     ]
     ResultsStore(tmp_path, "gemma3-270m", "semantic_competition").append(part)
     cells = matrix.build(tmp_path, claims).column_cells("gemma3-270m")
@@ -175,17 +193,17 @@ def test_a_premise_whose_rows_are_part_stored_leaves_the_cell_running(tmp_path):
         if r["condition"]["mode"] != "recite"
     ]
     ResultsStore(tmp_path, DEFAULT, "length_alone").append(rows)
-    solved = sorted({r["example_id"] for r in rows if r["condition"]["subtask"] == "gsm8k"})
+    premise = {**scale("length_alone", "recitation-full"), "model": DEFAULT}
+    block = next(
+        b
+        for b in get_chapter("length_alone").plan(premise)
+        if b.name == "recite gsm8k mask between 16000"
+    )
+    asked = list(zip(block.requests, block_keys(block, Reader(DEFAULT))))[:5]
     recited = [
-        {
-            **rows[0],
-            "key": f"recite-{k}",
-            "example_id": example,
-            "condition": {**rows[0]["condition"], "mode": "recite", "filler": "mask",
-                          "placement": "between", "filler_tokens": 16000, "subtask": "gsm8k"},
-        }
-        for k, example in enumerate(solved[:5])
-    ]  # fmt: skip
+        {**rows[0], "key": key, "example_id": req.example_id, "condition": req.condition}
+        for req, key in asked
+    ]
     ResultsStore(tmp_path, DEFAULT, "length_alone").append(recited)
     claims = [c for c in read_claims() if c.id in ("la-mask", "la-before")]
     built = matrix.build(tmp_path, claims)

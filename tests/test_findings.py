@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from longctx import claims, findings
-from longctx.chapters import get_chapter, scale
+from longctx.chapters import get_chapter, run_context, scale
 from longctx.claims import Claim, Estimate, read_claims, verdict
 from longctx.errors import DataFileError
 from longctx.reader import Reader
+from longctx.runner import Block, block_keys, content_key
 from longctx.store import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,19 +145,44 @@ def test_kv_findings_ignore_records_beyond_the_book_scale(tmp_path, table):
         )
         for i in (0, 70)
     ]
-    for r in extra:
-        r["example_id"] = "kv-retrieval-140_keys-499"
+    for k, r in enumerate(extra):
+        r["example_id"], r["key"] = "kv-retrieval-140_keys-499", f"beyond-the-book-{k}"
         r["output"] = r["gold"][0] if r["condition"]["gold_index"] == 70 else "no"
     folder = tmp_path / MODEL / "kv_retrieval"
     folder.mkdir(parents=True)
     (folder / "generations.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in [*committed, *extra])
     )
-    got = get_chapter("kv_retrieval").claims(
-        tmp_path, scale("kv_retrieval", "book"), Reader(MODEL)
-    )["litm-kv-middle"]
+    run = run_context("kv_retrieval", Reader(MODEL), tmp_path, scale("kv_retrieval", "book"))
+    got = get_chapter("kv_retrieval").claims(run)["litm-kv-middle"]
     want = table.set_index("id").loc["litm-kv-middle"]
     assert got.n == want["n"] and got.difference == pytest.approx(want["difference"])
+
+
+def test_a_row_no_plan_asks_for_is_never_counted(tmp_path):
+    """A row stored under the key its own content gives passes every store check, yet it
+    may answer a prompt the chapter never asks (a forged row, or another plan's, merged in).
+    Claims read only the rows of their planned requests: such rows do not move them."""
+    committed = ResultsStore(RESULTS, MODEL, "kv_retrieval").rows()
+    folder = tmp_path / MODEL / "kv_retrieval"
+    folder.mkdir(parents=True)
+
+    def middle_claim(rows):
+        (folder / "generations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        params = scale("kv_retrieval", "book")
+        run = run_context("kv_retrieval", Reader(MODEL), tmp_path, params)
+        return get_chapter("kv_retrieval").claims(run)["litm-kv-middle"]
+
+    honest = middle_claim(committed)
+    forged = []
+    for r in committed:  # every middle answer of the claim, asked again with the answer given
+        if r["condition"].get("gold_index") == 70 and not r["condition"]["query_aware"]:
+            row = {**r, "output": r["gold"][0], "request": {"prompt": f"Say {r['gold'][0]}."}}
+            row["key"] = content_key(row)
+            forged.append(row)
+    assert forged and all(f["key"] not in {r["key"] for r in committed} for f in forged)
+    got = middle_claim(committed + forged)
+    assert (got.n, got.difference) == (honest.n, honest.difference)
 
 
 def test_open_domain_numbers_match_an_independent_scorer(table):
@@ -305,9 +331,12 @@ def test_cnorm_token_claims_on_hand_made_rows(tmp_path):
     tokens = {d: 100 + i for i, d in enumerate(sorted({r.condition["delimiter"] for r in sweep}))}
     order = sorted(tokens, key=tokens.get)
     short = set(order[: len(order) // 2])
+    reader = Reader(MODEL)
+    keys = block_keys(Block("the sweep", chapter.KV, sweep), reader)
     rows = [
         {
-            "key": f"k{i}",
+            "key": keys[i],
+            "task": r.task,
             "example_id": r.example_id,
             "condition": r.condition,
             "gold": list(r.gold),
@@ -324,7 +353,7 @@ def test_cnorm_token_claims_on_hand_made_rows(tmp_path):
     (folder / "generations.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in [*rows, outside])
     )
-    est = chapter.claims(tmp_path, params, Reader(MODEL))["cnorm-tokens"]
+    est = chapter.claims(run_context("cnorm", reader, tmp_path, params))["cnorm-tokens"]
     x = [tokens[d] for d in order]
     y = [100.0 if d in short else 0.0 for d in order]
     assert est.n == len(order) and est.difference == pytest.approx(np.corrcoef(x, y)[0, 1])
@@ -491,9 +520,9 @@ def test_a_readers_analyses_are_kept_and_recomputed_exactly_when_their_rows_chan
 
     real = contract("kv_retrieval").claims
 
-    def counted(results_dir, params, reader):
-        ran.append(reader.model)
-        return real(results_dir, params, reader)
+    def counted(ctx):
+        ran.append(ctx.reader.model)
+        return real(ctx)
 
     from dataclasses import replace
 

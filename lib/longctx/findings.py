@@ -4,8 +4,8 @@
 The claims themselves are data (``data/paper/claims.csv``, read by
 :func:`longctx.claims.read_claims`: what each paper claims, its number, the direction of its
 effect, the chapter and section that test it). Our number for
-each claim is computed once, by its chapter (``chapter.claims(results_dir, params, reader)``
-on the chapter's book scale, the same function its notebook shows), so the chapter, the
+each claim is computed once, by its chapter (``chapter.claims(ctx)`` over the chapter's
+run at its book scale, the same function its notebook shows), so the chapter, the
 findings page and the prose glued from them cannot disagree.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__
-from .chapters import contract, scale
+from .chapters import contract, run_context, scale
 from .claims import (
     PAPER_DIR,
     PRECISION_TARGET,
@@ -60,6 +60,8 @@ def estimates(
         declared = contract(chapter)
         if declared.needs_model:
             params["model"] = reader.model
+        if declared.plans_run_models:  # findings reads rows; it never runs a model
+            params["dry_run"] = True
         out.update(chapter_claims(declared, Path(results_dir), params, reader))
     missing = [c.id for c in claims if c.id not in out]
     if missing and strict:
@@ -76,7 +78,7 @@ ANALYSIS_CACHE = "analyses"  # under $LONGCTX_CACHE
 
 
 def chapter_claims(declared, results_dir: Path, params: dict, reader: Reader) -> dict:
-    """``declared.claims(results_dir, params, reader)``, kept under ``$LONGCTX_CACHE/analyses``
+    """``declared.claims(ctx)`` for that run, kept under ``$LONGCTX_CACHE/analyses``
     and reused while nothing it depends on changed: the same chapter, parameters and reader,
     the same library code, paper tables and public data, and the same bytes in every store
     file it read (recorded as it ran, present or absent). A changed row recomputes the
@@ -91,7 +93,7 @@ def chapter_claims(declared, results_dir: Path, params: dict, reader: Reader) ->
     if kept is not None and all(file_digest(Path(f)) == d for f, d in kept["reads"].items()):
         return kept["estimates"]
     with recording_reads() as reads:
-        computed = declared.claims(results_dir, params, reader)
+        computed = declared.claims(run_context(declared.name, reader, results_dir, params))
     _save(path, {"reads": {str(f): file_digest(f) for f in sorted(reads)}, "estimates": computed})
     return computed
 

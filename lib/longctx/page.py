@@ -18,7 +18,7 @@ from types import ModuleType
 import pandas as pd
 
 from . import __version__
-from .chapters import get_chapter, scale
+from .chapters import get_chapter, run_context, scale
 from .chapters.contract import RunContext
 from .claims import chapter_verdicts, paper_frame, read_claims
 from .downloads import browser_link, chapter_links
@@ -50,7 +50,14 @@ class Page:
         """This page's run (:class:`~longctx.chapters.contract.RunContext`): its reader,
         parameters and results folder, the reader it is compared with, and ``options`` for
         generating missing rows (``batch_size``, ``token_budget``, ``params``)."""
-        return RunContext(self.reader, self.params, self.results, compare_with, options)
+        return run_context(
+            self.name,
+            self.reader,
+            self.results,
+            self.params,
+            compare_with=compare_with,
+            options=options,
+        )
 
     def scale(self, name: str) -> dict:
         """Another of this chapter's parameter sets (``paper``, ``ci``, ``smoke``)."""

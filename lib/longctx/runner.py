@@ -95,7 +95,8 @@ class Block:
     """A group of requests run together: one experiment (results folder), a name for logs, and
     optionally a second stage built from this block's stored rows (retrieve-then-solve, or
     C-NORM's QA prompts built with the delimiter its attention rows chose). ``followup``
-    returns requests (same experiment) or a whole :class:`Block`.
+    returns requests (same experiment) or a whole :class:`Block`, whose experiment is
+    ``followup_experiment`` where it is not this block's.
 
     An *attention* block has no generations: ``attention`` lists items (a ``prompt`` plus
     fields to keep) whose final-token attention is scored and cached, hf only
@@ -109,6 +110,11 @@ class Block:
     attention: list[dict] | None = field(default=None, repr=False)
     whole_units: bool = False  # run example by example (see chunks)
     keep_vector: bool = False
+    followup_experiment: str | None = None
+
+    def writes_to(self, experiment: str) -> bool:
+        """Whether this block, or its second stage, stores rows in ``experiment``."""
+        return experiment in (self.experiment, self.followup_experiment or self.experiment)
 
     @property
     def size(self) -> int:
@@ -407,11 +413,14 @@ def block_keys(block: Block, reader: Reader) -> list[str]:
     return [request_key(reader.fingerprint, r, reader.prompt_mode) for r in block.requests]
 
 
-def block_rows(block: Block, store: ResultsStore, keys: list[str]) -> list[dict]:
-    """The block's stored rows. For an attention block: in item order, and only once every
-    item is stored (a choice made from part of the calibration set would be another choice).
-    A row found under a request's key must answer that request (:func:`check_answers`)."""
-    rows = {r["key"]: r for r in store.rows()}
+def block_rows(
+    block: Block, store: ResultsStore, keys: list[str], rows: dict[str, dict] | None = None
+) -> list[dict]:
+    """The block's stored rows (``rows``: the store's rows by key, where the caller has read
+    them). For an attention block: in item order, and only once every item is stored (a
+    choice made from part of the calibration set would be another choice). A row found under
+    a request's key must answer that request (:func:`check_answers`)."""
+    rows = rows if rows is not None else {r["key"]: r for r in store.rows()}
     if block.attention is not None:
         return [rows[k] for k in keys] if all(k in rows for k in keys) else []
     return answered(block.requests, keys, rows, store)
@@ -476,6 +485,11 @@ def stage_two(block: Block, rows: list[dict]) -> Block | None:
         return None
     second = block.followup(rows)
     if isinstance(second, Block):
+        if not block.writes_to(second.experiment):
+            raise LongctxError(
+                f"block {block.name!r}: its second stage writes to {second.experiment}; "
+                "declare it as the block's followup_experiment"
+            )
         return second if second.size else None
     return (
         Block(f"{block.name} -> stage two", block.experiment, second, block.headline)
@@ -487,17 +501,41 @@ def stage_two(block: Block, rows: list[dict]) -> Block | None:
 def stored(plan: Iterable[Block], reader: Reader, results_dir: str | Path) -> list[dict]:
     """The stored rows of every request in ``plan`` (and of their stage-two requests, built
     from the stored first-stage rows), in plan order; requests not yet run are left out."""
-    out, queue = [], list(plan)
+    return [row for _, rows in stored_blocks(plan, reader, results_dir) for row in rows]
+
+
+def stored_in(
+    plan: Iterable[Block], experiment: str, reader: Reader, results_dir: str | Path
+) -> list[dict]:
+    """:func:`stored`'s rows of the blocks that write to the store ``experiment`` (the other
+    blocks are never built: a lazy block may size long contexts). Only rows under a planned
+    request's key are here: a row another plan made, or one merged under a key no plan
+    makes, is never counted."""
+    mine = [block for block in plan if block.writes_to(experiment)]
+    return [
+        row
+        for block, rows in stored_blocks(mine, reader, results_dir)
+        if block.experiment == experiment
+        for row in rows
+    ]
+
+
+def stored_blocks(
+    plan: Iterable[Block], reader: Reader, results_dir: str | Path
+) -> Iterator[tuple[Block, list[dict]]]:
+    """Each block of ``plan`` with its stored rows, a block's stage two right after it."""
+    queue, stores = list(plan), {}
     while queue:
         block = queue.pop(0)
-        mine = block_rows(
-            block, reader.store(results_dir, block.experiment), block_keys(block, reader)
-        )
-        out += mine
+        if block.experiment not in stores:  # one read of each store for the whole plan
+            store = reader.store(results_dir, block.experiment)
+            stores[block.experiment] = store, {r["key"]: r for r in store.rows()}
+        store, by_key = stores[block.experiment]
+        mine = block_rows(block, store, block_keys(block, reader), by_key)
+        yield block, mine
         second = stage_two(block, mine)
         if second:
             queue.insert(0, second)
-    return out
 
 
 def answer(

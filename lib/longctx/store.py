@@ -98,6 +98,12 @@ class ResultsStore:
     def exists(self) -> bool:
         return self.path.exists() or self.packed_path.exists()
 
+    def holds_rows(self) -> bool:
+        """Whether a file of this store exists (noted as a read: a cache keyed on what was
+        read sees the first rows arrive)."""
+        self._note_read()
+        return self.exists()
+
     @property
     def files(self) -> list[Path]:
         """The files that hold this store's rows, packed first."""

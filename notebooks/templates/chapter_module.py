@@ -8,8 +8,9 @@ yours; keep the names the rest of longctx looks for:
 
 * ``plan(params) -> list[Block]``: every prompt of the chapter, headline blocks first
   (``longctx reproduce`` and the notebook both call it, so both store the same rows);
-* ``claims(results_dir, params, reader) -> {claim_id: Estimate}``: the headline
-  comparisons, paired by the independent unit; each id has a row in
+* ``claims(ctx: RunContext) -> {claim_id: Estimate}``: the headline comparisons, paired by
+  the independent unit, from the rows of the run's planned requests (``ctx.rows``); each
+  id has a row in
   ``data/paper/claims.csv`` (paper, statement, the paper's value and effect, direction),
   and the findings page reads them from here;
 * ``analyze(ctx: RunContext) -> ChapterResult``: everything the notebook shows, as numbers,
@@ -26,7 +27,6 @@ Its parameter sets are ``lib/longctx/scales/<name>.json`` (``book``, ``paper``, 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -34,7 +34,6 @@ from longctx.chapters.contract import ChapterResult, RunContext
 from longctx.claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from longctx.metrics import summarize
 from longctx.plots import FigureText, accuracy_by_position, book_figure
-from longctx.reader import Reader
 from longctx.report import estimate_text, pct_ci
 from longctx.results import provenance, rows_table
 from longctx.runner import Block, all_requests
@@ -63,10 +62,9 @@ def plan(params: dict) -> list[Block]:
     return [Block(f"{params['num_pairs']} pairs, first vs middle", EXPERIMENT, requests, True)]
 
 
-def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
+def claims(ctx: RunContext) -> dict[str, Estimate]:
     """Gold pair in the middle minus first, paired by example."""
-    keep = {e.example_id for e in examples(params)}
-    rows = [r for r in reader.store(results_dir, EXPERIMENT).rows() if r["example_id"] in keep]
+    params, rows = ctx.params, ctx.rows(plan, EXPERIMENT)
     first, middle = kv.position_indices(params["num_pairs"], list(DEPTHS.values()))
     base = {"source": "synthetic", "num_pairs": params["num_pairs"], "query_aware": False}
 
@@ -104,7 +102,7 @@ def analyze(ctx: RunContext) -> TemplateResult:
     indices = kv.position_indices(params["num_pairs"], list(DEPTHS.values()))
     table = rows_table(rows, kv.score).assign(num_pairs=params["num_pairs"])
     table["depth"] = table["gold_index"].map(dict(zip(indices, DEPTHS.values())))
-    estimates = claims(ctx.results, params, ctx.reader)
+    estimates = claims(ctx)
     middle = estimates[f"{NAME}-middle"]
     return TemplateResult(
         label=ctx.reader.label,

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
 from importlib.resources import files
+from pathlib import Path
 from types import ModuleType
 
 from ..errors import ParameterError
+from ..reader import Reader
 from .contract import ChapterResult, RunContext
 
 _REQUIRED = object()  # a declaration with no default: its absence is refused
@@ -31,7 +33,8 @@ _REQUIRED = object()  # a declaration with no default: its absence is refused
 class Chapter:
     """What a chapter module declares, read once and checked when the chapter is found:
 
-    * ``plan(params) -> list[Block]``, ``claims(results_dir, params, reader)`` and
+    * ``plan(params) -> list[Block]``, ``claims(ctx: RunContext)`` (its estimates, read
+      from the rows of its planned requests only) and
       ``analyze(ctx: RunContext) -> ChapterResult`` (:mod:`.contract`: one run context in,
       one typed result out), plus an optional ``check(params)`` that refuses parameters
       the chapter cannot use;
@@ -177,6 +180,26 @@ def scales(chapter: str) -> dict[str, dict]:
         return {**base, **own}
 
     return {name: resolved(name) for name in raw}
+
+
+def run_context(
+    chapter: str,
+    reader: Reader,
+    results: str | Path,
+    params: dict,
+    *,
+    compare_with: tuple[str, str] | None = None,
+    options: dict | None = None,
+) -> RunContext:
+    """The run of ``chapter`` for ``reader`` at ``params`` (a scale, overridden), with its
+    premise run (the chapter's ``PREMISE_SCALE``, planned for the same reader) where it has
+    one. Findings, the matrix and the pages build a chapter's run here."""
+    declared, results = contract(chapter), Path(results)
+    premise = None
+    if declared.premise_scale is not None:
+        extra = {k: params[k] for k in ("model", "dry_run") if k in params}
+        premise = RunContext(reader, {**scale(chapter, declared.premise_scale), **extra}, results)
+    return RunContext(reader, params, results, compare_with, dict(options or {}), premise)
 
 
 def scale(chapter: str, name: str, **overrides) -> dict:

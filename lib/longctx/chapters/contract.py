@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..reader import Reader
-from ..runner import Block, answer
+from ..runner import Block, answer, stored_in
 
 T = TypeVar("T")
 
@@ -29,13 +29,15 @@ class RunContext:
     the results folder, ``compare_with`` (another reader whose rows the page sets beside
     this one's, as (model, backend); ``None`` when the page names none) and ``options`` for
     generating what is missing (:func:`longctx.runner.answer`'s keywords: ``batch_size``,
-    ``token_budget``, ``params`` recorded in new rows)."""
+    ``token_budget``, ``params`` recorded in new rows). ``premise``: the run at the scale
+    whose rows the chapter's premises read beyond its own (its ``PREMISE_SCALE``), if any."""
 
     reader: Reader
     params: dict
     results: Path
     compare_with: tuple[str, str] | None = None
     options: dict = field(default_factory=dict)
+    premise: RunContext | None = None
     _made: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def once(self, name: str, build: Callable[[], T]) -> T:
@@ -51,10 +53,28 @@ class RunContext:
     def answered(self, name: str, plan: Callable[[], list[Block]]) -> list[dict]:
         """The rows of the plan ``plan()`` builds: stored rows read, missing ones generated
         with this context's options (the model is loaded only then); made once per run."""
-        return self.once(
-            f"answered:{name}",
-            lambda: answer(plan(), self.reader, self.results, **self.options),
-        )
+
+        def generate():
+            rows = answer(plan(), self.reader, self.results, **self.options)
+            for name in [n for n in self._made if n.startswith("stored:")]:
+                del self._made[name]  # the stores now hold what was generated
+            return rows
+
+        return self.once(f"answered:{name}", generate)
+
+    def rows(self, plan: Callable[[dict], list[Block]], experiment: str) -> list[dict]:
+        """The stored rows of this run's plan (stage two included) in the store
+        ``experiment``, read once per run. A row counts only under the key of a request the
+        plan makes: rows another scale's plan made, or rows merged under a key no plan
+        makes, are never read as this run's. With no rows stored, the plan is not built
+        (it may need the reader's tokenizer, hence its weights, to size its prompts)."""
+
+        def read() -> list[dict]:
+            if not self.reader.store(self.results, experiment).holds_rows():
+                return []
+            return stored_in(self.planned(plan), experiment, self.reader, self.results)
+
+        return self.once(f"stored:{experiment}", read)
 
 
 @dataclass(kw_only=True)

@@ -130,15 +130,15 @@ def plan(params: dict) -> list[Block]:
     return headline + rest
 
 
-def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
+def claims(ctx: RunContext) -> dict[str, Estimate]:
     """The paper's two key-value claims at the largest size, on that size's examples, paired
     by record: gold in the middle minus first (query after the data), and query-aware minus
     query at the end with the gold pair in the middle."""
+    params = ctx.params
     largest = max(params["num_pairs"])
     examples, source = examples_for(largest, params)
-    # The store may hold more records (an extension under way)
     keep = {ex.example_id for ex in examples}
-    rows = [r for r in reader.store(results_dir, EXPERIMENT).rows() if r["example_id"] in keep]
+    rows = [r for r in ctx.rows(plan, EXPERIMENT) if r["example_id"] in keep]
     first, middle = (
         kv.position_indices(largest, [HEADLINE_DEPTHS[0]])[0],
         kv.position_indices(largest, [0.5])[0],
@@ -453,7 +453,7 @@ def analyze(ctx: RunContext) -> KeyValueResult:
     )
     table, everything = scored(rows, params), scored(rows + others, params)
     summary, errors = accuracy(table), error_kinds(table)
-    estimates = claims(results_dir, params, reader)
+    estimates = claims(ctx)
     verdicts = chapter_verdicts("kv_retrieval", estimates)
     cells = headline_cells(summary, params, reader.label)
     second = ctx.compare_with[0] if ctx.compare_with else reader.label

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pandas as pd
 
@@ -38,7 +37,6 @@ from ..errors import ParameterError
 from ..metrics import summarize, wilson_interval
 from ..models import load_tokenizer
 from ..plots import FigureText, book_figure, condition_bars
-from ..reader import Reader
 from ..report import (
     and_list,
     estimate_text,
@@ -217,15 +215,16 @@ def _gsm8k_correct(row: dict) -> float:
         return 0.0
 
 
-def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
+def claims(ctx: RunContext) -> dict[str, Estimate]:
     """The paper's claims on GSM8K, paired by problem: each filler kind between the evidence
     and the question (and whitespace before the evidence) at the longest filler asked, minus
     no filler; with ``ruler``, RULER QA1 and QA2 at the shortest length, the paper's two steps
     (recite, then answer from the recitation) minus RULER's prompt over the whole context."""
-    # The store also holds an earlier run
+    params = ctx.params
     gsm8k = {p.id: p for p in problems_for(params).get("gsm8k", [])}
     keep = set(gsm8k)
-    rows = [r for r in reader.store(results_dir, EXPERIMENT).rows() if r["example_id"] in keep]
+    rows = [r for r in ctx.rows(plan, EXPERIMENT) if r["example_id"] in keep]
+    recited_rows = premise_rows(ctx)
     longest = longest_filler(params)
     short = by_unit(rows, {"subtask": "gsm8k", "mode": "solve", "filler_tokens": 0}, _gsm8k_correct)
     thresholds = recited_thresholds()
@@ -247,7 +246,7 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
         if placement != "between":
             return est
         threshold = thresholds[f"la-{filler}"]
-        return replace(est, facts=recited_facts(rows, gsm8k, filler, longest, threshold))
+        return replace(est, facts=recited_facts(recited_rows, gsm8k, filler, longest, threshold))
 
     out = {
         "la-essay": lambda: drop("essay"),
@@ -257,7 +256,7 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     }
     if params.get("ruler"):
         length = min(params["ruler"]["lengths"])
-        ruler_rows = reader.store(results_dir, rq.TASK).rows()
+        ruler_rows = ctx.rows(plan, rq.TASK)
         for subtask, (ruler, questions) in ruler_questions(params).items():
             by_id = {q.id: q for q in questions}
             mine = [r for r in ruler_rows if r["example_id"] in by_id]
@@ -287,6 +286,14 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
 
 
 PREMISE_FILLERS = ("essay", "whitespace", "mask")  # the claims whose premise is recitation
+
+
+def premise_rows(ctx: RunContext) -> list[dict]:
+    """The recitations a premise reads: this run's own and those its premise run
+    (``PREMISE_SCALE``) plans, each planned row once."""
+    own = ctx.rows(plan, EXPERIMENT)
+    more = ctx.premise.rows(plan, EXPERIMENT) if ctx.premise is not None else []
+    return list({r["key"]: r for r in own + more}.values())
 
 
 def recitations(
@@ -1064,11 +1071,9 @@ def analyze(ctx: RunContext) -> LengthResult:
     ruler_rows = [r for r in stored if r["task"] == rq.TASK]
     solve = solved(rows, params)
     gsm = solve[solve["subtask"] == "gsm8k"]
-    estimates = claims(results_dir, params, reader)
+    estimates = claims(ctx)
     gsm8k = {p.id: p for p in problems_for(params).get("gsm8k", [])}
-    levels = premise_levels(
-        reader.store(results_dir, EXPERIMENT).rows(), gsm8k, longest_filler(params)
-    )
+    levels = premise_levels(premise_rows(ctx), gsm8k, longest_filler(params))
     placed_table, before, placed = placement(gsm, paper)
     varsum, ruler = varsum_views(solve, rows, paper), ruler_views(ruler_rows, params, paper)
     verdicts = chapter_verdicts("length_alone", estimates)

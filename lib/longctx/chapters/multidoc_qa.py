@@ -34,7 +34,6 @@ from ..claims import (
 from ..errors import ParameterError
 from ..metrics import normalize_answer, summarize, wilson_interval
 from ..plots import FigureText, accuracy_by_position, book_figure
-from ..reader import Reader
 from ..report import estimate_text, p_text, pct_ci, percent_words, points_ci
 from ..results import (
     comparable_rows,
@@ -206,15 +205,16 @@ RECALL_PARAMS = ("source", "release_dir", "seed", "distractors", "random_order")
 _RECALL: dict[str, Estimate] = {}
 
 
-def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
+def claims(ctx: RunContext) -> dict[str, Estimate]:
     """Lost in the Middle's multi-document claims, paired by question on the chapter's
     questions: the U-shape as a contrast fixed in advance (middle minus the mean of first and
     last, at the most documents, question at the end), the middle against closed-book, and,
     with the open-domain runs, reader accuracy and retriever recall at the two depths of
     :func:`open_domain_ks` (recall needs no reader: every NQ-Open question)."""
+    params = ctx.params
     questions, pool = questions_for(params)
-    keep = {q.example_id for q in questions}  # the store can also hold rows of larger plans
-    rows = [r for r in reader.store(results_dir, EXPERIMENT).rows() if r["example_id"] in keep]
+    keep = {q.example_id for q in questions}
+    rows = [r for r in ctx.rows(plan, EXPERIMENT) if r["example_id"] in keep]
     k = max(params["num_documents"])
     docs = {
         "setting": "documents",
@@ -243,9 +243,7 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
             q.example_id
             for q in pool[: params.get("open_domain_questions") or params["num_questions"]]
         }
-        od_rows = [
-            r for r in reader.store(results_dir, OPEN_DOMAIN).rows() if r["example_id"] in asked
-        ]
+        od_rows = [r for r in ctx.rows(plan, OPEN_DOMAIN) if r["example_id"] in asked]
 
         def recall():
             key = json.dumps([params.get(k) for k in RECALL_PARAMS] + [low, high])
@@ -800,7 +798,7 @@ def analyze(ctx: RunContext) -> MultidocResult:
     ]
     table, everything = scored(rows), scored(rows + others)
     summary = accuracy(table)
-    estimates = claims(results_dir, params, reader)
+    estimates = claims(ctx)
     domain = open_domain([r for r in rows_answered if r["task"] != qa.TASK], params)
     view = MultidocResult(
         label=reader.label,

@@ -18,7 +18,6 @@ the same headline for any reader.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pandas as pd
 
@@ -156,15 +155,16 @@ def plan(params: dict, built: dict | None = None) -> list[Block]:
     return blocks
 
 
-def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
+def claims(ctx: RunContext) -> dict[str, Estimate]:
     """The matched control's claims on the headline questions, paired by question: far minus
     hard at ``matched_size`` snippets (exact match and answer inclusion; the far context keeps
     ``keep_hard`` hard negatives, so both contexts are as long), and hard negatives minus the
     gold snippet alone (exact match)."""
+    params = ctx.params
     corpus = sc.load_corpus(params["corpus"]).limit_passages(params["max_passages"] or None)
     n = params.get("headline_questions") or params["num_questions"]
     keep = {q.question_id for q in sc.sample_questions(corpus, n, params["seed"])}
-    rows = [r for r in reader.store(results_dir, EXPERIMENT).rows() if r["example_id"] in keep]
+    rows = [r for r in ctx.rows(plan, EXPERIMENT) if r["example_id"] in keep]
     size, kept = params["matched_size"], params["keep_hard"]
     where = {"corpus": corpus.name, "snippet_words": params["snippet_words"]}
     hard = {**where, "retriever": "bm25", "num_hard": size - 1, "num_far": 0, "num_snippets": size}
@@ -777,7 +777,7 @@ def analyze(ctx: RunContext) -> CompetitionResult:
     behind = pd.concat(parts.values())
     links = point_links(behind, ("retriever", "num_hard"), results_dir, EXPERIMENT)
     length_levels, length_recovery = snippet_length(table, params)
-    estimates = claims(results_dir, params, reader)
+    estimates = claims(ctx)
     view = CompetitionResult(
         label=reader.label,
         estimates=estimates,

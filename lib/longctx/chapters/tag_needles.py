@@ -289,17 +289,18 @@ def _plan(params: dict, results_dir, load_tagger=None) -> list[Block]:
     ]
 
 
-def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
+def claims(ctx: RunContext) -> dict[str, Estimate]:
     """The sized comparisons against the untagged baseline, paired by needle (a needle's
     one-hop and two-hop questions are averaged first): TD, TD against its framing without
     definitions, and TD+TC (spaCy) at ``short_length`` (the paper's 250 tokens) and TD+TC (spaCy) at
     ``long_length``, every case of the needle sets at its rotating depth there. The grid asks
     the short length too, with its cases at other depths; those rows are left out so each
     case counts once, at one depth."""
+    params = ctx.params
     depth_of = sized_depths(params)
     rows = [
         r
-        for r in reader.store(results_dir, EXPERIMENT).rows()
+        for r in ctx.rows(lambda p: plan(p, ctx.results), EXPERIMENT)
         if depth_of.get(r["example_id"]) == r["condition"]["depth"]
     ]
 
@@ -1077,7 +1078,7 @@ def analyze(ctx: RunContext) -> TagResult:
     grid = scored["grid"]
     main = grid[~grid["query_aware"]]
     overheads, against_td = overhead(main, seed)
-    estimates = claims(results_dir, params, reader)
+    estimates = claims(ctx)
     devices = ", ".join(sorted(set(grid["device"] + " " + grid["dtype"])))
     view = TagResult(
         label=reader.label,

@@ -205,6 +205,7 @@ def plan(params: dict) -> list[Block]:
             [],
             True,
             qa_stage,
+            followup_experiment=QA,
             attention=selection_items(
                 params,
                 calibration,
@@ -241,7 +242,7 @@ def plan(params: dict) -> list[Block]:
     return blocks
 
 
-def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
+def claims(ctx: RunContext) -> dict[str, Estimate]:
     """C-NORM's claims, paired by question or example:
 
     * ``cnorm-qa``: C-NORM minus baseline OAA on the evaluated questions, per question
@@ -251,15 +252,16 @@ def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, E
     * ``cnorm-tokens``: the paper's statistic over the delimiter sweep, Pearson r between
       tokens and accuracy over delimiters (:func:`token_correlation`).
     """
+    params = ctx.params
     evaluated = {e.example_id for e in qa.read_oracle()[: params["qa_questions"]]}
     qa_rows = [
         r
-        for r in reader.store(results_dir, QA).rows()
+        for r in ctx.rows(plan, QA)
         if r["example_id"] in evaluated
         and r["condition"]["num_documents"] == params["qa_documents"]
         and r["condition"]["seed"] in params["qa_seeds"]
     ]
-    kv_rows = reader.store(results_dir, KV).rows()
+    kv_rows = ctx.rows(plan, KV)
     high = {"density": "high", "num_pairs": params["kv_high_pairs"], "query_aware": False}
     swept = swept_rows(kv_rows, params)
     return estimable(
@@ -942,7 +944,7 @@ def analyze(ctx: RunContext) -> CnormResult:
     delimiters = by_delimiter(swept)
     attention = attention_view(params, results_dir, reader)
     stable, ratio_choice = stability(scores, chosen, params, results_dir, reader)
-    estimates = claims(results_dir, params, reader)
+    estimates = claims(ctx)
     view = CnormResult(
         label=reader.label,
         estimates=estimates,

@@ -19,7 +19,6 @@ Factors (low vs high level, and the paper whose claim the high level tests):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -44,7 +43,7 @@ from ...plots import (
     readers_forest,
     term_words,
 )
-from ...reader import Reader, model_label
+from ...reader import model_label
 from ...report import format_p, points_ci
 from ...results import comparable_rows, provenance, rows_table
 from ...runner import Block, all_requests
@@ -169,16 +168,17 @@ def plan(params: dict) -> list[Block]:
     ]
 
 
-def claims(results_dir: str | Path, params: dict, reader: Reader) -> dict[str, Estimate]:
+def claims(ctx: RunContext) -> dict[str, Estimate]:
     """Each factor's main effect as a paired difference, ``crossing-<factor>``: per question,
     accuracy over the cells at the factor's high level minus over those at its low level (in
     the balanced fraction this is the GEE main effect; the interval resamples questions)."""
+    params = ctx.params
     d = design(params)
     cells = {tuple(sorted(d.levels(c).items())) for c in d.cells}
     keep = {q.example_id for q in qa.read_oracle()[: params["num_questions"]]}
     rows = [
         r
-        for r in reader.store(results_dir, EXPERIMENT).rows()
+        for r in ctx.rows(plan, EXPERIMENT)
         if r["example_id"] in keep
         and r["condition"].get("num_documents") == params["num_documents"]
         and tuple(sorted(r["condition"].get("crossing", {}).items())) in cells
@@ -630,7 +630,7 @@ def analyze(ctx: RunContext) -> CrossingResult:
     rows, requests = answered(ctx), all_requests(planned(ctx))
     d = design(params)
     table = rows_table(rows, qa.score)
-    estimates = claims(results_dir, params, reader)
+    estimates = claims(ctx)
     fx = X.contrast_effects(table, d)
     found = interactions(fx)
     labels = (reader.label, model_label(*second_reader))
