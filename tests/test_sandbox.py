@@ -363,3 +363,51 @@ def test_an_interpreter_under_tmp_is_seen_inside_the_sandbox(monkeypatch):
         assert result.passed, result
     finally:
         shutil.rmtree(home)
+
+
+def _cgroups_here() -> bool:
+    from longctx.sandbox import RunCgroup
+
+    group = RunCgroup.make(64 * 2**20, 6)
+    if group is None:
+        return False
+    group.remove()
+    return True
+
+
+# Three processes of 300 MB each: every one under its own 512 MB address-space limit, so
+# only a bound on the whole sandbox can stop them.
+_SPREAD_OUT = """
+import ctypes, os, time
+libc = ctypes.CDLL(None)
+kids = []
+for _ in range(2):
+    pid = libc.fork()
+    if pid == 0:
+        block = bytearray(300 * 2**20)
+        block[::4096] = b"x" * len(block[::4096])
+        time.sleep(3)
+        libc._exit(0)
+    kids.append(pid)
+block = bytearray(300 * 2**20)
+block[::4096] = b"x" * len(block[::4096])
+for pid in kids:
+    assert os.waitpid(pid, 0)[1] == 0, "a process was killed"
+"""
+
+
+@isolated
+@pytest.mark.skipif(not _cgroups_here(), reason="needs cgroups this user may make")
+def test_memory_is_bounded_for_the_whole_sandbox_not_per_process():
+    """Memory was limited per process only: a program spreading its memory over several
+    processes held their sum. Where the scorer may make cgroups, a run's processes share one
+    memory limit; the kernel's kill for it reads as "memory", and no cgroup is left."""
+    from longctx.sandbox import CGROUP_ROOT
+
+    def leftovers():
+        return [p for p, _, _ in os.walk(CGROUP_ROOT) if "longctx-sandbox-" in p]
+
+    spread = run_untrusted(_SPREAD_OUT, memory_mb=512, timeout_s=20)
+    assert spread.status == "memory" and not spread.passed, spread
+    assert run_untrusted(_SPREAD_OUT, memory_mb=1024, timeout_s=20).passed  # 900 MB fits
+    assert not leftovers()

@@ -18,8 +18,10 @@ Where bubblewrap runs (:func:`isolation_command`), the program also gets namespa
 own: no network at all, only the system folders and its interpreter to read (no host
 socket), a size-capped tmpfs as its only writable space (``/dev`` read-only, no nested
 namespace to mount another), and, for a root caller, a user of its own per run, so its
-process limit bounds the whole sandbox's processes and memory and no program can starve
-another scored beside it.
+process limit bounds the whole sandbox's processes and no program can starve another scored
+beside it. Where the scorer may make cgroups (:class:`RunCgroup`: root on cgroup v1, or a
+delegated v2 tree), each run also gets its own: one memory limit for all its processes
+together (the scratch tmpfs counted) and one process limit.
 
 This is containment for honest-but-buggy model output, the threat model of HumanEval,
 plus OS isolation against code that tries to leave; the pass/fail verdict itself is only
@@ -31,6 +33,7 @@ exits 0 within the limits.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import secrets
@@ -178,7 +181,8 @@ UNISOLATED_ENV = (
 SCRATCH_MB = 32  # the program's whole writable space (a tmpfs at /tmp; /dev is read-only)
 # RLIMIT_NPROC of a run's own user (processes and threads): bubblewrap's two, the interpreter
 # and a few threads. Every process has at most ``memory_mb`` of address space, so the whole
-# sandbox holds at most MAX_PROCESSES x memory_mb, plus its scratch.
+# sandbox holds at most MAX_PROCESSES x memory_mb, plus its scratch; with a cgroup of its
+# own (RunCgroup), memory_mb for all of them together.
 MAX_PROCESSES = 6
 SHARED_USER_PROCESSES = 32  # the same limit for a caller that is not root (its own user)
 MAX_OPEN_FILES = 64  # RLIMIT_NOFILE: bounds what pipes and in-memory files can hold
@@ -187,6 +191,105 @@ MAX_OPEN_FILES = 64  # RLIMIT_NOFILE: bounds what pipes and in-memory files can 
 # only itself, never the programs scored beside it.
 RUN_UIDS = range(2**20, 2**21)
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+class RunCgroup:
+    """One run's cgroups, where the caller may make them (root on cgroup v1, or a cgroup v2
+    tree delegated to it): every process of the sandbox together holds at most ``memory``
+    bytes of memory (its scratch tmpfs included) and ``processes`` processes and threads,
+    whatever each one's own limits, and the kernel counts the out-of-memory kills."""
+
+    def __init__(self, folders: list[str], events: str):
+        self.folders, self.events = folders, events
+
+    @classmethod
+    def make(cls, memory: int, processes: int, root: str = CGROUP_ROOT) -> RunCgroup | None:
+        """The run's cgroups, made and limited; None where this process may not make them."""
+        name = f"longctx-sandbox-{secrets.token_hex(8)}"
+        try:
+            with open("/proc/self/cgroup", encoding="utf-8") as f:
+                own = [line.rstrip("\n").split(":", 2) for line in f if line.count(":") >= 2]
+        except OSError:
+            return None
+        unified = os.path.exists(os.path.join(root, "cgroup.controllers"))
+        if unified:
+            path = next((p for _, c, p in own if c == ""), None)
+            plan = {os.path.join(root + (path or "/"), name): _V2_LIMITS} if path else {}
+        else:
+            plan = {
+                os.path.join(root, c, p.lstrip("/"), name): _V1_LIMITS[c]
+                for _, c, p in own
+                if c in _V1_LIMITS
+            }
+        if len(plan) != (1 if unified else len(_V1_LIMITS)):
+            return None
+        made: list[str] = []
+        try:
+            for folder, limits in plan.items():
+                os.mkdir(folder)
+                made.append(folder)
+                for file, value in limits(memory, processes):
+                    target = os.path.join(folder, file)
+                    if os.path.exists(target) or file not in _SWAP_LIMITS:
+                        with open(target, "w") as f:
+                            f.write(str(value))
+        except OSError:
+            cls(made, "").remove()
+            return None
+        memory_folder = next(f for f in made if unified or "/memory/" in f)
+        events = "memory.events" if unified else "memory.oom_control"
+        return cls(made, os.path.join(memory_folder, events))
+
+    def enter(self) -> None:
+        """Move the calling process into the run's cgroups (in the child, before exec)."""
+        for folder in self.folders:
+            with open(os.path.join(folder, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
+    def out_of_memory(self) -> bool:
+        """Whether the kernel killed a process of the run for its memory limit."""
+        try:
+            with open(self.events, encoding="utf-8") as f:
+                counts = dict(line.split() for line in f if len(line.split()) == 2)
+        except OSError:
+            return False
+        return int(counts.get("oom_kill", "0")) > 0
+
+    def remove(self) -> None:
+        """Kill what is left in the run's cgroups, then remove them."""
+        for folder in self.folders:
+            for _ in range(50):
+                try:
+                    with open(os.path.join(folder, "cgroup.procs"), encoding="utf-8") as f:
+                        left = [int(pid) for pid in f.read().split()]
+                    for pid in left:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGKILL)
+                    os.rmdir(folder)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)  # killed processes leave the cgroup a moment later
+
+
+def _v1_memory(memory: int, processes: int) -> list[tuple[str, int]]:
+    # memory+swap after memory: the kernel refuses a memsw limit below the memory limit
+    return [("memory.limit_in_bytes", memory), ("memory.memsw.limit_in_bytes", memory)]
+
+
+def _v1_pids(memory: int, processes: int) -> list[tuple[str, int]]:
+    return [("pids.max", processes)]
+
+
+def _v2_limits(memory: int, processes: int) -> list[tuple[str, int]]:
+    return [("memory.max", memory), ("memory.swap.max", 0), ("pids.max", processes)]
+
+
+_V1_LIMITS = {"memory": _v1_memory, "pids": _v1_pids}
+_SWAP_LIMITS = {"memory.memsw.limit_in_bytes", "memory.swap.max"}  # absent without swap accounting
+_V2_LIMITS = _v2_limits
 
 
 def isolation_command(scratch_mb: int = SCRATCH_MB, uid: int | None = None) -> list[str] | None:
@@ -332,36 +435,52 @@ def run_untrusted(
         else:
             command = [sys.executable, "-I", "program.py"]
         err_path = os.path.join(work, ".stderr")
-        started = time.perf_counter()
-        # Both streams go to files under RLIMIT_FSIZE, not pipes into the scorer's memory: a
-        # program flooding either is stopped at max_file_mb.
-        out, err = open(out_path, "wb"), open(err_path, "wb")
-        proc = subprocess.Popen(
-            command,
-            cwd=work,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=out,
-            stderr=err,
-            preexec_fn=contain,
-        )
-        out.close()
-        err.close()
+        group = RunCgroup.make(memory_mb * 2**20, MAX_PROCESSES) if isolate else None
         try:
-            proc.communicate(input=token.encode() + b"\n", timeout=timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.communicate()
-        seconds = time.perf_counter() - started
+            proc, timed_out, seconds = _wait(command, work, env, token, timeout_s, contain, group)
+            out_of_memory = group is not None and group.out_of_memory()
+        finally:
+            if group is not None:
+                group.remove()
         finished = _last_line(out_path) == token
         tail = _tail(err_path, 2000)
-    status, tail = _status(proc.returncode, tail, timed_out=timed_out, finished=finished)
+    status, tail = _status(
+        proc.returncode, tail, timed_out=timed_out, finished=finished, oom=out_of_memory
+    )
     return ExecutionResult(status == "passed", status, proc.returncode, round(seconds, 3), tail)
+
+
+def _wait(command, work, env, token, timeout_s, contain, group: RunCgroup | None):
+    """Start the program with its streams in files (under RLIMIT_FSIZE, not pipes into the
+    scorer's memory: a flood of either stops at max_file_mb), give it the end token, and
+    wait for it, killing its whole group at the limit: (process, timed out, seconds)."""
+    started = time.perf_counter()
+
+    def prepare():
+        contain()
+        if group is not None:
+            group.enter()
+
+    with open(os.path.join(work, ".stdout"), "wb") as out:
+        with open(os.path.join(work, ".stderr"), "wb") as err:
+            proc = subprocess.Popen(
+                command,
+                cwd=work,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=err,
+                preexec_fn=prepare,
+            )
+    try:
+        proc.communicate(input=token.encode() + b"\n", timeout=timeout_s)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    return proc, timed_out, time.perf_counter() - started
 
 
 def _containment(timeout_s: float, memory_mb: int, max_file_mb: int, *, isolated: bool):
@@ -388,9 +507,14 @@ def _containment(timeout_s: float, memory_mb: int, max_file_mb: int, *, isolated
     return contain
 
 
-def _status(rc: int, tail: str, *, timed_out: bool, finished: bool) -> tuple[str, str]:
-    """What a finished child means: timeout, memory, passed, failed or error (with the
-    stderr tail, noted when the program stopped before its end)."""
+def _status(
+    rc: int, tail: str, *, timed_out: bool, finished: bool, oom: bool = False
+) -> tuple[str, str]:
+    """What a finished child means: timeout, memory (a MemoryError, or the kernel killing a
+    process for the run's memory limit), passed, failed or error (with the stderr tail,
+    noted when the program stopped before its end)."""
+    if oom:
+        return "memory", tail + "\n(killed: the sandbox's processes together exceeded its memory)"
     if timed_out or rc in (-signal.SIGXCPU, -signal.SIGKILL) and "MemoryError" not in tail:
         return "timeout", tail
     if "MemoryError" in tail:
