@@ -680,3 +680,28 @@ def test_no_function_in_the_library_is_over_80_lines():
         and node.end_lineno - node.lineno + 1 > 80
     ]
     assert not long, long
+
+
+def test_a_plan_without_a_reader_is_built_once_for_every_reader_of_a_process():
+    """Findings over several readers built each chapter's plan once per reader, though a
+    plan that names no reader is the same for all: runs with the same parameters share it;
+    a plan sized in the reader's tokens (``model`` in its parameters) is never shared."""
+    from longctx.chapters.contract import RunContext
+    from longctx.reader import Reader
+
+    _BUILT.clear()
+    for model in ("qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct"):
+        RunContext(Reader(model), {"n": 1}, Path(".")).planned(_counted_plan)
+    assert _BUILT == [1]
+    RunContext(Reader(), {"n": 2}, Path(".")).planned(_counted_plan)
+    for model in ("qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct"):
+        RunContext(Reader(model), {"n": 3, "model": model}, Path(".")).planned(_counted_plan)
+    assert _BUILT == [1, 2, 3, 3]
+
+
+_BUILT: list[int] = []
+
+
+def _counted_plan(params):  # a chapter's plan is a module-level function
+    _BUILT.append(params["n"])
+    return []

@@ -12,6 +12,8 @@ chapter's analysis share it instead of passing it from one to the other.
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,10 @@ from ..reader import Reader
 from ..runner import Block, answer, stored_in
 
 T = TypeVar("T")
+
+# Reader-free plans of this process, by chapter and parameters (the oldest dropped first)
+_SHARED_PLANS: OrderedDict[tuple, list[Block]] = OrderedDict()
+SHARED_PLANS_KEPT = 8
 
 
 @dataclass
@@ -47,8 +53,26 @@ class RunContext:
         return self._made[name]
 
     def planned(self, plan: Callable[[dict], list[Block]]) -> list[Block]:
-        """The chapter's ``plan`` for this run's parameters, built once."""
-        return self.once("plan", lambda: plan(self.params))
+        """The chapter's ``plan`` for this run's parameters, built once. A chapter's plan
+        that names no reader (no ``model`` in its parameters) is the same for every reader:
+        runs of one process with the same parameters share it (findings over many readers)."""
+
+        def build() -> list[Block]:
+            if "model" in self.params or plan.__qualname__ != plan.__name__:
+                return plan(self.params)  # sized in a reader's tokens, or a closure
+            key = (
+                plan.__module__,
+                plan.__qualname__,
+                json.dumps(self.params, sort_keys=True, default=repr),
+            )
+            if key not in _SHARED_PLANS:
+                while len(_SHARED_PLANS) >= SHARED_PLANS_KEPT:
+                    _SHARED_PLANS.popitem(last=False)
+                _SHARED_PLANS[key] = plan(self.params)
+            _SHARED_PLANS.move_to_end(key)
+            return _SHARED_PLANS[key]
+
+        return self.once("plan", build)
 
     def answered(self, name: str, plan: Callable[[], list[Block]]) -> list[dict]:
         """The rows of the plan ``plan()`` builds: stored rows read, missing ones generated
