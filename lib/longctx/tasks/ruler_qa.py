@@ -35,7 +35,6 @@ import json
 import random
 import re
 from array import array
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +65,7 @@ class RulerQuestion:
     ] = ()  # the documents holding the answer (QA1: gold; QA2: supporting facts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one object per file version (load): hashed by identity
 class RulerSet:
     name: str
     documents: tuple[str, ...]
@@ -185,23 +184,8 @@ class _Draws:
 
 # Sizing a question's contexts and building its second stage both draw its documents; the
 # whole shuffle is the cost (tens of ms for QA2), so each question's draws are kept.
-_DRAWN: OrderedDict[tuple, tuple[tuple, _Draws]] = OrderedDict()
-_DRAWN_KEPT = 512
-
-
+@functools.lru_cache(maxsize=512)
 def _draws(ruler: RulerSet, q: RulerQuestion, seed: int) -> _Draws:
-    key = (id(ruler.documents), q.id, seed)  # the documents are kept with it: the id holds
-    if key in _DRAWN:
-        _DRAWN.move_to_end(key)
-        return _DRAWN[key][1]
-    while len(_DRAWN) >= _DRAWN_KEPT:
-        _DRAWN.popitem(last=False)
-    made = _draw(ruler, q, seed)
-    _DRAWN[key] = (ruler.documents, made)
-    return made
-
-
-def _draw(ruler: RulerSet, q: RulerQuestion, seed: int) -> _Draws:
     rng = random.Random(f"ruler:{seed}:{q.id}")
     more = list(q.more)
     rng.shuffle(more)
