@@ -968,7 +968,7 @@ def analyze(ctx: RunContext) -> CnormResult:
         shares=attention_shares(attention),
         stability=stable,
         ratio_choice=ratio_choice,
-        contrast=format_contrast(swept_rows(reader.store(results_dir, KV).rows(), params)),
+        contrast=format_contrast(swept_rows(ctx.rows(plan, KV), params)),
         consistent=(
             len(qa_rows) > 0
             and not qa_rows.duplicated(
