@@ -215,7 +215,7 @@ class RunCgroup:
         unified = os.path.exists(os.path.join(root, "cgroup.controllers"))
         if unified:
             path = next((p for _, c, p in own if c == ""), None)
-            plan = {os.path.join(root + (path or "/"), name): _V2_LIMITS} if path else {}
+            plan = {os.path.join(root, path.lstrip("/"), name): _v2_limits} if path else {}
         else:
             plan = {
                 os.path.join(root, c, p.lstrip("/"), name): _V1_LIMITS[c]
@@ -289,7 +289,6 @@ def _v2_limits(memory: int, processes: int) -> list[tuple[str, int]]:
 
 _V1_LIMITS = {"memory": _v1_memory, "pids": _v1_pids}
 _SWAP_LIMITS = {"memory.memsw.limit_in_bytes", "memory.swap.max"}  # absent without swap accounting
-_V2_LIMITS = _v2_limits
 
 
 def isolation_command(scratch_mb: int = SCRATCH_MB, uid: int | None = None) -> list[str] | None:
