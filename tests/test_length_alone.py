@@ -171,6 +171,31 @@ def test_humaneval_scoring_runs_sandboxed(tmp_path):
     assert loop == {"correct": 0.0, "parsed": "timeout"}
 
 
+def test_every_humaneval_reference_solution_passes_and_an_empty_body_fails():
+    """The tests run apart from the code (check_solution): HumanEval's own solutions must all
+    still pass, and its prompts completed with ``return None`` must all fail."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from longctx.data import package_file
+
+    with gzip.open(package_file(*la.HUMANEVAL_PACKAGE), "rt") as f:
+        rows = {r["task_id"]: r for r in map(json.loads, f)}
+    problems = la.humaneval_problems()
+    assert len(problems) == len(rows) == 164
+
+    def judged(problem):
+        row = rows[problem.id]
+        right = la.score_output(
+            problem, f"```python\n{row['prompt']}{row['canonical_solution']}```"
+        )
+        empty = la.score_output(problem, f"```python\n{row['prompt']}    return None\n```")
+        return right["parsed"], empty["correct"]
+
+    with ThreadPoolExecutor(2) as pool:
+        results = dict(zip((p.id for p in problems), pool.map(judged, problems)))
+    assert {k: v for k, v in results.items() if v[0] != "passed" or v[1] != 0.0} == {}
+
+
 def test_recitation_exact_match_hand_worked():
     p = la.Problem("gsm8k", "g", "Tom has 3 apples.", "How many?", "3", analysis="3 apples.")
     exact = "Tom has 3 apples.\n## Analysis\n3 apples.\n## Question\nHow many?\n## Answer"

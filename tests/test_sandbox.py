@@ -1,5 +1,6 @@
 """Generated code runs contained: loops, writes outside the temp dir, huge allocations, network."""
 
+import json
 import os
 import subprocess
 import time
@@ -7,7 +8,7 @@ import uuid
 
 import pytest
 
-from longctx.sandbox import isolation_command, run_untrusted
+from longctx.sandbox import check_solution, isolation_command, run_untrusted
 
 
 def test_correct_program_passes_and_failing_assert_fails():
@@ -84,7 +85,25 @@ def test_child_gets_an_empty_environment(monkeypatch):
 
 
 WRONG = "def add(a, b):\n    return a - b\n"
-TESTS = "def check(f):\n    assert f(2, 2) == 4\n\n"
+RIGHT = "def add(a, b):\n    return a + b\n"
+TESTS = "def check(f):\n    assert f(2, 2) == 4\n"
+
+
+def test_a_solution_is_judged_by_tests_in_another_process():
+    assert check_solution(RIGHT, TESTS, "add").status == "passed"
+    wrong = check_solution(WRONG, TESTS, "add")
+    assert wrong.status == "failed" and "AssertionError" in wrong.stderr_tail
+    raised = check_solution("def add(a, b):\n    raise ValueError('no')\n", TESTS, "add")
+    assert raised.status == "error" and "ValueError: no" in raised.stderr_tail
+    missing = check_solution("def other():\n    pass\n", TESTS, "add")
+    assert missing.status == "error" and "KeyError: 'add'" in missing.stderr_tail
+    top_level = check_solution("assert False, 'its own test'\n" + RIGHT, TESTS, "add")
+    assert top_level.status == "failed" and "its own test" in top_level.stderr_tail
+    loop = "def add(a, b):\n    while True:\n        pass\n"
+    slow = check_solution(loop, TESTS, "add", timeout_s=1.5)
+    assert slow.status == "timeout" and slow.seconds < 10
+    big = "def add(a, b):\n    return bytearray(8 * 1024**3)\n"
+    assert check_solution(big, TESTS, "add", memory_mb=256).status == "memory"
 
 
 @pytest.mark.parametrize(
@@ -97,43 +116,79 @@ TESTS = "def check(f):\n    assert f(2, 2) == 4\n\n"
         "import unittest\nif __name__ == '__main__':\n    unittest.main(argv=['x'])",
     ],
 )
-def test_a_program_that_exits_0_before_its_tests_end_fails(early_exit):
-    result = run_untrusted(f"{WRONG}\n{early_exit}\n{TESTS}check(add)\n", timeout_s=10)
+def test_a_solution_that_exits_0_before_its_tests_fails(early_exit):
+    result = check_solution(f"{WRONG}\n{early_exit}\n", TESTS, "add", timeout_s=10)
     assert result.returncode == 0 and not result.passed and result.status == "failed"
-    assert "did not all run" in result.stderr_tail
+    assert "exited before its tests ran" in result.stderr_tail
 
 
 @pytest.mark.parametrize(
-    "echo",
+    "forge",
     [
-        # reads the end token from stdin, prints it, and leaves before its tests
-        "import os, sys\nsys.stdout.write('\\n' + sys.stdin.readline())\nsys.stdout.flush()\n"
-        "os._exit(0)",
-        "import posix\nposix.write(1, b'\\n' + posix.read(0, 100))\nposix._exit(0)",
-        "import sys\nsys.stdout.write('\\n' + open(0).read())\nraise SystemExit(0)",
+        # What once passed a wrong program: the scorer's end lived in the program's process,
+        # so calling it (or reading its token from the closure) and leaving passed.
+        "for _n, _f in list(globals().items()):\n    if _n.startswith('_longctx') and callable(_f):\n"
+        "        _f()\nraise SystemExit(0)",
+        # Echo whatever stdin holds, forge a pass line on every stream and descriptor, leave.
+        "import posix\ndata = b''\ntry:\n    data = posix.read(0, 100)\nexcept OSError:\n    pass\n"
+        "for fd in range(1, 10):\n    try:\n        posix.write(fd, b'\\n' + data + "
+        "b'\\nlongctx: every test ran and passed\\n{\"value\": 4}\\n')\n    except OSError:\n"
+        "        pass\nraise SystemExit(0)",
+        # An answer equal to everything: only data crosses to the tests, never an object.
+        "class Yes:\n    def __eq__(self, other):\n        return True\n"
+        "def add(a, b):\n    return Yes()",
+        # Patch what the tests might use, in its own process: the tests are not there.
+        "import builtins\nbuiltins.AssertionError = type('Quiet', (Exception,), {})\n"
+        "import sys\nsys.excepthook = lambda *a: None",
     ],
 )
-def test_a_program_cannot_read_the_end_token_and_pass_before_its_tests(echo):
-    # The token was on the program's stdin until its end: a wrong program could echo it and
-    # exit 0 at once, and pass. The guard now takes it before the program's first line.
-    result = run_untrusted(f"{WRONG}\n{echo}\n{TESTS}check(add)\n", timeout_s=10)
+def test_nothing_in_the_solutions_process_can_pass_a_wrong_solution(forge):
+    result = check_solution(f"{WRONG}\n{forge}\n", TESTS, "add", timeout_s=10)
     assert not result.passed, result
 
 
-def test_a_right_program_that_replaces_sys_stdout_passes():
-    # The end used to print its token through sys.stdout, which the program may replace.
-    right = "def add(a, b):\n    return a + b\n"
+def test_a_right_solution_passes_whatever_it_does_to_its_own_streams():
     for swap in (
         "import io, sys\nsys.stdout = io.StringIO()\nprint('kept out')",
         "import sys\nsys.stdout = None",
-        "import io, os, sys\nsys.stdout = io.TextIOWrapper(os.fdopen(1, 'wb', closefd=False))\n"
-        "print('buffered, flushed at exit')",
+        "import os\nos.close(1)\nos.close(0)",
+        "print('adding')",
     ):
-        result = run_untrusted(f"{right}\n{swap}\n{TESTS}check(add)\n", timeout_s=10)
+        result = check_solution(f"{RIGHT}\n{swap}\n", TESTS, "add", timeout_s=10)
         assert result.passed, (swap, result)
 
 
-def test_a_program_that_runs_its_tests_to_the_end_passes_and_may_print():
+def test_the_tests_see_the_problems_helpers_and_the_solution_keeps_its_own_names():
+    # HumanEval's tests call helpers of the prompt (poly, encode_cyclic) and may name the
+    # entry point itself; a solution may define names the wire uses (encode, serve).
+    context = 'def double(x):\n    return 2 * x\n\ndef add(a, b):\n    """Add."""\n'
+    tests = "def check(f):\n    assert f(double(1), 2) == 4\n    assert add(1, 1) == double(1)\n"
+    solution = context + "    pass\n\ndef encode(x):\n    return 'mine'\n\n"
+    solution += "def serve(*a):\n    pass\n\n"
+    solution += "def add(a, b):\n    return a + b if encode(0) == 'mine' else None\n"
+    assert check_solution(solution, tests, "add", context=context).passed
+
+
+def test_values_cross_the_wire_as_plain_data():
+    from longctx.sandbox_rpc import decode, encode
+
+    for value in (None, True, 0, -(10**30), 1.5, float("inf"), "é\u2028", [1, (2, 3)],
+                  {"a": [1], (1, 2): {3}}, frozenset({1}), b"\x00\xff", 1 + 2j, ((),)):  # fmt: skip
+        assert decode(json.loads(json.dumps(encode(value)))) == value
+        assert type(decode(encode(value))) is type(value)
+    assert encode(x for x in (1, 2)) == ["L", [1, 2]]  # a generator: what list() of it gives
+    assert encode([1, 2]) != encode((1, 2))
+    with pytest.raises(TypeError, match="cannot be returned"):
+        encode(object())
+    with pytest.raises(ValueError, match="wire format"):
+        decode({"__class__": "x"})
+    tests = "def check(f):\n    assert f(3) == (1, 2, 3) and type(f(3)) is tuple\n"
+    generator = "def first(n):\n    return tuple(i + 1 for i in range(n))\n"
+    assert check_solution(generator, tests, "first").passed
+
+
+def test_any_exit_0_is_a_pass_for_a_plain_program():
+    # run_untrusted judges nothing but the exit: its asserts are the program's own.
     right = "def add(a, b):\n    print('adding', a, b)\n    return a + b\n"
     result = run_untrusted(f"{right}\n{TESTS}check(add)\n", timeout_s=10)
     assert result.passed and result.status == "passed"

@@ -24,17 +24,17 @@ delegated v2 tree), each run also gets its own: one memory limit for all its pro
 together (the scratch tmpfs counted) and one process limit.
 
 This is containment for honest-but-buggy model output, the threat model of HumanEval,
-plus OS isolation against code that tries to leave; the pass/fail verdict itself is only
-as strong as a Python-level guard against a program written to fool its scorer. A program
-passes only if it runs to its end (it then prints a token the guard read from stdin
-before the program's first line, never in its source nor readable by the program) and
-exits 0 within the limits.
+plus OS isolation against code that tries to leave. A solution is judged by
+:func:`check_solution`: its tests run in another process, outside the sandbox, and call it
+through a pipe (:mod:`longctx.sandbox_rpc`), so nothing in the solution's process (no end
+token, no test, no verdict) can be read, patched or called early to pass.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import secrets
 import shutil
@@ -45,32 +45,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from . import sandbox_rpc
 from .errors import ParameterError
 
 _GUARD = r"""
 import builtins, io, os, shutil, socket, sys
 
-def _longctx_take_token():
-    # The end token is read before the program's first line, and stdin is then empty: the
-    # program cannot read it and echo it to pass early. The end writes to fd 1 with a write
-    # taken now, so a program that replaces sys.stdout still ends as it should.
-    token = sys.stdin.buffer.readline().strip()
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    sys.stdin = open(os.devnull)
-    write = os.write
-    def finish():
-        # What the program printed comes first: its streams are flushed, then the token
-        for stream in (sys.stdout, sys.__stdout__):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        write(1, b"\n" + token + b"\n")
-    return finish
-_longctx_finish = _longctx_take_token()
-del _longctx_take_token
 _ROOT = os.path.realpath(os.getcwd())
 
 def _inside(path):
@@ -141,9 +121,13 @@ del _name
 """
 
 
-_FINISHED = """
+# After the solution: the wire's source, run in a namespace of its own (a solution may
+# define ``encode`` or ``serve`` itself), answers the tests' calls with the entry point.
+_SERVE = """
 
-_longctx_finish()
+_longctx_wire = {{"__name__": "_longctx_wire"}}
+exec({source!r}, _longctx_wire)
+_longctx_wire["serve"](globals()[{entry!r}], {calls}, {replies})
 """
 
 
@@ -394,9 +378,115 @@ def run_untrusted(
     max_file_mb: int = 10,
     allow_unisolated: bool | None = None,
 ) -> ExecutionResult:
-    """Run ``program`` (Python source) in a contained child; see the module docstring. Without
-    OS isolation (:func:`isolation_command`) it refuses in one line, unless
-    ``allow_unisolated`` (or ``LONGCTX_ALLOW_UNISOLATED=1``) accepts the Python guard alone."""
+    """Run ``program`` (Python source) in a contained child; see the module docstring.
+    "passed" means it exited 0 within its limits: its own asserts are its only test, and it
+    may exit 0 whenever it likes. A solution judged by tests it must not see goes through
+    :func:`check_solution`. Without OS isolation (:func:`isolation_command`) it refuses in
+    one line, unless ``allow_unisolated`` (or ``LONGCTX_ALLOW_UNISOLATED=1``) accepts the
+    Python guard alone."""
+    isolate, contain = _containment_for(timeout_s, memory_mb, max_file_mb, allow_unisolated)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="longctx-sandbox-") as work:
+        proc, group = _launch(_GUARD + "\n" + program, work, isolate, contain, memory_mb)
+        try:
+            timed_out = _wait_until(proc, started + timeout_s)
+            out_of_memory = group is not None and group.out_of_memory()
+        finally:
+            if group is not None:
+                group.remove()
+        tail = _tail(os.path.join(work, ".stderr"), 2000)
+    status, tail = _status(proc.returncode, tail, timed_out=timed_out, oom=out_of_memory)
+    seconds = round(time.perf_counter() - started, 3)
+    return ExecutionResult(status == "passed", status, proc.returncode, seconds, tail)
+
+
+def check_solution(
+    solution: str,
+    tests: str,
+    entry_point: str,
+    *,
+    context: str = "",
+    timeout_s: float = 10.0,
+    memory_mb: int = 1024,
+    max_file_mb: int = 10,
+    allow_unisolated: bool | None = None,
+) -> ExecutionResult:
+    """Judge ``solution`` by ``tests`` (source defining ``check(candidate)``) it cannot see.
+
+    The solution runs as :func:`run_untrusted` runs a program, then answers calls to
+    ``entry_point``. The tests run in a process of their own outside the sandbox
+    (:mod:`longctx.sandbox_rpc`), after ``context`` (the problem's prompt: its imports and
+    helpers), and call the solution through a proxy that passes arguments and return values
+    as data. It passes only if ``check`` returns there: an early exit, a forged line on any
+    stream or file descriptor, or a patched builtin in the solution's process can make
+    nothing pass, since no verdict, token or test exists in it. (Without OS isolation the
+    two processes share a user, so the tests are only as hidden as the Python guard keeps
+    them.) Status: passed, failed (an assertion, or the solution left before its tests),
+    timeout, memory or error (the solution raised, or could not run)."""
+    isolate, contain = _containment_for(timeout_s, memory_mb, max_file_mb, allow_unisolated)
+    started = time.perf_counter()
+    deadline = started + timeout_s
+    calls_read, calls_write = os.pipe()
+    replies_read, replies_write = os.pipe()
+    ends = (calls_read, calls_write, replies_read, replies_write)
+    serve = _SERVE.format(
+        source=_WIRE_SOURCE, entry=entry_point, calls=calls_read, replies=replies_write
+    )
+    spec = json.dumps({"context": context, "tests": tests, "entry_point": entry_point})
+    with (
+        tempfile.TemporaryDirectory(prefix="longctx-sandbox-") as work,
+        tempfile.TemporaryDirectory(prefix="longctx-tests-") as judged,
+    ):
+        group = None
+        try:
+            proc, group = _launch(
+                _GUARD + "\n" + solution + serve, work, isolate, contain, memory_mb,
+                pass_fds=(calls_read, replies_write),
+            )  # fmt: skip
+            judge = _start_tests(judged, calls_write, replies_read, timeout_s, memory_mb)
+        except BaseException:
+            if group is not None:
+                group.remove()
+            raise
+        finally:
+            for fd in ends:  # each end now lives in its process alone: a closed one reads EOF
+                os.close(fd)
+        try:
+            with contextlib.suppress(BrokenPipeError):
+                judge.stdin.write(spec.encode())
+                judge.stdin.close()
+            timed_out = _wait_until(judge, deadline)
+            # The tests have ended: the solution leaves at the end of its calls, or is stopped.
+            _wait_until(proc, time.perf_counter() + (0 if timed_out else _LEAVE_S))
+            out_of_memory = group is not None and group.out_of_memory()
+        finally:
+            if group is not None:
+                group.remove()
+        program_tail = _tail(os.path.join(work, ".stderr"), 1000)
+        tests_tail = _tail(os.path.join(judged, ".stderr"), 1000)
+        checked = _last_line(os.path.join(judged, ".stdout")) == sandbox_rpc.CHECKED
+    status, tail = _verdict(
+        judge.returncode == 0 and checked,
+        tests_tail,
+        proc.returncode,
+        program_tail,
+        timed_out=timed_out,
+        oom=out_of_memory,
+    )
+    seconds = round(time.perf_counter() - started, 3)
+    return ExecutionResult(status == "passed", status, proc.returncode, seconds, tail)
+
+
+_LEAVE_S = 2.0  # how long a solution may take to leave once its tests have ended
+_WIRE_PATH = sandbox_rpc.__file__
+with open(_WIRE_PATH, encoding="utf-8") as _wire:
+    _WIRE_SOURCE = _wire.read()
+del _wire
+
+
+def _containment_for(timeout_s, memory_mb, max_file_mb, allow_unisolated):
+    """The isolation prefix (None: the Python guard alone, where accepted) and the function
+    the child runs before exec; a one-line refusal for bad limits or no isolation."""
     if timeout_s <= 0 or memory_mb < 64:
         raise ParameterError("timeout_s must be > 0 and memory_mb >= 64")
     isolate = isolation_command()
@@ -407,79 +497,87 @@ def run_untrusted(
             "running generated code needs OS isolation: install bubblewrap (Debian: apt-get "
             f"install bubblewrap), or set {UNISOLATED_ENV}=1 to accept Python-level guards alone"
         )
-    contain = _containment(timeout_s, memory_mb, max_file_mb, isolated=isolate is not None)
-
-    # The program passes only if it runs to its end: there it echoes a token it reads from
-    # stdin (never in its source), so exit(), sys.exit(0) or unittest.main() before the
-    # tests finish cannot pass a wrong function.
-    token = secrets.token_hex(16)
-    with tempfile.TemporaryDirectory(prefix="longctx-sandbox-") as work:
-        with open(os.path.join(work, "program.py"), "w", encoding="utf-8") as f:
-            f.write(_GUARD + "\n" + program + _FINISHED)
-        out_path = os.path.join(work, ".stdout")
-        env = {
-            "HOME": work,
-            "TMPDIR": work,
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PATH": "/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-        }
-        if isolate is not None:
-            os.chmod(work, 0o755)  # the sandbox's user reads the program through its bind
-            command = [
-                *isolate,
-                "--ro-bind", os.path.join(work, "program.py"), "/tmp/program.py",
-                sandbox_python(), "-I", "/tmp/program.py",
-            ]  # fmt: skip
-        else:
-            command = [sys.executable, "-I", "program.py"]
-        err_path = os.path.join(work, ".stderr")
-        group = RunCgroup.make(memory_mb * 2**20, MAX_PROCESSES) if isolate else None
-        try:
-            proc, timed_out, seconds = _wait(command, work, env, token, timeout_s, contain, group)
-            out_of_memory = group is not None and group.out_of_memory()
-        finally:
-            if group is not None:
-                group.remove()
-        finished = _last_line(out_path) == token
-        tail = _tail(err_path, 2000)
-    status, tail = _status(
-        proc.returncode, tail, timed_out=timed_out, finished=finished, oom=out_of_memory
-    )
-    return ExecutionResult(status == "passed", status, proc.returncode, round(seconds, 3), tail)
+    return isolate, _containment(timeout_s, memory_mb, max_file_mb, isolated=isolate is not None)
 
 
-def _wait(command, work, env, token, timeout_s, contain, group: RunCgroup | None):
-    """Start the program with its streams in files (under RLIMIT_FSIZE, not pipes into the
-    scorer's memory: a flood of either stops at max_file_mb), give it the end token, and
-    wait for it, killing its whole group at the limit: (process, timed out, seconds)."""
-    started = time.perf_counter()
+def _launch(program, work, isolate, contain, memory_mb, pass_fds=()):
+    """Start ``program`` contained in ``work``, its streams in files there (under
+    RLIMIT_FSIZE, not pipes into the scorer's memory: a flood of either stops at
+    max_file_mb) and stdin empty: (process, its cgroup or None)."""
+    with open(os.path.join(work, "program.py"), "w", encoding="utf-8") as f:
+        f.write(program)
+    env = {
+        "HOME": work,
+        "TMPDIR": work,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+    }
+    if isolate is not None:
+        os.chmod(work, 0o755)  # the sandbox's user reads the program through its bind
+        command = [
+            *isolate,
+            "--ro-bind", os.path.join(work, "program.py"), "/tmp/program.py",
+            sandbox_python(), "-I", "/tmp/program.py",
+        ]  # fmt: skip
+    else:
+        command = [sys.executable, "-I", "program.py"]
+    group = RunCgroup.make(memory_mb * 2**20, MAX_PROCESSES) if isolate else None
 
     def prepare():
         contain()
         if group is not None:
             group.enter()
 
-    with open(os.path.join(work, ".stdout"), "wb") as out:
-        with open(os.path.join(work, ".stderr"), "wb") as err:
-            proc = subprocess.Popen(
-                command,
-                cwd=work,
-                env=env,
+    try:
+        with open(os.path.join(work, ".stdout"), "wb") as out:
+            with open(os.path.join(work, ".stderr"), "wb") as err:
+                proc = subprocess.Popen(
+                    command,
+                    cwd=work,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    pass_fds=pass_fds,
+                    preexec_fn=prepare,
+                )
+    except BaseException:
+        if group is not None:
+            group.remove()
+        raise
+    return proc, group
+
+
+def _start_tests(folder, calls_fd, replies_fd, timeout_s, memory_mb):
+    """The tests' process: the scorer's interpreter running :mod:`longctx.sandbox_rpc`, in a
+    session of its own under CPU, memory and file-size limits, the problem on its stdin."""
+    contain = _containment(timeout_s, max(memory_mb, 512), 10, isolated=False)
+    with open(os.path.join(folder, ".stdout"), "wb") as out:
+        with open(os.path.join(folder, ".stderr"), "wb") as err:
+            return subprocess.Popen(
+                [sys.executable, "-I", _WIRE_PATH, str(calls_fd), str(replies_fd)],
+                cwd=folder,
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": folder},
                 stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=err,
-                preexec_fn=prepare,
+                pass_fds=(calls_fd, replies_fd),
+                preexec_fn=contain,
             )
+
+
+def _wait_until(proc: subprocess.Popen, deadline: float) -> bool:
+    """Wait for ``proc`` until ``deadline``; past it, kill its whole group: whether it was
+    killed for time."""
     try:
-        proc.communicate(input=token.encode() + b"\n", timeout=timeout_s)
-        timed_out = False
+        proc.wait(timeout=max(0.0, deadline - time.perf_counter()))
+        return False
     except subprocess.TimeoutExpired:
-        timed_out = True
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-    return proc, timed_out, time.perf_counter() - started
+        proc.wait()
+        return True
 
 
 def _containment(timeout_s: float, memory_mb: int, max_file_mb: int, *, isolated: bool):
@@ -506,25 +604,47 @@ def _containment(timeout_s: float, memory_mb: int, max_file_mb: int, *, isolated
     return contain
 
 
-def _status(
-    rc: int, tail: str, *, timed_out: bool, finished: bool, oom: bool = False
-) -> tuple[str, str]:
+def _status(rc: int, tail: str, *, timed_out: bool, oom: bool = False) -> tuple[str, str]:
     """What a finished child means: timeout, memory (a MemoryError, or the kernel killing a
-    process for the run's memory limit), passed, failed or error (with the stderr tail,
-    noted when the program stopped before its end)."""
+    process for the run's memory limit), passed (exit 0), failed (an AssertionError) or
+    error (with the stderr tail)."""
     if oom:
         return "memory", tail + "\n(killed: the sandbox's processes together exceeded its memory)"
     if timed_out or rc in (-signal.SIGXCPU, -signal.SIGKILL) and "MemoryError" not in tail:
         return "timeout", tail
     if "MemoryError" in tail:
         return "memory", tail
-    if rc == 0 and finished:
-        return "passed", tail
     if rc == 0:
-        return (
-            "failed",
-            tail + "\n(exited before the end of the program: its tests did not all run)",
-        )
+        return "passed", tail
     if "AssertionError" in tail:
+        return "failed", tail
+    return "error", tail
+
+
+def _verdict(
+    checked: bool,
+    tests_tail: str,
+    rc: int | None,
+    program_tail: str,
+    *,
+    timed_out: bool,
+    oom: bool,
+) -> tuple[str, str]:
+    """A solution's status from its tests' process (``checked``: every test ran and passed)
+    and, where the tests could not finish, from the solution's own end."""
+    tail = (program_tail + "\n" + tests_tail).strip()[-2000:]
+    if oom:
+        return "memory", tail + "\n(killed: the sandbox's processes together exceeded its memory)"
+    if timed_out:
+        return "timeout", tail
+    if checked:
+        return "passed", tail
+    if sandbox_rpc.GONE in tests_tail:
+        if rc == 0:
+            return "failed", tail + "\n(the solution exited before its tests ran to their end)"
+        return _status(rc if rc is not None else -signal.SIGKILL, tail, timed_out=False)
+    if "MemoryError" in tests_tail:
+        return "memory", tail
+    if "AssertionError" in tests_tail:
         return "failed", tail
     return "error", tail

@@ -27,7 +27,7 @@ Tasks (Table 1 of the paper):
   answer = the option number.
 * ``humaneval``: evidence = the function signature with docstring, question = the
   instruction; pass@1 by running the completion against the unit tests in
-  :func:`longctx.sandbox.run_untrusted` (never in this process).
+  :func:`longctx.sandbox.check_solution` (never in this process).
 
 Modes: ``solve`` (the task prompt), ``recite`` (the paper's retrieval prompts: recite
 evidence and question word for word; scored by exact match, separately from solving),
@@ -57,7 +57,7 @@ from ..prompts import load_prompt
 from ..reader import row_backend
 from ..requests import Request, StopRule
 from ..results import paired_comparison
-from ..sandbox import run_untrusted
+from ..sandbox import check_solution
 from ..transforms import Example, Item, recorded_fields, system_of
 
 TASK = "length_alone"
@@ -584,18 +584,16 @@ def extract_code(output: str) -> str:
     return m.group(1) if m else output
 
 
-def humaneval_program(problem: Problem, output: str) -> str:
+def humaneval_solution(problem: Problem, output: str) -> str:
     """The problem's prompt (imports and signature; a docstring-only body is valid Python),
-    then the completion (a full redefinition, or a body continuing the prompt), then the
-    unit tests and ``check(entry_point)``."""
+    then the completion (a full redefinition, or a body continuing the prompt). Its unit
+    tests run apart from it (:func:`longctx.sandbox.check_solution`)."""
     code = extract_code(output)
     prompt = problem.extra["prompt"]
     entry = problem.extra["entry_point"]
     if re.search(rf"^\s*def\s+{re.escape(entry)}\s*\(", code, flags=re.MULTILINE):
-        body = prompt + "\n    pass\n\n" + code
-    else:
-        body = prompt + code
-    return f"{body}\n\n{problem.extra['test']}\n\ncheck({entry})\n"
+        return prompt + "\n    pass\n\n" + code
+    return prompt + code
 
 
 def score_output(problem: Problem, output: str, *, timeout_s: float = 10.0) -> dict:
@@ -611,7 +609,13 @@ def score_output(problem: Problem, output: str, *, timeout_s: float = 10.0) -> d
         got = chosen_option(output)
         return {"correct": float(got == problem.answer), "parsed": got}
     if problem.subtask == "humaneval":
-        result = run_untrusted(humaneval_program(problem, output), timeout_s=timeout_s)
+        result = check_solution(
+            humaneval_solution(problem, output),
+            problem.extra["test"],
+            problem.extra["entry_point"],
+            context=problem.extra["prompt"],
+            timeout_s=timeout_s,
+        )
         return {"correct": float(result.passed), "parsed": result.status}
     raise ParameterError(f"unknown subtask '{problem.subtask}'")
 
