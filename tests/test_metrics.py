@@ -146,3 +146,48 @@ def test_includes_normalized_matches_substrings_or_whole_words():
     assert includes_normalized("plan s b", ["s"], whole_words=True)
     assert includes_normalized("denver broncos won", ["denver broncos"], whole_words=True)
     assert not includes_normalized("anything", ["", "nothing"])  # empty answers never match
+
+
+def _bootstrap_one_draw_at_a_time(values, confidence=0.95, n_resamples=2000, seed=0, clusters=None):
+    """The interval as a Python loop draws it, one randrange at a time."""
+    import random
+
+    by_label: dict = {}
+    for label, v in zip(clusters if clusters is not None else range(len(values)), values):
+        by_label.setdefault(label, []).append(v)
+    sums = [(sum(g), len(g)) for g in by_label.values()]
+    rng, n, means = random.Random(seed), len(sums), []
+    for _ in range(n_resamples):
+        total = count = 0
+        for _ in range(n):
+            s_, c_ = sums[rng.randrange(n)]
+            total += s_
+            count += c_
+        means.append(total / count)
+    means.sort()
+    lo = int(((1 - confidence) / 2) * n_resamples)
+    hi = min(n_resamples - 1, int(((1 + confidence) / 2) * n_resamples))
+    return means[lo], means[hi]
+
+
+def test_bootstrap_draws_are_randoms_own_bit_for_bit():
+    import random
+
+    from longctx.metrics import randrange_draws
+
+    for seed in (0, 7, "a string seed", 2**40):
+        for n in (1, 2, 3, 5, 64, 65, 300, 1000, 2**31 + 1, 2**33):
+            rng = random.Random(seed)
+            expected = [rng.randrange(n) for _ in range(3000)]
+            assert randrange_draws(seed, n, 3000).tolist() == expected, (seed, n)
+    rng = random.Random(1)
+    cases = [
+        ([rng.choice((0.0, 1.0)) for _ in range(90)], None),
+        ([rng.choice((-1.0, 0.0, 1.0)) for _ in range(120)], [i // 3 for i in range(120)]),
+        ([rng.random() for _ in range(50)], None),  # F1-like fractions: left-to-right sums
+        ([rng.random() - 0.5 for _ in range(60)], [i % 17 for i in range(60)]),
+    ]
+    for seed, (values, clusters) in enumerate(cases):
+        assert bootstrap_interval(values, seed=seed, clusters=clusters) == (
+            _bootstrap_one_draw_at_a_time(values, seed=seed, clusters=clusters)
+        )

@@ -265,6 +265,17 @@ def load_tokenizer(name: str, revision: str = "main"):
     return fresh_tokenizer(name, revision)
 
 
+@cache
+def tokenizer_digest(name: str, revision: str = "main") -> str:
+    """What text becomes in ``name``'s tokens, as one digest: its class and its whole
+    tokenization pipeline (vocabulary, merges, normalizer, pre-tokenizer, added tokens).
+    Two models with the same digest count every text the same."""
+    tokenizer = load_tokenizer(name, revision)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    pipeline = backend.to_str() if backend is not None else f"{name}@{revision}"
+    return hashlib.sha256(f"{type(tokenizer).__name__}\n{pipeline}".encode()).hexdigest()
+
+
 def fresh_tokenizer(name: str, revision: str = "main"):
     """A new tokenizer object for ``name``. An alias with a committed tokenizer
     (:attr:`AliasSpec.tokenizer`) reads it from the package, so no machine's answer depends

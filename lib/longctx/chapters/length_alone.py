@@ -35,7 +35,7 @@ from ..claims import (
 )
 from ..errors import ParameterError
 from ..metrics import summarize, wilson_interval
-from ..models import load_tokenizer
+from ..models import load_tokenizer, tokenizer_digest
 from ..plots import FigureText, book_figure, condition_bars
 from ..report import (
     and_list,
@@ -141,6 +141,9 @@ def ruler_questions(params: dict) -> dict:
     }
 
 
+_SIZED: dict[tuple, dict[int, list]] = {}  # RULER requests by length, per tokenizer pipeline
+
+
 def ruler_blocks(params: dict, count_tokens=None) -> list[Block]:
     """RULER QA blocks, shorter lengths first; each block's followup answers from the
     recitations once they are stored (retrieve-then-answer, the paper's Figure 12)."""
@@ -158,9 +161,12 @@ def ruler_blocks(params: dict, count_tokens=None) -> list[Block]:
                 "params['model'] (longctx reproduce --model does)"
             )
         tokenizer = load_tokenizer(params["model"])
+        shared_as = tokenizer_digest(params["model"])
 
         def count_tokens(text):
             return len(tokenizer(text, add_special_tokens=False).input_ids)
+    else:
+        shared_as = None  # a caller's own counter: its sizes are its own
 
     blocks = []
     lengths = sorted(cfg["lengths"])
@@ -168,7 +174,10 @@ def ruler_blocks(params: dict, count_tokens=None) -> list[Block]:
         # Sizing contexts tokenizes them: minutes for 500 questions at 32K tokens. Every
         # length of a subtask is sized in one pass (each question's draws made once), and
         # only when a run or a count first reaches one of its blocks.
-        built: dict[int, list] = {}
+        # Readers whose tokenizers are the same pipeline (Qwen2.5's 0.5B and 1.5B) get the same
+        # contexts: sized once per process for all of them.
+        key = (subtask, tuple(q.id for q in questions), tuple(lengths), params["seed"], shared_as)
+        built: dict[int, list] = _SIZED.setdefault(key, {}) if shared_as else {}
 
         def requests_at(length, ruler=ruler, questions=questions, built=built):
             if not built:

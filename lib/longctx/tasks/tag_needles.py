@@ -29,6 +29,7 @@ paper's Figure 4 prompt (:func:`novelqa_requests`), scored by exact match of the
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -151,21 +152,21 @@ def read_needle_set(source: str | Path = PROJECT_NEEDLE_SET) -> list[dict]:
     return experiments
 
 
+# Experiments share character sets, and every plan of a process searches the same haystacks
+@functools.lru_cache(maxsize=8192)
+def _occurs(name: str, text: str) -> bool:
+    return bool(re.search(rf"\b{re.escape(name)}\b", text))
+
+
 def expand_cases(
     experiments: Sequence[dict], *, seed: int = 0, avoid_text: str = ""
 ) -> list[NeedleCase]:
     """One case per (experiment, test, question type). The character is drawn from the
     experiment's ``character_set`` with a seeded RNG per test, skipping names that occur
     in ``avoid_text`` (the haystack), so the needle's character is the only one to find."""
-    cases, in_text = [], {}  # experiments share character sets: search each name once
-
-    def occurs(name: str) -> bool:
-        if name not in in_text:
-            in_text[name] = bool(re.search(rf"\b{re.escape(name)}\b", avoid_text))
-        return in_text[name]
-
+    cases = []
     for e in experiments:
-        names = [n for n in e["character_set"] if not occurs(n)]
+        names = [n for n in e["character_set"] if not _occurs(n, avoid_text)]
         if not names:
             raise DataFileError(
                 f"needle experiment {e['id']}: every character name occurs in the haystack"
