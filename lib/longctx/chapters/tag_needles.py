@@ -62,6 +62,8 @@ CLAIM_BLOCKS = {
     "tag-td-definitions": ("tokens on every case",),
     "tag-spacy": ("tokens on every case",),
     "tag-spacy-long": ("tokens, baseline vs",),
+    "tag-spacy-tags": ("tokens on every case",),
+    "tag-spacy-tags-long": ("tokens, baseline vs",),
 }
 EXPERIMENT = "tag_needles"
 EXPERIMENTS = (EXPERIMENT, TAG_EXPERIMENT)  # the stores whose rows the chapter offers for download
@@ -293,7 +295,9 @@ def claims(ctx: RunContext) -> dict[str, Estimate]:
     """The sized comparisons against the untagged baseline, paired by needle (a needle's
     one-hop and two-hop questions are averaged first): TD, TD against its framing without
     definitions, and TD+TC (spaCy) at ``short_length`` (the paper's 250 tokens) and TD+TC (spaCy) at
-    ``long_length``, every case of the needle sets at its rotating depth there. The grid asks
+    ``long_length``, every case of the needle sets at its rotating depth there; and TD+TC
+    (spaCy) against TD+TC's system message over an untagged context at both lengths (the
+    tags alone). The grid asks
     the short length too, with its cases at other depths; those rows are left out so each
     case counts once, at one depth."""
     params = ctx.params
@@ -322,11 +326,21 @@ def claims(ctx: RunContext) -> dict[str, Estimate]:
                     "tag-td": lambda: versus("td", short),
                     "tag-td-definitions": lambda: versus("td", short, control="framing"),
                     "tag-spacy": lambda: versus("td_tc_spacy", short),
+                    "tag-spacy-tags": lambda: versus("td_tc_spacy", short, control=TAGS_CONTROL),
                 }
                 if short
                 else {}
             ),
-            **({"tag-spacy-long": lambda: versus("td_tc_spacy", long)} if long else {}),
+            **(
+                {
+                    "tag-spacy-long": lambda: versus("td_tc_spacy", long),
+                    "tag-spacy-tags-long": lambda: versus(
+                        "td_tc_spacy", long, control=TAGS_CONTROL
+                    ),
+                }
+                if long
+                else {}
+            ),
         }
     )
 
