@@ -123,6 +123,9 @@ say(findings.tally_markdown(table))
 #   claim. A premise may join several checks; while one of them needs rows this reader has
 #   not all stored (a recitation at the long length, say) and no other check fails, the
 #   claim is **premise not measured**: shown, but not judged yet.
+# * **not testable**: every unit's treatment prompts are its control prompts, byte for
+#   byte (C-NORM's selection may choose no delimiter for a reader), so nothing was
+#   changed; a difference there comes from batch composition alone and is never judged.
 # * A **directional** claim is **reproduced** when the interval excludes 0 on the paper's
 #   side and the exact test agrees (p < 0.05), **opposite direction** on the other side,
 #   **not reproduced** when no direction is called and the interval excludes the paper's

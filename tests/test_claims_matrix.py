@@ -378,3 +378,39 @@ def test_one_damaged_store_skips_its_reader_with_a_warning_not_every_reader(tmp_
         built = matrix.build(tmp_path)
     assert [c.folder for c in built.columns] == ["smollm2-135m-instruct"]
     monkeypatch.setattr(matrix, "estimates", real)
+
+
+def test_an_arm_whose_prompts_are_its_controls_is_not_testable():
+    """C-NORM on the 135M chose no delimiter: every treatment prompt was its control's, yet
+    batch composition moved some answers and the interval excluded 0. Such a cell is never
+    judged; one unit whose prompt differs makes it testable again."""
+    from longctx.claims import by_unit, paired_estimate
+    from longctx.matrix import NOT_TESTABLE, Column, _cell
+
+    def row(unit, arm, prompt, correct):
+        return {"example_id": unit, "condition": {"arm": arm}, "prompt": prompt, "ok": correct}
+
+    units = [f"q{i}" for i in range(40)]
+    same = [row(u, "base", f"prompt {u}", 1.0) for u in units] + [
+        row(u, "treated", f"prompt {u}", float(i % 4 != 0)) for i, u in enumerate(units)
+    ]
+
+    def estimate(rows):
+        return paired_estimate(
+            *(by_unit(rows, {"arm": a}, lambda r: r["ok"]) for a in ("base", "treated"))
+        )
+
+    noop = estimate(same)
+    assert noop.identical == noop.n == 40 and not noop.testable and noop.ci_high < 0
+    claim = next(c for c in read_claims() if c.id == "cnorm-qa")
+    col = Column("f", "smollm2-135m-instruct", "hf", Reader("smollm2-135m-instruct"))
+    cell = _cell(claim, col, noop, 40, None, None, None, None, {})
+    assert cell.status == NOT_TESTABLE and cell.judgement is None
+    assert cell.note.startswith("not testable: the treatment's prompts are the control's")
+    changed = [dict(r, prompt="delimited " + r["prompt"]) if r is same[-1] else r for r in same]
+    one = estimate(changed)
+    assert one.identical == 39 and one.testable
+    assert _cell(claim, col, one, 40, None, None, None, None, {}).status == "judged"
+    # rows that carry no prompt (a derived side) leave it unknown, and judged
+    bare = [{k: v for k, v in r.items() if k != "prompt"} for r in same]
+    assert estimate(bare).identical is None and estimate(bare).testable

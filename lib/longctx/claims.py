@@ -42,6 +42,7 @@ questions, all one way: p = 2/16), so a direction is called only when the two ag
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -88,6 +89,13 @@ class Estimate:
     # per-unit differences (report.n_for_half_width), and the share of units that changed.
     needed: int | None = None
     discordant: float | None = None
+    # Units whose treatment prompts are their control prompts, exactly (None: not known, a
+    # derived side): when every unit's are, nothing was changed and the claim is not testable.
+    identical: int | None = None
+
+    @property
+    def testable(self) -> bool:
+        return self.identical is None or self.identical < self.n
 
 
 @dataclass(frozen=True)
@@ -468,6 +476,12 @@ def paired_estimate(
     p = sign_flip_test(diffs, seed=seed)
     level_a, level_b = 100 * sum(a) / len(a), 100 * sum(b) / len(b)
     detail = f"{side_names[1]} {level_b:.1f}% vs {side_names[0]} {level_a:.1f}%"
+    prompts = [getattr(side, "prompts", None) for side in (control, treatment)]
+    identical = (
+        sum(prompts[0].get(u) == prompts[1].get(u) is not None for u in units)
+        if all(prompts)
+        else None
+    )
     rows = getattr(control, "rows", 0) + getattr(treatment, "rows", 0)
     capped = getattr(control, "capped", 0) + getattr(treatment, "capped", 0)
     return Estimate(
@@ -483,6 +497,7 @@ def paired_estimate(
         sides=tuple(getattr(side, "where", None) for side in (control, treatment)),
         needed=n_for_half_width(diffs),
         discordant=sum(d != 0 for d in diffs) / len(diffs),
+        identical=identical,
     )
 
 
@@ -530,6 +545,7 @@ class UnitScores(dict):
     rows: int = 0
     capped: int = 0
     where: dict | None = None  # the condition its rows matched
+    prompts: dict | None = None  # unit -> the sorted prompts (and sampling) its rows were asked
 
 
 def hit_cap(row: dict) -> bool:
@@ -545,6 +561,7 @@ def by_unit(
 ) -> UnitScores:
     """Mean score per unit over the rows whose condition matches ``where``."""
     sums: dict = {}
+    asked: dict = {}
     out = UnitScores()
     out.where = dict(where)
     for r in rows:
@@ -553,7 +570,12 @@ def by_unit(
             sums[unit(r)] = (total + score(r), count + 1)
             out.rows += 1
             out.capped += hit_cap(r) if "output" in r else 0
+            if "prompt" in r:
+                params = json.dumps(r.get("params"), sort_keys=True, default=str)
+                asked.setdefault(unit(r), []).append((str(r["prompt"]), params))
     out.update({u: t / c for u, (t, c) in sums.items()})
+    if asked and len(asked) == len(sums):  # every unit's rows carry their prompts
+        out.prompts = {u: tuple(sorted(p)) for u, p in asked.items()}
     return out
 
 

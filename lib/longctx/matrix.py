@@ -63,8 +63,10 @@ from .reproduce import read_claims_plan
 from .store import ResultsStore
 
 GPU_HOURS = 8.0  # a claim whose prompts would take longer on this CPU is left to a GPU
+NOT_TESTABLE = "not testable"
 STATUSES = (
     "judged",
+    NOT_TESTABLE,
     "running",
     "premise not measured",
     "does not fit",
@@ -355,6 +357,17 @@ def _cell(claim, col, est, full_n, planned, window, dates, first_row, col_estima
             f"longest prompt {planned['max_prompt_tokens']:,} + {planned['max_new_tokens']:,} "
             f"answer tokens of a {window:,}-token window"
         )
+    if est is not None and est.n >= full_n and not est.testable:
+        # The arm changed nothing: any difference is batch composition, never the claim's
+        return Cell(
+            claim,
+            col,
+            NOT_TESTABLE,
+            est,
+            note=f"not testable: the treatment's prompts are the control's, prompt for prompt, "
+            f"on all {est.n} units ({est.detail})",
+            floor=floor,
+        )
     if est is not None and est.n >= full_n:
         rule_date = (dates or {}).get(claim.id)
         pre = (
@@ -437,6 +450,7 @@ def floor_words(claim: Claim, col_estimates: dict[str, Estimate]) -> str:
 # The matrix as a table, in words and as a figure
 
 SHORT_STATUS = {
+    NOT_TESTABLE: "not testable",
     "running": "part run",
     "premise not measured": "premise not measured",
     "does not fit": "does not fit",

@@ -459,6 +459,7 @@ VERDICT_MARKERS = {  # shape as well as colour, so a mark reads in grey too
     "premise not measured": "P",
 }
 UNJUDGED_WORDS = {
+    "not testable": "no-op",
     "running": "part run",
     "premise not measured": "premise?",
     "does not fit": "no fit",
