@@ -198,9 +198,12 @@ if results_dir == "data/results":  # the reports describe the committed rows
 # ## When a verdict moved
 #
 # A verdict can move when rows are added, a metric is corrected or the rule changes. Each
-# move is recorded with its reason in `data/paper/verdict_changes.csv`, and the build fails
-# when a claim's last recorded verdict is not its verdict now.
+# move is recorded with its reason and its reader in `data/paper/verdict_changes.csv`, and
+# the build fails when any reader's last recorded verdict of a claim is not its verdict now.
 
 # %% tags=["remove-input"]
 if results_dir == "data/results":  # the record describes the committed rows
-    say(findings.moves_markdown(findings.verdict_changes(table)))
+    changes = findings.verdict_changes(table)
+    unrecorded = matrix.unrecorded_moves(claims_by_readers, changes)
+    assert not unrecorded, f"record these in data/paper/verdict_changes.csv: {unrecorded}"
+    say(findings.moves_markdown(changes))

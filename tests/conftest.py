@@ -37,6 +37,15 @@ def committed_findings():
     return findings_table(repo_root() / "data" / "results")
 
 
+@pytest.fixture(scope="session")
+def committed_matrix():
+    """The claims x readers matrix of the committed rows, built once for the tests that read it."""
+    from longctx import matrix
+    from longctx.paths import repo_root
+
+    return matrix.build(repo_root() / "data" / "results")
+
+
 @pytest.fixture(autouse=True)
 def generated_code_runs_somewhere(monkeypatch):
     """Where bubblewrap cannot isolate generated code, scoring refuses it; tests that score

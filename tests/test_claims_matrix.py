@@ -414,3 +414,34 @@ def test_an_arm_whose_prompts_are_its_controls_is_not_testable():
     # rows that carry no prompt (a derived side) leave it unknown, and judged
     bare = [{k: v for k, v in r.items() if k != "prompt"} for r in same]
     assert estimate(bare).identical is None and estimate(bare).testable
+
+
+def test_a_family_is_holm_adjusted_alike_in_the_matrix_and_its_chapter(committed_matrix):
+    """The crossing chapter adjusts its six main effects together (Holm); the matrix judged
+    them one by one, so two 1.5B cells read "reproduced" at Holm p 0.16-0.17. Now the claims
+    file names the family, and the matrix, the chapter table and the rule use the same p."""
+    from dataclasses import replace
+
+    from longctx.chapters.crossing import main_effects
+    from longctx.claims import judge
+    from longctx.metrics import holm
+
+    folder = "qwen2.5-coder-1.5b-instruct"
+    claims = {c.id: c for c in read_claims()}
+    cells = {
+        cid: cell for (cid, f), cell in committed_matrix.cells.items()
+        if f == folder and claims[cid].family == "crossing main effects"
+    }  # fmt: skip
+    ests = {cid: cell.estimate for cid, cell in cells.items()}
+    assert len(ests) == 6 and {e.family_size for e in ests.values()} == {6}
+    assert [e.p_family for e in ests.values()] == pytest.approx(holm([e.p for e in ests.values()]))
+    table = main_effects(ests, scale("crossing", "claims"), claims)
+    for row in table.itertuples():
+        cell = cells[f"crossing-{row.factor}"]
+        assert row.p_holm == pytest.approx(cell.estimate.p_family)
+        assert row.verdict == cell.judgement.verdict
+    for cid in ("crossing-distractors", "crossing-filler"):
+        assert cells[cid].judgement.verdict == "inconclusive at this n"
+        assert "Holm-adjusted over the 6 tests" in cells[cid].judgement.direction
+        alone = replace(ests[cid], p_family=None, family_size=None)
+        assert judge(alone, claims[cid]).verdict == "reproduced"

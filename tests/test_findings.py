@@ -451,12 +451,15 @@ def test_the_record_of_verdict_moves_is_current(table, tmp_path):
     changes = findings.verdict_changes(table)
     assert set(changes["claim"]) <= set(table["id"])
     moved = findings.moves_markdown(changes)
-    assert "premise not met" in moved and moved.startswith("| date | claim |")
+    assert "premise not met" in moved and moved.startswith("| date | reader | claim |")
     # a verdict that moves without its entry fails, naming the claim
     path = tmp_path / "changes.csv"
     changes[changes["claim"] != "litm-kv-middle"].to_csv(path, index=False)
     with path.open("a") as f:
-        f.write("2026-11-27,litm-kv-middle,,opposite direction,a move with no reason\n")
+        f.write(
+            "2026-11-27,qwen2.5-coder-0.5b-instruct,litm-kv-middle,,opposite direction,"
+            "a move with no reason\n"
+        )
     with pytest.raises(DataFileError, match="litm-kv-middle"):
         findings.verdict_changes(table, path)
 

@@ -70,6 +70,22 @@ def test_every_golden_claim_has_its_verdict_recorded():
     assert not unrecorded, f"record these claims' verdicts in {CHANGES_FILE.name}: {unrecorded}"
 
 
+def test_every_readers_verdict_and_its_moves_are_recorded(committed_matrix):
+    """Every reader's judged (or not testable) cells end, in the record, at their state now:
+    a new reader's first verdicts, and every later move with its reason."""
+    from longctx.matrix import unrecorded_moves
+
+    changes = read_verdict_changes()
+    assert not unrecorded_moves(committed_matrix, changes)
+    # a move with no row of its own fails, naming the reader and the claim
+    folder, claim = "qwen2.5-coder-1.5b-instruct", "crossing-filler"
+    undone = changes.iloc[:-1] if changes.iloc[-1]["claim"] == claim else changes
+    undone = undone[
+        ~((undone["reader"] == folder) & (undone["before"] != "") & (undone["claim"] == claim))
+    ]
+    assert any(folder in m and claim in m for m in unrecorded_moves(committed_matrix, undone))
+
+
 if __name__ == "__main__":
     from longctx.findings import findings_table
 

@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import DataFileError
-from .metrics import paired_bootstrap_difference, sign_flip_test
+from .metrics import holm, paired_bootstrap_difference, sign_flip_test
 from .paths import repo_root
 from .report import estimate_ci, n_for_half_width
 
@@ -92,10 +92,19 @@ class Estimate:
     # Units whose treatment prompts are their control prompts, exactly (None: not known, a
     # derived side): when every unit's are, nothing was changed and the claim is not testable.
     identical: int | None = None
+    # Holm's adjustment of ``p`` over the claim's family (its ``family`` in the claims file),
+    # the p the rule decides a direction with, and the number of tests it was adjusted over
+    p_family: float | None = None
+    family_size: int | None = None
 
     @property
     def testable(self) -> bool:
         return self.identical is None or self.identical < self.n
+
+    @property
+    def decision_p(self) -> float:
+        """The exact test's p the rule uses: Holm-adjusted within a family, else as measured."""
+        return self.p if self.p_family is None else self.p_family
 
 
 @dataclass(frozen=True)
@@ -123,6 +132,8 @@ class Claim:
     # The same effect for the paper's other models, (model, effect): the magnitude is stated
     # against each; the verdict is judged against ``paper_effect`` alone.
     other_effects: tuple[tuple[str, float], ...] = ()
+    # Tests a chapter adjusts together (Holm): the claims sharing this name, on one reader
+    family: str = ""
 
     def interval_text(self, difference: float, low: float, high: float) -> str:
         """Our number with its 95% interval in this claim's unit (points, or r); an undefined
@@ -279,6 +290,7 @@ def _claim(r: dict, where: str) -> Claim:
         r.get("floor", ""),
         r.get("floor_why", ""),
         _other_effects(r.get("other_effects", ""), where),
+        r.get("family", ""),
     )
 
 
@@ -351,23 +363,29 @@ def verdict(est: Estimate, claim: Claim) -> str:
 def decided_sign(est: Estimate) -> int:
     """+1 / -1 when the interval and the exact test agree on a sign, else 0: the rule's test
     of a direction, for chapters that word one."""
-    if est.p < ALPHA and (est.ci_low > 0 or est.ci_high < 0):
+    if est.decision_p < ALPHA and (est.ci_low > 0 or est.ci_high < 0):
         return 1 if est.ci_low > 0 else -1
     return 0
 
 
 def _directional(est: Estimate, claim: Claim) -> tuple[str, str]:
     sign = decided_sign(est)
+    family = (
+        f" (exact p {est.p_family:.3g}, Holm-adjusted over the {est.family_size} tests of "
+        f"its family)"
+        if est.p_family is not None
+        else ""
+    )
     if sign:
         same = sign == claim.direction
         return (
             "reproduced" if same else "opposite direction",
-            "the paper's direction" if same else "against the paper's direction",
+            ("the paper's direction" if same else "against the paper's direction") + family,
         )
     lo, hi = est.ci_low, est.ci_high
     if claim.paper_effect is not None and not lo <= claim.paper_effect <= hi:
-        return "not reproduced", "no direction resolved; the paper's effect is ruled out"
-    return "inconclusive at this n", "no direction resolved"
+        return "not reproduced", "no direction resolved; the paper's effect is ruled out" + family
+    return "inconclusive at this n", "no direction resolved" + family
 
 
 def _equivalence(est: Estimate, claim: Claim) -> tuple[str, str]:
@@ -535,6 +553,24 @@ def estimable(estimates: dict[str, Callable[[], Estimate]]) -> dict[str, Estimat
             out[claim_id] = compute()
         except NoPairedUnits:
             continue
+    return adjusted_in_families(out)
+
+
+def adjusted_in_families(
+    estimates: dict[str, Estimate], claims: list[Claim] | None = None
+) -> dict[str, Estimate]:
+    """``estimates`` with each family's exact p Holm-adjusted over its members present
+    (``family`` in the claims file): every page, the matrix and ``longctx findings`` judge
+    from the estimates of :func:`estimable`, so all of them adjust alike."""
+    family_of = {c.id: c.family for c in (claims if claims is not None else read_claims())}
+    members: dict[str, list[str]] = {}
+    for claim_id in estimates:
+        if family_of.get(claim_id):
+            members.setdefault(family_of[claim_id], []).append(claim_id)
+    out = dict(estimates)
+    for ids in members.values():
+        for claim_id, p in zip(ids, holm([estimates[i].p for i in ids])):
+            out[claim_id] = replace(estimates[claim_id], p_family=p, family_size=len(ids))
     return out
 
 

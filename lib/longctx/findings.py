@@ -323,22 +323,28 @@ CHANGES_FILE = PAPER_DIR / "verdict_changes.csv"
 
 def read_verdict_changes(path: str | Path | None = None) -> pd.DataFrame:
     """The record of verdict moves (``data/paper/verdict_changes.csv`` unless ``path``) as
-    text columns: date, claim, before, after, why."""
+    text columns: date, reader (its results folder), claim, before, after, why."""
     path = Path(path) if path else repo_root() / CHANGES_FILE
-    return pd.read_csv(path, dtype=str, keep_default_na=False)
+    changes = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if "reader" not in changes.columns:
+        raise DataFileError(f"{path}: needs a reader column (the results folder of each move)")
+    return changes
 
 
-def last_recorded(changes: pd.DataFrame) -> pd.Series:
-    """Each recorded claim's last verdict in the record ``changes``, by claim id."""
-    return changes.groupby("claim")["after"].last()
+def last_recorded(changes: pd.DataFrame, reader: str | None = None) -> pd.Series:
+    """Each recorded claim's last verdict in the record ``changes``, by claim id, for one
+    reader (its results folder; the default reader's unless given)."""
+    reader = reader or Reader().results_folder(repo_root() / "data" / "results")
+    return changes[changes["reader"] == reader].groupby("claim")["after"].last()
 
 
 def verdict_changes(table, path: str | Path | None = None) -> pd.DataFrame:
     """The maintained record of when a claim's verdict moved and why
-    (``data/paper/verdict_changes.csv``: date, claim, before, after, why), checked against
-    the table: every recorded claim's last verdict must be its verdict now, so a change that
-    moves one cannot land without its entry. A claim with no entry yet (a new chapter's) gets
-    its first one when the golden findings file takes it in, which its test requires."""
+    (``data/paper/verdict_changes.csv``: date, reader, claim, before, after, why), checked
+    against the default reader's table: every recorded claim's last verdict must be its
+    verdict now, so a change that moves one cannot land without its entry. Every other
+    reader's cells are checked the same way against the matrix
+    (:func:`longctx.matrix.unrecorded_moves`)."""
     path = Path(path) if path else repo_root() / CHANGES_FILE
     changes = read_verdict_changes(path)
     last = last_recorded(changes)
@@ -357,9 +363,10 @@ def moves_markdown(changes: pd.DataFrame) -> str:
     moved = changes[changes["before"] != ""].iloc[::-1]
     if moved.empty:
         return "No verdict has moved since the first recorded ones."
-    lines = ["| date | claim | before | after | why |", "|---|---|---|---|---|"]
+    lines = ["| date | reader | claim | before | after | why |", "|---|---|---|---|---|---|"]
     lines += [
-        f"| {r.date} | `{r.claim}` | {r.before} | {r.after} | {r.why} |" for r in moved.itertuples()
+        f"| {r.date} | {r.reader} | `{r.claim}` | {r.before} | {r.after} | {r.why} |"
+        for r in moved.itertuples()
     ]
     return "\n".join(lines)
 

@@ -433,6 +433,27 @@ def _cell(claim, col, est, full_n, planned, window, dates, first_row, col_estima
     return Cell(claim, col, "not run", note=f"not run: `{col.command(claim.chapter)}`", fits=fits)
 
 
+def cell_states(matrix: Matrix) -> dict[tuple[str, str], str]:
+    """Each cell that says something of its claim, by (reader folder, claim): its verdict,
+    or "not testable". Part-run, unfit and unrun cells say nothing yet."""
+    return {
+        (folder, claim_id): cell.judgement.verdict if cell.judgement else cell.status
+        for (claim_id, folder), cell in matrix.cells.items()
+        if cell.judgement is not None or cell.status == NOT_TESTABLE
+    }
+
+
+def unrecorded_moves(matrix: Matrix, changes: pd.DataFrame) -> list[str]:
+    """Cells whose state is not the last one ``changes`` (the verdict log) records for their
+    reader and claim: a first verdict never recorded, or a move without its row."""
+    last = changes.groupby(["reader", "claim"])["after"].last().to_dict()
+    return [
+        f"{folder} {claim_id}: recorded {last.get((folder, claim_id), 'nothing')!r}, now {state!r}"
+        for (folder, claim_id), state in sorted(cell_states(matrix).items())
+        if last.get((folder, claim_id)) != state
+    ]
+
+
 def floor_words(claim: Claim, col_estimates: dict[str, Estimate]) -> str:
     """The claim's chance floor in words: a guess among its options, or this reader's
     closed-book accuracy on NQ-Open where the claim reads NQ-Open documents."""
@@ -496,6 +517,8 @@ def frame(matrix: Matrix) -> pd.DataFrame:
                     "ci_high": est.ci_high if est else None,
                     "n": est.n if est else None,
                     "p": est.p if est else None,
+                    "p_holm": est.p_family if est else None,
+                    "family": claim.family or None,
                     "sides": est.detail if est else None,
                     "verdict": j.verdict if j else None,
                     "direction": j.direction if j else None,
@@ -728,8 +751,9 @@ def reader_lines(matrix: Matrix) -> list[str]:
             if cell.judgement:
                 est = cell.estimate
                 pre = " (rule fixed after its rows)" if cell.preregistered is False else ""
+                holm = "" if est.p_family is None else f" (Holm {est.p_family:.3g})"
                 out.append(
-                    f"{claim.id}: {_number(claim, est)}, n = {est.n}, p = {est.p:.3g}: "
+                    f"{claim.id}: {_number(claim, est)}, n = {est.n}, p = {est.p:.3g}{holm}: "
                     f"{cell.judgement.verdict}{pre}"
                 )
             else:
