@@ -358,16 +358,7 @@ def _cell(claim, col, est, full_n, planned, window, dates, first_row, col_estima
             f"answer tokens of a {window:,}-token window"
         )
     if est is not None and est.n >= full_n and not est.testable:
-        # The arm changed nothing: any difference is batch composition, never the claim's
-        return Cell(
-            claim,
-            col,
-            NOT_TESTABLE,
-            est,
-            note=f"not testable: the treatment's prompts are the control's, prompt for prompt, "
-            f"on all {est.n} units ({est.detail})",
-            floor=floor,
-        )
+        return _not_testable(claim, col, est, floor)
     if est is not None and est.n >= full_n:
         rule_date = (dates or {}).get(claim.id)
         pre = (
@@ -431,6 +422,15 @@ def _cell(claim, col, est, full_n, planned, window, dates, first_row, col_estima
                 fits=fits,
             )
     return Cell(claim, col, "not run", note=f"not run: `{col.command(claim.chapter)}`", fits=fits)
+
+
+def _not_testable(claim: Claim, col: Column, est: Estimate, floor: str) -> Cell:
+    """The arm changed nothing: any difference is batch composition, never the claim's."""
+    note = (
+        "not testable: the treatment's prompts are the control's, prompt for prompt, "
+        f"on all {est.n} units ({est.detail})"
+    )
+    return Cell(claim, col, NOT_TESTABLE, est, note=note, floor=floor)
 
 
 def cell_states(matrix: Matrix) -> dict[tuple[str, str], str]:
