@@ -633,18 +633,14 @@ def _verdict(
     """A solution's status from its tests' process (``checked``: every test ran and passed)
     and, where the tests could not finish, from the solution's own end."""
     tail = (program_tail + "\n" + tests_tail).strip()[-2000:]
-    if oom:
-        return "memory", tail + "\n(killed: the sandbox's processes together exceeded its memory)"
-    if timed_out:
-        return "timeout", tail
+    if oom or timed_out:
+        return _status(0, tail, timed_out=timed_out, oom=oom)
     if checked:
         return "passed", tail
     if sandbox_rpc.GONE in tests_tail:
         if rc == 0:
             return "failed", tail + "\n(the solution exited before its tests ran to their end)"
         return _status(rc if rc is not None else -signal.SIGKILL, tail, timed_out=False)
-    if "MemoryError" in tests_tail:
-        return "memory", tail
-    if "AssertionError" in tests_tail:
-        return "failed", tail
-    return "error", tail
+    # The tests ended on their own: an assertion, or the solution's exception passed back
+    status, _ = _status(1, tests_tail, timed_out=False)
+    return status, tail
