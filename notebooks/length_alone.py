@@ -196,9 +196,13 @@ show(chapter.sizing(view.estimates))
 # match (its Appendix prompts, Figure 7 for GSM8K). Its models recite GSM8K nearly as well
 # at 15,000 essay tokens as at none (Table 6). We ask our reader for the same recitation on
 # the same {glue:text}`la-problems` problems with each filler in place at
-# {glue:text}`la-filler` tokens. A claim is judged once its recitations decide the check:
-# all of them stored, or so many already differing that the rest could not lift the rate to
-# the paper's:
+# {glue:text}`la-filler` tokens. Beside the paper's absolute threshold the premise asks two
+# things of the reader's own recitations, paired by problem: that it recites without filler
+# at the same rate (a reader that cannot is untestable here, whatever length does), and that
+# of the problems it recites without filler it still recites as many with the filler in
+# place (so what is tested is length alone). A claim is judged once its recitations decide
+# the check: all of them stored, or so many already differing that the rest could not lift
+# the rate to the paper's:
 
 # %% tags=["hide-input"]
 show(view.premise, caption="Recitation with the filler between evidence and question.")
@@ -347,17 +351,17 @@ if view.ruler:
     )
 
 # %% [markdown]
-# **Why.** The paper's method assumes the recitation retrieves, in the paper's sense of
-# the word: reciting text from the context (its footnote 1). Each claim's premise counts a
-# recitation as retrieving when it copies a line (20 characters or more, verbatim) of a
-# document that holds the answer, and needs at least half of them to. An earlier form of
-# the rule counted a document named by number; a reader can name the right document and
-# write nothing under its header, so the rule now asks for the text, and the findings page
-# marks the cells it judged after their rows were made ({ref}`findings`). The table below
+# **Why.** The paper's method assumes the recitation retrieves: it points the second step
+# at the evidence. Each claim's premise counts a recitation as retrieving when it
+# *identifies* a document that holds the answer: it copies a line of one (20 characters
+# or more, verbatim), or names one by its number (the second step can then read it); at
+# least half of the recitations must. Writing text under a header is not enough: the text
+# or the number must belong to a document with the answer. The findings page marks the
+# cells this rule judged after their rows were made ({ref}`findings`). The table below
 # scores the recitations themselves: whether they name (by number) a document that holds
 # the answer, whether any line is copied verbatim from the context, from a document
-# holding the answer, and whether a gold answer appears at all. Below it, how n was
-# chosen: the questions each comparison needs for ±10 points.
+# holding the answer, either of the two (the premise), and whether a gold answer appears
+# at all. Below it, how n was chosen: the questions each comparison needs for ±10 points.
 
 # %% tags=["hide-input"]
 if view.ruler:
@@ -373,8 +377,9 @@ if view.ruler:
 # {glue:text}`la-recitations` run to the {glue:text}`la-recite-cap`-token cap): often a
 # bare header, a paraphrase of one sentence, or a copied sentence under a wrong number.
 # Only {glue:text}`la-qa1-copied` (QA1) and {glue:text}`la-qa2-copied` (QA2) copy a line
-# of a document that holds the answer, and {glue:text}`la-qa1-supporting` and
-# {glue:text}`la-qa2-supporting` name one, so pasting the named documents verbatim does worse
+# of a document that holds the answer, {glue:text}`la-qa1-supporting` and
+# {glue:text}`la-qa2-supporting` name one, and {glue:text}`la-qa1-identified` and
+# {glue:text}`la-qa2-identified` do either, so pasting the named documents verbatim does worse
 # still ({glue:text}`la-qa1-named` and {glue:text}`la-qa2-named`): the reader's numbers
 # are unreliable even where its text is right. The paper's second step keeps whatever text
 # the reader wrote, and a gold answer is in {glue:text}`la-qa1-answer-in` (QA1) and
@@ -441,8 +446,8 @@ say(page.downloads())
 # * **Recite-then-answer needs a reader that retrieves.** On RULER QA1 and QA2 at 4K tokens
 #   the paper's two steps change this reader's score by {glue:text}`la-ruler-qa1` and
 #   {glue:text}`la-ruler-qa2`, where GPT-4o gained about 2: only
-#   {glue:text}`la-qa1-copied` and {glue:text}`la-qa2-copied` of its recitations copy
-#   text of a document that holds the answer, so the paper's premise (the recitation
+#   {glue:text}`la-qa1-identified` and {glue:text}`la-qa2-identified` of its recitations
+#   copy or name a document that holds the answer, so the paper's premise (the recitation
 #   retrieves) fails and the findings page does not count these as tests of the claim.
 
 # %% tags=["remove-cell"]

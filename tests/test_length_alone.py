@@ -522,3 +522,34 @@ def test_the_premise_outcome_names_each_filler_by_where_its_premise_stands():
         "that length alone hurts despite perfect retrieval; it is not measured yet with "
         "whitespace filler; it holds with essay filler, whose verdict stands on it."
     )
+
+
+def test_the_relative_premise_keeps_the_problems_recited_without_filler_paired_by_problem():
+    """10 problems: 8 recited with no filler; with essay filler 6 of those 8 and one of the two
+    others are recited: recited_none 80%, kept 6/8 = 75% (the extra one does not count)."""
+    from longctx.chapters import length_alone as chapter
+
+    problems = {p.id: p for p in la.load_problems("gsm8k", 10, seed=0)}
+    ps = list(problems.values())
+
+    def row(p, exact, tokens):
+        output = (
+            f"{p.evidence}\n# Analysis\n{p.analysis}\n# Question\n{p.question}\n## Answer\n"
+            if exact
+            else "I cannot recall it."
+        )
+        condition = {"subtask": "gsm8k", "mode": "recite", "filler": "essay" if tokens else "none",
+                     "placement": "between", "filler_tokens": tokens}  # fmt: skip
+        return {"example_id": p.id, "condition": condition, "output": output}
+
+    plain = [row(p, k < 8, 0) for k, p in enumerate(ps)]
+    long = [row(p, k < 6 or k == 9, 16000) for k, p in enumerate(ps)]
+    assert chapter.kept_facts(plain + long, problems, "essay", 16000) == {
+        "recited_none": 80.0,
+        "kept": 75.0,
+    }
+    # part of the long side stored: the relative fact waits; none recited: nothing to keep
+    got = chapter.kept_facts(plain + long[:5], problems, "essay", 16000)
+    assert got["recited_none"] == 80.0 and got["kept"] != got["kept"]
+    none = chapter.kept_facts([row(p, False, 0) for p in ps] + long, problems, "essay", 16000)
+    assert none["recited_none"] == 0.0 and none["kept"] != none["kept"]

@@ -299,3 +299,24 @@ def test_context_documents_from_saved_draws_equal_a_fresh_draw(squad):
     draws = rq._draws(squad, q, 3)
     for k in range(len(q.gold), len(squad.documents) + 2):
         assert rq.context_documents(squad, q, k, 3, draws) == rq.context_documents(squad, q, k, 3)
+
+
+def test_a_recitation_identifies_a_document_holding_the_answer_by_its_text_or_its_number(squad):
+    q = squad.questions[0]
+    recite = rq.make_requests(squad, [q], lengths=[400], count_tokens=lambda t: len(t.split()))[1]
+    docs = rq.context_documents(squad, q, recite.condition["num_documents"])
+    gold = docs.index("Paris is the capital of France.") + 1
+    other = docs.index("France is in Europe.") + 1
+
+    def identifies(output):
+        row = {"condition": recite.condition, "output": output}
+        return rq.identifies_supporting(rq.recitation_diagnostics(squad, q, row))
+
+    # named: the right number with nothing under it (the second step reads the document)
+    assert identifies(f"# Document {gold}")
+    # copied: the right text under a wrong number
+    assert identifies(f"Document {other}: Paris is the capital of France.")
+    # neither: a distractor named and copied, or a paraphrase under a wrong number
+    assert not identifies(f"# Document {other}\nFrance is in Europe.")
+    assert not identifies(f"# Document {other}\nThe French capital is Paris.")
+    assert not identifies("")

@@ -4,6 +4,7 @@ exact sign-flip test."""
 
 import itertools
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -271,3 +272,93 @@ def test_a_bound_that_decides_a_check_is_said_as_a_bound():
     facts = {"recited": 88.3, "recited:bound": -1.0}
     j = judge(_est(-49.0, -30.0, control=96.7, facts=facts), claim)
     assert j.verdict == "premise not met" and "recited at most 88.3% < 90.9%" in j.premise
+
+
+# ------------------------------------------------------------- levels and chance floors
+
+
+def _paired(control_pct: int, treatment_pct: int, n: int = 100, facts=None) -> Estimate:
+    """An estimate over ``n`` units scored 0/1, ``control_pct`` and ``treatment_pct`` of them
+    right (whole percentages of 100 units), with its per-unit scores for the resampled
+    intervals."""
+    a = tuple(float(k < control_pct * n // 100) for k in range(n))
+    b = tuple(float(k < treatment_pct * n // 100) for k in range(n))
+    diff = treatment_pct - control_pct
+    return Estimate(
+        float(diff), diff - 8.0, diff + 8.0, n, 0.001, "", float(control_pct),
+        float(treatment_pct), facts or {}, units=tuple(f"u{k:03d}" for k in range(n)),
+        control_units=a, treatment_units=b,
+    )  # fmt: skip
+
+
+def test_a_level_claim_is_judged_on_the_treatment_arms_interval():
+    near_perfect = _claim(+1, 54.4, kind="level", margin=90.0)
+    # 100 of 100 right: the interval is [100, 100], at or above 90
+    assert judge(_paired(60, 100), near_perfect).verdict == "reproduced"
+    # 80 of 100 right: the bootstrap interval (about [72, 88]) lies below 90
+    assert judge(_paired(60, 80), near_perfect).verdict == "not reproduced"
+    # 90 of 100: the interval straddles 90
+    held = judge(_paired(60, 90), near_perfect)
+    assert held.verdict == "inconclusive at this n" and "crosses 90%" in held.direction
+    # its magnitude is still the gain against the paper's
+    assert "paper's" in judge(_paired(60, 100), near_perfect).magnitude
+
+
+def test_a_control_arm_below_chance_fails_the_premise_whatever_the_direction():
+    claim = replace(_claim(+1, 9.5), floor="25", floor_why="a guess among the 4 ids")
+    # 4 of 100 right: the whole interval (about [0, 8]) lies below 25
+    j = judge(_paired(4, 6), claim)
+    assert j.verdict == "premise not met" and j.premise_met is False
+    assert j.premise.startswith("below chance: the control arm 4.0%")
+    # 20 of 100: its interval reaches 25, so chance is not ruled out from above
+    assert judge(_paired(20, 40), claim).verdict == "reproduced"
+    # a closed-book floor is a level to read beside, not a chance to check
+    assert judge(_paired(4, 40), replace(claim, floor="closed-book")).verdict == "reproduced"
+
+
+def _premise_values(claim: Claim, passing: bool) -> tuple[int, int, dict] | None:
+    """(control %, treatment %, facts) for which every premise check of ``claim`` and its
+    chance floor hold (``passing``), or one fails: None where no such case exists."""
+    checks = claim.premise.checks if claim.premise else ()
+    floor = float(claim.floor) if claim.floor.replace(".", "").isdigit() else None
+    facts = {
+        c.quantity: c.threshold(claim) + (1.0 if passing else -1.0)
+        for c in checks
+        if c.quantity not in ("control", "treatment", "room")
+    }
+    levels = [c for c in checks if c.quantity in ("control", "treatment", "room")]
+    for control in range(1, 100):
+        room = 100 - control if claim.direction > 0 else control
+        values = {"control": control, "treatment": 99 if claim.direction > 0 else 1, "room": room}
+        holds = all(values[c.quantity] >= c.threshold(claim) for c in levels)
+        above_floor = floor is None or control >= floor + 10
+        if passing and holds and above_floor:
+            return control, values["treatment"], facts
+        if not passing and (facts or not holds) and above_floor:
+            return control, values["treatment"], facts
+    return None
+
+
+@pytest.mark.parametrize("claim", read_claims(), ids=lambda c: c.id)
+def test_every_claims_premise_passes_in_one_case_and_fails_in_another(claim):
+    if claim.premise is None:
+        assert claim.id == "litm-open-domain-recall"  # the recall curve asks no premise
+        return
+    for passing in (True, False):
+        case = _premise_values(claim, passing)
+        assert case is not None, (claim.id, passing)
+        control, treatment, facts = case
+        j = judge(_paired(control, treatment, facts=facts), claim)
+        assert j.premise_met is passing, (claim.id, passing, j.premise)
+    floor = claim.floor.replace(".", "")
+    if floor.isdigit() and claim.scale == "points":
+        # a control arm at 0 of 100 lies below any chance floor above 0
+        below = judge(_paired(0, 50, facts=_premise_values(claim, True)[2]), claim)
+        assert below.verdict == "premise not met" and below.premise.startswith("below chance")
+
+
+def test_a_chance_floor_on_a_correlation_is_held_by_its_premise():
+    # cnorm-tokens is a correlation over arms: it has no control arm to set against chance,
+    # so its premise asks for accuracy well above the floor
+    tokens = {c.id: c for c in read_claims()}["cnorm-tokens"]
+    assert tokens.scale == "r" and tokens.premise.checks[0].threshold(tokens) > float(tokens.floor)

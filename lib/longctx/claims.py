@@ -34,6 +34,14 @@ cannot be tested here. The verdict rule (:func:`judge`):
 4. A **no-effect** claim (margin d): reproduced when the whole interval lies within +-d
    (two one-sided tests at 2.5% each); not reproduced when it excludes 0 and the exact
    test agrees; else inconclusive. An interval that merely holds 0 is not agreement.
+5. A **level** claim (a level L in %, the claims file's margin: "near-perfect" is 90):
+   reproduced when the treatment arm's whole interval lies at or above L; not reproduced
+   when it lies below L; else inconclusive. The difference and its magnitude against the
+   paper's gain are shown beside it.
+
+A claim whose chance floor is a number (a guess among its options) checks it before any
+other premise: a control arm whose whole interval lies below the floor is "premise not met:
+below chance", since a reader guessing worse than chance is not reading the task at all.
 
 Why both interval and test for a direction: when only a few units change between
 conditions, the percentile bootstrap can exclude 0 where the exact test cannot (4 changed
@@ -52,7 +60,13 @@ import numpy as np
 import pandas as pd
 
 from .errors import DataFileError
-from .metrics import holm, paired_bootstrap_difference, sign_flip_test
+from .metrics import (
+    bootstrap_interval,
+    content_seed,
+    holm,
+    paired_bootstrap_difference,
+    sign_flip_test,
+)
 from .paths import repo_root
 from .report import estimate_ci, n_for_half_width
 
@@ -65,7 +79,7 @@ VERDICTS = (
     "premise not measured",
 )
 UNMEASURED = VERDICTS[-1]  # a premise fact whose rows are not all stored: not judged yet
-KINDS = ("directional", "saturation", "no-effect")
+KINDS = ("directional", "saturation", "no-effect", "level")
 ALPHA = 0.05  # the exact test's level, which must agree with the interval to call a direction
 
 
@@ -96,10 +110,24 @@ class Estimate:
     # the p the rule decides a direction with, and the number of tests it was adjusted over
     p_family: float | None = None
     family_size: int | None = None
+    # The paired units (sorted ids) and each side's score on them, which the level and floor
+    # intervals and the verdict's stability resample (empty: a derived side, not resampled)
+    units: tuple = field(default=(), repr=False, compare=False)
+    control_units: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    treatment_units: tuple[float, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def testable(self) -> bool:
         return self.identical is None or self.identical < self.n
+
+    def side_interval(self, side: str) -> tuple[float, float] | None:
+        """The 95% percentile interval (%) of one side's level (``control`` or ``treatment``)
+        over the paired units, seeded by their ids (None: a derived side)."""
+        values = self.control_units if side == "control" else self.treatment_units
+        if not values:
+            return None
+        lo, hi = bootstrap_interval(values, seed=content_seed(self.units))
+        return 100 * lo, 100 * hi
 
     @property
     def decision_p(self) -> float:
@@ -265,7 +293,8 @@ def _claim(r: dict, where: str) -> Claim:
     margin = float(r["margin"]) if r.get("margin") else None
     if kind != "directional" and margin is None:
         raise DataFileError(
-            f"{where}: a {kind} claim needs its equivalence margin, fixed before the data"
+            f"{where}: a {kind} claim needs its margin (a level for a level claim), fixed "
+            "before the data"
         )
     premise = (
         Premise.parse(r["premise"], r.get("premise_why", ""), where) if r.get("premise") else None
@@ -342,6 +371,8 @@ def judge(est: Estimate, claim: Claim) -> Judgement:
     else:
         if claim.kind == "directional":
             decided, direction = _directional(est, claim)
+        elif claim.kind == "level":
+            decided, direction = _level(est, claim)
         else:
             decided, direction = _equivalence(est, claim)
         size, short = magnitude(est, claim), _magnitude(est, claim)[1]
@@ -388,6 +419,20 @@ def _directional(est: Estimate, claim: Claim) -> tuple[str, str]:
     return "inconclusive at this n", "no direction resolved" + family
 
 
+def _level(est: Estimate, claim: Claim) -> tuple[str, str]:
+    interval = est.side_interval("treatment")
+    if interval is None:
+        raise DataFileError(f"claim {claim.id}: a level claim needs its treatment's units")
+    lo, hi = interval
+    level = f"{claim.margin:g}%"
+    where = f"the treatment arm {est.treatment:.1f}% [{lo:.1f}, {hi:.1f}]"
+    if lo >= claim.margin:
+        return "reproduced", f"{where} lies at or above {level}"
+    if hi < claim.margin:
+        return "not reproduced", f"{where} lies below {level}"
+    return "inconclusive at this n", f"{where} crosses {level}"
+
+
 def _equivalence(est: Estimate, claim: Claim) -> tuple[str, str]:
     d, lo, hi = claim.margin, est.ci_low, est.ci_high
     bound = claim.effect_text(d).lstrip("+")
@@ -425,7 +470,7 @@ def _magnitude(est: Estimate, claim: Claim) -> tuple[str, str]:
     effect = claim.paper_effect
     if effect is None:
         return "the paper gives no size", "no size to compare"
-    if claim.kind != "directional":
+    if claim.kind not in ("directional", "level"):
         return "a margin, not a size", ""
     lo, hi = est.ci_low, est.ci_high
     ratio = est.difference / effect if effect else float("nan")
@@ -445,6 +490,9 @@ def _magnitude(est: Estimate, claim: Claim) -> tuple[str, str]:
 def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str]:
     """Whether the premise holds (None: a fact it needs is not measured on these rows yet)
     and each check with its value in words."""
+    below = _below_chance(est, claim)
+    if below:
+        return False, below
     premise = claim.premise
     if premise is None:
         return True, ""
@@ -473,6 +521,28 @@ def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str]:
     # a check that fails decides, whether or not another is measured
     met = False if failed else None if unmeasured else True
     return met, f"{premise.why}: {', '.join(parts)}"
+
+
+def chance_floor(claim: Claim) -> float | None:
+    """The claim's chance level in %, where its floor is a number (not "closed-book")."""
+    try:
+        return float(claim.floor) if claim.floor else None
+    except ValueError:
+        return None
+
+
+def _below_chance(est: Estimate, claim: Claim) -> str:
+    """The premise's failure in words when the control arm's whole interval lies below the
+    claim's chance floor, else empty (no numeric floor, or no control units to resample)."""
+    floor = chance_floor(claim)
+    interval = est.side_interval("control") if floor is not None else None
+    if interval is None or interval[1] >= floor:
+        return ""
+    lo, hi = interval
+    return (
+        f"below chance: the control arm {est.control:.1f}% [{lo:.1f}, {hi:.1f}] lies below "
+        f"the {floor:g}% of {claim.floor_why}"
+    )
 
 
 def paired_estimate(
@@ -516,6 +586,9 @@ def paired_estimate(
         needed=n_for_half_width(diffs),
         discordant=sum(d != 0 for d in diffs) / len(diffs),
         identical=identical,
+        units=tuple(units),
+        control_units=tuple(a),
+        treatment_units=tuple(b),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 import re
@@ -169,6 +170,13 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     lo = 0.0 if successes == 0 else max(0.0, float(centre - half))
     hi = 1.0 if successes == n else min(1.0, float(centre + half))
     return lo, hi
+
+
+def content_seed(units: Iterable) -> int:
+    """A resampling seed from the data itself: the SHA-256 of the sorted unit ids. No global
+    seed: the same units, in any order, on any machine, give the same draws."""
+    text = "\n".join(sorted(str(u) for u in units))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
 def randrange_draws(seed, n: int, count: int) -> np.ndarray:

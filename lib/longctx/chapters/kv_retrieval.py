@@ -399,7 +399,7 @@ def statements(
     short = summary[(summary["num_pairs"] < largest) & (summary["model"] == label)]
     return {
         "lost in the middle, reproduced": verdicts["litm-kv-middle"] == "reproduced",
-        "query-aware did not help; a gain of the paper's size is ruled out": verdicts[
+        "query-aware did not help, and its arm lies below near-perfect": verdicts[
             "litm-kv-query-aware"
         ]
         == "not reproduced"

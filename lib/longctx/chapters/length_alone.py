@@ -255,7 +255,8 @@ def claims(ctx: RunContext) -> dict[str, Estimate]:
         if placement != "between":
             return est
         threshold = thresholds[f"la-{filler}"]
-        return replace(est, facts=recited_facts(recited_rows, gsm8k, filler, longest, threshold))
+        facts = recited_facts(recited_rows, gsm8k, filler, longest, threshold)
+        return replace(est, facts={**facts, **kept_facts(recited_rows, gsm8k, filler, longest)})
 
     out = {
         "la-essay": lambda: drop("essay"),
@@ -277,18 +278,20 @@ def claims(ctx: RunContext) -> dict[str, Estimate]:
                     by_unit(mine, {**where, "mode": "retrieve_then_answer"}, rq.score),
                     side_names=("whole context", "recite, then answer"),
                 )
-                # The paper's premise: retrieval works, in its sense (footnote 1) of reciting
-                # text from the context; naming a document without copying it is not enough.
-                copied = by_unit(
+                # The paper's premise: retrieval works before the answer is written. A
+                # recitation retrieves when it points at a document holding the answer,
+                # by copying its text or by naming it (the second step reads either).
+                identified = by_unit(
                     mine,
                     {**where, "mode": "recite"},
-                    lambda row: rq.recitation_diagnostics(ruler, by_id[row["example_id"]], row)[
-                        "copies_supporting"
-                    ],
+                    lambda row: rq.identifies_supporting(
+                        rq.recitation_diagnostics(ruler, by_id[row["example_id"]], row)
+                    ),
                 )
-                if not copied:
+                if not identified:
                     return est
-                return replace(est, facts={"copied": 100 * sum(copied.values()) / len(copied)})
+                share = 100 * sum(identified.values()) / len(identified)
+                return replace(est, facts={"identified": share})
 
             out[f"la-ruler-{subtask}"] = recite_first
     return estimable(out)
@@ -350,6 +353,25 @@ def recited_facts(
     if at_least >= threshold:
         return {"recited": at_least, "recited:bound": 1.0}
     return {"recited": float("nan")}
+
+
+def kept_facts(
+    rows: list[dict], problems: dict[str, la.Problem], filler: str, length: int
+) -> dict[str, float]:
+    """The relative premise, beside the paper's absolute one: ``recited_none``, the % of
+    ``problems`` recited word for word with no filler, and ``kept``, the % of those also
+    recited word for word with ``length`` tokens of ``filler`` in place (paired by problem;
+    NaN while either side's recitations are part stored, or when none is recited without
+    filler, since then nothing can be kept)."""
+    plain = recitations(rows, problems, filler, 0)
+    if set(plain) != set(problems):
+        return {"recited_none": float("nan"), "kept": float("nan")}
+    right = [p for p, r in plain.items() if r["retrieval_em"]]
+    out = {"recited_none": 100 * len(right) / len(problems), "kept": float("nan")}
+    long = recitations(rows, problems, filler, length)
+    if right and set(long) == set(problems):
+        out["kept"] = 100 * sum(long[p]["retrieval_em"] for p in right) / len(right)
+    return out
 
 
 def premise_levels(rows: list[dict], problems: dict[str, la.Problem], length: int) -> pd.DataFrame:
@@ -462,12 +484,24 @@ def premise_words(levels: pd.DataFrame, estimates: dict[str, Estimate]) -> str:
         words += (
             f" With no filler at all the reader recites {rate:.1f}% of the problems word for word"
             + (
-                f", already below the paper's {threshold:g}%: this reader's recitation falls short "
-                "before any length is added."
+                f", already below the paper's {threshold:g}%: it cannot recite even without "
+                "filler, so the three filler claims are untestable on this reader, whatever "
+                "length does."
                 if rate < threshold
                 else "."
             )
         )
+        kept = [
+            (LABELS[f, "between"], estimates[f"la-{f}"].facts.get("kept", float("nan")))
+            for f in PREMISE_FILLERS
+            if f"la-{f}" in estimates
+        ]
+        if kept and all(k == k for _, k in kept):
+            words += (
+                " Of the problems it recites with no filler, it still recites "
+                + and_list([f"{k:.1f}% with {label.lower()}" for label, k in kept])
+                + f" (the relative premise: at least {threshold:g}%, paired by problem)."
+            )
     if undecided:
         words += (
             " A claim whose recitations do not yet decide its premise stays unjudged (premise "
@@ -786,12 +820,16 @@ def ruler_views(ruler_rows: list[dict], params: dict, paper: pd.DataFrame) -> di
         ]
     )
     recitations = scored[scored["mode"] == "recite"]
+    recitations = recitations.assign(
+        identifies=[rq.identifies_supporting(r) for r in recitations.to_dict("records")]
+    )
     recited = recitations.groupby("subtask").agg(
         questions=("example_id", "size"),
         names=("named", lambda s: (s > 0).mean()),
         supporting=("names_a_supporting", "mean"),
         copies=("copies_text", "mean"),
         copies_supporting=("copies_supporting", "mean"),
+        identifies=("identifies", "mean"),
         answer=("answer_in_recitation", "mean"),
         tokens=("new_tokens", "median"),
         at_cap=("new_tokens", lambda t: (t >= rq.RECITE_TOKENS).sum()),
@@ -821,7 +859,7 @@ def ruler_views(ruler_rows: list[dict], params: dict, paper: pd.DataFrame) -> di
 
 
 def recitation_table(recited: pd.DataFrame) -> pd.DataFrame:
-    percent = ["names", "supporting", "copies", "copies_supporting", "answer"]
+    percent = ["names", "supporting", "copies", "copies_supporting", "identifies", "answer"]
     return (
         recited.drop(columns="at_cap")
         .assign(**{c: (100 * recited[c]).round(1) for c in percent})
@@ -832,6 +870,7 @@ def recitation_table(recited: pd.DataFrame) -> pd.DataFrame:
                 "supporting": "name one holding the answer (%)",
                 "copies": "copy a line verbatim (%)",
                 "copies_supporting": "copy a line of one holding the answer (%)",
+                "identifies": "identify one holding the answer: the premise (%)",
                 "answer": "contain a gold answer (%)",
                 "tokens": "median length (tokens)",
             },
@@ -932,6 +971,7 @@ def quoted(
             out[f"la-ruler-{t}"] = estimate_text(estimates[f"la-ruler-{t}"])
             out[f"la-{t}-supporting"] = f"{100 * rec.loc[t, 'supporting']:.0f}%"
             out[f"la-{t}-copied"] = f"{100 * rec.loc[t, 'copies_supporting']:.0f}%"
+            out[f"la-{t}-identified"] = f"{100 * rec.loc[t, 'identifies']:.0f}%"
             out[f"la-{t}-answer-in"] = f"{100 * rec.loc[t, 'answer']:.0f}%"
             out[f"la-{t}-tokens"] = f"{rec.loc[t, 'tokens']:g}"
             out[f"la-{t}-named"] = f"{steps.loc[(t, 'answer_from_named'), 'second_step']:.0f}%"

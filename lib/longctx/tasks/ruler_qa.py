@@ -463,6 +463,12 @@ def recitation_diagnostics(ruler: RulerSet, q: RulerQuestion, row: dict) -> dict
     }
 
 
+def identifies_supporting(diagnostics: dict) -> bool:
+    """Whether a recitation (its :func:`recitation_diagnostics`) identifies a document holding
+    the answer: it copies a line of one, or names one by its number."""
+    return bool(diagnostics["copies_supporting"] or diagnostics["names_a_supporting"])
+
+
 def string_match_part(output: str, answers: Sequence[str]) -> float:
     """RULER's ``string_match_part`` for one output: 1.0 when some gold answer, lower-cased,
     is a substring of the lower-cased output."""
