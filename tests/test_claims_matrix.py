@@ -6,14 +6,16 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from longctx import matrix
 from longctx.chapters import get_chapter, scale
-from longctx.claims import read_claims
+from longctx.claims import Estimate, judge, read_claims
 from longctx.errors import LongctxError
+from longctx.matrix import Cell, Column, cell_markdown
 from longctx.reader import Reader
 from longctx.runner import PromptTokens, block_keys
 from longctx.store import ResultsStore
@@ -449,3 +451,33 @@ def test_a_family_is_holm_adjusted_alike_in_the_matrix_and_its_chapter(committed
         assert "Holm-adjusted over the 6 tests" in cells[cid].judgement.direction
         alone = replace(ests[cid], p_family=None, family_size=None)
         assert judge(alone, claims[cid]).verdict == "reproduced"
+
+
+def test_shuffled_rows_change_no_byte_of_the_matrix_and_its_stability(tmp_path):
+    """No global seed: every interval, p and stability share is seeded by the sorted unit ids,
+    so the same rows stored in another order give the same CSV, byte for byte."""
+    import random
+
+    rows = ResultsStore(ROOT / "data" / "results", DEFAULT, "kv_retrieval").rows()
+    shuffled = list(rows)
+    random.Random(7).shuffle(shuffled)
+    ResultsStore(tmp_path / "a", DEFAULT, "kv_retrieval").append(rows)
+    ResultsStore(tmp_path / "b", DEFAULT, "kv_retrieval").append(shuffled)
+    claims = [c for c in read_claims() if c.chapter == "kv_retrieval"]
+    built = [matrix.build(tmp_path / side, claims) for side in ("a", "b")]
+    csvs = [matrix.frame(m).drop(columns=["rule_fixed", "first_row"]).to_csv() for m in built]
+    assert csvs[0] == csvs[1]
+    stable = [matrix.frame(m)["stability"].tolist() for m in built]
+    assert stable[0] == stable[1] and all(0 <= s <= 1 for s in stable[0])
+
+
+def test_a_fragile_verdict_is_shown_with_its_share_and_not_counted_as_decided():
+    claim = next(c for c in read_claims() if c.id == "litm-kv-middle")
+    col = Column("f", DEFAULT, "hf", Reader())
+    est = Estimate(-20.0, -30.0, -10.0, 165, 0.001, "", 80.0, 60.0, stability=0.74)
+    cell = Cell(claim, col, "judged", est, judge(est, claim))
+    assert cell.judgement.verdict == "reproduced"
+    assert cell.fragile and not cell.decided and cell.state == "fragile (reproduced)"
+    assert "≈ fragile: reproduced in 74%" in cell_markdown(cell)
+    steady = Cell(claim, col, "judged", replace(est, stability=0.95), judge(est, claim))
+    assert steady.decided and not steady.fragile and "holds 95%" in cell_markdown(steady)

@@ -79,6 +79,11 @@ def test_every_verdict_follows_the_rule(table):
             row.control,
             row.treatment,
             row.facts,
+            side_intervals={
+                side: tuple(ci)
+                for side, ci in (("control", row.control_ci), ("treatment", row.treatment_ci))
+                if ci is not None
+            },
         )
         assert row.verdict == verdict(est, by_id[row.id]), row.id
         assert row.ci_low <= row.difference <= row.ci_high, row.id

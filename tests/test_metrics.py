@@ -191,3 +191,10 @@ def test_bootstrap_draws_are_randoms_own_bit_for_bit():
         assert bootstrap_interval(values, seed=seed, clusters=clusters) == (
             _bootstrap_one_draw_at_a_time(values, seed=seed, clusters=clusters)
         )
+
+
+def test_a_content_seed_is_the_units_not_their_order():
+    from longctx.metrics import content_seed
+
+    assert content_seed(["b", "a", "c"]) == content_seed(["c", "b", "a"])
+    assert content_seed(["a", "b"]) != content_seed(["a", "c"])

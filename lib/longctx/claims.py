@@ -69,6 +69,12 @@ from .metrics import (
 )
 from .paths import repo_root
 from .report import estimate_ci, n_for_half_width
+from .resampling import (
+    STABILITY_RESAMPLES,
+    correlation_resamples,
+    joint_draws,
+    paired_resamples,
+)
 
 VERDICTS = (
     "reproduced",
@@ -112,9 +118,16 @@ class Estimate:
     family_size: int | None = None
     # The paired units (sorted ids) and each side's score on them, which the level and floor
     # intervals and the verdict's stability resample (empty: a derived side, not resampled)
+    # (for a correlation, its x and y per unit)
     units: tuple = field(default=(), repr=False, compare=False)
     control_units: tuple[float, ...] = field(default=(), repr=False, compare=False)
     treatment_units: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    # The share of resamples of the units in which the verdict holds (None: not resampled)
+    stability: float | None = None
+    # side intervals already drawn (a resample's, from its own draws), by side
+    side_intervals: Mapping[str, tuple[float, float]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def testable(self) -> bool:
@@ -123,6 +136,8 @@ class Estimate:
     def side_interval(self, side: str) -> tuple[float, float] | None:
         """The 95% percentile interval (%) of one side's level (``control`` or ``treatment``)
         over the paired units, seeded by their ids (None: a derived side)."""
+        if side in self.side_intervals:
+            return self.side_intervals[side]
         values = self.control_units if side == "control" else self.treatment_units
         if not values:
             return None
@@ -535,7 +550,8 @@ def _below_chance(est: Estimate, claim: Claim) -> str:
     """The premise's failure in words when the control arm's whole interval lies below the
     claim's chance floor, else empty (no numeric floor, or no control units to resample)."""
     floor = chance_floor(claim)
-    interval = est.side_interval("control") if floor is not None else None
+    # a correlation's units are its x and y, not a control arm's scores
+    interval = est.side_interval("control") if floor is not None and claim.scale != "r" else None
     if interval is None or interval[1] >= floor:
         return ""
     lo, hi = interval
@@ -550,13 +566,15 @@ def paired_estimate(
     treatment: dict,
     *,
     side_names: tuple[str, str] = ("control", "treatment"),
-    seed: int = 0,
 ) -> Estimate:
     """``treatment`` minus ``control`` in points, over the units in both. Each side maps a unit
-    (question, problem, example) to its score, already averaged over the unit's items."""
+    (question, problem, example) to its score, already averaged over the unit's items. The
+    interval's draws and the test's flips are seeded by the sorted unit ids: the same units in
+    any order, on any machine, give the same bytes."""
     units = sorted(set(control) & set(treatment))
     if not units:
         raise NoPairedUnits("no unit was run under both conditions of this claim")
+    seed = content_seed(units)
     a = [control[u] for u in units]
     b = [treatment[u] for u in units]
     mean, lo, hi = paired_bootstrap_difference(a, b, seed=seed)
@@ -626,7 +644,7 @@ def estimable(estimates: dict[str, Callable[[], Estimate]]) -> dict[str, Estimat
             out[claim_id] = compute()
         except NoPairedUnits:
             continue
-    return adjusted_in_families(out)
+    return with_stability(adjusted_in_families(out))
 
 
 def adjusted_in_families(
@@ -645,6 +663,86 @@ def adjusted_in_families(
         for claim_id, p in zip(ids, holm([estimates[i].p for i in ids])):
             out[claim_id] = replace(estimates[claim_id], p_family=p, family_size=len(ids))
     return out
+
+
+STABLE = 0.9  # a verdict that holds in fewer resamples than this is "fragile"
+
+
+def is_fragile(verdict: str, stability: float | None) -> bool:
+    """A verdict that says something (not "inconclusive at this n") but holds in fewer than
+    :data:`STABLE` of the resamples of its units."""
+    return verdict != "inconclusive at this n" and stability is not None and stability < STABLE
+
+
+def verdict_state(verdict: str, stability: float | None) -> str:
+    """The verdict as the verdict log records it: "fragile (<verdict>)" when fragile."""
+    return f"fragile ({verdict})" if is_fragile(verdict, stability) else verdict
+
+
+def with_stability(
+    estimates: dict[str, Estimate], claims: list[Claim] | None = None
+) -> dict[str, Estimate]:
+    """``estimates`` with each one's :attr:`Estimate.stability`: the share of
+    :data:`~longctx.resampling.STABILITY_RESAMPLES` resamples of its units in which
+    :func:`judge` gives the verdict it gives on all of them. In each resample the interval
+    (:data:`~longctx.resampling.INNER_RESAMPLES` draws), the exact test, both sides' levels
+    and the Holm adjustment over the family are recomputed; a fact the chapter computes over
+    the whole run (a recitation rate) is held as it is. Draws are seeded by the unit ids."""
+    by_id = {c.id: c for c in (claims if claims is not None else read_claims())}
+    groups: dict[str, list[str]] = {}
+    for claim_id, est in estimates.items():
+        if claim_id in by_id and est.units:
+            groups.setdefault(by_id[claim_id].family or f"claim {claim_id}", []).append(claim_id)
+    out = dict(estimates)
+    for ids in groups.values():
+        shares = _stability([estimates[i] for i in ids], [by_id[i] for i in ids])
+        for claim_id, share in zip(ids, shares):
+            out[claim_id] = replace(estimates[claim_id], stability=share)
+    return out
+
+
+def _stability(ests: list[Estimate], claims: list[Claim]) -> list[float | None]:
+    try:
+        verdicts = [judge(e, c).verdict for e, c in zip(ests, claims)]
+    except DataFileError:  # a premise this reader's rows cannot feed: nothing to resample
+        return [None] * len(ests)
+    again = [
+        _resamples(e, c, positions)
+        for e, c, positions in zip(ests, claims, joint_draws([e.units for e in ests]))
+    ]
+    if len(ests) > 1 and all(e.p_family is not None for e in ests):
+        adjusted = np.array([holm(ps) for ps in zip(*(r["p"] for r in again))]).T
+        for r, p_family in zip(again, adjusted):
+            r["p_family"] = p_family
+    held = [0] * len(ests)
+    for b in range(STABILITY_RESAMPLES):
+        for k, (e, c, r) in enumerate(zip(ests, claims, again)):
+            held[k] += judge(_at(e, r, b), c).verdict == verdicts[k]
+    return [h / STABILITY_RESAMPLES for h in held]
+
+
+def _resamples(est: Estimate, claim: Claim, positions: np.ndarray) -> dict[str, np.ndarray]:
+    """``est``'s numbers on every resample of its units (``positions``; -1: a unit of another
+    member of its family, not its own)."""
+    a, b = np.asarray(est.control_units), np.asarray(est.treatment_units)
+    if claim.scale == "r":
+        return correlation_resamples(a, b, positions)
+    sides = ["treatment"] if claim.kind == "level" else []
+    if chance_floor(claim) is not None:
+        sides.append("control")
+    return paired_resamples(a, b, positions, sides)
+
+
+def _at(est: Estimate, resamples: dict[str, np.ndarray], b: int) -> Estimate:
+    """``est`` as resample ``b`` gives it (facts the chapter computes over the run kept)."""
+    values = {k: float(v[b]) for k, v in resamples.items()}
+    intervals = {
+        side: (values.pop(f"{side}_low"), values.pop(f"{side}_high"))
+        for side in ("control", "treatment")
+        if f"{side}_low" in values
+    }
+    values.setdefault("p_family", None)
+    return replace(est, side_intervals=intervals, **values)
 
 
 class UnitScores(dict):

@@ -30,9 +30,11 @@ from .claims import (
     VERDICTS,
     Claim,
     Estimate,
+    is_fragile,
     judge,
     read_claims,
     underpowered,
+    verdict_state,
 )
 from .data import COMMITTED_DIR, cache_dir
 from .errors import DataFileError
@@ -178,12 +180,17 @@ def findings_table(
                 "detail": est.detail,
                 "control": est.control,
                 "treatment": est.treatment,
+                # each side's level interval, which a level claim and a chance floor read
+                "control_ci": est.side_interval("control"),
+                "treatment_ci": est.side_interval("treatment"),
                 "facts": dict(est.facts),
                 "setting": c.setting,
                 "kind": c.kind,
                 "margin": c.margin,
                 "scale": c.scale,
                 "verdict": judged.verdict,
+                "stability": est.stability,
+                "state": verdict_state(judged.verdict, est.stability),
                 "direction": judged.direction,
                 "magnitude": judged.magnitude,
                 "magnitude_short": judged.magnitude_short,
@@ -227,6 +234,10 @@ def _verdict_cell(r) -> str:
     parts = [r.direction, r.magnitude_short]
     if r.premise and r.premise_met:
         parts.append("premise met")
+    held = getattr(r, "stability", None)
+    if held is not None and held == held:
+        fragile = is_fragile(r.verdict, held)
+        parts.append(f"**fragile**: holds in {held:.0%}" if fragile else f"holds in {held:.0%}")
     return f"{VERDICT_MARK[r.verdict]}: " + "; ".join(p for p in parts if p)
 
 
@@ -348,7 +359,7 @@ def verdict_changes(table, path: str | Path | None = None) -> pd.DataFrame:
     path = Path(path) if path else repo_root() / CHANGES_FILE
     changes = read_verdict_changes(path)
     last = last_recorded(changes)
-    now = table.set_index("id")["verdict"]
+    now = table.set_index("id")["state"]
     stale = [c for c in now.index if c in last.index and last[c] != now[c]]
     if stale:
         raise DataFileError(

@@ -42,15 +42,18 @@ from .chapters import contract, contracts
 from .claims import (
     CLAIMS_FILE,
     PRECISION_TARGET,
+    STABLE,
     UNMEASURED,
     VERDICT_MARK,
     Claim,
     Estimate,
     Judgement,
     half_width,
+    is_fragile,
     judge,
     read_claims,
     underpowered,
+    verdict_state,
 )
 from .errors import DataFileError, LongctxError, warn_line
 from .findings import estimates, findings_table
@@ -60,6 +63,7 @@ from .plots import FigureText, claims_grid
 from .reader import Reader, model_label, row_backend
 from .report import and_list
 from .reproduce import read_claims_plan
+from .resampling import STABILITY_RESAMPLES
 from .store import ResultsStore
 
 GPU_HOURS = 8.0  # a claim whose prompts would take longer on this CPU is left to a GPU
@@ -136,11 +140,35 @@ class Cell:
     fits: str = ""  # the longest prompt against the window, where the reader's plan says
 
     @property
+    def stability(self) -> float | None:
+        """The share of resamples of the units in which the verdict holds."""
+        return self.estimate.stability if self.estimate is not None else None
+
+    @property
+    def fragile(self) -> bool:
+        """A verdict that says something but holds in fewer than :data:`STABLE` of the
+        resamples of its units: not counted as decided."""
+        return self.judgement is not None and is_fragile(self.judgement.verdict, self.stability)
+
+    @property
     def decided(self) -> bool:
         """Whether the cell says something: a direction (the interval and the exact test
         agree), an equivalence or a paper's effect ruled out by the interval, or a premise
-        judged unmet; only "inconclusive at this n" is not."""
-        return self.judgement is not None and self.judgement.verdict != "inconclusive at this n"
+        judged unmet, holding in at least :data:`STABLE` of the resamples of its units;
+        "inconclusive at this n" and a fragile verdict do not."""
+        return (
+            self.judgement is not None
+            and self.judgement.verdict != "inconclusive at this n"
+            and not self.fragile
+        )
+
+    @property
+    def state(self) -> str:
+        """What the cell says, as the verdict log records it: the verdict, "fragile
+        (<verdict>)", "not testable", or the status of a cell without a verdict."""
+        if self.judgement is None:
+            return self.status
+        return verdict_state(self.judgement.verdict, self.stability)
 
 
 @dataclass
@@ -437,7 +465,7 @@ def cell_states(matrix: Matrix) -> dict[tuple[str, str], str]:
     """Each cell that says something of its claim, by (reader folder, claim): its verdict,
     or "not testable". Part-run, unfit and unrun cells say nothing yet."""
     return {
-        (folder, claim_id): cell.judgement.verdict if cell.judgement else cell.status
+        (folder, claim_id): cell.state
         for (claim_id, folder), cell in matrix.cells.items()
         if cell.judgement is not None or cell.status == NOT_TESTABLE
     }
@@ -488,6 +516,10 @@ VERDICT_WORDS = {
     "premise not measured": "premise not measured",
 }
 NOT_PREREGISTERED = "‡"  # the claim's rule took its form after this reader's first row
+STABILITY_WORDS = (
+    f"the share of {STABILITY_RESAMPLES:,} resamples of the claim's units in which its verdict "
+    f"holds; below {STABLE:.0%} the verdict is fragile and not counted as decided"
+)
 
 
 def reader_free(claim: Claim) -> bool:
@@ -525,6 +557,8 @@ def frame(matrix: Matrix) -> pd.DataFrame:
                     "magnitude": j.magnitude if j else None,
                     "premise": j.premise if j else None,
                     "premise_met": j.premise_met if j and claim.premise else None,
+                    "stability": cell.stability,
+                    "fragile": cell.fragile,
                     "decided": cell.decided,
                     "preregistered": cell.preregistered,
                     "rule_fixed": cell.rule_date.isoformat() if cell.rule_date else None,
@@ -568,11 +602,16 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
     why = "; ".join(
         p for p in (est.detail, j.direction, j.magnitude, j.premise, cell.floor, fit) if p
     )
+    verdict = f"{mark} {VERDICT_WORDS[j.verdict]}"
+    if cell.fragile:
+        verdict = f"≈ fragile: {VERDICT_WORDS[j.verdict]} in {cell.stability:.0%}"
     lines = [
         f"**{_number(cell.claim, est)}**",
-        f'<abbr title="{_attr(why)}">{mark} {VERDICT_WORDS[j.verdict]}</abbr>, n = {est.n}{pre}',
+        f'<abbr title="{_attr(why)}">{verdict}</abbr>, n = {est.n}{pre}',
     ]
     extra = []
+    if cell.stability is not None and not cell.fragile:
+        extra.append(f'<abbr title="{STABILITY_WORDS}">holds {cell.stability:.0%}</abbr>')
     if cell.claim.premise:
         extra.append("premise ✓" if j.premise_met else "premise ✗")
     if cell.floor:
@@ -704,8 +743,9 @@ def col_cells_of(matrix: Matrix, col: Column) -> list[Cell]:
 
 TALLY_CAPTION = (
     "Per reader: its judged claims by verdict, how many are decided (a direction, an "
-    "equivalence or a premise judged unmet), how many were judged by a rule fixed after the "
-    "rows, and the claims without a verdict yet, by why."
+    "equivalence or a premise judged unmet, holding in at least 90% of resamples of the "
+    "claim's units), how many verdicts are fragile (below 90%), how many were judged by a "
+    "rule fixed after the rows, and the claims without a verdict yet, by why."
 )
 
 
@@ -733,6 +773,7 @@ def tally_table(matrix: Matrix) -> pd.DataFrame:
                 "judged": len(judged),
                 "verdicts": " · ".join(verdicts) or "none",
                 "decided": sum(c.decided for c in judged),
+                f"fragile (< {STABLE:.0%})": sum(c.fragile for c in judged),
                 "rule after rows (‡)": sum(c.preregistered is False for c in judged),
                 "no verdict yet": " · ".join(unjudged) or "none",
             }
@@ -752,9 +793,14 @@ def reader_lines(matrix: Matrix) -> list[str]:
                 est = cell.estimate
                 pre = " (rule fixed after its rows)" if cell.preregistered is False else ""
                 holm = "" if est.p_family is None else f" (Holm {est.p_family:.3g})"
+                held = (
+                    f", holds in {cell.stability:.0%} of resamples"
+                    if cell.stability is not None
+                    else ""
+                )
                 out.append(
                     f"{claim.id}: {_number(claim, est)}, n = {est.n}, p = {est.p:.3g}{holm}: "
-                    f"{cell.judgement.verdict}{pre}"
+                    f"{cell.state}{held}{pre}"
                 )
             else:
                 out.append(f"{claim.id}: {cell.note}")

@@ -314,11 +314,14 @@ def paired_bootstrap_difference(
     return sum(diffs) / len(diffs), lo, hi
 
 
+MAX_DENOMINATOR = 10_000  # the exact sign-flip test's largest common denominator
+
+
 def sign_flip_test(
     differences: Sequence[float],
     n_resamples: int = 200_000,
     seed: int = 0,
-    max_denominator: int = 10_000,
+    max_denominator: int = MAX_DENOMINATOR,
 ) -> float:
     """Two-sided paired sign-flip p-value for ``mean(differences) == 0``, exact.
 
@@ -337,7 +340,7 @@ def sign_flip_test(
     d = d[d != 0]  # a zero difference is the same flipped: it changes no sum
     if d.size == 0:
         return 1.0
-    weights = _as_integers(np.abs(d), max_denominator)
+    weights = integer_weights(np.abs(d), max_denominator)
     if weights is None:
         return _sign_flip_monte_carlo(d, n_resamples, seed)
     total = int(weights.sum())
@@ -360,7 +363,7 @@ def sign_flip_test(
     return float(min(1.0, p))
 
 
-def _as_integers(values: np.ndarray, max_denominator: int) -> np.ndarray | None:
+def integer_weights(values: np.ndarray, max_denominator: int) -> np.ndarray | None:
     """``values`` times their least common denominator, as integers, or None when that
     denominator exceeds ``max_denominator`` (the values are not small fractions)."""
     common = 1

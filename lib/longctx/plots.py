@@ -473,7 +473,8 @@ UNJUDGED_WORDS = {
 def claims_grid(cells, *, readers: list[str]):
     """The claims x readers matrix, one mark per cell: a judged cell's verdict (colour and
     shape; premise not met as an open circle, a dagger-like ``‡`` beside a cell whose rule was
-    fixed after the reader's rows), a cell without a verdict in grey words (not run, part
+    fixed after the reader's rows, a faded mark with ``≈`` for a fragile verdict), a cell
+    without a verdict in grey words (not run, part
     run, no fit, GPU, hf only). ``cells`` has one row per claim and reader with ``short``,
     ``reader``, ``status``, ``verdict`` and ``preregistered``; the claims keep their order."""
     import matplotlib.pyplot as plt
@@ -488,6 +489,7 @@ def claims_grid(cells, *, readers: list[str]):
         if r.status == "judged":
             colour = VERDICT_COLOURS[r.verdict]
             hollow = r.verdict == "premise not met"
+            fragile = bool(getattr(r, "fragile", False))
             ax.plot(
                 x,
                 y,
@@ -496,7 +498,10 @@ def claims_grid(cells, *, readers: list[str]):
                 color=colour,
                 mfc="white" if hollow else colour,
                 mew=2,
+                alpha=0.35 if fragile else 1.0,
             )
+            if fragile:
+                ax.text(x - 0.14, y, "≈", va="center", ha="right", fontsize=11, color="0.2")
             if r.preregistered is False:
                 ax.text(x + 0.14, y, "‡", va="center", ha="left", fontsize=10, color="0.3")
             if getattr(r, "href", None):
@@ -534,6 +539,9 @@ def claims_grid(cells, *, readers: list[str]):
         Line2D(
             [], [], ls="none", marker="$‡$", ms=9, color="0.3", label="rule fixed after the rows"
         )
+    )
+    handles.append(
+        Line2D([], [], ls="none", marker="$≈$", ms=9, color="0.2", label="fragile: holds in < 90%")
     )
     _legend_below(fig, handles, ncol=3)
     return fig

@@ -407,7 +407,6 @@ def backend_agreement(
     score: Callable[[dict], float],
     *,
     names: tuple[str, str] = ("hf", "llamacpp"),
-    seed: int = 0,
 ) -> dict:
     """How far two backends' answers to the same requests agree.
 
@@ -441,7 +440,6 @@ def backend_agreement(
         {u: sum(v) / len(v) for u, v in unit_a.items()},
         {u: sum(v) / len(v) for u, v in unit_b.items()},
         side_names=names,
-        seed=seed,
     )
     return {
         "n": len(pairs),

@@ -494,7 +494,7 @@ def sized_comparison(
     variant against the baseline on every case, with the questions that move each way."""
     if scored.empty:
         return None
-    gains = tn.versus_baseline(scored, seed=params["seed"]).set_index("variant")
+    gains = tn.versus_baseline(scored).set_index("variant")
     pairs = scored.pivot_table(index="example_id", columns="variant", values="correct")
     length = params["long_length" if which == "long" else "short_length"]
     t1 = paper[paper["table"] == 1].set_index(["model", "variant", "setting"])["value"]
@@ -561,7 +561,7 @@ def tags_alone_estimate(scored: pd.DataFrame, seed: int):
     if TAGS_CONTROL not in set(scored["variant"]) or "td_tc_spacy" not in set(scored["variant"]):
         return None
     both = scored[scored["variant"].isin([TAGS_CONTROL, "td_tc_spacy"])]
-    found = tn.versus_baseline(both, control=TAGS_CONTROL, seed=seed)
+    found = tn.versus_baseline(both, control=TAGS_CONTROL)
     return next(found[found["variant"] == "td_tc_spacy"].itertuples(), None)
 
 
@@ -733,7 +733,7 @@ def by_depth(main: pd.DataFrame) -> pd.DataFrame:
 def overhead(main: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Tag tokens and their share of the context against the change over the baseline, and
     each tagged variant against TD alone."""
-    over = tn.overhead_vs_gain(main, seed=seed)
+    over = tn.overhead_vs_gain(main)
     tagged = over[over["variant"].str.startswith("td_tc")]
     tagged = tagged.assign(
         variant=tagged["variant"].map(tn.VARIANT_LABELS),
@@ -754,7 +754,7 @@ def overhead(main: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]
             "change": "change vs baseline (pts, 95% CI)",
         }
     )
-    against_td = tn.versus_baseline(main[main["variant"] != "baseline"], control="td", seed=seed)
+    against_td = tn.versus_baseline(main[main["variant"] != "baseline"], control="td")
     return shown, against_td
 
 
@@ -771,9 +771,7 @@ def query_aware(scored: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.Da
         * 100
     )
     rows = rows.assign(arm=rows["variant"] + rows["query_aware"].map({True: "+qac", False: ""}))
-    gains = tn.versus_baseline(
-        rows.assign(variant=rows["arm"]), control="baseline", seed=params["seed"]
-    )
+    gains = tn.versus_baseline(rows.assign(variant=rows["arm"]), control="baseline")
     return table, gains
 
 
@@ -1102,7 +1100,7 @@ def analyze(ctx: RunContext) -> TagResult:
         grid=grid,
         main=main,
         accuracy=grid_accuracy(main),
-        gains=tn.versus_baseline(main, seed=seed),
+        gains=tn.versus_baseline(main),
         drops=tn.drop_rates(main, seed=seed),
         overhead=overheads,
         against_td=against_td,

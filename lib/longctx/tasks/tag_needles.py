@@ -535,9 +535,7 @@ def accuracy_table(scored, by: Sequence[str] = ("model", "variant", "length")):
     return summarize(scored, list(by), score="correct")
 
 
-def versus_baseline(
-    scored, *, control: str = "baseline", by: Sequence[str] = ("length",), seed: int = 0
-):
+def versus_baseline(scored, *, control: str = "baseline", by: Sequence[str] = ("length",)):
     """Each variant minus ``control`` on the same cases (and depths), per ``by``: each
     needle's questions averaged first, then the findings page's paired estimate over needles
     (:func:`longctx.claims.paired_estimate`: points, bootstrap interval, exact sign-flip p),
@@ -559,9 +557,7 @@ def versus_baseline(
             if pairs.empty:
                 continue
             per_needle = pairs.groupby(level="needle").mean()
-            est = paired_estimate(
-                per_needle[control].to_dict(), per_needle[variant].to_dict(), seed=seed
-            )
+            est = paired_estimate(per_needle[control].to_dict(), per_needle[variant].to_dict())
             out.append(
                 {
                     **dict(zip(by, key)),
@@ -625,10 +621,10 @@ def drop_rates(
     return pd.DataFrame(out)
 
 
-def overhead_vs_gain(scored, *, control: str = "baseline", seed: int = 0):
+def overhead_vs_gain(scored, *, control: str = "baseline"):
     """Per tagged variant and length: tag tokens added to the context (mean), and the
     accuracy change against ``control`` with its interval."""
-    gains = versus_baseline(scored, control=control, seed=seed)
+    gains = versus_baseline(scored, control=control)
     tokens = (
         scored.groupby(["variant", "length"])[["tag_tokens", "context_tokens"]].mean().reset_index()
     )

@@ -318,7 +318,18 @@ def token_correlation(swept: list[dict]) -> Estimate:
     )
     # the premise: a reader that finds no gold id under any format has nothing a format can cost
     facts = {"accuracy": sum(accuracy) / len(accuracy)}
-    return Estimate(r, low, high, len(order), p, detail, facts=facts)
+    return Estimate(
+        r,
+        low,
+        high,
+        len(order),
+        p,
+        detail,
+        facts=facts,
+        units=tuple(order),
+        control_units=tuple(tokens[d] for d in order),
+        treatment_units=tuple(accuracy),
+    )
 
 
 def format_contrast(swept: list[dict]) -> Estimate:

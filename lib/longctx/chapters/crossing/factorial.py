@@ -27,7 +27,7 @@ import pandas as pd
 from ... import transforms as T
 from ...claims import ALPHA, paired_estimate
 from ...errors import ParameterError
-from ...metrics import bootstrap_interval, holm, sign_flip_test
+from ...metrics import bootstrap_interval, content_seed, holm, sign_flip_test
 from ...plots import term_words
 from ...report import format_p, points_ci
 from ...tasks import render
@@ -211,9 +211,7 @@ def effects(
     return pd.DataFrame(rows)
 
 
-def contrast_effects(
-    table, design: Design, *, cluster: str = "example_id", score: str = "correct", seed: int = 0
-):
+def contrast_effects(table, design: Design, *, cluster: str = "example_id", score: str = "correct"):
     """Main effects and two-way interactions as per-question contrasts, with the findings
     page's statistics: per question, a main effect is the mean score at the high level minus
     at the low level, and an interaction is a's effect at b high minus at b low (twice the
@@ -235,13 +233,16 @@ def contrast_effects(
         contrasts[f"{a} x {b}"] = ("interaction", 2 * (means[True] - means[False]))
     rows = []
     for term, (kind, per_unit) in contrasts.items():
-        d = per_unit.dropna().tolist()
-        rows.append({"term": term, "kind": kind, **_summary(d, seed), "clusters": len(d)})
+        d = per_unit.dropna()
+        rows.append({"term": term, "kind": kind, **_summary(d), "clusters": len(d)})
     return _holm_within(pd.DataFrame(rows), "kind")
 
 
-def _summary(d: list[float], seed: int) -> dict:
-    """Mean of per-unit differences in points, its bootstrap interval and the exact p."""
+def _summary(per_unit: pd.Series) -> dict:
+    """Mean of per-unit differences in points, its bootstrap interval and the exact p, seeded
+    by the units' ids (as :func:`longctx.claims.paired_estimate` seeds its own)."""
+    per_unit = per_unit.sort_index()  # the draws index units in one order, whatever came in
+    d, seed = per_unit.tolist(), content_seed(per_unit.index)
     lo, hi = bootstrap_interval(d, seed=seed)
     return {
         "estimate": 100 * sum(d) / len(d),
@@ -316,7 +317,6 @@ def reader_effects(
     reader: str = "model",
     cluster: str = "example_id",
     score: str = "correct",
-    seed: int = 0,
 ):
     """The main effects of two readers side by side, and how they differ, on the questions
     both readers answered in every cell of the design (so the comparison is paired).
@@ -352,7 +352,7 @@ def reader_effects(
         for f in design.factors:
             sides = sub.assign(level=sub["crossing"].map(lambda c, name=f.name: c[name]))
             means = sides.groupby([cluster, "level"])[score].mean().unstack()
-            est = paired_estimate(means[f.low].to_dict(), means[f.high].to_dict(), seed=seed)
+            est = paired_estimate(means[f.low].to_dict(), means[f.high].to_dict())
             rows.append(
                 {
                     "factor": f.name,
@@ -365,12 +365,12 @@ def reader_effects(
                 }
             )
     for f in design.factors:
-        diff = (units[readers[1]][f.name] - units[readers[0]][f.name]).tolist()
+        diff = units[readers[1]][f.name] - units[readers[0]][f.name]
         rows.append(
             {
                 "factor": f.name,
                 "reader": "difference",
-                **_summary(diff, seed),
+                **_summary(diff),
                 "questions": len(shared),
             }
         )
