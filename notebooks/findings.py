@@ -59,9 +59,13 @@ glue_figure(
 show(matrix.tally_table(claims_by_readers), caption=matrix.TALLY_CAPTION)
 
 # %% [markdown]
-# {numref}`fig-matrix` puts {glue:text}`fi-claims` claims against {glue:text}`fi-readers`
-# readers: {glue:text}`fi-judged` cells hold a verdict, {glue:text}`fi-decided` of them a
-# decided one. Each reader answers the same questions, needles, problems and records at the
+# {numref}`fig-matrix` puts {glue:text}`fi-claims` claims against {glue:text}`fi-models`
+# models, read on {glue:text}`fi-readers` model-backend pairs (readers):
+# {glue:text}`fi-judged` reader cells hold a verdict, {glue:text}`fi-decided` of them a
+# decided one. A verdict is decided only when it holds in at least 90% of 1,000 resamples of
+# the claim's units (questions, needles, problems or records, drawn with a seed taken from
+# their ids, so any machine and any row order give the same draws); below that it reads
+# "fragile" with its share. Each reader answers the same questions, needles, problems and records at the
 # `claims` scale (`lib/longctx/scales/<chapter>.json`: exactly the arms the claims need, at
 # the book's sizes), so a cell is judged only once every unit is stored; a reader with part
 # of them is "part run", never judged from the subset.
@@ -74,11 +78,23 @@ show(matrix.tally_table(claims_by_readers), caption=matrix.TALLY_CAPTION)
 # {glue:text}`fi-judged` judged cells had their rule fixed before their rows; every cell of
 # the default reader is marked, since its rules were written after its rows.
 #
+# **One model, several backends.** A model's backends answer the same prompts with the same
+# weights; where two of them judge a claim they are replications of one reader: the claim is
+# decided for the model only when both give the same verdict, and reads "backend-sensitive"
+# otherwise, with both numbers in the cell. Of the {glue:text}`fi-replicated` claims judged
+# on two backends, {glue:text}`fi-backends-agree` get the same verdict from both and
+# {glue:text}`fi-backend-sensitive` are backend-sensitive:
+
+# %% tags=["remove-input"]
+show(matrix.replication_table(claims_by_readers), caption=matrix.REPLICATION_CAPTION)
+
+# %% [markdown]
 # The tables below give each cell's number: the paired difference with its 95% interval, n
 # (independent units), the verdict's mark, whether the premise holds, the chance floor where
 # the claim has one (a guess among the keys or ids, or this reader's closed-book accuracy on
 # the same NQ-Open questions), the share of answers that used their whole token budget and a
-# link to the reader's rows. Hover over a cell without a verdict for the command that fills
+# link to the reader's rows, and how often the verdict holds over resamples of its units; a
+# second backend's number and verdict follow on lines of their own. Hover over a cell without a verdict for the command that fills
 # it, or why it cannot be filled here.
 
 # %% tags=["remove-input"]

@@ -150,10 +150,14 @@ def test_a_new_readers_rows_add_a_column_with_no_code_change(tmp_path):
     # default reader reproduces are reproduced on 2 of 2 readers
     summary = matrix.summary(after)
     assert summary["intro-readers"] == 2 and summary["intro-claims"] == len(claims)
-    reproduced = [c for c in claims if after.cell(c.id, DEFAULT).judgement.verdict == "reproduced"]
+    reproduced = [
+        c
+        for c in claims
+        if (cell := after.cell(c.id, DEFAULT)).judgement.verdict == "reproduced" and cell.decided
+    ]
     assert summary["intro-default-judged"] == len(claims)
-    assert all(
-        f"{c.claim[1:].rstrip('.')} (reproduced on 2 of the 2 readers that judge it)"
+    assert reproduced and all(
+        f"{c.claim[1:].rstrip('.')} (reproduced, and stably, on 2 of the 2 models that judge it)"
         in summary["intro-robust"]
         for c in reproduced[:3]
     )
@@ -481,3 +485,30 @@ def test_a_fragile_verdict_is_shown_with_its_share_and_not_counted_as_decided():
     assert "≈ fragile: reproduced in 74%" in cell_markdown(cell)
     steady = Cell(claim, col, "judged", replace(est, stability=0.95), judge(est, claim))
     assert steady.decided and not steady.fragile and "holds 95%" in cell_markdown(steady)
+
+
+def test_a_models_backends_are_replications_decided_only_when_they_agree():
+    claim = next(c for c in read_claims() if c.id == "sc-hard-hurts")
+    hf = Column(DEFAULT, DEFAULT, "hf", Reader())
+    llama = Column(f"{DEFAULT}--llamacpp", DEFAULT, "llamacpp", Reader())
+    loss = Estimate(-15.0, -22.0, -8.0, 200, 0.0001, "", 60.0, 45.0, stability=0.99)
+    flat = Estimate(-3.0, -9.0, 3.0, 200, 0.4, "", 60.0, 57.0, stability=0.95)
+    m = matrix.Matrix([claim], [hf, llama])
+    m.cells[claim.id, hf.folder] = Cell(claim, hf, "judged", loss, judge(loss, claim))
+    m.cells[claim.id, llama.folder] = Cell(claim, llama, "judged", flat, judge(flat, claim))
+    m.reuse[llama.folder, claim.experiment] = 0.4
+    assert list(m.models) == [DEFAULT]
+    mc = m.model_cell(claim.id, DEFAULT)
+    assert mc.replicated and mc.backend_sensitive and not mc.decided
+    assert mc.state == "backend-sensitive" and m.reproduced_by(claim.id) == (0, 1)
+    text = matrix.model_cell_markdown(mc)
+    assert "**-15.0 [-22.0, -8.0]**" in text and "llamacpp: -3.0 [-9.0, +3.0]" in text
+    assert "backend-sensitive" in text and "prefix reused in 40% of its rows" in text
+    table = matrix.replication_table(m).iloc[0]
+    assert table["claims judged on two backends"] == 1 and table["same verdict"] == 0
+    assert table["backend-sensitive"] == claim.id
+    # the same verdict on both: decided, and reproduced once for the model
+    m.cells[claim.id, llama.folder] = Cell(claim, llama, "judged", loss, judge(loss, claim))
+    agreed = m.model_cell(claim.id, DEFAULT)
+    assert agreed.decided and not agreed.backend_sensitive and m.reproduced_by(claim.id) == (1, 1)
+    assert "backends agree" in matrix.model_cell_markdown(agreed)

@@ -444,7 +444,7 @@ def test_each_chapter_opens_with_its_verdicts():
     est = {"litm-qa-u-shape": Estimate(-10.7, -17.0, -4.0, 150, 0.0024, "", 41.3, 30.7)}
     table = matrix.build(ROOT / "data" / "results", claims, only=[col], given={col.folder: est})
     box = matrix.verdict_box("multidoc_qa", table)
-    assert box.startswith(":::{admonition} Verdicts, one column per reader with rows")
+    assert box.startswith(":::{admonition} Verdicts, one column per model with rows")
     assert "reproduced" in box and "{ref}`data <multidoc-headline>`" in box
     assert box.count("\n| ") == 1 + len(claims)  # header and every claim of the chapter
     assert "-10.7 [-17.0, -4.0]" in box and "not run" in box  # the others have no estimate

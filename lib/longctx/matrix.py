@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from io import StringIO
@@ -172,22 +172,84 @@ class Cell:
 
 
 @dataclass
+@dataclass(frozen=True)
+class ModelCell:
+    """One claim on one model: its cells on each backend with rows, ``hf`` first. Backends
+    are replications of one model: where two judge the claim, it is decided only when they
+    give the same verdict, and "backend-sensitive" otherwise. ``reuse`` is the share of each
+    backend's rows (of the claim's store) answered with a reused prompt prefix."""
+
+    cells: tuple[Cell, ...]
+    reuse: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def judged(self) -> list[Cell]:
+        return [c for c in self.cells if c.judgement is not None]
+
+    @property
+    def primary(self) -> Cell:
+        """The cell shown first: the first backend that judges the claim, else hf's."""
+        return (self.judged or list(self.cells))[0]
+
+    @property
+    def replicated(self) -> bool:
+        return len(self.judged) >= 2
+
+    @property
+    def backend_sensitive(self) -> bool:
+        return self.replicated and len({c.judgement.verdict for c in self.judged}) > 1
+
+    @property
+    def decided(self) -> bool:
+        return (
+            bool(self.judged) and not self.backend_sensitive and all(c.decided for c in self.judged)
+        )
+
+    @property
+    def state(self) -> str:
+        return "backend-sensitive" if self.backend_sensitive else self.primary.state
+
+
+@dataclass
 class Matrix:
     claims: list[Claim]
     columns: list[Column]
     cells: dict[tuple[str, str], Cell] = field(default_factory=dict)
+    # (folder, experiment) -> share of a non-hf reader's rows answered with a reused prefix
+    reuse: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def cell(self, claim_id: str, folder: str) -> Cell:
         return self.cells[claim_id, folder]
 
+    @property
+    def models(self) -> dict[str, list[Column]]:
+        """Each model with rows and its readers (one per backend), hf first: the columns of
+        the matrix as the book shows it, the default model first."""
+        out: dict[str, list[Column]] = {}
+        for col in self.columns:
+            out.setdefault(col.model, []).append(col)
+        return {
+            m: sorted(cols, key=lambda c: (c.backend != "hf", c.backend)) for m, cols in out.items()
+        }
+
+    def model_cell(self, claim_id: str, model: str) -> ModelCell:
+        cols = self.models[model]
+        experiment = next(c.experiment for c in self.claims if c.id == claim_id)
+        return ModelCell(
+            tuple(self.cells[claim_id, c.folder] for c in cols),
+            {
+                c.backend: self.reuse[c.folder, experiment]
+                for c in cols
+                if (c.folder, experiment) in self.reuse
+            },
+        )
+
     def reproduced_by(self, claim_id: str) -> tuple[int, int]:
-        """(readers whose verdict on the claim is reproduced, readers judged on it)."""
-        judged = [
-            self.cells[claim_id, c.folder]
-            for c in self.columns
-            if self.cells[claim_id, c.folder].judgement
-        ]
-        return sum(c.judgement.verdict == "reproduced" for c in judged), len(judged)
+        """(models whose verdict on the claim is a decided "reproduced", models judged on it;
+        a model's backends are one model)."""
+        judged = [mc for m in self.models if (mc := self.model_cell(claim_id, m)).judged]
+        won = sum(mc.decided and mc.primary.judgement.verdict == "reproduced" for mc in judged)
+        return won, len(judged)
 
     def column_cells(self, folder: str) -> list[Cell]:
         return [self.cells[c.id, folder] for c in self.claims]
@@ -245,6 +307,15 @@ def columns(results_dir: str | Path, claims: Sequence[Claim] | None = None) -> l
             continue
         out.append(Column(folder, row["model"], backend, reader))
     return sorted(out, key=lambda c: (c.model != DEFAULT_MODEL or c.backend != "hf", c.folder))
+
+
+def prefix_reuse(reader: Reader, results_dir: str | Path, experiment: str) -> float:
+    """The share of ``reader``'s rows of ``experiment`` answered with a prompt prefix reused
+    from the previous prompt (llama.cpp's KV cache: ``engine.prefix_reused``), which the
+    backends page shows can change answers; 0 where none was."""
+    rows = ResultsStore(results_dir, reader.results_folder(results_dir), experiment).rows()
+    reused = sum(bool((r.get("engine") or {}).get("prefix_reused")) for r in rows)
+    return reused / len(rows) if rows else 0.0
 
 
 def _first_rows(store: ResultsStore) -> list[dict]:
@@ -363,6 +434,8 @@ def build(
             key = (col.folder, claim.experiment)
             if est is not None and key not in first:
                 first[key] = first_row_time(col.reader, results_dir, claim.experiment)
+            if col.backend != "hf" and est is not None and key not in matrix.reuse:
+                matrix.reuse[key] = prefix_reuse(col.reader, results_dir, claim.experiment)
             matrix.cells[claim.id, col.folder] = _cell(
                 claim,
                 col,
@@ -535,6 +608,7 @@ def frame(matrix: Matrix) -> pd.DataFrame:
     for claim in matrix.claims:
         for col in matrix.columns:
             cell = matrix.cell(claim.id, col.folder)
+            mc = matrix.model_cell(claim.id, col.model)
             est, j = cell.estimate, cell.judgement
             out.append(
                 {
@@ -559,6 +633,9 @@ def frame(matrix: Matrix) -> pd.DataFrame:
                     "premise_met": j.premise_met if j and claim.premise else None,
                     "stability": cell.stability,
                     "fragile": cell.fragile,
+                    "backends_judging": len(mc.judged),
+                    "backend_sensitive": mc.backend_sensitive,
+                    "prefix_reused": mc.reuse.get(col.backend),
                     "decided": cell.decided,
                     "preregistered": cell.preregistered,
                     "rule_fixed": cell.rule_date.isoformat() if cell.rule_date else None,
@@ -630,6 +707,47 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
     return "<br>".join(lines)
 
 
+SENSITIVE_WORDS = (
+    "the model's backends judge this claim differently: its verdict depends on the numerics "
+    "of the backend, not on the paper's effect; not counted as decided"
+)
+
+
+def model_cell_markdown(mc: ModelCell, href: str | None = None) -> str:
+    """A model's cell: its first judging backend's (:func:`cell_markdown`), then each other
+    backend that judges the claim, on a line of its own with its number and verdict, under
+    "backends agree" or "⇄ backend-sensitive"; a backend whose rows reused prompt prefixes
+    says in how many."""
+    primary = mc.primary
+    text = cell_markdown(primary, href)
+    if primary.column.backend != "hf" and primary.judgement is not None:
+        text = f"{primary.column.backend}: {text}{_reuse(mc, primary)}"
+    others = [c for c in mc.judged if c is not primary]
+    if not others:
+        return text
+    head = (
+        f'<abbr title="{SENSITIVE_WORDS}">⇄ **backend-sensitive**</abbr>'
+        if mc.backend_sensitive
+        else "backends agree:"
+    )
+    lines = []
+    for c in others:
+        mark = VERDICT_MARK[c.judgement.verdict].split(" ", 1)[0]
+        word = VERDICT_WORDS[c.judgement.verdict]
+        if c.fragile:
+            word = f"≈ fragile: {word} in {c.stability:.0%}"
+        lines.append(
+            f"{c.column.backend}: {_number(c.claim, c.estimate)} {mark} {word}, "
+            f"n = {c.estimate.n}{_reuse(mc, c)}"
+        )
+    return "<br>".join([text, head, *lines])
+
+
+def _reuse(mc: ModelCell, cell: Cell) -> str:
+    share = mc.reuse.get(cell.column.backend, 0.0)
+    return f" · prefix reused in {share:.0%} of its rows" if share else ""
+
+
 def cell_rows(cell: Cell, rows_href, known: dict | None = None) -> str | None:
     """The address of a judged cell's rows: its reader's sample browser (``rows_href``, e.g.
     :func:`longctx.downloads.browser_href` bound to a results folder) filtered to the claim's
@@ -678,7 +796,7 @@ def as_markdown(matrix: Matrix, rows_href=None) -> str:
     store, linked filtered to each claim's rows (:func:`rows_filter`)."""
     parts = []
     links: dict[tuple[str, str], str | None] = {}  # each store's browser looked up once
-    heads = [c.label for c in matrix.columns]
+    heads = list(matrix.models)
     for paper in dict.fromkeys(c.paper for c in matrix.claims):
         claims = [c for c in matrix.claims if c.paper == paper]
         lines = [
@@ -689,12 +807,12 @@ def as_markdown(matrix: Matrix, rows_href=None) -> str:
         ]
         for claim in claims:
             cells = []
-            for k, col in enumerate(matrix.columns):
-                cell = matrix.cell(claim.id, col.folder)
+            for k, model in enumerate(matrix.models):
+                mc = matrix.model_cell(claim.id, model)
                 if reader_free(claim) and k:
                     cells.append("same for every reader (no reader)")
                     continue
-                cells.append(cell_markdown(cell, cell_rows(cell, rows_href, links)))
+                cells.append(model_cell_markdown(mc, cell_rows(mc.primary, rows_href, links)))
             won, judged = matrix.reproduced_by(claim.id)
             if reader_free(claim):
                 won, judged = min(won, 1), min(judged, 1)
@@ -781,6 +899,46 @@ def tally_table(matrix: Matrix) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+REPLICATION_CAPTION = (
+    "Per model with rows on more than one backend: the claims both backends judge, how many "
+    "get the same verdict from both (decided only then) and how many are backend-sensitive, "
+    "and the share of each backend's rows in those claims' stores answered with a reused "
+    "prompt prefix."
+)
+
+
+def replication_table(matrix: Matrix) -> pd.DataFrame:
+    """How far a model's backends, replications of one model, agree claim by claim."""
+    rows = []
+    for model, cols in matrix.models.items():
+        if len(cols) < 2:
+            continue
+        cells = [matrix.model_cell(c.id, model) for c in matrix.claims if not reader_free(c)]
+        both = [mc for mc in cells if mc.replicated]
+        shares: dict[str, list[float]] = {}
+        for mc in both:
+            for backend, share in mc.reuse.items():
+                shares.setdefault(backend, []).append(share)
+        rows.append(
+            {
+                "model": model,
+                "backends": ", ".join(c.backend for c in cols),
+                "claims judged on two backends": len(both),
+                "same verdict": sum(not mc.backend_sensitive for mc in both),
+                "backend-sensitive": ", ".join(
+                    mc.primary.claim.id for mc in both if mc.backend_sensitive
+                )
+                or "none",
+                "rows with a reused prefix": "; ".join(
+                    f"{b}: {min(v):.0%}-{max(v):.0%}" if min(v) != max(v) else f"{b}: {v[0]:.0%}"
+                    for b, v in sorted(shares.items())
+                )
+                or "none",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def reader_lines(matrix: Matrix) -> list[str]:
     """Per reader, one line for a terminal: each claim's verdict with its number, or what
     is missing and the command that fills it (``longctx findings --model``)."""
@@ -798,9 +956,14 @@ def reader_lines(matrix: Matrix) -> list[str]:
                     if cell.stability is not None
                     else ""
                 )
+                mc = matrix.model_cell(claim.id, col.model)
+                others = "".join(
+                    f"; {c.column.backend}: {c.state}" for c in mc.judged if c is not cell
+                )
+                sensitive = " (backend-sensitive)" if mc.backend_sensitive else ""
                 out.append(
                     f"{claim.id}: {_number(claim, est)}, n = {est.n}, p = {est.p:.3g}{holm}: "
-                    f"{cell.state}{held}{pre}"
+                    f"{cell.state}{held}{pre}{others}{sensitive}"
                 )
             else:
                 out.append(f"{claim.id}: {cell.note}")
@@ -811,7 +974,7 @@ def figure(matrix: Matrix, rows_href=None):
     """:func:`longctx.plots.claims_grid` of the matrix (a reader-free claim marked "same"
     beside its first reader); with ``rows_href`` each judged mark links to its rows, as the
     table's cells do (:func:`cell_rows`)."""
-    cells = frame(matrix)
+    cells = model_frame(matrix)
     first = matrix.columns[0].folder if matrix.columns else None
     cells.loc[cells["reader_free"] & (cells["folder"] != first), "status"] = "same"
     known: dict = {}
@@ -819,9 +982,23 @@ def figure(matrix: Matrix, rows_href=None):
         cell_rows(matrix.cell(c, f), rows_href, known) if status == "judged" else None
         for c, f, status in zip(cells["claim"], cells["folder"], cells["status"])
     ]
-    short = {c.label: c.short_label for c in matrix.columns}
-    cells["reader"] = cells["reader"].map(short)
-    return claims_grid(cells, readers=list(short.values()))
+    return claims_grid(cells, readers=list(dict.fromkeys(cells["reader"])))
+
+
+def model_frame(matrix: Matrix) -> pd.DataFrame:
+    """:func:`frame`'s row of each claim's first judging backend per model (the mark a
+    figure draws), named by the model's short label, with whether its backends disagree."""
+    table = frame(matrix).set_index(["claim", "folder"])
+    rows = []
+    for model, cols in matrix.models.items():
+        label = re.sub(r"\n\(\w+\)$", "", cols[0].short_label)
+        for claim in matrix.claims:
+            mc = matrix.model_cell(claim.id, model)
+            row = table.loc[(claim.id, mc.primary.column.folder)].to_dict()
+            rows.append(
+                {**row, "claim": claim.id, "folder": mc.primary.column.folder, "reader": label}
+            )
+    return pd.DataFrame(rows)
 
 
 def verdict_box(chapter: str, matrix: Matrix) -> str:
@@ -829,25 +1006,25 @@ def verdict_box(chapter: str, matrix: Matrix) -> str:
     ``chapter`` (the paper's number, a link to the section that shows it) and a column per
     reader with rows, each cell the matrix's (number, interval, n, verdict)."""
     claims = [c for c in matrix.claims if c.chapter == chapter]
-    cols = [
-        col
-        for col in matrix.columns
-        if any(matrix.cell(c.id, col.folder).status != "not run" for c in claims)
+    models = [
+        model
+        for model, cols in matrix.models.items()
+        if any(matrix.cell(c.id, col.folder).status != "not run" for c in claims for col in cols)
     ]
-    if not claims or not cols:
+    if not claims or not models:
         body = "No claim of this chapter has rows under both of its conditions yet."
     else:
         lines = [
-            "| claim | paper | " + " | ".join(c.label for c in cols) + " |",
-            "|---|---|" + "---|" * len(cols),
+            "| claim | paper | " + " | ".join(models) + " |",
+            "|---|---|" + "---|" * len(models),
         ]
         for claim in claims:
             cells = []
-            for k, col in enumerate(cols):
+            for k, model in enumerate(models):
                 if reader_free(claim) and k:
                     cells.append("same (no reader)")
                 else:
-                    cells.append(cell_markdown(matrix.cell(claim.id, col.folder)))
+                    cells.append(model_cell_markdown(matrix.model_cell(claim.id, model)))
             lines.append(
                 f"| {claim.claim} ({{ref}}`data <{claim.label}>`) | {claim.paper_value} | "
                 + " | ".join(cells)
@@ -855,7 +1032,8 @@ def verdict_box(chapter: str, matrix: Matrix) -> str:
             )
         body = "\n".join(lines)
     return (
-        ":::{admonition} Verdicts, one column per reader with rows\n:class: tip\n\n"
+        ":::{admonition} Verdicts, one column per model with rows (its backends within)\n"
+        ":class: tip\n\n"
         + body
         + "\n\nBy the rule on {ref}`the findings page <findings>`; differences in points; "
         f"{NOT_PREREGISTERED}: the claim's rule was fixed after this reader's rows.\n:::"
@@ -879,9 +1057,19 @@ def default_column(matrix: Matrix) -> Column | None:
 def quoted(matrix: Matrix) -> dict:
     """The numbers the findings page's prose quotes about the matrix."""
     judged = [c for col in matrix.columns for c in col_cells_of(matrix, col) if c.judgement]
+    replicated = [
+        mc
+        for model in matrix.models
+        for claim in matrix.claims
+        if (mc := matrix.model_cell(claim.id, model)).replicated and not reader_free(claim)
+    ]
     return {
         "fi-claims": len(matrix.claims),
         "fi-readers": len(matrix.columns),
+        "fi-models": len(matrix.models),
+        "fi-replicated": len(replicated),
+        "fi-backends-agree": sum(not mc.backend_sensitive for mc in replicated),
+        "fi-backend-sensitive": sum(mc.backend_sensitive for mc in replicated),
         "fi-judged": len(judged),
         "fi-decided": sum(c.decided for c in judged),
         "fi-prereg": sum(c.preregistered is True for c in judged),
@@ -895,19 +1083,22 @@ def _counts(values) -> str:
 
 def figure_text(matrix: Matrix) -> FigureText:
     """:func:`figure`'s caption and alt text, from the cells it draws."""
-    cells = frame(matrix)
+    cells = model_frame(matrix)
     judged = cells[cells["status"] == "judged"]
     caption = (
-        f"Every claim (rows, {len(matrix.claims)}) on every reader with committed rows "
-        f"(columns, {len(matrix.columns)}). A mark is a verdict by the rule below: colour and "
-        "shape tell the verdict, an open circle a premise this reader does not meet, ‡ a rule "
-        "fixed after that reader's rows; grey words say why a cell has none (not run, part run, "
-        "no fit: the prompts exceed the reader's window, GPU: too long for this CPU, hf only: "
-        "needs attention weights or masked padding)."
+        f"Every claim (rows, {len(matrix.claims)}) on every model with committed rows "
+        f"(columns, {len(matrix.models)}; a model's backends are replications of it, and its "
+        "mark is the first backend that judges the claim). A mark is a verdict by the rule "
+        "below: colour and shape tell the verdict, an open circle a premise this model does "
+        "not meet, ‡ a rule fixed after its rows, a faded mark with ≈ a fragile verdict "
+        "(holding in under 90% of resamples of the claim's units), ⇄ backends that disagree; "
+        "grey words say why a cell has none (not run, part run, no fit: the prompts exceed the "
+        "model's window, GPU: too long for this CPU, hf only: needs attention weights or "
+        "masked padding)."
     )
     alt = (
-        f"A grid of {len(matrix.claims)} claims by {len(matrix.columns)} readers "
-        f"({', '.join(c.label for c in matrix.columns)}): {len(judged)} judged cells "
+        f"A grid of {len(matrix.claims)} claims by {len(matrix.models)} models "
+        f"({', '.join(matrix.models)}): {len(judged)} judged cells "
         f"({_counts(judged['verdict'])}); the others {_counts(cells[cells['status'] != 'judged']['status'])}."
     )
     return FigureText(caption, alt)
@@ -954,8 +1145,8 @@ def summary(matrix: Matrix, most: int = 3) -> dict:
         "intro-default-verdicts": and_list(verdicts),
         "intro-default-judged": len(mine),
         "intro-robust": "; ".join(
-            f"{claim.claim[0].lower()}{claim.claim[1:].rstrip('.')} (reproduced on {n} of the "
-            f"{judged} readers that judge it)"
+            f"{claim.claim[0].lower()}{claim.claim[1:].rstrip('.')} (reproduced, and stably, "
+            f"on {n} of the {judged} models that judge it)"
             for claim, n, judged in robust
         )
         or "no claim is yet judged on two readers",

@@ -473,7 +473,8 @@ UNJUDGED_WORDS = {
 def claims_grid(cells, *, readers: list[str]):
     """The claims x readers matrix, one mark per cell: a judged cell's verdict (colour and
     shape; premise not met as an open circle, a dagger-like ``‡`` beside a cell whose rule was
-    fixed after the reader's rows, a faded mark with ``≈`` for a fragile verdict), a cell
+    fixed after the reader's rows, a faded mark with ``≈`` for a fragile verdict, ``⇄`` where
+    the model's backends give different verdicts), a cell
     without a verdict in grey words (not run, part
     run, no fit, GPU, hf only). ``cells`` has one row per claim and reader with ``short``,
     ``reader``, ``status``, ``verdict`` and ``preregistered``; the claims keep their order."""
@@ -502,6 +503,8 @@ def claims_grid(cells, *, readers: list[str]):
             )
             if fragile:
                 ax.text(x - 0.14, y, "≈", va="center", ha="right", fontsize=11, color="0.2")
+            if bool(getattr(r, "backend_sensitive", False)):
+                ax.text(x + 0.3, y, "⇄", va="center", ha="left", fontsize=11, color="#D55E00")
             if r.preregistered is False:
                 ax.text(x + 0.14, y, "‡", va="center", ha="left", fontsize=10, color="0.3")
             if getattr(r, "href", None):
@@ -542,6 +545,9 @@ def claims_grid(cells, *, readers: list[str]):
     )
     handles.append(
         Line2D([], [], ls="none", marker="$≈$", ms=9, color="0.2", label="fragile: holds in < 90%")
+    )
+    handles.append(
+        Line2D([], [], ls="none", marker="$⇄$", ms=9, color="#D55E00", label="backends disagree")
     )
     _legend_below(fig, handles, ncol=3)
     return fig
