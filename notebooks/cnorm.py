@@ -351,7 +351,7 @@ say(page.downloads())
 # {glue:text}`cn-plain-high` ({glue:text}`cn-format`, {glue:text}`cn-plain-items` items):
 # no direction. The claim cannot be tested here: UUID ids already score
 # {glue:text}`cn-uuid-high`, which leaves plain text less room than the paper's +9.5
-# points ({ref}`findings`: premise not met). A test needs a setting where UUIDs leave that
+# points ({ref}`findings`: {glue:text}`cnorm-format-state`). A test needs a setting where UUIDs leave that
 # much room (more pairs, or a reader that fails at this density). The `&` ids lost the most at low density
 # ({glue:text}`cn-amp-low` points). None of these differences is significant: the smallest
 # sign-flip p is {glue:text}`cn-format-min-p` and every interval touches 0. The paper's

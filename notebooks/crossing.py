@@ -225,7 +225,8 @@ say(page.downloads())
 #   first to the middle of ten changes accuracy by {glue:text}`x-position` points, averaged
 #   over every combination of the other five manipulations ({glue:text}`x-position-verdict`).
 #   Lost in the Middle reports -15.6 for GPT-3.5-Turbo at 10 documents; this is the one
-#   claim that holds across the crossing for this reader.
+#   claim the rule calls reproduced across the crossing for this reader
+#   ({glue:text}`crossing-position-state`).
 # * **Which distractors compete comes next.** Far-ranked distractors instead of BM25's top
 #   hits: {glue:text}`x-distractors` points, the semantic-competition direction, but the
 #   interval touches zero ({glue:text}`x-distractors-verdict`).
@@ -249,8 +250,8 @@ say(page.downloads())
 #   for it, not a finding. The logistic fit {glue:text}`x-logit-agrees` in sign with every
 #   main effect.
 #
-# For a practitioner with this reader: put the answer-bearing document first, the one
-# manipulation decided here ({glue:text}`x-position-p`). Whether less similar distractors
+# For a practitioner with this reader: put the answer-bearing document first, the largest
+# effect here ({glue:text}`x-position-p`). Whether less similar distractors
 # help is not settled at this n ({glue:text}`x-distractors-p`), and reformatting, tagging
 # or padding the context showed no gain.
 #
@@ -283,10 +284,9 @@ say(page.downloads())
 #   {glue:text}`x2-diff-widest`), so a difference between readers smaller than that is not
 #   resolved at this n.
 #
-# For a practitioner with the 0.5B, put the answer-bearing document first; for the 1.5B,
-# no manipulation is decided at this n, and the largest estimate points to keeping
-# passages that resemble the question without answering it (the retriever's top
-# non-answers) out of the context.
+# For a practitioner with the 0.5B, put the answer-bearing document first. On the other
+# models, by the findings page's rule (both backends of a model must agree, and a verdict
+# must hold in 90% of resamples): {glue:text}`crossing-readers`
 #
 # **What differs from the papers.** One task (10-document NQ-Open) for all six claims,
 # where four papers measured theirs on other tasks and lengths (needles, SQuAD snippets,

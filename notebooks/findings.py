@@ -27,7 +27,7 @@ results_dir = "data/results"  # the committed generations
 # %% tags=["remove-cell"]
 from functools import partial
 
-from longctx import export, findings, matrix, replay
+from longctx import export, findings, floor, matrix, replay
 from longctx.downloads import browser_href
 from longctx.page import check_statements, glue_figure
 from longctx.paths import resolve
@@ -94,8 +94,8 @@ show(matrix.replication_table(claims_by_readers), caption=matrix.REPLICATION_CAP
 # the claim has one (a guess among the keys or ids, or this reader's closed-book accuracy on
 # the same NQ-Open questions), the share of answers that used their whole token budget and a
 # link to the reader's rows, and how often the verdict holds over resamples of its units; a
-# second backend's number and verdict follow on lines of their own. Hover over a cell without a verdict for the command that fills
-# it, or why it cannot be filled here.
+# second backend's number and verdict follow on lines of their own. Hover over a cell
+# without a verdict for the command that fills it, or why it cannot be filled here.
 
 # %% tags=["remove-input"]
 say(
@@ -107,6 +107,21 @@ say(
 say(matrix.commands_markdown(claims_by_readers))
 say(matrix.download_line())
 say(export.download_line(claims_by_readers))
+
+# %% [markdown]
+# **The numerics floor.** A greedy answer can change with nothing but the prompts batched
+# beside it (padding, the order of a kernel's sums) or the machine. Per reader, a fixed
+# sample of its answers at the `claims` scale (drawn with a seed from the rows' keys, prompts
+# up to 4,096 tokens) is asked again in another batch composition (`longctx floor`). An arm
+# whose prompts are its control's, prompt for prompt, is never judged ("not testable"); an
+# effect no larger than the share of answers that change here is arithmetic, not the paper:
+
+# %% tags=["remove-input"]
+floors = floor.floor_table(resolve("."))
+if len(floors):
+    show(floors, caption=floor.FLOOR_CAPTION)
+else:
+    say("No floor is measured yet: `longctx floor --model <model>` measures a reader's.")
 
 # %% [markdown]
 # ## The default reader in detail

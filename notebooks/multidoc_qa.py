@@ -248,7 +248,7 @@ say(page.downloads())
 #   {glue:text}`qa-middle-pct` against {glue:text}`qa-edges-pct` at the edges (first
 #   {glue:text}`qa-first-pct`, last {glue:text}`qa-last-pct`): middle minus edges
 #   {glue:text}`qa-u-shape`. The paper's GPT-3.5-Turbo loses 15.7 points; our interval
-#   includes that ({ref}`findings`: reproduced). Of the U's two sides, primacy is clear
+#   includes that ({ref}`findings`: {glue:text}`litm-qa-u-shape-state`). Of the U's two sides, primacy is clear
 #   (first minus middle {glue:text}`qa-primacy`) and recency is not resolved (last minus
 #   middle {glue:text}`qa-recency`).
 # * **The best-minus-worst gap is real at the headline's size and noise at the grid's.** At

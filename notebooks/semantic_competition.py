@@ -264,8 +264,9 @@ say(page.downloads())
 #   {glue:text}`sc-em-better` for the better). These are close to the paper's Table 2
 #   (Phi-2: +6.0 EM, +7.0 inclusion, +0.057 F1; Qwen2.5-1.5B-Instruct: +4.5 EM [-0.5, 9.5],
 #   p = .136, +9.0 inclusion), including which metric is weakest. The
-#   {ref}`findings page <findings>` calls the inclusion claim reproduced and the EM claim
-#   inconclusive, since its p is not below 0.05. The 1.5B reader's recovery
+#   {ref}`findings page <findings>` calls the inclusion claim
+#   {glue:text}`sc-far-minus-hard-inclusion-state`, and the EM claim
+#   {glue:text}`sc-far-minus-hard-state`, since its p is not below 0.05. The 1.5B reader's recovery
 #   ({glue:text}`sc2-recovery`) is, against this reader's, {glue:text}`sc2-recovery-compared`;
 #   {glue:text}`sc2-zero`, and the findings page judges its claims cell by cell.
 # - **Retention (BM25, {glue:text}`sc-bm25-questions` questions, H up to the paper's

@@ -512,3 +512,31 @@ def test_a_models_backends_are_replications_decided_only_when_they_agree():
     agreed = m.model_cell(claim.id, DEFAULT)
     assert agreed.decided and not agreed.backend_sensitive and m.reproduced_by(claim.id) == (1, 1)
     assert "backends agree" in matrix.model_cell_markdown(agreed)
+
+
+def test_cross_reader_sentences_and_states_are_computed_from_the_matrix():
+    claims = [c for c in read_claims() if c.id in ("sc-hard-hurts", "sc-far-minus-hard")]
+    hurts, far = sorted(claims, key=lambda c: c.id != "sc-hard-hurts")
+    other = "qwen2.5-coder-1.5b-instruct"
+    hf = Column(other, other, "hf", Reader(other))
+    llama = Column(f"{other}--llamacpp", other, "llamacpp", Reader(other))
+    loss = Estimate(-15.0, -22.0, -8.0, 200, 0.0001, "", 60.0, 45.0, stability=0.99)
+    cost = {"hard_cost": 13.5}  # the hard negatives' cost, the premise the chapter computes
+    gain = Estimate(7.0, 1.5, 12.5, 200, 0.01, "", 40.0, 47.0, cost, stability=0.63)
+    flat = Estimate(5.5, -0.5, 11.0, 200, 0.08, "", 40.0, 45.5, cost, stability=0.6)
+    m = matrix.Matrix([hurts, far], [hf, llama])
+    for col, for_far in ((hf, flat), (llama, gain)):
+        m.cells[hurts.id, col.folder] = Cell(hurts, col, "judged", loss, judge(loss, hurts))
+        m.cells[far.id, col.folder] = Cell(far, col, "judged", for_far, judge(for_far, far))
+    words = matrix.readers_words("semantic_competition", m)
+    assert words.startswith(f"For {other} (hf and llamacpp), 1 of 2 judged claims is decided:")
+    assert "(reproduced)" in words and "the other 1: 1 backend-sensitive" in words
+    assert matrix.state_words(m.model_cell(far.id, other)) == (
+        "inconclusive at this n on hf, llamacpp reproduced: backend-sensitive"
+    )
+    m.cells[far.id, hf.folder] = Cell(far, hf, "judged", gain, judge(gain, far))
+    assert matrix.state_words(m.model_cell(far.id, other)) == (
+        "reproduced, but fragile: it holds in 63% of 1,000 resamples of its units"
+    )
+    # the default model is the page's own reader: the sentence is about the others only
+    assert matrix.readers_words("kv_retrieval", m).startswith("No other model")

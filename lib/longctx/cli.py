@@ -18,11 +18,20 @@ from pathlib import Path
 
 from .chapters import chapters as all_chapters
 from .chapters import check_params
+from .claims import read_claims
 from .errors import DataFileError, LongctxError, ParameterError
 from .export import SCHEMA as EXPORT_SCHEMA
 from .export import write_every_eval_ever
+from .floor import (
+    FLOOR_MAX_PROMPT_TOKENS,
+    FLOOR_PROMPTS,
+    floor_report,
+    floor_sample,
+    floor_summary,
+    report_path,
+)
 from .matrix import build as build_matrix
-from .matrix import column_of, cost_table, markdown_table, reader_lines
+from .matrix import claim_experiments, column_of, cost_table, markdown_table, reader_lines
 from .matrix import frame as matrix_frame
 from .models import describe_aliases, resolve_model
 from .paths import repo_root, resolve
@@ -573,6 +582,57 @@ def _replay_parser(sub) -> None:
     )
 
 
+def _floor_parser(sub) -> None:
+    """``longctx floor``: the numerics floor of one reader."""
+    fl = sub.add_parser(
+        "floor",
+        help="answer a fixed sample of a reader's claims-scale rows again in another batch "
+        "composition: the share of answers and scores that change",
+    )
+    fl.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    fl.add_argument("--n", type=int, default=FLOOR_PROMPTS, help="answers to ask again")
+    fl.add_argument(
+        "--max-prompt-tokens",
+        type=int,
+        default=FLOOR_MAX_PROMPT_TOKENS,
+        help="leave out longer prompts (a CPU's budget)",
+    )
+    fl.add_argument(
+        "--batch-size", type=int, default=3, help="another batch size than the rows were made in"
+    )
+    fl.add_argument("--results-dir", default=None)
+    fl.add_argument(
+        "--json", default=None, help="the report (default data/bench/floor-<reader>.json)"
+    )
+    _backend_arguments(fl)
+
+
+def _floor(args) -> int:
+    _at_least("--batch-size", args.batch_size, 1)
+    results_dir = resolve(args.results_dir or "data/results")
+    reader = _reader(args)
+    experiments = claim_experiments(read_claims())
+    sample, eligible = floor_sample(
+        results_dir, reader, experiments, args.n, args.max_prompt_tokens
+    )
+    check_replayable(sample, reader.results_folder(results_dir))
+    made_in = sorted({r["params"].get("dtype") for r in sample} - {None})
+    dtype = made_in[0] if args.dtype == "auto" and len(made_in) == 1 else args.dtype
+    lm = _reader(args, dtype=dtype if reader.backend.name == "hf" else args.dtype).load()
+    result = replay(sample, lm, batch_size=args.batch_size)
+    folder = reader.results_folder(results_dir)
+    report = floor_report(result, folder=folder, eligible=eligible, batch_size=args.batch_size)
+    out = resolve(args.json or report_path(folder))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    s = floor_summary(report)
+    print(
+        f"{folder}: {s['answers_changed']} of {s['n']} answers changed in another batch "
+        f"composition, {s['scores_changed']} of {s['scored']} scores; report: {out}"
+    )
+    return 0
+
+
 def _models(args) -> int:
     print(describe_aliases())
     return 0
@@ -597,6 +657,7 @@ COMMANDS = {
     "findings": _findings,
     "export": _export,
     "replay": _replay,
+    "floor": _floor,
 }
 
 
@@ -611,6 +672,7 @@ def build_parser() -> argparse.ArgumentParser:
     _findings_parser(sub)
     _export_parser(sub)
     _replay_parser(sub)
+    _floor_parser(sub)
     return parser
 
 

@@ -66,6 +66,7 @@ from .reproduce import read_claims_plan
 from .resampling import STABILITY_RESAMPLES
 from .store import ResultsStore
 
+CLOSED_BOOK = "litm-qa-closed-book"  # the claim whose control is a reader's closed-book level
 GPU_HOURS = 8.0  # a claim whose prompts would take longer on this CPU is left to a GPU
 NOT_TESTABLE = "not testable"
 STATUSES = (
@@ -561,7 +562,7 @@ def floor_words(claim: Claim, col_estimates: dict[str, Estimate]) -> str:
     if not claim.floor:
         return ""
     if claim.floor == "closed-book":
-        cb = col_estimates.get("litm-qa-closed-book")
+        cb = col_estimates.get(CLOSED_BOOK)
         if cb is None or cb.control is None:
             return "closed-book: not run"
         return f"closed-book {cb.control:.1f}% (n = {cb.n})"
@@ -1038,6 +1039,82 @@ def verdict_box(chapter: str, matrix: Matrix) -> str:
         + "\n\nBy the rule on {ref}`the findings page <findings>`; differences in points; "
         f"{NOT_PREREGISTERED}: the claim's rule was fixed after this reader's rows.\n:::"
     )
+
+
+def state_words(mc: ModelCell) -> str:
+    """A model's cell in words for prose: its verdict, with "but fragile" and its share where
+    it holds in under :data:`STABLE` of the resamples, and the other backend's verdict where
+    the backends disagree; the status of a cell with no verdict."""
+    cell = mc.primary
+    if cell.judgement is None:
+        return SHORT_STATUS.get(cell.status, cell.status)
+    words = cell.judgement.verdict
+    if cell.fragile:
+        words += (
+            f", but fragile: it holds in {cell.stability:.0%} of "
+            f"{STABILITY_RESAMPLES:,} resamples of its units"
+        )
+    if mc.backend_sensitive:
+        others = and_list(
+            [f"{c.column.backend} {c.judgement.verdict}" for c in mc.judged if c is not cell]
+        )
+        words += f" on {cell.column.backend}, {others}: backend-sensitive"
+    return words
+
+
+def readers_words(chapter: str, matrix: Matrix) -> str:
+    """What ``chapter``'s claims say on every model but the default one, a sentence per model
+    with judged cells, from the matrix: the claims decided (and their verdicts), and why the
+    others are not (inconclusive, fragile, backend-sensitive), so a page never says more of
+    another reader than its rows do."""
+    claims = [c for c in matrix.claims if c.chapter == chapter and not reader_free(c)]
+    out = []
+    for model, cols in matrix.models.items():
+        if model == DEFAULT_MODEL:
+            continue
+        cells = [(c, matrix.model_cell(c.id, model)) for c in claims]
+        judged = [(c, mc) for c, mc in cells if mc.judged]
+        if not judged:
+            continue
+        backends = and_list(
+            [
+                col.backend
+                for col in cols
+                if any(col in [x.column for x in mc.judged] for _, mc in judged)
+            ]
+        )
+        decided = [
+            f"{c.short or c.comparison} ({VERDICT_WORDS[mc.primary.judgement.verdict]})"
+            for c, mc in judged
+            if mc.decided
+        ]
+        why = pd.Series(
+            [
+                "backend-sensitive"
+                if mc.backend_sensitive
+                else "fragile"
+                if any(x.fragile for x in mc.judged)
+                else "inconclusive"
+                for _, mc in judged
+                if not mc.decided
+            ],
+            dtype=object,
+        ).value_counts()
+        rest = and_list([f"{n} {what}" for what, n in why.items()])
+        head = f"For {model} ({backends}), "
+        if decided:
+            verb = "is" if len(decided) == 1 else "are"
+            words = f"{len(decided)} of {len(judged)} judged claims {verb} decided: " + and_list(
+                decided
+            )
+            out.append(
+                head
+                + words
+                + (f"; the other {len(judged) - len(decided)}: {rest}." if rest else ".")
+            )
+        else:
+            out.append(head + f"none of the {len(judged)} judged claims is decided ({rest}).")
+    return " ".join(out) or "No other model has judged claims of this chapter yet."
 
 
 def estimates_of(matrix: Matrix, folder: str) -> dict[str, Estimate]:

@@ -22,8 +22,8 @@ from .chapters import get_chapter, run_context, scale
 from .chapters.contract import RunContext
 from .claims import chapter_verdicts, paper_frame, read_claims
 from .downloads import browser_link, chapter_links
+from .matrix import CLOSED_BOOK, readers_words, state_words, verdict_box
 from .matrix import build as build_matrix
-from .matrix import verdict_box
 from .paths import build_commit, build_date, resolve
 from .plots import FigureText, figure_directive
 from .reader import Reader
@@ -109,15 +109,30 @@ class Page:
     def glue_verdicts(self, estimates: dict) -> None:
         """Glue the chapter's verdict box (:func:`longctx.matrix.verdict_box`: this page's
         reader's ``estimates`` beside every other reader with rows) as MyST Markdown under
-        ``<chapter>-verdicts``, which the page shows under its title."""
+        ``<chapter>-verdicts``, which the page shows under its title, and what its claims say
+        on the other models (:func:`longctx.matrix.readers_words`) under
+        ``<chapter>-readers``; each claim's state on this page's model in words
+        (:func:`longctx.matrix.state_words`) under ``<claim id>-state``."""
         from IPython.display import Markdown
         from myst_nb import glue  # the book's package: only notebooks call this
 
-        claims = [c for c in read_claims() if c.chapter == self.name]
+        listed = read_claims()
+        claims = [c for c in listed if c.chapter == self.name]
+        if any(c.floor == "closed-book" for c in claims):  # the floor each reader's cell shows
+            claims += [c for c in listed if c.id == CLOSED_BOOK and c not in claims]
         table = build_matrix(
             self.results, claims, given={self.reader.results_folder(self.results): estimates}
         )
         glue(f"{self.name}-verdicts", Markdown(verdict_box(self.name, table)), display=False)
+        glue(f"{self.name}-readers", readers_words(self.name, table), display=False)
+        for claim in claims:
+            if claim.chapter == self.name:
+                words = (
+                    state_words(table.model_cell(claim.id, self.reader.model))
+                    if self.reader.model in table.models
+                    else "not judged: this reader has no rows at the claims scale"
+                )
+                glue(f"{claim.id}-state", words, display=False)
 
 
 def glue_figure(name: str, fig, text: FigureText) -> None:

@@ -1,0 +1,172 @@
+"""The numerics floor: how many answers change when nothing but the batch changes.
+
+A greedy answer is a function of the prompt only in exact arithmetic. On a real backend the
+prompts batched with it (their padding, the kernel's reduction order) and the machine can
+flip a near-tie between two tokens, and a claim whose arms differ by fewer answers than that
+measures the arithmetic, not the paper. Per reader (one model on one backend), a fixed
+sample of its stored answers at the ``claims`` scale is answered again here with the same
+prompts, budgets and stop rules in another batch composition (another batch size, so each
+prompt shares its batch with other prompts), and the report gives the share of answers and
+of scores that changed.
+
+    longctx floor --model qwen2.5-coder-0.5b-instruct --n 100 --batch-size 3
+
+The sample is drawn with a seed taken from the sorted keys of the reader's rows, so it is
+the same sample on any machine; prompts longer than ``--max-prompt-tokens`` are left out so
+that the floor is affordable on a CPU (the report says how many were eligible).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from .errors import DataFileError, ParameterError
+from .metrics import content_seed, wilson_interval
+from .reader import Reader, model_label, row_backend
+from .replay import Replay, machine
+from .report import pct_ci
+from .store import ResultsStore
+from .tasks import get_task
+
+FLOOR_PROMPTS = 100
+FLOOR_MAX_PROMPT_TOKENS = 4096
+REPORTS = "data/bench/floor-*.json"  # where `longctx floor` reports are committed
+
+
+def report_path(folder: str) -> str:
+    """Where the floor report of a reader's results folder is committed."""
+    return f"data/bench/floor-{folder}.json"
+
+
+def floor_sample(
+    results_dir: str | Path,
+    reader: Reader,
+    experiments: Iterable[str],
+    n: int = FLOOR_PROMPTS,
+    max_prompt_tokens: int = FLOOR_MAX_PROMPT_TOKENS,
+) -> tuple[list[dict], int]:
+    """``n`` of ``reader``'s stored answers in ``experiments`` (generations with at most
+    ``max_prompt_tokens`` prompt tokens), drawn with a seed from the sorted keys of all those
+    eligible; and how many were eligible."""
+    if n < 1:
+        raise ParameterError(f"--n must be at least 1, not {n}")
+    folder = reader.results_folder(results_dir)
+    rows = [
+        r
+        for experiment in sorted(set(experiments))
+        for r in ResultsStore(results_dir, folder, experiment).rows()
+        if "params" in r and "task" in r and r.get("prompt_tokens", 0) <= max_prompt_tokens
+    ]
+    if not rows:
+        raise DataFileError(
+            f"{folder} has no stored answers of at most {max_prompt_tokens:,} prompt tokens in "
+            f"{', '.join(sorted(set(experiments)))}: run its claims first "
+            f"(`longctx reproduce --scale claims --model {reader.model}`)"
+        )
+    rows = sorted({r["key"]: r for r in rows}.values(), key=lambda r: r["key"])
+    chosen = random.Random(content_seed(r["key"] for r in rows)).sample(rows, min(n, len(rows)))
+    return sorted(chosen, key=lambda r: r["key"]), len(rows)
+
+
+def _score(row: dict) -> float | None:
+    """The row's task's accuracy score, or None where the task has no single-number scorer
+    for it (semantic competition's three metrics, a HumanEval answer's tests)."""
+    score = getattr(get_task(row["task"]), "score", None)
+    if score is None:
+        return None
+    try:
+        value = score(row)
+    except (ParameterError, KeyError, TypeError, ValueError):
+        return None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def floor_report(result: Replay, *, folder: str, eligible: int, batch_size: int) -> dict:
+    """What ``longctx floor --json`` writes: the reader, this machine, the batch sizes the
+    stored rows were made with and the one used here, and per answer whether its text and
+    its score came back the same."""
+    rows = []
+    for a, b in zip(result.stored, result.replayed):
+        before, after = _score(a), _score(b)
+        rows.append(
+            {
+                "key": a["key"],
+                "task": a["task"],
+                "example_id": a["example_id"],
+                "prompt_tokens": a.get("prompt_tokens"),
+                "identical": a["output"] == b["output"],
+                "score_stored": before,
+                "score_replayed": after,
+                "stored": a["output"],
+                "replayed": b["output"],
+            }
+        )
+    return {
+        "folder": folder,
+        "model": result.stored[0]["model"],
+        "backend": row_backend(result.stored[0]),
+        "machine": machine(),
+        "eligible": eligible,
+        "stored_batch_sizes": sorted(
+            {(r.get("params") or {}).get("batch_size") for r in result.stored} - {None}
+        ),
+        "stored_hosts": sorted({r.get("host", "?") for r in result.stored}),
+        "batch_size": batch_size,
+        "run_params": result.run_params,
+        "rows": rows,
+    }
+
+
+def floor_summary(report: dict) -> dict:
+    """Answers and scores that changed, as counts and shares of the replayed sample."""
+    rows = report["rows"]
+    scored = [r for r in rows if r["score_stored"] is not None and r["score_replayed"] is not None]
+    return {
+        "n": len(rows),
+        "answers_changed": sum(not r["identical"] for r in rows),
+        "scored": len(scored),
+        "scores_changed": sum(r["score_stored"] != r["score_replayed"] for r in scored),
+    }
+
+
+def floor_table(root: str | Path) -> pd.DataFrame:
+    """Every committed floor report under ``root`` as one row per reader: the answers and
+    the scores that changed (Wilson 95% intervals), the batch sizes and where the stored rows
+    were made."""
+    out = []
+    for path in sorted(Path(root).glob(REPORTS)):
+        report = json.loads(path.read_text(encoding="utf-8"))
+        s = floor_summary(report)
+        answers = wilson_interval(s["answers_changed"], s["n"])
+        scores = wilson_interval(s["scores_changed"], s["scored"]) if s["scored"] else None
+        out.append(
+            {
+                "reader": model_label(report["model"], report["backend"]),
+                "answers re-asked": f"{s['n']} of {report['eligible']:,}",
+                "answers changed (%, 95% CI)": pct_ci(s["answers_changed"] / s["n"], *answers),
+                "scores changed (%, 95% CI)": (
+                    pct_ci(s["scores_changed"] / s["scored"], *scores) + f" of {s['scored']} scored"
+                    if scores
+                    else "no scorer"
+                ),
+                "batch stored → here": (
+                    f"{', '.join(map(str, report['stored_batch_sizes'])) or '?'} → "
+                    f"{report['batch_size']}"
+                ),
+                "machine here": report["machine"]["cpu"],
+            }
+        )
+    return pd.DataFrame(out)
+
+
+FLOOR_CAPTION = (
+    "The numerics floor per reader: a fixed sample of its answers at the claims scale, asked "
+    "again with the same prompts, budgets and stop rules in another batch composition. A claim "
+    "whose arms differ by fewer answers than change here measures the arithmetic, not the "
+    "paper; where the stored rows were made on another machine, its numerics count too."
+)
