@@ -8,6 +8,7 @@ import random
 import pytest
 
 from longctx.errors import DataFileError
+from longctx.floor import dtype_groups as floor_dtype_groups
 from longctx.floor import floor_report, floor_sample, floor_summary, floor_table
 from longctx.reader import Reader
 from longctx.replay import replay
@@ -92,3 +93,15 @@ def test_the_report_counts_answers_and_scores_that_changed_and_the_table_reads_i
     assert table["answers changed (%, 95% CI)"].startswith("20.0 [")
     assert table["scores changed (%, 95% CI)"].startswith("10.0 [")
     assert table["batch stored → here"] == "8 → 3"
+
+
+def test_each_hf_row_is_asked_again_in_the_dtype_it_was_made_in():
+    rows = [{**_row(i), "params": {**_row(i)["params"], "dtype": d}} for i, d in
+            enumerate(["bfloat16", "float32", "bfloat16"])]  # fmt: skip
+    groups = floor_dtype_groups(rows, "hf")
+    assert {d: [r["key"] for r in g] for d, g in groups.items()} == {
+        "bfloat16": ["k000", "k002"],
+        "float32": ["k001"],
+    }
+    assert list(floor_dtype_groups(rows, "hf", "float32")) == ["float32"]
+    assert list(floor_dtype_groups(rows, "llamacpp")) == ["auto"]

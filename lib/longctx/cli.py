@@ -25,6 +25,7 @@ from .export import write_every_eval_ever
 from .floor import (
     FLOOR_MAX_PROMPT_TOKENS,
     FLOOR_PROMPTS,
+    dtype_groups,
     floor_report,
     floor_sample,
     floor_summary,
@@ -36,7 +37,7 @@ from .matrix import frame as matrix_frame
 from .models import describe_aliases, resolve_model
 from .paths import repo_root, resolve
 from .reader import NOTEBOOK_OPTIONS, Reader
-from .replay import check_replayable, reader_of, replay, row_scorer, sample_rows
+from .replay import Replay, check_replayable, reader_of, replay, row_scorer, sample_rows
 from .reproduce import chapter_blocks, claims_plan, measured_speed, write_claims_plan
 from .runner import PromptTokens, merge_copy, run
 from .store import ResultsStore
@@ -616,10 +617,15 @@ def _floor(args) -> int:
         results_dir, reader, experiments, args.n, args.max_prompt_tokens
     )
     check_replayable(sample, reader.results_folder(results_dir))
-    made_in = sorted({r["params"].get("dtype") for r in sample} - {None})
-    dtype = made_in[0] if args.dtype == "auto" and len(made_in) == 1 else args.dtype
-    lm = _reader(args, dtype=dtype if reader.backend.name == "hf" else args.dtype).load()
-    result = replay(sample, lm, batch_size=args.batch_size)
+    parts = [
+        replay(rows, _reader(args, dtype=dtype).load(), batch_size=args.batch_size)
+        for dtype, rows in dtype_groups(sample, reader.backend.name, args.dtype).items()
+    ]
+    result = Replay(
+        [r for p in parts for r in p.stored],
+        [r for p in parts for r in p.replayed],
+        {"runs": [p.run_params for p in parts]},
+    )
     folder = reader.results_folder(results_dir)
     report = floor_report(result, folder=folder, eligible=eligible, batch_size=args.batch_size)
     out = resolve(args.json or report_path(folder))

@@ -6,8 +6,8 @@ flip a near-tie between two tokens, and a claim whose arms differ by fewer answe
 measures the arithmetic, not the paper. Per reader (one model on one backend), a fixed
 sample of its stored answers at the ``claims`` scale is answered again here with the same
 prompts, budgets and stop rules in another batch composition (another batch size, so each
-prompt shares its batch with other prompts), and the report gives the share of answers and
-of scores that changed.
+prompt shares its batch with other prompts) and in the dtype each row was made in, and the
+report gives the share of answers and of scores that changed.
 
     longctx floor --model qwen2.5-coder-0.5b-instruct --n 100 --batch-size 3
 
@@ -71,6 +71,16 @@ def floor_sample(
     rows = sorted({r["key"]: r for r in rows}.values(), key=lambda r: r["key"])
     chosen = random.Random(content_seed(r["key"] for r in rows)).sample(rows, min(n, len(rows)))
     return sorted(chosen, key=lambda r: r["key"]), len(rows)
+
+
+def dtype_groups(rows: list[dict], backend: str, asked: str = "auto") -> dict[str, list[dict]]:
+    """``rows`` by the dtype to answer them in: for ``hf`` with ``asked`` "auto", each row's
+    own (so that only the batch changes), else ``asked``; in sorted order."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        own = row["params"].get("dtype") if backend == "hf" else None
+        groups.setdefault(own if asked == "auto" and own else asked, []).append(row)
+    return dict(sorted(groups.items()))
 
 
 def _score(row: dict) -> float | None:
