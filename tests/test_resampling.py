@@ -66,3 +66,17 @@ def test_a_resampled_estimate_holds_both_levels_and_their_intervals():
         out["control"] <= out["control_high"]
     ).all()
     assert (out["p"] < 0.001).all()
+
+
+def test_scores_that_are_no_small_fractions_fall_back_to_seeded_draws():
+    # F1-like scores: no common denominator, so the interval is drawn and the test sampled
+    control = np.array([0.0, 0.5, 1.0, np.sqrt(2) / 3, 0.25, 1.0] * 5)
+    treatment = np.array([1.0, np.sqrt(3) / 4, 1.0, 0.9, 0.75, 1.0] * 5)
+    positions = joint_draws([[f"u{k:02d}" for k in range(30)]], 4)[0]
+    assert Lattice.of(treatment - control).weights is None
+    once = paired_resamples(control, treatment, positions)
+    again = paired_resamples(control, treatment, positions)
+    assert all(np.array_equal(once[k], again[k]) for k in once)  # seeded: the same bytes
+    assert (once["ci_low"] <= once["difference"]).all()
+    assert (once["difference"] <= once["ci_high"]).all()
+    assert ((0 < once["p"]) & (once["p"] <= 1)).all()
