@@ -286,7 +286,7 @@ say(page.downloads())
 #
 # For a practitioner with the 0.5B, put the answer-bearing document first. On the other
 # models, by the findings page's rule (both backends of a model must agree, and a verdict
-# must hold in 90% of resamples): {glue:text}`crossing-readers`
+# must hold in most resamples of the questions): {glue:text}`crossing-readers`
 #
 # **What differs from the papers.** One task (10-document NQ-Open) for all six claims,
 # where four papers measured theirs on other tasks and lengths (needles, SQuAD snippets,

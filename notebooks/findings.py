@@ -62,11 +62,11 @@ show(matrix.tally_table(claims_by_readers), caption=matrix.TALLY_CAPTION)
 # {numref}`fig-matrix` puts {glue:text}`fi-claims` claims against {glue:text}`fi-models`
 # models, read on {glue:text}`fi-readers` model-backend pairs (readers):
 # {glue:text}`fi-judged` reader cells hold a verdict, {glue:text}`fi-decided` of them a
-# decided one. A verdict is decided only when it holds in at least 90% of 1,000 resamples of
-# the claim's units (questions, needles, problems or records, drawn with a seed taken from
-# their ids, so any machine and any row order give the same draws); below that it reads
-# "fragile" with its share. Each reader answers the same questions, needles, problems and records at the
-# `claims` scale (`lib/longctx/scales/<chapter>.json`: exactly the arms the claims need, at
+# decided one. A verdict is decided only when it holds in at least {glue:text}`fi-stable` of
+# {glue:text}`fi-resamples` resamples of the claim's units (questions, needles, problems or
+# records, drawn with a seed taken from their ids, so any machine and any row order give the
+# same draws); below that it reads "fragile" with its share. Each reader answers the same
+# questions, needles, problems and records at the `claims` scale (`lib/longctx/scales/<chapter>.json`: exactly the arms the claims need, at
 # the book's sizes), so a cell is judged only once every unit is stored; a reader with part
 # of them is "part run", never judged from the subset.
 #

@@ -1144,6 +1144,8 @@ def quoted(matrix: Matrix) -> dict:
         "fi-claims": len(matrix.claims),
         "fi-readers": len(matrix.columns),
         "fi-models": len(matrix.models),
+        "fi-stable": f"{STABLE:.0%}",
+        "fi-resamples": f"{STABILITY_RESAMPLES:,}",
         "fi-replicated": len(replicated),
         "fi-backends-agree": sum(not mc.backend_sensitive for mc in replicated),
         "fi-backend-sensitive": sum(mc.backend_sensitive for mc in replicated),

@@ -469,6 +469,13 @@ UNJUDGED_WORDS = {
 }
 
 
+GRID_MARKS = (  # the signs beside a verdict's mark: (sign, colour, legend)
+    ("‡", "0.3", "rule fixed after the rows"),
+    ("≈", "0.2", "fragile: holds in < 90%"),
+    ("⇄", "#D55E00", "backends disagree"),
+)
+
+
 @book_figure
 def claims_grid(cells, *, readers: list[str]):
     """The claims x readers matrix, one mark per cell: a judged cell's verdict (colour and
@@ -538,17 +545,10 @@ def claims_grid(cells, *, readers: list[str]):
         )
         for v, c in VERDICT_COLOURS.items()
     ]
-    handles.append(
-        Line2D(
-            [], [], ls="none", marker="$‡$", ms=9, color="0.3", label="rule fixed after the rows"
-        )
-    )
-    handles.append(
-        Line2D([], [], ls="none", marker="$≈$", ms=9, color="0.2", label="fragile: holds in < 90%")
-    )
-    handles.append(
-        Line2D([], [], ls="none", marker="$⇄$", ms=9, color="#D55E00", label="backends disagree")
-    )
+    handles += [
+        Line2D([], [], ls="none", marker=f"${mark}$", ms=9, color=colour, label=label)
+        for mark, colour, label in GRID_MARKS
+    ]
     _legend_below(fig, handles, ncol=3)
     return fig
 

@@ -820,9 +820,6 @@ def ruler_views(ruler_rows: list[dict], params: dict, paper: pd.DataFrame) -> di
         ]
     )
     recitations = scored[scored["mode"] == "recite"]
-    recitations = recitations.assign(
-        identifies=[rq.identifies_supporting(r) for r in recitations.to_dict("records")]
-    )
     recited = recitations.groupby("subtask").agg(
         questions=("example_id", "size"),
         names=("named", lambda s: (s > 0).mean()),

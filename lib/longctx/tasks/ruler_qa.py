@@ -483,7 +483,8 @@ def score(row: dict) -> float:
 def score_rows(rows: Sequence[dict], sets: dict) -> list[dict]:
     """One line per RULER row: ``subtask``, ``length``, ``mode``, ``example_id``,
     ``new_tokens`` and ``correct`` (:func:`string_match_part`; for a recitation, whether a
-    gold answer appears in it). Recitations add :func:`recitation_diagnostics`.
+    gold answer appears in it). Recitations add :func:`recitation_diagnostics` and whether
+    they identify a document holding the answer (``identifies``).
     ``sets`` maps a subtask to ``(RulerSet, questions asked)``."""
     by_id = {q.id: (ruler, q) for ruler, questions in sets.values() for q in questions}
     out = []
@@ -502,5 +503,6 @@ def score_rows(rows: Sequence[dict], sets: dict) -> list[dict]:
         }
         if cond["mode"] == "recite":
             line.update(recitation_diagnostics(ruler, q, row))
+            line["identifies"] = identifies_supporting(line)
         out.append(line)
     return out
