@@ -540,3 +540,16 @@ def test_cross_reader_sentences_and_states_are_computed_from_the_matrix():
     )
     # the default model is the page's own reader: the sentence is about the others only
     assert matrix.readers_words("kv_retrieval", m).startswith("No other model")
+
+
+def test_findings_for_a_model_reads_every_backend_it_has_rows_on(tmp_path):
+    _reader_rows(tmp_path, DEFAULT, DEFAULT)
+    llama = ResultsStore(tmp_path, f"{DEFAULT}--llamacpp", "kv_retrieval")
+    llama.append(
+        [
+            {**r, "backend": "llamacpp"}
+            for r in _reader_rows(tmp_path / "x", DEFAULT, DEFAULT).rows()
+        ]
+    )
+    assert matrix.model_backends(tmp_path, DEFAULT) == ["hf", "llamacpp"]
+    assert matrix.model_backends(tmp_path, "smollm2-135m-instruct") == []

@@ -32,7 +32,14 @@ from .floor import (
     report_path,
 )
 from .matrix import build as build_matrix
-from .matrix import claim_experiments, column_of, cost_table, markdown_table, reader_lines
+from .matrix import (
+    claim_experiments,
+    column_of,
+    cost_table,
+    markdown_table,
+    model_backends,
+    reader_lines,
+)
 from .matrix import frame as matrix_frame
 from .models import describe_aliases, resolve_model
 from .paths import repo_root, resolve
@@ -235,7 +242,8 @@ def _findings(args) -> int:
         options = {}
         if args.backend == "openai":  # rows are read; no server is reached
             options = {"url": "http://rows-only.invalid/v1", "served_model": args.served_model}
-        only = [column_of(Reader.of(args.model, args.backend, **options), root)]
+        backends = [args.backend] if args.backend else model_backends(root, args.model) or ["hf"]
+        only = [column_of(Reader.of(args.model, b, **options), root) for b in backends]
     table = build_matrix(root, only=only)
     if not table.columns:
         raise DataFileError(f"no reader has rows under {root}; name one with --model")
@@ -243,7 +251,8 @@ def _findings(args) -> int:
     if args.model:
         print(
             "what each claim costs and whether it fits this reader's window: "
-            f"longctx reproduce --scale claims --model {args.model} --backend {args.backend} --dry-run"
+            f"longctx reproduce --scale claims --model {args.model} "
+            f"--backend {args.backend or 'hf'} --dry-run"
         )
     if args.csv:
         matrix_frame(table).to_csv(args.csv, index=False)
@@ -529,7 +538,12 @@ def _findings_parser(sub) -> None:
     fi.add_argument(
         "--model", default=None, help="the reader's model (default: every reader with rows)"
     )
-    fi.add_argument("--backend", default="hf", help="the reader's backend: hf, llamacpp, openai")
+    fi.add_argument(
+        "--backend",
+        default=None,
+        help="the reader's backend: hf, llamacpp, openai (default: every backend of --model "
+        "with rows, its replications side by side)",
+    )
     fi.add_argument("--served-model", default=None, help="openai: the model id the server served")
     fi.add_argument("--csv", default=None, help="also write one line per claim and reader here")
     fi.add_argument(

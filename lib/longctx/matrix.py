@@ -389,6 +389,13 @@ def first_row_time(reader: Reader, results_dir: str | Path, experiment: str) -> 
 # The cells
 
 
+def model_backends(results_dir: str | Path, model: str) -> list[str]:
+    """The backends with claim rows of ``model`` under ``results_dir``, hf first: its
+    replications, which ``longctx findings --model`` shows side by side."""
+    found = {c.backend for c in columns(results_dir) if c.model == model}
+    return sorted(found, key=lambda b: (b != "hf", b))
+
+
 def column_of(reader: Reader, results_dir: str | Path) -> Column:
     """The column of a reader named on a command line (it may have no rows yet)."""
     return Column(reader.results_folder(results_dir), reader.model, reader.backend.name, reader)
