@@ -228,12 +228,14 @@ say(page.downloads())
 #   claim the rule calls reproduced across the crossing for this reader
 #   ({glue:text}`crossing-position-state`).
 # * **Which distractors compete comes next.** Far-ranked distractors instead of BM25's top
-#   hits: {glue:text}`x-distractors` points, the semantic-competition direction, but the
-#   interval touches zero ({glue:text}`x-distractors-verdict`).
+#   hits: {glue:text}`x-distractors` points, the semantic-competition direction; the
+#   interval just clears zero, but the exact test does not agree
+#   ({glue:text}`x-distractors-p`), so no direction is called
+#   ({glue:text}`x-distractors-verdict`).
 # * **C-NORM, tags and filler do little here.** C-NORM {glue:text}`x-format`, spaCy tags
 #   with definitions {glue:text}`x-tags`, {glue:text}`x-filler-tokens` whitespace tokens
-#   {glue:text}`x-filler`. None is decided by the rule: C-NORM's interval just excludes
-#   zero, but the exact test does not agree ({glue:text}`x-format-p`). C-NORM and tags
+#   {glue:text}`x-filler`. None is decided by the rule: C-NORM's interval ends at zero and
+#   its exact test does not call a direction ({glue:text}`x-format-p`). C-NORM and tags
 #   lean the way their own chapters found for this reader (both hurt there, with larger n
 #   and longer contexts), not the papers' way. The filler level is small (1,000 tokens,
 #   doubling a ~1K-token prompt, chosen for the CPU); the length-alone chapter's 16K
