@@ -16,8 +16,9 @@
 # # Findings at a glance
 #
 # Every headline claim of the five papers, judged on every reader that has committed rows:
-# a row per claim, a column per reader (one model on one backend, found in `data/results/`,
-# so committing a new reader's rows adds a column). A verdict is about that reader in our
+# a row per claim, a column per model (a reader is one model on one backend, found in
+# `data/results/`, so committing a new reader's rows adds it; a model's backends share its
+# column as replications). A verdict is about that reader in our
 # setting, where the papers use 7B to frontier models, not about the paper; what could make
 # a verdict wrong, or right for the wrong reason, is gathered on {doc}`../book/threats`.
 
