@@ -415,10 +415,18 @@ def build(
     given = given or {}
     ests = {}
     for c in list(cols):
+        own = given.get(c.folder) or {}
+        # the chapters ``given`` covers come from the caller; the others (a closed-book floor
+        # another chapter measures) are computed here
+        covered = {cl.chapter for cl in claims if cl.id in own}
+        rest = [cl for cl in claims if cl.chapter not in covered]
         try:
-            ests[c.folder] = given.get(c.folder) or estimates(
-                results_dir, claims, c.reader, scale_name="claims", strict=False
+            computed = (
+                estimates(results_dir, rest, c.reader, scale_name="claims", strict=False)
+                if rest
+                else {}
             )
+            ests[c.folder] = {**computed, **own}
         except DataFileError as err:
             if only is not None:  # the reader asked for: its fault is the answer
                 raise
