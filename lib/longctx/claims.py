@@ -685,9 +685,10 @@ def with_stability(
     """``estimates`` with each one's :attr:`Estimate.stability`: the share of
     :data:`~longctx.resampling.STABILITY_RESAMPLES` resamples of its units in which
     :func:`judge` gives the verdict it gives on all of them. In each resample the interval
-    (:data:`~longctx.resampling.INNER_RESAMPLES` draws), the exact test, both sides' levels
-    and the Holm adjustment over the family are recomputed; a fact the chapter computes over
-    the whole run (a recitation rate) is held as it is. Draws are seeded by the unit ids."""
+    and the exact test (both exact where the scores are small fractions:
+    :func:`~longctx.resampling.paired_resamples`), both sides' levels and the Holm adjustment
+    over the family are recomputed; a fact the chapter computes over the whole run (a
+    recitation rate) is held as it is. Draws are seeded by the unit ids."""
     by_id = {c.id: c for c in (claims if claims is not None else read_claims())}
     groups: dict[str, list[str]] = {}
     for claim_id, est in estimates.items():

@@ -31,6 +31,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from io import StringIO
 from pathlib import Path
 from urllib.parse import quote
@@ -172,7 +173,6 @@ class Cell:
         return verdict_state(self.judgement.verdict, self.stability)
 
 
-@dataclass
 @dataclass(frozen=True)
 class ModelCell:
     """One claim on one model: its cells on each backend with rows, ``hf`` first. Backends
@@ -222,7 +222,7 @@ class Matrix:
     def cell(self, claim_id: str, folder: str) -> Cell:
         return self.cells[claim_id, folder]
 
-    @property
+    @cached_property
     def models(self) -> dict[str, list[Column]]:
         """Each model with rows and its readers (one per backend), hf first: the columns of
         the matrix as the book shows it, the default model first."""
@@ -234,14 +234,14 @@ class Matrix:
         }
 
     def model_cell(self, claim_id: str, model: str) -> ModelCell:
-        cols = self.models[model]
-        experiment = next(c.experiment for c in self.claims if c.id == claim_id)
+        cells = tuple(self.cells[claim_id, c.folder] for c in self.models[model])
+        experiment = cells[0].claim.experiment
         return ModelCell(
-            tuple(self.cells[claim_id, c.folder] for c in cols),
+            cells,
             {
-                c.backend: self.reuse[c.folder, experiment]
-                for c in cols
-                if (c.folder, experiment) in self.reuse
+                c.column.backend: self.reuse[c.column.folder, experiment]
+                for c in cells
+                if (c.column.folder, experiment) in self.reuse
             },
         )
 
@@ -877,9 +877,9 @@ def col_cells_of(matrix: Matrix, col: Column) -> list[Cell]:
 
 TALLY_CAPTION = (
     "Per reader: its judged claims by verdict, how many are decided (a direction, an "
-    "equivalence or a premise judged unmet, holding in at least 90% of resamples of the "
-    "claim's units), how many verdicts are fragile (below 90%), how many were judged by a "
-    "rule fixed after the rows, and the claims without a verdict yet, by why."
+    f"equivalence or a premise judged unmet, holding in at least {STABLE:.0%} of resamples of "
+    f"the claim's units), how many verdicts are fragile (below {STABLE:.0%}), how many were "
+    "judged by a rule fixed after the rows, and the claims without a verdict yet, by why."
 )
 
 
@@ -1091,13 +1091,8 @@ def readers_words(chapter: str, matrix: Matrix) -> str:
         judged = [(c, mc) for c, mc in cells if mc.judged]
         if not judged:
             continue
-        backends = and_list(
-            [
-                col.backend
-                for col in cols
-                if any(col in [x.column for x in mc.judged] for _, mc in judged)
-            ]
-        )
+        judging = {x.column.backend for _, mc in judged for x in mc.judged}
+        backends = and_list([col.backend for col in cols if col.backend in judging])
         decided = [
             f"{c.short or c.comparison} ({VERDICT_WORDS[mc.primary.judgement.verdict]})"
             for c, mc in judged
@@ -1185,7 +1180,8 @@ def figure_text(matrix: Matrix) -> FigureText:
         "mark is the first backend that judges the claim). A mark is a verdict by the rule "
         "below: colour and shape tell the verdict, an open circle a premise this model does "
         "not meet, ‡ a rule fixed after its rows, a faded mark with ≈ a fragile verdict "
-        "(holding in under 90% of resamples of the claim's units), ⇄ backends that disagree; "
+        f"(holding in under {STABLE:.0%} of resamples of the claim's units), ⇄ backends that "
+        "disagree; "
         "grey words say why a cell has none (not run, part run, no fit: the prompts exceed the "
         "model's window, GPU: too long for this CPU, hf only: needs attention weights or "
         "masked padding)."

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .claims import STABLE
+
 # Okabe & Ito (2008): told apart with every common colour-vision deficiency; yellow last
 # because it is faint on white.
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000", "#F0E442"]
@@ -469,11 +471,11 @@ UNJUDGED_WORDS = {
 }
 
 
-GRID_MARKS = (  # the signs beside a verdict's mark: (sign, colour, legend)
-    ("‡", "0.3", "rule fixed after the rows"),
-    ("≈", "0.2", "fragile: holds in < 90%"),
-    ("⇄", "#D55E00", "backends disagree"),
-)
+GRID_MARKS = {  # the signs beside a verdict's mark: sign -> (colour, legend)
+    "‡": ("0.3", "rule fixed after the rows"),
+    "≈": ("0.2", f"fragile: holds in < {STABLE:.0%}"),
+    "⇄": ("#D55E00", "backends disagree"),
+}
 
 
 @book_figure
@@ -481,9 +483,8 @@ def claims_grid(cells, *, readers: list[str]):
     """The claims x readers matrix, one mark per cell: a judged cell's verdict (colour and
     shape; premise not met as an open circle, a dagger-like ``‡`` beside a cell whose rule was
     fixed after the reader's rows, a faded mark with ``≈`` for a fragile verdict, ``⇄`` where
-    the model's backends give different verdicts), a cell
-    without a verdict in grey words (not run, part
-    run, no fit, GPU, hf only). ``cells`` has one row per claim and reader with ``short``,
+    the model's backends give different verdicts), a cell without a verdict in grey words
+    (not run, part run, no fit, GPU, hf only). ``cells`` has one row per claim and reader with ``short``,
     ``reader``, ``status``, ``verdict`` and ``preregistered``; the claims keep their order."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
@@ -508,12 +509,15 @@ def claims_grid(cells, *, readers: list[str]):
                 mew=2,
                 alpha=0.35 if fragile else 1.0,
             )
-            if fragile:
-                ax.text(x - 0.14, y, "≈", va="center", ha="right", fontsize=11, color="0.2")
-            if bool(getattr(r, "backend_sensitive", False)):
-                ax.text(x + 0.3, y, "⇄", va="center", ha="left", fontsize=11, color="#D55E00")
-            if r.preregistered is False:
-                ax.text(x + 0.14, y, "‡", va="center", ha="left", fontsize=10, color="0.3")
+            signs = [  # (sign, offset, alignment, font size, shown here)
+                ("≈", -0.14, "right", 11, fragile),
+                ("⇄", 0.3, "left", 11, bool(getattr(r, "backend_sensitive", False))),
+                ("‡", 0.14, "left", 10, r.preregistered is False),
+            ]
+            for sign, dx, align, size, shown in signs:
+                if shown:
+                    colour = GRID_MARKS[sign][0]
+                    ax.text(x + dx, y, sign, va="center", ha=align, fontsize=size, color=colour)
             if getattr(r, "href", None):
                 where = r.reader.replace("\n", " ")
                 link_point(ax, x, y, r.href, f"{r.short}, {where}: {r.verdict}; open its rows")
@@ -546,8 +550,8 @@ def claims_grid(cells, *, readers: list[str]):
         for v, c in VERDICT_COLOURS.items()
     ]
     handles += [
-        Line2D([], [], ls="none", marker=f"${mark}$", ms=9, color=colour, label=label)
-        for mark, colour, label in GRID_MARKS
+        Line2D([], [], ls="none", marker=f"${sign}$", ms=9, color=colour, label=label)
+        for sign, (colour, label) in GRID_MARKS.items()
     ]
     _legend_below(fig, handles, ncol=3)
     return fig

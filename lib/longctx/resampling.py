@@ -154,34 +154,37 @@ def paired_resamples(
 
     out = {"control": level(control), "treatment": level(treatment)}
     out["difference"] = out["treatment"] - out["control"]
-    named = {"difference": treatment - control, "control": control, "treatment": treatment}
-    for name in ("difference", *sides):
+    named = {"ci": treatment - control, "control": control, "treatment": treatment}
+    for name in ("ci", *sides):
         lattice = Lattice.of(named[name])
         counts = lattice.counts(positions)
-        if lattice.weights is not None:
-            lo, hi = mean_interval(lattice, counts)
-        else:
-            lo, hi = np.array(
-                [_sampled_interval(lattice, row, b) for b, row in enumerate(counts)]
-            ).T
-        prefix = "ci" if name == "difference" else name
-        out[f"{prefix}_low"], out[f"{prefix}_high"] = 100 * lo, 100 * hi
-        if name == "difference":
-            out["p"] = (
-                sign_flip_ps(lattice, counts)
-                if lattice.weights is not None
-                else np.array(
-                    [
-                        sign_flip_test(
-                            np.repeat(lattice.distinct, row).tolist(),
-                            n_resamples=MONTE_CARLO_FLIPS,
-                            seed=b,
-                        )
-                        for b, row in enumerate(counts)
-                    ]
-                )
-            )
+        lo, hi = _intervals(lattice, counts)
+        out[f"{name}_low"], out[f"{name}_high"] = 100 * lo, 100 * hi
+        if name == "ci":
+            out["p"] = _sign_flip_ps(lattice, counts)
     return out
+
+
+def _intervals(lattice: Lattice, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each resample's interval of the mean: exact on a lattice, else drawn."""
+    if lattice.weights is not None:
+        return mean_interval(lattice, counts)
+    lo, hi = np.array([_sampled_interval(lattice, row, b) for b, row in enumerate(counts)]).T
+    return lo, hi
+
+
+def _sign_flip_ps(lattice: Lattice, counts: np.ndarray) -> np.ndarray:
+    """Each resample's sign-flip p: exact on a lattice, else seeded Monte Carlo flips."""
+    if lattice.weights is not None:
+        return sign_flip_ps(lattice, counts)
+    return np.array(
+        [
+            sign_flip_test(
+                np.repeat(lattice.distinct, row).tolist(), n_resamples=MONTE_CARLO_FLIPS, seed=b
+            )
+            for b, row in enumerate(counts)
+        ]
+    )
 
 
 def _sampled_interval(lattice: Lattice, counts: np.ndarray, seed: int) -> tuple[float, float]:
