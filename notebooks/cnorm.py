@@ -109,7 +109,7 @@ from longctx.report import glue_all, say, show, show_all
 from longctx.results import provenance
 
 page = setup("cnorm", globals())
-chapter, reader = page.chapter, page.reader
+chapter, reader = page.module, page.reader
 
 # %% [markdown]
 # The chapter's prompts come from `longctx.chapters.cnorm.plan`, which `longctx reproduce`
@@ -119,12 +119,12 @@ chapter, reader = page.chapter, page.reader
 # what is missing.
 
 # %% tags=["hide-input"]
-run = page.context(batch_size=batch_size, params={"seed": seed})
+run = page.run(batch_size=batch_size, params={"seed": seed})
 rows = chapter.answered(run)
 say(f"{len(rows):,} rows answered or read from the store.")
 
 # %% tags=["remove-cell"]
-view = chapter.analyze(run)
+view = page.chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 

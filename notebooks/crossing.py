@@ -88,20 +88,18 @@ from longctx.replay import replay_summary
 from longctx.report import glue_all, say, show
 
 page = setup("crossing", globals())
-chapter, reader = page.chapter, page.reader
+chapter, reader = page.module, page.reader
 
 # %% [markdown]
 # The prompts come from `longctx.chapters.crossing.plan` (shared with `longctx
 # reproduce`); stored rows are reused, and the model is loaded only for missing ones.
 
 # %% tags=["hide-input"]
-run = page.context(
-    (second_reader, second_backend), batch_size=batch_size, token_budget=token_budget
-)
+run = page.run((second_reader, second_backend), batch_size=batch_size, token_budget=token_budget)
 rows = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = chapter.analyze(run)
+view = page.chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 

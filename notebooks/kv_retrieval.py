@@ -74,7 +74,7 @@ from longctx.page import setup
 from longctx.report import glue_all, say, show
 
 page = setup("kv_retrieval", globals())
-chapter, reader = page.chapter, page.reader
+chapter, reader = page.module, page.reader
 
 # %% [markdown]
 # Every prompt of this chapter comes from one library call, `longctx.chapters.kv_retrieval.plan`,
@@ -83,13 +83,11 @@ chapter, reader = page.chapter, page.reader
 # are generated, and the model is loaded only then.
 
 # %% tags=["hide-input"]
-run = page.context(
-    (second_reader, reader.backend.name), batch_size=batch_size, params={"seed": seed}
-)
+run = page.run((second_reader, reader.backend.name), batch_size=batch_size, params={"seed": seed})
 rows = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = chapter.analyze(run)
+view = page.chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 

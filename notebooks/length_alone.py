@@ -120,19 +120,19 @@ results_dir = "data/results"
 from longctx.page import setup
 from longctx.report import glue_all, say, show, show_all
 
-page = setup("length_alone", globals(), with_model=True)
-chapter, reader, paper = page.chapter, page.reader, page.paper("length_alone")
+page = setup("length_alone", globals())
+chapter, reader, paper = page.module, page.reader, page.paper("length_alone")
 
 # %% [markdown]
 # The chapter's prompts come from `longctx.chapters.length_alone.plan`, shared with
 # `longctx reproduce`; rows already stored are reused and only missing ones generated.
 
 # %% tags=["hide-input"]
-run = page.context(batch_size=batch_size, token_budget=token_budget)
+run = page.run(batch_size=batch_size, token_budget=token_budget)
 stored = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = chapter.analyze(run)
+view = page.chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 

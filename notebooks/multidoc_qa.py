@@ -81,7 +81,7 @@ from longctx.page import setup
 from longctx.report import glue_all, say, show
 
 page = setup("multidoc_qa", globals())
-chapter, reader, paper = page.chapter, page.reader, page.paper("lost_in_the_middle_qa")
+chapter, reader, paper = page.module, page.reader, page.paper("lost_in_the_middle_qa")
 
 # %% [markdown]
 # The prompts come from `longctx.chapters.multidoc_qa.plan`, shared with `longctx
@@ -90,11 +90,11 @@ chapter, reader, paper = page.chapter, page.reader, page.paper("lost_in_the_midd
 # line is scored.
 
 # %% tags=["hide-input"]
-run = page.context(batch_size=batch_size, params={"seed": seed, "source": source})
+run = page.run(batch_size=batch_size, params={"seed": seed, "source": source})
 answered = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = chapter.analyze(run)
+view = page.chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 

@@ -101,7 +101,7 @@ from longctx.page import setup
 from longctx.report import glue_all, say, show, show_all
 
 page = setup("semantic_competition", globals())
-chapter, reader = page.chapter, page.reader
+chapter, reader = page.module, page.reader
 paper = chapter.paper_tables(page.paper("semantic_competition"))
 
 # %% [markdown]
@@ -115,8 +115,8 @@ paper = chapter.paper_tables(page.paper("semantic_competition"))
 # (the matched control first), so a run outside the notebook stores the rows it looks up.
 
 # %% tags=["hide-input"]
-run = page.context(batch_size=batch_size)
-show(*chapter.experiments_table(chapter.built_contexts(run), chapter.planned(run)))
+run = page.run(batch_size=batch_size)
+show(*chapter.experiments_table(chapter.built_contexts(run), run.planned()))
 
 # %% [markdown]
 # ## Generate (or reuse cached generations)
@@ -129,7 +129,7 @@ show(*chapter.experiments_table(chapter.built_contexts(run), chapter.planned(run
 rows = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = chapter.analyze(run)
+view = page.chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 

@@ -98,8 +98,8 @@ results_dir = "data/results"
 from longctx.page import setup
 from longctx.report import glue_all, say, show, show_all
 
-page = setup("tag_needles", globals(), with_model=True, precision=1)
-chapter, reader = page.chapter, page.reader
+page = setup("tag_needles", globals(), precision=1)
+chapter, reader = page.module, page.reader
 
 # %% [markdown]
 # The prompts come from `longctx.tasks.tag_needles`: needles placed in Paul Graham essay
@@ -108,12 +108,12 @@ chapter, reader = page.chapter, page.reader
 # are reused; the reader is loaded only if something is missing.
 
 # %% tags=["hide-input"]
-run = page.context(batch_size=batch_size)
+run = page.run(batch_size=batch_size)
 stack = chapter.stacked(run)
 scored = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = chapter.analyze(run)
+view = page.chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 

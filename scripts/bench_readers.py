@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from longctx import __version__
-from longctx.chapters import contract, scale
+from longctx.chapters import Run, contract
 from longctx.reader import Reader
 from longctx.runner import generate_missing
 from longctx.tasks import row_score
@@ -41,11 +41,8 @@ def claims_requests(model: str, per_block: int) -> list:
     """The first ``per_block`` requests of each chosen claims-scale block, in order."""
     out = []
     for chapter, name in BLOCKS.items():
-        params = scale(chapter, "claims")
-        declared = contract(chapter)
-        if declared.needs_model:
-            params["model"] = model
-        block = next(b for b in declared.plan(params) if name in b.name)
+        run = Run.of(contract(chapter), Reader.of(model), "claims", dry_run=True)
+        block = next(b for b in run.planned() if name in b.name)
         out += list(block.requests[:per_block])
     return out
 

@@ -9,7 +9,16 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from longctx.chapters import chapters, get_chapter, scale, scales
+from longctx.chapters import (
+    Chapter,
+    ChapterResult,
+    Run,
+    chapters,
+    contract,
+    get_chapter,
+    scale,
+    scales,
+)
 from longctx.claims import read_claims
 from longctx.errors import ParameterError
 from longctx.reader import Reader
@@ -22,7 +31,7 @@ MODEL = "qwen2.5-coder-0.5b-instruct"
 
 # Paper scale at a few items, so the test builds every size, position and arm quickly.
 def notebook_parameters(name):
-    nb = jupytext.read(ROOT / get_chapter(name).NOTEBOOK)
+    nb = jupytext.read(ROOT / contract(name).notebook)
     cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     return {
         t.id: ast.literal_eval(node.value)
@@ -42,7 +51,7 @@ def test_notebook_parameters_are_the_book_scale(name):
 def dry_run(name: str, scale_name: str):
     """The default reader's dry run of one chapter at a scale, against the committed rows."""
     return run(
-        chapter_blocks([name], scale_name, model=MODEL),
+        chapter_blocks([name], scale_name, reader=Reader(MODEL)),
         Reader(MODEL),
         ROOT / "data" / "results",
         dry_run=True,
@@ -63,12 +72,12 @@ def test_book_scale_is_all_cache_hits(name):
 def test_claims_scale_is_a_subset_of_book_and_every_claim_finds_its_blocks(name):
     """`longctx reproduce --scale claims` on the default reader is all cache hits (it asks no
     arm the book does not), every claim of the chapter in the claims file names blocks of
-    that scale (CLAIM_BLOCKS), and every block serves some claim (nothing else is run)."""
+    that scale (its claim_blocks), and every block serves some claim (nothing else is run)."""
     report = dry_run(name, "claims")
     assert report.blocks and report.missing == 0, [
         b for b in report.blocks if b["stored"] < b["requests"]
     ]
-    wanted = get_chapter(name).CLAIM_BLOCKS
+    wanted = contract(name).claim_blocks
     assert set(wanted) == {c.id for c in read_claims() if c.chapter == name}
     served = {b["block"]: block_claims(name, b["block"]) for b in report.blocks if b["requests"]}
     for claim, parts in wanted.items():
@@ -79,7 +88,7 @@ def test_claims_scale_is_a_subset_of_book_and_every_claim_finds_its_blocks(name)
 
 @pytest.mark.parametrize("name", sorted(chapters()))
 def test_the_papers_design_plans_at_smoke_scale(name):
-    requests = all_requests(chapter_blocks([name], "smoke", model=MODEL))
+    requests = all_requests(chapter_blocks([name], "smoke", reader=Reader(MODEL)))
     assert requests and len(
         {(r.example_id, repr(sorted(r.condition.items()))) for r in requests}
     ) == len(requests)
@@ -107,16 +116,16 @@ def test_multidoc_positions_per_size():
 
     params = scale("multidoc_qa", "paper", num_questions=2, detail_questions=2)
     by_size = {}
-    for r in all_requests(multidoc_qa.plan(params)):
+    for r in all_requests(multidoc_qa.blocks(params)):
         if r.condition["setting"] == "documents":
             by_size.setdefault(r.condition["num_documents"], set()).add(
                 r.condition["gold_index"] + 1
             )
     assert by_size == {10: {1, 5, 10}, 20: {1, 5, 10, 15, 20}, 30: {1, 5, 10, 15, 20, 25, 30}}
     with pytest.raises(ParameterError, match="position 15 outside 1..10"):
-        multidoc_qa.plan({**params, "gold_positions": [1, 5, 10, 15, 20, 25, 30]})
+        multidoc_qa.blocks({**params, "gold_positions": [1, 5, 10, 15, 20, 25, 30]})
     with pytest.raises(ParameterError, match="no positions for 30 documents"):
-        multidoc_qa.plan({**params, "gold_positions": {"10": [1], "20": [1]}})
+        multidoc_qa.blocks({**params, "gold_positions": {"10": [1], "20": [1]}})
 
 
 def test_unknown_scale_and_parameter_are_clear_errors():
@@ -218,8 +227,8 @@ def test_multidoc_open_domain_block_is_optional_and_builds_every_k():
     from longctx.chapters import multidoc_qa
 
     params = scale("multidoc_qa", "book", num_questions=2, detail_questions=2, open_domain_ks=[])
-    assert not any(b.experiment == "open_domain" for b in multidoc_qa.plan(params))
-    blocks = multidoc_qa.plan({**params, "open_domain_ks": [5, 20], "open_domain_questions": 3})
+    assert not any(b.experiment == "open_domain" for b in multidoc_qa.blocks(params))
+    blocks = multidoc_qa.blocks({**params, "open_domain_ks": [5, 20], "open_domain_questions": 3})
     od = [b for b in blocks if b.experiment == "open_domain"]
     assert len(od) == 1 and [r.condition["k"] for r in od[0].requests] == [5, 20] * 3
     assert all(r.prompt.count("Document [") == r.condition["k"] for r in od[0].requests)
@@ -237,12 +246,12 @@ def test_length_alone_arm_takes_a_prefix_of_the_problems():
             {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [64], "num_problems": 2},
         ],
     }
-    blocks = length_alone.plan(params)
+    blocks = length_alone.blocks(params)
     ids = {b.name: [r.example_id for r in b.requests] for b in blocks}
     short, long = ids["solve varsum essay between 0"], ids["solve varsum essay between 64"]
     assert len(short) == 4 and long == short[:2]
     with pytest.raises(ParameterError, match="num_problems must be an integer in 1..4"):
-        length_alone.plan({**params, "arms": [{**params["arms"][1], "num_problems": 5}]})
+        length_alone.blocks({**params, "arms": [{**params["arms"][1], "num_problems": 5}]})
 
 
 def test_whole_unit_chunks_finish_one_example_before_the_next():
@@ -262,7 +271,7 @@ def test_whole_unit_chunks_finish_one_example_before_the_next():
     plain = [r for part in chunks(reqs, 2) for r in part]
     assert [approx_tokens(r) for r in plain] == sorted(approx_tokens(r) for r in reqs)
     # The crossing chapter runs question by question.
-    assert all(b.whole_units for b in get_chapter("crossing").plan(scale("crossing", "book")))
+    assert all(b.whole_units for b in get_chapter("crossing").blocks(scale("crossing", "book")))
 
 
 def test_competition_headline_questions_extend_only_the_bm25_experiment():
@@ -283,7 +292,7 @@ def test_competition_headline_questions_extend_only_the_bm25_experiment():
     }
 
     def keys(params):
-        return [{dedupe_key(r) for r in b.requests} for b in chapter.plan(params)]
+        return [{dedupe_key(r) for r in b.requests} for b in chapter.blocks(params)]
 
     extended, small, large = (
         keys({**base, "headline_questions": 6}),
@@ -300,14 +309,13 @@ def test_competition_headline_questions_extend_only_the_bm25_experiment():
     with pytest.raises(
         ParameterError, match="headline_questions \\(2\\) must be at least num_questions \\(3\\)"
     ):
-        chapter.plan({**base, "headline_questions": 2})
+        chapter.blocks({**base, "headline_questions": 2})
 
 
 def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
     """A run on a lent GPU starts on the first headline block at once: a chapter's plan is
     built when the iteration first needs one of its blocks, a LazyRequests block when its
     requests are first used, and nothing after the deadline is built at all."""
-    import types
 
     from longctx import reproduce
     from longctx.requests import Request
@@ -315,11 +323,27 @@ def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
 
     built = []
 
-    def chapter(name, blocks):
-        module = types.SimpleNamespace(plan=lambda params: built.append(name) or blocks)
-        return types.SimpleNamespace(
-            module=module, check=None, needs_model=False, plans_run_models=False
-        )
+    def chapter(chapter_name, blocks):
+        class Fake(Chapter):
+            name = chapter_name
+            order = ord(chapter_name)
+            notebook = f"notebooks/{chapter_name}.py"
+            experiments = (chapter_name,)
+            claim_blocks: dict = {}
+
+            def scales(self) -> dict:
+                return {"book": {}}
+
+            def plan(self, run: Run) -> list:
+                return built.append(chapter_name) or blocks
+
+            def claims(self, run: Run) -> dict:
+                return {}
+
+            def analyze(self, run: Run) -> ChapterResult:
+                return ChapterResult(label="", estimates={}, verdicts={})
+
+        return Fake()
 
     def req(i):
         return Request("t", f"e{i}", f"prompt {i}", ("g",))
@@ -330,9 +354,8 @@ def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
         "b": chapter("b", [Block("b head", "x", lazy, True)]),
     }
     monkeypatch.setattr(reproduce, "contract", lambda name: modules[name])
-    monkeypatch.setattr(reproduce, "scale", lambda chapter, name, **overrides: {})
 
-    blocks = iter(reproduce.chapter_blocks(["a", "b"], "book"))
+    blocks = iter(reproduce.chapter_blocks(["a", "b"], "book", results=tmp_path))
     assert built == []
     assert next(blocks).name == "a head" and built == ["a"]
     assert next(blocks).name == "b head" and built == ["a", "b"] and not lazy.built
@@ -346,7 +369,7 @@ def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
 
     built.clear()
     report = run(
-        reproduce.chapter_blocks(["a", "b"], "book"),
+        reproduce.chapter_blocks(["a", "b"], "book", results=tmp_path),
         Reader(MODEL),
         tmp_path,
         deadline_s=-1,
@@ -355,7 +378,7 @@ def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
     assert built == [] and report.blocks == [] and "before the next block" in report.stopped_early
     # A dry run has no deadline: it builds and counts everything.
     report = run(
-        reproduce.chapter_blocks(["a", "b"], "book"),
+        reproduce.chapter_blocks(["a", "b"], "book", results=tmp_path, dry_run=True),
         Reader(MODEL),
         tmp_path,
         deadline_s=-1,
@@ -371,10 +394,10 @@ def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
 
 def test_a_dry_run_never_loads_the_llm_tagger(tmp_path):
     from longctx.chapters import tag_needles
+    from longctx.models import load_tokenizer
 
     params = {
         **scale("tag_needles", "book"),
-        "model": MODEL,
         "num_cases": 2,
         "lengths": [250],
         "variants": ["baseline", "td_tc_llm"],
@@ -383,11 +406,12 @@ def test_a_dry_run_never_loads_the_llm_tagger(tmp_path):
         "short_length": None,
     }
     # No tags cached there
-    (block,) = tag_needles.plan({**params, "dry_run": True}, results_dir=tmp_path)
+    tokenizer = load_tokenizer(MODEL)
+    (block,) = tag_needles.blocks(params, tokenizer, tmp_path, dry_run=True)
     assert block.requests == [] and "not cached" in block.name and "loads no model" in block.name
     # Without an LLM-tag variant nothing needs the tagger, and the dry run plans as usual.
-    blocks = tag_needles.plan(
-        {**params, "variants": ["baseline", "td_tc_spacy"], "dry_run": True}, results_dir=tmp_path
+    blocks = tag_needles.blocks(
+        {**params, "variants": ["baseline", "td_tc_spacy"]}, tokenizer, tmp_path, dry_run=True
     )
     assert sum(len(b.requests) for b in blocks) == 4
 
@@ -409,7 +433,7 @@ def test_multidoc_headline_is_first_middle_and_last_for_depths_and_for_paper_pos
     from longctx.chapters import multidoc_qa
 
     def headline_indices(params):
-        blocks = multidoc_qa.plan(params)
+        blocks = multidoc_qa.blocks(params)
         return sorted(
             {r.condition["gold_index"] for b in blocks[1:] if b.headline for r in b.requests}
         )
@@ -576,28 +600,32 @@ def test_progress_line_reads_hours_and_fast_rates():
 
 
 def test_every_chapter_meets_the_contract_and_a_broken_one_is_refused_by_name(tmp_path):
-    """Chapters are found, not listed, and checked when found: a missing function, a
-    mistyped declaration or a store two chapters both claim is refused at discovery."""
+    """Chapters are found, not listed, and checked when found: a method left unwritten, a
+    mistyped declaration, a name or store two chapters both claim, or a class that is not
+    a chapter is refused at discovery, by name."""
     import sys
 
-    from longctx.chapters import Chapter, contracts, found_chapters
+    from longctx.chapters import Chapter, contracts, found_chapters, register
 
     assert all(isinstance(c, Chapter) for c in contracts().values())
     assert [c.order for c in contracts().values()] == sorted(c.order for c in contracts().values())
     good = (
-        "ORDER = {order}\nNOTEBOOK = 'notebooks/{name}.py'\nEXPERIMENTS = ('{store}',)\n"
-        "CLAIM_BLOCKS = {{'c': ('x',)}}\n"
-        "def plan(params):\n    return []\n"
-        "def claims(ctx):\n    return {{}}\n"
-        "def analyze(ctx):\n    return None\n"
+        "from longctx.chapters.contract import Chapter\n"
+        "class Probe(Chapter):\n"
+        "    name = '{name}'\n"
+        "    order = {order}\n"
+        "    notebook = 'notebooks/{name}.py'\n"
+        "    experiments = ('{store}',)\n"
+        "    claim_blocks = {{'c': ('x',)}}\n"
+        "    def plan(self, run):\n        return []\n"
+        "    def claims(self, run):\n        return {{}}\n"
+        "    def analyze(self, run):\n        return None\n"
     )
     cases = {
-        "no_analysis": (
-            good.replace("def analyze", "def _analyze"),
-            "lacks the function analyze",
-        ),
-        "bad_order": (good.replace("ORDER = {order}", "ORDER = 'first'"), "ORDER is 'first'"),
-        "shared_store": (good.replace("{store}", "kv"), "share the experiments 'kv'"),
+        "no_analysis": (good.replace("def analyze", "def _analyze"), "lacks the method analyze"),
+        "bad_order": (good.replace("order = {order}", "order = 'first'"), "order is 'first'"),
+        "shared_store": (good.replace("{store}", "kv"), "share the experiments"),
+        "taken_name": (good.replace("name = '{name}'", "name = 'one'"), "share the name 'one'"),
     }
     sys.path.insert(0, str(tmp_path))
     try:
@@ -611,43 +639,105 @@ def test_every_chapter_meets_the_contract_and_a_broken_one_is_refused_by_name(tm
                 found_chapters([str(package)], package.name)
     finally:
         sys.path.remove(str(tmp_path))
+    with pytest.raises(TypeError, match="not a Chapter subclass"):
+        register({}, dict)
 
 
-def test_every_chapter_has_one_analyze_signature_and_a_typed_result():
-    """One shape for every chapter: ``analyze(ctx: RunContext)`` returning a subclass of
-    ``ChapterResult`` (typed fields, no ``SimpleNamespace`` left in ``chapters/``), and
-    ``claims(ctx: RunContext)`` over the same run, reading no store but through it."""
+def test_every_chapter_has_one_signature_per_method_and_a_typed_result():
+    """One shape for every chapter: ``plan``, ``claims`` and ``analyze`` each take one
+    :class:`Run`; ``analyze`` returns a subclass of ``ChapterResult`` (typed fields, no
+    ``SimpleNamespace`` left in ``chapters/``), ``claims`` reads no store but through it."""
     import inspect
     import typing
 
     from longctx.chapters import contracts
-    from longctx.chapters.contract import ChapterResult, RunContext
+    from longctx.chapters.contract import ChapterResult, Run
 
     for name, chapter in contracts().items():
-        for fn in (chapter.analyze, chapter.claims):
+        for fn in (chapter.plan, chapter.claims, chapter.analyze):
             hints = typing.get_type_hints(fn)
             params = list(inspect.signature(fn).parameters)
-            assert params == ["ctx"] and hints["ctx"] is RunContext, (name, fn.__name__)
-        assert typing.get_origin(hints["return"]) is dict, name  # claims: id -> Estimate
+            assert params == ["run"] and hints["run"] is Run, (name, fn.__name__)
+        assert typing.get_origin(typing.get_type_hints(chapter.claims)["return"]) is dict, name
         assert issubclass(typing.get_type_hints(chapter.analyze)["return"], ChapterResult), name
-        assert ".store(" not in inspect.getsource(chapter.claims), name
+        assert ".store(" not in inspect.getsource(type(chapter).claims), name
     chapters_dir = Path(__file__).resolve().parents[1] / "lib" / "longctx" / "chapters"
     assert not [p for p in chapters_dir.rglob("*.py") if "SimpleNamespace" in p.read_text()]
 
 
-def test_a_run_context_makes_each_part_once():
-    from longctx.chapters.contract import RunContext
+def test_one_place_builds_a_run():
+    """``Run.of`` is the only constructor call of a run in the library, the scripts and the
+    notebooks: findings, the matrix, reproduce and the pages all build their runs there."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    calls = [
+        f"{path.relative_to(root)}:{n}"
+        for folder in ("lib", "scripts", "notebooks")
+        for path in (root / folder).rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"(?<![\w.])(Run|RunContext)\(|\bcls\(chapter", line)
+    ]
+    assert calls == [
+        "lib/longctx/chapters/contract.py:" + str(n) for n in _run_constructor_lines()
+    ], calls
+
+
+def _run_constructor_lines() -> list[int]:
+    import inspect
+
+    from longctx.chapters.contract import Run
+
+    source, first = inspect.getsourcelines(Run.of.__func__)
+    return [first + i for i, line in enumerate(source) if "cls(chapter" in line]
+
+
+class _Probe(Chapter):
+    """A chapter for the run's own tests: its plan counts how often it is built and, when
+    ``sized``, asks for the reader's tokenizer."""
+
+    name = "run-probe"
+    order = 99
+    notebook = "notebooks/run-probe.py"
+    experiments = ("exp",)
+    claim_blocks: dict = {}
+
+    def __init__(self, blocks=(), sized=False):
+        super().__init__()
+        self.blocks, self.sized, self.built = list(blocks), sized, []
+
+    def scales(self) -> dict:
+        return {"book": {"n": 1}}
+
+    def plan(self, run: Run) -> list:
+        self.built.append(run.params["n"])
+        if self.sized:
+            run.tokenizer()
+        return self.blocks
+
+    def claims(self, run: Run) -> dict:
+        return {}
+
+    def analyze(self, run: Run) -> ChapterResult:
+        return ChapterResult(label=run.reader.label, estimates={}, verdicts={})
+
+
+def test_a_run_makes_each_part_once_and_checks_its_parameters_first():
     from longctx.reader import Reader
 
-    ctx, calls = RunContext(Reader(), {}, Path(".")), []
-    assert ctx.once("plan", lambda: calls.append(1) or "built") == "built"
-    assert ctx.once("plan", lambda: calls.append(1) or "again") == "built" and calls == [1]
+    run, calls = Run.of(_Probe(), Reader(), results=Path(".")), []
+    assert run.once("x", lambda: calls.append(1) or "built") == "built"
+    assert run.once("x", lambda: calls.append(1) or "again") == "built" and calls == [1]
+    assert run.params == {"n": 1} and run.scale == "book" and not run.dry_run
+    with pytest.raises(ParameterError, match="counts things"):
+        Run.of(_Probe(), n=0)
+    with pytest.raises(ParameterError, match="unknown parameters"):
+        Run.of(_Probe(), model="m")
 
 
 def test_a_run_reads_the_rows_of_its_plan_and_reads_again_after_generating(tmp_path):
-    """``ctx.rows`` holds only rows under the keys of planned requests, by store; once the
+    """``run.rows`` holds only rows under the keys of planned requests, by store; once the
     run has generated, it reads the stores again (what was generated is then there)."""
-    from longctx.chapters.contract import RunContext
     from longctx.reader import Reader
     from longctx.requests import Request
     from longctx.runner import Block, block_keys
@@ -659,13 +749,13 @@ def test_a_run_reads_the_rows_of_its_plan_and_reads_again_after_generating(tmp_p
     row = {"key": keys[0], "task": "t", "condition": {"n": 0}, "example_id": "e0", "output": "x"}
     store = reader.store(tmp_path, "exp")
     store.append([row, {**row, "key": "not-planned", "example_id": "e9"}])
-    ctx = RunContext(reader, {}, tmp_path)
-    assert [r["key"] for r in ctx.rows(lambda params: [block], "exp")] == [keys[0]]
-    assert ctx.rows(lambda params: [block], "other") == []
+    run = Run.of(_Probe([block]), reader, results=tmp_path)
+    assert [r["key"] for r in run.rows("exp")] == [keys[0]]
+    assert run.rows("other") == []
     store.append([{**row, "key": keys[1], "condition": {"n": 1}, "example_id": "e1"}])
-    assert len(ctx.rows(lambda params: [block], "exp")) == 1  # read once per run
-    assert len(ctx.answered("plan", lambda: [block])) == 2  # all stored: nothing generated
-    assert len(ctx.rows(lambda params: [block], "exp")) == 2
+    assert len(run.rows("exp")) == 1  # read once per run
+    assert len(run.answered()) == 2  # all stored: nothing generated
+    assert len(run.rows("exp")) == 2
 
 
 def test_no_function_in_the_library_is_over_80_lines():
@@ -682,26 +772,23 @@ def test_no_function_in_the_library_is_over_80_lines():
     assert not long, long
 
 
-def test_a_plan_without_a_reader_is_built_once_for_every_reader_of_a_process():
+def test_a_plan_without_a_reader_is_built_once_for_every_reader_of_a_process(monkeypatch):
     """Findings over several readers built each chapter's plan once per reader, though a
-    plan that names no reader is the same for all: runs with the same parameters share it;
-    a plan sized in the reader's tokens (``model`` in its parameters) is never shared."""
-    from longctx.chapters.contract import RunContext
+    plan that asks nothing of its reader is the same for all: runs with the same parameters
+    share it; a plan sized in the reader's tokens (it asks for the tokenizer) is never
+    shared."""
+    import sys
+
     from longctx.reader import Reader
 
-    _BUILT.clear()
-    for model in ("qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct"):
-        RunContext(Reader(model), {"n": 1}, Path(".")).planned(_counted_plan)
-    assert _BUILT == [1]
-    RunContext(Reader(), {"n": 2}, Path(".")).planned(_counted_plan)
-    for model in ("qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct"):
-        RunContext(Reader(model), {"n": 3, "model": model}, Path(".")).planned(_counted_plan)
-    assert _BUILT == [1, 2, 3, 3]
-
-
-_BUILT: list[int] = []
-
-
-def _counted_plan(params):  # a chapter's plan is a module-level function
-    _BUILT.append(params["n"])
-    return []
+    contract_module = sys.modules[Run.__module__]  # the package's contract() shadows its name
+    monkeypatch.setattr(contract_module, "load_tokenizer", lambda model: f"tokenizer of {model}")
+    models = ("qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct")
+    free, sized = _Probe(), _Probe(sized=True)
+    for model in models:
+        Run.of(free, Reader(model), n=11).planned()
+        Run.of(sized, Reader(model), n=12).planned()
+    assert free.built == [11] and sized.built == [12, 12]
+    run = Run.of(sized, Reader(models[1]), n=12)
+    run.planned()
+    assert run.tokenizer() == f"tokenizer of {models[1]}"

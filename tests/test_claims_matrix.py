@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from longctx import matrix
-from longctx.chapters import get_chapter, scale
+from longctx.chapters import Run, contract, get_chapter, scale
 from longctx.claims import Estimate, judge, read_claims
 from longctx.errors import LongctxError
 from longctx.matrix import Cell, Column, cell_markdown
@@ -40,7 +40,7 @@ def test_prompt_tokens_counted_without_weights_match_the_stored_rows():
     reader = Reader(DEFAULT)
     count = PromptTokens(reader)
     params = scale("semantic_competition", "claims")
-    block = get_chapter("semantic_competition").plan(params)[0]
+    block = get_chapter("semantic_competition").blocks(params)[0]
     stored = {r["key"]: r for r in reader.store(ROOT / "data" / "results", block.experiment).rows()}
     pairs = list(zip(block.requests, block_keys(block, reader)))[:12]
     assert pairs and all(k in stored for _, k in pairs)
@@ -112,7 +112,7 @@ def _keys_for(source: Reader, target: Reader) -> dict[str, str]:
     chapter = get_chapter("semantic_competition")
     out = {}
     for name in ("book", "claims"):
-        for block in chapter.plan(scale("semantic_competition", name)):
+        for block in chapter.blocks(scale("semantic_competition", name)):
             out.update(zip(block_keys(block, source), block_keys(block, target)))
     return out
 
@@ -199,12 +199,8 @@ def test_a_premise_whose_rows_are_part_stored_leaves_the_cell_running(tmp_path):
         if r["condition"]["mode"] != "recite"
     ]
     ResultsStore(tmp_path, DEFAULT, "length_alone").append(rows)
-    premise = {**scale("length_alone", "recitation-full"), "model": DEFAULT}
-    block = next(
-        b
-        for b in get_chapter("length_alone").plan(premise)
-        if b.name == "recite gsm8k mask between 16000"
-    )
+    run = Run.of(contract("length_alone"), Reader(DEFAULT), "recitation-full", tmp_path)
+    block = next(b for b in run.planned() if b.name == "recite gsm8k mask between 16000")
     asked = list(zip(block.requests, block_keys(block, Reader(DEFAULT))))[:5]
     recited = [
         {**rows[0], "key": key, "example_id": req.example_id, "condition": req.condition}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from longctx import claims, findings
-from longctx.chapters import get_chapter, run_context, scale
+from longctx.chapters import Run, contract, get_chapter, scale
 from longctx.claims import Claim, Estimate, read_claims, verdict
 from longctx.errors import DataFileError
 from longctx.reader import Reader
@@ -158,8 +158,8 @@ def test_kv_findings_ignore_records_beyond_the_book_scale(tmp_path, table):
     (folder / "generations.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in [*committed, *extra])
     )
-    run = run_context("kv_retrieval", Reader(MODEL), tmp_path, scale("kv_retrieval", "book"))
-    got = get_chapter("kv_retrieval").claims(run)["litm-kv-middle"]
+    run = Run.of(contract("kv_retrieval"), Reader(MODEL), "book", tmp_path)
+    got = run.chapter.claims(run)["litm-kv-middle"]
     want = table.set_index("id").loc["litm-kv-middle"]
     assert got.n == want["n"] and got.difference == pytest.approx(want["difference"])
 
@@ -174,9 +174,8 @@ def test_a_row_no_plan_asks_for_is_never_counted(tmp_path):
 
     def middle_claim(rows):
         (folder / "generations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        params = scale("kv_retrieval", "book")
-        run = run_context("kv_retrieval", Reader(MODEL), tmp_path, params)
-        return get_chapter("kv_retrieval").claims(run)["litm-kv-middle"]
+        run = Run.of(contract("kv_retrieval"), Reader(MODEL), "book", tmp_path)
+        return run.chapter.claims(run)["litm-kv-middle"]
 
     honest = middle_claim(committed)
     forged = []
@@ -252,7 +251,7 @@ def test_gsm8k_numbers_match_an_independent_scorer(table):
         ) or re.findall(r"-?\d[\d,]*(?:\.\d+)?", output)
         return bool(found) and float(found[-1].replace(",", "")) == float(gold)
 
-    from longctx.chapters import get_chapter, scale
+    from longctx.chapters import scale
 
     keep = {
         p.id
@@ -358,7 +357,8 @@ def test_cnorm_token_claims_on_hand_made_rows(tmp_path):
     (folder / "generations.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in [*rows, outside])
     )
-    est = chapter.claims(run_context("cnorm", reader, tmp_path, params))["cnorm-tokens"]
+    run = Run.of(contract("cnorm"), reader, "book", tmp_path)
+    est = run.chapter.claims(run)["cnorm-tokens"]
     x = [tokens[d] for d in order]
     y = [100.0 if d in short else 0.0 for d in order]
     assert est.n == len(order) and est.difference == pytest.approx(np.corrcoef(x, y)[0, 1])
@@ -472,13 +472,13 @@ def test_the_record_of_verdict_moves_is_current(table, tmp_path):
 def test_tag_chapter_tables_print_the_findings_pages_sides(table):
     """One unit per row: the chapter's sized tables give each side as a mean over needles,
     the unit of their change and interval, so the sides are the findings page's."""
+    from longctx.chapters import Run, contract
     from longctx.chapters import tag_needles as chapter
-    from longctx.chapters.contract import RunContext
     from longctx.claims import paper_frame
 
-    params = {**scale("tag_needles", "book"), "model": Reader().model}
     # Tags and rows are stored: no model loads.
-    scored = chapter.answered(RunContext(Reader(), params, ROOT / "data" / "results"))
+    run = Run.of(contract("tag_needles"), Reader(), "book", ROOT / "data" / "results")
+    scored, params = chapter.answered(run), run.params
     paper = paper_frame("tag_needles")
     by_id = table.set_index("id")
     for which, claim in (("short", "tag-spacy"), ("long", "tag-spacy-long")):
@@ -526,15 +526,14 @@ def test_a_readers_analyses_are_kept_and_recomputed_exactly_when_their_rows_chan
     ran: list[str] = []
     from longctx.chapters import contract
 
-    real = contract("kv_retrieval").claims
+    chapter_class = type(contract("kv_retrieval"))
+    real = chapter_class.claims
 
-    def counted(ctx):
-        ran.append(ctx.reader.model)
-        return real(ctx)
+    def counted(self, run):
+        ran.append(run.reader.model)
+        return real(self, run)
 
-    from dataclasses import replace
-
-    monkeypatch.setattr(findings, "contract", lambda name: replace(contract(name), claims=counted))
+    monkeypatch.setattr(chapter_class, "claims", counted)
 
     def both():
         return {m: findings.estimates(root, kv_claims, r, "claims") for m, r in readers.items()}

@@ -287,7 +287,7 @@ def test_chapter_arms_give_each_placement_its_own_lengths_and_subtasks(public_da
             },
         ],
     }
-    reqs = all_requests(chapter.plan(params))
+    reqs = all_requests(chapter.blocks(params))
     before = {
         (r.condition["subtask"], r.condition["filler_tokens"])
         for r in reqs
@@ -306,11 +306,11 @@ def test_chapter_arms_give_each_placement_its_own_lengths_and_subtasks(public_da
         == 2 * 2 * 3 + 2
     )
     with pytest.raises(ParameterError, match="unknown subtask 'nope'"):
-        chapter.plan(
+        chapter.blocks(
             {**params, "arms": [{"subtasks": ["nope"], "kinds": ["essay"], "lengths": [0]}]}
         )
     with pytest.raises(ParameterError, match="arm 0"):
-        chapter.plan({**params, "arms": [{"subtasks": ["gsm8k"], "lengths": [0]}]})
+        chapter.blocks({**params, "arms": [{"subtasks": ["gsm8k"], "lengths": [0]}]})
 
 
 def test_paired_differences_compares_two_conditions_on_the_same_problems():

@@ -506,7 +506,6 @@ def test_plan_asks_a_grid_prompt_that_is_also_a_sized_one_once(monkeypatch):
 
     params = {
         **scale("tag_needles", "book"),
-        "model": "m",
         "long_length": 200,
         "short_length": 100,
         "long_num_cases": 2,
@@ -523,9 +522,8 @@ def test_plan_asks_a_grid_prompt_that_is_also_a_sized_one_once(monkeypatch):
     )
     # The grid's first two cases are the sized ones in the same order, so at the same rotating depths.
     monkeypatch.setattr(chapter, "cases_for", lambda params: (HAYSTACK, [*sized_cases, other]))
-    monkeypatch.setattr(chapter, "load_tokenizer", lambda model: WordTokenizer())
     monkeypatch.setattr(chapter, "taggers_for", lambda *a, **k: tn.Taggers(spacy=SpacyTagger()))
-    blocks = chapter.plan(params, results_dir=Path("unused"))
+    blocks = chapter.blocks(params, WordTokenizer(), Path("unused"))
     keys = [dedupe_key(r) for b in blocks for r in b.requests]
     assert len(keys) == len(set(keys))
     short = blocks[1].requests

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jupytext
 
-from longctx.chapters.contract import ChapterResult, RunContext
+from longctx.chapters.contract import ChapterResult, Run
 from longctx.claims import Estimate
 from longctx.paths import repo_root
 from longctx.reader import Reader
@@ -27,27 +27,39 @@ def load_module():
     return module
 
 
+def template_chapter(module, params: dict):
+    """The template's chapter with ``params`` as its book scale (a copied chapter reads its
+    scales file; the template has none)."""
+
+    class Template(module.TemplateChapter):
+        def scales(self) -> dict:
+            return {"book": params}
+
+    return Template()
+
+
 def test_the_chapter_template_runs_on_committed_rows():
-    chapter = load_module()
+    module = load_module()
     params = {"num_pairs": 10, "examples": 8, "seed": 0}
-    plan = chapter.plan(params)
     results = repo_root() / "data" / "results"
+    run = Run.of(template_chapter(module, params), Reader(), "book", results)
+    plan = run.planned()
     rows = stored(plan, Reader(), results)
     assert len(rows) == len(all_requests(plan)) == 16  # every prompt already answered
-    view = chapter.analyze(RunContext(Reader(), params, results))
+    view = run.chapter.analyze(run)
     middle = view.estimates["template-middle"]
     assert isinstance(view, ChapterResult) and isinstance(middle, Estimate) and middle.n == 8
     assert set(view.quoted) == {"template-examples", "template-middle"}
-    assert view.consistent and set(chapter.accuracy_table(view)["depth"]) == {0.0, 0.5}
-    assert chapter.figure(view).axes
-    text = chapter.figure_text(view)
+    assert view.consistent and set(module.accuracy_table(view)["depth"]) == {0.0, 0.5}
+    assert module.figure(view).axes
+    text = module.figure_text(view)
     assert "8 examples per point" in text.caption and "depth 0.5:" in text.alt
 
 
 def test_the_chapter_template_meets_the_chapter_contract():
-    from longctx.chapters import Chapter
+    from longctx.chapters import register
 
-    declared = Chapter.of("template", load_module())
+    declared = register({}, load_module().TemplateChapter)
     assert declared.experiments == () and declared.claim_blocks
 
 

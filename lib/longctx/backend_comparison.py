@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from . import __version__
-from .chapters import get_chapter, scale
+from .chapters import Run, contract
 from .paths import build_commit, repo_root
 from .plots import COLUMN_INCHES, FigureText, book_figure
 from .reader import Reader
@@ -57,7 +57,7 @@ def agreement(
     for chapter, names in blocks.items():
         plan = [
             b
-            for b in get_chapter(chapter).plan(scale(chapter, "book"))
+            for b in Run.of(contract(chapter), Reader.of(model)).planned()
             if any(n in b.name for n in names)
         ]
         hf = stored(plan, Reader.of(model), results_dir)

@@ -193,17 +193,18 @@ def _reproduce(args) -> int:
     _at_least("--token-budget", args.token_budget, 1)
     _at_least("--deadline-s", args.deadline_s, 0)
     per_chapter = dict(s.split(":", 1) for s in args.scale if ":" in s)
+    reader = _reader(args)
+    root = resolve(args.results_dir or "data/results")
     blocks = chapter_blocks(
         chapters,
         default,
         overrides,
         per_chapter,
-        model=args.model,
+        reader=reader,
+        results=root,
         dry_run=args.dry_run,
         only=args.only,
     )
-    reader = _reader(args)
-    root = resolve(args.results_dir or "data/results")
     claims_scale = default == "claims" and not per_chapter and not overrides and not args.only
     counter, speed, speed_words = None, None, ""
     if args.dry_run and (args.count_tokens or claims_scale):

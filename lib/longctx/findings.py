@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__
-from .chapters import contract, run_context, scale
+from .chapters import Run, contract
 from .claims import (
     PAPER_DIR,
     PRECISION_TARGET,
@@ -58,13 +58,9 @@ def estimates(
     reader = reader or Reader()
     out: dict[str, Estimate] = {}
     for chapter in dict.fromkeys(c.chapter for c in claims):
-        params = scale(chapter, scale_name)
-        declared = contract(chapter)
-        if declared.needs_model:
-            params["model"] = reader.model
-        if declared.plans_run_models:  # findings reads rows; it never runs a model
-            params["dry_run"] = True
-        out.update(chapter_claims(declared, Path(results_dir), params, reader))
+        # findings reads rows; it never runs a model, not even to plan
+        run = Run.of(contract(chapter), reader, scale_name, results_dir, dry_run=True)
+        out.update(chapter_claims(run))
     missing = [c.id for c in claims if c.id not in out]
     if missing and strict:
         raise DataFileError(
@@ -79,35 +75,33 @@ def estimates(
 ANALYSIS_CACHE = "analyses"  # under $LONGCTX_CACHE
 
 
-def chapter_claims(declared, results_dir: Path, params: dict, reader: Reader) -> dict:
-    """``declared.claims(ctx)`` for that run, kept under ``$LONGCTX_CACHE/analyses``
+def chapter_claims(run: Run) -> dict:
+    """``run.chapter.claims(run)``, kept under ``$LONGCTX_CACHE/analyses``
     and reused while nothing it depends on changed: the same chapter, parameters and reader,
     the same library code, paper tables and public data, and the same bytes in every store
     file it read (recorded as it ran, present or absent). A changed row recomputes the
     chapters that read its store, for its reader only; a cache that cannot be written or
     read only costs the computation."""
-    path = (
-        cache_dir()
-        / ANALYSIS_CACHE
-        / f"{_analysis_key(declared.name, params, reader, results_dir)}.pkl"
-    )
+    path = cache_dir() / ANALYSIS_CACHE / f"{_analysis_key(run)}.pkl"
     kept = _load(path)
     if kept is not None and all(file_digest(Path(f)) == d for f, d in kept["reads"].items()):
         return kept["estimates"]
     with recording_reads() as reads:
-        computed = declared.claims(run_context(declared.name, reader, results_dir, params))
+        computed = run.chapter.claims(run)
     _save(path, {"reads": {str(f): file_digest(f) for f in sorted(reads)}, "estimates": computed})
     return computed
 
 
-def _analysis_key(chapter: str, params: dict, reader: Reader, results_dir: Path) -> str:
+def _analysis_key(run: Run) -> str:
+    reader = run.reader
     what = [
-        chapter,
-        params,
+        run.chapter.name,
+        run.params,
+        run.dry_run,
         reader.model,
         reader.fingerprint,
         reader.prompt_mode,
-        str(Path(results_dir).resolve()),
+        str(Path(run.results).resolve()),
         _inputs_digest(),
     ]
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()

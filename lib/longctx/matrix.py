@@ -120,7 +120,7 @@ class Column:
 
     def premise_command(self, chapter: str) -> str | None:
         """The command that stores the rows ``chapter``'s premises read beyond its claims'
-        own (its ``PREMISE_SCALE``), or None where its premises need none."""
+        own (its ``premise_scale``), or None where its premises need none."""
         scale_name = contracts()[chapter].premise_scale
         return self.command(chapter, scale_name) if scale_name else None
 
@@ -261,7 +261,7 @@ class Matrix:
 
 
 def claim_experiments(claims: Sequence[Claim]) -> set[str]:
-    """Every store a claim's chapter reads (its ``EXPERIMENTS``)."""
+    """Every store a claim's chapter reads (its ``experiments``)."""
     return {e for c in claims for e in contract(c.chapter).experiments}
 
 

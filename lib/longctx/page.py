@@ -18,8 +18,7 @@ from types import ModuleType
 import pandas as pd
 
 from . import __version__
-from .chapters import get_chapter, run_context, scale
-from .chapters.contract import RunContext
+from .chapters import Chapter, Run, contract, scale
 from .claims import chapter_verdicts, paper_frame, read_claims
 from .downloads import browser_link, chapter_links
 from .matrix import CLOSED_BOOK, readers_words, state_words, verdict_box
@@ -32,13 +31,22 @@ from .samples import example_html
 
 @dataclass
 class Page:
-    """One chapter notebook's reader, parameters and results folder."""
+    """One chapter notebook's chapter, reader, parameters (its ``book`` set with what the
+    notebook's parameter cell overrides) and results folder."""
 
-    chapter: ModuleType
-    name: str
+    chapter: Chapter
     params: dict
     reader: Reader
     results: Path
+
+    @property
+    def name(self) -> str:
+        return self.chapter.name
+
+    @property
+    def module(self) -> ModuleType:
+        """The chapter's module: the tables and figures the page shows."""
+        return self.chapter.module
 
     @property
     def book_run(self) -> bool:
@@ -46,17 +54,18 @@ class Page:
         own = {k: v for k, v in self.params.items() if k in scale(self.name, "book")}
         return self.reader == Reader() and own == scale(self.name, "book")
 
-    def context(self, compare_with: tuple[str, str] | None = None, **options) -> RunContext:
-        """This page's run (:class:`~longctx.chapters.contract.RunContext`): its reader,
-        parameters and results folder, the reader it is compared with, and ``options`` for
-        generating missing rows (``batch_size``, ``token_budget``, ``params``)."""
-        return run_context(
-            self.name,
+    def run(self, compare_with: tuple[str, str] | None = None, **options) -> Run:
+        """This page's run (:meth:`Run.of`): its reader, parameters and results folder, the
+        reader it is compared with, and ``options`` for generating missing rows
+        (``batch_size``, ``token_budget``, ``params``)."""
+        return Run.of(
+            self.chapter,
             self.reader,
+            "book",
             self.results,
-            self.params,
             compare_with=compare_with,
             options=options,
+            **self.params,
         )
 
     def scale(self, name: str) -> dict:
@@ -171,23 +180,15 @@ def check_statements(page: str, said: dict[str, bool], book_run: bool) -> None:
     print(f"claims checked: {len(said) if book_run else 0}")
 
 
-def setup(name: str, namespace: dict, *, with_model: bool = False, precision: int = 3) -> Page:
+def setup(name: str, namespace: dict, *, precision: int = 3) -> Page:
     """The page of chapter ``name`` from a notebook's globals: its reader
     (:meth:`Reader.from_notebook`: ``model``, ``backend``, ``backend_url`` and the server
     options ``longctx run`` may inject, ``prompt_mode``, ``device``, ``dtype``), its
-    parameters (checked against the chapter's scales, with ``model`` added when the plan
-    sizes contexts in the reader's tokens) and ``results_dir`` resolved against the
-    repository; tables print floats with ``precision`` digits."""
+    parameters (checked against the chapter's scales) and ``results_dir`` resolved against
+    the repository; tables print floats with ``precision`` digits."""
     warnings.filterwarnings("ignore", category=FutureWarning)
     pd.set_option("display.precision", precision)
+    chapter = contract(name)
     reader = Reader.from_notebook(namespace)
-    params = scale(name, "book", **{k: namespace[k] for k in scale(name, "book")})
-    if with_model:
-        params["model"] = namespace["model"]
-    return Page(
-        get_chapter(name),
-        name,
-        params,
-        reader,
-        resolve(namespace.get("results_dir", "data/results")),
-    )
+    params = chapter.scale("book", **{k: namespace[k] for k in chapter.scales()["book"]})
+    return Page(chapter, params, reader, resolve(namespace.get("results_dir", "data/results")))

@@ -1,6 +1,6 @@
 """``longctx reproduce``: every chapter's generations at a named scale, outside the notebooks.
 
-For each chapter, :func:`longctx.chapters.get_chapter` gives the plan (the same requests the
+For each chapter, its :class:`~longctx.chapters.Run` gives the plan (the same requests the
 notebook builds, so the same store keys), cut into blocks with the headline comparison
 first; :func:`chapter_blocks` orders every chapter's blocks, headline blocks first, and
 :func:`longctx.runner.run` runs them in chunks until a deadline. Rows already stored are
@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from . import __version__
-from .chapters import check_counts, contract, scale
+from .chapters import Run, contract
 from .errors import ParameterError
 from .paths import resolve
 from .reader import Reader
@@ -29,62 +29,56 @@ def chapter_blocks(
     scale_name: str,
     overrides: dict | None = None,
     per_chapter: dict[str, str] | None = None,
-    model: str | None = None,
+    reader: Reader | None = None,
+    results: str | Path = "data/results",
     dry_run: bool = False,
     only: Sequence[str] | None = None,
 ) -> ChapterPlan:
-    """Every named chapter's blocks at a scale (``per_chapter`` may name another scale for
-    some chapters): all headline blocks first (chapter order), then the rest. ``overrides``
-    maps a chapter to parameter overrides. A chapter whose prompts depend on the reader
-    (``NEEDS_MODEL``: token-counted haystacks) gets ``model`` as ``params["model"]``; one
-    whose plan may run a model (``PLANS_RUN_MODELS``: the LLM tagger) gets ``dry_run``.
+    """Every named chapter's blocks for ``reader`` (the default reader when None) at a
+    scale (``per_chapter`` may name another scale for some chapters): all headline blocks
+    first (chapter order), then the rest. ``overrides`` maps a chapter to parameter
+    overrides; ``dry_run`` plans without running any model (the LLM tagger included).
     ``only`` keeps the blocks whose name holds one of its strings.
 
-    Chapters, scales and overrides are checked at once; each chapter's plan is built when
-    the iteration first reaches one of its blocks, so a run starts on the first headline
-    block without waiting for plans that run the LLM tagger or size long contexts."""
-    modules, params = {}, {}
-    for chapter in chapters:
-        declared = contract(chapter)
-        modules[chapter] = declared.module
-        if (overrides or {}).get(chapter):
-            check_counts(chapter, overrides[chapter])
-        params[chapter] = scale(
-            chapter,
+    Each chapter's run is made at once (:meth:`Run.of` checks its scale and overrides before
+    any work); its plan is built when the iteration first reaches one of its blocks, so a
+    run starts on the first headline block without waiting for plans that run the LLM
+    tagger or size long contexts."""
+    runs = {
+        chapter: Run.of(
+            contract(chapter),
+            reader,
             (per_chapter or {}).get(chapter, scale_name),
+            results,
+            dry_run=dry_run,
             **(overrides or {}).get(chapter, {}),
         )
-        if declared.check is not None:  # what its claims need, before any plan is built
-            declared.check(params[chapter])
-        if declared.needs_model:
-            params[chapter]["model"] = model
-        if declared.plans_run_models:
-            params[chapter]["dry_run"] = dry_run
-    return ChapterPlan(modules, params, only)
+        for chapter in chapters
+    }
+    return ChapterPlan(runs, only)
 
 
 class ChapterPlan:
-    """The blocks of several chapters in run order (headline blocks of every chapter first),
-    each chapter's plan built when first reached; it can say which blocks it has not handed
-    out yet without building more (:meth:`unreached`), so a run stopped by its deadline
-    counts what it left."""
+    """The blocks of several chapters' runs in run order (headline blocks of every chapter
+    first), each chapter's plan built when first reached; it can say which blocks it has not
+    handed out yet without building more (:meth:`unreached`), so a run stopped by its
+    deadline counts what it left."""
 
-    def __init__(self, modules: dict, params: dict, only: Sequence[str] | None = None):
-        self.modules, self.params, self.only = modules, params, list(only or [])
-        self._plans: dict[str, list[Block]] = {}
+    def __init__(self, runs: dict[str, Run], only: Sequence[str] | None = None):
+        self.runs, self.only = runs, list(only or [])
+        self._built: set[str] = set()
         self._given: set[int] = set()
 
     def _blocks(self, chapter: str) -> list[Block]:
-        if chapter not in self._plans:
-            self._plans[chapter] = self.modules[chapter].plan(self.params[chapter])
-        return self._plans[chapter]
+        self._built.add(chapter)
+        return self.runs[chapter].planned()
 
     def _wanted(self, block: Block) -> bool:
         return not self.only or any(part in block.name for part in self.only)
 
     def __iter__(self) -> Iterator[Block]:
         for headline in (True, False):
-            for chapter in self.modules:
+            for chapter in self.runs:
                 for block in self._blocks(chapter):
                     if block.headline == headline and self._wanted(block):
                         self._given.add(id(block))
@@ -98,13 +92,11 @@ class ChapterPlan:
         """The wanted blocks of built plans not handed out yet, and the chapters whose plans
         were never built (their blocks are unknown until then)."""
         blocks, unbuilt = [], []
-        for chapter in self.modules:
-            if chapter not in self._plans:
+        for chapter, run in self.runs.items():
+            if chapter not in self._built:
                 unbuilt.append(f"chapter {chapter}")
                 continue
-            blocks += [
-                b for b in self._plans[chapter] if id(b) not in self._given and self._wanted(b)
-            ]
+            blocks += [b for b in run.planned() if id(b) not in self._given and self._wanted(b)]
         return blocks, unbuilt
 
 
@@ -136,7 +128,7 @@ def measured_speed(reader: Reader, path: str | Path | None = None) -> tuple[floa
 
 
 def block_claims(chapter: str, block_name: str) -> list[str]:
-    """The claims whose rows a block of ``chapter`` holds (its ``CLAIM_BLOCKS``)."""
+    """The claims whose rows a block of ``chapter`` holds (its ``claim_blocks``)."""
     wanted = contract(chapter).claim_blocks
     return [c for c, parts in wanted.items() if any(p in block_name for p in parts)]
 

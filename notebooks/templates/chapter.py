@@ -69,18 +69,18 @@ from longctx.page import setup
 from longctx.report import glue_all, say, show
 
 page = setup("<name>", globals())
-chapter, reader = page.chapter, page.reader
+chapter, reader = page.module, page.reader
 
 # %% [markdown]
 # The prompts come from `longctx.chapters.<name>.plan`, which `longctx reproduce` also
 # calls; stored rows are reused and the model loads only for missing ones.
 
 # %%
-run = page.context(batch_size=batch_size)
+run = page.run(batch_size=batch_size)
 rows = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = chapter.analyze(run)
+view = page.chapter.analyze(run)
 glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 page.glue_figure("fig-<name>-headline", chapter.figure(view), chapter.figure_text(view))

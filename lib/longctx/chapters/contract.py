@@ -1,50 +1,182 @@
-"""The one shape every chapter has: ``analyze(ctx: RunContext) -> ChapterResult``.
+"""The one shape every chapter has: a :class:`Chapter` over one :class:`Run`.
 
-In the spirit of simple-evals' ``Eval(sampler) -> EvalResult``: a chapter takes one run
-context (who reads, with which parameters, where the rows live, how to generate what is
-missing) and returns one typed result. The notebook, ``longctx findings`` and the matrix
-read the same object.
+As inspect_ai's ``Task`` is one object whose parts work over one state, a chapter is one
+subclass of :class:`Chapter`: it declares what it is (its name, order, notebook, stores,
+claim blocks and premise scale) and implements three methods over one run, ``plan(run)``
+(every request, in blocks, headline blocks first), ``claims(run)`` (its estimates, read from
+the rows of its planned requests only) and ``analyze(run)`` (everything its page shows, one
+typed :class:`ChapterResult`). The notebook, ``longctx reproduce``, ``longctx findings`` and
+the matrix call the same methods.
 
-What a run builds on the way (the plan, its answered rows, a retrieval index, a haystack)
-is made once per context (:meth:`RunContext.once`): the page's generation cell and the
-chapter's analysis share it instead of passing it from one to the other.
+A :class:`Run` is who reads, at which scale, with which parameters, where the rows live and
+how to generate what is missing. It is built in one place, :meth:`Run.of`, which checks the
+parameters before any work; what it builds on the way (the plan, its answered rows, a
+retrieval index, a haystack) is made once per run (:meth:`Run.once`).
 """
 
 from __future__ import annotations
 
 import json
+import sys
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import Any, ClassVar, TypeVar
 
+from ..claims import Estimate
+from ..models import load_tokenizer
+from ..paths import resolve
 from ..reader import Reader
 from ..runner import Block, answer, stored_in
+from .scales import check_overrides, read_scales, scale_of
 
 T = TypeVar("T")
 
-# Reader-free plans of this process, by chapter and parameters (the oldest dropped first)
+# Plans that asked nothing of their reader, by chapter and parameters (the oldest dropped
+# first): findings over many readers builds each such plan once.
 _SHARED_PLANS: OrderedDict[tuple, list[Block]] = OrderedDict()
 SHARED_PLANS_KEPT = 8
 
+# What every chapter declares, and the kind of each declaration
+DECLARATIONS: dict[str, type | tuple[type, ...]] = {
+    "name": str,
+    "order": int,
+    "notebook": str,
+    "experiments": tuple,
+    "claim_blocks": dict,
+    "premise_scale": (str, type(None)),
+}
+
+
+class Chapter(ABC):
+    """One chapter of the book. A subclass declares:
+
+    * ``name`` (its scales file and the name commands use), ``order`` (where ``longctx
+      reproduce`` runs its headline blocks), ``notebook`` (its page's source),
+      ``experiments`` (the stores it offers for download), ``claim_blocks`` (claim id -> the
+      block-name parts its rows come from) and ``premise_scale`` (the scale whose rows a
+      premise reads beyond the claims' own, or None);
+
+    and implements :meth:`plan`, :meth:`claims` and :meth:`analyze` over one :class:`Run`,
+    and optionally :meth:`check`. The declarations are checked when the chapter is made."""
+
+    name: ClassVar[str]
+    order: ClassVar[int]
+    notebook: ClassVar[str]
+    experiments: ClassVar[tuple[str, ...]]
+    claim_blocks: ClassVar[dict[str, tuple[str, ...]]]
+    premise_scale: ClassVar[str | None] = None
+
+    def __init__(self) -> None:
+        title = type(self).__name__
+        for attr, kind in DECLARATIONS.items():
+            if not hasattr(self, attr):
+                raise TypeError(f"chapter {title} lacks {attr}")
+            value = getattr(self, attr)
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise TypeError(f"chapter {title}: {attr} is {value!r}, not {kind}")
+        if not all(isinstance(e, str) for e in self.experiments) or not all(
+            isinstance(parts, tuple) for parts in self.claim_blocks.values()
+        ):
+            raise TypeError(f"chapter {title}: experiments or claim_blocks malformed")
+
+    def __repr__(self) -> str:
+        return f"<chapter {self.name}>"
+
+    @property
+    def module(self) -> ModuleType:
+        """The module the chapter is written in: the tables and figures its page shows."""
+        return sys.modules[type(self).__module__]
+
+    def scales(self) -> dict[str, dict]:
+        """Its named parameter sets, each complete (:func:`.scales.read_scales`)."""
+        return read_scales(self.name)
+
+    def scale(self, name: str, **overrides) -> dict:
+        """One named parameter set with ``overrides`` applied, each of the kind the chapter's
+        scales give it (:func:`.scales.scale_of`)."""
+        return scale_of(self.name, self.scales(), name, overrides)
+
+    def check(self, run: Run) -> None:  # noqa: B027 - a chapter may need no check
+        """Refuse, in one line and before any plan is built, parameters the chapter's claims
+        cannot use (a depth they compare, say); a chapter with no such need keeps this."""
+
+    @abstractmethod
+    def plan(self, run: Run) -> list[Block]:
+        """Every request of the run, cut into blocks in priority order (headline blocks
+        first). A plan sized in the reader's tokens asks :meth:`Run.tokenizer`; a plan that
+        does not is the same for every reader, and runs with the same parameters share it."""
+
+    @abstractmethod
+    def claims(self, run: Run) -> dict[str, Estimate]:
+        """The sized comparisons, by claim id, from the rows of the run's plan only."""
+
+    @abstractmethod
+    def analyze(self, run: Run) -> ChapterResult:
+        """Everything the chapter's page shows, as numbers, tables and figures' data."""
+
 
 @dataclass
-class RunContext:
-    """One run of a chapter: its reader, its parameters (the chapter's scale, overridden),
-    the results folder, ``compare_with`` (another reader whose rows the page sets beside
-    this one's, as (model, backend); ``None`` when the page names none) and ``options`` for
-    generating what is missing (:func:`longctx.runner.answer`'s keywords: ``batch_size``,
-    ``token_budget``, ``params`` recorded in new rows). ``premise``: the run at the scale
-    whose rows the chapter's premises read beyond its own (its ``PREMISE_SCALE``), if any."""
+class Run:
+    """One run of a chapter: its ``reader``, the ``scale`` it starts from and its
+    ``params`` (that scale, overridden), the ``results`` folder, ``compare_with`` (another
+    reader whose rows the page sets beside this one's, as (model, backend); None when the
+    page names none), ``options`` for generating what is missing
+    (:func:`longctx.runner.answer`'s keywords: ``batch_size``, ``token_budget``, ``params``
+    recorded in new rows), ``dry_run`` (no model may run, not even to plan: findings and
+    ``longctx reproduce --dry-run``) and ``premise``: the run at the scale whose rows the
+    chapter's premises read beyond its own (its ``premise_scale``), if any.
 
+    Build one with :meth:`Run.of`; nothing else does."""
+
+    chapter: Chapter
     reader: Reader
+    scale: str
     params: dict
     results: Path
     compare_with: tuple[str, str] | None = None
     options: dict = field(default_factory=dict)
-    premise: RunContext | None = None
+    dry_run: bool = False
+    premise: Run | None = None
     _made: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def of(
+        cls,
+        chapter: Chapter,
+        reader: Reader | None = None,
+        scale: str = "book",
+        results: str | Path = "data/results",
+        *,
+        compare_with: tuple[str, str] | None = None,
+        options: dict | None = None,
+        dry_run: bool = False,
+        **overrides,
+    ) -> Run:
+        """The run of ``chapter`` for ``reader`` (the default reader when None) at its scale
+        ``scale`` with ``overrides``, rows under ``results`` (relative to the repository).
+        Every parameter is checked here, before any work: its kind against the chapter's
+        scales, no empty list or impossible count (:func:`.scales.check_overrides`), and
+        what the chapter's own :meth:`Chapter.check` asks. The premise run, where the
+        chapter has one, is planned for the same reader."""
+        reader = reader or Reader()
+        results = resolve(results)
+        check_overrides(chapter.name, chapter.scales()["book"], overrides)
+        params = chapter.scale(scale, **overrides)
+        premise = None
+        if chapter.premise_scale is not None:
+            premise_params = chapter.scale(chapter.premise_scale)
+            premise = cls(chapter, reader, chapter.premise_scale, premise_params, results)
+            premise.dry_run = dry_run
+        run = cls(
+            chapter, reader, scale, params, results, compare_with, dict(options or {}), dry_run
+        )
+        run.premise = premise
+        chapter.check(run)
+        return run
 
     def once(self, name: str, build: Callable[[], T]) -> T:
         """``build()``'s value, made on the first call for ``name`` and kept for this run."""
@@ -52,41 +184,49 @@ class RunContext:
             self._made[name] = build()
         return self._made[name]
 
-    def planned(self, plan: Callable[[dict], list[Block]]) -> list[Block]:
-        """The chapter's ``plan`` for this run's parameters, built once. A chapter's plan
-        that names no reader (no ``model`` in its parameters) is the same for every reader:
-        runs of one process with the same parameters share it (findings over many readers)."""
+    def tokenizer(self):
+        """The reader's tokenizer, for a plan sized in the reader's tokens (asking for it
+        marks the plan as this reader's own)."""
+        return self.once("tokenizer", lambda: load_tokenizer(self.reader.model))
 
-        def build() -> list[Block]:
-            if "model" in self.params or plan.__qualname__ != plan.__name__:
-                return plan(self.params)  # sized in a reader's tokens, or a closure
-            key = (
-                plan.__module__,
-                plan.__qualname__,
-                json.dumps(self.params, sort_keys=True, default=repr),
-            )
-            if key not in _SHARED_PLANS:
-                while len(_SHARED_PLANS) >= SHARED_PLANS_KEPT:
-                    _SHARED_PLANS.popitem(last=False)
-                _SHARED_PLANS[key] = plan(self.params)
+    def planned(self) -> list[Block]:
+        """The chapter's plan for this run, built once. A plan that did not ask for the
+        reader's tokenizer is the same for every reader: runs of one process with the same
+        parameters share it (findings over many readers)."""
+        return self.once("plan", self._shared_plan)
+
+    def _shared_plan(self) -> list[Block]:
+        key = (
+            self.chapter.name,
+            json.dumps(self.params, sort_keys=True, default=repr),
+            self.dry_run,
+            str(self.results),
+        )
+        if key in _SHARED_PLANS:
             _SHARED_PLANS.move_to_end(key)
             return _SHARED_PLANS[key]
+        sized_before = "tokenizer" in self._made
+        blocks = self.chapter.plan(self)
+        if not sized_before and "tokenizer" not in self._made:
+            while len(_SHARED_PLANS) >= SHARED_PLANS_KEPT:
+                _SHARED_PLANS.popitem(last=False)
+            _SHARED_PLANS[key] = blocks
+        return blocks
 
-        return self.once("plan", build)
-
-    def answered(self, name: str, plan: Callable[[], list[Block]]) -> list[dict]:
-        """The rows of the plan ``plan()`` builds: stored rows read, missing ones generated
-        with this context's options (the model is loaded only then); made once per run."""
+    def answered(self, name: str = "plan", blocks: Callable[[], list[Block]] | None = None):
+        """The rows of ``blocks()`` (the run's plan when None): stored rows read, missing ones
+        generated with this run's options (the model is loaded only then); made once per
+        run under ``name``."""
 
         def generate():
-            rows = answer(plan(), self.reader, self.results, **self.options)
-            for name in [n for n in self._made if n.startswith("stored:")]:
-                del self._made[name]  # the stores now hold what was generated
+            rows = answer((blocks or self.planned)(), self.reader, self.results, **self.options)
+            for made in [n for n in self._made if n.startswith("stored:")]:
+                del self._made[made]  # the stores now hold what was generated
             return rows
 
         return self.once(f"answered:{name}", generate)
 
-    def rows(self, plan: Callable[[dict], list[Block]], experiment: str) -> list[dict]:
+    def rows(self, experiment: str) -> list[dict]:
         """The stored rows of this run's plan (stage two included) in the store
         ``experiment``, read once per run. A row counts only under the key of a request the
         plan makes: rows another scale's plan made, or rows merged under a key no plan
@@ -96,7 +236,7 @@ class RunContext:
         def read() -> list[dict]:
             if not self.reader.store(self.results, experiment).holds_rows():
                 return []
-            return stored_in(self.planned(plan), experiment, self.reader, self.results)
+            return stored_in(self.planned(), experiment, self.reader, self.results)
 
         return self.once(f"stored:{experiment}", read)
 

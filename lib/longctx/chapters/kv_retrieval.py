@@ -33,33 +33,12 @@ from ..report import estimate_text, p_text, params_text, pct_ci, percent_words, 
 from ..results import comparable_rows, point_links, provenance, reader_contrast, rows_table
 from ..runner import Block, all_requests, stored
 from ..tasks import kv_retrieval as kv
-from .contract import ChapterResult, RunContext
+from .contract import Chapter, ChapterResult, Run
 
-ORDER = 1  # where longctx reproduce runs its headline blocks among the chapters
-NOTEBOOK = "notebooks/kv_retrieval.py"
-# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
-# holds one of the claim's strings; a test checks every claim finds its blocks).
-CLAIM_BLOCKS = {
-    "litm-kv-middle": ("query at end",),
-    "litm-kv-query-aware": ("query at end", "query-aware"),
-}
 EXPERIMENT = "kv_retrieval"
-EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
 HEADLINE_DEPTHS = (0.0, 0.5)
 QUERY_LABELS = {False: "query at end", True: "query-aware"}
 QUERY_ORDER = [QUERY_LABELS[False], QUERY_LABELS[True]]  # the paper's prompt first: solid
-
-
-def check(params: dict) -> None:
-    """Before any work: the claims compare gold first and in the middle at the largest size."""
-    largest = max(params["num_pairs"])
-    positions = per_size(params, "gold_positions", largest)
-    missing = [d for d in HEADLINE_DEPTHS if d not in positions]
-    if missing:
-        raise ParameterError(
-            f"gold_positions for {largest} pairs is {positions}; the chapter compares the gold "
-            f"pair first and in the middle there, so it needs depths {list(HEADLINE_DEPTHS)}"
-        )
 
 
 def per_size(params: dict, name: str, k: int):
@@ -98,7 +77,7 @@ def examples_for(num_pairs: int, params: dict) -> tuple[list[kv.KVExample], str]
     return kv.release_examples(int(source.split("-")[1]), limit=n, num_pairs=num_pairs), source
 
 
-def plan(params: dict) -> list[Block]:
+def blocks(params: dict) -> list[Block]:
     largest = max(params["num_pairs"])
     headline, rest = [], []
     for k in params["num_pairs"]:
@@ -128,38 +107,6 @@ def plan(params: dict) -> list[Block]:
                 ]
                 rest.append(Block(f"{label}, depths {others}", EXPERIMENT, reqs))
     return headline + rest
-
-
-def claims(ctx: RunContext) -> dict[str, Estimate]:
-    """The paper's two key-value claims at the largest size, on that size's examples, paired
-    by record: gold in the middle minus first (query after the data), and query-aware minus
-    query at the end with the gold pair in the middle."""
-    params = ctx.params
-    largest = max(params["num_pairs"])
-    examples, source = examples_for(largest, params)
-    keep = {ex.example_id for ex in examples}
-    rows = [r for r in ctx.rows(plan, EXPERIMENT) if r["example_id"] in keep]
-    first, middle = (
-        kv.position_indices(largest, [HEADLINE_DEPTHS[0]])[0],
-        kv.position_indices(largest, [0.5])[0],
-    )
-    base = {"source": source, "num_pairs": largest}
-
-    def side(gold_index, query_aware):
-        return by_unit(
-            rows, {**base, "gold_index": gold_index, "query_aware": query_aware}, kv.score
-        )
-
-    return estimable(
-        {
-            "litm-kv-middle": lambda: paired_estimate(
-                side(first, False), side(middle, False), side_names=("first", "middle")
-            ),
-            "litm-kv-query-aware": lambda: paired_estimate(
-                side(middle, False), side(middle, True), side_names=("query at end", "query-aware")
-            ),
-        }
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,55 +378,9 @@ class KeyValueResult(ChapterResult):
     provenance: str
 
 
-def planned(ctx: RunContext) -> list[Block]:
-    return ctx.planned(plan)
-
-
-def answered(ctx: RunContext) -> list[dict]:
+def answered(run: Run) -> list[dict]:
     """Every row of the chapter's plan for this run's reader (missing ones generated)."""
-    return ctx.answered("plan", lambda: planned(ctx))
-
-
-def analyze(ctx: RunContext) -> KeyValueResult:
-    """Everything the chapter shows, computed from its rows and those other readers and
-    backends stored for the same prompts (one more line each in the figure): tables, the
-    headline estimates and their verdicts, the numbers the prose quotes (``quoted``) and the
-    statements it makes in words (``said``). ``ctx.compare_with`` names the second reader of
-    the reader comparison."""
-    params, reader, results_dir = ctx.params, ctx.reader, ctx.results
-    rows, requests = answered(ctx), all_requests(planned(ctx))
-    others = comparable_rows(
-        results_dir, EXPERIMENT, requests, exclude=reader.results_folder(results_dir)
-    )
-    table, everything = scored(rows, params), scored(rows + others, params)
-    summary, errors = accuracy(table), error_kinds(table)
-    estimates = claims(ctx)
-    verdicts = chapter_verdicts("kv_retrieval", estimates)
-    cells = headline_cells(summary, params, reader.label)
-    second = ctx.compare_with[0] if ctx.compare_with else reader.label
-    return KeyValueResult(
-        label=reader.label,
-        estimates=estimates,
-        verdicts=verdicts,
-        table=table,
-        everything=everything,
-        summary=summary,
-        errors=errors,
-        cells=cells,
-        quoted=quoted(estimates, cells, summary, errors, params, reader.label),
-        said=statements(estimates, verdicts, cells, summary, table, errors, params, reader.label),
-        provenance=(
-            f"**Data.** {provenance(everything, results_dir, EXPERIMENT)} Greedy decoding, "
-            f"prompts from `lib/longctx/prompts/`; parameters: {params_text(params)}."
-        ),
-        readers=reader_comparison(everything, (reader.label, second)),
-        links=point_links(everything, POINT_KEYS, results_dir, EXPERIMENT),
-        consistent=(
-            len(rows) == len(requests) == len({r["key"] for r in rows})
-            and (summary["ci_low"] <= summary["accuracy"]).all()
-            and (summary["accuracy"] <= summary["ci_high"]).all()
-        ),
-    )
+    return run.answered()
 
 
 @functools.cache  # read once: the prose, the statements and both figures ask for it
@@ -525,7 +426,7 @@ def paper_grid(params: dict, reader: Reader, results_dir: str | Path) -> PaperGr
     the statements it makes, and where the rows ran (:func:`paper_figure` draws it).
     ``available`` is False while a reader has no rows of it (``make reproduce SCALE=paper``
     makes them); the prose's numbers are then n/a."""
-    grid_plan = plan(params)
+    grid_plan = blocks(params)
     rows = stored(grid_plan, reader, results_dir)
     expected = len(all_requests(grid_plan))
     ran = sorted({f"{r['params'].get('device')}, {r['params'].get('dtype')}" for r in rows})
@@ -695,3 +596,107 @@ def figure(view: KeyValueResult):
         references=(paper_worst_reference(),),
         links=view.links,
     )
+
+
+class KeyValueRetrieval(Chapter):
+    """Key-value retrieval chapter (Lost in the Middle, sections 3 and 4.2)."""
+
+    name = "kv_retrieval"
+    order = 1  # where longctx reproduce runs its headline blocks among the chapters
+    notebook = "notebooks/kv_retrieval.py"
+    claim_blocks = {
+        "litm-kv-middle": ("query at end",),
+        "litm-kv-query-aware": ("query at end", "query-aware"),
+    }
+    experiments = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
+
+    def plan(self, run: Run) -> list[Block]:
+        return blocks(run.params)
+
+    def check(self, run: Run) -> None:
+        """Before any work: the claims compare gold first and in the middle at the largest size."""
+        params = run.params
+        largest = max(params["num_pairs"])
+        positions = per_size(params, "gold_positions", largest)
+        missing = [d for d in HEADLINE_DEPTHS if d not in positions]
+        if missing:
+            raise ParameterError(
+                f"gold_positions for {largest} pairs is {positions}; the chapter compares the gold "
+                f"pair first and in the middle there, so it needs depths {list(HEADLINE_DEPTHS)}"
+            )
+
+    def claims(self, run: Run) -> dict[str, Estimate]:
+        """The paper's two key-value claims at the largest size, on that size's examples, paired
+        by record: gold in the middle minus first (query after the data), and query-aware minus
+        query at the end with the gold pair in the middle."""
+        params = run.params
+        largest = max(params["num_pairs"])
+        examples, source = examples_for(largest, params)
+        keep = {ex.example_id for ex in examples}
+        rows = [r for r in run.rows(EXPERIMENT) if r["example_id"] in keep]
+        first, middle = (
+            kv.position_indices(largest, [HEADLINE_DEPTHS[0]])[0],
+            kv.position_indices(largest, [0.5])[0],
+        )
+        base = {"source": source, "num_pairs": largest}
+
+        def side(gold_index, query_aware):
+            return by_unit(
+                rows, {**base, "gold_index": gold_index, "query_aware": query_aware}, kv.score
+            )
+
+        return estimable(
+            {
+                "litm-kv-middle": lambda: paired_estimate(
+                    side(first, False), side(middle, False), side_names=("first", "middle")
+                ),
+                "litm-kv-query-aware": lambda: paired_estimate(
+                    side(middle, False),
+                    side(middle, True),
+                    side_names=("query at end", "query-aware"),
+                ),
+            }
+        )
+
+    def analyze(self, run: Run) -> KeyValueResult:
+        """Everything the chapter shows, computed from its rows and those other readers and
+        backends stored for the same prompts (one more line each in the figure): tables, the
+        headline estimates and their verdicts, the numbers the prose quotes (``quoted``) and the
+        statements it makes in words (``said``). ``run.compare_with`` names the second reader of
+        the reader comparison."""
+        params, reader, results_dir = run.params, run.reader, run.results
+        rows, requests = answered(run), all_requests(run.planned())
+        others = comparable_rows(
+            results_dir, EXPERIMENT, requests, exclude=reader.results_folder(results_dir)
+        )
+        table, everything = scored(rows, params), scored(rows + others, params)
+        summary, errors = accuracy(table), error_kinds(table)
+        estimates = self.claims(run)
+        verdicts = chapter_verdicts("kv_retrieval", estimates)
+        cells = headline_cells(summary, params, reader.label)
+        second = run.compare_with[0] if run.compare_with else reader.label
+        return KeyValueResult(
+            label=reader.label,
+            estimates=estimates,
+            verdicts=verdicts,
+            table=table,
+            everything=everything,
+            summary=summary,
+            errors=errors,
+            cells=cells,
+            quoted=quoted(estimates, cells, summary, errors, params, reader.label),
+            said=statements(
+                estimates, verdicts, cells, summary, table, errors, params, reader.label
+            ),
+            provenance=(
+                f"**Data.** {provenance(everything, results_dir, EXPERIMENT)} Greedy decoding, "
+                f"prompts from `lib/longctx/prompts/`; parameters: {params_text(params)}."
+            ),
+            readers=reader_comparison(everything, (reader.label, second)),
+            links=point_links(everything, POINT_KEYS, results_dir, EXPERIMENT),
+            consistent=(
+                len(rows) == len(requests) == len({r["key"] for r in rows})
+                and (summary["ci_low"] <= summary["accuracy"]).all()
+                and (summary["accuracy"] <= summary["ci_high"]).all()
+            ),
+        )

@@ -13,7 +13,7 @@ Optional ``ruler`` (Table 5): ``{"subtasks": ["qa1", "qa2"], "lengths": [...],
 "num_questions": n}`` adds RULER QA1/QA2 blocks, the baseline answer and the recitation
 prompt per question and length, then two second steps: the answer from the recited
 documents (the paper's), and from the documents the recitation names (ours). RULER sizes
-contexts in the reader's tokens, so the plan then needs the reader (``params["model"]``).
+contexts in the reader's tokens, so the plan then asks its run for the reader's tokenizer.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ..claims import (
 )
 from ..errors import ParameterError
 from ..metrics import summarize, wilson_interval
-from ..models import load_tokenizer, tokenizer_digest
+from ..models import tokenizer_digest
 from ..plots import FigureText, book_figure, condition_bars
 from ..report import (
     and_list,
@@ -52,26 +52,12 @@ from ..results import point_links, provenance, rows_table
 from ..runner import Block, LazyRequests
 from ..tasks import length_alone as la
 from ..tasks import ruler_qa as rq
-from .contract import ChapterResult, RunContext
+from .contract import Chapter, ChapterResult, Run
 
-ORDER = 2  # where longctx reproduce runs its headline blocks among the chapters
-NOTEBOOK = "notebooks/length_alone.py"
-# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
-# holds one of the claim's strings; a test checks every claim finds its blocks).
-CLAIM_BLOCKS = {
-    "la-essay": ("between 0", "between 16000"),
-    "la-whitespace": ("between 0", "between 16000"),
-    "la-mask": ("between 0", "between 16000"),
-    "la-before": ("between 0", "before 16000"),
-    "la-ruler-qa1": ("RULER qa1",),
-    "la-ruler-qa2": ("RULER qa2",),
-}
 EXPERIMENT = la.TASK
-EXPERIMENTS = (EXPERIMENT, rq.TASK)  # the stores whose rows the chapter offers (RULER too)
 ARM_FIELDS = {"subtasks", "mode", "placement", "kinds", "lengths", "headline", "num_problems"}
 RULER_FIELDS = {"subtasks", "lengths", "num_questions"}
 PREMISE_SCALE = "recitation-full"  # the recitations the la-* premises read
-NEEDS_MODEL = True  # only the optional RULER blocks use it (contexts sized in the reader's tokens)
 
 
 def problems_for(params: dict) -> dict[str, list[la.Problem]]:
@@ -80,7 +66,9 @@ def problems_for(params: dict) -> dict[str, list[la.Problem]]:
     return {s: la.load_problems(s, params["num_problems"], seed=params["seed"]) for s in names}
 
 
-def plan(params: dict) -> list[Block]:
+def blocks(params: dict, count_tokens=None, shared_as: str | None = None) -> list[Block]:
+    """The chapter's blocks: each arm at each length (headline arms first), then RULER's,
+    sized with ``count_tokens`` (:func:`ruler_blocks`)."""
     problems = problems_for(params)
     every = [p for ps in problems.values() for p in ps]
     seen: set[str] = set()
@@ -128,7 +116,7 @@ def plan(params: dict) -> list[Block]:
             (headline if arm.get("headline") else rest).append(
                 Block(name, EXPERIMENT, reqs, bool(arm.get("headline")), followup)
             )
-    return headline + rest + ruler_blocks(params)
+    return headline + rest + ruler_blocks(params, count_tokens, shared_as)
 
 
 def ruler_questions(params: dict) -> dict:
@@ -144,9 +132,11 @@ def ruler_questions(params: dict) -> dict:
 _SIZED: dict[tuple, dict[int, list]] = {}  # RULER requests by length, per tokenizer pipeline
 
 
-def ruler_blocks(params: dict, count_tokens=None) -> list[Block]:
-    """RULER QA blocks, shorter lengths first; each block's followup answers from the
-    recitations once they are stored (retrieve-then-answer, the paper's Figure 12)."""
+def ruler_blocks(params: dict, count_tokens=None, shared_as: str | None = None) -> list[Block]:
+    """RULER QA blocks, shorter lengths first, contexts sized with ``count_tokens``; each
+    block's followup answers from the recitations once they are stored (retrieve-then-answer,
+    the paper's Figure 12). Readers whose counters share a pipeline (``shared_as``, the
+    tokenizer's digest) share the sized contexts; a caller's own counter sizes its own."""
     cfg = params.get("ruler")
     if not cfg:
         return []
@@ -155,18 +145,10 @@ def ruler_blocks(params: dict, count_tokens=None) -> list[Block]:
             f"ruler must be a mapping with exactly {sorted(RULER_FIELDS)}, got {cfg!r}"
         )
     if count_tokens is None:
-        if not params.get("model"):
-            raise ParameterError(
-                "RULER contexts are sized in the reader's tokens: pass the reader as "
-                "params['model'] (longctx reproduce --model does)"
-            )
-        tokenizer = load_tokenizer(params["model"])
-        shared_as = tokenizer_digest(params["model"])
-
-        def count_tokens(text):
-            return len(tokenizer(text, add_special_tokens=False).input_ids)
-    else:
-        shared_as = None  # a caller's own counter: its sizes are its own
+        raise ParameterError(
+            "RULER contexts are sized in the reader's tokens: plan them through the chapter's "
+            "run (LengthAlone.plan), which counts with the reader's tokenizer"
+        )
 
     blocks = []
     lengths = sorted(cfg["lengths"])
@@ -224,87 +206,14 @@ def _gsm8k_correct(row: dict) -> float:
         return 0.0
 
 
-def claims(ctx: RunContext) -> dict[str, Estimate]:
-    """The paper's claims on GSM8K, paired by problem: each filler kind between the evidence
-    and the question (and whitespace before the evidence) at the longest filler asked, minus
-    no filler; with ``ruler``, RULER QA1 and QA2 at the shortest length, the paper's two steps
-    (recite, then answer from the recitation) minus RULER's prompt over the whole context."""
-    params = ctx.params
-    gsm8k = {p.id: p for p in problems_for(params).get("gsm8k", [])}
-    keep = set(gsm8k)
-    rows = [r for r in ctx.rows(plan, EXPERIMENT) if r["example_id"] in keep]
-    recited_rows = premise_rows(ctx)
-    longest = longest_filler(params)
-    short = by_unit(rows, {"subtask": "gsm8k", "mode": "solve", "filler_tokens": 0}, _gsm8k_correct)
-    thresholds = recited_thresholds()
-
-    def drop(filler, placement="between"):
-        long = {
-            "subtask": "gsm8k",
-            "mode": "solve",
-            "filler": filler,
-            "placement": placement,
-            "filler_tokens": longest,
-        }
-        label = f"{longest / 1000:g}K" if longest >= 1000 else str(longest)
-        est = paired_estimate(
-            short,
-            by_unit(rows, long, _gsm8k_correct),
-            side_names=("no filler", f"{LABELS[filler, placement]} ({label} tokens)"),
-        )
-        if placement != "between":
-            return est
-        threshold = thresholds[f"la-{filler}"]
-        facts = recited_facts(recited_rows, gsm8k, filler, longest, threshold)
-        return replace(est, facts={**facts, **kept_facts(recited_rows, gsm8k, filler, longest)})
-
-    out = {
-        "la-essay": lambda: drop("essay"),
-        "la-whitespace": lambda: drop("whitespace"),
-        "la-mask": lambda: drop("mask"),
-        "la-before": lambda: drop("whitespace", "before"),
-    }
-    if params.get("ruler"):
-        length = min(params["ruler"]["lengths"])
-        ruler_rows = ctx.rows(plan, rq.TASK)
-        for subtask, (ruler, questions) in ruler_questions(params).items():
-            by_id = {q.id: q for q in questions}
-            mine = [r for r in ruler_rows if r["example_id"] in by_id]
-            where = {"subtask": subtask, "length": length}
-
-            def recite_first(ruler=ruler, by_id=by_id, mine=mine, where=where):
-                est = paired_estimate(
-                    by_unit(mine, {**where, "mode": "answer"}, rq.score),
-                    by_unit(mine, {**where, "mode": "retrieve_then_answer"}, rq.score),
-                    side_names=("whole context", "recite, then answer"),
-                )
-                # The paper's premise: retrieval works before the answer is written. A
-                # recitation retrieves when it points at a document holding the answer,
-                # by copying its text or by naming it (the second step reads either).
-                identified = by_unit(
-                    mine,
-                    {**where, "mode": "recite"},
-                    lambda row: rq.identifies_supporting(
-                        rq.recitation_diagnostics(ruler, by_id[row["example_id"]], row)
-                    ),
-                )
-                if not identified:
-                    return est
-                share = 100 * sum(identified.values()) / len(identified)
-                return replace(est, facts={"identified": share})
-
-            out[f"la-ruler-{subtask}"] = recite_first
-    return estimable(out)
-
-
 PREMISE_FILLERS = ("essay", "whitespace", "mask")  # the claims whose premise is recitation
 
 
-def premise_rows(ctx: RunContext) -> list[dict]:
+def premise_rows(run: Run) -> list[dict]:
     """The recitations a premise reads: this run's own and those its premise run
     (``PREMISE_SCALE``) plans, each planned row once."""
-    own = ctx.rows(plan, EXPERIMENT)
-    more = ctx.premise.rows(plan, EXPERIMENT) if ctx.premise is not None else []
+    own = run.rows(EXPERIMENT)
+    more = run.premise.rows(EXPERIMENT) if run.premise is not None else []
     return list({r["key"]: r for r in own + more}.values())
 
 
@@ -1102,75 +1011,9 @@ class LengthResult(ChapterResult):
     ruler_provenance: str
 
 
-def answered(ctx: RunContext) -> list[dict]:
+def answered(run: Run) -> list[dict]:
     """Every row of the chapter's plan for this run's reader (missing ones generated)."""
-    return ctx.answered("plan", lambda: ctx.planned(plan))
-
-
-def analyze(ctx: RunContext) -> LengthResult:
-    """Everything the chapter shows from its rows: GSM8K with every filler, placement and
-    whitespace unit, VarSum, RULER's recite-then-answer, the claims' estimates and verdicts,
-    the numbers the prose quotes and its statements."""
-    params, reader, results_dir = ctx.params, ctx.reader, ctx.results
-    stored, paper = answered(ctx), paper_frame("length_alone")
-    rows = [r for r in stored if r["task"] == la.TASK]
-    ruler_rows = [r for r in stored if r["task"] == rq.TASK]
-    solve = solved(rows, params)
-    gsm = solve[solve["subtask"] == "gsm8k"]
-    estimates = claims(ctx)
-    gsm8k = {p.id: p for p in problems_for(params).get("gsm8k", [])}
-    levels = premise_levels(premise_rows(ctx), gsm8k, longest_filler(params))
-    placed_table, before, placed = placement(gsm, paper)
-    varsum, ruler = varsum_views(solve, rows, paper), ruler_views(ruler_rows, params, paper)
-    verdicts = chapter_verdicts("length_alone", estimates)
-    view = LengthResult(
-        label=reader.label,
-        estimates=estimates,
-        verdicts=verdicts,
-        rows=rows,
-        solve=solve,
-        links=point_links(
-            solve[solve["subtask"].str.startswith("gsm8k")],
-            ("variant", "condition"),
-            results_dir,
-            EXPERIMENT,
-        ),
-        gsm=gsm,
-        placement=placed_table,
-        varsum=varsum,
-        ruler=ruler,
-        premise=premise_table(levels, paper, estimates),
-        quoted={
-            **quoted(
-                estimates, gsm, solve, before, placed, varsum, ruler, rows, ruler_rows, params
-            ),
-            "la-premise-state": premise_words(levels, estimates),
-            "la-premise-outcome": premise_outcome(verdicts),
-        },
-        between_note=(
-            "The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% "
-            f"(Mistral-7B); ours is {100 * gsm[gsm['filler_tokens'] == 0]['correct'].mean():.1f}%."
-        ),
-        provenance=(
-            f"**Data.** {provenance(rows_table(rows, lambda r: 0), results_dir, EXPERIMENT)} "
-            "Greedy decoding; the figure's arms are the `gsm8k` entries of `arms` in the "
-            "parameters cell."
-        ),
-        ruler_provenance=(
-            (
-                f"**Data.** {provenance(rows_table(ruler_rows, lambda r: 0), results_dir, rq.TASK)} "
-                f"Greedy decoding; RULER parameters: {params_text(params.get('ruler') or {})}."
-            )
-            if ruler_rows
-            else ""
-        ),
-        consistent=(
-            len(solve) == sum(r["condition"]["mode"] == "solve" for r in rows)
-            and len({r["key"] for r in stored}) == len(stored) == len(rows) + len(ruler_rows)
-        ),
-    )
-    view.said = statements(view)
-    return view
+    return run.answered()
 
 
 # Where each filler condition of the figure sits in the paper: its table, at 15K tokens.
@@ -1281,3 +1124,170 @@ def ruler_figure(view: LengthResult):
         hue="task",
         xlabel="RULER string_match_part (%)",
     )
+
+
+class LengthAlone(Chapter):
+    """Context-length-alone chapter (Du et al.): filler between or before the evidence,"""
+
+    name = "length_alone"
+    order = 2  # where longctx reproduce runs its headline blocks among the chapters
+    notebook = "notebooks/length_alone.py"
+    claim_blocks = {
+        "la-essay": ("between 0", "between 16000"),
+        "la-whitespace": ("between 0", "between 16000"),
+        "la-mask": ("between 0", "between 16000"),
+        "la-before": ("between 0", "before 16000"),
+        "la-ruler-qa1": ("RULER qa1",),
+        "la-ruler-qa2": ("RULER qa2",),
+    }
+    experiments = (EXPERIMENT, rq.TASK)  # the stores whose rows the chapter offers (RULER too)
+    premise_scale = PREMISE_SCALE  # the recitations the la-* premises read
+
+    def plan(self, run: Run) -> list[Block]:
+        if not run.params.get("ruler"):
+            return blocks(run.params)  # no context sized in the reader's tokens
+        tokenizer = run.tokenizer()
+
+        def count_tokens(text: str) -> int:
+            return len(tokenizer(text, add_special_tokens=False).input_ids)
+
+        return blocks(run.params, count_tokens, tokenizer_digest(run.reader.model))
+
+    def claims(self, run: Run) -> dict[str, Estimate]:
+        """The paper's claims on GSM8K, paired by problem: each filler kind between the evidence
+        and the question (and whitespace before the evidence) at the longest filler asked, minus
+        no filler; with ``ruler``, RULER QA1 and QA2 at the shortest length, the paper's two steps
+        (recite, then answer from the recitation) minus RULER's prompt over the whole context."""
+        params = run.params
+        gsm8k = {p.id: p for p in problems_for(params).get("gsm8k", [])}
+        keep = set(gsm8k)
+        rows = [r for r in run.rows(EXPERIMENT) if r["example_id"] in keep]
+        recited_rows = premise_rows(run)
+        longest = longest_filler(params)
+        short = by_unit(
+            rows, {"subtask": "gsm8k", "mode": "solve", "filler_tokens": 0}, _gsm8k_correct
+        )
+        thresholds = recited_thresholds()
+
+        def drop(filler, placement="between"):
+            long = {
+                "subtask": "gsm8k",
+                "mode": "solve",
+                "filler": filler,
+                "placement": placement,
+                "filler_tokens": longest,
+            }
+            label = f"{longest / 1000:g}K" if longest >= 1000 else str(longest)
+            est = paired_estimate(
+                short,
+                by_unit(rows, long, _gsm8k_correct),
+                side_names=("no filler", f"{LABELS[filler, placement]} ({label} tokens)"),
+            )
+            if placement != "between":
+                return est
+            threshold = thresholds[f"la-{filler}"]
+            facts = recited_facts(recited_rows, gsm8k, filler, longest, threshold)
+            return replace(est, facts={**facts, **kept_facts(recited_rows, gsm8k, filler, longest)})
+
+        out = {
+            "la-essay": lambda: drop("essay"),
+            "la-whitespace": lambda: drop("whitespace"),
+            "la-mask": lambda: drop("mask"),
+            "la-before": lambda: drop("whitespace", "before"),
+        }
+        if params.get("ruler"):
+            length = min(params["ruler"]["lengths"])
+            ruler_rows = run.rows(rq.TASK)
+            for subtask, (ruler, questions) in ruler_questions(params).items():
+                by_id = {q.id: q for q in questions}
+                mine = [r for r in ruler_rows if r["example_id"] in by_id]
+                where = {"subtask": subtask, "length": length}
+
+                def recite_first(ruler=ruler, by_id=by_id, mine=mine, where=where):
+                    est = paired_estimate(
+                        by_unit(mine, {**where, "mode": "answer"}, rq.score),
+                        by_unit(mine, {**where, "mode": "retrieve_then_answer"}, rq.score),
+                        side_names=("whole context", "recite, then answer"),
+                    )
+                    # The paper's premise: retrieval works before the answer is written. A
+                    # recitation retrieves when it points at a document holding the answer,
+                    # by copying its text or by naming it (the second step reads either).
+                    identified = by_unit(
+                        mine,
+                        {**where, "mode": "recite"},
+                        lambda row: rq.identifies_supporting(
+                            rq.recitation_diagnostics(ruler, by_id[row["example_id"]], row)
+                        ),
+                    )
+                    if not identified:
+                        return est
+                    share = 100 * sum(identified.values()) / len(identified)
+                    return replace(est, facts={"identified": share})
+
+                out[f"la-ruler-{subtask}"] = recite_first
+        return estimable(out)
+
+    def analyze(self, run: Run) -> LengthResult:
+        """Everything the chapter shows from its rows: GSM8K with every filler, placement and
+        whitespace unit, VarSum, RULER's recite-then-answer, the claims' estimates and verdicts,
+        the numbers the prose quotes and its statements."""
+        params, reader, results_dir = run.params, run.reader, run.results
+        stored, paper = answered(run), paper_frame("length_alone")
+        rows = [r for r in stored if r["task"] == la.TASK]
+        ruler_rows = [r for r in stored if r["task"] == rq.TASK]
+        solve = solved(rows, params)
+        gsm = solve[solve["subtask"] == "gsm8k"]
+        estimates = self.claims(run)
+        gsm8k = {p.id: p for p in problems_for(params).get("gsm8k", [])}
+        levels = premise_levels(premise_rows(run), gsm8k, longest_filler(params))
+        placed_table, before, placed = placement(gsm, paper)
+        varsum, ruler = varsum_views(solve, rows, paper), ruler_views(ruler_rows, params, paper)
+        verdicts = chapter_verdicts("length_alone", estimates)
+        view = LengthResult(
+            label=reader.label,
+            estimates=estimates,
+            verdicts=verdicts,
+            rows=rows,
+            solve=solve,
+            links=point_links(
+                solve[solve["subtask"].str.startswith("gsm8k")],
+                ("variant", "condition"),
+                results_dir,
+                EXPERIMENT,
+            ),
+            gsm=gsm,
+            placement=placed_table,
+            varsum=varsum,
+            ruler=ruler,
+            premise=premise_table(levels, paper, estimates),
+            quoted={
+                **quoted(
+                    estimates, gsm, solve, before, placed, varsum, ruler, rows, ruler_rows, params
+                ),
+                "la-premise-state": premise_words(levels, estimates),
+                "la-premise-outcome": premise_outcome(verdicts),
+            },
+            between_note=(
+                "The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% "
+                f"(Mistral-7B); ours is {100 * gsm[gsm['filler_tokens'] == 0]['correct'].mean():.1f}%."
+            ),
+            provenance=(
+                f"**Data.** {provenance(rows_table(rows, lambda r: 0), results_dir, EXPERIMENT)} "
+                "Greedy decoding; the figure's arms are the `gsm8k` entries of `arms` in the "
+                "parameters cell."
+            ),
+            ruler_provenance=(
+                (
+                    f"**Data.** {provenance(rows_table(ruler_rows, lambda r: 0), results_dir, rq.TASK)} "
+                    f"Greedy decoding; RULER parameters: {params_text(params.get('ruler') or {})}."
+                )
+                if ruler_rows
+                else ""
+            ),
+            consistent=(
+                len(solve) == sum(r["condition"]["mode"] == "solve" for r in rows)
+                and len({r["key"] for r in stored}) == len(stored) == len(rows) + len(ruler_rows)
+            ),
+        )
+        view.said = statements(view)
+        return view

@@ -46,19 +46,8 @@ from ..results import (
 from ..runner import Block, all_requests
 from ..tasks import multidoc_qa as qa
 from ..tasks import open_domain as od
-from .contract import ChapterResult, RunContext
+from .contract import Chapter, ChapterResult, Run
 
-ORDER = 3  # where longctx reproduce runs its headline blocks among the chapters
-NOTEBOOK = "notebooks/multidoc_qa.py"
-# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
-# holds one of the claim's strings; a test checks every claim finds its blocks). Retriever
-# recall needs no reader.
-CLAIM_BLOCKS = {
-    "litm-qa-u-shape": ("documents, query at end",),
-    "litm-qa-closed-book": ("closed-book", "documents, query at end"),
-    "litm-open-domain": ("open-domain",),
-    "litm-open-domain-recall": (),
-}
 EXPERIMENT = "multidoc_qa"
 HEADLINE_DEPTHS = (0.0, 0.5, 1.0)
 
@@ -72,17 +61,6 @@ def positions_for(params: dict, k: int) -> list:
             )
         return list(positions.get(str(k), positions.get(k)))
     return list(positions)
-
-
-def check(params: dict) -> None:
-    """Before any work: the U-shape compares first, middle and last at the most documents."""
-    k = max(params["num_documents"])
-    have = set(qa.position_indices(k, positions_for(params, k)))
-    if not set(qa.position_indices(k, HEADLINE_DEPTHS)) <= have:
-        raise ParameterError(
-            f"gold_positions {positions_for(params, k)} at {k} documents leave out the first, "
-            f"middle or last position the chapter compares (depths {list(HEADLINE_DEPTHS)})"
-        )
 
 
 def questions_for(params: dict) -> tuple[list[qa.QAExample], list[qa.QAExample]]:
@@ -115,7 +93,7 @@ def examples_for(params: dict, k: int, questions, pool) -> list[qa.QAExample]:
     )
 
 
-def plan(params: dict) -> list[Block]:
+def blocks(params: dict) -> list[Block]:
     questions, pool = questions_for(params)
     for k in params["num_documents"]:  # fail before any work on a position a size does not have
         qa.position_indices(k, positions_for(params, k))
@@ -177,7 +155,6 @@ def plan(params: dict) -> list[Block]:
 
 
 OPEN_DOMAIN = "open_domain"
-EXPERIMENTS = (EXPERIMENT, OPEN_DOMAIN)  # the stores whose rows the chapter offers
 
 
 def open_domain_block(params: dict, pool) -> Block:
@@ -203,75 +180,6 @@ def open_domain_ks(params: dict) -> tuple[int, int]:
 
 RECALL_PARAMS = ("source", "release_dir", "seed", "distractors", "random_order")
 _RECALL: dict[str, Estimate] = {}
-
-
-def claims(ctx: RunContext) -> dict[str, Estimate]:
-    """Lost in the Middle's multi-document claims, paired by question on the chapter's
-    questions: the U-shape as a contrast fixed in advance (middle minus the mean of first and
-    last, at the most documents, question at the end), the middle against closed-book, and,
-    with the open-domain runs, reader accuracy and retriever recall at the two depths of
-    :func:`open_domain_ks` (recall needs no reader: every NQ-Open question)."""
-    params = ctx.params
-    questions, pool = questions_for(params)
-    keep = {q.example_id for q in questions}
-    rows = [r for r in ctx.rows(plan, EXPERIMENT) if r["example_id"] in keep]
-    k = max(params["num_documents"])
-    docs = {
-        "setting": "documents",
-        "num_documents": k,
-        "query_aware": False,
-        "distractors": params["distractors"],
-        "random_order": params["random_order"],
-    }
-    first, middle, last = (
-        by_unit(rows, {**docs, "gold_index": qa.position_indices(k, [depth])[0]}, qa.score)
-        for depth in HEADLINE_DEPTHS
-    )
-    closed = by_unit(rows, {"setting": "closed-book"}, qa.score)
-    edge = {u: (first[u] + last[u]) / 2 for u in set(first) & set(last)}
-    out = {
-        "litm-qa-u-shape": lambda: paired_estimate(
-            edge, middle, side_names=("edges (mean of first and last)", "middle")
-        ),
-        "litm-qa-closed-book": lambda: paired_estimate(
-            closed, middle, side_names=("closed-book", f"middle of {k}")
-        ),
-    }
-    if params.get("open_domain_ks"):
-        low, high = open_domain_ks(params)
-        asked = {
-            q.example_id
-            for q in pool[: params.get("open_domain_questions") or params["num_questions"]]
-        }
-        od_rows = [r for r in ctx.rows(plan, OPEN_DOMAIN) if r["example_id"] in asked]
-
-        def recall():
-            key = json.dumps([params.get(k) for k in RECALL_PARAMS] + [low, high])
-            if key not in _RECALL:  # no reader: the same for every reader of one process
-                table = od.recall_table(pool, od.ChunkRetriever(pool), [low, high])
-                side = {
-                    k: dict(zip(g["example_id"], g["recall"].astype(float)))
-                    for k, g in table.groupby("k")
-                }
-                _RECALL[key] = paired_estimate(
-                    side[low], side[high], side_names=(f"recall@{low}", f"recall@{high}")
-                )
-            return _RECALL[key]
-
-        def reader_gain():
-            # the saturation claim's premise: more gold is there to read at the larger depth
-            return replace(
-                paired_estimate(
-                    by_unit(od_rows, {"k": low, "retriever": "bm25"}, qa.score),
-                    by_unit(od_rows, {"k": high, "retriever": "bm25"}, qa.score),
-                    side_names=(f"{low} documents", f"{high} documents"),
-                ),
-                facts={"recall_gain": recall().difference},
-            )
-
-        out["litm-open-domain"] = reader_gain
-        out["litm-open-domain-recall"] = recall
-    return estimable(out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -772,64 +680,9 @@ class MultidocResult(ChapterResult):
     od_provenance: str
 
 
-def planned(ctx: RunContext) -> list[Block]:
-    return ctx.planned(plan)
-
-
-def answered(ctx: RunContext) -> list[dict]:
+def answered(run: Run) -> list[dict]:
     """Every row of the chapter's plan for this run's reader (missing ones generated)."""
-    return ctx.answered("plan", lambda: planned(ctx))
-
-
-def analyze(ctx: RunContext) -> MultidocResult:
-    """Everything the chapter shows, computed from its rows and those other readers and
-    backends stored for the same prompts: tables, the claims' estimates and verdicts, the
-    open-domain curves, the numbers the prose quotes and the statements it makes."""
-    params, reader, results_dir = ctx.params, ctx.reader, ctx.results
-    rows_answered = answered(ctx)
-    rows = [r for r in rows_answered if r["task"] == qa.TASK]
-    requests = all_requests([b for b in planned(ctx) if b.experiment == EXPERIMENT])
-    others = [
-        r
-        for r in comparable_rows(
-            results_dir, EXPERIMENT, requests, exclude=reader.results_folder(results_dir)
-        )
-        if r["condition"]["setting"] == "documents"
-    ]
-    table, everything = scored(rows), scored(rows + others)
-    summary = accuracy(table)
-    estimates = claims(ctx)
-    domain = open_domain([r for r in rows_answered if r["task"] != qa.TASK], params)
-    view = MultidocResult(
-        label=reader.label,
-        estimates=estimates,
-        verdicts=chapter_verdicts("multidoc_qa", estimates),
-        table=table,
-        everything=everything,
-        summary=summary,
-        base=baselines(table),
-        sides=headline_sides(table, params),
-        gaps=position_gaps(table, seed=params["seed"]),
-        effects=query_aware_effects(table, reader.label, seed=params["seed"]),
-        od=domain,
-        links=point_links(with_documents(everything), POINT_KEYS, results_dir, EXPERIMENT),
-        provenance="**Data.** " + provenance(table, results_dir, EXPERIMENT),
-        od_provenance=(
-            "**Data.** " + provenance(domain["table"], results_dir, OPEN_DOMAIN) if domain else ""
-        ),
-        consistent=(
-            len(rows) == len(requests) == len({r["key"] for r in rows})
-            and (summary["ci_low"] <= summary["accuracy"]).all()
-            and (summary["accuracy"] <= summary["ci_high"]).all()
-        ),
-    )
-    view.quoted = quoted(
-        estimates, table, view.sides, view.gaps, view.effects, domain, params, reader.label
-    )
-    level = closed_book_level(reader.store(results_dir, EXPERIMENT).rows())
-    view.quoted.update({f"qa-closed-all-{k.replace('_', '-')}": v for k, v in level.items()})
-    view.said = statements(view, params) if domain else {}
-    return view
+    return run.answered()
 
 
 _QUESTION = re.compile(r"Question: (.*?)\nAnswer:", re.S)
@@ -986,3 +839,152 @@ def gaps_table(gaps: pd.DataFrame) -> pd.DataFrame:
     return gaps.assign(
         **{"permutation p": gaps["permutation p"].map(lambda p: p_text(p).removeprefix("p = "))}
     )
+
+
+class MultidocQA(Chapter):
+    """Multi-document QA chapter (Lost in the Middle, section 2 and 4.1)."""
+
+    name = "multidoc_qa"
+    order = 3  # where longctx reproduce runs its headline blocks among the chapters
+    notebook = "notebooks/multidoc_qa.py"
+    claim_blocks = {
+        "litm-qa-u-shape": ("documents, query at end",),
+        "litm-qa-closed-book": ("closed-book", "documents, query at end"),
+        "litm-open-domain": ("open-domain",),
+        "litm-open-domain-recall": (),
+    }
+    experiments = (EXPERIMENT, OPEN_DOMAIN)  # the stores whose rows the chapter offers
+
+    def plan(self, run: Run) -> list[Block]:
+        return blocks(run.params)
+
+    def check(self, run: Run) -> None:
+        """Before any work: the U-shape compares first, middle and last at the most documents."""
+        params = run.params
+        k = max(params["num_documents"])
+        have = set(qa.position_indices(k, positions_for(params, k)))
+        if not set(qa.position_indices(k, HEADLINE_DEPTHS)) <= have:
+            raise ParameterError(
+                f"gold_positions {positions_for(params, k)} at {k} documents leave out the first, "
+                f"middle or last position the chapter compares (depths {list(HEADLINE_DEPTHS)})"
+            )
+
+    def claims(self, run: Run) -> dict[str, Estimate]:
+        """Lost in the Middle's multi-document claims, paired by question on the chapter's
+        questions: the U-shape as a contrast fixed in advance (middle minus the mean of first and
+        last, at the most documents, question at the end), the middle against closed-book, and,
+        with the open-domain runs, reader accuracy and retriever recall at the two depths of
+        :func:`open_domain_ks` (recall needs no reader: every NQ-Open question)."""
+        params = run.params
+        questions, pool = questions_for(params)
+        keep = {q.example_id for q in questions}
+        rows = [r for r in run.rows(EXPERIMENT) if r["example_id"] in keep]
+        k = max(params["num_documents"])
+        docs = {
+            "setting": "documents",
+            "num_documents": k,
+            "query_aware": False,
+            "distractors": params["distractors"],
+            "random_order": params["random_order"],
+        }
+        first, middle, last = (
+            by_unit(rows, {**docs, "gold_index": qa.position_indices(k, [depth])[0]}, qa.score)
+            for depth in HEADLINE_DEPTHS
+        )
+        closed = by_unit(rows, {"setting": "closed-book"}, qa.score)
+        edge = {u: (first[u] + last[u]) / 2 for u in set(first) & set(last)}
+        out = {
+            "litm-qa-u-shape": lambda: paired_estimate(
+                edge, middle, side_names=("edges (mean of first and last)", "middle")
+            ),
+            "litm-qa-closed-book": lambda: paired_estimate(
+                closed, middle, side_names=("closed-book", f"middle of {k}")
+            ),
+        }
+        if params.get("open_domain_ks"):
+            low, high = open_domain_ks(params)
+            asked = {
+                q.example_id
+                for q in pool[: params.get("open_domain_questions") or params["num_questions"]]
+            }
+            od_rows = [r for r in run.rows(OPEN_DOMAIN) if r["example_id"] in asked]
+
+            def recall():
+                key = json.dumps([params.get(k) for k in RECALL_PARAMS] + [low, high])
+                if key not in _RECALL:  # no reader: the same for every reader of one process
+                    table = od.recall_table(pool, od.ChunkRetriever(pool), [low, high])
+                    side = {
+                        k: dict(zip(g["example_id"], g["recall"].astype(float)))
+                        for k, g in table.groupby("k")
+                    }
+                    _RECALL[key] = paired_estimate(
+                        side[low], side[high], side_names=(f"recall@{low}", f"recall@{high}")
+                    )
+                return _RECALL[key]
+
+            def reader_gain():
+                # the saturation claim's premise: more gold is there to read at the larger depth
+                return replace(
+                    paired_estimate(
+                        by_unit(od_rows, {"k": low, "retriever": "bm25"}, qa.score),
+                        by_unit(od_rows, {"k": high, "retriever": "bm25"}, qa.score),
+                        side_names=(f"{low} documents", f"{high} documents"),
+                    ),
+                    facts={"recall_gain": recall().difference},
+                )
+
+            out["litm-open-domain"] = reader_gain
+            out["litm-open-domain-recall"] = recall
+        return estimable(out)
+
+    def analyze(self, run: Run) -> MultidocResult:
+        """Everything the chapter shows, computed from its rows and those other readers and
+        backends stored for the same prompts: tables, the claims' estimates and verdicts, the
+        open-domain curves, the numbers the prose quotes and the statements it makes."""
+        params, reader, results_dir = run.params, run.reader, run.results
+        rows_answered = answered(run)
+        rows = [r for r in rows_answered if r["task"] == qa.TASK]
+        requests = all_requests([b for b in run.planned() if b.experiment == EXPERIMENT])
+        others = [
+            r
+            for r in comparable_rows(
+                results_dir, EXPERIMENT, requests, exclude=reader.results_folder(results_dir)
+            )
+            if r["condition"]["setting"] == "documents"
+        ]
+        table, everything = scored(rows), scored(rows + others)
+        summary = accuracy(table)
+        estimates = self.claims(run)
+        domain = open_domain([r for r in rows_answered if r["task"] != qa.TASK], params)
+        view = MultidocResult(
+            label=reader.label,
+            estimates=estimates,
+            verdicts=chapter_verdicts("multidoc_qa", estimates),
+            table=table,
+            everything=everything,
+            summary=summary,
+            base=baselines(table),
+            sides=headline_sides(table, params),
+            gaps=position_gaps(table, seed=params["seed"]),
+            effects=query_aware_effects(table, reader.label, seed=params["seed"]),
+            od=domain,
+            links=point_links(with_documents(everything), POINT_KEYS, results_dir, EXPERIMENT),
+            provenance="**Data.** " + provenance(table, results_dir, EXPERIMENT),
+            od_provenance=(
+                "**Data.** " + provenance(domain["table"], results_dir, OPEN_DOMAIN)
+                if domain
+                else ""
+            ),
+            consistent=(
+                len(rows) == len(requests) == len({r["key"] for r in rows})
+                and (summary["ci_low"] <= summary["accuracy"]).all()
+                and (summary["accuracy"] <= summary["ci_high"]).all()
+            ),
+        )
+        view.quoted = quoted(
+            estimates, table, view.sides, view.gaps, view.effects, domain, params, reader.label
+        )
+        level = closed_book_level(reader.store(results_dir, EXPERIMENT).rows())
+        view.quoted.update({f"qa-closed-all-{k.replace('_', '-')}": v for k, v in level.items()})
+        view.said = statements(view, params) if domain else {}
+        return view

@@ -8,7 +8,7 @@ paper's 200); then, on the first ``num_questions``, the retention curves of the 
 retrievers, the control at other sizes and snippet lengths, and the control on NQ-Open.
 
 :func:`build` returns every experiment's requests with the examples behind them and the
-questions left out (the notebook tabulates them); :func:`plan` cuts the same requests into
+questions left out (the notebook tabulates them); :func:`blocks` cuts the same requests into
 blocks, so the notebook and ``longctx reproduce`` send identical prompts. Second readers
 (another model answering the matched control) are not part of a plan, which is per model:
 the notebook sends them, and ``longctx reproduce --model <reader> --only matched`` runs
@@ -31,19 +31,9 @@ from ..requests import Request, dedupe_key, unique_requests
 from ..results import point_links, provenance, retention_curve, rows_table
 from ..runner import Block, answer
 from ..tasks import semantic_competition as sc
-from .contract import ChapterResult, RunContext
+from .contract import Chapter, ChapterResult, Run
 
-ORDER = 4  # where longctx reproduce runs its headline blocks among the chapters
-NOTEBOOK = "notebooks/semantic_competition.py"
-# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
-# holds one of the claim's strings; a test checks every claim finds its blocks).
-CLAIM_BLOCKS = {
-    "sc-far-minus-hard": ("matched control",),
-    "sc-far-minus-hard-inclusion": ("matched control",),
-    "sc-hard-hurts": ("matched control",),
-}
 EXPERIMENT = "semantic_competition"
-EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
 HEADLINE = "squad, bm25"
 
 
@@ -120,7 +110,7 @@ def build(params: dict, progress: bool = False) -> dict[str, tuple[list[Request]
     return plans
 
 
-def plan(params: dict, built: dict | None = None) -> list[Block]:
+def blocks(params: dict, built: dict | None = None) -> list[Block]:
     """The chapter's requests (from :func:`build`, or ``built`` if the caller has it) in
     blocks: the matched control at ``matched_size`` first, then the rest of the BM25
     experiment (its retention sweep), then everything else once."""
@@ -153,61 +143,6 @@ def plan(params: dict, built: dict | None = None) -> list[Block]:
     if rest:
         blocks.append(Block("other retrievers, other sizes, snippet length, NQ", EXPERIMENT, rest))
     return blocks
-
-
-def claims(ctx: RunContext) -> dict[str, Estimate]:
-    """The matched control's claims on the headline questions, paired by question: far minus
-    hard at ``matched_size`` snippets (exact match and answer inclusion; the far context keeps
-    ``keep_hard`` hard negatives, so both contexts are as long), and hard negatives minus the
-    gold snippet alone (exact match)."""
-    params = ctx.params
-    corpus = sc.load_corpus(params["corpus"]).limit_passages(params["max_passages"] or None)
-    n = params.get("headline_questions") or params["num_questions"]
-    keep = {q.question_id for q in sc.sample_questions(corpus, n, params["seed"])}
-    rows = [r for r in ctx.rows(plan, EXPERIMENT) if r["example_id"] in keep]
-    size, kept = params["matched_size"], params["keep_hard"]
-    where = {"corpus": corpus.name, "snippet_words": params["snippet_words"]}
-    hard = {**where, "retriever": "bm25", "num_hard": size - 1, "num_far": 0, "num_snippets": size}
-    far = {
-        **where,
-        "retriever": "bm25",
-        "num_hard": kept,
-        "num_far": size - 1 - kept,
-        "num_snippets": size,
-    }
-    gold = {**where, "num_snippets": 1, "num_hard": 0}
-
-    def metric(name):
-        return lambda row: sc.score(row)[name]
-
-    def far_minus_hard(name):
-        hard_scores = by_unit(rows, hard, metric(name))
-        est = paired_estimate(
-            hard_scores,
-            by_unit(rows, far, metric(name)),
-            side_names=(f"{size - 1} hard", f"{kept} hard + {size - 1 - kept} far-rank"),
-        )
-        # the premise: what the hard negatives cost on these questions, for far to give back
-        gold_scores = by_unit(rows, gold, metric(name))
-        both = set(gold_scores) & set(hard_scores)
-        cost = (
-            100 * sum(gold_scores[u] - hard_scores[u] for u in both) / len(both)
-            if both
-            else float("nan")
-        )
-        return replace(est, facts={"hard_cost": cost})
-
-    return estimable(
-        {
-            "sc-far-minus-hard": lambda: far_minus_hard("em"),
-            "sc-far-minus-hard-inclusion": lambda: far_minus_hard("inclusion"),
-            "sc-hard-hurts": lambda: paired_estimate(
-                by_unit(rows, gold, metric("em")),
-                by_unit(rows, hard, metric("em")),
-                side_names=("gold snippet only", f"gold + {size - 1} hard"),
-            ),
-        }
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -730,25 +665,21 @@ class CompetitionResult(ChapterResult):
     provenance: str
 
 
-def built_contexts(ctx: RunContext) -> dict:
+def built_contexts(run: Run) -> dict:
     """:func:`build` for this run (experiment -> requests, examples, questions left out)."""
-    return ctx.once("built", lambda: build(ctx.params))
+    return run.once("built", lambda: build(run.params))
 
 
-def planned(ctx: RunContext) -> list[Block]:
-    return ctx.once("plan", lambda: plan(ctx.params, built=built_contexts(ctx)))
-
-
-def answered(ctx: RunContext) -> list[dict]:
+def answered(run: Run) -> list[dict]:
     """The plan's rows for this run's reader, then the matched control's first questions
     for each of ``params["second_readers"]`` (same backend, prompt mode, device and dtype);
     missing rows are generated."""
 
     def rows() -> list[dict]:
-        own = ctx.answered("plan", lambda: planned(ctx))
-        reader = ctx.reader
-        block = second_reader_block(ctx.params, built_contexts(ctx))
-        for other in [m for m in ctx.params["second_readers"] if m != reader.model]:
+        own = run.answered()
+        reader = run.reader
+        block = second_reader_block(run.params, built_contexts(run))
+        for other in [m for m in run.params["second_readers"] if m != reader.model]:
             second = Reader.of(
                 other,
                 reader.backend,
@@ -756,65 +687,10 @@ def answered(ctx: RunContext) -> list[dict]:
                 device=reader.device,
                 dtype=reader.dtype,
             )
-            own = own + answer(block, second, ctx.results, **ctx.options)
+            own = own + answer(block, second, run.results, **run.options)
         return own
 
-    return ctx.once("answered", rows)
-
-
-def analyze(ctx: RunContext) -> CompetitionResult:
-    """Everything the chapter shows from its rows and the second readers': the matched
-    control's Tables 1 and 2, the retention curves, the snippet-length, other-N and NQ checks,
-    the claims' estimates and verdicts, the numbers the prose quotes and its statements."""
-    params, reader, results_dir = ctx.params, ctx.reader, ctx.results
-    seed = params["seed"]
-    second = next((r for r in params["second_readers"] if r != reader.model), None)
-    everything = scored(answered(ctx))
-    table = everything[everything["model"] == reader.label]
-    readers = matched(everything, params)
-    parts = {r: retention_rows(table, params, r) for r in params["retrievers"]}
-    curves, lives = retention(parts, seed)
-    behind = pd.concat(parts.values())
-    links = point_links(behind, ("retriever", "num_hard"), results_dir, EXPERIMENT)
-    length_levels, length_recovery = snippet_length(table, params)
-    estimates = claims(ctx)
-    view = CompetitionResult(
-        label=reader.label,
-        estimates=estimates,
-        verdicts=chapter_verdicts("semantic_competition", estimates),
-        links=links,
-        everything=everything,
-        table=table,
-        readers=readers,
-        main=readers[readers["model"] == reader.label],
-        curves=curves,
-        lives=lives,
-        table1=sc.condition_summary(readers, by=["model", "condition"], seed=seed),
-        table2=sc.recovery_table(readers, by=["model"], seed=seed),
-        length_levels=length_levels,
-        length_recovery=length_recovery,
-        sizes=other_sizes(table, params),
-        nq=nq(table, params),
-        example=example_prompt(built_contexts(ctx)),
-        provenance=f"**Data.** {provenance(everything, results_dir, EXPERIMENT)}",
-    )
-    view.quoted = quoted(
-        view.estimates,
-        view.table1,
-        view.table2,
-        view.readers,
-        view.curves,
-        view.lives,
-        view.table,
-        view.length_recovery,
-        view.sizes,
-        view.nq,
-        params,
-        reader.label,
-        second,
-    )
-    view.said = statements(view)
-    return view
+    return run.once("answered", rows)
 
 
 PAPER_RETENTION = {"BM25": "bm25", "dense BGE-small": "dense"}  # Section 4.1's retrievers
@@ -1043,3 +919,134 @@ def beyond_tables(view: CompetitionResult, params: dict) -> list:
             ),
         ]
     return out
+
+
+class SemanticCompetition(Chapter):
+    """Semantic competition vs context length chapter."""
+
+    name = "semantic_competition"
+    order = 4  # where longctx reproduce runs its headline blocks among the chapters
+    notebook = "notebooks/semantic_competition.py"
+    claim_blocks = {
+        "sc-far-minus-hard": ("matched control",),
+        "sc-far-minus-hard-inclusion": ("matched control",),
+        "sc-hard-hurts": ("matched control",),
+    }
+    experiments = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
+
+    def plan(self, run: Run) -> list[Block]:
+        return blocks(run.params, built=built_contexts(run))
+
+    def claims(self, run: Run) -> dict[str, Estimate]:
+        """The matched control's claims on the headline questions, paired by question: far minus
+        hard at ``matched_size`` snippets (exact match and answer inclusion; the far context keeps
+        ``keep_hard`` hard negatives, so both contexts are as long), and hard negatives minus the
+        gold snippet alone (exact match)."""
+        params = run.params
+        corpus = sc.load_corpus(params["corpus"]).limit_passages(params["max_passages"] or None)
+        n = params.get("headline_questions") or params["num_questions"]
+        keep = {q.question_id for q in sc.sample_questions(corpus, n, params["seed"])}
+        rows = [r for r in run.rows(EXPERIMENT) if r["example_id"] in keep]
+        size, kept = params["matched_size"], params["keep_hard"]
+        where = {"corpus": corpus.name, "snippet_words": params["snippet_words"]}
+        hard = {
+            **where,
+            "retriever": "bm25",
+            "num_hard": size - 1,
+            "num_far": 0,
+            "num_snippets": size,
+        }
+        far = {
+            **where,
+            "retriever": "bm25",
+            "num_hard": kept,
+            "num_far": size - 1 - kept,
+            "num_snippets": size,
+        }
+        gold = {**where, "num_snippets": 1, "num_hard": 0}
+
+        def metric(name):
+            return lambda row: sc.score(row)[name]
+
+        def far_minus_hard(name):
+            hard_scores = by_unit(rows, hard, metric(name))
+            est = paired_estimate(
+                hard_scores,
+                by_unit(rows, far, metric(name)),
+                side_names=(f"{size - 1} hard", f"{kept} hard + {size - 1 - kept} far-rank"),
+            )
+            # the premise: what the hard negatives cost on these questions, for far to give back
+            gold_scores = by_unit(rows, gold, metric(name))
+            both = set(gold_scores) & set(hard_scores)
+            cost = (
+                100 * sum(gold_scores[u] - hard_scores[u] for u in both) / len(both)
+                if both
+                else float("nan")
+            )
+            return replace(est, facts={"hard_cost": cost})
+
+        return estimable(
+            {
+                "sc-far-minus-hard": lambda: far_minus_hard("em"),
+                "sc-far-minus-hard-inclusion": lambda: far_minus_hard("inclusion"),
+                "sc-hard-hurts": lambda: paired_estimate(
+                    by_unit(rows, gold, metric("em")),
+                    by_unit(rows, hard, metric("em")),
+                    side_names=("gold snippet only", f"gold + {size - 1} hard"),
+                ),
+            }
+        )
+
+    def analyze(self, run: Run) -> CompetitionResult:
+        """Everything the chapter shows from its rows and the second readers': the matched
+        control's Tables 1 and 2, the retention curves, the snippet-length, other-N and NQ checks,
+        the claims' estimates and verdicts, the numbers the prose quotes and its statements."""
+        params, reader, results_dir = run.params, run.reader, run.results
+        seed = params["seed"]
+        second = next((r for r in params["second_readers"] if r != reader.model), None)
+        everything = scored(answered(run))
+        table = everything[everything["model"] == reader.label]
+        readers = matched(everything, params)
+        parts = {r: retention_rows(table, params, r) for r in params["retrievers"]}
+        curves, lives = retention(parts, seed)
+        behind = pd.concat(parts.values())
+        links = point_links(behind, ("retriever", "num_hard"), results_dir, EXPERIMENT)
+        length_levels, length_recovery = snippet_length(table, params)
+        estimates = self.claims(run)
+        view = CompetitionResult(
+            label=reader.label,
+            estimates=estimates,
+            verdicts=chapter_verdicts("semantic_competition", estimates),
+            links=links,
+            everything=everything,
+            table=table,
+            readers=readers,
+            main=readers[readers["model"] == reader.label],
+            curves=curves,
+            lives=lives,
+            table1=sc.condition_summary(readers, by=["model", "condition"], seed=seed),
+            table2=sc.recovery_table(readers, by=["model"], seed=seed),
+            length_levels=length_levels,
+            length_recovery=length_recovery,
+            sizes=other_sizes(table, params),
+            nq=nq(table, params),
+            example=example_prompt(built_contexts(run)),
+            provenance=f"**Data.** {provenance(everything, results_dir, EXPERIMENT)}",
+        )
+        view.quoted = quoted(
+            view.estimates,
+            view.table1,
+            view.table2,
+            view.readers,
+            view.curves,
+            view.lives,
+            view.table,
+            view.length_recovery,
+            view.sizes,
+            view.nq,
+            params,
+            reader.label,
+            second,
+        )
+        view.said = statements(view)
+        return view

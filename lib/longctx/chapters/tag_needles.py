@@ -5,10 +5,9 @@ scale), on every case of the ``long_needle_sets`` (the project's 48 and 106 extr
 questions: the paired interval needs 100+ cases); then the paper's short-context
 comparisons (``short_variants``, TD and TD+TC against the baseline, at ``short_length``,
 250 tokens) on the same cases, so they are sized too; then every variant at the grid's
-``lengths`` on ``num_cases`` cases. Two
-things make this plan depend on models: haystack lengths are counted in the *reader's*
-tokens (so the plan needs the reader, ``params["model"]``, which ``longctx reproduce``
-fills in), and the LLM-tag variants need the tagger's tags, which are generations of
+``lengths`` on ``num_cases`` cases. Two things make this plan depend on models: haystack
+lengths are counted in the *reader's* tokens (so the plan asks its run for the reader's
+tokenizer), and the LLM-tag variants need the tagger's tags, which are generations of
 ``tagger_model``, one stored row per chunk in its ``tags`` store (``<results>/<tagger>/tags/``).
 Building the plan therefore asks the tagger, through the runner, for any chunk with no row
 yet (on hf); with the rows committed it loads nothing.
@@ -33,7 +32,6 @@ from ..claims import (
 )
 from ..errors import ParameterError
 from ..metrics import nolima_contains
-from ..models import load_tokenizer
 from ..paths import resolve
 from ..plots import FigureText, accuracy_by_position, book_figure, paired_differences
 from ..reader import Reader
@@ -51,25 +49,9 @@ from ..results import point_links, provenance
 from ..runner import Block, answer
 from ..tagging import TAG_EXPERIMENT, system_prompt, tagging_report
 from ..tasks import tag_needles as tn
-from .contract import ChapterResult, RunContext
+from .contract import Chapter, ChapterResult, Run
 
-ORDER = 6  # where longctx reproduce runs its headline blocks among the chapters
-NOTEBOOK = "notebooks/tag_needles.py"
-# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
-# holds one of the claim's strings; a test checks every claim finds its blocks).
-CLAIM_BLOCKS = {
-    "tag-td": ("tokens on every case",),
-    "tag-td-definitions": ("tokens on every case",),
-    "tag-spacy": ("tokens on every case",),
-    "tag-spacy-long": ("tokens, baseline vs",),
-    "tag-spacy-tags": ("tokens on every case",),
-    "tag-spacy-tags-long": ("tokens, baseline vs",),
-}
 EXPERIMENT = "tag_needles"
-EXPERIMENTS = (EXPERIMENT, TAG_EXPERIMENT)  # the stores whose rows the chapter offers for download
-NEEDS_MODEL = True  # chapter_blocks passes the reader as params["model"]
-# The LLM tagger, for uncached chunks: chapter_blocks passes params["dry_run"]
-PLANS_RUN_MODELS = True
 
 
 def cases_for(params: dict) -> tuple[str, list[tn.NeedleCase]]:
@@ -212,22 +194,20 @@ class _TagsNotCached(Exception):
     """A dry run reached a chunk the LLM tagger has not tagged yet."""
 
 
-def plan(params: dict, results_dir: str | Path | None = None) -> list[Block]:
-    """The chapter's blocks. With ``params["dry_run"]`` (``longctx reproduce --dry-run``
-    sets it) the LLM tagger is never loaded: when a chunk's tags are not cached, the plan
-    is one empty block that says so, since those prompts cannot be written without them."""
-    if not params.get("model"):
-        raise ParameterError(
-            "the tagging chapter's haystack lengths are counted in the reader's tokens: "
-            "pass the reader as params['model'] (longctx reproduce --model does)"
-        )
-    if params.get("dry_run"):
+def blocks(
+    params: dict, tokenizer, results_dir: str | Path, *, dry_run: bool = False
+) -> list[Block]:
+    """The chapter's blocks, haystacks counted in ``tokenizer``'s tokens. With ``dry_run``
+    (findings, ``longctx reproduce --dry-run``) the LLM tagger is never loaded: when a
+    chunk's tags are not cached, the plan is one empty block that says so, since those
+    prompts cannot be written without them."""
+    if dry_run:
 
         def refuse():
             raise _TagsNotCached
 
         try:
-            return _plan(params, results_dir, load_tagger=refuse)
+            return _plan(params, tokenizer, results_dir, load_tagger=refuse)
         except _TagsNotCached:
             return [
                 Block(
@@ -238,12 +218,11 @@ def plan(params: dict, results_dir: str | Path | None = None) -> list[Block]:
                     True,
                 )
             ]
-    return _plan(params, results_dir)
+    return _plan(params, tokenizer, results_dir)
 
 
-def _plan(params: dict, results_dir, load_tagger=None) -> list[Block]:
-    tokenizer = load_tokenizer(params["model"])
-    taggers = taggers_for(params, results_dir or resolve("data/results"), load_tagger=load_tagger)
+def _plan(params: dict, tokenizer, results_dir, load_tagger=None) -> list[Block]:
+    taggers = taggers_for(params, results_dir, load_tagger=load_tagger)
     text, cases = cases_for(params)
     longest = max(params["lengths"], default=None)  # the claims scale runs no grid
     headline = long_requests(params, tokenizer=tokenizer, taggers=taggers, text=text)
@@ -291,60 +270,6 @@ def _plan(params: dict, results_dir, load_tagger=None) -> list[Block]:
     ]
 
 
-def claims(ctx: RunContext) -> dict[str, Estimate]:
-    """The sized comparisons against the untagged baseline, paired by needle (a needle's
-    one-hop and two-hop questions are averaged first): TD, TD against its framing without
-    definitions, and TD+TC (spaCy) at ``short_length`` (the paper's 250 tokens) and TD+TC (spaCy) at
-    ``long_length``, every case of the needle sets at its rotating depth there; and TD+TC
-    (spaCy) against TD+TC's system message over an untagged context at both lengths (the
-    tags alone). The grid asks
-    the short length too, with its cases at other depths; those rows are left out so each
-    case counts once, at one depth."""
-    params = ctx.params
-    depth_of = sized_depths(params)
-    rows = [
-        r
-        for r in ctx.rows(lambda p: plan(p, ctx.results), EXPERIMENT)
-        if depth_of.get(r["example_id"]) == r["condition"]["depth"]
-    ]
-
-    def versus(variant, length, control="baseline"):
-        base = {"length": length, "query_aware": False}
-        return paired_estimate(
-            *(
-                by_unit(rows, {**base, "variant": v}, _contains, unit=_needle)
-                for v in (control, variant)
-            ),
-            side_names=(tn.VARIANT_LABELS[control], tn.VARIANT_LABELS[variant]),
-        )
-
-    short, long = params.get("short_length"), params.get("long_length")
-    return estimable(
-        {
-            **(
-                {
-                    "tag-td": lambda: versus("td", short),
-                    "tag-td-definitions": lambda: versus("td", short, control="framing"),
-                    "tag-spacy": lambda: versus("td_tc_spacy", short),
-                    "tag-spacy-tags": lambda: versus("td_tc_spacy", short, control=TAGS_CONTROL),
-                }
-                if short
-                else {}
-            ),
-            **(
-                {
-                    "tag-spacy-long": lambda: versus("td_tc_spacy", long),
-                    "tag-spacy-tags-long": lambda: versus(
-                        "td_tc_spacy", long, control=TAGS_CONTROL
-                    ),
-                }
-                if long
-                else {}
-            ),
-        }
-    )
-
-
 def _needle(row: dict) -> str:
     return tn.needle_of(row["example_id"])
 
@@ -369,43 +294,45 @@ class Haystack:
 
 
 def haystack(
-    params: dict, results_dir: str | Path, *, tagger: Reader, batch_size: int = 8
+    params: dict, tokenizer, results_dir: str | Path, *, tagger: Reader, batch_size: int = 8
 ) -> Haystack:
-    """The chapter's haystack, cases, the reader's tokenizer (``params["model"]``) and taggers;
-    the LLM tagger (``tagger``) loads only for a chunk whose tags are not cached."""
+    """The chapter's haystack, cases, the reader's ``tokenizer`` and taggers; the LLM tagger
+    (``tagger``) loads only for a chunk whose tags are not cached."""
     text, cases = cases_for(params)
     return Haystack(
         text,
         cases,
-        load_tokenizer(params["model"]),
+        tokenizer,
         taggers_for(params, results_dir, tagger=tagger, batch_size=batch_size),
     )
 
 
-def stacked(ctx: RunContext) -> Haystack:
+def stacked(run: Run) -> Haystack:
     """This run's :func:`haystack`, tagged by ``params["tagger_model"]`` on the reader's
     device and dtype (in transformers: the tagger is the paper's LLM tagging step)."""
 
     def build() -> Haystack:
         tagger = Reader.of(
-            ctx.params["tagger_model"], device=ctx.reader.device, dtype=ctx.reader.dtype
+            run.params["tagger_model"], device=run.reader.device, dtype=run.reader.dtype
         )
-        batch_size = ctx.options.get("batch_size", 8)
-        return haystack(ctx.params, ctx.results, tagger=tagger, batch_size=batch_size)
+        batch_size = run.options.get("batch_size", 8)
+        return haystack(
+            run.params, run.tokenizer(), run.results, tagger=tagger, batch_size=batch_size
+        )
 
-    return ctx.once("haystack", build)
+    return run.once("haystack", build)
 
 
-def answered(ctx: RunContext) -> dict:
+def answered(run: Run) -> dict:
     """The grid, the headline pair at ``long_length`` and the 250-token comparisons, each
     answered (stored rows reused) and scored; an empty table for a part the parameters skip.
-    The parts are answered one by one because one prompt may serve two of them (:func:`plan`
+    The parts are answered one by one because one prompt may serve two of them (the plan
     asks it once)."""
-    return ctx.once("answered", lambda: _answered(ctx))
+    return run.once("answered", lambda: _answered(run))
 
 
-def _answered(ctx: RunContext) -> dict:
-    params, stack = ctx.params, stacked(ctx)
+def _answered(run: Run) -> dict:
+    params, stack = run.params, stacked(run)
     parts = {
         "grid": requests_for(
             params,
@@ -421,12 +348,12 @@ def _answered(ctx: RunContext) -> dict:
             params, tokenizer=stack.tokenizer, taggers=stack.taggers, text=stack.text
         ),
     }
-    batch_size = ctx.options.get("batch_size", 8)
+    batch_size = run.options.get("batch_size", 8)
     return {
         name: pd.DataFrame(
             tn.score_rows(
                 answer(
-                    Block(name, EXPERIMENT, reqs), ctx.reader, ctx.results, batch_size=batch_size
+                    Block(name, EXPERIMENT, reqs), run.reader, run.results, batch_size=batch_size
                 )
             )
         )
@@ -1078,68 +1005,6 @@ class TagResult(ChapterResult):
     provenance: str
 
 
-def analyze(ctx: RunContext) -> TagResult:
-    """Everything the chapter shows from its answered parts (:func:`answered`): the grid
-    without query-aware prompts (``main``) and its accuracy, gains, drop rates and tag
-    overhead, the sized comparisons at ``long_length`` and ``short_length``, the findings
-    page's estimates and verdicts, the numbers the prose quotes (``quoted``) and the
-    statements it makes (``said``)."""
-    params, reader, results_dir = ctx.params, ctx.reader, ctx.results
-    seed, scored, stack = params["seed"], answered(ctx), stacked(ctx)
-    paper = paper_frame("tag_needles")
-    grid = scored["grid"]
-    main = grid[~grid["query_aware"]]
-    overheads, against_td = overhead(main, seed)
-    estimates = claims(ctx)
-    devices = ", ".join(sorted(set(grid["device"] + " " + grid["dtype"])))
-    view = TagResult(
-        label=reader.label,
-        params=params,
-        stack=stack,
-        paper=paper,
-        grid=grid,
-        main=main,
-        accuracy=grid_accuracy(main),
-        gains=tn.versus_baseline(main),
-        drops=tn.drop_rates(main, seed=seed),
-        overhead=overheads,
-        against_td=against_td,
-        stats=tag_stats(stack, params),
-        qac=query_aware(grid, params),
-        long=sized_comparison(scored["long"], params, paper, "long"),
-        short=sized_comparison(scored["short"], params, paper, "short"),
-        estimates=estimates,
-        verdicts=chapter_verdicts("tag_needles", estimates),
-        links=point_links(main, ("model", "variant", "length"), results_dir, EXPERIMENT),
-        provenance=(
-            f"{provenance(grid, results_dir, EXPERIMENT)} Generated on {devices}, greedy "
-            f"decoding, needle set `{params['needle_set']}`, seed {seed}."
-        ),
-        # One answer per question, variant, length, depth and query placement.
-        consistent=(
-            len(main) > 0
-            and not grid.duplicated(
-                ["example_id", "variant", "length", "depth", "query_aware"]
-            ).any()
-        ),
-    )
-    view.quoted = quoted(
-        view.main,
-        view.gains,
-        view.drops,
-        view.against_td,
-        view.stats,
-        view.qac,
-        view.long,
-        view.short,
-        view.estimates,
-        params,
-    )
-    view.quoted.update(novelqa_paper_quotes(paper))
-    view.said = statements(view, params)
-    return view
-
-
 def novelqa_paper_quotes(paper: pd.DataFrame) -> dict:
     """The smallest and largest change TD+TC with spaCy tags makes in the paper's NovelQA+
     (Table 2), over its models and question kinds, each with where it happened."""
@@ -1505,7 +1370,7 @@ def query_aware_tables(view: TagResult) -> list:
     ]
 
 
-def novelqa_tables(view: TagResult, ctx: RunContext) -> list:
+def novelqa_tables(view: TagResult, run: Run) -> list:
     """Our NovelQA accuracy by question complexity when ``novelqa_dir`` names a checkout, and
     the paper's Table 2. NovelQA is tagged with spaCy only, as in the paper."""
     params, stack = view.params, view.stack
@@ -1530,7 +1395,7 @@ def novelqa_tables(view: TagResult, ctx: RunContext) -> list:
         max_book_tokens=params["novelqa_max_book_tokens"],
         taggers=stack.taggers,
     )
-    rows = ctx.answered("novelqa", lambda: [Block("NovelQA", "novelqa", requests)])
+    rows = run.answered("novelqa", lambda: [Block("NovelQA", "novelqa", requests)])
     scored = pd.DataFrame(tn.score_novelqa(rows))
     ours = (
         scored.pivot_table(index="variant", columns="complexity", values="correct") * 100
@@ -1589,3 +1454,142 @@ def sized_figure(view: TagResult):
         xlabel="Change vs the baseline (points, 95% CI over needles)",
         paper_label=f"paper: {PAPER_MODEL} (250; 500 beside our 2,000)",
     )
+
+
+class TagNeedles(Chapter):
+    """Tagging-augmented generation chapter (needle questions in tagged haystacks)."""
+
+    name = "tag_needles"
+    order = 6  # where longctx reproduce runs its headline blocks among the chapters
+    notebook = "notebooks/tag_needles.py"
+    claim_blocks = {
+        "tag-td": ("tokens on every case",),
+        "tag-td-definitions": ("tokens on every case",),
+        "tag-spacy": ("tokens on every case",),
+        "tag-spacy-long": ("tokens, baseline vs",),
+        "tag-spacy-tags": ("tokens on every case",),
+        "tag-spacy-tags-long": ("tokens, baseline vs",),
+    }
+    experiments = (
+        EXPERIMENT,
+        TAG_EXPERIMENT,
+    )  # the stores whose rows the chapter offers for download
+
+    def plan(self, run: Run) -> list[Block]:
+        return blocks(run.params, run.tokenizer(), run.results, dry_run=run.dry_run)
+
+    def claims(self, run: Run) -> dict[str, Estimate]:
+        """The sized comparisons against the untagged baseline, paired by needle (a needle's
+        one-hop and two-hop questions are averaged first): TD, TD against its framing without
+        definitions, and TD+TC (spaCy) at ``short_length`` (the paper's 250 tokens) and TD+TC (spaCy) at
+        ``long_length``, every case of the needle sets at its rotating depth there; and TD+TC
+        (spaCy) against TD+TC's system message over an untagged context at both lengths (the
+        tags alone). The grid asks
+        the short length too, with its cases at other depths; those rows are left out so each
+        case counts once, at one depth."""
+        params = run.params
+        depth_of = sized_depths(params)
+        rows = [
+            r
+            for r in run.rows(EXPERIMENT)
+            if depth_of.get(r["example_id"]) == r["condition"]["depth"]
+        ]
+
+        def versus(variant, length, control="baseline"):
+            base = {"length": length, "query_aware": False}
+            return paired_estimate(
+                *(
+                    by_unit(rows, {**base, "variant": v}, _contains, unit=_needle)
+                    for v in (control, variant)
+                ),
+                side_names=(tn.VARIANT_LABELS[control], tn.VARIANT_LABELS[variant]),
+            )
+
+        short, long = params.get("short_length"), params.get("long_length")
+        return estimable(
+            {
+                **(
+                    {
+                        "tag-td": lambda: versus("td", short),
+                        "tag-td-definitions": lambda: versus("td", short, control="framing"),
+                        "tag-spacy": lambda: versus("td_tc_spacy", short),
+                        "tag-spacy-tags": lambda: versus(
+                            "td_tc_spacy", short, control=TAGS_CONTROL
+                        ),
+                    }
+                    if short
+                    else {}
+                ),
+                **(
+                    {
+                        "tag-spacy-long": lambda: versus("td_tc_spacy", long),
+                        "tag-spacy-tags-long": lambda: versus(
+                            "td_tc_spacy", long, control=TAGS_CONTROL
+                        ),
+                    }
+                    if long
+                    else {}
+                ),
+            }
+        )
+
+    def analyze(self, run: Run) -> TagResult:
+        """Everything the chapter shows from its answered parts (:func:`answered`): the grid
+        without query-aware prompts (``main``) and its accuracy, gains, drop rates and tag
+        overhead, the sized comparisons at ``long_length`` and ``short_length``, the findings
+        page's estimates and verdicts, the numbers the prose quotes (``quoted``) and the
+        statements it makes (``said``)."""
+        params, reader, results_dir = run.params, run.reader, run.results
+        seed, scored, stack = params["seed"], answered(run), stacked(run)
+        paper = paper_frame("tag_needles")
+        grid = scored["grid"]
+        main = grid[~grid["query_aware"]]
+        overheads, against_td = overhead(main, seed)
+        estimates = self.claims(run)
+        devices = ", ".join(sorted(set(grid["device"] + " " + grid["dtype"])))
+        view = TagResult(
+            label=reader.label,
+            params=params,
+            stack=stack,
+            paper=paper,
+            grid=grid,
+            main=main,
+            accuracy=grid_accuracy(main),
+            gains=tn.versus_baseline(main),
+            drops=tn.drop_rates(main, seed=seed),
+            overhead=overheads,
+            against_td=against_td,
+            stats=tag_stats(stack, params),
+            qac=query_aware(grid, params),
+            long=sized_comparison(scored["long"], params, paper, "long"),
+            short=sized_comparison(scored["short"], params, paper, "short"),
+            estimates=estimates,
+            verdicts=chapter_verdicts("tag_needles", estimates),
+            links=point_links(main, ("model", "variant", "length"), results_dir, EXPERIMENT),
+            provenance=(
+                f"{provenance(grid, results_dir, EXPERIMENT)} Generated on {devices}, greedy "
+                f"decoding, needle set `{params['needle_set']}`, seed {seed}."
+            ),
+            # One answer per question, variant, length, depth and query placement.
+            consistent=(
+                len(main) > 0
+                and not grid.duplicated(
+                    ["example_id", "variant", "length", "depth", "query_aware"]
+                ).any()
+            ),
+        )
+        view.quoted = quoted(
+            view.main,
+            view.gains,
+            view.drops,
+            view.against_td,
+            view.stats,
+            view.qac,
+            view.long,
+            view.short,
+            view.estimates,
+            params,
+        )
+        view.quoted.update(novelqa_paper_quotes(paper))
+        view.said = statements(view, params)
+        return view

@@ -52,23 +52,13 @@ from ...runner import Block, answer
 from ...tasks import kv_retrieval as kv
 from ...tasks import longbench_v2 as lb
 from ...tasks import multidoc_qa as qa
-from ..contract import ChapterResult, RunContext
+from ..contract import Chapter, ChapterResult, Run
 from . import method as cn
 
-ORDER = 5  # where longctx reproduce runs its headline blocks among the chapters
-NOTEBOOK = "notebooks/cnorm.py"
-# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
-# holds one of the claim's strings; a test checks every claim finds its blocks).
-CLAIM_BLOCKS = {
-    "cnorm-qa": ("C-NORM selection", "C-NORM QA"),
-    "cnorm-format": ("key-value formats",),
-    "cnorm-tokens": ("key-value formats",),
-}
 SELECTION = "cnorm_selection"
 QA = "cnorm_qa"
 KV = "cnorm_kv"
 ATTENTION = "cnorm_attention"
-EXPERIMENTS = (SELECTION, QA, KV, ATTENTION)  # the stores whose rows the chapter offers
 
 
 def qa_examples(params: dict) -> tuple[list[qa.QAExample], list[qa.QAExample]]:
@@ -185,7 +175,7 @@ def attention_items(params: dict) -> list[dict]:
     ]
 
 
-def plan(params: dict) -> list[Block]:
+def blocks(params: dict) -> list[Block]:
     evaluated, calibration = qa_examples(params)
 
     def qa_stage(rows: list[dict]) -> Block:
@@ -240,45 +230,6 @@ def plan(params: dict) -> list[Block]:
             )
         )
     return blocks
-
-
-def claims(ctx: RunContext) -> dict[str, Estimate]:
-    """C-NORM's claims, paired by question or example:
-
-    * ``cnorm-qa``: C-NORM minus baseline OAA on the evaluated questions, per question
-      averaged over its positions and orderings (the seeds reorder the same questions'
-      distractors, so the question is the unit);
-    * ``cnorm-format``: plain minus UUID ids at high density, per example over positions;
-    * ``cnorm-tokens``: the paper's statistic over the delimiter sweep, Pearson r between
-      tokens and accuracy over delimiters (:func:`token_correlation`).
-    """
-    params = ctx.params
-    evaluated = {e.example_id for e in qa.read_oracle()[: params["qa_questions"]]}
-    qa_rows = [
-        r
-        for r in ctx.rows(plan, QA)
-        if r["example_id"] in evaluated
-        and r["condition"]["num_documents"] == params["qa_documents"]
-        and r["condition"]["seed"] in params["qa_seeds"]
-    ]
-    kv_rows = ctx.rows(plan, KV)
-    high = {"density": "high", "num_pairs": params["kv_high_pairs"], "query_aware": False}
-    swept = swept_rows(kv_rows, params)
-    return estimable(
-        {
-            "cnorm-qa": lambda: paired_estimate(
-                by_unit(qa_rows, {"method": "baseline"}, qa.score),
-                by_unit(qa_rows, {"method": "C-NORM"}, qa.score),
-                side_names=("baseline", "C-NORM"),
-            ),
-            "cnorm-format": lambda: paired_estimate(
-                by_unit(kv_rows, {**high, "delimiter": "-"}, kv.score),
-                by_unit(kv_rows, {**high, "delimiter": ""}, kv.score),
-                side_names=("UUID", "plain text"),
-            ),
-            "cnorm-tokens": lambda: token_correlation(swept),
-        }
-    )
 
 
 def swept_rows(kv_rows: list[dict], params: dict) -> list[dict]:
@@ -932,84 +883,10 @@ class CnormResult(ChapterResult):
     contrast: Estimate
 
 
-def answered(ctx: RunContext) -> list[dict]:
+def answered(run: Run) -> list[dict]:
     """Every row of the chapter's plan for this run's reader (missing ones generated; the
     QA block is built from the stored attention rows)."""
-    return ctx.answered("plan", lambda: ctx.planned(plan))
-
-
-def analyze(ctx: RunContext) -> CnormResult:
-    """Everything the chapter shows from its stored rows: the delimiter selection, the QA
-    comparison, the Figure 2 format grid, the delimiter sweep and its correlations, the
-    attention profiles, the selection's stability, the findings page's estimates and
-    verdicts, the numbers the prose quotes (``quoted``) and the statements it makes
-    (``said``)."""
-    params, reader, results_dir = ctx.params, ctx.reader, Path(ctx.results)
-    answered(ctx)
-    chosen_rows = selection(params, results_dir, reader)
-    chosen, shortest, scores = choices(chosen_rows.to_dict("records"))
-    qa_rows = qa_table(results_dir, params, reader, chosen, shortest)
-    kv = kv_table(results_dir, reader)
-    grid = figure2(kv, params)
-    swept = sweep(kv, params, reader.label)
-    delimiters = by_delimiter(swept)
-    attention = attention_view(params, results_dir, reader)
-    stable, ratio_choice = stability(scores, chosen, params, results_dir, reader)
-    estimates = claims(ctx)
-    view = CnormResult(
-        label=reader.label,
-        estimates=estimates,
-        verdicts=chapter_verdicts("cnorm", estimates),
-        params=params,
-        results=results_dir,
-        selection=chosen_rows,
-        chosen=chosen,
-        shortest=shortest,
-        qa=qa_rows,
-        links=point_links(qa_rows, ("model", "method", "gold_index"), results_dir, QA),
-        qa_tests=qa_tests(qa_rows, params),
-        per_seed=oaa_opa(qa_rows, ["method", "seed"]),
-        kv=kv,
-        grid=grid,
-        effects=format_effects(grid),
-        swept=swept,
-        delimiters=delimiters,
-        correlations=correlations(swept, delimiters, params["seed"]),
-        attention=attention,
-        shares=attention_shares(attention),
-        stability=stable,
-        ratio_choice=ratio_choice,
-        contrast=format_contrast(swept_rows(ctx.rows(plan, KV), params)),
-        consistent=(
-            len(qa_rows) > 0
-            and not qa_rows.duplicated(
-                ["example_id", "method", "delimiter", "seed", "gold_index"]
-            ).any()
-        ),
-    )
-    view.quoted = quoted(
-        view.estimates,
-        view.selection,
-        view.chosen,
-        view.shortest,
-        view.qa,
-        view.qa_tests,
-        view.per_seed,
-        view.grid,
-        view.effects,
-        view.delimiters,
-        view.correlations,
-        view.shares,
-        view.stability,
-        view.ratio_choice,
-        params,
-        reader.label,
-    )
-    view.quoted.update(
-        {"cn-tokens": estimate_text(view.contrast), "cn-tokens-detail": view.contrast.detail}
-    )
-    view.said = statements(view, params, reader.label)
-    return view
+    return run.answered()
 
 
 def qa_text(view: CnormResult) -> FigureText:
@@ -1274,7 +1151,7 @@ def bench_tables(path: str = "data/bench/attention-cpu.json") -> list:
     ]
 
 
-def longbench_tables(view: CnormResult, ctx: RunContext) -> list:
+def longbench_tables(view: CnormResult, run: Run) -> list:
     """LongBench-v2 with and without C-NORM (the chosen delimiter) when ``longbench_data``
     names a copy: accuracy by difficulty and length; the RAG setting only when every question
     carries retrieved chunks."""
@@ -1289,7 +1166,7 @@ def longbench_tables(view: CnormResult, ctx: RunContext) -> list:
         limit=params["longbench_limit"] or None,
     )
     settings = ["base"] + (["rag"] if all(e.retrieved for e in examples) else [])
-    reader = ctx.reader
+    reader = run.reader
     tokenizer = load_tokenizer(reader.model)
     requests = [
         r
@@ -1308,7 +1185,7 @@ def longbench_tables(view: CnormResult, ctx: RunContext) -> list:
             method=method,
         )
     ]
-    ctx.answered("longbench", lambda: [Block("LongBench-v2", "cnorm_longbench_v2", requests)])
+    run.answered("longbench", lambda: [Block("LongBench-v2", "cnorm_longbench_v2", requests)])
     table = load_experiment(view.results, "cnorm_longbench_v2", score=lb.score, task=lb.TASK)
     return [lb.breakdown(table[table["model"] == reader.label]).round(1).reset_index()]
 
@@ -1326,3 +1203,131 @@ def stability_tables(view: CnormResult) -> list:
             "The delimiter chosen when the candidates are formatted at another ratio p.",
         ),
     ]
+
+
+class CNorm(Chapter):
+    """C-NORM chapter (context format and contextual normalization)."""
+
+    name = "cnorm"
+    order = 5  # where longctx reproduce runs its headline blocks among the chapters
+    notebook = "notebooks/cnorm.py"
+    claim_blocks = {
+        "cnorm-qa": ("C-NORM selection", "C-NORM QA"),
+        "cnorm-format": ("key-value formats",),
+        "cnorm-tokens": ("key-value formats",),
+    }
+    experiments = (SELECTION, QA, KV, ATTENTION)  # the stores whose rows the chapter offers
+
+    def plan(self, run: Run) -> list[Block]:
+        return blocks(run.params)
+
+    def claims(self, run: Run) -> dict[str, Estimate]:
+        """C-NORM's claims, paired by question or example:
+
+        * ``cnorm-qa``: C-NORM minus baseline OAA on the evaluated questions, per question
+          averaged over its positions and orderings (the seeds reorder the same questions'
+          distractors, so the question is the unit);
+        * ``cnorm-format``: plain minus UUID ids at high density, per example over positions;
+        * ``cnorm-tokens``: the paper's statistic over the delimiter sweep, Pearson r between
+          tokens and accuracy over delimiters (:func:`token_correlation`).
+        """
+        params = run.params
+        evaluated = {e.example_id for e in qa.read_oracle()[: params["qa_questions"]]}
+        qa_rows = [
+            r
+            for r in run.rows(QA)
+            if r["example_id"] in evaluated
+            and r["condition"]["num_documents"] == params["qa_documents"]
+            and r["condition"]["seed"] in params["qa_seeds"]
+        ]
+        kv_rows = run.rows(KV)
+        high = {"density": "high", "num_pairs": params["kv_high_pairs"], "query_aware": False}
+        swept = swept_rows(kv_rows, params)
+        return estimable(
+            {
+                "cnorm-qa": lambda: paired_estimate(
+                    by_unit(qa_rows, {"method": "baseline"}, qa.score),
+                    by_unit(qa_rows, {"method": "C-NORM"}, qa.score),
+                    side_names=("baseline", "C-NORM"),
+                ),
+                "cnorm-format": lambda: paired_estimate(
+                    by_unit(kv_rows, {**high, "delimiter": "-"}, kv.score),
+                    by_unit(kv_rows, {**high, "delimiter": ""}, kv.score),
+                    side_names=("UUID", "plain text"),
+                ),
+                "cnorm-tokens": lambda: token_correlation(swept),
+            }
+        )
+
+    def analyze(self, run: Run) -> CnormResult:
+        """Everything the chapter shows from its stored rows: the delimiter selection, the QA
+        comparison, the Figure 2 format grid, the delimiter sweep and its correlations, the
+        attention profiles, the selection's stability, the findings page's estimates and
+        verdicts, the numbers the prose quotes (``quoted``) and the statements it makes
+        (``said``)."""
+        params, reader, results_dir = run.params, run.reader, Path(run.results)
+        answered(run)
+        chosen_rows = selection(params, results_dir, reader)
+        chosen, shortest, scores = choices(chosen_rows.to_dict("records"))
+        qa_rows = qa_table(results_dir, params, reader, chosen, shortest)
+        kv = kv_table(results_dir, reader)
+        grid = figure2(kv, params)
+        swept = sweep(kv, params, reader.label)
+        delimiters = by_delimiter(swept)
+        attention = attention_view(params, results_dir, reader)
+        stable, ratio_choice = stability(scores, chosen, params, results_dir, reader)
+        estimates = self.claims(run)
+        view = CnormResult(
+            label=reader.label,
+            estimates=estimates,
+            verdicts=chapter_verdicts("cnorm", estimates),
+            params=params,
+            results=results_dir,
+            selection=chosen_rows,
+            chosen=chosen,
+            shortest=shortest,
+            qa=qa_rows,
+            links=point_links(qa_rows, ("model", "method", "gold_index"), results_dir, QA),
+            qa_tests=qa_tests(qa_rows, params),
+            per_seed=oaa_opa(qa_rows, ["method", "seed"]),
+            kv=kv,
+            grid=grid,
+            effects=format_effects(grid),
+            swept=swept,
+            delimiters=delimiters,
+            correlations=correlations(swept, delimiters, params["seed"]),
+            attention=attention,
+            shares=attention_shares(attention),
+            stability=stable,
+            ratio_choice=ratio_choice,
+            contrast=format_contrast(swept_rows(run.rows(KV), params)),
+            consistent=(
+                len(qa_rows) > 0
+                and not qa_rows.duplicated(
+                    ["example_id", "method", "delimiter", "seed", "gold_index"]
+                ).any()
+            ),
+        )
+        view.quoted = quoted(
+            view.estimates,
+            view.selection,
+            view.chosen,
+            view.shortest,
+            view.qa,
+            view.qa_tests,
+            view.per_seed,
+            view.grid,
+            view.effects,
+            view.delimiters,
+            view.correlations,
+            view.shares,
+            view.stability,
+            view.ratio_choice,
+            params,
+            reader.label,
+        )
+        view.quoted.update(
+            {"cn-tokens": estimate_text(view.contrast), "cn-tokens-detail": view.contrast.detail}
+        )
+        view.said = statements(view, params, reader.label)
+        return view

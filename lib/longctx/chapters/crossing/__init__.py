@@ -48,19 +48,10 @@ from ...report import format_p, points_ci
 from ...results import comparable_rows, provenance, rows_table
 from ...runner import Block, all_requests
 from ...tasks import multidoc_qa as qa
-from ..contract import ChapterResult, RunContext
+from ..contract import Chapter, ChapterResult, Run
 from . import factorial as X
 
-ORDER = 7  # where longctx reproduce runs its headline blocks among the chapters
-NOTEBOOK = "notebooks/crossing.py"
-# The claims-scale blocks each claim's rows come from (a block serves a claim when its name
-# holds one of the claim's strings; a test checks every claim finds its blocks).
-CLAIM_BLOCKS = {
-    f"crossing-{factor}": ("cells x",)
-    for factor in ("position", "format", "tags", "distractors", "filler", "query_aware")
-}
 EXPERIMENT = "crossing"
-EXPERIMENTS = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
 FACTOR_ORDER = ("distractors", "format", "tags", "position", "filler", "query_aware")
 
 
@@ -153,7 +144,7 @@ def examples(params: dict) -> list[T.Example]:
     return [qa.to_example(e) for e in attached]
 
 
-def plan(params: dict) -> list[Block]:
+def blocks(params: dict) -> list[Block]:
     d = design(params)
     reqs = X.requests(d, examples(params), order=[f.name for f in d.factors])
     # Example by example: effects are clustered by question, so a partial run must hold whole ones.
@@ -166,36 +157,6 @@ def plan(params: dict) -> list[Block]:
             whole_units=True,
         )
     ]
-
-
-def claims(ctx: RunContext) -> dict[str, Estimate]:
-    """Each factor's main effect as a paired difference, ``crossing-<factor>``: per question,
-    accuracy over the cells at the factor's high level minus over those at its low level (in
-    the balanced fraction this is the GEE main effect; the interval resamples questions)."""
-    params = ctx.params
-    d = design(params)
-    cells = {tuple(sorted(d.levels(c).items())) for c in d.cells}
-    keep = {q.example_id for q in qa.read_oracle()[: params["num_questions"]]}
-    rows = [
-        r
-        for r in ctx.rows(plan, EXPERIMENT)
-        if r["example_id"] in keep
-        and r["condition"].get("num_documents") == params["num_documents"]
-        and tuple(sorted(r["condition"].get("crossing", {}).items())) in cells
-    ]
-
-    def main_effect(factor):
-        side = {
-            level: by_unit(
-                [r for r in rows if r["condition"]["crossing"][factor.name] == level], {}, qa.score
-            )
-            for level in (factor.low, factor.high)
-        }
-        return paired_estimate(
-            side[factor.low], side[factor.high], side_names=(factor.low, factor.high)
-        )
-
-    return estimable({f"crossing-{f.name}": lambda f=f: main_effect(f) for f in d.factors})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -612,61 +573,9 @@ class CrossingResult(ChapterResult):
     provenance: str
 
 
-def planned(ctx: RunContext) -> list[Block]:
-    return ctx.planned(plan)
-
-
-def answered(ctx: RunContext) -> list[dict]:
+def answered(run: Run) -> list[dict]:
     """Every row of the chapter's plan for this run's reader (missing ones generated)."""
-    return ctx.answered("plan", lambda: planned(ctx))
-
-
-def analyze(ctx: RunContext) -> CrossingResult:
-    """Everything the chapter shows, from this reader's rows and those of
-    ``ctx.compare_with`` (model, backend; this reader when none) stored for the same
-    prompts: the paired main effects with their verdicts, the interactions as per-question
-    contrasts, the logistic check, the two-reader comparison, the numbers the prose quotes
-    (``quoted``) and the statements it makes (``said``)."""
-    params, reader, results_dir = ctx.params, ctx.reader, ctx.results
-    second_reader = ctx.compare_with or (reader.model, reader.backend.name)
-    rows, requests = answered(ctx), all_requests(planned(ctx))
-    d = design(params)
-    table = rows_table(rows, qa.score)
-    estimates = claims(ctx)
-    fx = X.contrast_effects(table, d)
-    found = interactions(fx)
-    labels = (reader.label, model_label(*second_reader))
-    others = comparable_rows(
-        results_dir, EXPERIMENT, requests, exclude=reader.results_folder(results_dir)
-    )
-    readers = reader_view(table, others, params, labels)
-    view = CrossingResult(
-        label=reader.label,
-        estimates=estimates,
-        verdicts=chapter_verdicts("crossing", estimates),
-        design=d,
-        table=table,
-        second_reader=second_reader,
-        prompts=len(requests),
-        main=main_effects(estimates, params, {c.id: c for c in read_claims()}),
-        fx=fx,
-        logit=X.effects(table, d, family="logistic", interactions=False),
-        interactions=found,
-        top=found.loc[found["estimate"].abs().idxmax()],
-        labels=labels,
-        readers=readers,
-        expected={f.name: f.expected for f in d.factors},
-        provenance="**Data.** "
-        + provenance(
-            pd.concat([table, readers["table"]], ignore_index=True), results_dir, EXPERIMENT
-        ),
-        consistent=len(rows) == len(requests) == len({r["key"] for r in rows}),
-    )
-    view.quoted = quoted(
-        view.table, view.main, view.fx, view.logit, view.readers, params, view.labels
-    )
-    view.said = statements(view)
-    return view
+    return run.answered()
 
 
 def forest_text(view: CrossingResult) -> FigureText:
@@ -777,3 +686,97 @@ def readers_figure(view: CrossingResult):
         levels={f.name: (f.high, f.low) for f in view.design.factors},
         title=f"Main effects of two readers, {len(view.readers['shared'])} shared questions",
     )
+
+
+class Crossing(Chapter):
+    """Crossing chapter: six manipulations from the five papers, two levels each, crossed on"""
+
+    name = "crossing"
+    order = 7  # where longctx reproduce runs its headline blocks among the chapters
+    notebook = "notebooks/crossing.py"
+    claim_blocks = {
+        f"crossing-{factor}": ("cells x",)
+        for factor in ("position", "format", "tags", "distractors", "filler", "query_aware")
+    }
+    experiments = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
+
+    def plan(self, run: Run) -> list[Block]:
+        return blocks(run.params)
+
+    def claims(self, run: Run) -> dict[str, Estimate]:
+        """Each factor's main effect as a paired difference, ``crossing-<factor>``: per question,
+        accuracy over the cells at the factor's high level minus over those at its low level (in
+        the balanced fraction this is the GEE main effect; the interval resamples questions)."""
+        params = run.params
+        d = design(params)
+        cells = {tuple(sorted(d.levels(c).items())) for c in d.cells}
+        keep = {q.example_id for q in qa.read_oracle()[: params["num_questions"]]}
+        rows = [
+            r
+            for r in run.rows(EXPERIMENT)
+            if r["example_id"] in keep
+            and r["condition"].get("num_documents") == params["num_documents"]
+            and tuple(sorted(r["condition"].get("crossing", {}).items())) in cells
+        ]
+
+        def main_effect(factor):
+            side = {
+                level: by_unit(
+                    [r for r in rows if r["condition"]["crossing"][factor.name] == level],
+                    {},
+                    qa.score,
+                )
+                for level in (factor.low, factor.high)
+            }
+            return paired_estimate(
+                side[factor.low], side[factor.high], side_names=(factor.low, factor.high)
+            )
+
+        return estimable({f"crossing-{f.name}": lambda f=f: main_effect(f) for f in d.factors})
+
+    def analyze(self, run: Run) -> CrossingResult:
+        """Everything the chapter shows, from this reader's rows and those of
+        ``run.compare_with`` (model, backend; this reader when none) stored for the same
+        prompts: the paired main effects with their verdicts, the interactions as per-question
+        contrasts, the logistic check, the two-reader comparison, the numbers the prose quotes
+        (``quoted``) and the statements it makes (``said``)."""
+        params, reader, results_dir = run.params, run.reader, run.results
+        second_reader = run.compare_with or (reader.model, reader.backend.name)
+        rows, requests = answered(run), all_requests(run.planned())
+        d = design(params)
+        table = rows_table(rows, qa.score)
+        estimates = self.claims(run)
+        fx = X.contrast_effects(table, d)
+        found = interactions(fx)
+        labels = (reader.label, model_label(*second_reader))
+        others = comparable_rows(
+            results_dir, EXPERIMENT, requests, exclude=reader.results_folder(results_dir)
+        )
+        readers = reader_view(table, others, params, labels)
+        view = CrossingResult(
+            label=reader.label,
+            estimates=estimates,
+            verdicts=chapter_verdicts("crossing", estimates),
+            design=d,
+            table=table,
+            second_reader=second_reader,
+            prompts=len(requests),
+            main=main_effects(estimates, params, {c.id: c for c in read_claims()}),
+            fx=fx,
+            logit=X.effects(table, d, family="logistic", interactions=False),
+            interactions=found,
+            top=found.loc[found["estimate"].abs().idxmax()],
+            labels=labels,
+            readers=readers,
+            expected={f.name: f.expected for f in d.factors},
+            provenance="**Data.** "
+            + provenance(
+                pd.concat([table, readers["table"]], ignore_index=True), results_dir, EXPERIMENT
+            ),
+            consistent=len(rows) == len(requests) == len({r["key"] for r in rows}),
+        )
+        view.quoted = quoted(
+            view.table, view.main, view.fx, view.logit, view.readers, params, view.labels
+        )
+        view.said = statements(view)
+        return view
