@@ -108,6 +108,7 @@ glue_figure("fig-backends", page.figure(view), page.figure_text(view))
 show(*page.agreement_table(view))
 
 # %% [markdown]
+# (backends-speed)=
 # ## Speed
 #
 # `make bench` (`scripts/bench_backends.py`) sends the same prompts through four paths in
@@ -121,6 +122,32 @@ show(*page.agreement_table(view))
 
 # %% tags=["hide-input"]
 show(*page.speed_table(view))
+
+# %% [markdown]
+# (backends-readers)=
+# ## Speed of a reader's claims
+#
+# What a new reader's claims cost on a CPU, and which backend to run them on, comes from
+# `scripts/bench_readers.py`: it sends the same claims-scale prompts (the competition's
+# matched control and 20-document QA) through each model and backend by the runner itself,
+# and `longctx reproduce --scale claims --dry-run` reads its file to estimate each claim's
+# time. A reader runs its claims on the faster backend of its model, and a model keeps one
+# column for every claim once its rows have started on one backend.
+
+# %% tags=["hide-input"]
+show(*page.readers_table())
+
+# %% [markdown]
+# (backends-gpu)=
+# ## Throughput on a GPU
+#
+# The committed rows made on a GPU (transformers engine, length-sorted batches within a
+# token budget) say how fast each reader read each chapter's prompts there, from their own
+# timings: long prompts with short answers (key-value records, filler at 16K tokens) read
+# fastest per token, short prompts whose batch waits for one long answer slowest.
+
+# %% tags=["hide-input"]
+show(*page.gpu_throughput_table(resolve(results_dir)))
 
 # %% tags=["remove-cell"]
 check_statements("backends", view.said, view.book_run)

@@ -24,6 +24,7 @@ from .report import format_p, pct, points_ci
 from .requests import request_identity
 from .results import backend_agreement
 from .runner import stored
+from .store import ResultsStore
 from .tasks import kv_retrieval as kv
 from .tasks import multidoc_qa as qa
 
@@ -37,6 +38,7 @@ PATHS = {
     "openai": "OpenAI client -> llama.cpp server",
 }
 WORKLOADS = {"kv": "key-value (prefill-bound)", "varsum": "VarSum (decode-bound)"}
+READERS_BENCH = "data/bench/readers-cpu.json"  # written by scripts/bench_readers.py
 
 
 # the chapters as the page names them
@@ -306,3 +308,72 @@ def figure(view: SimpleNamespace):
     right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     right.invert_yaxis()
     return fig
+
+
+def readers_table(path: str | Path = READERS_BENCH) -> tuple[pd.DataFrame, str]:
+    """The claims scale's speed per reader (``scripts/bench_readers.py``'s file): the same
+    claims prompts through each model and backend by the runner itself, with each backend's
+    time and answers against the model's first backend measured."""
+    bench = json.loads((repo_root() / path).read_text())
+    firsts = {m["model"]: key for key, m in reversed(bench.items())}
+    table = pd.DataFrame(
+        [
+            {
+                "model": m["model"],
+                "backend": m["backend"],
+                "dtype": m["run_params"].get("dtype", ""),
+                "prompts": m["prompts"],
+                "prompt tokens": f"{m['prompt_tokens']:,}",
+                "seconds": m["seconds"],
+                "prompt tokens/s": m["prompt_tokens_per_s"],
+                "x first backend": m["speedup_vs_first"],
+                "same answer as first": "(the first)"
+                if firsts[m["model"]] == key
+                else f"{m['same_answer_as_first']} of {m['prompts']}",
+                "measured": m["date"],
+            }
+            for key, m in bench.items()
+        ]
+    )
+    first = next(iter(bench.values()))
+    note = (
+        f"{path}: {first['threads']} threads of an {first['cpu']}; prompts of the claims "
+        f"scale's blocks {', '.join(f'{c} ({b})' for c, b in first['blocks'].items())}; "
+        "tokens per second count decoding in; each model's first backend is its hf row."
+    )
+    return table, note
+
+
+def gpu_throughput_table(results_dir: str | Path) -> tuple[pd.DataFrame, str]:
+    """End-to-end throughput of the committed rows made on a GPU, from their own timings:
+    per reader and store, the prompts, their mean prompt tokens, the median batch and the
+    prompt tokens read per second of batch time (decoding included)."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for store in ResultsStore.all_under(results_dir):
+        for row in store.rows():
+            params = row.get("params", {})
+            if str(params.get("device", "")).startswith("cuda") and row.get("seconds_per_prompt"):
+                groups.setdefault((store.dir.parent.name, store.dir.name), []).append(row)
+    table = pd.DataFrame(
+        [
+            {
+                "reader": folder,
+                "store": experiment,
+                "dtype": rows[0]["params"].get("dtype", ""),
+                "prompts": len(rows),
+                "mean prompt tokens": round(sum(r["prompt_tokens"] for r in rows) / len(rows)),
+                "median batch": int(pd.Series([r["batch_size"] for r in rows]).median()),
+                "prompt tokens/s": round(
+                    sum(r["prompt_tokens"] for r in rows)
+                    / sum(r["seconds_per_prompt"] for r in rows)
+                ),
+            }
+            for (folder, experiment), rows in sorted(groups.items())
+        ]
+    )
+    note = (
+        "Committed rows whose parameters name a CUDA device; prompt tokens per second of "
+        "each row's share of its batch's wall time, decoding included (the batch waits for "
+        "its longest answer), so short prompts with long answers read slowest."
+    )
+    return table, note
