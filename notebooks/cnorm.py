@@ -112,7 +112,7 @@ page = setup("cnorm", globals())
 chapter, reader = page.module, page.reader
 
 # %% [markdown]
-# The chapter's prompts come from `longctx.chapters.cnorm.plan`, which `longctx reproduce`
+# The prompts come from the chapter's `plan` (`longctx.chapters.cnorm`), which `longctx reproduce`
 # also uses: the attention scores of the calibration prompts first, then the QA prompts
 # built with the delimiter they select, the key-value grid and sweep, Figure 4's attention
 # and the selection at other ratios. Stored rows are reused; the model is loaded only for

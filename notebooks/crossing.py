@@ -91,8 +91,8 @@ page = setup("crossing", globals())
 chapter, reader = page.module, page.reader
 
 # %% [markdown]
-# The prompts come from `longctx.chapters.crossing.plan` (shared with `longctx
-# reproduce`); stored rows are reused, and the model is loaded only for missing ones.
+# The prompts come from the chapter's `plan` (`longctx.chapters.crossing`), shared with
+# `longctx reproduce`; stored rows are reused, and the model is loaded only for missing ones.
 
 # %% tags=["hide-input"]
 run = page.run((second_reader, second_backend), batch_size=batch_size, token_budget=token_budget)

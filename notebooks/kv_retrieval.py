@@ -74,17 +74,17 @@ from longctx.page import setup
 from longctx.report import glue_all, say, show
 
 page = setup("kv_retrieval", globals())
-chapter, reader = page.module, page.reader
+numbers, sections, reader = page.numbers, page.sections, page.reader
 
 # %% [markdown]
-# Every prompt of this chapter comes from one library call, `longctx.chapters.kv_retrieval.plan`,
-# which `longctx reproduce` also uses, so a run outside the notebook (e.g. on a GPU) stores
+# Every prompt of this chapter comes from one library call, the chapter's `plan`
+# (`longctx.chapters.kv_retrieval`), which `longctx reproduce` also uses, so a run outside the notebook (e.g. on a GPU) stores
 # exactly the rows the notebook looks up. Rows already stored are reused; only missing ones
 # are generated, and the model is loaded only then.
 
 # %% tags=["hide-input"]
 run = page.run((second_reader, reader.backend.name), batch_size=batch_size, params={"seed": seed})
-rows = chapter.answered(run)
+rows = run.answered()
 
 # %% tags=["remove-cell"]
 view = page.chapter.analyze(run)
@@ -92,7 +92,7 @@ glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig-kv-position", chapter.figure(view), chapter.figure_text(view))
+page.glue_figure("fig-kv-position", sections.figure(view), sections.figure_text(view))
 
 # %% [markdown]
 # ```{glue:md} fig-kv-position
@@ -133,9 +133,9 @@ say(view.provenance)
 # are 95% percentile bootstraps over records, p a two-sided sign-flip test.
 
 # %% tags=["hide-input"]
-show(chapter.headline_table(view.estimates))
+show(sections.headline_table(view.estimates))
 show(
-    chapter.cells_table(view.cells),
+    sections.cells_table(view.cells),
     caption="The four headline cells: accuracy with 95% Wilson intervals.",
 )
 
@@ -154,7 +154,7 @@ show(page.paper("lost_in_the_middle_kv"))
 # both comparisons:
 
 # %% tags=["hide-input"]
-show(chapter.sizing(view.estimates))
+show(numbers.sizing(view.estimates))
 
 # %% [markdown]
 # ## The full position grid at 10 and 30 pairs
@@ -164,7 +164,7 @@ show(chapter.sizing(view.estimates))
 # not a finding.
 
 # %% tags=["hide-input"]
-show(*chapter.grid(view.summary, page.params, reader.label))
+show(*sections.grid(view.summary, page.params, reader.label))
 
 # %% [markdown]
 # (kv-paper-grid)=
@@ -179,13 +179,13 @@ show(*chapter.grid(view.summary, page.params, reader.label))
 # CHAPTERS=kv_retrieval` makes them for any reader.
 
 # %% tags=["remove-cell"]
-paper_view = chapter.paper_grid(page.scale("paper"), reader, page.results)
+paper_view = numbers.paper_grid(page.scale("paper"), reader, page.results)
 glue_all(paper_view.quoted)
 if paper_view.available:
     page.glue_figure(
         "fig-kv-paper-grid",
-        chapter.paper_figure(paper_view),
-        chapter.paper_figure_text(paper_view),
+        sections.paper_figure(paper_view),
+        sections.paper_figure_text(paper_view),
     )
 else:
     page.glue_missing(
@@ -199,7 +199,7 @@ else:
 
 # %% tags=["remove-input"]
 if paper_view.available:
-    show(*chapter.grid(paper_view.summary, page.scale("paper"), reader.label, False))
+    show(*sections.grid(paper_view.summary, page.scale("paper"), reader.label, False))
 say(f"Rows: {paper_view.note}.")
 
 # %% [markdown]
@@ -225,7 +225,7 @@ say(f"Rows: {paper_view.note}.")
 # each row records.
 
 # %% tags=["hide-input"]
-show(chapter.speed(view.table, rows))
+show(sections.speed(view.table, rows))
 
 # %% [markdown]
 # ## What a wrong answer looks like

@@ -124,7 +124,7 @@ page = setup("length_alone", globals())
 chapter, reader, paper = page.module, page.reader, page.paper("length_alone")
 
 # %% [markdown]
-# The chapter's prompts come from `longctx.chapters.length_alone.plan`, shared with
+# The prompts come from the chapter's `plan` (`longctx.chapters.length_alone`), shared with
 # `longctx reproduce`; rows already stored are reused and only missing ones generated.
 
 # %% tags=["hide-input"]

@@ -84,7 +84,7 @@ page = setup("multidoc_qa", globals())
 chapter, reader, paper = page.module, page.reader, page.paper("lost_in_the_middle_qa")
 
 # %% [markdown]
-# The prompts come from `longctx.chapters.multidoc_qa.plan`, shared with `longctx
+# The prompts come from the chapter's `plan` (`longctx.chapters.multidoc_qa`), shared with `longctx
 # reproduce`; stored rows are reused and the model is loaded only for missing ones.
 # Generation stops at the first newline that ends a non-blank line, since only the first
 # line is scored.

@@ -792,3 +792,22 @@ def test_a_plan_without_a_reader_is_built_once_for_every_reader_of_a_process(mon
     run = Run.of(sized, Reader(models[1]), n=12)
     run.planned()
     assert run.tokenizer() == f"tokenizer of {models[1]}"
+
+
+def test_findings_the_matrix_and_reproduce_load_no_chapters_sections():
+    """A chapter's tables and figures (its ``sections``) are the page's alone: discovering
+    every chapter, as findings, the matrix and ``longctx reproduce`` do, loads its class,
+    design and numbers but no ``sections`` module (discovery imports by name, which
+    ``lint-imports`` cannot follow, so this checks the running process)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "import longctx.findings, longctx.matrix, longctx.reproduce\n"
+        "from longctx.chapters import contracts\n"
+        "assert len(contracts()) >= 7\n"
+        "print(sorted(m for m in sys.modules if m.endswith('.sections')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr

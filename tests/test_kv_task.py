@@ -161,17 +161,17 @@ def test_the_paper_grid_reads_the_gpu_rows_and_names_the_same_numbers_without_th
     """The key-value chapter's paper-scale grid: the committed GPU rows fill every cell with
     100 records and the chapter's words hold on them; a reader without such rows gets the
     same glue keys, marked n/a, so its page still builds."""
-    from longctx.chapters import get_chapter, scale
+    from longctx.chapters import scale
+    from longctx.chapters.kv_retrieval import numbers
     from longctx.paths import resolve
 
-    chapter = get_chapter("kv_retrieval")
     params = scale("kv_retrieval", "paper")
-    view = chapter.paper_grid(params, Reader(), resolve("data/results"))
+    view = numbers.paper_grid(params, Reader(), resolve("data/results"))
     assert view.available and view.n_rows == view.expected == 2000
     assert set(view.summary["n"]) == {100} and all(view.said.values())
     # Hand-read from the rows: 94 of 100 first, 45 of 100 in the middle (75 pairs, query at end)
     cells = view.summary.set_index(["num_pairs", "query", "depth"])["accuracy"]
     assert cells[75, "query at end", 0.0] == 0.94 and cells[75, "query at end", 0.5] == 0.45
     assert "cuda, bfloat16" in view.note
-    empty = chapter.paper_grid(params, Reader("smollm2-135m-instruct"), resolve("data/results"))
+    empty = numbers.paper_grid(params, Reader("smollm2-135m-instruct"), resolve("data/results"))
     assert not empty.available and set(empty.quoted) == set(view.quoted)

@@ -78,10 +78,10 @@ def test_tagging_curve_and_changes_are_claude_35_at_the_shared_lengths():
 
 
 def test_the_kv_worst_case_is_read_once_from_the_papers_table():
-    from longctx.chapters import kv_retrieval
+    from longctx.chapters.kv_retrieval import numbers, sections
 
-    assert kv_retrieval.paper_worst_case() == pytest.approx(0.456)  # Section 4.2: "45.6%"
-    label, level, style = kv_retrieval.paper_worst_reference()
+    assert numbers.paper_worst_case() == pytest.approx(0.456)  # Section 4.2: "45.6%"
+    label, level, style = sections.paper_worst_reference()
     assert (label, level) == ("paper's worst case, any model (45.6%)", pytest.approx(45.6))
 
 

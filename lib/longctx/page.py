@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from importlib import import_module
+from importlib.util import find_spec
 from pathlib import Path
 from types import ModuleType
 
@@ -47,6 +49,22 @@ class Page:
     def module(self) -> ModuleType:
         """The chapter's module: the tables and figures the page shows."""
         return self.chapter.module
+
+    @property
+    def numbers(self) -> ModuleType:
+        """What the chapter's analysis computes: its package's ``numbers`` module (the
+        chapter's one module where it is not yet a package)."""
+        return self._part("numbers")
+
+    @property
+    def sections(self) -> ModuleType:
+        """The chapter's tables and figures, which only its page reaches: its package's
+        ``sections`` module (the chapter's one module where it is not yet a package)."""
+        return self._part("sections")
+
+    def _part(self, part: str) -> ModuleType:
+        name = f"{self.chapter.module.__name__}.{part}"
+        return import_module(name) if find_spec(name) is not None else self.chapter.module
 
     @property
     def book_run(self) -> bool:

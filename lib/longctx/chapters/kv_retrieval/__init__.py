@@ -1,0 +1,134 @@
+"""Key-value retrieval chapter (Lost in the Middle, sections 3 and 4.2).
+
+Headline: gold pair first vs in the middle at the largest number of pairs, with and
+without query-aware contextualization; the rest of the position grid follows. The chapter is
+one package: :mod:`.design` (the blocks), :mod:`.numbers` (what the analysis computes) and
+:mod:`.sections` (tables and figures for the page), and here its class.
+"""
+
+from __future__ import annotations
+
+from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
+from ...errors import ParameterError
+from ...report import params_text
+from ...results import comparable_rows, point_links, provenance
+from ...runner import Block, all_requests
+from ...tasks import kv_retrieval as kv
+from ..contract import Chapter, Run
+from .design import EXPERIMENT, HEADLINE_DEPTHS, blocks, examples_for, per_size
+from .numbers import (
+    POINT_KEYS,
+    KeyValueResult,
+    accuracy,
+    answered,
+    error_kinds,
+    headline_cells,
+    quoted,
+    reader_comparison,
+    scored,
+    statements,
+)
+
+
+class KeyValueRetrieval(Chapter):
+    """Key-value retrieval chapter (Lost in the Middle, sections 3 and 4.2)."""
+
+    name = "kv_retrieval"
+    order = 1  # where longctx reproduce runs its headline blocks among the chapters
+    notebook = "notebooks/kv_retrieval.py"
+    claim_blocks = {
+        "litm-kv-middle": ("query at end",),
+        "litm-kv-query-aware": ("query at end", "query-aware"),
+    }
+    experiments = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
+
+    def plan(self, run: Run) -> list[Block]:
+        return blocks(run.params)
+
+    def check(self, run: Run) -> None:
+        """Before any work: the claims compare gold first and in the middle at the largest size."""
+        params = run.params
+        largest = max(params["num_pairs"])
+        positions = per_size(params, "gold_positions", largest)
+        missing = [d for d in HEADLINE_DEPTHS if d not in positions]
+        if missing:
+            raise ParameterError(
+                f"gold_positions for {largest} pairs is {positions}; the chapter compares the gold "
+                f"pair first and in the middle there, so it needs depths {list(HEADLINE_DEPTHS)}"
+            )
+
+    def claims(self, run: Run) -> dict[str, Estimate]:
+        """The paper's two key-value claims at the largest size, on that size's examples, paired
+        by record: gold in the middle minus first (query after the data), and query-aware minus
+        query at the end with the gold pair in the middle."""
+        params = run.params
+        largest = max(params["num_pairs"])
+        examples, source = examples_for(largest, params)
+        keep = {ex.example_id for ex in examples}
+        rows = [r for r in run.rows(EXPERIMENT) if r["example_id"] in keep]
+        first, middle = (
+            kv.position_indices(largest, [HEADLINE_DEPTHS[0]])[0],
+            kv.position_indices(largest, [0.5])[0],
+        )
+        base = {"source": source, "num_pairs": largest}
+
+        def side(gold_index, query_aware):
+            return by_unit(
+                rows, {**base, "gold_index": gold_index, "query_aware": query_aware}, kv.score
+            )
+
+        return estimable(
+            {
+                "litm-kv-middle": lambda: paired_estimate(
+                    side(first, False), side(middle, False), side_names=("first", "middle")
+                ),
+                "litm-kv-query-aware": lambda: paired_estimate(
+                    side(middle, False),
+                    side(middle, True),
+                    side_names=("query at end", "query-aware"),
+                ),
+            }
+        )
+
+    def analyze(self, run: Run) -> KeyValueResult:
+        """Everything the chapter shows, computed from its rows and those other readers and
+        backends stored for the same prompts (one more line each in the figure): tables, the
+        headline estimates and their verdicts, the numbers the prose quotes (``quoted``) and the
+        statements it makes in words (``said``). ``run.compare_with`` names the second reader of
+        the reader comparison."""
+        params, reader, results_dir = run.params, run.reader, run.results
+        rows, requests = answered(run), all_requests(run.planned())
+        others = comparable_rows(
+            results_dir, EXPERIMENT, requests, exclude=reader.results_folder(results_dir)
+        )
+        table, everything = scored(rows, params), scored(rows + others, params)
+        summary, errors = accuracy(table), error_kinds(table)
+        estimates = self.claims(run)
+        verdicts = chapter_verdicts("kv_retrieval", estimates)
+        cells = headline_cells(summary, params, reader.label)
+        second = run.compare_with[0] if run.compare_with else reader.label
+        return KeyValueResult(
+            label=reader.label,
+            estimates=estimates,
+            verdicts=verdicts,
+            table=table,
+            everything=everything,
+            summary=summary,
+            errors=errors,
+            cells=cells,
+            quoted=quoted(estimates, cells, summary, errors, params, reader.label),
+            said=statements(
+                estimates, verdicts, cells, summary, table, errors, params, reader.label
+            ),
+            provenance=(
+                f"**Data.** {provenance(everything, results_dir, EXPERIMENT)} Greedy decoding, "
+                f"prompts from `lib/longctx/prompts/`; parameters: {params_text(params)}."
+            ),
+            readers=reader_comparison(everything, (reader.label, second)),
+            links=point_links(everything, POINT_KEYS, results_dir, EXPERIMENT),
+            consistent=(
+                len(rows) == len(requests) == len({r["key"] for r in rows})
+                and (summary["ci_low"] <= summary["accuracy"]).all()
+                and (summary["accuracy"] <= summary["ci_high"]).all()
+            ),
+        )
