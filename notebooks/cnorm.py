@@ -109,7 +109,7 @@ from longctx.report import glue_all, say, show, show_all
 from longctx.results import provenance
 
 page = setup("cnorm", globals())
-chapter, reader = page.module, page.reader
+design, numbers, sections, reader = page.design, page.numbers, page.sections, page.reader
 
 # %% [markdown]
 # The prompts come from the chapter's `plan` (`longctx.chapters.cnorm`), which `longctx reproduce`
@@ -120,7 +120,7 @@ chapter, reader = page.module, page.reader
 
 # %% tags=["hide-input"]
 run = page.run(batch_size=batch_size, params={"seed": seed})
-rows = chapter.answered(run)
+rows = numbers.answered(run)
 say(f"{len(rows):,} rows answered or read from the store.")
 
 # %% tags=["remove-cell"]
@@ -144,17 +144,19 @@ page.glue_verdicts(view.estimates)
 # takes the reformatting delimiter whose prompts have the fewest tokens instead.
 
 # %% tags=["hide-input"]
-show_all(chapter.selection_tables(view))
+show_all(sections.selection_tables(view))
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig-cnorm-qa", chapter.qa_figure(view), chapter.qa_text(view))
+page.glue_figure("fig-cnorm-qa", sections.qa_figure(view), sections.qa_text(view))
 page.glue_figure(
-    "fig-cnorm-formats", chapter.formats_figure(view, model), chapter.formats_text(view)
+    "fig-cnorm-formats", sections.formats_figure(view, model), sections.formats_text(view)
 )
-page.glue_figure("fig-cnorm-tokens", chapter.tokens_figure(view, model), chapter.tokens_text(view))
+page.glue_figure(
+    "fig-cnorm-tokens", sections.tokens_figure(view, model), sections.tokens_text(view)
+)
 if view.attention:
     page.glue_figure(
-        "fig-cnorm-attention", chapter.attention_figure(view), chapter.attention_text(view)
+        "fig-cnorm-attention", sections.attention_figure(view), sections.attention_text(view)
     )
 else:
     page.glue_missing("fig-cnorm-attention", "No attention rows are stored for this reader.")
@@ -186,14 +188,14 @@ say(
 # question's mean difference.
 
 # %% tags=["hide-input"]
-show(chapter.with_ci(view.qa_tests))
+show(sections.with_ci(view.qa_tests))
 
 # %% [markdown]
 # **How n was chosen.** From the observed per-question differences (averaged over positions
 # and orderings), the questions a 95% interval of at most 10 points on each side needs:
 
 # %% tags=["hide-input"]
-show(chapter.qa_sizing(view.estimates))
+show(sections.qa_sizing(view.estimates))
 
 # %% [markdown]
 # **OAA and OPA per seed and method.** Intervals: OAA bootstraps whole questions, OPA is
@@ -201,10 +203,10 @@ show(chapter.qa_sizing(view.estimates))
 # positions (the per-position variance the reviewers asked for).
 
 # %% tags=["hide-input"]
-show_all(chapter.seed_tables(view))
+show_all(sections.seed_tables(view))
 
 # %% tags=["remove-input"]
-say("**Data.** " + provenance(view.qa, page.results, chapter.QA))
+say("**Data.** " + provenance(view.qa, page.results, design.QA))
 
 # %% [markdown]
 # (cnorm-formats)=
@@ -217,7 +219,7 @@ say("**Data.** " + provenance(view.qa, page.results, chapter.QA))
 # paired by example and position. One prompt (modified UUID):
 
 # %% tags=["hide-input"]
-show_all(chapter.formats_tables(view))
+show_all(sections.formats_tables(view))
 
 # %% [markdown]
 # **The paper's numbers** (only those its text states; the bars of Figure 2 carry no
@@ -238,7 +240,7 @@ show(paper[paper["source"].str.startswith("Figure 2")].drop(columns=["source"]))
 # mean differences.
 
 # %% tags=["hide-input"]
-show(chapter.with_ci(view.effects))
+show(sections.with_ci(view.effects))
 
 # %% [markdown]
 # (cnorm-tokens)=
@@ -257,7 +259,7 @@ show(chapter.with_ci(view.effects))
 # example) is exploratory: it was defined with its data.
 
 # %% tags=["hide-input"]
-show(*chapter.sweep_table(view))
+show(*sections.sweep_table(view))
 
 # %% [markdown]
 # ```{glue:md} fig-cnorm-tokens
@@ -265,7 +267,7 @@ show(*chapter.sweep_table(view))
 # ```
 
 # %% tags=["hide-input"]
-show(*chapter.correlation_shown(view))
+show(*sections.correlation_shown(view))
 
 # %% [markdown]
 # ## Where the last token looks (Figure 4)
@@ -288,7 +290,7 @@ show(*chapter.correlation_shown(view))
 # ```
 
 # %% tags=["hide-input"]
-show(*chapter.attention_table(view))
+show(*sections.attention_table(view))
 
 # %% [markdown]
 # **Cost of the attention function.** `scripts/bench_attention.py` times it against the
@@ -296,7 +298,7 @@ show(*chapter.attention_table(view))
 # peak memory above the loaded model. Numbers from the committed benchmark file:
 
 # %% tags=["hide-input"]
-show_all(chapter.bench_tables())
+show_all(sections.bench_tables())
 
 # %% [markdown]
 # ## How stable is the C-NORM selection?
@@ -307,7 +309,7 @@ show_all(chapter.bench_tables())
 # `ratio_sweep_samples` prompts each; "none" is the same at every p).
 
 # %% tags=["hide-input"]
-show_all(chapter.stability_tables(view))
+show_all(sections.stability_tables(view))
 
 # %% [markdown]
 # ## The selection cost
@@ -332,7 +334,7 @@ show_all(chapter.stability_tables(view))
 show(page.paper("cnorm_longbench_v2"))
 
 # %% tags=["hide-input"]
-show_all(chapter.longbench_tables(view, run))
+show_all(sections.longbench_tables(view, run))
 
 # %% tags=["remove-input"]
 say(page.downloads())

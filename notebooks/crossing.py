@@ -88,7 +88,7 @@ from longctx.replay import replay_summary
 from longctx.report import glue_all, say, show
 
 page = setup("crossing", globals())
-chapter, reader = page.module, page.reader
+numbers, sections, reader = page.numbers, page.sections, page.reader
 
 # %% [markdown]
 # The prompts come from the chapter's `plan` (`longctx.chapters.crossing`), shared with
@@ -96,7 +96,7 @@ chapter, reader = page.module, page.reader
 
 # %% tags=["hide-input"]
 run = page.run((second_reader, second_backend), batch_size=batch_size, token_budget=token_budget)
-rows = chapter.answered(run)
+rows = numbers.answered(run)
 
 # %% tags=["remove-cell"]
 view = page.chapter.analyze(run)
@@ -105,14 +105,14 @@ page.glue_verdicts(view.estimates)
 
 # %% tags=["remove-cell"]
 page.glue_figure(
-    "fig-crossing-forest", chapter.forest_figure(view, model), chapter.forest_text(view)
+    "fig-crossing-forest", sections.forest_figure(view, model), sections.forest_text(view)
 )
 page.glue_figure(
-    "fig-crossing-interaction", chapter.interaction_figure(view), chapter.interaction_text(view)
+    "fig-crossing-interaction", sections.interaction_figure(view), sections.interaction_text(view)
 )
 if view.readers["both"] is not None:
     page.glue_figure(
-        "fig-crossing-readers", chapter.readers_figure(view), chapter.readers_text(view)
+        "fig-crossing-readers", sections.readers_figure(view), sections.readers_text(view)
     )
 else:
     page.glue_missing("fig-crossing-readers", "The second reader has no rows for these prompts.")
@@ -143,7 +143,7 @@ say(
 # of ±5 points fixed in the claims file: its whole interval must lie within it.
 
 # %% tags=["hide-input"]
-show(*chapter.main_table(view))
+show(*sections.main_table(view))
 
 # %% [markdown]
 # **How n was chosen.** The book asks every question in all 32 cells, so each main effect
@@ -154,7 +154,7 @@ show(*chapter.main_table(view))
 # one 0/1 comparison, which is why two dozen questions can decide six effects at once.
 
 # %% tags=["hide-input"]
-show(chapter.sizing(view.estimates))
+show(sections.sizing(view.estimates))
 
 # %% [markdown]
 # **Interactions.** The largest two-way interaction, drawn as accuracy at its four level
@@ -167,14 +167,14 @@ show(chapter.sizing(view.estimates))
 # ```
 
 # %% tags=["hide-input"]
-show(*chapter.interactions_table(view))
+show(*sections.interactions_table(view))
 
 # %% [markdown]
 # **What the fraction cannot separate.** Each estimate below is really the sum of the
 # effect named and its alias; the design assumes the higher-order alias is zero.
 
 # %% tags=["hide-input"]
-show(chapter.aliases_table(view))
+show(sections.aliases_table(view))
 
 # %% [markdown]
 # **Check with a logistic model.** The same design fitted by a logistic GEE (log odds
@@ -182,7 +182,7 @@ show(chapter.aliases_table(view))
 # zero.
 
 # %% tags=["hide-input"]
-show(chapter.logit_table(view))
+show(sections.logit_table(view))
 
 # %% [markdown]
 # (crossing-readers)=
@@ -195,10 +195,10 @@ show(chapter.logit_table(view))
 # readers is paired by question (bootstrap interval over questions, sign-flip p).
 
 # %% tags=["hide-input"]
-if chapter.readers_table(view):
-    show(*chapter.readers_table(view))
+if sections.readers_table(view):
+    show(*sections.readers_table(view))
 else:
-    say(chapter.readers_status(view))
+    say(sections.readers_status(view))
 
 # %% [markdown]
 # ```{glue:md} fig-crossing-readers
@@ -318,7 +318,7 @@ say(replay_summary("data/bench/replay-crossing-1.5b-llamacpp.json"))
 # `second_reader`:
 
 # %% tags=["hide-input"]
-say(chapter.readers_summary(view))
+say(sections.readers_summary(view))
 
 # %% [markdown]
 # The paper scale (20 documents, 8,000 filler tokens, all 64 cells, 200 questions) needs a

@@ -121,7 +121,8 @@ from longctx.page import setup
 from longctx.report import glue_all, say, show, show_all
 
 page = setup("length_alone", globals())
-chapter, reader, paper = page.module, page.reader, page.paper("length_alone")
+numbers, sections, reader = page.numbers, page.sections, page.reader
+paper = page.paper("length_alone")
 
 # %% [markdown]
 # The prompts come from the chapter's `plan` (`longctx.chapters.length_alone`), shared with
@@ -129,7 +130,7 @@ chapter, reader, paper = page.module, page.reader, page.paper("length_alone")
 
 # %% tags=["hide-input"]
 run = page.run(batch_size=batch_size, token_budget=token_budget)
-stored = chapter.answered(run)
+stored = numbers.answered(run)
 
 # %% tags=["remove-cell"]
 view = page.chapter.analyze(run)
@@ -137,9 +138,9 @@ glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig-la-gsm8k", chapter.figure(view, paper), chapter.figure_text(view))
+page.glue_figure("fig-la-gsm8k", sections.figure(view, paper), sections.figure_text(view))
 if view.ruler:
-    page.glue_figure("fig-la-ruler", chapter.ruler_figure(view), chapter.ruler_figure_text(view))
+    page.glue_figure("fig-la-ruler", sections.ruler_figure(view), sections.ruler_figure_text(view))
 else:
     page.glue_missing("fig-la-ruler", "No RULER rows are stored for this reader.")
 
@@ -176,7 +177,7 @@ say(view.provenance)
 # drops at 15,000 tokens.
 
 # %% tags=["hide-input"]
-show(chapter.between(view.gsm, paper), view.between_note)
+show(sections.between(view.gsm, paper), view.between_note)
 
 # %% [markdown]
 # **How n was chosen.** From the observed per-problem differences, the problems needed for
@@ -184,7 +185,7 @@ show(chapter.between(view.gsm, paper), view.between_note)
 # problems change):
 
 # %% tags=["hide-input"]
-show(chapter.sizing(view.estimates))
+show(sections.sizing(view.estimates))
 
 # %% [markdown]
 # (la-premise)=
@@ -240,7 +241,7 @@ show(view.placement)
 # directly.
 
 # %% tags=["hide-input"]
-units, outputs = chapter.whitespace_units(view.gsm)
+units, outputs = sections.whitespace_units(view.gsm)
 show(units)
 say("\n".join(f"* {c}: `{ascii(o[:90])}`" for c, o in zip(outputs["condition"], outputs["output"])))
 
@@ -259,8 +260,8 @@ say("\n".join(f"* {c}: `{ascii(o[:90])}`" for c, o in zip(outputs["condition"], 
 # filler. Removing the last step leaves the reader something to compute:
 
 # %% tags=["hide-input"]
-show(chapter.no_final_step(view.solve))
-say(chapter.sample_outputs(view.solve, page.params))
+show(sections.no_final_step(view.solve))
+say(sections.sample_outputs(view.solve, page.params))
 
 # %% [markdown]
 # Without the final step this reader is right on {glue:text}`la-no-step-correct` of
@@ -289,7 +290,7 @@ say(chapter.sample_outputs(view.solve, page.params))
 # problems would not change the verdict).
 
 # %% tags=["hide-input"]
-show_all(chapter.varsum_tables(view.varsum) if view.varsum else [])
+show_all(sections.varsum_tables(view.varsum) if view.varsum else [])
 
 # %% [markdown]
 # With no filler no output reaches the cap: the longest has
@@ -365,7 +366,7 @@ if view.ruler:
 
 # %% tags=["hide-input"]
 if view.ruler:
-    show(chapter.recitation_table(view.ruler["recited"]))
+    show(sections.recitation_table(view.ruler["recited"]))
     show(
         view.ruler["sizing"],
         caption="How n was chosen: the questions each comparison needs for ±10 points.",

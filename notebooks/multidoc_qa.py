@@ -81,7 +81,8 @@ from longctx.page import setup
 from longctx.report import glue_all, say, show
 
 page = setup("multidoc_qa", globals())
-chapter, reader, paper = page.module, page.reader, page.paper("lost_in_the_middle_qa")
+numbers, sections, reader = page.numbers, page.sections, page.reader
+paper = page.paper("lost_in_the_middle_qa")
 
 # %% [markdown]
 # The prompts come from the chapter's `plan` (`longctx.chapters.multidoc_qa`), shared with `longctx
@@ -91,7 +92,7 @@ chapter, reader, paper = page.module, page.reader, page.paper("lost_in_the_middl
 
 # %% tags=["hide-input"]
 run = page.run(batch_size=batch_size, params={"seed": seed, "source": source})
-answered = chapter.answered(run)
+answered = numbers.answered(run)
 
 # %% tags=["remove-cell"]
 view = page.chapter.analyze(run)
@@ -99,10 +100,10 @@ glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig-multidoc-position", chapter.figure(view, paper), chapter.figure_text(view))
+page.glue_figure("fig-multidoc-position", sections.figure(view, paper), sections.figure_text(view))
 if view.od:
     page.glue_figure(
-        "fig-open-domain", chapter.open_domain_figure(view), chapter.open_domain_text(view)
+        "fig-open-domain", sections.open_domain_figure(view), sections.open_domain_text(view)
     )
 else:
     page.glue_missing("fig-open-domain", "No open-domain rows are stored for this reader.")
@@ -132,7 +133,7 @@ say(
 # compares the middle with closed-book on the same questions.
 
 # %% tags=["hide-input"]
-show(chapter.headline(view.estimates, paper, page.params))
+show(sections.headline(view.estimates, paper, page.params))
 
 # %% [markdown]
 # A best-minus-worst gap picks its two positions after seeing the data, so noise alone makes
@@ -140,20 +141,20 @@ show(chapter.headline(view.estimates, paper, page.params))
 # repeats the selection gives its p-value and the gap expected from noise:
 
 # %% tags=["hide-input"]
-show(chapter.gaps_table(view.gaps))
+show(sections.gaps_table(view.gaps))
 
 # %% [markdown]
 # **How n was chosen.** Questions needed for a 95% interval of at most 10 points on each
 # side, from the observed per-question differences:
 
 # %% tags=["hide-input"]
-show(chapter.sizing(view.estimates))
+show(numbers.sizing(view.estimates))
 
 # %% [markdown]
 # ## Closed-book and oracle (the paper's Table 1)
 
 # %% tags=["hide-input"]
-show(chapter.closed_book_table(view.base, paper), notes=f"Ours: {view.base['n'].max()} questions.")
+show(sections.closed_book_table(view.base, paper), notes=f"Ours: {view.base['n'].max()} questions.")
 
 # %% [markdown]
 # ## Accuracy by position, ours beside the paper's
@@ -163,10 +164,10 @@ show(chapter.closed_book_table(view.base, paper), notes=f"Ours: {view.base['n'].
 
 # %% tags=["hide-input"]
 show(
-    chapter.position_grid(view.summary, reader.label),
+    sections.position_grid(view.summary, reader.label),
     caption="Ours: accuracy (%) [95% Wilson interval] by position.",
 )
-show(chapter.paper_grid(paper, page.params), caption="The paper's accuracy (%), appendix G.")
+show(sections.paper_grid(paper, page.params), caption="The paper's accuracy (%), appendix G.")
 
 # %% [markdown]
 # ## Query-aware contextualization
@@ -177,7 +178,7 @@ show(chapter.paper_grid(paper, page.params), caption="The paper's accuracy (%), 
 # little.
 
 # %% tags=["hide-input"]
-show(chapter.query_aware_table(view)) if len(view.effects) else say(
+show(sections.query_aware_table(view)) if len(view.effects) else say(
     "Run with `query_aware = [False, True]` to compare."
 )
 
@@ -185,7 +186,7 @@ show(chapter.query_aware_table(view)) if len(view.effects) else say(
 # ## Prompt length in tokens (the paper's appendix F)
 
 # %% tags=["hide-input"]
-show(chapter.prompt_lengths(view.table))
+show(sections.prompt_lengths(view.table))
 say(view.provenance)
 
 # %% [markdown]
@@ -216,7 +217,7 @@ say(view.provenance)
 # %% tags=["hide-input"]
 if view.od:
     show(
-        chapter.steps_table(view.od["steps"]),
+        sections.steps_table(view.od["steps"]),
         notes="Paper (section 5, from 20 to 50 documents): reader accuracy about +1.5 "
         "(GPT-3.5-Turbo) and about +1 (Claude-1.3), while Contriever's recall keeps rising.",
     )

@@ -101,8 +101,8 @@ from longctx.page import setup
 from longctx.report import glue_all, say, show, show_all
 
 page = setup("semantic_competition", globals())
-chapter, reader = page.module, page.reader
-paper = chapter.paper_tables(page.paper("semantic_competition"))
+design, numbers, sections, reader = page.design, page.numbers, page.sections, page.reader
+paper = sections.paper_tables(page.paper("semantic_competition"))
 
 # %% [markdown]
 # ## Build the contexts
@@ -116,7 +116,7 @@ paper = chapter.paper_tables(page.paper("semantic_competition"))
 
 # %% tags=["hide-input"]
 run = page.run(batch_size=batch_size)
-show(*chapter.experiments_table(chapter.built_contexts(run), run.planned()))
+show(*sections.experiments_table(design.built_contexts(run), run.planned()))
 
 # %% [markdown]
 # ## Generate (or reuse cached generations)
@@ -126,7 +126,7 @@ show(*chapter.experiments_table(chapter.built_contexts(run), run.planned()))
 # same prompts of the matched control (gold, hard, far) on the first questions.
 
 # %% tags=["hide-input"]
-rows = chapter.answered(run)
+rows = numbers.answered(run)
 
 # %% tags=["remove-cell"]
 view = page.chapter.analyze(run)
@@ -135,11 +135,11 @@ page.glue_verdicts(view.estimates)
 
 # %% tags=["remove-cell"]
 sc_paper = page.paper("semantic_competition")
-page.glue_figure("fig-sc-retention", chapter.figure(view, sc_paper), chapter.figure_text(view))
+page.glue_figure("fig-sc-retention", sections.figure(view, sc_paper), sections.figure_text(view))
 page.glue_figure(
     "fig-sc-matched",
-    chapter.matched_figure(view, sc_paper, seed=page.params["seed"]),
-    chapter.matched_figure_text(view, sc_paper, seed=page.params["seed"]),
+    sections.matched_figure(view, sc_paper, seed=page.params["seed"]),
+    sections.matched_figure_text(view, sc_paper, seed=page.params["seed"]),
 )
 
 # %% [markdown]
@@ -184,7 +184,7 @@ say(view.provenance)
 # tables give its numbers in the paper's units: EM and inclusion in percent, F1 on [0, 1]:
 
 # %% tags=["hide-input"]
-show_all(chapter.table1_tables(view, paper))
+show_all(sections.table1_tables(view, paper))
 
 # %% [markdown]
 # ## Table 2: paired hard-to-far recovery
@@ -194,14 +194,14 @@ show_all(chapter.table1_tables(view, paper))
 # randomization p-values.
 
 # %% tags=["hide-input"]
-show_all(chapter.table2_tables(view, paper))
+show_all(sections.table2_tables(view, paper))
 
 # %% [markdown]
 # **How far is "far"?** The ranks the far snippets were drawn from, among the eligible
 # snippets of each question (hard negatives are ranks 0-18):
 
 # %% tags=["hide-input"]
-show(chapter.far_ranks(view.main))
+show(sections.far_ranks(view.main))
 
 # %% [markdown]
 # One far-control prompt, as the reader sees it (before the chat template):
@@ -217,7 +217,7 @@ say("```text\n" + view.example[:1400] + "\n...\n```")
 # tested H with R <= 0.5, otherwise right-censored at the largest tested H.
 
 # %% tags=["hide-input"]
-show_all(chapter.retention_tables(view, paper))
+show_all(sections.retention_tables(view, paper))
 
 # %% [markdown]
 # ## Snippet length: 50 vs 80 words
@@ -226,7 +226,7 @@ show_all(chapter.retention_tables(view, paper))
 # control at both snippet lengths.
 
 # %% tags=["hide-input"]
-show_all(chapter.length_tables(view, paper))
+show_all(sections.length_tables(view, paper))
 
 # %% [markdown]
 # ## Beyond the paper: the matched control at other N, and on NQ-Open
@@ -237,7 +237,7 @@ show_all(chapter.length_tables(view, paper))
 # chunk's text are left out).
 
 # %% tags=["hide-input"]
-show_all(chapter.beyond_tables(view, page.params))
+show_all(sections.beyond_tables(view, page.params))
 
 # %% tags=["remove-input"]
 say(page.downloads())

@@ -99,7 +99,7 @@ from longctx.page import setup
 from longctx.report import glue_all, say, show, show_all
 
 page = setup("tag_needles", globals(), precision=1)
-chapter, reader = page.module, page.reader
+numbers, sections, reader = page.numbers, page.sections, page.reader
 
 # %% [markdown]
 # The prompts come from `longctx.tasks.tag_needles`: needles placed in Paul Graham essay
@@ -109,8 +109,8 @@ chapter, reader = page.module, page.reader
 
 # %% tags=["hide-input"]
 run = page.run(batch_size=batch_size)
-stack = chapter.stacked(run)
-scored = chapter.answered(run)
+stack = numbers.stacked(run)
+scored = numbers.answered(run)
 
 # %% tags=["remove-cell"]
 view = page.chapter.analyze(run)
@@ -118,9 +118,9 @@ glue_all(view.quoted)
 page.glue_verdicts(view.estimates)
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig-tag-length", chapter.figure(view), chapter.figure_text(view))
-page.glue_figure("fig-tag-sized", chapter.sized_figure(view), chapter.sized_text(view))
-page.glue_figure("fig-tag-depth", chapter.depth_figure(view), chapter.depth_text(view))
+page.glue_figure("fig-tag-length", sections.figure(view), sections.figure_text(view))
+page.glue_figure("fig-tag-sized", sections.sized_figure(view), sections.sized_text(view))
+page.glue_figure("fig-tag-depth", sections.depth_figure(view), sections.depth_text(view))
 
 # %% [markdown]
 # ```{glue:md} fig-tag-length
@@ -152,7 +152,7 @@ say(
 # asked again on 154 questions.
 
 # %% tags=["hide-input"]
-show_all(chapter.grid_tables(view))
+show_all(sections.grid_tables(view))
 
 # %% [markdown]
 # (tag-long)=
@@ -164,7 +164,7 @@ show_all(chapter.grid_tables(view))
 # the same rules, no literal overlap, one-hop and two-hop), each at one rotating depth.
 
 # %% tags=["hide-input"]
-show_all(chapter.long_tables(view))
+show_all(sections.long_tables(view))
 
 # %% [markdown]
 # (tag-short)=
@@ -178,7 +178,7 @@ show_all(chapter.long_tables(view))
 # sets of rows are kept apart), with TD's framing alone as the control arm.
 
 # %% tags=["hide-input"]
-show_all(chapter.short_tables(view))
+show_all(sections.short_tables(view))
 
 # %% [markdown]
 # **The tags alone.** TD+TC changes two things at once: the system message (TD+TC's own
@@ -194,7 +194,7 @@ show_all(chapter.short_tables(view))
 # them. Each arm's full system message:
 
 # %% tags=["remove-input"]
-say(chapter.system_prompts(view.params["short_variants"]))
+say(sections.system_prompts(view.params["short_variants"]))
 
 # %% [markdown]
 # ```{glue:md} fig-tag-sized
@@ -210,7 +210,7 @@ say(chapter.system_prompts(view.params["short_variants"]))
 # tags)" is its privileged LLM tagging), and ours in the same layout:
 
 # %% tags=["hide-input"]
-show_all(chapter.paper_tables(view))
+show_all(sections.paper_tables(view))
 
 # %% [markdown]
 # ## Drop from the shortest to the longest context
@@ -219,7 +219,7 @@ show_all(chapter.paper_tables(view))
 # 95% bootstrap interval over needle questions (each question's two answers stay paired).
 
 # %% tags=["hide-input"]
-show(chapter.drops_table(view))
+show(sections.drops_table(view))
 
 # %% [markdown]
 # ## The needle set
@@ -235,7 +235,7 @@ show(chapter.drops_table(view))
 # the haystack.
 
 # %% tags=["hide-input"]
-show_all(chapter.needle_tables(view))
+show_all(sections.needle_tables(view))
 
 # %% [markdown]
 # ## Tagging the haystack
@@ -248,7 +248,7 @@ show_all(chapter.needle_tables(view))
 # stored rows like every generation, in `results_dir/<tagger>/tags/` (browse them below).
 
 # %% tags=["hide-input"]
-show_all(chapter.tagging_tables(view))
+show_all(sections.tagging_tables(view))
 
 # %% [markdown]
 # What the LLM tagger said about the first needles (its raw IE answers, from the cache).
@@ -258,21 +258,21 @@ show_all(chapter.tagging_tables(view))
 # stronger tagger (the 1.5B model, or the paper's) is a parameter change (`tagger_model`).
 
 # %% tags=["hide-input"]
-show_all(chapter.llm_tables(view))
+show_all(sections.llm_tables(view))
 
 # %% [markdown]
 # ## Prompt sizes and provenance
 
 # %% tags=["hide-input"]
 say(view.provenance)
-show(*chapter.tokens_table(view))
+show(*sections.tokens_table(view))
 
 # %% [markdown]
 # What the wrong answers were: the most frequent wrong answers per variant (the haystack
 # has its own people, so a reader that misses the needle often names one of them).
 
 # %% tags=["hide-input"]
-show(chapter.wrong_answers(view.main))
+show(sections.wrong_answers(view.main))
 
 # %% [markdown]
 # ## Where the needle sits
@@ -295,7 +295,7 @@ show(chapter.wrong_answers(view.main))
 # tag definitions alone (TD).
 
 # %% tags=["hide-input"]
-show_all(chapter.overhead_tables(view))
+show_all(sections.overhead_tables(view))
 
 # %% [markdown]
 # ## Beyond the paper: tags with query-aware contextualization
@@ -304,7 +304,7 @@ show_all(chapter.overhead_tables(view))
 # as well as after it. Asked with and without it, on the same questions and length:
 
 # %% tags=["hide-input"]
-show_all(chapter.query_aware_tables(view))
+show_all(sections.query_aware_tables(view))
 
 # %% [markdown]
 # ## NovelQA multiple choice (Table 2)
@@ -314,7 +314,7 @@ show_all(chapter.query_aware_tables(view))
 # truncated to `novelqa_max_book_tokens`, and scored by the chosen letter.
 
 # %% tags=["hide-input"]
-show_all(chapter.novelqa_tables(view, run))
+show_all(sections.novelqa_tables(view, run))
 
 # %% tags=["remove-input"]
 say(page.downloads())

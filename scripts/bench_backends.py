@@ -108,8 +108,8 @@ def workload(name: str, n: int, pairs: list[int]):
             retrieve_then_solve=False,
             arms=[{"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [0]}],
         )
-        reqs = all_requests(chapter.blocks(params))
-        problems = {p.id: p for ps in chapter.problems_for(params).values() for p in ps}
+        reqs = all_requests(chapter.design.blocks(params))
+        problems = {p.id: p for ps in chapter.design.problems_for(params).values() for p in ps}
         return reqs, lambda r, out: la.score_output(problems[r.example_id], out)["correct"]
     raise SystemExit(f"unknown workload {name!r}; use kv or varsum")
 

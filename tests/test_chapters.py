@@ -116,16 +116,16 @@ def test_multidoc_positions_per_size():
 
     params = scale("multidoc_qa", "paper", num_questions=2, detail_questions=2)
     by_size = {}
-    for r in all_requests(multidoc_qa.blocks(params)):
+    for r in all_requests(multidoc_qa.design.blocks(params)):
         if r.condition["setting"] == "documents":
             by_size.setdefault(r.condition["num_documents"], set()).add(
                 r.condition["gold_index"] + 1
             )
     assert by_size == {10: {1, 5, 10}, 20: {1, 5, 10, 15, 20}, 30: {1, 5, 10, 15, 20, 25, 30}}
     with pytest.raises(ParameterError, match="position 15 outside 1..10"):
-        multidoc_qa.blocks({**params, "gold_positions": [1, 5, 10, 15, 20, 25, 30]})
+        multidoc_qa.design.blocks({**params, "gold_positions": [1, 5, 10, 15, 20, 25, 30]})
     with pytest.raises(ParameterError, match="no positions for 30 documents"):
-        multidoc_qa.blocks({**params, "gold_positions": {"10": [1], "20": [1]}})
+        multidoc_qa.design.blocks({**params, "gold_positions": {"10": [1], "20": [1]}})
 
 
 def test_unknown_scale_and_parameter_are_clear_errors():
@@ -140,7 +140,7 @@ def test_unknown_scale_and_parameter_are_clear_errors():
 def test_cnorm_choices_follow_the_paper_rule():
     """ABS: argmax of the mean over samples, ties to the candidate listed first; shortest:
     fewest mean tokens among reformatting candidates ("none" excluded), ties by name."""
-    from longctx.chapters.cnorm import choices
+    from longctx.chapters.cnorm.design import choices
 
     # Same tokens as "/": "." sorts first
     rows = [
@@ -227,8 +227,8 @@ def test_multidoc_open_domain_block_is_optional_and_builds_every_k():
     from longctx.chapters import multidoc_qa
 
     params = scale("multidoc_qa", "book", num_questions=2, detail_questions=2, open_domain_ks=[])
-    assert not any(b.experiment == "open_domain" for b in multidoc_qa.blocks(params))
-    blocks = multidoc_qa.blocks({**params, "open_domain_ks": [5, 20], "open_domain_questions": 3})
+    assert not any(b.experiment == "open_domain" for b in multidoc_qa.design.blocks(params))
+    blocks = multidoc_qa.design.blocks({**params, "open_domain_ks": [5, 20], "open_domain_questions": 3})
     od = [b for b in blocks if b.experiment == "open_domain"]
     assert len(od) == 1 and [r.condition["k"] for r in od[0].requests] == [5, 20] * 3
     assert all(r.prompt.count("Document [") == r.condition["k"] for r in od[0].requests)
@@ -246,12 +246,12 @@ def test_length_alone_arm_takes_a_prefix_of_the_problems():
             {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [64], "num_problems": 2},
         ],
     }
-    blocks = length_alone.blocks(params)
+    blocks = length_alone.design.blocks(params)
     ids = {b.name: [r.example_id for r in b.requests] for b in blocks}
     short, long = ids["solve varsum essay between 0"], ids["solve varsum essay between 64"]
     assert len(short) == 4 and long == short[:2]
     with pytest.raises(ParameterError, match="num_problems must be an integer in 1..4"):
-        length_alone.blocks({**params, "arms": [{**params["arms"][1], "num_problems": 5}]})
+        length_alone.design.blocks({**params, "arms": [{**params["arms"][1], "num_problems": 5}]})
 
 
 def test_whole_unit_chunks_finish_one_example_before_the_next():
@@ -271,7 +271,7 @@ def test_whole_unit_chunks_finish_one_example_before_the_next():
     plain = [r for part in chunks(reqs, 2) for r in part]
     assert [approx_tokens(r) for r in plain] == sorted(approx_tokens(r) for r in reqs)
     # The crossing chapter runs question by question.
-    assert all(b.whole_units for b in get_chapter("crossing").blocks(scale("crossing", "book")))
+    assert all(b.whole_units for b in get_chapter("crossing").design.blocks(scale("crossing", "book")))
 
 
 def test_competition_headline_questions_extend_only_the_bm25_experiment():
@@ -292,7 +292,7 @@ def test_competition_headline_questions_extend_only_the_bm25_experiment():
     }
 
     def keys(params):
-        return [{dedupe_key(r) for r in b.requests} for b in chapter.blocks(params)]
+        return [{dedupe_key(r) for r in b.requests} for b in chapter.design.blocks(params)]
 
     extended, small, large = (
         keys({**base, "headline_questions": 6}),
@@ -309,7 +309,7 @@ def test_competition_headline_questions_extend_only_the_bm25_experiment():
     with pytest.raises(
         ParameterError, match="headline_questions \\(2\\) must be at least num_questions \\(3\\)"
     ):
-        chapter.blocks({**base, "headline_questions": 2})
+        chapter.design.blocks({**base, "headline_questions": 2})
 
 
 def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
@@ -407,10 +407,10 @@ def test_a_dry_run_never_loads_the_llm_tagger(tmp_path):
     }
     # No tags cached there
     tokenizer = load_tokenizer(MODEL)
-    (block,) = tag_needles.blocks(params, tokenizer, tmp_path, dry_run=True)
+    (block,) = tag_needles.design.blocks(params, tokenizer, tmp_path, dry_run=True)
     assert block.requests == [] and "not cached" in block.name and "loads no model" in block.name
     # Without an LLM-tag variant nothing needs the tagger, and the dry run plans as usual.
-    blocks = tag_needles.blocks(
+    blocks = tag_needles.design.blocks(
         {**params, "variants": ["baseline", "td_tc_spacy"]}, tokenizer, tmp_path, dry_run=True
     )
     assert sum(len(b.requests) for b in blocks) == 4
@@ -433,7 +433,7 @@ def test_multidoc_headline_is_first_middle_and_last_for_depths_and_for_paper_pos
     from longctx.chapters import multidoc_qa
 
     def headline_indices(params):
-        blocks = multidoc_qa.blocks(params)
+        blocks = multidoc_qa.design.blocks(params)
         return sorted(
             {r.condition["gold_index"] for b in blocks[1:] if b.headline for r in b.requests}
         )
@@ -811,3 +811,23 @@ def test_findings_the_matrix_and_reproduce_load_no_chapters_sections():
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_every_chapter_is_a_package_of_one_shape_and_no_module_is_over_700_lines():
+    """Each chapter is ``__init__`` (its class), ``design``, ``numbers`` and ``sections``
+    (beside a method of its own where it has one), and no module of ``chapters/`` grows
+    past 700 lines."""
+    from longctx.chapters import contracts
+
+    root = Path(__file__).resolve().parents[1] / "lib" / "longctx" / "chapters"
+    for name, chapter in contracts().items():
+        folder = Path(chapter.module.__file__).parent
+        assert folder.name == name and {"design.py", "numbers.py", "sections.py"} <= {
+            p.name for p in folder.glob("*.py")
+        }, name
+    long = {
+        str(p.relative_to(root)): n
+        for p in root.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 700
+    }
+    assert not long, long

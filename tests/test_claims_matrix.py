@@ -40,7 +40,7 @@ def test_prompt_tokens_counted_without_weights_match_the_stored_rows():
     reader = Reader(DEFAULT)
     count = PromptTokens(reader)
     params = scale("semantic_competition", "claims")
-    block = get_chapter("semantic_competition").blocks(params)[0]
+    block = get_chapter("semantic_competition").design.blocks(params)[0]
     stored = {r["key"]: r for r in reader.store(ROOT / "data" / "results", block.experiment).rows()}
     pairs = list(zip(block.requests, block_keys(block, reader)))[:12]
     assert pairs and all(k in stored for _, k in pairs)
@@ -112,7 +112,7 @@ def _keys_for(source: Reader, target: Reader) -> dict[str, str]:
     chapter = get_chapter("semantic_competition")
     out = {}
     for name in ("book", "claims"):
-        for block in chapter.blocks(scale("semantic_competition", name)):
+        for block in chapter.design.blocks(scale("semantic_competition", name)):
             out.update(zip(block_keys(block, source), block_keys(block, target)))
     return out
 
@@ -428,7 +428,7 @@ def test_a_family_is_holm_adjusted_alike_in_the_matrix_and_its_chapter(committed
     file names the family, and the matrix, the chapter table and the rule use the same p."""
     from dataclasses import replace
 
-    from longctx.chapters.crossing import main_effects
+    from longctx.chapters.crossing.numbers import main_effects
     from longctx.claims import judge
     from longctx.metrics import holm
 

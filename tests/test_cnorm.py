@@ -256,13 +256,13 @@ def test_a_shortest_tokenization_that_abs_chooses_is_the_c_norm_arm_on_the_first
     store = SimpleNamespace(rows=lambda: rows)
     reader = SimpleNamespace(store=lambda results_dir, experiment: store)
     params = {"qa_questions": 3, "qa_documents": 10, "qa_seeds": [0, 1]}
-    table = chapter.qa_table("unused", params, reader, chosen="-", shortest="-")
+    table = chapter.numbers.qa_table("unused", params, reader, chosen="-", shortest="-")
     control = table[table["method"] == "shortest tokenization"]
     assert len(control) == 3 and set(control["seed"]) == {0}  # C-NORM's first ordering
-    tests = chapter.qa_tests(table, params).set_index(["comparison", "seeds"])
+    tests = chapter.numbers.qa_tests(table, params).set_index(["comparison", "seeds"])
     both = tests.loc[("shortest tokenization - baseline", "all seeds")]
     same = tests.loc[("C-NORM - baseline", "seed 0")]
     assert both["difference"] == same["difference"] == pytest.approx(-100 / 3)
     # distinct delimiters: nothing is copied
-    table = chapter.qa_table("unused", params, reader, chosen="-", shortest=":")
+    table = chapter.numbers.qa_table("unused", params, reader, chosen="-", shortest=":")
     assert "shortest tokenization" not in set(table["method"])

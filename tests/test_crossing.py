@@ -91,7 +91,7 @@ def test_chapter_requests_vary_exactly_their_factors():
         **json.loads((ROOT / "lib/longctx/scales/crossing.json").read_text())["book"],
         "num_questions": 2,
     }
-    reqs = chapter.blocks(params)[0].requests
+    reqs = chapter.design.blocks(params)[0].requests
     assert len(reqs) == 64 and len({(r.example_id, r.prompt, r.system) for r in reqs}) == 64
     for r in reqs:
         lv = r.condition["crossing"]
@@ -104,7 +104,7 @@ def test_chapter_requests_vary_exactly_their_factors():
         assert r.prompt.count("Question:") == (2 if lv["query_aware"] == "on" else 1)
         assert (r.condition.get("competitors") == "far") == (lv["distractors"] == "far")
     with pytest.raises(ParameterError, match="unknown crossing factors \\['color'\\]"):
-        chapter.blocks({**params, "factors": ["distractors", "color"]})
+        chapter.design.blocks({**params, "factors": ["distractors", "color"]})
 
 
 def test_unit_differences_are_high_minus_low_per_question():

@@ -224,7 +224,7 @@ def test_crossing_main_effects_equal_the_gee_fit(table):
     from longctx.results import rows_table
     from longctx.tasks import multidoc_qa as qa
 
-    design = chapter.design(scale("crossing", "book"))
+    design = chapter.design.factorial_design(scale("crossing", "book"))
     keep = {q.example_id for q in qa.read_oracle(limit=scale("crossing", "book")["num_questions"])}
     fx = X.effects(
         rows_table([r for r in _rows("crossing") if r["example_id"] in keep], qa.score), design
@@ -255,7 +255,7 @@ def test_gsm8k_numbers_match_an_independent_scorer(table):
 
     keep = {
         p.id
-        for p in get_chapter("length_alone").problems_for(scale("length_alone", "book"))["gsm8k"]
+        for p in get_chapter("length_alone").design.problems_for(scale("length_alone", "book"))["gsm8k"]
     }
     rows = [
         r
@@ -331,12 +331,12 @@ def test_cnorm_token_claims_on_hand_made_rows(tmp_path):
     from longctx.chapters import scale
 
     params = scale("cnorm", "book")
-    _, sweep = chapter.kv_requests(params)
+    _, sweep = chapter.design.kv_requests(params)
     tokens = {d: 100 + i for i, d in enumerate(sorted({r.condition["delimiter"] for r in sweep}))}
     order = sorted(tokens, key=tokens.get)
     short = set(order[: len(order) // 2])
     reader = Reader(MODEL)
-    keys = block_keys(Block("the sweep", chapter.KV, sweep), reader)
+    keys = block_keys(Block("the sweep", chapter.design.KV, sweep), reader)
     rows = [
         {
             "key": keys[i],
@@ -362,7 +362,7 @@ def test_cnorm_token_claims_on_hand_made_rows(tmp_path):
     x = [tokens[d] for d in order]
     y = [100.0 if d in short else 0.0 for d in order]
     assert est.n == len(order) and est.difference == pytest.approx(np.corrcoef(x, y)[0, 1])
-    contrast = chapter.format_contrast(chapter.swept_rows(rows + [outside], params))
+    contrast = chapter.numbers.format_contrast(chapter.numbers.swept_rows(rows + [outside], params))
     assert contrast.difference == -100.0 and contrast.n == len({r.example_id for r in sweep})
     assert contrast.detail == "4 longest formats 0.0% vs 4 shortest formats 100.0%"
 
@@ -385,7 +385,7 @@ def test_tag_short_numbers_match_an_independent_scorer(table, variant, control, 
     from longctx.tasks import tag_needles as tn
 
     params = scale("tag_needles", "book")
-    cases = chapter.long_cases(params, tn.haystack_text())
+    cases = chapter.design.long_cases(params, tn.haystack_text())
     depth_of = {c.id: params["depths"][i % len(params["depths"])] for i, c in enumerate(cases)}
     hit = {
         (r["example_id"], r["condition"]["variant"]): any(g in r["output"] for g in r["gold"])
@@ -415,7 +415,7 @@ def test_crossing_chapter_and_findings_print_the_same_intervals(table):
     params = scale("crossing", "book")
     keep = {q.example_id for q in qa.read_oracle(limit=params["num_questions"])}
     rows = [r for r in _rows("crossing") if r["example_id"] in keep]
-    fx = X.contrast_effects(rows_table(rows, qa.score), chapter.design(params)).set_index("term")
+    fx = X.contrast_effects(rows_table(rows, qa.score), chapter.design.factorial_design(params)).set_index("term")
     by_id = table.set_index("id")
     for f in ("position", "format", "tags", "distractors", "filler", "query_aware"):
         mine, theirs = fx.loc[f], by_id.loc[f"crossing-{f}"]
@@ -478,11 +478,11 @@ def test_tag_chapter_tables_print_the_findings_pages_sides(table):
 
     # Tags and rows are stored: no model loads.
     run = Run.of(contract("tag_needles"), Reader(), "book", ROOT / "data" / "results")
-    scored, params = chapter.answered(run), run.params
+    scored, params = chapter.numbers.answered(run), run.params
     paper = paper_frame("tag_needles")
     by_id = table.set_index("id")
     for which, claim in (("short", "tag-spacy"), ("long", "tag-spacy-long")):
-        sized = chapter.sized_comparison(scored[which], params, paper, which)["table"]
+        sized = chapter.numbers.sized_comparison(scored[which], params, paper, which)["table"]
         row = sized.set_index("comparison").loc["TD+TC (spaCy) minus baseline"]
         want = by_id.loc[claim]
         assert row["accuracy over needles (%)"] == (

@@ -135,7 +135,7 @@ def test_cnorm_claims(by_id):
     assert (room < 9.5) == (by_id.loc["cnorm-format", "verdict"] == "premise not met")
 
     # Figure 3's statistic: Pearson r over delimiters, tokens against accuracy.
-    _, sweep = cnorm.kv_requests(params)
+    _, sweep = cnorm.design.kv_requests(params)
     planned = {(r.example_id, r.condition["gold_index"], r.condition["delimiter"]) for r in sweep}
     tokens, hits = defaultdict(list), defaultdict(list)
     for r in kv_rows:
@@ -297,7 +297,7 @@ def test_tag_long_claim_by_needle(by_id):
     from longctx.tasks import tag_needles as tn
 
     params = scale("tag_needles", "book")
-    cases = chapter.long_cases(params, tn.haystack_text())
+    cases = chapter.design.long_cases(params, tn.haystack_text())
     depth_of = {c.id: params["depths"][i % len(params["depths"])] for i, c in enumerate(cases)}
     rows = [
         r
@@ -355,7 +355,7 @@ def test_crossing_main_effects(by_id, factor):
 def test_closed_book_level_over_every_stored_question_and_its_echo_credit():
     """The multi-document page's closed-book level over all stored closed-book rows, and how
     many hits hold a gold answer in the question itself, recounted from the raw rows."""
-    from longctx.chapters.multidoc_qa import closed_book_level
+    from longctx.chapters.multidoc_qa.numbers import closed_book_level
 
     rows = [r for r in _rows("multidoc_qa") if r["condition"]["setting"] == "closed-book"]
     hits, echo, echo_hits = 0, 0, 0

@@ -287,7 +287,7 @@ def test_chapter_arms_give_each_placement_its_own_lengths_and_subtasks(public_da
             },
         ],
     }
-    reqs = all_requests(chapter.blocks(params))
+    reqs = all_requests(chapter.design.blocks(params))
     before = {
         (r.condition["subtask"], r.condition["filler_tokens"])
         for r in reqs
@@ -306,11 +306,11 @@ def test_chapter_arms_give_each_placement_its_own_lengths_and_subtasks(public_da
         == 2 * 2 * 3 + 2
     )
     with pytest.raises(ParameterError, match="unknown subtask 'nope'"):
-        chapter.blocks(
+        chapter.design.blocks(
             {**params, "arms": [{"subtasks": ["nope"], "kinds": ["essay"], "lengths": [0]}]}
         )
     with pytest.raises(ParameterError, match="arm 0"):
-        chapter.blocks({**params, "arms": [{"subtasks": ["gsm8k"], "lengths": [0]}]})
+        chapter.design.blocks({**params, "arms": [{"subtasks": ["gsm8k"], "lengths": [0]}]})
 
 
 def test_paired_differences_compares_two_conditions_on_the_same_problems():
@@ -425,7 +425,7 @@ def test_ruler_blocks_ask_answer_and_recite_then_answer_from_the_recitation():
         "ruler": {"subtasks": ["qa1"], "lengths": [1500, 800], "num_questions": 2},
     }
     words = lambda text: len(text.split())  # noqa: E731 - a stand-in tokenizer: one token per word
-    blocks = chapter.ruler_blocks(params, count_tokens=words)
+    blocks = chapter.design.ruler_blocks(params, count_tokens=words)
     assert [b.name for b in blocks] == ["RULER qa1 800", "RULER qa1 1500"]  # shorter first
     block = blocks[0]
     assert block.experiment == "ruler_qa" and not block.headline
@@ -455,11 +455,11 @@ def test_ruler_parameters_are_checked():
     from longctx.chapters import scale
 
     book = scale("length_alone", "book")
-    assert chapter.ruler_blocks({**book, "ruler": None}) == []
+    assert chapter.design.ruler_blocks({**book, "ruler": None}) == []
     with pytest.raises(ParameterError, match="exactly"):
-        chapter.ruler_blocks({**book, "ruler": {"subtasks": ["qa1"], "lengths": [300]}})
+        chapter.design.ruler_blocks({**book, "ruler": {"subtasks": ["qa1"], "lengths": [300]}})
     with pytest.raises(ParameterError, match="reader's tokens"):
-        chapter.ruler_blocks(
+        chapter.design.ruler_blocks(
             {**book, "ruler": {"subtasks": ["qa1"], "lengths": [300], "num_questions": 1}}
         )
 
@@ -484,21 +484,21 @@ def test_the_recitation_premise_is_decided_only_when_the_rest_cannot_change_it()
 
     ps = list(problems.values())
     two_wrong = [row(p, k >= 2) for k, p in enumerate(ps[:5])]
-    assert chapter.recited_facts(two_wrong, problems, "essay", 16000, 90.9) == {
+    assert chapter.numbers.recited_facts(two_wrong, problems, "essay", 16000, 90.9) == {
         "recited": 90.0,
         "recited:bound": -1.0,
     }
     one_wrong = [row(p, k >= 1) for k, p in enumerate(ps[:5])]
     assert (
-        chapter.recited_facts(one_wrong, problems, "essay", 16000, 90.9)["recited"]
-        != (chapter.recited_facts(one_wrong, problems, "essay", 16000, 90.9)["recited"])
+        chapter.numbers.recited_facts(one_wrong, problems, "essay", 16000, 90.9)["recited"]
+        != (chapter.numbers.recited_facts(one_wrong, problems, "essay", 16000, 90.9)["recited"])
     )
     every = [row(p, k >= 1) for k, p in enumerate(ps)]
-    assert chapter.recited_facts(every, problems, "essay", 16000, 90.9) == {"recited": 95.0}
+    assert chapter.numbers.recited_facts(every, problems, "essay", 16000, 90.9) == {"recited": 95.0}
 
 
 def test_the_premise_outcome_names_each_filler_by_where_its_premise_stands():
-    from longctx.chapters.length_alone import premise_outcome
+    from longctx.chapters.length_alone.numbers import premise_outcome
 
     assert premise_outcome(
         {
@@ -544,12 +544,12 @@ def test_the_relative_premise_keeps_the_problems_recited_without_filler_paired_b
 
     plain = [row(p, k < 8, 0) for k, p in enumerate(ps)]
     long = [row(p, k < 6 or k == 9, 16000) for k, p in enumerate(ps)]
-    assert chapter.kept_facts(plain + long, problems, "essay", 16000) == {
+    assert chapter.numbers.kept_facts(plain + long, problems, "essay", 16000) == {
         "recited_none": 80.0,
         "kept": 75.0,
     }
     # part of the long side stored: the relative fact waits; none recited: nothing to keep
-    got = chapter.kept_facts(plain + long[:5], problems, "essay", 16000)
+    got = chapter.numbers.kept_facts(plain + long[:5], problems, "essay", 16000)
     assert got["recited_none"] == 80.0 and got["kept"] != got["kept"]
-    none = chapter.kept_facts([row(p, False, 0) for p in ps] + long, problems, "essay", 16000)
+    none = chapter.numbers.kept_facts([row(p, False, 0) for p in ps] + long, problems, "essay", 16000)
     assert none["recited_none"] == 0.0 and none["kept"] != none["kept"]

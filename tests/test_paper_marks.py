@@ -6,7 +6,10 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from longctx.chapters import length_alone, multidoc_qa, semantic_competition, tag_needles
+from longctx.chapters.length_alone import sections as length_sections
+from longctx.chapters.multidoc_qa import sections as multidoc_sections
+from longctx.chapters.semantic_competition import sections as competition_sections
+from longctx.chapters.tag_needles import sections as tag_sections
 from longctx.paths import repo_root
 
 
@@ -30,13 +33,13 @@ DESIGN = "GSM8K (paper's design)"
 )
 def test_length_alone_marks_are_no_filler_accuracy_plus_the_drop_at_15k(reader, marks):
     conditions = ("essay", "whitespace", "masked", "whitespace, before the evidence")
-    assert length_alone.paper_bars(paper("length_alone"), reader) == pytest.approx(
+    assert length_sections.paper_bars(paper("length_alone"), reader) == pytest.approx(
         {(DESIGN, c): m for c, m in zip(conditions, marks)}
     )
 
 
 def test_multidoc_curve_is_gpt35_turbo_from_tables_5_and_6():
-    curve = multidoc_qa.paper_curve(paper("lost_in_the_middle_qa")).set_index(
+    curve = multidoc_sections.paper_curve(paper("lost_in_the_middle_qa")).set_index(
         ["num_documents", "position"]
     )["accuracy"]
     assert curve[10, 1] == pytest.approx(0.768) and curve[10, 10] == pytest.approx(0.624)
@@ -45,20 +48,20 @@ def test_multidoc_curve_is_gpt35_turbo_from_tables_5_and_6():
 
 
 def test_competition_marks_are_section_4_1_retention_and_table_1():
-    retention = semantic_competition.paper_retention(paper("semantic_competition"))
+    retention = competition_sections.paper_retention(paper("semantic_competition"))
     r = retention.set_index(["retriever", "metric"])["R"]
     assert r["bm25", "EM"] == pytest.approx(24.0 / 31.0)
     assert r["dense", "F1"] == pytest.approx(0.405 / 0.575)
     assert set(retention["num_hard"]) == {79}
-    matched = semantic_competition.paper_matched(paper("semantic_competition"))
-    labels = semantic_competition.MATCHED_CONDITIONS
+    matched = competition_sections.paper_matched(paper("semantic_competition"))
+    labels = competition_sections.MATCHED_CONDITIONS
     assert matched["EM", labels["hard"]] == 22.0
     assert matched["inclusion", labels["far"]] == 67.0
 
 
 def test_tagging_curve_and_changes_are_claude_35_at_the_shared_lengths():
     table = paper("tag_needles")
-    curve = tag_needles.paper_curve(table, [250, 500, 1000]).set_index(["label", "length"])
+    curve = tag_sections.paper_curve(table, [250, 500, 1000]).set_index(["label", "length"])
     assert curve.loc[("TD", 250), "accuracy"] == pytest.approx(0.9134)
     assert set(curve.index.get_level_values("length")) == {250, 500}  # no 1,000 in Table 1
     view = SimpleNamespace(
@@ -72,7 +75,7 @@ def test_tagging_curve_and_changes_are_claude_35_at_the_shared_lengths():
         },
         long=None,
     )
-    row = tag_needles.sized_differences(view).iloc[0]
+    row = tag_sections.sized_differences(view).iloc[0]
     assert row["paper"] == pytest.approx(91.34 - 81.19)  # TD minus baseline at 250 tokens
     assert row["label"] == "TD, 250 tokens (87 needles)"
 

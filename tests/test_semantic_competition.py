@@ -539,7 +539,7 @@ def _two_readers(their_hard: list[int], their_far: list[int]) -> pd.DataFrame:
 
 
 def testsecond_reader_quotes_say_what_the_numbers_say():
-    from longctx.chapters.semantic_competition import second_reader_quotes
+    from longctx.chapters.semantic_competition.numbers import second_reader_quotes
 
     def quotes(hard, far):
         readers = _two_readers(hard, far)

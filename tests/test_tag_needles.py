@@ -468,8 +468,8 @@ def test_short_comparisons_ask_the_headline_cases_at_their_headline_depths():
         "long_num_cases": 3,
     }
     taggers = tn.Taggers(spacy=SpacyTagger())
-    long = chapter.long_requests(params, tokenizer=WordTokenizer(), taggers=taggers, text=HAYSTACK)
-    short = chapter.short_requests(
+    long = chapter.design.long_requests(params, tokenizer=WordTokenizer(), taggers=taggers, text=HAYSTACK)
+    short = chapter.design.short_requests(
         params, tokenizer=WordTokenizer(), taggers=taggers, text=HAYSTACK
     )
     assert len(short) == 6 * 5 and {r.condition["variant"] for r in short} == {
@@ -482,12 +482,12 @@ def test_short_comparisons_ask_the_headline_cases_at_their_headline_depths():
     assert {r.condition["length"] for r in short} == {100} and not any(
         r.condition["query_aware"] for r in short
     )
-    depth_of = chapter.sized_depths(params, HAYSTACK)
-    assert list(depth_of) == [c.id for c in chapter.long_cases(params, HAYSTACK)]
+    depth_of = chapter.numbers.sized_depths(params, HAYSTACK)
+    assert list(depth_of) == [c.id for c in chapter.design.long_cases(params, HAYSTACK)]
     assert all(depth_of[r.example_id] == r.condition["depth"] for r in [*long, *short])
     assert sorted(set(depth_of.values())) == params["depths"]  # six cases over five depths
     assert (
-        chapter.short_requests(
+        chapter.design.short_requests(
             {**params, "short_length": None},
             tokenizer=WordTokenizer(),
             taggers=taggers,
@@ -514,16 +514,16 @@ def test_plan_asks_a_grid_prompt_that_is_also_a_sized_one_once(monkeypatch):
         "query_aware_variants": [],
         "long_needle_sets": ["longctx"],
     }
-    sized_cases = chapter.long_cases(params, HAYSTACK)
+    sized_cases = chapter.design.long_cases(params, HAYSTACK)
     other = next(
         c
         for c in tn.load_cases("longctx", avoid_text=HAYSTACK)
         if c.id not in {s.id for s in sized_cases}
     )
     # The grid's first two cases are the sized ones in the same order, so at the same rotating depths.
-    monkeypatch.setattr(chapter, "cases_for", lambda params: (HAYSTACK, [*sized_cases, other]))
-    monkeypatch.setattr(chapter, "taggers_for", lambda *a, **k: tn.Taggers(spacy=SpacyTagger()))
-    blocks = chapter.blocks(params, WordTokenizer(), Path("unused"))
+    monkeypatch.setattr(chapter.design, "cases_for", lambda params: (HAYSTACK, [*sized_cases, other]))
+    monkeypatch.setattr(chapter.design, "taggers_for", lambda *a, **k: tn.Taggers(spacy=SpacyTagger()))
+    blocks = chapter.design.blocks(params, WordTokenizer(), Path("unused"))
     keys = [dedupe_key(r) for b in blocks for r in b.requests]
     assert len(keys) == len(set(keys))
     short = blocks[1].requests
@@ -553,10 +553,10 @@ def test_long_headline_asks_every_case_of_both_sets_in_two_variants():
     from longctx.chapters import tag_needles as chapter
 
     params = {**scale("tag_needles", "book"), "long_length": 120, "long_num_cases": 3}
-    cases = chapter.long_cases(params, HAYSTACK)
+    cases = chapter.design.long_cases(params, HAYSTACK)
     assert len(cases) == 6 and len({c.id for c in cases}) == 6
     assert {c.id for c in cases[:3]} <= {c.id for c in tn.load_cases("longctx")}
-    reqs = chapter.long_requests(
+    reqs = chapter.design.long_requests(
         params, tokenizer=WordTokenizer(), taggers=tn.Taggers(spacy=SpacyTagger()), text=HAYSTACK
     )
     assert len(reqs) == 6 * 3
@@ -569,7 +569,7 @@ def test_long_headline_asks_every_case_of_both_sets_in_two_variants():
     for r in reqs:
         assert depth.setdefault(r.example_id, r.condition["depth"]) == r.condition["depth"]
     assert (
-        chapter.long_requests(
+        chapter.design.long_requests(
             {**params, "long_length": None},
             tokenizer=WordTokenizer(),
             taggers=tn.Taggers(),
@@ -579,4 +579,4 @@ def test_long_headline_asks_every_case_of_both_sets_in_two_variants():
     )
     clash = {**params, "long_needle_sets": ["longctx", "longctx"]}
     with pytest.raises(ParameterError, match="share case ids"):
-        chapter.long_cases(clash, HAYSTACK)
+        chapter.design.long_cases(clash, HAYSTACK)

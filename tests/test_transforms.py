@@ -8,7 +8,7 @@ import pytest
 
 from longctx import transforms as T
 from longctx.chapters import scale
-from longctx.chapters.kv_retrieval import examples_for as kv_examples_for
+from longctx.chapters.kv_retrieval.design import examples_for as kv_examples_for
 from longctx.errors import ParameterError
 from longctx.requests import request_key
 from longctx.store import ResultsStore
@@ -295,7 +295,7 @@ def test_every_committed_length_alone_row_is_rebuilt_with_its_key():
     from longctx.tasks import length_alone as la
 
     params = scale("length_alone", "book")
-    problems = {p.id: p for ps in chapter.problems_for(params).values() for p in ps}
+    problems = {p.id: p for ps in chapter.design.problems_for(params).values() for p in ps}
     checked = 0
     for row in committed("length_alone"):
         c = row["condition"]
@@ -333,12 +333,12 @@ def test_every_committed_needle_row_is_rebuilt_with_its_key():
     def no_model():
         raise AssertionError("every LLM tag is committed; the tagger must not load")
 
-    taggers = chapter.taggers_for(params, ROOT / "data" / "results", load_tagger=no_model)
+    taggers = chapter.design.taggers_for(params, ROOT / "data" / "results", load_tagger=no_model)
     for kind in ("spacy", "llm"):
         T.register_tagger(kind, getattr(taggers, kind), taggers.caches.get(kind))
-    text, cases = chapter.cases_for(params)
+    text, cases = chapter.design.cases_for(params)
     # The grid's cases, and every case of both needle sets for the headline pair at long_length.
-    by_id = {c.id: c for c in [*cases, *chapter.long_cases(params, text)]}
+    by_id = {c.id: c for c in [*cases, *chapter.design.long_cases(params, text)]}
     chunks: dict = {}  # (model, length) -> the haystack, cut in that reader's tokens
 
     def haystack(model, n):

@@ -4,7 +4,7 @@
 The claims themselves are data (``data/paper/claims.csv``, read by
 :func:`longctx.claims.read_claims`: what each paper claims, its number, the direction of its
 effect, the chapter and section that test it). Our number for
-each claim is computed once, by its chapter (``chapter.claims(ctx)`` over the chapter's
+each claim is computed once, by its chapter (``chapter.claims(run)`` over the chapter's
 run at its book scale, the same function its notebook shows), so the chapter, the
 findings page and the prose glued from them cannot disagree.
 """

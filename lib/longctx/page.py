@@ -51,6 +51,12 @@ class Page:
         return self.chapter.module
 
     @property
+    def design(self) -> ModuleType:
+        """What the chapter's runs ask: its package's ``design`` module (the chapter's one
+        module where it is not yet a package)."""
+        return self._part("design")
+
+    @property
     def numbers(self) -> ModuleType:
         """What the chapter's analysis computes: its package's ``numbers`` module (the
         chapter's one module where it is not yet a package)."""

@@ -772,7 +772,7 @@ def interaction_plot(means, a: str, b: str, *, title: str | None = None):
 @book_figure
 def tokens_vs_accuracy(delimiters, correlation: dict, *, title: str, ylabel: str = "OAA (%)"):
     """Mean prompt tokens against accuracy (``OAA`` column), one point per delimiter with its bootstrap interval
-    (``longctx.chapters.cnorm.by_delimiter``); the title carries Pearson r and its interval."""
+    (``longctx.chapters.cnorm.numbers.by_delimiter``); the title carries Pearson r and its interval."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 4.0), layout="constrained")

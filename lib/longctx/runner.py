@@ -1,6 +1,6 @@
 """The one runner: answer a plan's requests with a reader, reusing every row already stored.
 
-A *plan* is a list of :class:`Block`\\ s (a chapter's ``plan(params)``, headline blocks
+A *plan* is a list of :class:`Block`\\ s (a chapter's ``plan(run)``, headline blocks
 first). :func:`answer` is what a notebook calls: it generates what is missing and returns
 every row of the plan, stage-two requests included, in plan order. :func:`run` is what
 ``longctx reproduce`` calls: the same work in chunks, with a deadline, progress lines, flat

@@ -15,19 +15,7 @@ from ...results import comparable_rows, point_links, provenance
 from ...runner import Block, all_requests
 from ...tasks import kv_retrieval as kv
 from ..contract import Chapter, Run
-from .design import EXPERIMENT, HEADLINE_DEPTHS, blocks, examples_for, per_size
-from .numbers import (
-    POINT_KEYS,
-    KeyValueResult,
-    accuracy,
-    answered,
-    error_kinds,
-    headline_cells,
-    quoted,
-    reader_comparison,
-    scored,
-    statements,
-)
+from . import design, numbers
 
 
 class KeyValueRetrieval(Chapter):
@@ -40,21 +28,21 @@ class KeyValueRetrieval(Chapter):
         "litm-kv-middle": ("query at end",),
         "litm-kv-query-aware": ("query at end", "query-aware"),
     }
-    experiments = (EXPERIMENT,)  # the stores whose rows the chapter offers for download
+    experiments = (design.EXPERIMENT,)  # the stores whose rows the chapter offers for download
 
     def plan(self, run: Run) -> list[Block]:
-        return blocks(run.params)
+        return design.blocks(run.params)
 
     def check(self, run: Run) -> None:
         """Before any work: the claims compare gold first and in the middle at the largest size."""
         params = run.params
         largest = max(params["num_pairs"])
-        positions = per_size(params, "gold_positions", largest)
-        missing = [d for d in HEADLINE_DEPTHS if d not in positions]
+        positions = design.per_size(params, "gold_positions", largest)
+        missing = [d for d in design.HEADLINE_DEPTHS if d not in positions]
         if missing:
             raise ParameterError(
                 f"gold_positions for {largest} pairs is {positions}; the chapter compares the gold "
-                f"pair first and in the middle there, so it needs depths {list(HEADLINE_DEPTHS)}"
+                f"pair first and in the middle there, so it needs depths {list(design.HEADLINE_DEPTHS)}"
             )
 
     def claims(self, run: Run) -> dict[str, Estimate]:
@@ -63,11 +51,11 @@ class KeyValueRetrieval(Chapter):
         query at the end with the gold pair in the middle."""
         params = run.params
         largest = max(params["num_pairs"])
-        examples, source = examples_for(largest, params)
+        examples, source = design.examples_for(largest, params)
         keep = {ex.example_id for ex in examples}
-        rows = [r for r in run.rows(EXPERIMENT) if r["example_id"] in keep]
+        rows = [r for r in run.rows(design.EXPERIMENT) if r["example_id"] in keep]
         first, middle = (
-            kv.position_indices(largest, [HEADLINE_DEPTHS[0]])[0],
+            kv.position_indices(largest, [design.HEADLINE_DEPTHS[0]])[0],
             kv.position_indices(largest, [0.5])[0],
         )
         base = {"source": source, "num_pairs": largest}
@@ -90,24 +78,24 @@ class KeyValueRetrieval(Chapter):
             }
         )
 
-    def analyze(self, run: Run) -> KeyValueResult:
+    def analyze(self, run: Run) -> numbers.KeyValueResult:
         """Everything the chapter shows, computed from its rows and those other readers and
         backends stored for the same prompts (one more line each in the figure): tables, the
         headline estimates and their verdicts, the numbers the prose quotes (``quoted``) and the
         statements it makes in words (``said``). ``run.compare_with`` names the second reader of
         the reader comparison."""
         params, reader, results_dir = run.params, run.reader, run.results
-        rows, requests = answered(run), all_requests(run.planned())
+        rows, requests = numbers.answered(run), all_requests(run.planned())
         others = comparable_rows(
-            results_dir, EXPERIMENT, requests, exclude=reader.results_folder(results_dir)
+            results_dir, design.EXPERIMENT, requests, exclude=reader.results_folder(results_dir)
         )
-        table, everything = scored(rows, params), scored(rows + others, params)
-        summary, errors = accuracy(table), error_kinds(table)
+        table, everything = numbers.scored(rows, params), numbers.scored(rows + others, params)
+        summary, errors = numbers.accuracy(table), numbers.error_kinds(table)
         estimates = self.claims(run)
         verdicts = chapter_verdicts("kv_retrieval", estimates)
-        cells = headline_cells(summary, params, reader.label)
+        cells = numbers.headline_cells(summary, params, reader.label)
         second = run.compare_with[0] if run.compare_with else reader.label
-        return KeyValueResult(
+        return numbers.KeyValueResult(
             label=reader.label,
             estimates=estimates,
             verdicts=verdicts,
@@ -116,16 +104,16 @@ class KeyValueRetrieval(Chapter):
             summary=summary,
             errors=errors,
             cells=cells,
-            quoted=quoted(estimates, cells, summary, errors, params, reader.label),
-            said=statements(
+            quoted=numbers.quoted(estimates, cells, summary, errors, params, reader.label),
+            said=numbers.statements(
                 estimates, verdicts, cells, summary, table, errors, params, reader.label
             ),
             provenance=(
-                f"**Data.** {provenance(everything, results_dir, EXPERIMENT)} Greedy decoding, "
+                f"**Data.** {provenance(everything, results_dir, design.EXPERIMENT)} Greedy decoding, "
                 f"prompts from `lib/longctx/prompts/`; parameters: {params_text(params)}."
             ),
-            readers=reader_comparison(everything, (reader.label, second)),
-            links=point_links(everything, POINT_KEYS, results_dir, EXPERIMENT),
+            readers=numbers.reader_comparison(everything, (reader.label, second)),
+            links=point_links(everything, numbers.POINT_KEYS, results_dir, design.EXPERIMENT),
             consistent=(
                 len(rows) == len(requests) == len({r["key"] for r in rows})
                 and (summary["ci_low"] <= summary["accuracy"]).all()

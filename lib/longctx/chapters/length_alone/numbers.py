@@ -1,195 +1,32 @@
-"""Context-length-alone chapter (Du et al.): filler between or before the evidence,
-recitation, retrieve-then-solve.
-
-The grid is a list of *arms*, each a set of subtasks solved (or recited) with some filler
-kinds at some lengths and one placement, so a chapter can run the expensive long fillers
-only where they answer a question (e.g. before-vs-between for GSM8K alone). Arms marked
-``headline`` run first; within an arm, shorter lengths run first, so a deadline leaves
-whole curves. Length 0 is the short problem, shared by every arm that names it. An arm may
-take only the first ``num_problems`` of the seeded problems (the list is prefix-stable, so
-its rows are the same rows a larger run makes): long fillers on CPU need a smaller n.
-
-Optional ``ruler`` (Table 5): ``{"subtasks": ["qa1", "qa2"], "lengths": [...],
-"num_questions": n}`` adds RULER QA1/QA2 blocks, the baseline answer and the recitation
-prompt per question and length, then two second steps: the answer from the recited
-documents (the paper's), and from the documents the recitation names (ours). RULER sizes
-contexts in the reader's tokens, so the plan then asks its run for the reader's tokenizer.
-"""
+"""The context-length-alone chapter's numbers: what its analysis computes from the rows (scored rows,
+cells, estimates' sides, the numbers the prose quotes and the statements it makes)."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pandas as pd
 
-from ..claims import (
+from ...claims import (
     Estimate,
-    by_unit,
-    chapter_verdicts,
-    estimable,
-    paired_estimate,
-    paper_frame,
     read_claims,
-    sizing_table,
 )
-from ..errors import ParameterError
-from ..metrics import summarize, wilson_interval
-from ..models import tokenizer_digest
-from ..plots import FigureText, book_figure, condition_bars
-from ..report import (
+from ...metrics import wilson_interval
+from ...report import (
     and_list,
     estimate_text,
     n_for_half_width,
     p_text,
-    params_text,
     pct,
     pct_ci,
-    percent_words,
     points_ci,
 )
-from ..results import point_links, provenance, rows_table
-from ..runner import Block, LazyRequests
-from ..tasks import length_alone as la
-from ..tasks import ruler_qa as rq
-from .contract import Chapter, ChapterResult, Run
+from ...tasks import length_alone as la
+from ...tasks import ruler_qa as rq
+from ..contract import ChapterResult, Run
+from .design import EXPERIMENT, problems_for, ruler_questions
 
-EXPERIMENT = la.TASK
-ARM_FIELDS = {"subtasks", "mode", "placement", "kinds", "lengths", "headline", "num_problems"}
-RULER_FIELDS = {"subtasks", "lengths", "num_questions"}
 PREMISE_SCALE = "recitation-full"  # the recitations the la-* premises read
-
-
-def problems_for(params: dict) -> dict[str, list[la.Problem]]:
-    """Every subtask any arm names, ``num_problems`` seeded problems each (prefix-stable)."""
-    names = list(dict.fromkeys(s for arm in params["arms"] for s in arm["subtasks"]))
-    return {s: la.load_problems(s, params["num_problems"], seed=params["seed"]) for s in names}
-
-
-def blocks(params: dict, count_tokens=None, shared_as: str | None = None) -> list[Block]:
-    """The chapter's blocks: each arm at each length (headline arms first), then RULER's,
-    sized with ``count_tokens`` (:func:`ruler_blocks`)."""
-    problems = problems_for(params)
-    every = [p for ps in problems.values() for p in ps]
-    seen: set[str] = set()
-    headline, rest = [], []
-    for k, arm in enumerate(params["arms"]):
-        unknown = set(arm) - ARM_FIELDS
-        if unknown or not {"subtasks", "kinds", "lengths"} <= set(arm):
-            raise ParameterError(
-                f"arm {k}: needs subtasks, kinds, lengths (optional mode, placement, headline, "
-                f"num_problems); unknown fields {sorted(unknown)}"
-            )
-        limit = arm.get("num_problems", params["num_problems"])
-        if not isinstance(limit, int) or not 1 <= limit <= params["num_problems"]:
-            raise ParameterError(
-                f"arm {k}: num_problems must be an integer in 1..{params['num_problems']}, got {limit!r}"
-            )
-        mode, placement = arm.get("mode", "solve"), arm.get("placement", "between")
-        for length in sorted(arm["lengths"]):
-            reqs = []
-            for subtask in arm["subtasks"]:
-                for r in la.make_requests(
-                    problems[subtask][:limit],
-                    filler_kinds=arm["kinds"],
-                    lengths=[length],
-                    placements=(placement,),
-                    mode=mode,
-                ):
-                    key = r.example_id + json.dumps(r.condition, sort_keys=True)
-                    if key not in seen:
-                        seen.add(key)
-                        reqs.append(r)
-            if not reqs:
-                continue
-            followup = None
-            if mode == "recite" and params.get("retrieve_then_solve", True):
-
-                def followup(rows, every=every):
-                    return la.retrieve_then_solve_requests(
-                        every, [r for r in rows if r["condition"]["mode"] == "recite"]
-                    )
-
-            name = (
-                f"{mode} {'/'.join(arm['subtasks'])} {'/'.join(arm['kinds'])} {placement} {length}"
-            )
-            (headline if arm.get("headline") else rest).append(
-                Block(name, EXPERIMENT, reqs, bool(arm.get("headline")), followup)
-            )
-    return headline + rest + ruler_blocks(params, count_tokens, shared_as)
-
-
-def ruler_questions(params: dict) -> dict:
-    """{subtask: (RULER set, the seeded questions asked)} for the ``ruler`` parameters."""
-    cfg = params["ruler"]
-    return {
-        s: (ruler, rq.sample(ruler, cfg["num_questions"], seed=params["seed"]))
-        for s in cfg["subtasks"]
-        for ruler in [rq.load(s)]
-    }
-
-
-_SIZED: dict[tuple, dict[int, list]] = {}  # RULER requests by length, per tokenizer pipeline
-
-
-def ruler_blocks(params: dict, count_tokens=None, shared_as: str | None = None) -> list[Block]:
-    """RULER QA blocks, shorter lengths first, contexts sized with ``count_tokens``; each
-    block's followup answers from the recitations once they are stored (retrieve-then-answer,
-    the paper's Figure 12). Readers whose counters share a pipeline (``shared_as``, the
-    tokenizer's digest) share the sized contexts; a caller's own counter sizes its own."""
-    cfg = params.get("ruler")
-    if not cfg:
-        return []
-    if not isinstance(cfg, dict) or set(cfg) != RULER_FIELDS:
-        raise ParameterError(
-            f"ruler must be a mapping with exactly {sorted(RULER_FIELDS)}, got {cfg!r}"
-        )
-    if count_tokens is None:
-        raise ParameterError(
-            "RULER contexts are sized in the reader's tokens: plan them through the chapter's "
-            "run (LengthAlone.plan), which counts with the reader's tokenizer"
-        )
-
-    blocks = []
-    lengths = sorted(cfg["lengths"])
-    for subtask, (ruler, questions) in ruler_questions(params).items():
-        # Sizing contexts tokenizes them: minutes for 500 questions at 32K tokens. Every
-        # length of a subtask is sized in one pass (each question's draws made once), and
-        # only when a run or a count first reaches one of its blocks.
-        # Readers whose tokenizers are the same pipeline (Qwen2.5's 0.5B and 1.5B) get the same
-        # contexts: sized once per process for all of them.
-        key = (subtask, tuple(q.id for q in questions), tuple(lengths), params["seed"], shared_as)
-        built: dict[int, list] = _SIZED.setdefault(key, {}) if shared_as else {}
-
-        def requests_at(length, ruler=ruler, questions=questions, built=built):
-            if not built:
-                for r in rq.make_requests(
-                    ruler,
-                    questions,
-                    lengths=lengths,
-                    count_tokens=count_tokens,
-                    seed=params["seed"],
-                ):
-                    built.setdefault(r.condition["length"], []).append(r)
-            return built.get(length, [])
-
-        def followup(rows, questions=questions, ruler=ruler):
-            recited = [r for r in rows if r["condition"]["mode"] == "recite"]
-            return rq.answer_from_recitation_requests(
-                questions, recited
-            ) + rq.answer_from_named_documents_requests(ruler, questions, recited)
-
-        for length in lengths:
-            blocks.append(
-                Block(
-                    f"RULER {subtask} {length}",
-                    rq.TASK,
-                    LazyRequests(lambda length=length, at=requests_at: at(length)),
-                    False,
-                    followup,
-                )
-            )
-    return blocks
 
 
 def longest_filler(params: dict) -> int:
@@ -446,9 +283,6 @@ def premise_outcome(verdicts: dict[str, str]) -> str:
     return "For this reader the premise " + "; it ".join(p for p in parts if p) + "."
 
 
-# ---------------------------------------------------------------------------------------------
-# Analysis: what the notebook shows, as numbers
-
 LABELS = {
     ("none", "none"): "no filler",
     ("essay", "between"): "essay",
@@ -458,26 +292,20 @@ LABELS = {
     ("space_tokens", "between"): "single-space tokens",
     ("newline_tokens", "between"): "newline tokens",
 }
-BAR_ORDER = (
-    "no filler",
-    "essay",
-    "whitespace",
-    "single-space tokens",
-    "newline tokens",
-    "masked",
-    "whitespace, before the evidence",
-)
+
 VARIANTS = {
     "gsm8k": "GSM8K (paper's design)",
     "gsm8k_no_final_step": "GSM8K without the final step",
 }
-PAPER_TABLE = {"essay": 6, "whitespace": 7, "mask": 3}  # between evidence and question
+
 PAPER_READERS = {"Llama3-8B": "Llama-3-8B", "Mistral-7B-v0.3": "Mistral-7B"}
+
 RULER_MODES = {
     "answer": "RULER's prompt, whole context",
     "retrieve_then_answer": "recite, then answer (paper)",
     "answer_from_named": "answer from the named documents (ours)",
 }
+
 RULER_TASKS = {"qa1": "QA1 (SQuAD)", "qa2": "QA2 (HotpotQA)"}
 
 
@@ -491,63 +319,6 @@ def solved(rows: list[dict], params: dict) -> pd.DataFrame:
     solve["condition"] = [LABELS[(f, p)] for f, p in zip(solve["filler"], solve["placement"])]
     solve["variant"] = solve["subtask"].map(VARIANTS)
     return solve
-
-
-def bars(solve: pd.DataFrame) -> pd.DataFrame:
-    """GSM8K accuracy per variant and filler condition (the figure's bars)."""
-    return summarize(solve[solve["subtask"].str.startswith("gsm8k")], ["variant", "condition"])
-
-
-def between(gsm: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
-    """Each filler kind between evidence and question minus no filler, beside the paper's drops."""
-    drops = la.drops_from_short(gsm)
-    theirs = {
-        (t, m): v
-        for t, m, v in paper[
-            (paper["subtask"] == "gsm8k")
-            & (paper["length"] == 15000)
-            & (paper["metric"] == "accuracy")
-        ][["table", "model", "value"]].itertuples(index=False)
-    }
-
-    def paper_cell(kind, who):
-        value = theirs.get((PAPER_TABLE.get(kind), who))
-        return "—" if value is None else f"{value:+.1f}"
-
-    rows = drops[drops["placement"] == "between"]
-    return pd.DataFrame(
-        [
-            {
-                "filler": LABELS[(r.filler, "between")],
-                "tokens": f"{r.filler_tokens:,}",
-                "problems": r.n,
-                "ours: change (pts, 95% CI)": points_ci(r.change, r.ci_low, r.ci_high),
-                "sign-flip p": p_text(r.p_sign_flip).removeprefix("p = "),
-                **{
-                    f"paper, {label} (15K)": paper_cell(r.filler, who)
-                    for who, label in PAPER_READERS.items()
-                },
-            }
-            for r in rows.itertuples()
-        ]
-    )
-
-
-def sizing(estimates: dict) -> pd.DataFrame:
-    """Problems a 95% half-width of 10 points needs for each filler condition minus no
-    filler, from the claims' own estimates."""
-    return sizing_table(
-        {
-            f"{condition} minus no filler": estimates.get(claim)
-            for condition, claim in (
-                ("essay", "la-essay"),
-                ("whitespace", "la-whitespace"),
-                ("masked", "la-mask"),
-                ("whitespace, before the evidence", "la-before"),
-            )
-        },
-        "problems",
-    )
 
 
 def placement(gsm: pd.DataFrame, paper: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
@@ -587,49 +358,6 @@ def placement(gsm: pd.DataFrame, paper: pd.DataFrame) -> tuple[pd.DataFrame, pd.
         ]
     )
     return shown, before, placed
-
-
-def whitespace_units(gsm: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The three constructions of whitespace: accuracy, output length and outputs at the token
-    cap; and one output of each token-level kind."""
-    unit = gsm[
-        gsm["filler"].isin(["whitespace", "space_tokens", "newline_tokens"])
-        & (gsm["placement"] == "between")
-    ]
-    cap = la.budget("gsm8k", "solve")
-    table = (
-        unit.groupby("condition")
-        .agg(
-            problems=("correct", "size"),
-            accuracy=("correct", "mean"),
-            mean_new_tokens=("new_tokens", "mean"),
-            at_token_cap=("new_tokens", lambda s: (s >= cap).mean()),
-        )
-        .assign(
-            accuracy=lambda d: (100 * d["accuracy"]).round(1),
-            mean_new_tokens=lambda d: d["mean_new_tokens"].round(0),
-            at_token_cap=lambda d: (100 * d["at_token_cap"]).round(0),
-        )
-        .rename(
-            columns={"accuracy": "accuracy (%)", "at_token_cap": "outputs at the token cap (%)"}
-        )
-        .reset_index()
-    )
-    return table, unit[unit["filler"] != "whitespace"].drop_duplicates("condition")[
-        ["condition", "output"]
-    ]
-
-
-def no_final_step(solve: pd.DataFrame) -> pd.DataFrame:
-    """GSM8K without the last step of its worked solution, per filler condition."""
-    cut = solve[solve["subtask"] == "gsm8k_no_final_step"]
-    table = summarize(cut, ["condition"])
-    table["accuracy"] = [
-        pct_ci(a, lo, hi) for a, lo, hi in zip(table["accuracy"], table["ci_low"], table["ci_high"])
-    ]
-    return table[["condition", "n", "accuracy"]].rename(
-        columns={"accuracy": "accuracy (%, 95% Wilson)", "n": "problems"}
-    )
 
 
 def varsum_views(solve: pd.DataFrame, rows: list[dict], paper: pd.DataFrame) -> dict | None:
@@ -764,28 +492,6 @@ def ruler_views(ruler_rows: list[dict], params: dict, paper: pd.DataFrame) -> di
     }
 
 
-def recitation_table(recited: pd.DataFrame) -> pd.DataFrame:
-    percent = ["names", "supporting", "copies", "copies_supporting", "identifies", "answer"]
-    return (
-        recited.drop(columns="at_cap")
-        .assign(**{c: (100 * recited[c]).round(1) for c in percent})
-        .rename(
-            index=RULER_TASKS,
-            columns={
-                "names": "name a document (%)",
-                "supporting": "name one holding the answer (%)",
-                "copies": "copy a line verbatim (%)",
-                "copies_supporting": "copy a line of one holding the answer (%)",
-                "identifies": "identify one holding the answer: the premise (%)",
-                "answer": "contain a gold answer (%)",
-                "tokens": "median length (tokens)",
-            },
-        )
-        .reset_index()
-        .rename(columns={"subtask": "task"})
-    )
-
-
 FILLER_CLAIMS = ("la-essay", "la-whitespace", "la-mask")
 
 
@@ -888,55 +594,6 @@ def quoted(
     return out
 
 
-def varsum_tables(varsum: dict) -> list[tuple[pd.DataFrame, str]]:
-    """VarSum's levels (accuracy, outputs at the cap, longest outputs), its drop with filler,
-    and the values of asked variables the outputs state."""
-    levels = (
-        varsum["levels"]
-        .assign(accuracy=(100 * varsum["levels"]["accuracy"]).round(1))
-        .drop(columns="right")
-        .rename(
-            columns={
-                "accuracy": "accuracy (%)",
-                "at_cap": f"outputs at the {varsum['cap']}-token cap",
-                "longest": "longest output (tokens)",
-                "longest_correct": "longest correct output (tokens)",
-            }
-        )
-        .reset_index()
-        .rename(columns={"filler_tokens": "essay tokens"})
-    )
-    reads = varsum["reads"]
-    reads = (
-        reads.assign(share=(100 * reads["right"] / reads["stated"]).round(1))
-        .reset_index()
-        .rename(
-            columns={
-                "filler_tokens": "essay tokens",
-                "stated": "values of asked variables stated",
-                "right": "of which match the evidence",
-                "share": "share right (%)",
-            }
-        )
-    )
-    return [
-        (levels, "VarSum accuracy and output lengths at each filler length."),
-        (varsum["drops"], "VarSum: the change with essay filler, paired by problem."),
-        (reads, "The values of the asked variables the outputs state, and how many are right."),
-    ]
-
-
-def sample_outputs(solve: pd.DataFrame, params: dict, n: int = 3) -> str:
-    """A few outputs of GSM8K without the final step, with no filler, beside their answers."""
-    answers = {p.id: p.answer for ps in problems_for(params).values() for p in ps}
-    sample = solve[
-        (solve["subtask"] == "gsm8k_no_final_step") & (solve["filler_tokens"] == 0)
-    ].head(n)
-    return "Outputs with no filler: " + "; ".join(
-        f"`{o}` (answer {answers[e]})" for o, e in zip(sample["output"], sample["example_id"])
-    )
-
-
 def statements(view: LengthResult) -> dict[str, bool]:
     """What the chapter's prose says in words, each as a check on the committed run."""
     est, verdicts = view.estimates, view.verdicts
@@ -1014,280 +671,3 @@ class LengthResult(ChapterResult):
 def answered(run: Run) -> list[dict]:
     """Every row of the chapter's plan for this run's reader (missing ones generated)."""
     return run.answered()
-
-
-# Where each filler condition of the figure sits in the paper: its table, at 15K tokens.
-PAPER_CONDITIONS = {
-    ("essay", "between"): 6,
-    ("whitespace", "between"): 7,
-    ("mask", "between"): 3,
-    ("whitespace", "before"): 8,
-}
-
-
-def paper_bars(paper: pd.DataFrame, reader: str) -> dict:
-    """The paper's GSM8K accuracy at 15K filler tokens for ``reader`` (a model of
-    :data:`PAPER_READERS`) in each filler condition it reports (its no-filler accuracy plus the
-    drop: Tables 6, 7 and 3 between evidence and question, Table 8 before the evidence), keyed
-    as the figure's bars: ``(variant, condition)`` -> %."""
-    gsm = paper[
-        (paper["subtask"] == "gsm8k") & (paper["metric"] == "accuracy") & (paper["model"] == reader)
-    ]
-    marks = {}
-    for condition, table in PAPER_CONDITIONS.items():
-        cells = gsm[(gsm["table"] == table) & (gsm["filler"] == condition[0])]
-        cells = cells.set_index("length")["value"]
-        if {0, 15000} <= set(cells.index):
-            marks[VARIANTS["gsm8k"], LABELS[condition]] = cells[0] + cells[15000]
-    return marks
-
-
-@book_figure
-def figure(view: LengthResult, paper: pd.DataFrame):
-    """GSM8K accuracy per filler condition, the paper's design and without the final step,
-    with each of the paper's readers at 15K filler tokens."""
-    return condition_bars(
-        bars(view.solve),
-        order=BAR_ORDER,
-        hue="variant",
-        xlabel="GSM8K accuracy (%)",
-        papers={
-            f"paper: {label}, 15K filler tokens": paper_bars(paper, who)
-            for who, label in PAPER_READERS.items()
-        },
-        links=view.links,
-    )
-
-
-def _devices(table: pd.DataFrame) -> str:
-    if "device" not in table:
-        return "device not recorded"
-    pairs = table[["device", "dtype"]].drop_duplicates().itertuples(index=False)
-    return "; ".join(f"{d}, {t}" for d, t in pairs)
-
-
-def figure_text(view: LengthResult) -> FigureText:
-    """:func:`figure`'s caption and alt text, from the bars it draws."""
-    shown = bars(view.solve)
-    per_bar = shown["n"].unique()
-    filler = int(view.gsm["filler_tokens"].max())
-    caption = (
-        f"GSM8K accuracy of {view.label} with no filler and with {filler:,} filler tokens of "
-        f"each kind and placement ({', '.join(str(n) for n in sorted(per_bar))} problems per "
-        f"bar, the same problems in every bar; {_devices(view.solve)}). Whiskers: 95% Wilson "
-        "intervals. Open markers: the paper's "
-        + " and ".join(PAPER_READERS.values())
-        + " with 15K filler tokens (each one's no-filler accuracy plus its drop: Tables 6, 7 "
-        'and 3 between evidence and question, Table 8 before the evidence). "Not run": '
-        "the arm was not generated for that variant."
-    )
-    parts = []
-    for variant, group in shown.groupby("variant", sort=False):
-        cells = group.set_index("condition")["accuracy"]
-        parts.append(
-            f"{variant}: "
-            + "; ".join(f"{c}: {percent_words(cells[c])}" for c in BAR_ORDER if c in cells.index)
-            + "."
-        )
-    return FigureText(caption, "Bar chart of GSM8K accuracy. " + " ".join(parts))
-
-
-def ruler_figure_text(view: LengthResult) -> FigureText:
-    """:func:`ruler_figure`'s caption and alt text, from the bars it draws."""
-    shown = summarize(view.ruler["answers"], ["task", "condition"])
-    scored = view.ruler["scored"]
-    caption = (
-        f"RULER QA1 and QA2 at {int(scored['length'].max()):,} tokens, {view.label}: RULER's "
-        "string_match_part with its prompt over the whole context, with the paper's "
-        "recite-then-answer, and with the documents "
-        f"the recitation names pasted verbatim ({int(shown['n'].min())} questions per bar, the "
-        "same questions in every bar of a task). Whiskers: 95% Wilson intervals."
-    )
-    alt = "Bar chart. " + " ".join(
-        f"{task}: "
-        + "; ".join(
-            f"{m}: {percent_words(cells[m])}" for m in RULER_MODES.values() if m in cells.index
-        )
-        + "."
-        for task, group in shown.groupby("task", sort=False)
-        for cells in [group.set_index("condition")["accuracy"]]
-    )
-    return FigureText(caption, alt)
-
-
-@book_figure
-def ruler_figure(view: LengthResult):
-    """RULER QA1 and QA2 under each arm."""
-    return condition_bars(
-        summarize(view.ruler["answers"], ["task", "condition"]),
-        order=list(RULER_MODES.values()),
-        hue="task",
-        xlabel="RULER string_match_part (%)",
-    )
-
-
-class LengthAlone(Chapter):
-    """Context-length-alone chapter (Du et al.): filler between or before the evidence,"""
-
-    name = "length_alone"
-    order = 2  # where longctx reproduce runs its headline blocks among the chapters
-    notebook = "notebooks/length_alone.py"
-    claim_blocks = {
-        "la-essay": ("between 0", "between 16000"),
-        "la-whitespace": ("between 0", "between 16000"),
-        "la-mask": ("between 0", "between 16000"),
-        "la-before": ("between 0", "before 16000"),
-        "la-ruler-qa1": ("RULER qa1",),
-        "la-ruler-qa2": ("RULER qa2",),
-    }
-    experiments = (EXPERIMENT, rq.TASK)  # the stores whose rows the chapter offers (RULER too)
-    premise_scale = PREMISE_SCALE  # the recitations the la-* premises read
-
-    def plan(self, run: Run) -> list[Block]:
-        if not run.params.get("ruler"):
-            return blocks(run.params)  # no context sized in the reader's tokens
-        tokenizer = run.tokenizer()
-
-        def count_tokens(text: str) -> int:
-            return len(tokenizer(text, add_special_tokens=False).input_ids)
-
-        return blocks(run.params, count_tokens, tokenizer_digest(run.reader.model))
-
-    def claims(self, run: Run) -> dict[str, Estimate]:
-        """The paper's claims on GSM8K, paired by problem: each filler kind between the evidence
-        and the question (and whitespace before the evidence) at the longest filler asked, minus
-        no filler; with ``ruler``, RULER QA1 and QA2 at the shortest length, the paper's two steps
-        (recite, then answer from the recitation) minus RULER's prompt over the whole context."""
-        params = run.params
-        gsm8k = {p.id: p for p in problems_for(params).get("gsm8k", [])}
-        keep = set(gsm8k)
-        rows = [r for r in run.rows(EXPERIMENT) if r["example_id"] in keep]
-        recited_rows = premise_rows(run)
-        longest = longest_filler(params)
-        short = by_unit(
-            rows, {"subtask": "gsm8k", "mode": "solve", "filler_tokens": 0}, _gsm8k_correct
-        )
-        thresholds = recited_thresholds()
-
-        def drop(filler, placement="between"):
-            long = {
-                "subtask": "gsm8k",
-                "mode": "solve",
-                "filler": filler,
-                "placement": placement,
-                "filler_tokens": longest,
-            }
-            label = f"{longest / 1000:g}K" if longest >= 1000 else str(longest)
-            est = paired_estimate(
-                short,
-                by_unit(rows, long, _gsm8k_correct),
-                side_names=("no filler", f"{LABELS[filler, placement]} ({label} tokens)"),
-            )
-            if placement != "between":
-                return est
-            threshold = thresholds[f"la-{filler}"]
-            facts = recited_facts(recited_rows, gsm8k, filler, longest, threshold)
-            return replace(est, facts={**facts, **kept_facts(recited_rows, gsm8k, filler, longest)})
-
-        out = {
-            "la-essay": lambda: drop("essay"),
-            "la-whitespace": lambda: drop("whitespace"),
-            "la-mask": lambda: drop("mask"),
-            "la-before": lambda: drop("whitespace", "before"),
-        }
-        if params.get("ruler"):
-            length = min(params["ruler"]["lengths"])
-            ruler_rows = run.rows(rq.TASK)
-            for subtask, (ruler, questions) in ruler_questions(params).items():
-                by_id = {q.id: q for q in questions}
-                mine = [r for r in ruler_rows if r["example_id"] in by_id]
-                where = {"subtask": subtask, "length": length}
-
-                def recite_first(ruler=ruler, by_id=by_id, mine=mine, where=where):
-                    est = paired_estimate(
-                        by_unit(mine, {**where, "mode": "answer"}, rq.score),
-                        by_unit(mine, {**where, "mode": "retrieve_then_answer"}, rq.score),
-                        side_names=("whole context", "recite, then answer"),
-                    )
-                    # The paper's premise: retrieval works before the answer is written. A
-                    # recitation retrieves when it points at a document holding the answer,
-                    # by copying its text or by naming it (the second step reads either).
-                    identified = by_unit(
-                        mine,
-                        {**where, "mode": "recite"},
-                        lambda row: rq.identifies_supporting(
-                            rq.recitation_diagnostics(ruler, by_id[row["example_id"]], row)
-                        ),
-                    )
-                    if not identified:
-                        return est
-                    share = 100 * sum(identified.values()) / len(identified)
-                    return replace(est, facts={"identified": share})
-
-                out[f"la-ruler-{subtask}"] = recite_first
-        return estimable(out)
-
-    def analyze(self, run: Run) -> LengthResult:
-        """Everything the chapter shows from its rows: GSM8K with every filler, placement and
-        whitespace unit, VarSum, RULER's recite-then-answer, the claims' estimates and verdicts,
-        the numbers the prose quotes and its statements."""
-        params, reader, results_dir = run.params, run.reader, run.results
-        stored, paper = answered(run), paper_frame("length_alone")
-        rows = [r for r in stored if r["task"] == la.TASK]
-        ruler_rows = [r for r in stored if r["task"] == rq.TASK]
-        solve = solved(rows, params)
-        gsm = solve[solve["subtask"] == "gsm8k"]
-        estimates = self.claims(run)
-        gsm8k = {p.id: p for p in problems_for(params).get("gsm8k", [])}
-        levels = premise_levels(premise_rows(run), gsm8k, longest_filler(params))
-        placed_table, before, placed = placement(gsm, paper)
-        varsum, ruler = varsum_views(solve, rows, paper), ruler_views(ruler_rows, params, paper)
-        verdicts = chapter_verdicts("length_alone", estimates)
-        view = LengthResult(
-            label=reader.label,
-            estimates=estimates,
-            verdicts=verdicts,
-            rows=rows,
-            solve=solve,
-            links=point_links(
-                solve[solve["subtask"].str.startswith("gsm8k")],
-                ("variant", "condition"),
-                results_dir,
-                EXPERIMENT,
-            ),
-            gsm=gsm,
-            placement=placed_table,
-            varsum=varsum,
-            ruler=ruler,
-            premise=premise_table(levels, paper, estimates),
-            quoted={
-                **quoted(
-                    estimates, gsm, solve, before, placed, varsum, ruler, rows, ruler_rows, params
-                ),
-                "la-premise-state": premise_words(levels, estimates),
-                "la-premise-outcome": premise_outcome(verdicts),
-            },
-            between_note=(
-                "The paper's short-problem accuracy on GSM8K is 86-88% (Llama-3-8B) and 71% "
-                f"(Mistral-7B); ours is {100 * gsm[gsm['filler_tokens'] == 0]['correct'].mean():.1f}%."
-            ),
-            provenance=(
-                f"**Data.** {provenance(rows_table(rows, lambda r: 0), results_dir, EXPERIMENT)} "
-                "Greedy decoding; the figure's arms are the `gsm8k` entries of `arms` in the "
-                "parameters cell."
-            ),
-            ruler_provenance=(
-                (
-                    f"**Data.** {provenance(rows_table(ruler_rows, lambda r: 0), results_dir, rq.TASK)} "
-                    f"Greedy decoding; RULER parameters: {params_text(params.get('ruler') or {})}."
-                )
-                if ruler_rows
-                else ""
-            ),
-            consistent=(
-                len(solve) == sum(r["condition"]["mode"] == "solve" for r in rows)
-                and len({r["key"] for r in stored}) == len(stored) == len(rows) + len(ruler_rows)
-            ),
-        )
-        view.said = statements(view)
-        return view
