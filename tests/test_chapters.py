@@ -228,7 +228,9 @@ def test_multidoc_open_domain_block_is_optional_and_builds_every_k():
 
     params = scale("multidoc_qa", "book", num_questions=2, detail_questions=2, open_domain_ks=[])
     assert not any(b.experiment == "open_domain" for b in multidoc_qa.design.blocks(params))
-    blocks = multidoc_qa.design.blocks({**params, "open_domain_ks": [5, 20], "open_domain_questions": 3})
+    blocks = multidoc_qa.design.blocks(
+        {**params, "open_domain_ks": [5, 20], "open_domain_questions": 3}
+    )
     od = [b for b in blocks if b.experiment == "open_domain"]
     assert len(od) == 1 and [r.condition["k"] for r in od[0].requests] == [5, 20] * 3
     assert all(r.prompt.count("Document [") == r.condition["k"] for r in od[0].requests)
@@ -271,7 +273,9 @@ def test_whole_unit_chunks_finish_one_example_before_the_next():
     plain = [r for part in chunks(reqs, 2) for r in part]
     assert [approx_tokens(r) for r in plain] == sorted(approx_tokens(r) for r in reqs)
     # The crossing chapter runs question by question.
-    assert all(b.whole_units for b in get_chapter("crossing").design.blocks(scale("crossing", "book")))
+    assert all(
+        b.whole_units for b in get_chapter("crossing").design.blocks(scale("crossing", "book"))
+    )
 
 
 def test_competition_headline_questions_extend_only_the_bm25_experiment():

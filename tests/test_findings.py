@@ -255,7 +255,9 @@ def test_gsm8k_numbers_match_an_independent_scorer(table):
 
     keep = {
         p.id
-        for p in get_chapter("length_alone").design.problems_for(scale("length_alone", "book"))["gsm8k"]
+        for p in get_chapter("length_alone").design.problems_for(scale("length_alone", "book"))[
+            "gsm8k"
+        ]
     }
     rows = [
         r
@@ -415,7 +417,9 @@ def test_crossing_chapter_and_findings_print_the_same_intervals(table):
     params = scale("crossing", "book")
     keep = {q.example_id for q in qa.read_oracle(limit=params["num_questions"])}
     rows = [r for r in _rows("crossing") if r["example_id"] in keep]
-    fx = X.contrast_effects(rows_table(rows, qa.score), chapter.design.factorial_design(params)).set_index("term")
+    fx = X.contrast_effects(
+        rows_table(rows, qa.score), chapter.design.factorial_design(params)
+    ).set_index("term")
     by_id = table.set_index("id")
     for f in ("position", "format", "tags", "distractors", "filler", "query_aware"):
         mine, theirs = fx.loc[f], by_id.loc[f"crossing-{f}"]

@@ -551,5 +551,7 @@ def test_the_relative_premise_keeps_the_problems_recited_without_filler_paired_b
     # part of the long side stored: the relative fact waits; none recited: nothing to keep
     got = chapter.numbers.kept_facts(plain + long[:5], problems, "essay", 16000)
     assert got["recited_none"] == 80.0 and got["kept"] != got["kept"]
-    none = chapter.numbers.kept_facts([row(p, False, 0) for p in ps] + long, problems, "essay", 16000)
+    none = chapter.numbers.kept_facts(
+        [row(p, False, 0) for p in ps] + long, problems, "essay", 16000
+    )
     assert none["recited_none"] == 0.0 and none["kept"] != none["kept"]

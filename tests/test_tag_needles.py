@@ -468,7 +468,9 @@ def test_short_comparisons_ask_the_headline_cases_at_their_headline_depths():
         "long_num_cases": 3,
     }
     taggers = tn.Taggers(spacy=SpacyTagger())
-    long = chapter.design.long_requests(params, tokenizer=WordTokenizer(), taggers=taggers, text=HAYSTACK)
+    long = chapter.design.long_requests(
+        params, tokenizer=WordTokenizer(), taggers=taggers, text=HAYSTACK
+    )
     short = chapter.design.short_requests(
         params, tokenizer=WordTokenizer(), taggers=taggers, text=HAYSTACK
     )
@@ -521,8 +523,12 @@ def test_plan_asks_a_grid_prompt_that_is_also_a_sized_one_once(monkeypatch):
         if c.id not in {s.id for s in sized_cases}
     )
     # The grid's first two cases are the sized ones in the same order, so at the same rotating depths.
-    monkeypatch.setattr(chapter.design, "cases_for", lambda params: (HAYSTACK, [*sized_cases, other]))
-    monkeypatch.setattr(chapter.design, "taggers_for", lambda *a, **k: tn.Taggers(spacy=SpacyTagger()))
+    monkeypatch.setattr(
+        chapter.design, "cases_for", lambda params: (HAYSTACK, [*sized_cases, other])
+    )
+    monkeypatch.setattr(
+        chapter.design, "taggers_for", lambda *a, **k: tn.Taggers(spacy=SpacyTagger())
+    )
     blocks = chapter.design.blocks(params, WordTokenizer(), Path("unused"))
     keys = [dedupe_key(r) for b in blocks for r in b.requests]
     assert len(keys) == len(set(keys))
