@@ -269,8 +269,8 @@ say(page.downloads())
 # ## What we found
 #
 # *Numbers from the rows this page was built from (`data/results/<reader>/kv_retrieval/`),
-# computed by `longctx.chapters.kv_retrieval.claims`, the same function the findings page
-# reads.*
+# computed by the chapter's `claims` (`longctx.chapters.kv_retrieval`), the same method the
+# findings page reads.*
 #
 # * **Lost in the middle, reproduced for this reader.** At {glue:text}`kv-largest` pairs
 #   the 0.5B reader returns the right value for {glue:text}`kv-first-correct` of
