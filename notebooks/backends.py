@@ -143,8 +143,9 @@ show(*page.readers_table())
 #
 # The committed rows made on a GPU (transformers engine, length-sorted batches within a
 # token budget) say how fast each reader read each chapter's prompts there, from their own
-# timings: long prompts with short answers (key-value records, filler at 16K tokens) read
-# fastest per token, short prompts whose batch waits for one long answer slowest.
+# timings. The rate counts decoding in, and a batch waits for its longest answer, so a
+# store of short prompts with some long answers reads fewer prompt tokens per second than
+# one whose answers are a few tokens.
 
 # %% tags=["hide-input"]
 show(*page.gpu_throughput_table(resolve(results_dir)))
