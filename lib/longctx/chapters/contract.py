@@ -162,19 +162,26 @@ class Run:
         scales, no empty list or impossible count (:func:`.scales.check_overrides`), and
         what the chapter's own :meth:`Chapter.check` asks. The premise run, where the
         chapter has one, is planned for the same reader."""
-        reader = reader or Reader()
-        results = resolve(results)
-        check_overrides(chapter.name, chapter.scales()["book"], overrides)
-        params = chapter.scale(scale, **overrides)
+        reader, results, sets = reader or Reader(), resolve(results), chapter.scales()
+        check_overrides(chapter.name, sets["book"], overrides)
+        params = scale_of(chapter.name, sets, scale, overrides)
         premise = None
         if chapter.premise_scale is not None:
-            premise_params = chapter.scale(chapter.premise_scale)
-            premise = cls(chapter, reader, chapter.premise_scale, premise_params, results)
-            premise.dry_run = dry_run
+            premise_params = scale_of(chapter.name, sets, chapter.premise_scale, {})
+            premise = cls(
+                chapter, reader, chapter.premise_scale, premise_params, results, dry_run=dry_run
+            )
         run = cls(
-            chapter, reader, scale, params, results, compare_with, dict(options or {}), dry_run
+            chapter,
+            reader,
+            scale,
+            params,
+            results,
+            compare_with,
+            dict(options or {}),
+            dry_run,
+            premise,
         )
-        run.premise = premise
         chapter.check(run)
         return run
 
