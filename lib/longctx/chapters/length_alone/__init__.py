@@ -77,7 +77,7 @@ class LengthAlone(Chapter):
         recited_rows = numbers.premise_rows(run)
         longest = numbers.longest_filler(params)
         short = by_unit(
-            rows, {"subtask": "gsm8k", "mode": "solve", "filler_tokens": 0}, numbers._gsm8k_correct
+            rows, {"subtask": "gsm8k", "mode": "solve", "filler_tokens": 0}, numbers.gsm8k_correct
         )
         thresholds = numbers.recited_thresholds()
 
@@ -92,7 +92,7 @@ class LengthAlone(Chapter):
             label = f"{longest / 1000:g}K" if longest >= 1000 else str(longest)
             est = paired_estimate(
                 short,
-                by_unit(rows, long, numbers._gsm8k_correct),
+                by_unit(rows, long, numbers.gsm8k_correct),
                 side_names=(
                     "no filler",
                     f"{numbers.LABELS[filler, placement]} ({label} tokens)",

@@ -34,7 +34,7 @@ def longest_filler(params: dict) -> int:
     return max(n for arm in params["arms"] if "gsm8k" in arm["subtasks"] for n in arm["lengths"])
 
 
-def _gsm8k_correct(row: dict) -> float:
+def gsm8k_correct(row: dict) -> float:
     """GSM8K's score: the output's final number equals the gold answer."""
     got = la.final_number(row["output"])
     try:

@@ -19,7 +19,6 @@ class.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
@@ -27,7 +26,6 @@ from ...errors import ParameterError
 from ...results import comparable_rows, point_links, provenance
 from ...runner import Block, all_requests
 from ...tasks import multidoc_qa as qa
-from ...tasks import open_domain as od
 from ..contract import Chapter, Run
 from . import design, numbers
 
@@ -104,19 +102,7 @@ class MultidocQA(Chapter):
             od_rows = [r for r in run.rows(design.OPEN_DOMAIN) if r["example_id"] in asked]
 
             def recall():
-                key = json.dumps([params.get(k) for k in numbers.RECALL_PARAMS] + [low, high])
-                if (
-                    key not in numbers._RECALL
-                ):  # no reader: the same for every reader of one process
-                    table = od.recall_table(pool, od.ChunkRetriever(pool), [low, high])
-                    side = {
-                        k: dict(zip(g["example_id"], g["recall"].astype(float)))
-                        for k, g in table.groupby("k")
-                    }
-                    numbers._RECALL[key] = paired_estimate(
-                        side[low], side[high], side_names=(f"recall@{low}", f"recall@{high}")
-                    )
-                return numbers._RECALL[key]
+                return numbers.retrieval_recall(params, pool, low, high)
 
             def reader_gain():
                 # the saturation claim's premise: more gold is there to read at the larger depth

@@ -3,6 +3,7 @@ cells, estimates' sides, the numbers the prose quotes and the statements it make
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -40,6 +41,22 @@ def open_domain_ks(params: dict) -> tuple[int, int]:
 RECALL_PARAMS = ("source", "release_dir", "seed", "distractors", "random_order")
 
 _RECALL: dict[str, Estimate] = {}
+
+
+def retrieval_recall(params: dict, pool: list, low: int, high: int) -> Estimate:
+    """The retriever's gold recall at ``high`` minus at ``low`` documents over ``pool``,
+    paired by question. It names no reader, so one process computes it once for all."""
+    key = json.dumps([params.get(k) for k in RECALL_PARAMS] + [low, high])
+    if key not in _RECALL:
+        table = od.recall_table(pool, od.ChunkRetriever(pool), [low, high])
+        side = {
+            k: dict(zip(g["example_id"], g["recall"].astype(float))) for k, g in table.groupby("k")
+        }
+        _RECALL[key] = paired_estimate(
+            side[low], side[high], side_names=(f"recall@{low}", f"recall@{high}")
+        )
+    return _RECALL[key]
+
 
 QUERY_LABELS = {False: "question at end", True: "query-aware"}
 

@@ -71,7 +71,9 @@ class TagNeedles(Chapter):
             base = {"length": length, "query_aware": False}
             return paired_estimate(
                 *(
-                    by_unit(rows, {**base, "variant": v}, numbers._contains, unit=numbers._needle)
+                    by_unit(
+                        rows, {**base, "variant": v}, numbers.answer_found, unit=numbers.needle_unit
+                    )
                     for v in (control, variant)
                 ),
                 side_names=(tn.VARIANT_LABELS[control], tn.VARIANT_LABELS[variant]),

@@ -57,11 +57,11 @@ def _depths(cases, depths) -> dict[str, float]:
     return {c.id: float(depths[i % len(depths)]) for i, c in enumerate(cases)}
 
 
-def _needle(row: dict) -> str:
+def needle_unit(row: dict) -> str:
     return tn.needle_of(row["example_id"])
 
 
-def _contains(row: dict) -> float:
+def answer_found(row: dict) -> float:
     return nolima_contains(row["output"], row["gold"])
 
 
