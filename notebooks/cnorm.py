@@ -106,7 +106,7 @@ results_dir = "data/results"  # relative to the repository root
 # %% tags=["remove-cell"]
 from longctx.page import setup
 from longctx.report import glue_all, say, show, show_all
-from longctx.results import provenance
+from longctx.tables import provenance
 
 page = setup("cnorm", globals())
 design, numbers, sections, reader = page.design, page.numbers, page.sections, page.reader

@@ -474,7 +474,7 @@ def test_make_run_with_llamacpp_then_openai_adds_a_line_each(tmp_path):
     assert (tmp_path / f"{SMOKE}--openai" / "kv_retrieval" / "kv_retrieval.ipynb").exists()
     # the second run's figure drew the first run as one more line
     from longctx.requests import Request
-    from longctx.results import comparable_rows
+    from longctx.tables import comparable_rows
 
     asked = [
         Request(r["task"], r["example_id"], "", tuple(r["gold"]), r["condition"]) for r in served

@@ -221,7 +221,7 @@ def test_crossing_main_effects_equal_the_gee_fit(table):
     from longctx.chapters import crossing as chapter
     from longctx.chapters import scale
     from longctx.chapters.crossing import factorial as X
-    from longctx.results import rows_table
+    from longctx.tables import rows_table
     from longctx.tasks import multidoc_qa as qa
 
     design = chapter.design.factorial_design(scale("crossing", "book"))
@@ -411,7 +411,7 @@ def test_crossing_chapter_and_findings_print_the_same_intervals(table):
     paired estimates are one computation: the same effect, interval and p for every factor."""
     from longctx.chapters import crossing as chapter
     from longctx.chapters.crossing import factorial as X
-    from longctx.results import rows_table
+    from longctx.tables import rows_table
     from longctx.tasks import multidoc_qa as qa
 
     params = scale("crossing", "book")

@@ -1,9 +1,10 @@
 import pytest
 
 from longctx.requests import Generation, Request
-from longctx.results import load_experiment, paired_effects, provenance
+from longctx.results import paired_effects
 from longctx.runner import make_row
 from longctx.store import ResultsStore
+from longctx.tables import load_experiment, provenance
 
 
 def _store_rows(root, model, outputs, backend="hf"):
@@ -246,7 +247,7 @@ def test_pooled_paired_effect_clusters_by_example_across_lengths():
 
 
 def test_comparable_rows_are_other_runs_of_the_same_requests(tmp_path):
-    from longctx.results import comparable_rows
+    from longctx.tables import comparable_rows
 
     _store_rows(tmp_path, "model-a", ["abc", "x"])
     _store_rows(tmp_path, "model-a", ["abc", "abc"], backend="llamacpp")
@@ -320,8 +321,8 @@ def test_a_figure_point_links_exactly_the_rows_behind_it(tmp_path):
     import json
     from urllib.parse import unquote
 
-    from longctx.results import point_links, rows_table
     from longctx.store import ResultsStore
+    from longctx.tables import point_links, rows_table
 
     def row(i, gold_index):
         return {

@@ -23,8 +23,8 @@ from .matrix import build as build_matrix
 from .matrix import default_findings
 from .matrix import frame as matrix_frame
 from .report import elide
-from .results import DOWNLOADS, KEY_CHARS, browser_path, condition_words, store_name
 from .store import ResultsStore
+from .tables import DOWNLOADS, KEY_CHARS, browser_path, condition_words, store_name
 from .tasks import row_score
 
 FOLDER = DOWNLOADS  # under the site's root

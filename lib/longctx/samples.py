@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 
 from .report import elide
-from .results import condition_words
+from .tables import condition_words
 from .tasks import row_score
 
 KEEP_CHARS = 1200  # of a long prompt, shown from each end

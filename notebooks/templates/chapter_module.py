@@ -37,8 +37,8 @@ from longctx.claims import Estimate, by_unit, chapter_verdicts, estimable, paire
 from longctx.metrics import summarize
 from longctx.plots import FigureText, accuracy_by_position, book_figure
 from longctx.report import estimate_text, pct_ci
-from longctx.results import provenance, rows_table
 from longctx.runner import Block, all_requests
+from longctx.tables import provenance, rows_table
 from longctx.tasks import kv_retrieval as kv
 
 EXPERIMENT = "kv_retrieval"  # the store folder its rows go to (here: the key-value chapter's)

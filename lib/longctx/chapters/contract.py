@@ -256,7 +256,7 @@ class ChapterResult:
     number or phrase the prose glues), ``said`` (statement -> whether the rows support it,
     checked on the committed run), ``consistent`` (every prompt answered once, every
     interval holding its estimate) and ``links`` (where the key figure's points link: a
-    point -> the address of its rows, :func:`longctx.results.point_links`; None where the
+    point -> the address of its rows, :func:`longctx.tables.point_links`; None where the
     figure links none). A chapter's subclass adds its tables and figures' data as typed
     fields."""
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from ...report import estimate_text
-from ...results import point_links
 from ...runner import Block
+from ...tables import point_links
 from ...tasks import kv_retrieval as kv
 from ...tasks import multidoc_qa as qa
 from ..contract import Chapter, Run

@@ -20,8 +20,9 @@ from ...formats import delimiter_label
 from ...metrics import pearson_interval
 from ...reader import Reader
 from ...report import estimate_text, p_text, points_ci
-from ...results import paired_comparison, rows_table
+from ...results import paired_comparison
 from ...runner import Block, answer
+from ...tables import rows_table
 from ...tasks import kv_retrieval as kv
 from ...tasks import multidoc_qa as qa
 from ..contract import ChapterResult, Run

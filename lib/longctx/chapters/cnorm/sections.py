@@ -23,8 +23,8 @@ from ...plots import (
     tokens_vs_accuracy,
 )
 from ...report import p_text, percent_words, points_ci
-from ...results import load_experiment, provenance
 from ...runner import Block
+from ...tables import load_experiment, provenance
 from ...tasks import longbench_v2 as lb
 from ..contract import Run
 from .design import KV, kv_requests

@@ -26,8 +26,8 @@ import pandas as pd
 
 from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate, read_claims
 from ...reader import model_label
-from ...results import comparable_rows, provenance, rows_table
 from ...runner import Block, all_requests
+from ...tables import comparable_rows, provenance, rows_table
 from ...tasks import multidoc_qa as qa
 from ..contract import Chapter, Run
 from . import design, numbers

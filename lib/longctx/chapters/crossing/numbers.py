@@ -13,7 +13,7 @@ from ...claims import (
 )
 from ...metrics import holm
 from ...report import format_p, points_ci
-from ...results import rows_table
+from ...tables import rows_table
 from ...tasks import multidoc_qa as qa
 from ..contract import ChapterResult, Run
 from . import factorial as X

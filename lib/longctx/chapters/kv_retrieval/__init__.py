@@ -11,8 +11,8 @@ from __future__ import annotations
 from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from ...errors import ParameterError
 from ...report import params_text
-from ...results import comparable_rows, point_links, provenance
 from ...runner import Block, all_requests
+from ...tables import comparable_rows, point_links, provenance
 from ...tasks import kv_retrieval as kv
 from ..contract import Chapter, Run
 from . import design, numbers

@@ -19,8 +19,9 @@ from ...claims import (
 from ...metrics import summarize
 from ...reader import Reader
 from ...report import estimate_text, p_text, points_ci
-from ...results import reader_contrast, rows_table
+from ...results import reader_contrast
 from ...runner import all_requests, stored
+from ...tables import rows_table
 from ...tasks import kv_retrieval as kv
 from ..contract import ChapterResult, Run
 from .design import EXPERIMENT, HEADLINE_DEPTHS, QUERY_LABELS, blocks, per_size

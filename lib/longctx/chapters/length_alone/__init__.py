@@ -27,8 +27,8 @@ from dataclasses import replace
 from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate, paper_frame
 from ...models import tokenizer_digest
 from ...report import params_text
-from ...results import point_links, provenance, rows_table
 from ...runner import Block
+from ...tables import point_links, provenance, rows_table
 from ...tasks import length_alone as la
 from ...tasks import ruler_qa as rq
 from ..contract import Chapter, Run

@@ -23,8 +23,8 @@ from dataclasses import replace
 
 from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
 from ...errors import ParameterError
-from ...results import comparable_rows, point_links, provenance
 from ...runner import Block, all_requests
+from ...tables import comparable_rows, point_links, provenance
 from ...tasks import multidoc_qa as qa
 from ..contract import Chapter, Run
 from . import design, numbers

@@ -18,11 +18,8 @@ from ...claims import (
 from ...errors import ParameterError
 from ...metrics import normalize_answer, summarize, wilson_interval
 from ...report import estimate_text, p_text, pct_ci, points_ci
-from ...results import (
-    paired_effects,
-    position_gap_permutation,
-    rows_table,
-)
+from ...results import paired_effects, position_gap_permutation
+from ...tables import rows_table
 from ...tasks import multidoc_qa as qa
 from ...tasks import open_domain as od
 from ..contract import ChapterResult, Run

@@ -26,8 +26,8 @@ from dataclasses import replace
 import pandas as pd
 
 from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
-from ...results import point_links, provenance
 from ...runner import Block
+from ...tables import point_links, provenance
 from ...tasks import semantic_competition as sc
 from ..contract import Chapter, Run
 from . import design, numbers

@@ -10,8 +10,9 @@ import pandas as pd
 from ...claims import Estimate
 from ...reader import Reader
 from ...report import estimate_text, p_text
-from ...results import retention_curve, rows_table
+from ...results import retention_curve
 from ...runner import Block, answer
+from ...tables import rows_table
 from ...tasks import semantic_competition as sc
 from ..contract import ChapterResult, Run
 from .design import EXPERIMENT, HEADLINE, built_contexts

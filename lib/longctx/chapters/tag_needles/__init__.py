@@ -20,8 +20,8 @@ class.
 from __future__ import annotations
 
 from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate, paper_frame
-from ...results import point_links, provenance
 from ...runner import Block
+from ...tables import point_links, provenance
 from ...tagging import TAG_EXPERIMENT
 from ...tasks import tag_needles as tn
 from ..contract import Chapter, Run
