@@ -6,6 +6,7 @@ import json
 import pandas as pd
 import pytest
 
+from longctx.chapters.length_alone import analysis as length_alone_analysis
 from longctx.errors import DataFileError, ParameterError
 from longctx.padding import filler_slot, masked_gap
 from longctx.tasks import length_alone as la
@@ -259,10 +260,10 @@ def test_drops_from_short_is_a_paired_difference():
                 "correct": float(i < 2),
             }
         )
-    drops = la.drops_from_short(pd.DataFrame(rows))
+    drops = length_alone_analysis.drops_from_short(pd.DataFrame(rows))
     (row,) = drops.to_dict("records")
     assert row["change"] == -50.0 and row["n"] == 4 and row["ci_high"] <= 0
-    acc = la.accuracy_by_length(pd.DataFrame(rows))
+    acc = length_alone_analysis.accuracy_by_length(pd.DataFrame(rows))
     # The length-0 baseline is copied under the essay curve
     assert list(acc["accuracy"]) == [1.0, 0.5]
 
@@ -345,7 +346,7 @@ def test_paired_differences_compares_two_conditions_on_the_same_problems():
             "correct": 1.0,
         }
     )
-    table = la.paired_differences(
+    table = length_alone_analysis.paired_differences(
         pd.DataFrame(rows),
         condition="placement",
         control="between",

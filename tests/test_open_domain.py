@@ -2,6 +2,7 @@
 
 import pytest
 
+from longctx.chapters.multidoc_qa import analysis as multidoc_qa_analysis
 from longctx.errors import ParameterError
 from longctx.tasks import multidoc_qa as qa
 from longctx.tasks import open_domain as od
@@ -78,12 +79,12 @@ def test_curve_and_saturation_hand_worked():
             {"example_id": "c", "k": 10, "recall": True, "correct": 0.0},
         ]
     )
-    c = od.curve(table).set_index(["measure", "k"])
+    c = multidoc_qa_analysis.curve(table).set_index(["measure", "k"])
     assert c.loc[("retriever recall@k", 5), "accuracy"] == pytest.approx(1 / 3)
     assert c.loc[("retriever recall@k", 10), "accuracy"] == 1.0
     assert c.loc[("reader accuracy", 10), "accuracy"] == pytest.approx(1 / 3)
     assert (c["n"] == 3).all() and (c["ci_low"] <= c["accuracy"]).all()
-    s = od.saturation(table).set_index("measure")
+    s = multidoc_qa_analysis.saturation(table).set_index("measure")
     assert s.loc["retriever recall@k", "change"] == pytest.approx(200 / 3)
     assert s.loc["reader accuracy", "change"] == 0.0 and (s["questions"] == 3).all()
     assert (s["from k"] == 5).all() and (s["to k"] == 10).all()

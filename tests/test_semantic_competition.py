@@ -3,6 +3,7 @@ import json
 import pandas as pd
 import pytest
 
+from longctx.chapters.semantic_competition import analysis as semantic_competition_analysis
 from longctx.errors import DataFileError, ParameterError
 from longctx.metrics import (
     answer_inclusion,
@@ -450,8 +451,8 @@ def _scored_table():
 
 
 def test_condition_summary_and_recovery_table():
-    table = sc.matched_rows(_scored_table(), 4)
-    summary = sc.condition_summary(table)
+    table = semantic_competition_analysis.matched_rows(_scored_table(), 4)
+    summary = semantic_competition_analysis.condition_summary(table)
     assert summary["condition"].tolist() == ["gold", "hard", "far"]
     assert (
         summary["EM"].tolist() == ["100.0", "0.0", "50.0"]
@@ -460,11 +461,11 @@ def test_condition_summary_and_recovery_table():
     # "in paris": P = 1/2, R = 1
     assert summary["F1"].tolist()[2] == f"{(3 * 1 + 3 * 2 / 3) / 6:.3f}"
     assert summary["Tok."].tolist() == [100, 400, 402]
-    recovery = sc.recovery_table(table).set_index("metric")
+    recovery = semantic_competition_analysis.recovery_table(table).set_index("metric")
     assert recovery.loc["Incl.", "Δ"] == "+100.0" and recovery.loc["EM", "Δ"] == "+50.0"
     assert recovery.loc["Incl.", "p"] == pytest.approx(2 / 64)  # 6 of 6 questions improve: exact
     with pytest.raises(ParameterError, match="matched control"):
-        sc.recovery_table(pd.concat([table, table]))
+        semantic_competition_analysis.recovery_table(pd.concat([table, table]))
 
 
 def test_load_squad_from_the_hub_path(monkeypatch):
@@ -544,7 +545,11 @@ def testsecond_reader_quotes_say_what_the_numbers_say():
     def quotes(hard, far):
         readers = _two_readers(hard, far)
         return second_reader_quotes(
-            readers, sc.recovery_table(readers, by=["model"]), "mine", "theirs", seed=0
+            readers,
+            semantic_competition_analysis.recovery_table(readers, by=["model"]),
+            "mine",
+            "theirs",
+            seed=0,
         )
 
     # theirs loses half the questions to hard negatives (mine all), and far gives none back

@@ -274,7 +274,7 @@ def test_a_generation_cap_cuts_every_budget_above_it_and_gives_capped_requests_t
         cap_generation(24)
         assert req(512).max_new_tokens == 24 and req(8).max_new_tokens == 8
         assert request_key("fp", req(512), "auto") != request_key("fp", full, "auto")
-        from longctx.tagging import LLMTagger
+        from longctx.chapters.tag_needles.tagger import LLMTagger
 
         tagger = LLMTagger("smollm2-135m-instruct", results_dir=".")
         assert tagger.budget == {"classification": 24, "ie": 24}

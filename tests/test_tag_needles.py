@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from longctx.chapters.tag_needles import analysis as tag_needles_analysis
 from longctx.errors import DataFileError, ParameterError
 from longctx.metrics import extremum_drop_rate, nolima_contains
 from longctx.requests import Request, request_key
@@ -336,7 +337,7 @@ def _scored():
 
 
 def test_drop_rates_and_intervals():
-    drops = tn.drop_rates(_scored()).set_index("variant")
+    drops = tag_needles_analysis.drop_rates(_scored()).set_index("variant")
     assert drops.loc["baseline", "drop_rate"] == pytest.approx(75.0)
     assert drops.loc["td", "drop_rate"] == pytest.approx(50.0)
     assert drops.loc["td", "ci_low"] <= 50.0 <= drops.loc["td", "ci_high"]
@@ -344,10 +345,10 @@ def test_drop_rates_and_intervals():
 
 
 def test_versus_baseline_and_overhead():
-    gains = tn.versus_baseline(_scored()).set_index(["length", "variant"])
+    gains = tag_needles_analysis.versus_baseline(_scored()).set_index(["length", "variant"])
     assert gains.loc[(250, "td"), "change"] == pytest.approx(0.0)
     assert gains.loc[(1000, "td"), "change"] == pytest.approx(25.0)
-    over = tn.overhead_vs_gain(_scored()).set_index(["variant", "length"])
+    over = tag_needles_analysis.overhead_vs_gain(_scored()).set_index(["variant", "length"])
     # 10 tag tokens in a 1,000-token context: a share of 0.01 (1%), not 1 (the table once showed 100x)
     assert over.loc[("td", 1000), "tag_tokens"] == 10 and over.loc[
         ("td", 1000), "tag_share"

@@ -254,7 +254,7 @@ def test_tag_cache_tolerates_a_torn_last_line_and_rejects_a_corrupt_one(tmp_path
 
 def test_llm_tagger_output_never_alters_the_text(monkeypatch, tmp_path):
     """The model's IE answer rewrites the chunk; only its category names are used."""
-    from longctx.tagging import LLMTagger
+    from longctx.chapters.tag_needles.tagger import LLMTagger
 
     tagger = LLMTagger(
         "smollm2-135m-instruct",
@@ -279,8 +279,8 @@ def test_llm_tagger_output_never_alters_the_text(monkeypatch, tmp_path):
 
 
 def test_llm_tagger_rejects_unknown_methods_and_models(tmp_path):
+    from longctx.chapters.tag_needles.tagger import LLMTagger
     from longctx.errors import UnknownModelError
-    from longctx.tagging import LLMTagger
 
     with pytest.raises(ParameterError, match="unknown LLM tagging method"):
         LLMTagger("smollm2-135m-instruct", method="guess", results_dir=tmp_path)
@@ -318,9 +318,10 @@ class _Answers:
 def test_llm_tagger_answers_are_stored_rows_reused_by_the_next_run(tmp_path):
     """The tagger's prompts go through the runner: one content-keyed row per chunk and method
     in the reader's tags store, with provenance; a second tagger reads them without loading."""
+    from longctx.chapters.tag_needles.tagger import LLMTagger
     from longctx.reader import Reader
     from longctx.store import ResultsStore
-    from longctx.tagging import TAG_EXPERIMENT, TAG_TASK, LLMTagger
+    from longctx.tagging import TAG_EXPERIMENT, TAG_TASK
 
     lm = _Answers(lambda p: "<Foods> bread" if "He ate some bread" in p else "<no entity> cat")
     reader = Reader("smollm2-135m-instruct")
@@ -342,7 +343,7 @@ def test_llm_tagger_answers_are_stored_rows_reused_by_the_next_run(tmp_path):
 
 @pytest.mark.model
 def test_llm_tagger_with_a_real_model_tags_from_the_set_and_is_stored(smollm2, tmp_path):
-    from longctx.tagging import LLMTagger
+    from longctx.chapters.tag_needles.tagger import LLMTagger
 
     chunks = [
         "Actually, Katie lives next to the Eiffel Tower. ",

@@ -424,7 +424,7 @@ _TAGGERS: dict[str, tuple[object, object]] = {}
 
 def register_tagger(name: str, tagger, cache=None) -> None:
     """Make ``Tags(tagger=name)`` use ``tagger`` (anything with ``id`` and ``tag_with_raw``,
-    e.g. :class:`longctx.tagging.LLMTagger`) and its :class:`~longctx.tagging.TagCache`."""
+    e.g. :class:`longctx.chapters.tag_needles.tagger.LLMTagger`) and its :class:`~longctx.tagging.TagCache`."""
     _TAGGERS[name] = (tagger, cache)
 
 

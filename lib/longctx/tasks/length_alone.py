@@ -47,16 +47,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
-
 from ..data import fetch, package_file
 from ..errors import DataFileError, ParameterError
-from ..metrics import summarize
 from ..padding import FILLER_KINDS, PLACEMENTS, filler_slot
 from ..prompts import load_prompt
 from ..reader import row_backend
 from ..requests import Request, StopRule
-from ..results import paired_comparison
 from ..sandbox import check_solution
 from ..transforms import Example, Item, recorded_fields, system_of
 
@@ -693,104 +689,6 @@ def varsum_values_read(prompt: str, output: str) -> tuple[int, int]:
     plain = re.sub(r"[\\{}()]", "", output)
     stated = [(i, n) for i, n in re.findall(r"x_(\d+)\s*=\s*(-?\d+)", plain) if i in asked]
     return len(stated), sum(values.get(i) == n for i, n in stated)
-
-
-def with_baseline(scored, kinds: Sequence[str] | None = None):
-    """The scored table with the shared length-0 rows copied under each filler kind (and
-    placement), so every curve starts at the short problem."""
-    base = scored[scored["filler_tokens"] == 0]
-    rest = scored[scored["filler_tokens"] > 0]
-    kinds = kinds or sorted(rest["filler"].unique())
-    copies = [
-        base.assign(filler=k, placement=p)
-        for k in kinds
-        for p in sorted(rest.loc[rest["filler"] == k, "placement"].unique())
-    ]
-    return pd.concat([rest, *copies], ignore_index=True)
-
-
-def accuracy_by_length(scored, score: str = "correct"):
-    """Mean ``score`` per (model, mode, subtask, filler, placement, length) with Wilson 95% intervals."""
-    return summarize(
-        with_baseline(scored),
-        ["model", "mode", "subtask", "filler", "placement", "filler_tokens"],
-        score=score,
-    )
-
-
-def paired_differences(
-    scored,
-    *,
-    condition: str,
-    control,
-    treatment,
-    by: Sequence[str],
-    score: str = "correct",
-    seed: int = 0,
-):
-    """``treatment`` minus ``control`` of column ``condition`` within each ``by`` group, on the
-    problems run under both (e.g. filler before vs between the evidence at each length, or one
-    device against another): accuracy of each side and the paired change in points with its
-    95% bootstrap interval over problems and a sign-flip p. Groups missing a side are left out."""
-    out = []
-    for key, group in scored.groupby(list(by)):
-        key = key if isinstance(key, tuple) else (key,)
-        sides = group[group[condition].isin([control, treatment])]
-        res = paired_comparison(
-            sides,
-            condition=condition,
-            control=control,
-            treatment=treatment,
-            item=["example_id"],
-            score=score,
-            seed=seed,
-        )
-        if not res["items"]:
-            continue
-        paired = sides.pivot_table(index="example_id", columns=condition, values=score).dropna()
-        out.append(
-            {
-                **dict(zip(by, key)),
-                "n": res["items"],
-                str(control): 100 * paired[control].mean(),
-                str(treatment): 100 * paired[treatment].mean(),
-                "change": 100 * res["difference"],
-                "ci_low": 100 * res["ci_low"],
-                "ci_high": 100 * res["ci_high"],
-                "p_sign_flip": res["p_sign_flip"],
-            }
-        )
-    return pd.DataFrame(out)
-
-
-def drops_from_short(scored, score: str = "correct", seed: int = 0):
-    """Paired change from length 0 at each longer length (same problems): mean difference in
-    points, 95% paired bootstrap interval over problems, sign-flip p."""
-    table = with_baseline(scored)
-    keys = ["model", "mode", "subtask", "filler", "placement"]
-    parts = []
-    for length in sorted(set(table["filler_tokens"]) - {0}):
-        part = paired_differences(
-            table[table["filler_tokens"].isin([0, length])],
-            condition="filler_tokens",
-            control=0,
-            treatment=length,
-            by=keys,
-            score=score,
-            seed=seed,
-        )
-        if not part.empty:
-            parts.append(part.assign(filler_tokens=length))
-    columns = [*keys, "filler_tokens", "n", "change", "ci_low", "ci_high", "p_sign_flip"]
-    if not parts:
-        return pd.DataFrame(columns=columns)
-    return pd.concat(parts, ignore_index=True)[columns].sort_values(
-        [*keys, "filler_tokens"], ignore_index=True
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Through transforms: an example in the transforms' terms, and its request
 
 
 def to_example(problem: Problem) -> Example:

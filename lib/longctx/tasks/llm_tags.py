@@ -1,6 +1,6 @@
 """The LLM tagger's prompts as a task: one request per distinct chunk and tagging method
 (the paper's classification or IE prompt, Figures 7 and 8), built and parsed by
-:class:`longctx.tagging.LLMTagger` and answered through the runner, so its rows are found,
+:class:`longctx.chapters.tag_needles.tagger.LLMTagger` and answered through the runner, so its rows are found,
 browsed, downloaded and replayed like any other task's. A row has no accuracy of its own:
 what it yields is the tags read from its answer (:func:`tags`)."""
 

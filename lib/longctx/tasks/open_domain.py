@@ -22,9 +22,8 @@ import pandas as pd
 from tqdm import tqdm
 
 from ..errors import ParameterError
-from ..metrics import normalize_answer, summarize
+from ..metrics import normalize_answer
 from ..requests import Request
-from ..results import paired_comparison
 from ..retrieval import BM25Ranker
 from . import multidoc_qa as qa
 
@@ -105,52 +104,6 @@ def make_requests(
 
 def score(row: dict) -> float:
     return qa.score(row)
-
-
-def curve(table, *, score: str = "correct"):
-    """Figure 11's two curves from scored rows (columns ``k``, ``recall``, ``score``,
-    ``example_id``): per k and measure (``retriever recall@k``, ``reader accuracy``), the
-    share with its Wilson 95% interval over questions. One row per (k, measure)."""
-    long = pd.concat(
-        [
-            table.assign(measure="retriever recall@k", value=table["recall"].astype(float)),
-            table.assign(measure="reader accuracy", value=table[score].astype(float)),
-        ]
-    )
-    return summarize(long, ["measure", "k"], score="value")
-
-
-def saturation(table, ks: Sequence[int] | None = None, *, score: str = "correct", seed: int = 0):
-    """Each k minus the next smaller one, for reader accuracy and for recall: paired over the
-    questions asked at both (points, bootstrap 95% interval, sign-flip p). Saturation means
-    recall still rises where accuracy no longer does."""
-    ks = sorted(set(ks or table["k"]))
-    out = []
-    for small, large in zip(ks, ks[1:]):
-        sub = table[table["k"].isin([small, large])]
-        for measure, column in (("reader accuracy", score), ("retriever recall@k", "recall")):
-            res = paired_comparison(
-                sub.assign(value=sub[column].astype(float)),
-                condition="k",
-                control=small,
-                treatment=large,
-                item=["example_id"],
-                score="value",
-                seed=seed,
-            )
-            out.append(
-                {
-                    "from k": small,
-                    "to k": large,
-                    "measure": measure,
-                    "questions": res["items"],
-                    "change": 100 * res["difference"],
-                    "ci_low": 100 * res["ci_low"],
-                    "ci_high": 100 * res["ci_high"],
-                    "p_sign_flip": res["p_sign_flip"],
-                }
-            )
-    return pd.DataFrame(out)
 
 
 def recall_table(

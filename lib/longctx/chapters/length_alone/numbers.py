@@ -24,6 +24,7 @@ from ...report import (
 from ...tasks import length_alone as la
 from ...tasks import ruler_qa as rq
 from ..contract import ChapterResult, Run
+from . import analysis
 from .design import EXPERIMENT, problems_for, ruler_questions
 
 PREMISE_SCALE = "recitation-full"  # the recitations the la-* premises read
@@ -323,9 +324,9 @@ def solved(rows: list[dict], params: dict) -> pd.DataFrame:
 
 def placement(gsm: pd.DataFrame, paper: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
     """Whitespace before the evidence minus no filler, and before minus between, beside Table 8."""
-    drops = la.drops_from_short(gsm)
+    drops = analysis.drops_from_short(gsm)
     before = drops[drops["placement"] == "before"].iloc[0]
-    placed = la.paired_differences(
+    placed = analysis.paired_differences(
         gsm[gsm["filler"] == "whitespace"],
         condition="placement",
         control="between",
@@ -376,7 +377,7 @@ def varsum_views(solve: pd.DataFrame, rows: list[dict], paper: pd.DataFrame) -> 
         longest=("new_tokens", "max"),
         longest_correct=("new_tokens", lambda s: s[varsum.loc[s.index, "correct"] == 1].max()),
     )
-    drop = la.drops_from_short(varsum)
+    drop = analysis.drops_from_short(varsum)
     vp = paper[
         (paper["subtask"] == "varsum") & (paper["table"] == 6) & (paper["metric"] == "accuracy")
     ].pivot_table(index="model", columns="length", values="value")
@@ -424,7 +425,7 @@ def ruler_views(ruler_rows: list[dict], params: dict, paper: pd.DataFrame) -> di
     )
     steps = pd.concat(
         [
-            la.paired_differences(
+            analysis.paired_differences(
                 scored, condition="mode", control="answer", treatment=m, by=["subtask", "length"]
             )
             .rename(columns={m: "second_step"})

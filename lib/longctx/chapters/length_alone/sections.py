@@ -17,6 +17,7 @@ from ...report import (
     points_ci,
 )
 from ...tasks import length_alone as la
+from . import analysis
 from .design import problems_for
 from .numbers import LABELS, PAPER_READERS, RULER_MODES, RULER_TASKS, VARIANTS, LengthResult
 
@@ -40,7 +41,7 @@ def bars(solve: pd.DataFrame) -> pd.DataFrame:
 
 def between(gsm: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     """Each filler kind between evidence and question minus no filler, beside the paper's drops."""
-    drops = la.drops_from_short(gsm)
+    drops = analysis.drops_from_short(gsm)
     theirs = {
         (t, m): v
         for t, m, v in paper[

@@ -23,6 +23,7 @@ from ...tables import rows_table
 from ...tasks import multidoc_qa as qa
 from ...tasks import open_domain as od
 from ..contract import ChapterResult, Run
+from . import analysis
 from .design import HEADLINE_DEPTHS, questions_for
 
 
@@ -177,7 +178,7 @@ def open_domain(od_rows: list[dict], params: dict) -> dict | None:
     retriever = od.ChunkRetriever(pool)
     recall_rows = od.recall_table(pool, retriever, params["open_domain_ks"])
     recall_all = summarize(recall_rows.assign(correct=recall_rows["recall"].astype(float)), ["k"])
-    curve = od.curve(table)
+    curve = analysis.curve(table)
     n = table["example_id"].nunique()
     shown = pd.concat(
         [
@@ -187,7 +188,9 @@ def open_domain(od_rows: list[dict], params: dict) -> dict | None:
         ignore_index=True,
     ).assign(panel="open-domain")
     low, high = open_domain_ks(params)
-    steps = pd.concat([od.saturation(table), od.saturation(table, [low, high])], ignore_index=True)
+    steps = pd.concat(
+        [analysis.saturation(table), analysis.saturation(table, [low, high])], ignore_index=True
+    )
     return {
         "table": table,
         "curve": curve,

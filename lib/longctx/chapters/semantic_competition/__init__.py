@@ -30,7 +30,7 @@ from ...runner import Block
 from ...tables import point_links, provenance
 from ...tasks import semantic_competition as sc
 from ..contract import Chapter, Run
-from . import design, numbers
+from . import analysis, design, numbers
 
 
 class SemanticCompetition(Chapter):
@@ -136,8 +136,8 @@ class SemanticCompetition(Chapter):
             main=readers[readers["model"] == reader.label],
             curves=curves,
             lives=lives,
-            table1=sc.condition_summary(readers, by=["model", "condition"], seed=seed),
-            table2=sc.recovery_table(readers, by=["model"], seed=seed),
+            table1=analysis.condition_summary(readers, by=["model", "condition"], seed=seed),
+            table2=analysis.recovery_table(readers, by=["model"], seed=seed),
             length_levels=length_levels,
             length_recovery=length_recovery,
             sizes=numbers.other_sizes(table, params),

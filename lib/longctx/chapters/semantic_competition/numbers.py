@@ -15,6 +15,7 @@ from ...runner import Block, answer
 from ...tables import rows_table
 from ...tasks import semantic_competition as sc
 from ..contract import ChapterResult, Run
+from . import analysis
 from .design import EXPERIMENT, HEADLINE, built_contexts
 
 
@@ -52,7 +53,7 @@ def matched(
 ) -> pd.DataFrame:
     """One matched control's rows (gold only, hard and far at ``size`` snippets, default
     ``matched_size``), on ``questions`` (ids) when given."""
-    part = sc.matched_rows(_select(table, params), size or params["matched_size"])
+    part = analysis.matched_rows(_select(table, params), size or params["matched_size"])
     if questions is not None:
         part = part[part["example_id"].isin(questions)]
     return _with_far(part)
@@ -95,15 +96,17 @@ def snippet_length(table: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.
     subset = _compare_ids(params)
     levels, recovery = [], []
     for words in [params["snippet_words"], params["compare_snippet_words"]]:
-        part = _with_far(sc.matched_rows(_select(table, params, words), params["matched_size"]))
+        part = _with_far(
+            analysis.matched_rows(_select(table, params, words), params["matched_size"])
+        )
         part = part[part["example_id"].isin(subset)]
         levels.append(
-            sc.condition_summary(part, by=["condition"], seed=params["seed"]).assign(
+            analysis.condition_summary(part, by=["condition"], seed=params["seed"]).assign(
                 snippet_words=words
             )
         )
         recovery.append(
-            sc.recovery_table(part, by=[], seed=params["seed"]).assign(snippet_words=words)
+            analysis.recovery_table(part, by=[], seed=params["seed"]).assign(snippet_words=words)
         )
     levels = pd.concat(levels).pivot_table(
         index="condition",
@@ -121,11 +124,11 @@ def other_sizes(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     out = []
     for n in sorted({params["matched_size"], *params["other_sizes"]}):
         part = matched(table, params, n, subset)
-        levels = sc.condition_summary(
+        levels = analysis.condition_summary(
             part[part["condition"] != "gold"], by=["condition"], seed=params["seed"]
         )
         out.append(
-            sc.recovery_table(part, by=[], seed=params["seed"]).assign(
+            analysis.recovery_table(part, by=[], seed=params["seed"]).assign(
                 N=n, tokens=" / ".join(str(t) for t in levels["Tok."])
             )
         )
@@ -136,10 +139,10 @@ def nq(table: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataFrame] |
     """The matched control on the NQ-Open gold chunks: levels and recovery (None when not run)."""
     if not params["nq_questions"]:
         return None
-    part = sc.matched_rows(table[table["corpus"] == "nq-open-oracle"], params["matched_size"])
+    part = analysis.matched_rows(table[table["corpus"] == "nq-open-oracle"], params["matched_size"])
     return (
-        sc.condition_summary(part, by=["condition"], seed=params["seed"]),
-        sc.recovery_table(part, by=[], seed=params["seed"]),
+        analysis.condition_summary(part, by=["condition"], seed=params["seed"]),
+        analysis.recovery_table(part, by=[], seed=params["seed"]),
     )
 
 
@@ -243,7 +246,7 @@ def second_reader_quotes(
     intervals exclude zero."""
     if not second or not (readers["model"] == second).any():
         return {}
-    cost = sc.recovery_table(
+    cost = analysis.recovery_table(
         readers, by=["model"], control="gold", treatment="hard", seed=seed
     ).set_index(["model", "metric"])
     rec = table2.set_index(["model", "metric"])

@@ -10,7 +10,7 @@ from ...metrics import bootstrap_interval
 from ...plots import FigureText, book_figure, condition_bars, retention_curves
 from ...report import percent_words
 from ...runner import Block
-from ...tasks import semantic_competition as sc
+from . import analysis
 from .numbers import CompetitionResult
 
 
@@ -277,7 +277,7 @@ def table2_tables(view: CompetitionResult, paper: dict) -> list:
     """Far minus hard (Table 2), ours and the paper's, and the questions each needs."""
     return [
         (
-            view.table2.drop(columns=sc.RECOVERY_NUMBERS),
+            view.table2.drop(columns=analysis.RECOVERY_NUMBERS),
             "Ours: far minus hard, paired by question.",
         ),
         (paper["table 2"], "The paper's Table 2."),
@@ -302,7 +302,7 @@ def length_tables(view: CompetitionResult, paper: dict) -> list:
     return [
         (view.length_levels, "Each condition at 50- and 80-word snippets, the same questions."),
         (
-            view.length_recovery.drop(columns=sc.RECOVERY_NUMBERS),
+            view.length_recovery.drop(columns=analysis.RECOVERY_NUMBERS),
             "Far minus hard at each snippet length.",
         ),
         (paper["length"], "The paper, section 4.4."),
@@ -313,7 +313,7 @@ def beyond_tables(view: CompetitionResult, params: dict) -> list:
     """The matched control at other N, and on NQ-Open when it ran."""
     out = [
         (
-            view.sizes.drop(columns=sc.RECOVERY_NUMBERS).rename(
+            view.sizes.drop(columns=analysis.RECOVERY_NUMBERS).rename(
                 columns={"tokens": "Tok. hard / far"}
             ),
             "Far minus hard at other numbers of snippets N.",
@@ -324,7 +324,7 @@ def beyond_tables(view: CompetitionResult, params: dict) -> list:
         out += [
             (view.nq[0], f"Each condition on {where}."),
             (
-                view.nq[1].drop(columns=sc.RECOVERY_NUMBERS),
+                view.nq[1].drop(columns=analysis.RECOVERY_NUMBERS),
                 f"Far minus hard on {where}, paired by question.",
             ),
         ]

@@ -25,7 +25,7 @@ from ...tables import point_links, provenance
 from ...tagging import TAG_EXPERIMENT
 from ...tasks import tag_needles as tn
 from ..contract import Chapter, Run
-from . import design, numbers
+from . import analysis, design, numbers
 
 
 class TagNeedles(Chapter):
@@ -129,8 +129,8 @@ class TagNeedles(Chapter):
             grid=grid,
             main=main,
             accuracy=numbers.grid_accuracy(main),
-            gains=tn.versus_baseline(main),
-            drops=tn.drop_rates(main, seed=seed),
+            gains=analysis.versus_baseline(main),
+            drops=analysis.drop_rates(main, seed=seed),
             overhead=overheads,
             against_td=against_td,
             stats=numbers.tag_stats(stack, params),

@@ -9,7 +9,9 @@ from ...errors import ParameterError
 from ...reader import Reader
 from ...requests import dedupe_key
 from ...runner import Block
+from ...tagging import SpacyTagger, spacy_cache, variant_parts
 from ...tasks import tag_needles as tn
+from .tagger import LLMTagger
 
 EXPERIMENT = "tag_needles"
 
@@ -30,22 +32,30 @@ def taggers_for(
     load_tagger=None,
     batch_size: int = 8,
 ) -> tn.Taggers:
-    """The taggers the variants need; the LLM tagger (``tagger``, by default
-    ``params["tagger_model"]`` through hf) loads only for chunks it has no stored answer for."""
+    """The taggers the variants need: spaCy, and the LLM tagger (``tagger``, by default
+    ``params["tagger_model"]`` through hf), its answers stored as rows in its ``tags`` store
+    under ``results_dir``, so it loads (through ``load_tagger``) only for a chunk with no row."""
     variants = (
         params["variants"]
         + params["query_aware_variants"]
         + list(params.get("long_variants") or [])
         + list(params.get("short_variants") or [])
     )
-    return tn.chapter_taggers(
-        variants,
-        results_dir=results_dir,
-        tagger=tagger or Reader(params["tagger_model"]),
-        llm_method=params["llm_tag_method"],
-        load=load_tagger,
-        batch_size=batch_size,
-    )
+    kinds = {variant_parts(v)[1] for v in variants}
+    taggers = tn.Taggers()
+    if "spacy" in kinds:  # its tags kept in the user's cache
+        taggers.spacy = SpacyTagger()
+        taggers.caches["spacy"] = spacy_cache()
+    if "llm" in kinds:  # the privileged categories, answers stored as the tagger's rows
+        taggers.llm = LLMTagger(
+            tagger or Reader(params["tagger_model"]),
+            "privileged",
+            results_dir=results_dir,
+            method=params["llm_tag_method"],
+            load=load_tagger,
+            batch_size=batch_size,
+        )
+    return taggers
 
 
 def requests_for(

@@ -25,6 +25,7 @@ from ...runner import Block, answer
 from ...tagging import tagging_report
 from ...tasks import tag_needles as tn
 from ..contract import ChapterResult, Run
+from . import analysis
 from .design import (
     EXPERIMENT,
     cases_for,
@@ -147,7 +148,7 @@ def _answered(run: Run) -> dict:
 
 
 def grid_accuracy(main: pd.DataFrame) -> pd.DataFrame:
-    accuracy = tn.accuracy_table(main, by=["model", "variant", "length"])
+    accuracy = analysis.accuracy_table(main, by=["model", "variant", "length"])
     return accuracy.assign(label=accuracy["variant"].map(tn.VARIANT_LABELS))
 
 
@@ -171,7 +172,7 @@ def sized_comparison(
     variant against the baseline on every case, with the questions that move each way."""
     if scored.empty:
         return None
-    gains = tn.versus_baseline(scored).set_index("variant")
+    gains = analysis.versus_baseline(scored).set_index("variant")
     pairs = scored.pivot_table(index="example_id", columns="variant", values="correct")
     length = params["long_length" if which == "long" else "short_length"]
     t1 = paper[paper["table"] == 1].set_index(["model", "variant", "setting"])["value"]
@@ -200,8 +201,8 @@ def sized_comparison(
             "(the tags alone; exploratory)"
         )
         rows.append(_comparison_row(label, tags_alone, pairs, "td_tc_spacy", TAGS_CONTROL))
-    by_hop = tn.accuracy_table(scored, by=["variant", "hop"])
-    hops = pd.concat([tn.accuracy_table(scored, by=["variant"]).assign(hop="all"), by_hop])
+    by_hop = analysis.accuracy_table(scored, by=["variant", "hop"])
+    hops = pd.concat([analysis.accuracy_table(scored, by=["variant"]).assign(hop="all"), by_hop])
     return {
         "gains": gains,
         "tags_alone": tags_alone,
@@ -238,7 +239,7 @@ def tags_alone_estimate(scored: pd.DataFrame, seed: int):
     if TAGS_CONTROL not in set(scored["variant"]) or "td_tc_spacy" not in set(scored["variant"]):
         return None
     both = scored[scored["variant"].isin([TAGS_CONTROL, "td_tc_spacy"])]
-    found = tn.versus_baseline(both, control=TAGS_CONTROL)
+    found = analysis.versus_baseline(both, control=TAGS_CONTROL)
     return next(found[found["variant"] == "td_tc_spacy"].itertuples(), None)
 
 
@@ -275,7 +276,7 @@ def tag_stats(stack: Haystack, params: dict) -> pd.DataFrame:
 
 def by_depth(main: pd.DataFrame) -> pd.DataFrame:
     """Accuracy per variant and needle depth (percent of the context before it), pooled over lengths."""
-    table = tn.accuracy_table(main, by=["model", "variant", "depth"])
+    table = analysis.accuracy_table(main, by=["model", "variant", "depth"])
     return table.assign(
         depth=(100 * table["depth"]).round().astype(int),
         label=table["variant"].map(tn.VARIANT_LABELS),
@@ -285,7 +286,7 @@ def by_depth(main: pd.DataFrame) -> pd.DataFrame:
 def overhead(main: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Tag tokens and their share of the context against the change over the baseline, and
     each tagged variant against TD alone."""
-    over = tn.overhead_vs_gain(main)
+    over = analysis.overhead_vs_gain(main)
     tagged = over[over["variant"].str.startswith("td_tc")]
     tagged = tagged.assign(
         variant=tagged["variant"].map(tn.VARIANT_LABELS),
@@ -306,7 +307,7 @@ def overhead(main: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]
             "change": "change vs baseline (pts, 95% CI)",
         }
     )
-    against_td = tn.versus_baseline(main[main["variant"] != "baseline"], control="td")
+    against_td = analysis.versus_baseline(main[main["variant"] != "baseline"], control="td")
     return shown, against_td
 
 
@@ -323,7 +324,7 @@ def query_aware(scored: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.Da
         * 100
     )
     rows = rows.assign(arm=rows["variant"] + rows["query_aware"].map({True: "+qac", False: ""}))
-    gains = tn.versus_baseline(rows.assign(variant=rows["arm"]), control="baseline")
+    gains = analysis.versus_baseline(rows.assign(variant=rows["arm"]), control="baseline")
     return table, gains
 
 
