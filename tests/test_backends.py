@@ -20,6 +20,7 @@ from longctx.reader import Reader
 from longctx.requests import GenerateCall, Request, StopRule, request_key
 from longctx.runner import generate_missing
 from longctx.store import ResultsStore
+from rows import stored_row
 from servers import SMOKE, Server, free_port
 
 # ----------------------------------------------------------------- interface, no model
@@ -150,7 +151,7 @@ def _append_many(path: str, writer: int, batches: int) -> None:
     store = ResultsStore(path, "m", "x")
     for b in range(batches):
         store.append(
-            [{"key": f"{writer}-{b}-{i}", "writer": writer, "pad": "x" * 3000} for i in range(5)]
+            [stored_row(f"{writer}-{b}-{i}", writer=writer, pad="x" * 3000) for i in range(5)]
         )
 
 

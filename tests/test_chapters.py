@@ -24,6 +24,7 @@ from longctx.errors import ParameterError
 from longctx.reader import Reader
 from longctx.reproduce import block_claims, chapter_blocks
 from longctx.runner import all_requests, run
+from rows import attention_row, stored_row
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "qwen2.5-coder-0.5b-instruct"
@@ -191,12 +192,12 @@ def test_attention_stage_builds_the_second_block_only_once_every_item_is_stored(
     fp = resolve_model(MODEL).fingerprint
     store.append(
         [
-            {
-                "key": attention_key(fp, it["prompt"], "auto", -1, False),
+            attention_row(
+                attention_key(fp, it["prompt"], "auto", -1, False),
+                model=MODEL,
+                model_fingerprint=fp,
                 **it,
-                "abs": 0.5,
-                "tokens": 9,
-            }
+            )
             for it in items[:3]
         ]
     )
@@ -206,12 +207,12 @@ def test_attention_stage_builds_the_second_block_only_once_every_item_is_stored(
     ] and not made
     store.append(
         [
-            {
-                "key": attention_key(fp, items[3]["prompt"], "auto", -1, False),
-                **items[3],
-                "abs": 0.9,
-                "tokens": 9,
-            }
+            attention_row(
+                attention_key(fp, items[3]["prompt"], "auto", -1, False),
+                model=MODEL,
+                model_fingerprint=fp,
+                **{**items[3], "abs": 0.9},
+            )
         ]
     )
     report = run([block], Reader(MODEL), tmp_path, dry_run=True, log=lambda m: None)
@@ -743,20 +744,36 @@ def test_a_run_reads_the_rows_of_its_plan_and_reads_again_after_generating(tmp_p
     """``run.rows`` holds only rows under the keys of planned requests, by store; once the
     run has generated, it reads the stores again (what was generated is then there)."""
     from longctx.reader import Reader
-    from longctx.requests import Request
+    from longctx.requests import Request, request_key
     from longctx.runner import Block, block_keys
 
     reader = Reader()
     asked = [Request("t", f"e{i}", f"prompt {i}", ("x",), {"n": i}) for i in range(2)]
     block = Block("b", "exp", asked, True)
     keys = block_keys(block, reader)
-    row = {"key": keys[0], "task": "t", "condition": {"n": 0}, "example_id": "e0", "output": "x"}
+
+    def row(key, req):
+        return stored_row(
+            key,
+            example_id=req.example_id,
+            prompt=req.prompt,
+            condition=req.condition,
+            model=reader.model,
+            fingerprint=reader.fingerprint,
+        )
+
+    unplanned = Request("t", "e9", "prompt 9", ("x",), {"n": 9})
     store = reader.store(tmp_path, "exp")
-    store.append([row, {**row, "key": "not-planned", "example_id": "e9"}])
+    store.append(
+        [
+            row(keys[0], asked[0]),
+            row(request_key(reader.fingerprint, unplanned, reader.prompt_mode), unplanned),
+        ]
+    )
     run = Run.of(_Probe([block]), reader, results=tmp_path)
     assert [r["key"] for r in run.rows("exp")] == [keys[0]]
     assert run.rows("other") == []
-    store.append([{**row, "key": keys[1], "condition": {"n": 1}, "example_id": "e1"}])
+    store.append([row(keys[1], asked[1])])
     assert len(run.rows("exp")) == 1  # read once per run
     assert len(run.answered()) == 2  # all stored: nothing generated
     assert len(run.rows("exp")) == 2

@@ -19,6 +19,7 @@ from longctx.matrix import Cell, Column, cell_markdown
 from longctx.reader import Reader
 from longctx.runner import PromptTokens, block_keys
 from longctx.store import ResultsStore
+from rows import stored_row
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = "qwen2.5-coder-0.5b-instruct"
@@ -346,15 +347,14 @@ def _reader_rows(root: Path, folder: str, model: str) -> ResultsStore:
     store = ResultsStore(root, folder, "kv_retrieval")
     store.append(
         [
-            {
-                "key": f"{folder}-{i}",
-                "model": model,
-                "model_fingerprint": Reader(model).ref.fingerprint,
-                "task": "kv_retrieval",
-                "example_id": f"e{i}",
-                "condition": {},
-                "output": "",
-            }
+            stored_row(
+                f"{folder}-{i}",
+                model=model,
+                fingerprint=Reader(model).ref.fingerprint,
+                task="kv_retrieval",
+                example_id=f"e{i}",
+                output="",
+            )
             for i in range(2)
         ]
     )

@@ -13,30 +13,30 @@ from longctx.floor import floor_report, floor_sample, floor_summary, floor_table
 from longctx.reader import Reader
 from longctx.replay import replay
 from longctx.store import ResultsStore
+from rows import stored_row
 
 MODEL = "qwen2.5-coder-0.5b-instruct"
 
 
 def _row(i, *, output="Paris", tokens=100):
-    return {
-        "key": f"k{i:03d}",
-        "model": MODEL,
-        "model_fingerprint": Reader(MODEL).ref.fingerprint,
-        "backend": "hf",
-        "task": "multidoc_qa",
-        "condition": {"gold_index": i},
-        "example_id": f"q{i}",
-        "gold": ["Paris"],
-        "prompt": f"prompt {i}",
-        "prompt_tokens": tokens,
-        "output": output,
-        "host": "vm",
-        "params": {
+    return stored_row(
+        f"k{i:03d}",
+        model=MODEL,
+        fingerprint=Reader(MODEL).ref.fingerprint,
+        task="multidoc_qa",
+        condition={"gold_index": i},
+        example_id=f"q{i}",
+        gold=["Paris"],
+        prompt=f"prompt {i}",
+        prompt_tokens=tokens,
+        output=output,
+        host="vm",
+        params={
             "max_new_tokens": 16,
             "batch_size": 8,
             "stop": {"newline": True, "answer_pattern": None, "echoes": []},
         },
-    }
+    )
 
 
 def test_the_sample_is_seeded_by_the_keys_not_the_order_and_leaves_long_prompts_out(tmp_path):

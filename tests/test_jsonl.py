@@ -17,6 +17,7 @@ from longctx.jsonl import (
 )
 from longctx.store import ResultsStore
 from longctx.tagging import TagCache
+from rows import stored_row
 
 BREAKERS = ["\u2028", "\u2029", "\u0085"]
 
@@ -37,7 +38,7 @@ def test_lines_split_at_newline_only_even_when_written_raw():
 
 @pytest.mark.parametrize("char", BREAKERS)
 def test_a_row_holding_a_line_breaker_survives_append_pack_and_merge(tmp_path, char):
-    rows = [{"key": f"k{i}", "output": f"a{char}b{i}", "prompt": f"p{char}"} for i in range(3)]
+    rows = [stored_row(f"k{i}", output=f"a{char}b{i}", prompt=f"p{char}") for i in range(3)]
     store = ResultsStore(tmp_path, "m", "exp")
     store.append(rows[:2])
     assert store.rows() == rows[:2] and store.keys() == {"k0", "k1"}

@@ -6,6 +6,7 @@ from longctx import models
 from longctx.backends import hf
 from longctx.errors import ModelPackageMissingError, ParameterError, UnknownModelError
 from longctx.store import ResultsStore, model_folder
+from rows import stored_row
 
 SMOKE = "smollm2-135m-instruct"
 
@@ -179,7 +180,7 @@ def test_local_checkpoint_results_folder_is_named_after_it(tmp_path):
     results = tmp_path / "results"
     assert model_folder(first, results) == "tiny-llama-qwentok"
     ResultsStore(results, model_folder(first, results), "kv").append(
-        [{"key": "k", "model_fingerprint": first.fingerprint}]
+        [stored_row("k", fingerprint=first.fingerprint)]
     )
     # The same checkpoint keeps its folder
     assert model_folder(first, results) == "tiny-llama-qwentok"

@@ -35,6 +35,7 @@ from filelock import FileLock, Timeout
 from .data import sha256_file
 from .errors import DataFileError, warn_line
 from .jsonl import LongLine, NotUtf8Line, dumps_lines, iter_lines, split_lines
+from .row_schema import row_fault
 
 
 class ResultsStore:
@@ -335,10 +336,15 @@ class ResultsStore:
     def append(self, rows: Iterable[dict]) -> int:
         """Append ``rows`` whose keys are not stored yet (another process may have stored
         some since this one looked: two runs of one chapter at once store each row once);
-        returns how many were written. Written and flushed under the store's lock."""
+        returns how many were written. Written and flushed under the store's lock. Every row
+        is checked against its schema first (:mod:`longctx.row_schema`): one malformed row
+        and nothing is written."""
         rows = list(rows)
         if not rows:
             return 0
+        for row in rows:
+            if fault := row_fault(row):
+                raise MalformedRowError(self.path, fault)
         with self.lock():
             have = self.keys()
             new = [r for r in rows if r["key"] not in have and not have.add(r["key"])]
@@ -470,6 +476,16 @@ def _chunks(f, source: Path, again: str) -> Iterator[bytes]:
                 raise DataFileError(f"{source} is not a generations file (cut short); {again}")
             return
         yield data
+
+
+class MalformedRowError(DataFileError):
+    """A row that does not match its schema, refused before anything is written."""
+
+    def __init__(self, path: Path, fault: str):
+        super().__init__(
+            f"{path}: {fault}; rows are built by longctx.runner.make_row (generations) or "
+            "longctx.attention.attention_rows (attention), which a store accepts as they are"
+        )
 
 
 class StoreWriteError(DataFileError):
