@@ -90,22 +90,13 @@ longbench_data = ""  # LongBench-v2 data.json path or hub id; empty skips the ru
 longbench_limit = 0  # questions to run; 0 means all
 longbench_max_prompt_tokens = 4096  # the paper's cap; longer prompts are cut in the middle
 seed = 0  # key-value examples, calibration prompts and the selection-stability draws
-device = "auto"  # auto: cuda if available, else cpu
-backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
-backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
-served_model = None  # server options longctx run may set (None: the backend's defaults)
-backend_concurrency = None
-backend_timeout_s = None
-backend_retries = None
-backend_context_window = None
-dtype = "auto"  # auto: bf16 on GPU / CPUs with native bf16, else float32
-prompt_mode = "auto"  # chat template for instruct models, raw text for base models
+reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 8
 results_dir = "data/results"  # relative to the repository root
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.report import glue_all, say, show, show_all
+from longctx.report import say, show, show_all
 from longctx.tables import provenance
 
 page = setup("cnorm", globals())
@@ -124,9 +115,7 @@ rows = numbers.answered(run)
 say(f"{len(rows):,} rows answered or read from the store.")
 
 # %% tags=["remove-cell"]
-view = page.chapter.analyze(run)
-glue_all(view.quoted)
-page.glue_verdicts(view.estimates)
+view = page.analyze(run)
 
 # %% [markdown]
 # ## C-NORM on 10-document NQ-Open QA (Figure 6)
@@ -420,5 +409,4 @@ say(page.downloads())
 # 1.5B reader.
 
 # %% tags=["remove-cell"]
-page.check(view.said)
-assert view.consistent
+page.finish()  # every statement still holds; every result consistent

@@ -63,16 +63,7 @@ far_from = 0.5  # far distractors: ranks at or beyond this fraction of the pool
 # Whitespace tokens between the documents and the question at the high level (paper scale: 8000).
 filler_tokens = 1000
 seed = 0
-device = "auto"
-backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
-backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
-served_model = None  # server options longctx run may set (None: the backend's defaults)
-backend_concurrency = None
-backend_timeout_s = None
-backend_retries = None
-backend_context_window = None
-dtype = "auto"
-prompt_mode = "auto"  # chat template for instruct models, raw text for base models
+reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 8
 token_budget = 65536  # rows x prompt tokens per batch
 results_dir = "data/results"
@@ -85,7 +76,7 @@ second_backend = "llamacpp"
 # %% tags=["remove-cell"]
 from longctx.page import setup
 from longctx.replay import replay_summary
-from longctx.report import glue_all, say, show
+from longctx.report import say, show
 
 page = setup("crossing", globals())
 numbers, sections, reader = page.numbers, page.sections, page.reader
@@ -99,9 +90,7 @@ run = page.run((second_reader, second_backend), batch_size=batch_size, token_bud
 rows = numbers.answered(run)
 
 # %% tags=["remove-cell"]
-view = page.chapter.analyze(run)
-glue_all(view.quoted)
-page.glue_verdicts(view.estimates)
+view = page.analyze(run)
 
 # %% tags=["remove-cell"]
 page.glue_figure(
@@ -325,5 +314,4 @@ say(sections.readers_summary(view))
 # GPU: `--scale paper`.
 
 # %% tags=["remove-cell"]
-page.check(view.said)
-assert view.consistent
+page.finish()  # every statement still holds; every result consistent

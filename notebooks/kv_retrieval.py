@@ -53,16 +53,7 @@ examples_per_cell = {"10": 8, "30": 8, "140": 165}
 query_aware = [False, True]  # run without and with query-aware contextualization
 kv_source = {"10": "synthetic", "30": "synthetic", "140": "release"}
 seed = 0
-device = "auto"  # auto: cuda if available, else cpu
-backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
-backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
-served_model = None  # server options longctx run may set (None: the backend's defaults)
-backend_concurrency = None
-backend_timeout_s = None
-backend_retries = None
-backend_context_window = None
-dtype = "auto"  # auto: bf16 on GPU, and on CPUs where it measures faster than float32
-prompt_mode = "auto"  # chat template for instruct models, raw text for base models
+reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 8
 results_dir = "data/results"  # relative to the repository root
 # A second reader whose committed (or freshly run) rows answer the same prompts: the
@@ -87,9 +78,7 @@ run = page.run((second_reader, reader.backend.name), batch_size=batch_size, para
 rows = run.answered()
 
 # %% tags=["remove-cell"]
-view = page.chapter.analyze(run)
-glue_all(view.quoted)
-page.glue_verdicts(view.estimates)
+view = page.analyze(run)
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig-kv-position", sections.figure(view), sections.figure_text(view))
@@ -296,5 +285,4 @@ say(page.downloads())
 
 # %% tags=["remove-cell"]
 # The prose reads its numbers from the glue above; on the committed run, check its words too.
-page.check({**view.said, **paper_view.said})
-assert view.consistent  # every prompt has exactly one row; every interval holds its estimate
+page.finish(paper_view.said)  # every statement still holds; every result consistent

@@ -102,23 +102,14 @@ arms = [
 ]
 # RULER QA1 (SQuAD) / QA2 (HotpotQA), Table 5, contexts in the reader's tokens. None: not run.
 ruler = {"subtasks": ["qa1", "qa2"], "lengths": [4000], "num_questions": 110}
-device = "auto"
-backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
-backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
-served_model = None  # server options longctx run may set (None: the backend's defaults)
-backend_concurrency = None
-backend_timeout_s = None
-backend_retries = None
-backend_context_window = None
-dtype = "auto"
-prompt_mode = "auto"  # chat template for instruct models, raw text for base models
+reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 8
 token_budget = 262144  # rows x prompt tokens per batch, so long prompts get smaller batches
 results_dir = "data/results"
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.report import glue_all, say, show, show_all
+from longctx.report import say, show, show_all
 
 page = setup("length_alone", globals())
 numbers, sections, reader = page.numbers, page.sections, page.reader
@@ -133,9 +124,7 @@ run = page.run(batch_size=batch_size, token_budget=token_budget)
 stored = numbers.answered(run)
 
 # %% tags=["remove-cell"]
-view = page.chapter.analyze(run)
-glue_all(view.quoted)
-page.glue_verdicts(view.estimates)
+view = page.analyze(run)
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig-la-gsm8k", sections.figure(view, paper), sections.figure_text(view))
@@ -453,5 +442,4 @@ say(page.downloads())
 
 # %% tags=["remove-cell"]
 # The prose reads its numbers from the glue above; on the committed run, check its words too.
-page.check(view.said)
-assert view.consistent  # every row one scored line, every key once
+page.finish()  # every statement still holds; every result consistent

@@ -63,22 +63,13 @@ release_dir = ""
 open_domain_ks = [5, 10, 20, 30, 50]
 open_domain_questions = 60  # the paper: all 2,655 (its subset with paragraph answers)
 seed = 0
-device = "auto"
-backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
-backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
-served_model = None  # server options longctx run may set (None: the backend's defaults)
-backend_concurrency = None
-backend_timeout_s = None
-backend_retries = None
-backend_context_window = None
-dtype = "auto"
-prompt_mode = "auto"
+reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 4
 results_dir = "data/results"
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.report import glue_all, say, show
+from longctx.report import say, show
 
 page = setup("multidoc_qa", globals())
 numbers, sections, reader = page.numbers, page.sections, page.reader
@@ -95,9 +86,7 @@ run = page.run(batch_size=batch_size, params={"seed": seed, "source": source})
 answered = numbers.answered(run)
 
 # %% tags=["remove-cell"]
-view = page.chapter.analyze(run)
-glue_all(view.quoted)
-page.glue_verdicts(view.estimates)
+view = page.analyze(run)
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig-multidoc-position", sections.figure(view, paper), sections.figure_text(view))
@@ -310,5 +299,4 @@ say(page.downloads())
 
 # %% tags=["remove-cell"]
 # The prose reads its numbers from the glue above; on the committed run, check its words too.
-page.check(view.said)
-assert view.consistent  # every prompt has exactly one row; every interval holds its estimate
+page.finish()  # every statement still holds; every result consistent

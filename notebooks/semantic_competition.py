@@ -83,22 +83,13 @@ second_readers = ["qwen2.5-coder-1.5b-instruct"]  # more readers for Tables 1 an
 second_reader_questions = 200  # questions (first of the sample) the second readers answer
 max_passages = 0  # keep only the first passages of each corpus (0 keeps all; small values for CI)
 seed = 0
-device = "auto"
-backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
-backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
-served_model = None  # server options longctx run may set (None: the backend's defaults)
-backend_concurrency = None
-backend_timeout_s = None
-backend_retries = None
-backend_context_window = None
-dtype = "auto"
-prompt_mode = "auto"
+reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 4
 results_dir = "data/results"
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.report import glue_all, say, show, show_all
+from longctx.report import say, show, show_all
 
 page = setup("semantic_competition", globals())
 design, numbers, sections, reader = page.design, page.numbers, page.sections, page.reader
@@ -129,9 +120,7 @@ show(*sections.experiments_table(design.built_contexts(run), run.planned()))
 rows = numbers.answered(run)
 
 # %% tags=["remove-cell"]
-view = page.chapter.analyze(run)
-glue_all(view.quoted)
-page.glue_verdicts(view.estimates)
+view = page.analyze(run)
 
 # %% tags=["remove-cell"]
 sc_paper = page.paper("semantic_competition")
@@ -307,4 +296,4 @@ say(page.downloads())
 
 # %% tags=["remove-cell"]
 # The prose reads its numbers from the glue above; on the committed run, check its words too.
-page.check(view.said)
+page.finish()  # every statement still holds; every result consistent

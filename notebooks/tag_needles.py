@@ -81,22 +81,13 @@ chunk_chars = 500
 novelqa_dir = None  # a NovelQA checkout (Data/, Books/) to run the multiple-choice part
 novelqa_max_book_tokens = 6000
 seed = 0
-device = "auto"
-backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
-backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
-served_model = None  # server options longctx run may set (None: the backend's defaults)
-backend_concurrency = None
-backend_timeout_s = None
-backend_retries = None
-backend_context_window = None
-dtype = "auto"
-prompt_mode = "auto"  # chat template for instruct models, raw text for base models
+reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 8
 results_dir = "data/results"
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.report import glue_all, say, show, show_all
+from longctx.report import say, show, show_all
 
 page = setup("tag_needles", globals(), precision=1)
 numbers, sections, reader = page.numbers, page.sections, page.reader
@@ -113,9 +104,7 @@ stack = numbers.stacked(run)
 scored = numbers.answered(run)
 
 # %% tags=["remove-cell"]
-view = page.chapter.analyze(run)
-glue_all(view.quoted)
-page.glue_verdicts(view.estimates)
+view = page.analyze(run)
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig-tag-length", sections.figure(view), sections.figure_text(view))
@@ -427,5 +416,4 @@ say(page.downloads())
 # ```
 
 # %% tags=["remove-cell"]
-page.check(view.said)
-assert view.consistent
+page.finish()  # every statement still holds; every result consistent

@@ -351,11 +351,13 @@ def test_a_notebook_takes_the_server_options_longctx_run_injects(fake):
     namespace = {
         **scale("kv_retrieval", "book"),
         "model": SMOKE,
-        "backend": "openai",
-        "backend_url": fake.url,
-        "backend_concurrency": 1,
-        "backend_timeout_s": 30.0,
-        "backend_retries": 0,
+        "reader_options": {
+            "backend": "openai",
+            "url": fake.url,
+            "concurrency": 1,
+            "timeout_s": 30.0,
+            "retries": 0,
+        },
     }
     options = setup("kv_retrieval", namespace).reader.backend.options
     assert (options.concurrency, options.timeout_s, options.retries) == (1, 30.0, 0)
@@ -394,6 +396,7 @@ def test_replay_refuses_attention_rows_in_one_line_before_loading(capsys):
 
 NOTEBOOK = """# %% tags=["parameters"]
 model = "smollm2-135m-instruct"
+reader_options = {}
 fail = False
 expect = {}
 
@@ -444,11 +447,13 @@ def test_longctx_run_hands_the_server_options_to_the_notebook(tmp_path, capsys):
     notebook.write_text(NOTEBOOK)
     url = "http://127.0.0.1:9/v1"  # never reached: the tiny notebook loads no model
     expect = {
-        "backend": "openai",
-        "backend_url": url,
-        "backend_concurrency": 1,
-        "backend_timeout_s": 30.0,
-        "backend_retries": 0,
+        "reader_options": {
+            "backend": "openai",
+            "url": url,
+            "concurrency": 1,
+            "timeout_s": 30.0,
+            "retries": 0,
+        }
     }
     argv = ["run", str(notebook), "--model", SMOKE, "--output", str(tmp_path / "out.ipynb")]
     options = ["--backend", "openai", "--url", url]

@@ -33,11 +33,9 @@ def test_parameters_cell_is_fully_parsed_by_papermill(path):
         assert {
             "model",
             "seed",
-            "device",
+            "reader_options",
             "batch_size",
             "results_dir",
-            "backend",
-            "backend_url",
         } <= set(parsed)
 
 

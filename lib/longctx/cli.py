@@ -43,7 +43,7 @@ from .matrix import (
 from .matrix import frame as matrix_frame
 from .models import describe_aliases, resolve_model
 from .paths import repo_root, resolve
-from .reader import NOTEBOOK_OPTIONS, Reader
+from .reader import Reader
 from .replay import Replay, check_replayable, reader_of, replay, row_scorer, sample_rows
 from .reproduce import chapter_blocks, claims_plan, measured_speed, write_claims_plan
 from .runner import PromptTokens, merge_copy, run
@@ -56,7 +56,7 @@ ROWS_MISSING = 3
 
 def _literal(text: str, name: str):
     """A parameter's value: a Python literal where the text is one, else the text itself
-    (so ``-p backend llamacpp`` needs no quotes); text that opens a list, mapping, tuple or
+    (so ``-p source release`` needs no quotes); text that opens a list, mapping, tuple or
     string and does not close it is an error, not a word."""
     try:
         return ast.literal_eval(text)
@@ -167,8 +167,7 @@ def check_notebook_params(stem: str, nb, params: dict) -> None:
         for t in node.targets
         if isinstance(t, ast.Name)
     }
-    # the server options longctx run injects are globals the page reads, declared or not
-    unknown = sorted(set(params) - declared - set(NOTEBOOK_OPTIONS))
+    unknown = sorted(set(params) - declared)
     if unknown:
         raise ParameterError(
             f"{stem} has no parameter {', '.join(unknown)}; its parameters: {', '.join(sorted(declared))}"
@@ -274,12 +273,31 @@ def _export(args) -> int:
 def _reader(args, **given) -> Reader:
     """The reader a command's backend and server options name (see :func:`_backend_arguments`);
     ``given`` replaces any of them (replay takes the model and backend from the rows)."""
-    options = {
-        name: getattr(args, name, None)
-        for name in ("model", *NOTEBOOK_OPTIONS.values(), "device", "dtype")
+    model = given.pop("model") if "model" in given else args.model
+    return Reader.of(model, **{**reader_options(args), **given})
+
+
+# The flags that say how to reach a model (see _backend_arguments and _server_arguments), by
+# the names Reader.of takes: a command's reader and a notebook's reader_options are built alike.
+READER_FLAGS = (
+    "backend",
+    "url",
+    "served_model",
+    "concurrency",
+    "timeout_s",
+    "retries",
+    "context_window",
+    "device",
+    "dtype",
+    "prompt_mode",
+)
+
+
+def reader_options(args) -> dict:
+    """The reader options a command's flags set (those left unset are left out)."""
+    return {
+        name: value for name in READER_FLAGS if (value := getattr(args, name, None)) is not None
     }
-    options.update(given)
-    return Reader.of(options.pop("model"), options.pop("backend"), options.pop("url"), **options)
 
 
 def _pack(args) -> int:
@@ -441,9 +459,15 @@ def _run_parser(sub) -> None:
     run.add_argument(
         "--backend",
         default=None,
-        help="hf (default), llamacpp or openai (sets the notebook's backend)",
+        help="hf (default), llamacpp or openai (the flags that say how to reach the model set "
+        "the notebook's reader_options)",
     )
     _server_arguments(run)
+    run.add_argument("--device", default=None, help="hf only: auto, cpu or cuda[:N]")
+    run.add_argument("--dtype", default=None, help="hf only: auto, bfloat16, float16 or float32")
+    run.add_argument(
+        "--prompt-mode", default=None, help="auto, chat (the chat template) or raw (plain text)"
+    )
     run.add_argument("--output", help="where to write the executed notebook")
 
 
@@ -661,9 +685,8 @@ def _models(args) -> int:
 
 def _run(args) -> int:
     params = {k: _literal(v, f"-p {k}") for k, v in args.param}
-    for name, option in NOTEBOOK_OPTIONS.items():  # the flags bear the options' names
-        if getattr(args, option) is not None:
-            params[name] = getattr(args, option)
+    if flags := reader_options(args):  # the flags win over a -p reader_options they share
+        params["reader_options"] = {**(params.get("reader_options") or {}), **flags}
     out = run_notebook(args.notebook, args.model, params, args.results_dir, args.output)
     print(f"executed notebook: {out}")
     return 0

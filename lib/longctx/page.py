@@ -11,7 +11,7 @@ committed run the prose describes, so a notebook checks its words only there.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import import_module
 from importlib.util import find_spec
 from pathlib import Path
@@ -20,7 +20,7 @@ from types import ModuleType
 import pandas as pd
 
 from . import __version__
-from .chapters import Chapter, Run, contract, scale
+from .chapters import Chapter, ChapterResult, Run, contract, scale
 from .claims import chapter_verdicts, paper_frame, read_claims
 from .downloads import browser_link, chapter_links
 from .matrix import CLOSED_BOOK, readers_words, state_words, verdict_box
@@ -28,6 +28,7 @@ from .matrix import build as build_matrix
 from .paths import build_commit, build_date, resolve
 from .plots import FigureText, figure_directive
 from .reader import Reader
+from .report import glue_all
 from .samples import example_html
 
 
@@ -40,6 +41,7 @@ class Page:
     params: dict
     reader: Reader
     results: Path
+    analyzed: list[ChapterResult] = field(default_factory=list, repr=False)
 
     @property
     def name(self) -> str:
@@ -99,6 +101,30 @@ class Page:
     def paper(self, name: str) -> pd.DataFrame:
         """A table of the paper's own numbers, ``data/paper/<name>.csv``."""
         return paper_frame(name)
+
+    def analyze(self, run: Run) -> ChapterResult:
+        """The chapter's result over ``run`` (:meth:`Chapter.analyze`), with the numbers its
+        prose quotes and its verdict box glued once; :meth:`finish` checks it."""
+        result = self.chapter.analyze(run)
+        glue_all(result.quoted)
+        self.glue_verdicts(result.estimates)
+        self.analyzed.append(result)
+        return result
+
+    def finish(self, *said: dict[str, bool]) -> None:
+        """The page's last call: on the committed run, every statement of its prose (those of
+        each analyzed result and ``said``) still holds; and every analyzed result is
+        consistent (each prompt answered once, each interval holding its estimate)."""
+        statements = {
+            k: v for part in (*(r.said for r in self.analyzed), *said) for k, v in part.items()
+        }
+        self.check(statements)
+        broken = [r.label for r in self.analyzed if not r.consistent]
+        if broken:
+            raise AssertionError(
+                f"{self.name}: the result for {', '.join(broken)} is not consistent (a prompt "
+                "answered twice or not at all, or an interval that misses its estimate)"
+            )
 
     def check(self, said: dict[str, bool]) -> None:
         """On the committed run, fail on any statement of the prose that the rows no longer
@@ -206,10 +232,9 @@ def check_statements(page: str, said: dict[str, bool], book_run: bool) -> None:
 
 def setup(name: str, namespace: dict, *, precision: int = 3) -> Page:
     """The page of chapter ``name`` from a notebook's globals: its reader
-    (:meth:`Reader.from_notebook`: ``model``, ``backend``, ``backend_url`` and the server
-    options ``longctx run`` may inject, ``prompt_mode``, ``device``, ``dtype``), its
-    parameters (checked against the chapter's scales) and ``results_dir`` resolved against
-    the repository; tables print floats with ``precision`` digits."""
+    (:meth:`Reader.from_notebook`: ``model`` and ``reader_options``), its parameters (checked
+    against the chapter's scales) and ``results_dir`` resolved against the repository; tables
+    print floats with ``precision`` digits."""
     warnings.filterwarnings("ignore", category=FutureWarning)
     pd.set_option("display.precision", precision)
     chapter = contract(name)

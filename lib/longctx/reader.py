@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 
 from .backends import Backend, BackendSpec, backend_class, results_folder, spec
 from .backends.base import check_prompt_mode
+from .errors import ParameterError
 from .models import DEFAULT_MODEL, ModelRef, resolve_model
 from .requests import key_fingerprint
 from .store import ResultsStore, model_folder
@@ -31,17 +32,8 @@ from .store import ResultsStore, model_folder
 # Loaded backends kept at once (a chapter's reader and its tagger or second reader)
 LOADED_READERS = 2
 
-# A notebook's names for the options of :meth:`Reader.of` that say how to reach a backend:
-# ``longctx run`` injects them from its flags (which bear the option names), a page reads them.
-NOTEBOOK_OPTIONS = {
-    "backend": "backend",
-    "backend_url": "url",
-    "served_model": "served_model",
-    "backend_concurrency": "concurrency",
-    "backend_timeout_s": "timeout_s",
-    "backend_retries": "retries",
-    "backend_context_window": "context_window",
-}
+# What a reader takes beside its backend's own options (see :meth:`Reader.of`).
+READER_WORDS = ("backend", "prompt_mode", "device", "dtype")
 
 
 @dataclass(frozen=True)
@@ -68,44 +60,40 @@ class Reader:
         backend: str | BackendSpec | None = None,
         url: str | None = None,
         *,
-        served_model: str | None = None,
-        concurrency: int | None = None,
-        timeout_s: float | None = None,
-        retries: int | None = None,
-        context_window: int | None = None,
         prompt_mode: str = "auto",
         device: str = "auto",
         dtype: str = "auto",
+        **options,
     ) -> Reader:
-        """A reader from the words a notebook's parameters or a command line use; options
-        left None keep the backend's ``Options`` defaults (an option the backend does not take is
-        a one-line error)."""
+        """A reader from the words a notebook's ``reader_options`` or a command line use:
+        the backend, how to prompt (``prompt_mode``), where and in what precision (``device``,
+        ``dtype``, hf only) and any field of the backend's own ``Options`` (``url``,
+        ``served_model``, ``concurrency``, ... for ``openai``). Options left None keep the
+        backend's defaults; one it does not take is a one-line error naming those it does."""
         if isinstance(backend, BackendSpec):
-            chosen = backend
-        else:
-            options = {
-                name: value
-                for name, value in (
-                    ("served_model", served_model),
-                    ("concurrency", concurrency),
-                    ("timeout_s", timeout_s),
-                    ("retries", retries),
-                    ("context_window", context_window),
-                )
-                if value is not None
-            }
-            chosen = spec(backend, url, **options)
-        return cls(model, chosen, prompt_mode, device, dtype)
+            return cls(model, backend, prompt_mode, device, dtype)
+        given = {name: value for name, value in options.items() if value is not None}
+        name = backend or "hf"
+        known = {f.name for f in fields(backend_class(name).Options)}
+        if unknown := sorted(set(given) - known):
+            raise ParameterError(
+                f"backend {name!r} takes no option {', '.join(map(repr, unknown))} (its options: "
+                f"{', '.join(sorted(known)) or 'none'}; any reader also takes "
+                f"{', '.join(READER_WORDS)})"
+            )
+        return cls(model, spec(backend, url, **given), prompt_mode, device, dtype)
 
     @classmethod
     def from_notebook(cls, namespace: dict) -> Reader:
-        """The reader a notebook's globals name: ``model``, the :data:`NOTEBOOK_OPTIONS`, and
-        ``prompt_mode``, ``device``, ``dtype`` (``auto`` when unset)."""
-        return cls.of(
-            namespace["model"],
-            **{option: namespace.get(name) for name, option in NOTEBOOK_OPTIONS.items()},
-            **{name: namespace.get(name, "auto") for name in ("prompt_mode", "device", "dtype")},
-        )
+        """The reader a notebook's globals name: ``model`` and ``reader_options``, a mapping
+        of :meth:`of`'s keywords (``{}``: the model through transformers, as it suits the
+        machine)."""
+        options = namespace.get("reader_options") or {}
+        if not isinstance(options, Mapping):
+            raise ParameterError(
+                f"reader_options is a mapping such as {{'backend': 'llamacpp'}}, not {options!r}"
+            )
+        return cls.of(namespace["model"], **options)
 
     @property
     def ref(self) -> ModelRef:

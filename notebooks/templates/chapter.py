@@ -56,17 +56,13 @@ model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory
 num_pairs = 10  # the chapter's own parameters: its book scale, scales/<name>.json
 examples = 8
 seed = 0
-device = "auto"  # auto: cuda if available, else cpu
-backend = "hf"  # hf (transformers), llamacpp (the GGUF file in llama.cpp) or openai (a server)
-backend_url = None  # the server of the openai backend, e.g. http://127.0.0.1:8000/v1
-dtype = "auto"  # auto: bf16 on GPU, and on CPUs where it measures faster than float32
-prompt_mode = "auto"  # chat template for instruct models, raw text for base models
+reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 8
 results_dir = "data/results"  # relative to the repository root
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.report import glue_all, say, show
+from longctx.report import say, show
 
 page = setup("<name>", globals())
 chapter, reader = page.module, page.reader
@@ -80,9 +76,7 @@ run = page.run(batch_size=batch_size)
 rows = chapter.answered(run)
 
 # %% tags=["remove-cell"]
-view = page.chapter.analyze(run)
-glue_all(view.quoted)
-page.glue_verdicts(view.estimates)
+view = page.analyze(run)
 page.glue_figure("fig-<name>-headline", chapter.figure(view), chapter.figure_text(view))
 
 # %% [markdown]
@@ -129,5 +123,4 @@ show(chapter.accuracy_table(view), "Accuracy (%) [95% Wilson interval].")
 # `longctx reproduce --chapters <name> --scale paper --model <hub id>`.
 
 # %% tags=["remove-cell"]
-page.check(view.said)
-assert view.consistent
+page.finish()  # every statement still holds; every result consistent

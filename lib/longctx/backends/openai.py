@@ -84,7 +84,7 @@ class OpenAIOptions:
         if not self.url:
             raise ParameterError(
                 "backend 'openai' needs the server's URL (--url on the command line, url= in "
-                "Python, backend_url in a notebook), e.g. http://127.0.0.1:8000/v1"
+                "Python, reader_options['url'] in a notebook), e.g. http://127.0.0.1:8000/v1"
             )
         if self.concurrency < 1 or self.retries < 0 or self.timeout_s <= 0:
             raise ParameterError(

@@ -6,6 +6,12 @@ blocks in priority order (the headline comparison first); ``longctx reproduce`` 
 notebook call the same :meth:`~.contract.Chapter.plan`, so they produce the same store keys
 by construction and the book finds every row the driver made. Its parameters are named sets
 in ``lib/longctx/scales/<chapter>.json`` (:mod:`.scales`).
+
+Each chapter is a package of one shape: its class in ``__init__``, ``design`` (the blocks:
+what ``reproduce`` and the cost plan read), ``numbers`` (claims, estimates and the values the
+prose quotes: what findings and the matrix read) and ``sections`` (tables and figures with
+their computed text: what only the page reaches), with its statistics over scored rows
+(``analysis``) and any method of its own beneath.
 """
 
 from __future__ import annotations

@@ -12,9 +12,7 @@ LongBench-v2 is left out of the plan: its prompts are cut to a token budget with
 model's tokenizer and its data is not reachable offline; the notebook runs it when
 ``longbench_data`` names a file.
 
-The chapter is one package: :mod:`.method` (the C-NORM method itself), :mod:`.design` (the blocks), :mod:`.numbers`
-(what the analysis computes) and :mod:`.sections` (tables and figures for the page), and
-here its class.
+The C-NORM method itself (selection and normalization) is :mod:`.method`.
 """
 
 from __future__ import annotations

@@ -15,9 +15,7 @@ Factors (low vs high level, and the paper whose claim the high level tests):
 * ``query_aware``: question after the documents only vs also before them (Lost in the
   Middle: little effect on multi-document QA).
 
-The chapter is one package: :mod:`.factorial` (the factorial design and its contrasts),
-:mod:`.design` (the blocks), :mod:`.numbers` (what the analysis computes) and
-:mod:`.sections` (tables and figures for the page), and here its class.
+The factorial design and its contrasts are :mod:`.factorial`.
 """
 
 from __future__ import annotations

@@ -14,10 +14,6 @@ Optional ``ruler`` (Table 5): ``{"subtasks": ["qa1", "qa2"], "lengths": [...],
 prompt per question and length, then two second steps: the answer from the recited
 documents (the paper's), and from the documents the recitation names (ours). RULER sizes
 contexts in the reader's tokens, so the plan then asks its run for the reader's tokenizer.
-
-The chapter is one package: :mod:`.design` (the blocks), :mod:`.numbers` (what the
-analysis computes) and :mod:`.sections` (tables and figures for the page), and here its
-class.
 """
 
 from __future__ import annotations

@@ -11,10 +11,6 @@ paper's 1, 5, 10, 15, 20, 25, 30 only exist at 30 documents).
 ``num_questions`` sizes the headline (chosen so its interval is narrow enough);
 ``detail_questions`` (default: the same) sizes the rest of the grid, which can stay
 smaller on a CPU.
-
-The chapter is one package: :mod:`.design` (the blocks), :mod:`.numbers` (what the
-analysis computes) and :mod:`.sections` (tables and figures for the page), and here its
-class.
 """
 
 from __future__ import annotations

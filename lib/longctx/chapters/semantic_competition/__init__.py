@@ -13,10 +13,6 @@ blocks, so the notebook and ``longctx reproduce`` send identical prompts. Second
 (another model answering the matched control) are not part of a plan, which is per model:
 the notebook sends them, and ``longctx reproduce --model <reader> --only matched`` runs
 the same headline for any reader.
-
-The chapter is one package: :mod:`.design` (the blocks), :mod:`.numbers` (what the
-analysis computes) and :mod:`.sections` (tables and figures for the page), and here its
-class.
 """
 
 from __future__ import annotations

@@ -11,10 +11,6 @@ tokenizer), and the LLM-tag variants need the tagger's tags, which are generatio
 ``tagger_model``, one stored row per chunk in its ``tags`` store (``<results>/<tagger>/tags/``).
 Building the plan therefore asks the tagger, through the runner, for any chunk with no row
 yet (on hf); with the rows committed it loads nothing.
-
-The chapter is one package: :mod:`.design` (the blocks), :mod:`.numbers` (what the
-analysis computes) and :mod:`.sections` (tables and figures for the page), and here its
-class.
 """
 
 from __future__ import annotations
