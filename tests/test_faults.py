@@ -461,7 +461,9 @@ def test_longctx_run_hands_the_server_options_to_the_notebook(tmp_path, capsys):
     assert main([*argv, *options, "-p", "expect", repr(expect)]) == 0
     # a server option without the server's backend is refused before anything runs
     assert main([*argv, "--concurrency", "1"]) == 2
-    assert "backend 'hf' takes no option 'concurrency'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "backend 'hf' takes no option 'concurrency'" in err
+    assert "any reader also takes backend, prompt_mode, device, dtype" in err
 
 
 @pytest.mark.parametrize("char", ["\u2028", "\u2029", "\u0085"])

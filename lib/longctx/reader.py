@@ -20,7 +20,7 @@ from __future__ import annotations
 import collections
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from .backends import Backend, BackendSpec, backend_class, results_folder, spec
 from .backends.base import check_prompt_mode
@@ -70,18 +70,9 @@ class Reader:
         ``dtype``, hf only) and any field of the backend's own ``Options`` (``url``,
         ``served_model``, ``concurrency``, ... for ``openai``). Options left None keep the
         backend's defaults; one it does not take is a one-line error naming those it does."""
-        if isinstance(backend, BackendSpec):
-            return cls(model, backend, prompt_mode, device, dtype)
         given = {name: value for name, value in options.items() if value is not None}
-        name = backend or "hf"
-        known = {f.name for f in fields(backend_class(name).Options)}
-        if unknown := sorted(set(given) - known):
-            raise ParameterError(
-                f"backend {name!r} takes no option {', '.join(map(repr, unknown))} (its options: "
-                f"{', '.join(sorted(known)) or 'none'}; any reader also takes "
-                f"{', '.join(READER_WORDS)})"
-            )
-        return cls(model, spec(backend, url, **given), prompt_mode, device, dtype)
+        chosen = spec(backend, url, also_takes=READER_WORDS, **given)
+        return cls(model, chosen, prompt_mode, device, dtype)
 
     @classmethod
     def from_notebook(cls, namespace: dict) -> Reader:

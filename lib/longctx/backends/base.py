@@ -175,11 +175,16 @@ class BackendSpec:
 
 
 def spec(
-    backend: str | BackendSpec | None = None, url: str | None = None, **options
+    backend: str | BackendSpec | None = None,
+    url: str | None = None,
+    *,
+    also_takes: Sequence[str] = (),
+    **options,
 ) -> BackendSpec:
     """A :class:`BackendSpec` from a name (``hf``, ``llamacpp``, ``openai``) and that
     backend's options, or a spec as it is. An option the backend does not take is a
-    one-line error naming the ones it does."""
+    one-line error naming the ones it does, and ``also_takes``: what the caller itself takes
+    beside them (a reader's prompt mode, device, ...)."""
     if isinstance(backend, BackendSpec):
         return backend
     name = backend or "hf"
@@ -188,9 +193,11 @@ def spec(
     known = {f.name for f in fields(kind)}
     unknown = sorted(set(given) - known)
     if unknown:
+        beside = f"; any reader also takes {', '.join(also_takes)}" if also_takes else ""
         raise ParameterError(
             f"backend {name!r} takes no option {', '.join(map(repr, unknown))}; its options: "
             + (", ".join(sorted(known)) or "none")
+            + beside
         )
     return BackendSpec(name, kind(**given))
 
