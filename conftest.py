@@ -15,14 +15,13 @@ their thread pools from it, so two workers never fight over one core.
 import os
 from pathlib import Path
 
-from longctx.chapters import scale
-
 ROOT = Path(__file__).parent
 NB_DIR = ROOT / "tests" / "_nb"
 
 # Each chapter runs at its ``ci`` scale (lib/longctx/scales/<chapter>.json) with the smallest
 # model, its rows written under tests/_nb/results so committed results stay untouched.
 RUN_PARAMETERS = {
+    "scale": "ci",
     "model": "smollm2-135m-instruct",
     "batch_size": 8,
     "results_dir": str(NB_DIR / "results"),
@@ -34,10 +33,9 @@ CI_GENERATION_CAP = 16
 
 
 def ci_parameters(notebook: str) -> dict:
-    """What CI injects into ``notebooks/<notebook>.py``: the chapter's ``ci`` scale and the run's parameters."""
-    if notebook in READ_ONLY_PAGES:
-        return {}
-    return {**scale(notebook, "ci"), **RUN_PARAMETERS}
+    """What CI injects into ``notebooks/<notebook>.py``: the chapter's ``ci`` scale and the
+    run's parameters."""
+    return {} if notebook in READ_ONLY_PAGES else dict(RUN_PARAMETERS)
 
 
 def pytest_configure(config):

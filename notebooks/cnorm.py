@@ -63,44 +63,16 @@
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
-kv_formats = ["-", "", "&"]  # id delimiters: UUID, plain text, modified UUID (the paper's Figure 2)
-kv_low_pairs = 16  # low density: pairs of 32-hex-digit ids (the paper: 40)
-kv_high_pairs = 4  # high density: pairs of 128-hex-digit ids, same total id length (paper: 10)
-kv_low_positions = [0.0, 0.25, 0.5, 0.75, 1.0]  # relative depths of the gold pair
-kv_high_positions = [1, 2, 3, 4]  # 1-based gold positions at high density
-kv_examples = 5  # examples per (format, position) cell at low density
-kv_high_examples = 20  # at high density, where plain minus UUID ids is the paper's stated effect
-sweep_delimiters = ["-", "", ":", "&", "_", "+", "/", "~"]  # delimiter sweep (Figure 3)
-sweep_pairs = 75  # pairs in the sweep: off this reader's ceiling (the paper: 40)
-sweep_positions = [0.5]  # gold in the middle, where this reader fails most often
-sweep_examples = 20  # examples per delimiter, the same examples for every delimiter
-attention_pairs = 20  # Figure 4 setting: 20 pairs, UUID vs plain text
-attention_positions = [1, 10, 20]  # 1-based gold positions drawn in Figure 4
-qa_questions = 20  # NQ-Open questions evaluated (the paper: 500)
-qa_documents = 10  # documents per prompt: the gold one and BM25 distractors
-qa_positions = [0.0, 0.25, 0.5, 0.75, 1.0]  # gold depths (the paper: all 10 positions)
-qa_seeds = [0, 1, 2]  # distractor order and sentence choice; the paper averages 3 seeds
-cnorm_candidates = ["none", "-", ":", ".", "&", "/"]  # "none" leaves passages as they are
-cnorm_ratio = 0.5  # p, the fraction of sentences reformatted (the paper: 0.5)
-calibration_questions = 10  # S, prompts scored per candidate (paper: 8); smaller S reuses them
-calibration_offset = 100  # calibration questions start here, disjoint from the evaluated ones
-ratio_sweep = [0.25, 1.0]  # other values of p scored for the selection's sensitivity
-ratio_sweep_samples = 4  # prompts per candidate in the p sweep
-longbench_data = ""  # LongBench-v2 data.json path or hub id; empty skips the run
-longbench_limit = 0  # questions to run; 0 means all
-longbench_max_prompt_tokens = 4096  # the paper's cap; longer prompts are cut in the middle
-seed = 0  # key-value examples, calibration prompts and the selection-stability draws
+scale = "book"  # a parameter set named in lib/longctx/scales/cnorm.json
+params = {}  # its overrides, e.g. {"qa_questions": 100}; the file's "about" explains each
 reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 8
 results_dir = "data/results"  # relative to the repository root
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.report import say, show, show_all
-from longctx.tables import provenance
 
 page = setup("cnorm", globals())
-design, numbers, sections, reader = page.design, page.numbers, page.sections, page.reader
 
 # %% [markdown]
 # The prompts come from the chapter's `plan` (`longctx.chapters.cnorm`), which `longctx reproduce`
@@ -110,9 +82,9 @@ design, numbers, sections, reader = page.design, page.numbers, page.sections, pa
 # what is missing.
 
 # %% tags=["hide-input"]
-run = page.run(batch_size=batch_size, params={"seed": seed})
-rows = numbers.answered(run)
-say(f"{len(rows):,} rows answered or read from the store.")
+run = page.run(batch_size=batch_size, record=("seed",))
+rows = page.answer(run)
+page.show("answered")
 
 # %% tags=["remove-cell"]
 view = page.analyze(run)
@@ -133,22 +105,10 @@ view = page.analyze(run)
 # takes the reformatting delimiter whose prompts have the fewest tokens instead.
 
 # %% tags=["hide-input"]
-show_all(sections.selection_tables(view))
+page.show("selection")
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig-cnorm-qa", sections.qa_figure(view), sections.qa_text(view))
-page.glue_figure(
-    "fig-cnorm-formats", sections.formats_figure(view, model), sections.formats_text(view)
-)
-page.glue_figure(
-    "fig-cnorm-tokens", sections.tokens_figure(view, model), sections.tokens_text(view)
-)
-if view.attention:
-    page.glue_figure(
-        "fig-cnorm-attention", sections.attention_figure(view), sections.attention_text(view)
-    )
-else:
-    page.glue_missing("fig-cnorm-attention", "No attention rows are stored for this reader.")
+page.show("figures")
 
 # %% [markdown]
 # ```{glue:md} fig-cnorm-qa
@@ -156,13 +116,7 @@ else:
 # ```
 
 # %% tags=["remove-input"]
-say(
-    page.example(
-        "cnorm_qa",
-        what="C-NORM prompts on 10-document QA",
-        where={"method": "C-NORM"},
-    )
-)
+page.show("example")
 
 
 # %% [markdown]
@@ -177,14 +131,14 @@ say(
 # question's mean difference.
 
 # %% tags=["hide-input"]
-show(sections.with_ci(view.qa_tests))
+page.show("qa tests")
 
 # %% [markdown]
 # **How n was chosen.** From the observed per-question differences (averaged over positions
 # and orderings), the questions a 95% interval of at most 10 points on each side needs:
 
 # %% tags=["hide-input"]
-show(sections.qa_sizing(view.estimates))
+page.show("qa sizing")
 
 # %% [markdown]
 # **OAA and OPA per seed and method.** Intervals: OAA bootstraps whole questions, OPA is
@@ -192,10 +146,10 @@ show(sections.qa_sizing(view.estimates))
 # positions (the per-position variance the reviewers asked for).
 
 # %% tags=["hide-input"]
-show_all(sections.seed_tables(view))
+page.show("seeds")
 
 # %% tags=["remove-input"]
-say("**Data.** " + provenance(view.qa, page.results, design.QA))
+page.show("qa provenance")
 
 # %% [markdown]
 # (cnorm-formats)=
@@ -208,15 +162,14 @@ say("**Data.** " + provenance(view.qa, page.results, design.QA))
 # paired by example and position. One prompt (modified UUID):
 
 # %% tags=["hide-input"]
-show_all(sections.formats_tables(view))
+page.show("formats")
 
 # %% [markdown]
 # **The paper's numbers** (only those its text states; the bars of Figure 2 carry no
 # printed values):
 
 # %% tags=["hide-input"]
-paper = page.paper("cnorm_reported")
-show(paper[paper["source"].str.startswith("Figure 2")].drop(columns=["source"]))
+page.show("paper formats")
 
 # %% [markdown]
 # ```{glue:md} fig-cnorm-formats
@@ -229,7 +182,7 @@ show(paper[paper["source"].str.startswith("Figure 2")].drop(columns=["source"]))
 # mean differences.
 
 # %% tags=["hide-input"]
-show(sections.with_ci(view.effects))
+page.show("effects")
 
 # %% [markdown]
 # (cnorm-tokens)=
@@ -248,7 +201,7 @@ show(sections.with_ci(view.effects))
 # example) is exploratory: it was defined with its data.
 
 # %% tags=["hide-input"]
-show(*sections.sweep_table(view))
+page.show("sweep")
 
 # %% [markdown]
 # ```{glue:md} fig-cnorm-tokens
@@ -256,7 +209,7 @@ show(*sections.sweep_table(view))
 # ```
 
 # %% tags=["hide-input"]
-show(*sections.correlation_shown(view))
+page.show("correlation")
 
 # %% [markdown]
 # ## Where the last token looks (Figure 4)
@@ -279,7 +232,7 @@ show(*sections.correlation_shown(view))
 # ```
 
 # %% tags=["hide-input"]
-show(*sections.attention_table(view))
+page.show("attention")
 
 # %% [markdown]
 # **Cost of the attention function.** `scripts/bench_attention.py` times it against the
@@ -287,7 +240,7 @@ show(*sections.attention_table(view))
 # peak memory above the loaded model. Numbers from the committed benchmark file:
 
 # %% tags=["hide-input"]
-show_all(sections.bench_tables())
+page.show("bench")
 
 # %% [markdown]
 # ## How stable is the C-NORM selection?
@@ -298,7 +251,7 @@ show_all(sections.bench_tables())
 # `ratio_sweep_samples` prompts each; "none" is the same at every p).
 
 # %% tags=["hide-input"]
-show_all(sections.stability_tables(view))
+page.show("stability")
 
 # %% [markdown]
 # ## The selection cost
@@ -320,13 +273,13 @@ show_all(sections.stability_tables(view))
 # online) to run it. The paper's Table 1:
 
 # %% tags=["hide-input"]
-show(page.paper("cnorm_longbench_v2"))
+page.show("paper longbench")
 
 # %% tags=["hide-input"]
-show_all(sections.longbench_tables(view, run))
+page.show("longbench")
 
 # %% tags=["remove-input"]
-say(page.downloads())
+page.show("downloads")
 
 # %% [markdown]
 # ## What we found

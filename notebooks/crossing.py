@@ -52,34 +52,20 @@
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
-num_questions = 24  # NQ-Open questions, each asked in every cell
-num_documents = 10  # documents per prompt: the gold one and num_documents - 1 distractors
-pool_size = 1000  # BM25-ranked candidates per question; far distractors come from its bottom half
-factors = ["position", "format", "tags", "distractors", "filler", "query_aware"]
-fraction = "half"  # "half" (2^(k-1), resolution k) or "full" (2^k)
-cnorm_delimiter = ":"  # what the C-NORM chapter's attention selection chose for this reader
-cnorm_ratio = 0.5
-far_from = 0.5  # far distractors: ranks at or beyond this fraction of the pool
-# Whitespace tokens between the documents and the question at the high level (paper scale: 8000).
-filler_tokens = 1000
-seed = 0
+scale = "book"  # a parameter set named in lib/longctx/scales/crossing.json
+params = {}  # its overrides, e.g. {"num_questions": 48}; the file's "about" explains each
 reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 8
+results_dir = "data/results"  # relative to the repository root
 token_budget = 65536  # rows x prompt tokens per batch
-results_dir = "data/results"
-# A second reader whose stored rows answer the same prompts, shown beside this one, and the
-# backend that made them (run it first: `longctx reproduce --chapters crossing --scale book
-# --model <it> --backend <backend>`). llama.cpp: about 2x faster than transformers on a CPU.
+# A second reader whose stored rows answer the same prompts, shown beside this one.
 second_reader = "qwen2.5-coder-1.5b-instruct"
 second_backend = "llamacpp"
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.replay import replay_summary
-from longctx.report import say, show
 
 page = setup("crossing", globals())
-numbers, sections, reader = page.numbers, page.sections, page.reader
 
 # %% [markdown]
 # The prompts come from the chapter's `plan` (`longctx.chapters.crossing`), shared with
@@ -87,24 +73,13 @@ numbers, sections, reader = page.numbers, page.sections, page.reader
 
 # %% tags=["hide-input"]
 run = page.run((second_reader, second_backend), batch_size=batch_size, token_budget=token_budget)
-rows = numbers.answered(run)
+rows = page.answer(run)
 
 # %% tags=["remove-cell"]
 view = page.analyze(run)
 
 # %% tags=["remove-cell"]
-page.glue_figure(
-    "fig-crossing-forest", sections.forest_figure(view, model), sections.forest_text(view)
-)
-page.glue_figure(
-    "fig-crossing-interaction", sections.interaction_figure(view), sections.interaction_text(view)
-)
-if view.readers["both"] is not None:
-    page.glue_figure(
-        "fig-crossing-readers", sections.readers_figure(view), sections.readers_text(view)
-    )
-else:
-    page.glue_missing("fig-crossing-readers", "The second reader has no rows for these prompts.")
+page.show("figures")
 
 # %% [markdown]
 # ```{glue:md} fig-crossing-forest
@@ -112,13 +87,7 @@ else:
 # ```
 
 # %% tags=["remove-input"]
-say(
-    page.example(
-        "crossing",
-        what="gold document in the middle (the other factors as each row's cell sets them)",
-        where={"crossing": {"position": "middle"}},
-    )
-)
+page.show("example")
 
 
 # %% [markdown]
@@ -132,7 +101,7 @@ say(
 # of ±5 points fixed in the claims file: its whole interval must lie within it.
 
 # %% tags=["hide-input"]
-show(*sections.main_table(view))
+page.show("main effects")
 
 # %% [markdown]
 # **How n was chosen.** The book asks every question in all 32 cells, so each main effect
@@ -143,7 +112,7 @@ show(*sections.main_table(view))
 # one 0/1 comparison, which is why two dozen questions can decide six effects at once.
 
 # %% tags=["hide-input"]
-show(sections.sizing(view.estimates))
+page.show("sizing")
 
 # %% [markdown]
 # **Interactions.** The largest two-way interaction, drawn as accuracy at its four level
@@ -156,14 +125,14 @@ show(sections.sizing(view.estimates))
 # ```
 
 # %% tags=["hide-input"]
-show(*sections.interactions_table(view))
+page.show("interactions")
 
 # %% [markdown]
 # **What the fraction cannot separate.** Each estimate below is really the sum of the
 # effect named and its alias; the design assumes the higher-order alias is zero.
 
 # %% tags=["hide-input"]
-show(sections.aliases_table(view))
+page.show("aliases")
 
 # %% [markdown]
 # **Check with a logistic model.** The same design fitted by a logistic GEE (log odds
@@ -171,7 +140,7 @@ show(sections.aliases_table(view))
 # zero.
 
 # %% tags=["hide-input"]
-show(sections.logit_table(view))
+page.show("logit")
 
 # %% [markdown]
 # (crossing-readers)=
@@ -184,10 +153,7 @@ show(sections.logit_table(view))
 # readers is paired by question (bootstrap interval over questions, sign-flip p).
 
 # %% tags=["hide-input"]
-if sections.readers_table(view):
-    show(*sections.readers_table(view))
-else:
-    say(sections.readers_status(view))
+page.show("readers")
 
 # %% [markdown]
 # ```{glue:md} fig-crossing-readers
@@ -195,10 +161,10 @@ else:
 # ```
 
 # %% tags=["remove-input"]
-say(view.provenance)
+page.show("provenance")
 
 # %% tags=["remove-input"]
-say(page.downloads())
+page.show("downloads")
 
 # %% [markdown]
 # ## What we found
@@ -300,14 +266,14 @@ say(page.downloads())
 # (`longctx replay`; `data/bench/replay-crossing-1.5b-llamacpp.json`):
 
 # %% tags=["hide-input"]
-say(replay_summary("data/bench/replay-crossing-1.5b-llamacpp.json"))
+page.show("replay")
 
 # %% [markdown]
 # The summary below is computed from the stored rows, so it stays true for any
 # `second_reader`:
 
 # %% tags=["hide-input"]
-say(sections.readers_summary(view))
+page.show("readers summary")
 
 # %% [markdown]
 # The paper scale (20 documents, 8,000 filler tokens, all 64 cells, 200 questions) needs a

@@ -40,32 +40,18 @@
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
-num_pairs = [10, 30, 140]  # key-value pairs per context (the paper: 75, 140, 300)
-# Relative depth of the gold pair (0 first, 1 last; ints are 1-based positions), examples per
-# cell and the records' source, each for every size or per size ("synthetic": seeded UUIDs;
-# "release": the paper's 75- or 140-pair file, trimmed to the size).
-gold_positions = {
-    "10": [0.0, 0.25, 0.5, 0.75, 1.0],
-    "30": [0.0, 0.25, 0.5, 0.75, 1.0],
-    "140": [0.0, 0.5],
-}
-examples_per_cell = {"10": 8, "30": 8, "140": 165}
-query_aware = [False, True]  # run without and with query-aware contextualization
-kv_source = {"10": "synthetic", "30": "synthetic", "140": "release"}
-seed = 0
+scale = "book"  # a parameter set named in lib/longctx/scales/kv_retrieval.json
+params = {}  # its overrides, e.g. {"num_pairs": [10, 30]}; the file's "about" explains each
 reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 8
 results_dir = "data/results"  # relative to the repository root
-# A second reader whose committed (or freshly run) rows answer the same prompts: the
-# two-reader comparison below (base vs instruction-tuned, when a pair is at hand).
+# A second reader whose committed (or freshly run) rows answer the same prompts.
 second_reader = "smollm2-135m-instruct"
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.report import glue_all, say, show
 
 page = setup("kv_retrieval", globals())
-numbers, sections, reader = page.numbers, page.sections, page.reader
 
 # %% [markdown]
 # Every prompt of this chapter comes from one library call, the chapter's `plan`
@@ -74,14 +60,14 @@ numbers, sections, reader = page.numbers, page.sections, page.reader
 # are generated, and the model is loaded only then.
 
 # %% tags=["hide-input"]
-run = page.run((second_reader, reader.backend.name), batch_size=batch_size, params={"seed": seed})
-rows = run.answered()
+run = page.run((second_reader, page.reader.backend.name), batch_size=batch_size, record=("seed",))
+rows = page.answer(run)
 
 # %% tags=["remove-cell"]
 view = page.analyze(run)
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig-kv-position", sections.figure(view), sections.figure_text(view))
+page.show("position figure")
 
 # %% [markdown]
 # ```{glue:md} fig-kv-position
@@ -89,18 +75,12 @@ page.glue_figure("fig-kv-position", sections.figure(view), sections.figure_text(
 # ```
 
 # %% tags=["remove-input"]
-say(
-    page.example(
-        "kv_retrieval",
-        what=f"{max(page.params['num_pairs'])} pairs, query at the end",
-        where={"num_pairs": max(page.params["num_pairs"]), "query_aware": False},
-    )
-)
+page.show("example")
 
 
 # %% tags=["remove-input"]
 # Its own cell: a second output in the figure cell would be labelled as the figure again.
-say(view.provenance)
+page.show("provenance")
 
 # %% [markdown]
 # At 10 and 30 pairs the orange line (the same reader through llama.cpp) covers the blue
@@ -122,18 +102,14 @@ say(view.provenance)
 # are 95% percentile bootstraps over records, p a two-sided sign-flip test.
 
 # %% tags=["hide-input"]
-show(sections.headline_table(view.estimates))
-show(
-    sections.cells_table(view.cells),
-    caption="The four headline cells: accuracy with 95% Wilson intervals.",
-)
+page.show("headline")
 
 # %% [markdown]
 # **The paper's numbers.** It reports key-value results as figures (its Figure 7) and a few
 # numbers in the text:
 
 # %% tags=["remove-input"]
-show(page.paper("lost_in_the_middle_kv"))
+page.show("paper")
 
 # %% [markdown]
 # **How n was chosen.** For a paired difference of 0/1 outcomes the interval's half-width is
@@ -143,7 +119,7 @@ show(page.paper("lost_in_the_middle_kv"))
 # both comparisons:
 
 # %% tags=["hide-input"]
-show(numbers.sizing(view.estimates))
+page.show("sizing")
 
 # %% [markdown]
 # ## The full position grid at 10 and 30 pairs
@@ -153,7 +129,7 @@ show(numbers.sizing(view.estimates))
 # not a finding.
 
 # %% tags=["hide-input"]
-show(*sections.grid(view.summary, page.params, reader.label))
+page.show("grid")
 
 # %% [markdown]
 # (kv-paper-grid)=
@@ -168,18 +144,7 @@ show(*sections.grid(view.summary, page.params, reader.label))
 # CHAPTERS=kv_retrieval` makes them for any reader.
 
 # %% tags=["remove-cell"]
-paper_view = numbers.paper_grid(page.scale("paper"), reader, page.results)
-glue_all(paper_view.quoted)
-if paper_view.available:
-    page.glue_figure(
-        "fig-kv-paper-grid",
-        sections.paper_figure(paper_view),
-        sections.paper_figure_text(paper_view),
-    )
-else:
-    page.glue_missing(
-        "fig-kv-paper-grid", f"No paper-scale rows for this reader yet: {paper_view.note}."
-    )
+page.show("paper grid figure")
 
 # %% [markdown]
 # ```{glue:md} fig-kv-paper-grid
@@ -187,9 +152,7 @@ else:
 # ```
 
 # %% tags=["remove-input"]
-if paper_view.available:
-    show(*sections.grid(paper_view.summary, page.scale("paper"), reader.label, False))
-say(f"Rows: {paper_view.note}.")
+page.show("paper grid")
 
 # %% [markdown]
 # With the query after the data the U-shape is plain at both sizes:
@@ -214,7 +177,7 @@ say(f"Rows: {paper_view.note}.")
 # each row records.
 
 # %% tags=["hide-input"]
-show(sections.speed(view.table, rows))
+page.show("speed")
 
 # %% [markdown]
 # ## What a wrong answer looks like
@@ -224,7 +187,7 @@ show(sections.speed(view.table, rows))
 # neighbours of the gold pair; "no value from the context" is a garbled or invented UUID.
 
 # %% tags=["hide-input"]
-show(view.errors, notes="Wrong answers by where their value came from.")
+page.show("errors")
 
 # %% [markdown]
 # (kv-readers)=
@@ -246,13 +209,10 @@ show(view.errors, notes="Wrong answers by where their value came from.")
 # the comparison works, not what instruction tuning does.
 
 # %% tags=["hide-input"]
-if view.readers:
-    show(view.readers[0], notes=view.readers[1])
-else:
-    say(f"No rows of `{second_reader}` answer these prompts; run the chapter for it first.")
+page.show("readers")
 
 # %% tags=["remove-input"]
-say(page.downloads())
+page.show("downloads")
 
 # %% [markdown]
 # ## What we found
@@ -285,4 +245,4 @@ say(page.downloads())
 
 # %% tags=["remove-cell"]
 # The prose reads its numbers from the glue above; on the committed run, check its words too.
-page.finish(paper_view.said)  # every statement still holds; every result consistent
+page.finish()  # every statement still holds; every result consistent

@@ -63,57 +63,17 @@
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
-num_problems = 120  # seeded problems per task (prefix-stable: a larger run reuses these)
-seed = 0
-retrieve_then_solve = True  # second short prompt from each recitation (Table 4), for recite arms
-# Each arm: subtasks solved (or recited, mode "recite") with some filler kinds at some lengths,
-# one placement ("between" evidence and question, or "before" the evidence). Kinds: essay,
-# whitespace (the tokenizer's whitespace unit), space_tokens, newline_tokens, mask.
-arms = [
-    {
-        "subtasks": ["gsm8k"],
-        "kinds": ["essay", "whitespace", "mask"],
-        "lengths": [0, 16000],
-        "headline": True,
-    },
-    {
-        "subtasks": ["gsm8k"],
-        "kinds": ["whitespace"],
-        "lengths": [16000],
-        "placement": "before",
-        "headline": True,
-    },
-    {
-        "subtasks": ["gsm8k"],
-        "kinds": ["space_tokens", "newline_tokens"],
-        "lengths": [16000],
-        "headline": True,
-    },
-    {
-        "subtasks": ["gsm8k_no_final_step"],
-        "kinds": ["essay", "whitespace", "mask"],
-        "lengths": [0, 16000],
-        "headline": True,
-    },
-    # VarSum with its 512-token budget: all problems short, the first 16 with 16K essay tokens
-    # (CPU-sized: it is at the floor).
-    {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [0]},
-    {"subtasks": ["varsum"], "kinds": ["essay"], "lengths": [16000], "num_problems": 16},
-]
-# RULER QA1 (SQuAD) / QA2 (HotpotQA), Table 5, contexts in the reader's tokens. None: not run.
-ruler = {"subtasks": ["qa1", "qa2"], "lengths": [4000], "num_questions": 110}
+scale = "book"  # a parameter set named in lib/longctx/scales/length_alone.json
+params = {}  # its overrides, e.g. {"num_problems": 40}; the file's "about" explains each
 reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 8
+results_dir = "data/results"  # relative to the repository root
 token_budget = 262144  # rows x prompt tokens per batch, so long prompts get smaller batches
-results_dir = "data/results"
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.report import say, show, show_all
 
 page = setup("length_alone", globals())
-numbers, sections, reader = page.numbers, page.sections, page.reader
-paper = page.paper("length_alone")
 
 # %% [markdown]
 # The prompts come from the chapter's `plan` (`longctx.chapters.length_alone`), shared with
@@ -121,17 +81,13 @@ paper = page.paper("length_alone")
 
 # %% tags=["hide-input"]
 run = page.run(batch_size=batch_size, token_budget=token_budget)
-stored = numbers.answered(run)
+stored = page.answer(run)
 
 # %% tags=["remove-cell"]
 view = page.analyze(run)
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig-la-gsm8k", sections.figure(view, paper), sections.figure_text(view))
-if view.ruler:
-    page.glue_figure("fig-la-ruler", sections.ruler_figure(view), sections.ruler_figure_text(view))
-else:
-    page.glue_missing("fig-la-ruler", "No RULER rows are stored for this reader.")
+page.show("figures")
 
 # %% [markdown]
 # ```{glue:md} fig-la-gsm8k
@@ -139,18 +95,12 @@ else:
 # ```
 
 # %% tags=["remove-input"]
-say(
-    page.example(
-        "length_alone",
-        what="GSM8K, whitespace filler between the evidence and the question",
-        where={"subtask": "gsm8k", "filler": "whitespace", "placement": "between"},
-    )
-)
+page.show("example")
 
 
 # %% tags=["remove-input"]
 # Its own cell: a second output in the figure cell would be labelled as the figure again.
-say(view.provenance)
+page.show("provenance")
 
 # %% [markdown]
 # {numref}`fig-la-gsm8k` holds the chapter's findings. Filler between evidence and question
@@ -166,7 +116,7 @@ say(view.provenance)
 # drops at 15,000 tokens.
 
 # %% tags=["hide-input"]
-show(sections.between(view.gsm, paper), view.between_note)
+page.show("between")
 
 # %% [markdown]
 # **How n was chosen.** From the observed per-problem differences, the problems needed for
@@ -174,7 +124,7 @@ show(sections.between(view.gsm, paper), view.between_note)
 # problems change):
 
 # %% tags=["hide-input"]
-show(sections.sizing(view.estimates))
+page.show("sizing")
 
 # %% [markdown]
 # (la-premise)=
@@ -195,10 +145,10 @@ show(sections.sizing(view.estimates))
 # the rate to the paper's:
 
 # %% tags=["hide-input"]
-show(view.premise, caption="Recitation with the filler between evidence and question.")
+page.show("premise")
 
 # %% tags=["remove-input"]
-say(view.quoted["la-premise-state"])
+page.show("premise state")
 
 # %% [markdown]
 # (la-placement)=
@@ -209,7 +159,7 @@ say(view.quoted["la-premise-state"])
 # whitespace *before* the evidence. Paired on the same problems:
 
 # %% tags=["hide-input"]
-show(view.placement)
+page.show("placement")
 
 # %% [markdown]
 # With the question next to its evidence, {glue:text}`la-filler` tokens of whitespace cost
@@ -230,9 +180,7 @@ show(view.placement)
 # directly.
 
 # %% tags=["hide-input"]
-units, outputs = sections.whitespace_units(view.gsm)
-show(units)
-say("\n".join(f"* {c}: `{ascii(o[:90])}`" for c, o in zip(outputs["condition"], outputs["output"])))
+page.show("whitespace units")
 
 # %% [markdown]
 # Sixteen thousand single-space or newline tokens break this reader: it answers none of
@@ -249,8 +197,7 @@ say("\n".join(f"* {c}: `{ascii(o[:90])}`" for c, o in zip(outputs["condition"], 
 # filler. Removing the last step leaves the reader something to compute:
 
 # %% tags=["hide-input"]
-show(sections.no_final_step(view.solve))
-say(sections.sample_outputs(view.solve, page.params))
+page.show("no final step")
 
 # %% [markdown]
 # Without the final step this reader is right on {glue:text}`la-no-step-correct` of
@@ -279,7 +226,7 @@ say(sections.sample_outputs(view.solve, page.params))
 # problems would not change the verdict).
 
 # %% tags=["hide-input"]
-show_all(sections.varsum_tables(view.varsum) if view.varsum else [])
+page.show("varsum")
 
 # %% [markdown]
 # With no filler no output reaches the cap: the longest has
@@ -326,19 +273,14 @@ show_all(sections.varsum_tables(view.varsum) if view.varsum else [])
 
 # %% tags=["remove-input"]
 # Its own cell: a second output in the figure cell would be labelled as the figure again.
-say(view.ruler_provenance)
+page.show("ruler provenance")
 
 # %% [markdown]
 # In {numref}`fig-la-ruler` both second steps lose to RULER's prompt over the whole context, on both tasks. The
 # paired changes, with Table 5's GPT-4o numbers at the same length:
 
 # %% tags=["hide-input"]
-if view.ruler:
-    show(
-        view.ruler["steps_shown"],
-        "Paired by question; 95% percentile bootstrap over questions. The paper's "
-        "column: baseline -> recite-then-answer at the same length.",
-    )
+page.show("ruler steps")
 
 # %% [markdown]
 # **Why.** The paper's method assumes the recitation retrieves: it points the second step
@@ -354,12 +296,7 @@ if view.ruler:
 # at all. Below it, how n was chosen: the questions each comparison needs for ±10 points.
 
 # %% tags=["hide-input"]
-if view.ruler:
-    show(sections.recitation_table(view.ruler["recited"]))
-    show(
-        view.ruler["sizing"],
-        caption="How n was chosen: the questions each comparison needs for ±10 points.",
-    )
+page.show("ruler recitation")
 
 # %% [markdown]
 # The recitations are short (a median of {glue:text}`la-qa1-tokens` tokens on QA1,
@@ -393,7 +330,7 @@ if view.ruler:
 # ```
 
 # %% tags=["remove-input"]
-say(page.downloads())
+page.show("downloads")
 
 # %% [markdown]
 # ## What we found

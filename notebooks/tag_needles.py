@@ -60,37 +60,16 @@
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # reader: alias, .gguf path, checkpoint directory or hub id
-needle_set = "longctx"  # the project's set, or the path of NoLiMa's needle_set.json
-num_cases = 30  # seeded needle questions (None: all 48 of the project's set)
-lengths = [250, 500, 1000]  # haystack tokens, reader's tokenizer (paper: 250, 500, 16K, 32K)
-variants = ["baseline", "td", "td_tc_spacy", "td_tc_llm"]
-depths = [0.0, 0.25, 0.5, 0.75, 1.0]  # needle depth; case i sits at depths[i % 5] ("rotate")
-depth_mode = "rotate"  # "all" asks every case at every depth
-query_aware_variants = ["baseline", "td_tc_llm"]  # asked again, question also before the context
-query_aware_lengths = [1000]
-long_length = 2000  # the headline pair's haystack tokens (None: skip it)
-long_needle_sets = ["longctx", "longctx-extra"]  # every case of these sets is asked at long_length
-long_num_cases = None  # per set (None: all; 48 + 106 cases)
-long_variants = ["baseline", "td_tc_spacy", "td_tc_system"]
-short_length = 250  # the paper's TD and TD+TC comparisons on every case above (None: skip)
-short_variants = ["baseline", "framing", "td", "td_tc_spacy", "td_tc_system"]
-tagger_model = "qwen2.5-coder-0.5b-instruct"  # the LLM tagger (privileged categories, Figure 9)
-llm_tag_method = "ie"  # ie (Figure 8), classification (Figure 7) or hybrid (both merged)
-chunk_strategy = "sentence"  # sentences packed up to chunk_chars characters
-chunk_chars = 500
-novelqa_dir = None  # a NovelQA checkout (Data/, Books/) to run the multiple-choice part
-novelqa_max_book_tokens = 6000
-seed = 0
+scale = "book"  # a parameter set named in lib/longctx/scales/tag_needles.json
+params = {}  # its overrides, e.g. {"lengths": [250, 16000]}; the file's "about" explains each
 reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 8
-results_dir = "data/results"
+results_dir = "data/results"  # relative to the repository root
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.report import say, show, show_all
 
 page = setup("tag_needles", globals(), precision=1)
-numbers, sections, reader = page.numbers, page.sections, page.reader
 
 # %% [markdown]
 # The prompts come from `longctx.tasks.tag_needles`: needles placed in Paul Graham essay
@@ -100,16 +79,13 @@ numbers, sections, reader = page.numbers, page.sections, page.reader
 
 # %% tags=["hide-input"]
 run = page.run(batch_size=batch_size)
-stack = numbers.stacked(run)
-scored = numbers.answered(run)
+scored = page.answer(run)
 
 # %% tags=["remove-cell"]
 view = page.analyze(run)
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig-tag-length", sections.figure(view), sections.figure_text(view))
-page.glue_figure("fig-tag-sized", sections.sized_figure(view), sections.sized_text(view))
-page.glue_figure("fig-tag-depth", sections.depth_figure(view), sections.depth_text(view))
+page.show("figures")
 
 # %% [markdown]
 # ```{glue:md} fig-tag-length
@@ -117,13 +93,7 @@ page.glue_figure("fig-tag-depth", sections.depth_figure(view), sections.depth_te
 # ```
 
 # %% tags=["remove-input"]
-say(
-    page.example(
-        "tag_needles",
-        what="the baseline prompt, longest haystack",
-        where={"variant": "baseline", "length": max(page.params["lengths"])},
-    )
-)
+page.show("example")
 
 
 # %% [markdown]
@@ -141,7 +111,7 @@ say(
 # asked again on 154 questions.
 
 # %% tags=["hide-input"]
-show_all(sections.grid_tables(view))
+page.show("grid")
 
 # %% [markdown]
 # (tag-long)=
@@ -153,7 +123,7 @@ show_all(sections.grid_tables(view))
 # the same rules, no literal overlap, one-hop and two-hop), each at one rotating depth.
 
 # %% tags=["hide-input"]
-show_all(sections.long_tables(view))
+page.show("long")
 
 # %% [markdown]
 # (tag-short)=
@@ -167,7 +137,7 @@ show_all(sections.long_tables(view))
 # sets of rows are kept apart), with TD's framing alone as the control arm.
 
 # %% tags=["hide-input"]
-show_all(sections.short_tables(view))
+page.show("short")
 
 # %% [markdown]
 # **The tags alone.** TD+TC changes two things at once: the system message (TD+TC's own
@@ -183,7 +153,7 @@ show_all(sections.short_tables(view))
 # them. Each arm's full system message:
 
 # %% tags=["remove-input"]
-say(sections.system_prompts(view.params["short_variants"]))
+page.show("system prompts")
 
 # %% [markdown]
 # ```{glue:md} fig-tag-sized
@@ -199,7 +169,7 @@ say(sections.system_prompts(view.params["short_variants"]))
 # tags)" is its privileged LLM tagging), and ours in the same layout:
 
 # %% tags=["hide-input"]
-show_all(sections.paper_tables(view))
+page.show("paper")
 
 # %% [markdown]
 # ## Drop from the shortest to the longest context
@@ -208,7 +178,7 @@ show_all(sections.paper_tables(view))
 # 95% bootstrap interval over needle questions (each question's two answers stay paired).
 
 # %% tags=["hide-input"]
-show(sections.drops_table(view))
+page.show("drops")
 
 # %% [markdown]
 # ## The needle set
@@ -224,7 +194,7 @@ show(sections.drops_table(view))
 # the haystack.
 
 # %% tags=["hide-input"]
-show_all(sections.needle_tables(view))
+page.show("needles")
 
 # %% [markdown]
 # ## Tagging the haystack
@@ -237,7 +207,7 @@ show_all(sections.needle_tables(view))
 # stored rows like every generation, in `results_dir/<tagger>/tags/` (browse them below).
 
 # %% tags=["hide-input"]
-show_all(sections.tagging_tables(view))
+page.show("tagging")
 
 # %% [markdown]
 # What the LLM tagger said about the first needles (its raw IE answers, from the cache).
@@ -247,21 +217,20 @@ show_all(sections.tagging_tables(view))
 # stronger tagger (the 1.5B model, or the paper's) is a parameter change (`tagger_model`).
 
 # %% tags=["hide-input"]
-show_all(sections.llm_tables(view))
+page.show("llm")
 
 # %% [markdown]
 # ## Prompt sizes and provenance
 
 # %% tags=["hide-input"]
-say(view.provenance)
-show(*sections.tokens_table(view))
+page.show("tokens")
 
 # %% [markdown]
 # What the wrong answers were: the most frequent wrong answers per variant (the haystack
 # has its own people, so a reader that misses the needle often names one of them).
 
 # %% tags=["hide-input"]
-show(sections.wrong_answers(view.main))
+page.show("wrong answers")
 
 # %% [markdown]
 # ## Where the needle sits
@@ -284,7 +253,7 @@ show(sections.wrong_answers(view.main))
 # tag definitions alone (TD).
 
 # %% tags=["hide-input"]
-show_all(sections.overhead_tables(view))
+page.show("overhead")
 
 # %% [markdown]
 # ## Beyond the paper: tags with query-aware contextualization
@@ -293,7 +262,7 @@ show_all(sections.overhead_tables(view))
 # as well as after it. Asked with and without it, on the same questions and length:
 
 # %% tags=["hide-input"]
-show_all(sections.query_aware_tables(view))
+page.show("query-aware")
 
 # %% [markdown]
 # ## NovelQA multiple choice (Table 2)
@@ -303,10 +272,10 @@ show_all(sections.query_aware_tables(view))
 # truncated to `novelqa_max_book_tokens`, and scored by the chosen letter.
 
 # %% tags=["hide-input"]
-show_all(sections.novelqa_tables(view, run))
+page.show("novelqa")
 
 # %% tags=["remove-input"]
-say(page.downloads())
+page.show("downloads")
 
 # %% [markdown]
 # ## What we found

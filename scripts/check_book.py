@@ -14,7 +14,7 @@ Serves ``_build/html`` on 127.0.0.1 and, for every page:
 * every ``{glue:text}`key``` of a page's prose was glued by its executed notebook: a
   missing key would print nothing where a number belongs;
 * no figure's caption or alt text types a number in the notebook (figures are glued with
-  ``Page.glue_figure``, their caption and alt text computed by their chapter), and no
+  a section's ``Figure``, ``page.show``, their caption and alt text computed by their chapter), and no
   chapter's prose types a result-like number (a decimal, a percentage, a signed value) that
   is neither glued nor one the paper gives in ``data/paper`` (``typed_prose_numbers``);
 * at 1400 px wide the page never scrolls sideways, no table hides columns (scrolls inside
@@ -176,7 +176,7 @@ def missing_glue_keys(nb) -> list[str]:
 def typed_figure_numbers(nb) -> list[str]:
     """Figures whose caption or alt text in the cell metadata holds a digit: a number typed
     by hand, which the rows can leave behind. Every figure of the book is glued with text its
-    chapter computes (``Page.glue_figure``)."""
+    chapter computes (a section's ``Figure``, ``page.show``)."""
     problems = []
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("mystnb", {})
@@ -186,7 +186,7 @@ def typed_figure_numbers(nb) -> list[str]:
         if re.search(r"\d", typed):
             problems.append(
                 f"figure {name}: its caption or alt text types a number; compute it in the "
-                "chapter and glue the figure (Page.glue_figure)"
+                "chapter and glue the figure (a Figure of a section, page.show)"
             )
     return problems
 

@@ -16,6 +16,7 @@ from longctx.chapters import (
     chapters,
     contract,
     get_chapter,
+    parameter_notes,
     scale,
     scales,
 )
@@ -30,23 +31,27 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL = "qwen2.5-coder-0.5b-instruct"
 
 
-# Paper scale at a few items, so the test builds every size, position and arm quickly.
-def notebook_parameters(name):
+def parameter_cell(name):
     nb = jupytext.read(ROOT / contract(name).notebook)
-    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    return {
-        t.id: ast.literal_eval(node.value)
-        for node in ast.parse(cell.source).body
-        if isinstance(node, ast.Assign)
-        for t in node.targets
-    }
+    return next(c for c in nb.cells if "parameters" in c.metadata.get("tags", [])).source
 
 
 @pytest.mark.parametrize("name", sorted(chapters()))
-def test_notebook_parameters_are_the_book_scale(name):
-    params = notebook_parameters(name)
-    for key, value in scale(name, "book").items():
-        assert params[key] == value, f"{name}: notebook {key}={params[key]!r}, book scale {value!r}"
+def test_the_parameter_cell_names_a_scale_and_holds_no_chapter_value(name):
+    """The chapter's values live in its scales file alone: the cell names the ``book`` set,
+    overrides nothing, and fits ten lines; every parameter of the file says what it means."""
+    source = parameter_cell(name)
+    values = {
+        t.id: ast.literal_eval(node.value)
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+    }
+    assert values["scale"] == "book" and values["params"] == {}
+    assert not set(values) & set(scale(name, "book")), "a chapter value retyped in the cell"
+    assert len([ln for ln in source.splitlines() if ln.strip()]) <= 10
+    notes = parameter_notes(name)
+    assert set(notes) == set(scale(name, "book")) and all(notes.values()), name
 
 
 def dry_run(name: str, scale_name: str):

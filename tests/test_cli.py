@@ -128,6 +128,10 @@ def test_a_dry_run_refuses_a_store_line_that_a_real_run_would_refuse(tmp_path):
         ("num_pairs", "[]", "kv_retrieval.num_pairs is empty"),
         ("results_dir", "42", "results_dir must be a folder path"),
         ("examples_per_cell", "'many'", "kv_retrieval.examples_per_cell takes"),
+        ("params", "{'nope': 1}", "unknown parameters for kv_retrieval: ['nope']"),
+        ("params", "{'num_pairs': []}", "kv_retrieval.num_pairs is empty"),
+        ("params", "[1]", "params must be a mapping of kv_retrieval's parameters"),
+        ("scale", "'huge'", "chapter 'kv_retrieval' has no scale 'huge'"),
     ],
 )
 def test_a_notebook_parameter_the_chapter_cannot_use_is_one_line_before_any_kernel(

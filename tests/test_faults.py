@@ -349,7 +349,6 @@ def test_a_prompt_over_the_models_window_is_refused_before_the_weights_load(tmp_
 
 def test_a_notebook_takes_the_server_options_longctx_run_injects(fake):
     namespace = {
-        **scale("kv_retrieval", "book"),
         "model": SMOKE,
         "reader_options": {
             "backend": "openai",
@@ -362,7 +361,7 @@ def test_a_notebook_takes_the_server_options_longctx_run_injects(fake):
     options = setup("kv_retrieval", namespace).reader.backend.options
     assert (options.concurrency, options.timeout_s, options.retries) == (1, 30.0, 0)
     with pytest.raises(ParameterError, match="kv_retrieval.num_pairs takes a list"):
-        setup("kv_retrieval", {**namespace, "num_pairs": 30})
+        setup("kv_retrieval", {**namespace, "params": {"num_pairs": 30}})
 
 
 # ----------------------------------------------------------------- replay and notebooks

@@ -8,9 +8,13 @@ import jupytext
 import pytest
 from papermill.translators import PythonTranslator
 
+from longctx.chapters import contracts
+from longctx.section import COMMON
+
 # Pages that only read committed rows: no model to choose.
 READ_ONLY_PAGES = {"findings", "backends"}
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.py"))
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
 # The book's pages and the contributors' template, held to the same shape.
 PAGES = [*NOTEBOOKS, NOTEBOOKS[0].parent / "templates" / "chapter.py"]
 
@@ -30,13 +34,9 @@ def test_parameters_cell_is_fully_parsed_by_papermill(path):
     parsed = [p.name for p in PythonTranslator.inspect(cells[0])]
     assert parsed == assigned
     if path.stem not in READ_ONLY_PAGES:
-        assert {
-            "model",
-            "seed",
-            "reader_options",
-            "batch_size",
-            "results_dir",
-        } <= set(parsed)
+        assert {"model", "scale", "params", "reader_options", "batch_size", "results_dir"} <= set(
+            parsed
+        )
 
 
 def test_there_are_notebooks():
@@ -92,3 +92,23 @@ def test_notebook_is_mostly_prose(path):
     assert share < 0.40, f"{path.name}: {share:.0%} of its lines are code"
     too_long = [ln for ln in lines["code"] if len(ln) > 100]
     assert not too_long, f"{path.name}: code lines over 100 characters: {too_long}"
+
+
+@pytest.mark.parametrize("name", sorted(contracts()))
+def test_a_chapter_page_shows_each_section_its_chapter_declares_once(name):
+    """A page is prose and ``page.show`` calls: each names a section of its chapter, and no
+    section is declared that no page shows."""
+    chapter = contracts()[name]
+    path = ROOT / chapter.notebook
+    shown = [
+        node.args[0].value
+        for cell in code_cells(path)
+        for node in ast.walk(ast.parse(cell.source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "show"
+        and getattr(node.func.value, "id", "") == "page"
+    ]
+    declared = chapter.sections
+    assert len(shown) == len(set(shown)), shown
+    assert set(declared) <= set(shown) <= set(declared) | set(COMMON), set(shown) ^ set(declared)

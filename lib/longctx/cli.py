@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from .chapters import chapters as all_chapters
-from .chapters import check_params
+from .chapters import check_params, scale
 from .claims import read_claims
 from .errors import DataFileError, LongctxError, ParameterError
 from .export import SCHEMA as EXPORT_SCHEMA
@@ -90,10 +90,10 @@ def run_notebook(
     # Fail fast on an unknown model, backend, server option or parameter, or a parameter the
     # chapter cannot use, before starting a kernel.
     nb = jupytext.read(nb_path)
-    check_notebook_params(nb_path.stem, nb, params or {})
-    reader = Reader.from_notebook({**(params or {}), "model": model})
+    params = check_notebook_params(nb_path.stem, nb, params or {})
+    reader = Reader.from_notebook({**params, "model": model})
     root = repo_root(nb_path.parent)
-    params = {"model": model, **(params or {})}
+    params = {"model": model, **params}
     # `-p results_dir X` and `--results-dir X` mean the same: results and executed notebook go to X.
     results = resolve(results_dir or params.get("results_dir") or "data/results", root)
     if results_dir or "results_dir" in params:
@@ -155,10 +155,12 @@ def logged_kernel(log):
     return LoggedKernelManager
 
 
-def check_notebook_params(stem: str, nb, params: dict) -> None:
-    """Refuse, in one line, a parameter the notebook's parameter cell does not declare (papermill
-    would only warn and run on), a results folder that is not a path, and for a chapter any
-    value its scales or its own check refuse (:func:`longctx.chapters.check_params`)."""
+def check_notebook_params(stem: str, nb, params: dict) -> dict:
+    """The notebook's parameters with ``params`` applied, refused in one line where papermill
+    would only warn and run on: a name neither the parameter cell nor the chapter declares, a
+    results folder that is not a path, and any value the chapter's scales or its own check
+    refuse (:func:`longctx.chapters.check_params`). A chapter parameter named on its own
+    (``-p num_pairs '[75]'``) joins the cell's ``params`` mapping of overrides."""
     cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
     declared = {
         t.id
@@ -167,15 +169,26 @@ def check_notebook_params(stem: str, nb, params: dict) -> None:
         for t in node.targets
         if isinstance(t, ast.Name)
     }
-    unknown = sorted(set(params) - declared)
+    chapter = stem in all_chapters() and "params" in declared
+    own = set(scale(stem, "book")) if chapter else set()
+    unknown = sorted(set(params) - declared - own)
     if unknown:
+        names = ", ".join(sorted(declared - {"params"}) + sorted(own))
         raise ParameterError(
-            f"{stem} has no parameter {', '.join(unknown)}; its parameters: {', '.join(sorted(declared))}"
+            f"{stem} has no parameter {', '.join(unknown)}; its parameters: {names}"
         )
     if "results_dir" in params and not isinstance(params["results_dir"], str):
         raise ParameterError(f"results_dir must be a folder path, not {params['results_dir']!r}")
-    if stem in all_chapters():
-        check_params(stem, params)
+    given = params.get("params") or {}
+    if not isinstance(given, dict):
+        raise ParameterError(f"params must be a mapping of {stem}'s parameters, not {given!r}")
+    cell_params = {k: v for k, v in params.items() if k not in own}
+    if chapter:
+        overrides = {**given, **{k: v for k, v in params.items() if k in own}}
+        check_params(stem, overrides, params.get("scale", "book"))
+        if overrides:
+            cell_params["params"] = overrides
+    return cell_params
 
 
 def _reproduce(args) -> int:

@@ -3,100 +3,103 @@
     page = setup("kv_retrieval", globals())
 
 reads the notebook's parameter cell (papermill may have replaced any of it), builds the
-:class:`~longctx.reader.Reader` it names, picks out the chapter's parameters (its ``book``
-scale's names) and resolves the results folder; ``page.book_run`` says whether this is the
-committed run the prose describes, so a notebook checks its words only there.
+:class:`~longctx.reader.Reader` it names, resolves the chapter's parameters (the ``scale``
+it names, ``book`` by default, with the cell's ``params`` overrides) and the results
+folder; ``page.book_run`` says whether this is the committed run the prose describes, so
+a notebook checks its words only there.
 """
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from importlib import import_module
-from importlib.util import find_spec
+from functools import cached_property
 from pathlib import Path
-from types import ModuleType
 
 import pandas as pd
 
 from . import __version__
 from .chapters import Chapter, ChapterResult, Run, contract, scale
-from .claims import chapter_verdicts, paper_frame, read_claims
+from .claims import paper_frame, read_claims
 from .downloads import browser_link, chapter_links
+from .errors import ParameterError
 from .matrix import CLOSED_BOOK, readers_words, state_words, verdict_box
 from .matrix import build as build_matrix
 from .paths import build_commit, build_date, resolve
 from .plots import FigureText, figure_directive
 from .reader import Reader
-from .report import glue_all
+from .replay import replay_summary
+from .report import glue_all, say, show
 from .samples import example_html
+from .section import (
+    Downloads,
+    Example,
+    Figure,
+    PaperTable,
+    Part,
+    ReplayReport,
+    Section,
+    Table,
+)
 
 
 @dataclass
 class Page:
-    """One chapter notebook's chapter, reader, parameters (its ``book`` set with what the
-    notebook's parameter cell overrides) and results folder."""
+    """One chapter notebook's chapter, reader, results folder and parameters: the chapter's
+    scale ``scale_name`` with the parameter cell's ``overrides``."""
 
     chapter: Chapter
-    params: dict
     reader: Reader
     results: Path
+    scale_name: str = "book"
+    overrides: dict = field(default_factory=dict)
     analyzed: list[ChapterResult] = field(default_factory=list, repr=False)
+    runs: list[Run] = field(default_factory=list, repr=False)
+    shown: list[Section] = field(default_factory=list, repr=False)
 
     @property
     def name(self) -> str:
         return self.chapter.name
 
-    @property
-    def module(self) -> ModuleType:
-        """The chapter's module: the tables and figures the page shows."""
-        return self.chapter.module
-
-    @property
-    def design(self) -> ModuleType:
-        """What the chapter's runs ask: its package's ``design`` module (the chapter's one
-        module where it is not yet a package)."""
-        return self._part("design")
-
-    @property
-    def numbers(self) -> ModuleType:
-        """What the chapter's analysis computes: its package's ``numbers`` module (the
-        chapter's one module where it is not yet a package)."""
-        return self._part("numbers")
-
-    @property
-    def sections(self) -> ModuleType:
-        """The chapter's tables and figures, which only its page reaches: its package's
-        ``sections`` module (the chapter's one module where it is not yet a package)."""
-        return self._part("sections")
-
-    def _part(self, part: str) -> ModuleType:
-        name = f"{self.chapter.module.__name__}.{part}"
-        return import_module(name) if find_spec(name) is not None else self.chapter.module
+    @cached_property
+    def params(self) -> dict:
+        """The chapter's parameters this page runs with (checked)."""
+        return self.chapter.scale(self.scale_name, **self.overrides)
 
     @property
     def book_run(self) -> bool:
         """The committed run: the default reader at the chapter's book scale."""
-        own = {k: v for k, v in self.params.items() if k in scale(self.name, "book")}
-        return self.reader == Reader() and own == scale(self.name, "book")
+        return self.reader == Reader() and self.params == scale(self.name, "book")
 
-    def run(self, compare_with: tuple[str, str] | None = None, **options) -> Run:
+    def run(
+        self,
+        compare_with: tuple[str, str] | None = None,
+        *,
+        record: tuple[str, ...] = (),
+        **options,
+    ) -> Run:
         """This page's run (:meth:`Run.of`): its reader, parameters and results folder, the
         reader it is compared with, and ``options`` for generating missing rows
-        (``batch_size``, ``token_budget``, ``params``)."""
-        return Run.of(
+        (``batch_size``, ``token_budget``); new rows record the chapter parameters named in
+        ``record``."""
+        if record:
+            options["params"] = {k: self.params[k] for k in record}
+        run = Run.of(
             self.chapter,
             self.reader,
-            "book",
+            self.scale_name,
             self.results,
             compare_with=compare_with,
             options=options,
-            **self.params,
+            **self.overrides,
         )
+        self.runs.append(run)
+        return run
 
-    def scale(self, name: str) -> dict:
-        """Another of this chapter's parameter sets (``paper``, ``ci``, ``smoke``)."""
-        return scale(self.name, name)
+    def answer(self, run: Run):
+        """The rows the page reads for ``run``, missing ones generated
+        (:meth:`Chapter.answer`)."""
+        return self.chapter.answer(run)
 
     def paper(self, name: str) -> pd.DataFrame:
         """A table of the paper's own numbers, ``data/paper/<name>.csv``."""
@@ -109,31 +112,59 @@ class Page:
         glue_all(result.quoted)
         self.glue_verdicts(result.estimates)
         self.analyzed.append(result)
+        if not self.runs or self.runs[-1] is not run:
+            self.runs.append(run)
         return result
+
+    def show(self, name: str) -> None:
+        """Render the chapter's section ``name`` (:attr:`Chapter.sections`) over the last run
+        and the result last analyzed (None before :meth:`analyze`): its values glued for the
+        prose, then each part in order (tables for people, figures glued under their names,
+        worked examples, the paper's numbers, the downloads, computed paragraphs)."""
+        if not self.runs:
+            raise RuntimeError(f"{self.name}: make the page's run (page.run) before a section")
+        result = self.analyzed[-1] if self.analyzed else None
+        section = self.chapter.sections.build(name, result, self.runs[-1])
+        glue_all(section.quoted)
+        self.shown.append(section)
+        for part in section.parts:
+            self._render(part)
+
+    def _render(self, part: Part) -> None:
+        if isinstance(part, str):
+            say(part)
+        elif isinstance(part, Table):
+            show(part.frame, part.notes, caption=part.caption)
+        elif isinstance(part, Figure):
+            if part.figure is None:
+                self._glue_missing(part.name, part.missing)
+            else:
+                glue_figure(part.name, part.figure, part.text)
+        elif isinstance(part, Example):
+            say(self.example(part.experiment, what=part.what, where=part.where))
+        elif isinstance(part, PaperTable):
+            paper = self.paper(part.name)
+            if part.source:
+                paper = paper[paper["source"].str.startswith(part.source)].drop(columns=["source"])
+            show(paper, caption=part.caption)
+        elif isinstance(part, Downloads):
+            say(self.downloads())
+        elif isinstance(part, ReplayReport):
+            say(replay_summary(part.path))
 
     def finish(self, *said: dict[str, bool]) -> None:
         """The page's last call: on the committed run, every statement of its prose (those of
-        each analyzed result and ``said``) still holds; and every analyzed result is
-        consistent (each prompt answered once, each interval holding its estimate)."""
-        statements = {
-            k: v for part in (*(r.said for r in self.analyzed), *said) for k, v in part.items()
-        }
-        self.check(statements)
+        each analyzed result, each section shown and ``said``) still holds; and every analyzed
+        result is consistent (each prompt answered once, each interval holding its estimate)."""
+        said_all = (*(r.said for r in self.analyzed), *(s.said for s in self.shown), *said)
+        statements = {k: v for part in said_all for k, v in part.items()}
+        check_statements(self.name, statements, self.book_run)
         broken = [r.label for r in self.analyzed if not r.consistent]
         if broken:
             raise AssertionError(
                 f"{self.name}: the result for {', '.join(broken)} is not consistent (a prompt "
                 "answered twice or not at all, or an interval that misses its estimate)"
             )
-
-    def check(self, said: dict[str, bool]) -> None:
-        """On the committed run, fail on any statement of the prose that the rows no longer
-        support; print how many were checked (the book's browser check wants a count above 0)."""
-        check_statements(self.name, said, self.book_run)
-
-    def verdicts(self, estimates: dict) -> dict[str, str]:
-        """The findings page's verdict for each of this chapter's estimated claims."""
-        return chapter_verdicts(self.name, estimates)
 
     def downloads(self) -> str:
         """Markdown links to this chapter's rows in the built site's ``downloads/``."""
@@ -154,11 +185,7 @@ class Page:
         )
         return example_html(rows, what=what, where=where) + browse
 
-    def glue_figure(self, name: str, fig, text: FigureText) -> None:
-        """Glue ``fig`` as a numbered figure under ``name`` (:func:`glue_figure`)."""
-        glue_figure(name, fig, text)
-
-    def glue_missing(self, name: str, why: str) -> None:
+    def _glue_missing(self, name: str, why: str) -> None:
         """Glue a sentence under a figure's ``name`` where its rows are not stored."""
         from IPython.display import Markdown
         from myst_nb import glue
@@ -232,12 +259,23 @@ def check_statements(page: str, said: dict[str, bool], book_run: bool) -> None:
 
 def setup(name: str, namespace: dict, *, precision: int = 3) -> Page:
     """The page of chapter ``name`` from a notebook's globals: its reader
-    (:meth:`Reader.from_notebook`: ``model`` and ``reader_options``), its parameters (checked
-    against the chapter's scales) and ``results_dir`` resolved against the repository; tables
-    print floats with ``precision`` digits."""
+    (:meth:`Reader.from_notebook`: ``model`` and ``reader_options``), its parameters (the
+    chapter's ``scale``, ``book`` by default, with the ``params`` overrides, checked as a run
+    checks them) and ``results_dir`` resolved against the repository; tables print floats
+    with ``precision`` digits."""
     warnings.filterwarnings("ignore", category=FutureWarning)
     pd.set_option("display.precision", precision)
     chapter = contract(name)
     reader = Reader.from_notebook(namespace)
-    params = chapter.scale("book", **{k: namespace[k] for k in chapter.scales()["book"]})
-    return Page(chapter, params, reader, resolve(namespace.get("results_dir", "data/results")))
+    overrides = namespace.get("params") or {}
+    if not isinstance(overrides, dict):
+        raise ParameterError(f"params must be a mapping of {name}'s parameters, not {overrides!r}")
+    page = Page(
+        chapter,
+        reader,
+        resolve(namespace.get("results_dir", "data/results")),
+        namespace.get("scale", "book"),
+        dict(overrides),
+    )
+    Run.of(chapter, reader, page.scale_name, page.results, **page.overrides)  # checks, early
+    return page

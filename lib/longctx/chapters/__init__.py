@@ -25,6 +25,7 @@ from types import ModuleType
 from ..errors import ParameterError
 from ..reader import Reader
 from .contract import Chapter, ChapterResult, Run
+from .scales import parameter_notes
 
 __all__ = [
     "Chapter",
@@ -36,6 +37,7 @@ __all__ = [
     "contracts",
     "found_chapters",
     "get_chapter",
+    "parameter_notes",
     "register",
     "run_of",
     "scale",
@@ -114,7 +116,7 @@ def get_chapter(name: str) -> ModuleType:
 
 def scales(chapter: str) -> dict[str, dict]:
     """All named parameter sets of a chapter, each complete: ``book`` (the committed run,
-    sized by its confidence intervals; the notebook's parameter cell holds it), ``paper``
+    sized by its confidence intervals; the notebook's default), ``paper``
     (the paper's sizes, for a GPU), ``claims``, ``ci`` (what CI runs the notebook with, on
     the smoke-test model) and ``smoke`` (the paper's design at a size a unit test can plan)."""
     return contract(chapter).scales()
@@ -136,9 +138,7 @@ def run_of(
     return Run.of(contract(chapter), reader, scale_name, results, **kw)
 
 
-def check_params(chapter: str, overrides: dict) -> dict:
-    """The chapter's book parameters with those of ``overrides`` it has, checked before any
-    work as :meth:`Run.of` checks them (a notebook's parameters, before papermill runs it)."""
-    declared = contract(chapter)
-    book = declared.scales()["book"]
-    return Run.of(declared, **{k: v for k, v in overrides.items() if k in book}).params
+def check_params(chapter: str, overrides: dict, scale_name: str = "book") -> dict:
+    """The chapter's parameters at ``scale_name`` with ``overrides``, checked before any work
+    as :meth:`Run.of` checks them (a notebook's parameters, before papermill runs it)."""
+    return Run.of(contract(chapter), None, scale_name, **overrides).params

@@ -22,15 +22,17 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar, TypeVar
 
-from ..claims import Estimate
+from ..claims import Estimate, chapter_verdicts
 from ..models import load_tokenizer
 from ..paths import resolve
 from ..reader import Reader
 from ..runner import Block, answer, stored_in
+from ..section import Sections
 from .scales import check_overrides, read_scales, scale_of
 
 T = TypeVar("T")
@@ -55,7 +57,8 @@ class Chapter(ABC):
     """One chapter of the book. A subclass declares:
 
     * ``name`` (its scales file and the name commands use), ``order`` (where ``longctx
-      reproduce`` runs its headline blocks), ``notebook`` (its page's source),
+      reproduce`` runs its headline blocks among the chapters), ``notebook`` (its page's
+      source; ``notebooks/<name>.py`` unless it says otherwise),
       ``experiments`` (the stores it offers for download), ``claim_blocks`` (claim id -> the
       block-name parts its rows come from) and ``premise_scale`` (the scale whose rows a
       premise reads beyond the claims' own, or None);
@@ -69,6 +72,11 @@ class Chapter(ABC):
     experiments: ClassVar[tuple[str, ...]]
     claim_blocks: ClassVar[dict[str, tuple[str, ...]]]
     premise_scale: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "notebook" not in vars(cls) and isinstance(vars(cls).get("name"), str):
+            cls.notebook = f"notebooks/{cls.name}.py"
 
     def __init__(self) -> None:
         title = type(self).__name__
@@ -91,6 +99,14 @@ class Chapter(ABC):
         """The module the chapter is written in: the tables and figures its page shows."""
         return sys.modules[type(self).__module__]
 
+    @property
+    def sections(self) -> Sections:
+        """What its page shows, by name: the ``SECTIONS`` of its package's ``sections``
+        module, or of its own module where the chapter is one module."""
+        if not hasattr(self.module, "__path__"):  # one module, not a package
+            return self.module.SECTIONS
+        return import_module(f"{self.module.__name__}.sections").SECTIONS
+
     def scales(self) -> dict[str, dict]:
         """Its named parameter sets, each complete (:func:`.scales.read_scales`)."""
         return read_scales(self.name)
@@ -110,9 +126,24 @@ class Chapter(ABC):
         first). A plan sized in the reader's tokens asks :meth:`Run.tokenizer`; a plan that
         does not is the same for every reader, and runs with the same parameters share it."""
 
+    def answer(self, run: Run):
+        """Every row the page reads for this run, missing ones generated (the model loads
+        only then): the plan's rows, made once per run; a chapter whose page reads more (a
+        second reader's rows, scored parts) says so here."""
+        return run.answered()
+
     @abstractmethod
     def claims(self, run: Run) -> dict[str, Estimate]:
         """The sized comparisons, by claim id, from the rows of the run's plan only."""
+
+    def judged(self, run: Run, estimates: dict[str, Estimate]) -> dict:
+        """The fields every :class:`ChapterResult` opens with: the reader's label, the
+        estimates and each claim's verdict on them."""
+        return {
+            "label": run.reader.label,
+            "estimates": estimates,
+            "verdicts": chapter_verdicts(self.name, estimates),
+        }
 
     @abstractmethod
     def analyze(self, run: Run) -> ChapterResult:

@@ -3,7 +3,8 @@
 Scales are data, not code: ``lib/longctx/scales/<chapter>.json`` names parameter sets
 (``book``: the committed run, sized by its confidence intervals; ``paper``: the paper's
 sizes, for a GPU; ``claims``: every claim at the size the matrix judges; ``ci`` and
-``smoke``). The notebook's parameter cell holds the ``book`` set (a test checks).
+``smoke``). Its ``about`` entry says what each parameter means; a notebook's parameter cell
+names a scale and holds only the overrides of it, so the values live here alone.
 """
 
 from __future__ import annotations
@@ -13,13 +14,25 @@ from importlib.resources import files
 
 from ..errors import ParameterError
 
+ABOUT = "about"  # the scales file's entry that says what each parameter means, not a scale
+
+
+def _raw(chapter: str) -> dict:
+    return json.loads(
+        files("longctx").joinpath("scales", f"{chapter}.json").read_text(encoding="utf-8")
+    )
+
+
+def parameter_notes(chapter: str) -> dict[str, str]:
+    """What each of a chapter's parameters means, in the scales file's words (its
+    ``about`` entry)."""
+    return dict(_raw(chapter).get(ABOUT, {}))
+
 
 def read_scales(chapter: str) -> dict[str, dict]:
     """All named parameter sets of a chapter, each complete. A set may say ``"extends":
     "<other set>"`` and list only what differs; it cannot add parameters."""
-    raw = json.loads(
-        files("longctx").joinpath("scales", f"{chapter}.json").read_text(encoding="utf-8")
-    )
+    raw = {k: v for k, v in _raw(chapter).items() if k != ABOUT}
 
     def resolved(name: str, seen: tuple = ()) -> dict:
         if name in seen:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
+from ...claims import Estimate, by_unit, estimable, paired_estimate
 from ...report import estimate_text
 from ...runner import Block
 from ...tables import point_links
@@ -33,8 +33,7 @@ class CNorm(Chapter):
     """C-NORM chapter (context format and contextual normalization)."""
 
     name = "cnorm"
-    order = 5  # where longctx reproduce runs its headline blocks among the chapters
-    notebook = "notebooks/cnorm.py"
+    order = 5
     claim_blocks = {
         "cnorm-qa": ("C-NORM selection", "C-NORM QA"),
         "cnorm-format": ("key-value formats",),
@@ -45,7 +44,7 @@ class CNorm(Chapter):
         design.QA,
         design.KV,
         design.ATTENTION,
-    )  # the stores whose rows the chapter offers
+    )
 
     def plan(self, run: Run) -> list[Block]:
         return design.blocks(run.params)
@@ -95,7 +94,7 @@ class CNorm(Chapter):
         verdicts, the numbers the prose quotes (``quoted``) and the statements it makes
         (``said``)."""
         params, reader, results_dir = run.params, run.reader, Path(run.results)
-        numbers.answered(run)
+        self.answer(run)
         chosen_rows = numbers.selection(params, results_dir, reader)
         chosen, shortest, scores = design.choices(chosen_rows.to_dict("records"))
         qa_rows = numbers.qa_table(results_dir, params, reader, chosen, shortest)
@@ -107,9 +106,7 @@ class CNorm(Chapter):
         stable, ratio_choice = numbers.stability(scores, chosen, params, results_dir, reader)
         estimates = self.claims(run)
         view = numbers.CnormResult(
-            label=reader.label,
-            estimates=estimates,
-            verdicts=chapter_verdicts("cnorm", estimates),
+            **self.judged(run, estimates),
             params=params,
             results=results_dir,
             selection=chosen_rows,

@@ -25,7 +25,7 @@ from ...runner import Block, answer
 from ...tables import rows_table
 from ...tasks import kv_retrieval as kv
 from ...tasks import multidoc_qa as qa
-from ..contract import ChapterResult, Run
+from ..contract import ChapterResult
 from . import method as cn
 from .design import (
     ATTENTION,
@@ -597,9 +597,3 @@ class CnormResult(ChapterResult):
     stability: pd.DataFrame
     ratio_choice: pd.DataFrame
     contrast: Estimate
-
-
-def answered(run: Run) -> list[dict]:
-    """Every row of the chapter's plan for this run's reader (missing ones generated; the
-    QA block is built from the stored attention rows)."""
-    return run.answered()

@@ -24,10 +24,11 @@ from ...plots import (
 )
 from ...report import p_text, percent_words, points_ci
 from ...runner import Block
+from ...section import Example, Figure, PaperTable, Sections, Shown, Table, parts_of
 from ...tables import load_experiment, provenance
 from ...tasks import longbench_v2 as lb
 from ..contract import Run
-from .design import KV, kv_requests
+from .design import KV, QA, kv_requests
 from .numbers import CnormResult, oaa_opa, selection_summary
 
 
@@ -433,3 +434,109 @@ def stability_tables(view: CnormResult) -> list:
             "The delimiter chosen when the candidates are formatted at another ratio p.",
         ),
     ]
+
+
+SECTIONS = Sections()
+
+
+@SECTIONS("selection")
+def show_selection(view: CnormResult, run: Run) -> Shown:
+    return parts_of(selection_tables(view))
+
+
+@SECTIONS("figures")
+def show_figures(view: CnormResult, run: Run) -> Shown:
+    model = run.reader.model
+    attention = (
+        Figure("fig-cnorm-attention", attention_figure(view), attention_text(view))
+        if view.attention
+        else Figure(
+            "fig-cnorm-attention", None, missing="No attention rows are stored for this reader."
+        )
+    )
+    return (
+        Figure("fig-cnorm-qa", qa_figure(view), qa_text(view)),
+        Figure("fig-cnorm-formats", formats_figure(view, model), formats_text(view)),
+        Figure("fig-cnorm-tokens", tokens_figure(view, model), tokens_text(view)),
+        attention,
+    )
+
+
+@SECTIONS("example")
+def show_example(view: CnormResult, run: Run) -> Shown:
+    return Example(QA, what="C-NORM prompts on 10-document QA", where={"method": "C-NORM"})
+
+
+@SECTIONS("qa tests")
+def show_qa_tests(view: CnormResult, run: Run) -> Shown:
+    return Table(with_ci(view.qa_tests))
+
+
+@SECTIONS("qa sizing")
+def show_qa_sizing(view: CnormResult, run: Run) -> Shown:
+    return Table(qa_sizing(view.estimates))
+
+
+@SECTIONS("seeds")
+def show_seeds(view: CnormResult, run: Run) -> Shown:
+    return parts_of(seed_tables(view))
+
+
+@SECTIONS("qa provenance")
+def show_qa_provenance(view: CnormResult, run: Run) -> Shown:
+    return "**Data.** " + provenance(view.qa, run.results, QA)
+
+
+@SECTIONS("formats")
+def show_formats(view: CnormResult, run: Run) -> Shown:
+    return parts_of(formats_tables(view))
+
+
+@SECTIONS("paper formats")
+def show_paper_formats(view: CnormResult, run: Run) -> Shown:
+    return PaperTable("cnorm_reported", source="Figure 2")
+
+
+@SECTIONS("effects")
+def show_effects(view: CnormResult, run: Run) -> Shown:
+    return Table(with_ci(view.effects))
+
+
+@SECTIONS("sweep")
+def show_sweep(view: CnormResult, run: Run) -> Shown:
+    return Table(*sweep_table(view))
+
+
+@SECTIONS("correlation")
+def show_correlation(view: CnormResult, run: Run) -> Shown:
+    return Table(*correlation_shown(view))
+
+
+@SECTIONS("attention")
+def show_attention(view: CnormResult, run: Run) -> Shown:
+    return Table(*attention_table(view))
+
+
+@SECTIONS("bench")
+def show_bench(view: CnormResult, run: Run) -> Shown:
+    return parts_of(bench_tables())
+
+
+@SECTIONS("stability")
+def show_stability(view: CnormResult, run: Run) -> Shown:
+    return parts_of(stability_tables(view))
+
+
+@SECTIONS("paper longbench")
+def show_paper_longbench(view: CnormResult, run: Run) -> Shown:
+    return PaperTable("cnorm_longbench_v2")
+
+
+@SECTIONS("longbench")
+def show_longbench(view: CnormResult, run: Run) -> Shown:
+    return parts_of(longbench_tables(view, run))
+
+
+@SECTIONS("answered")
+def show_answered(view: CnormResult | None, run: Run) -> Shown:
+    return f"{len(run.answered()):,} rows answered or read from the store."

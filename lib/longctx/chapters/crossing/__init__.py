@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate, read_claims
+from ...claims import Estimate, by_unit, estimable, paired_estimate, read_claims
 from ...reader import model_label
 from ...runner import Block, all_requests
 from ...tables import comparable_rows, provenance, rows_table
@@ -33,16 +33,15 @@ from . import factorial as X
 
 
 class Crossing(Chapter):
-    """Crossing chapter: six manipulations from the five papers, two levels each, crossed on"""
+    """Crossing chapter: six manipulations from the five papers crossed on one QA task."""
 
     name = "crossing"
-    order = 7  # where longctx reproduce runs its headline blocks among the chapters
-    notebook = "notebooks/crossing.py"
+    order = 7
     claim_blocks = {
         f"crossing-{factor}": ("cells x",)
         for factor in ("position", "format", "tags", "distractors", "filler", "query_aware")
     }
-    experiments = (design.EXPERIMENT,)  # the stores whose rows the chapter offers for download
+    experiments = (design.EXPERIMENT,)
 
     def plan(self, run: Run) -> list[Block]:
         return design.blocks(run.params)
@@ -86,7 +85,7 @@ class Crossing(Chapter):
         (``quoted``) and the statements it makes (``said``)."""
         params, reader, results_dir = run.params, run.reader, run.results
         second_reader = run.compare_with or (reader.model, reader.backend.name)
-        rows, requests = numbers.answered(run), all_requests(run.planned())
+        rows, requests = self.answer(run), all_requests(run.planned())
         d = design.factorial_design(params)
         table = rows_table(rows, qa.score)
         estimates = self.claims(run)
@@ -98,9 +97,7 @@ class Crossing(Chapter):
         )
         readers = numbers.reader_view(table, others, params, labels)
         view = numbers.CrossingResult(
-            label=reader.label,
-            estimates=estimates,
-            verdicts=chapter_verdicts("crossing", estimates),
+            **self.judged(run, estimates),
             design=d,
             table=table,
             second_reader=second_reader,

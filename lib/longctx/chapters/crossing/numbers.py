@@ -15,7 +15,7 @@ from ...metrics import holm
 from ...report import format_p, points_ci
 from ...tables import rows_table
 from ...tasks import multidoc_qa as qa
-from ..contract import ChapterResult, Run
+from ..contract import ChapterResult
 from . import factorial as X
 from .design import factorial_design
 
@@ -252,8 +252,3 @@ class CrossingResult(ChapterResult):
     readers: dict
     expected: dict
     provenance: str
-
-
-def answered(run: Run) -> list[dict]:
-    """Every row of the chapter's plan for this run's reader (missing ones generated)."""
-    return run.answered()

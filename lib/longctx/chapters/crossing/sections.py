@@ -17,7 +17,10 @@ from ...plots import (
     term_words,
 )
 from ...report import format_p, points_ci
+from ...section import Example, Figure, ReplayReport, Section, Sections, Shown, Table
+from ..contract import Run
 from . import factorial as X
+from .design import EXPERIMENT
 from .numbers import CrossingResult
 
 
@@ -305,3 +308,72 @@ def readers_figure(view: CrossingResult):
         levels={f.name: (f.high, f.low) for f in view.design.factors},
         title=f"Main effects of two readers, {len(view.readers['shared'])} shared questions",
     )
+
+
+SECTIONS = Sections()
+
+
+@SECTIONS("figures")
+def show_figures(view: CrossingResult, run: Run) -> Shown:
+    readers = (
+        Figure("fig-crossing-readers", readers_figure(view), readers_text(view))
+        if view.readers["both"] is not None
+        else Figure(
+            "fig-crossing-readers", None, missing="The second reader has no rows for these prompts."
+        )
+    )
+    return (
+        Figure("fig-crossing-forest", forest_figure(view, run.reader.model), forest_text(view)),
+        Figure("fig-crossing-interaction", interaction_figure(view), interaction_text(view)),
+        readers,
+    )
+
+
+@SECTIONS("example")
+def show_example(view: CrossingResult, run: Run) -> Shown:
+    return Example(
+        EXPERIMENT,
+        what="gold document in the middle (the other factors as each row's cell sets them)",
+        where={"crossing": {"position": "middle"}},
+    )
+
+
+@SECTIONS("main effects")
+def show_main_effects(view: CrossingResult, run: Run) -> Shown:
+    return Table(*main_table(view))
+
+
+@SECTIONS("sizing")
+def show_sizing(view: CrossingResult, run: Run) -> Shown:
+    return Table(sizing(view.estimates))
+
+
+@SECTIONS("interactions")
+def show_interactions(view: CrossingResult, run: Run) -> Shown:
+    return Table(*interactions_table(view))
+
+
+@SECTIONS("aliases")
+def show_aliases(view: CrossingResult, run: Run) -> Shown:
+    return Table(aliases_table(view))
+
+
+@SECTIONS("logit")
+def show_logit(view: CrossingResult, run: Run) -> Shown:
+    return Table(logit_table(view))
+
+
+@SECTIONS("readers")
+def show_readers(view: CrossingResult, run: Run) -> Shown:
+    table, status = readers_table(view), readers_status(view)
+    return Section((Table(*table),) if table else (status,) if status else ())
+
+
+@SECTIONS("replay")
+def show_replay(view: CrossingResult, run: Run) -> Shown:
+    return ReplayReport("data/bench/replay-crossing-1.5b-llamacpp.json")
+
+
+@SECTIONS("readers summary")
+def show_readers_summary(view: CrossingResult, run: Run) -> Shown:
+    return readers_summary(view)

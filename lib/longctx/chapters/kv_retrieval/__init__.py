@@ -22,13 +22,12 @@ class KeyValueRetrieval(Chapter):
     """Key-value retrieval chapter (Lost in the Middle, sections 3 and 4.2)."""
 
     name = "kv_retrieval"
-    order = 1  # where longctx reproduce runs its headline blocks among the chapters
-    notebook = "notebooks/kv_retrieval.py"
+    order = 1
     claim_blocks = {
         "litm-kv-middle": ("query at end",),
         "litm-kv-query-aware": ("query at end", "query-aware"),
     }
-    experiments = (design.EXPERIMENT,)  # the stores whose rows the chapter offers for download
+    experiments = (design.EXPERIMENT,)
 
     def plan(self, run: Run) -> list[Block]:
         return design.blocks(run.params)
@@ -85,7 +84,7 @@ class KeyValueRetrieval(Chapter):
         statements it makes in words (``said``). ``run.compare_with`` names the second reader of
         the reader comparison."""
         params, reader, results_dir = run.params, run.reader, run.results
-        rows, requests = numbers.answered(run), all_requests(run.planned())
+        rows, requests = self.answer(run), all_requests(run.planned())
         others = comparable_rows(
             results_dir, design.EXPERIMENT, requests, exclude=reader.results_folder(results_dir)
         )
@@ -96,9 +95,7 @@ class KeyValueRetrieval(Chapter):
         cells = numbers.headline_cells(summary, params, reader.label)
         second = run.compare_with[0] if run.compare_with else reader.label
         return numbers.KeyValueResult(
-            label=reader.label,
-            estimates=estimates,
-            verdicts=verdicts,
+            **self.judged(run, estimates),
             table=table,
             everything=everything,
             summary=summary,

@@ -23,7 +23,7 @@ from ...results import reader_contrast
 from ...runner import all_requests, stored
 from ...tables import rows_table
 from ...tasks import kv_retrieval as kv
-from ..contract import ChapterResult, Run
+from ..contract import ChapterResult
 from .design import EXPERIMENT, HEADLINE_DEPTHS, QUERY_LABELS, blocks, per_size
 
 
@@ -218,11 +218,6 @@ class KeyValueResult(ChapterResult):
     cells: dict
     readers: tuple[pd.DataFrame, str] | None
     provenance: str
-
-
-def answered(run: Run) -> list[dict]:
-    """Every row of the chapter's plan for this run's reader (missing ones generated)."""
-    return run.answered()
 
 
 @functools.cache  # read once: the prose, the statements and both figures ask for it

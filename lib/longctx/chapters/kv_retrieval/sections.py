@@ -10,8 +10,10 @@ from ...claims import (
 )
 from ...plots import FigureText, accuracy_by_position, book_figure
 from ...report import p_text, pct_ci, percent_words, points_ci
-from .design import QUERY_LABELS, QUERY_ORDER
-from .numbers import KeyValueResult, PaperGrid, accuracy, paper_worst_case
+from ...section import Example, Figure, PaperTable, Section, Sections, Shown, Table
+from ..contract import Run
+from .design import EXPERIMENT, QUERY_LABELS, QUERY_ORDER
+from .numbers import KeyValueResult, PaperGrid, accuracy, paper_grid, paper_worst_case, sizing
 
 
 def grid(
@@ -190,3 +192,98 @@ def figure(view: KeyValueResult):
         references=(paper_worst_reference(),),
         links=view.links,
     )
+
+
+SECTIONS = Sections()
+
+
+@SECTIONS("position figure")
+def show_position_figure(view: KeyValueResult, run: Run) -> Shown:
+    return Figure("fig-kv-position", figure(view), figure_text(view))
+
+
+@SECTIONS("example")
+def show_example(view: KeyValueResult, run: Run) -> Shown:
+    largest = max(run.params["num_pairs"])
+    return Example(
+        EXPERIMENT,
+        what=f"{largest} pairs, query at the end",
+        where={"num_pairs": largest, "query_aware": False},
+    )
+
+
+@SECTIONS("headline")
+def show_headline(view: KeyValueResult, run: Run) -> Shown:
+    return (
+        Table(headline_table(view.estimates)),
+        Table(
+            cells_table(view.cells),
+            caption="The four headline cells: accuracy with 95% Wilson intervals.",
+        ),
+    )
+
+
+@SECTIONS("paper")
+def show_paper(view: KeyValueResult, run: Run) -> Shown:
+    return PaperTable("lost_in_the_middle_kv")
+
+
+@SECTIONS("sizing")
+def show_records_needed(view: KeyValueResult, run: Run) -> Shown:
+    return Table(sizing(view.estimates))
+
+
+@SECTIONS("grid")
+def show_short_grid(view: KeyValueResult, run: Run) -> Shown:
+    frame, notes = grid(view.summary, run.params, view.label)
+    return Table(frame, notes)
+
+
+def _paper_grid(run: Run) -> PaperGrid:
+    return run.once(
+        "paper grid", lambda: paper_grid(run.chapter.scale("paper"), run.reader, run.results)
+    )
+
+
+@SECTIONS("paper grid figure")
+def show_paper_grid_figure(view: KeyValueResult, run: Run) -> Shown:
+    grid_view = _paper_grid(run)
+    shown = (
+        Figure("fig-kv-paper-grid", paper_figure(grid_view), paper_figure_text(grid_view))
+        if grid_view.available
+        else Figure(
+            "fig-kv-paper-grid",
+            None,
+            missing=f"No paper-scale rows for this reader yet: {grid_view.note}.",
+        )
+    )
+    return Section((shown,), quoted=grid_view.quoted, said=grid_view.said)
+
+
+@SECTIONS("paper grid")
+def show_paper_grid_tables(view: KeyValueResult, run: Run) -> Shown:
+    grid_view = _paper_grid(run)
+    tables = (
+        (Table(*grid(grid_view.summary, run.chapter.scale("paper"), view.label, False)),)
+        if grid_view.available
+        else ()
+    )
+    return (*tables, f"Rows: {grid_view.note}.")
+
+
+@SECTIONS("speed")
+def show_prompt_speed(view: KeyValueResult, run: Run) -> Shown:
+    return Table(speed(view.table, run.answered()))
+
+
+@SECTIONS("errors")
+def show_wrong_answers(view: KeyValueResult, run: Run) -> Shown:
+    return Table(view.errors, "Wrong answers by where their value came from.")
+
+
+@SECTIONS("readers")
+def show_two_readers(view: KeyValueResult, run: Run) -> Shown:
+    if view.readers:
+        return Table(view.readers[0], view.readers[1])
+    second = run.compare_with[0] if run.compare_with else view.label
+    return f"No rows of `{second}` answer these prompts; run the chapter for it first."

@@ -32,11 +32,10 @@ from . import design, numbers
 
 
 class LengthAlone(Chapter):
-    """Context-length-alone chapter (Du et al.): filler between or before the evidence,"""
+    """Context-length-alone chapter (Du et al.): filler, recitation, retrieve-then-solve."""
 
     name = "length_alone"
-    order = 2  # where longctx reproduce runs its headline blocks among the chapters
-    notebook = "notebooks/length_alone.py"
+    order = 2
     claim_blocks = {
         "la-essay": ("between 0", "between 16000"),
         "la-whitespace": ("between 0", "between 16000"),
@@ -48,7 +47,7 @@ class LengthAlone(Chapter):
     experiments = (
         design.EXPERIMENT,
         rq.TASK,
-    )  # the stores whose rows the chapter offers (RULER too)
+    )
     premise_scale = numbers.PREMISE_SCALE  # the recitations the la-* premises read
 
     def plan(self, run: Run) -> list[Block]:
@@ -144,8 +143,8 @@ class LengthAlone(Chapter):
         """Everything the chapter shows from its rows: GSM8K with every filler, placement and
         whitespace unit, VarSum, RULER's recite-then-answer, the claims' estimates and verdicts,
         the numbers the prose quotes and its statements."""
-        params, reader, results_dir = run.params, run.reader, run.results
-        stored, paper = numbers.answered(run), paper_frame("length_alone")
+        params, results_dir = run.params, run.results
+        stored, paper = self.answer(run), paper_frame("length_alone")
         rows = [r for r in stored if r["task"] == la.TASK]
         ruler_rows = [r for r in stored if r["task"] == rq.TASK]
         solve = numbers.solved(rows, params)
@@ -162,9 +161,7 @@ class LengthAlone(Chapter):
         )
         verdicts = chapter_verdicts("length_alone", estimates)
         view = numbers.LengthResult(
-            label=reader.label,
-            estimates=estimates,
-            verdicts=verdicts,
+            **self.judged(run, estimates),
             rows=rows,
             solve=solve,
             links=point_links(

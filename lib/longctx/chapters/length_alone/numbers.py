@@ -667,8 +667,3 @@ class LengthResult(ChapterResult):
     between_note: str
     provenance: str
     ruler_provenance: str
-
-
-def answered(run: Run) -> list[dict]:
-    """Every row of the chapter's plan for this run's reader (missing ones generated)."""
-    return run.answered()

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...claims import (
-    sizing_table,
-)
+from ...claims import paper_frame, sizing_table
 from ...metrics import summarize
 from ...plots import FigureText, book_figure, condition_bars
 from ...report import (
@@ -16,9 +14,11 @@ from ...report import (
     percent_words,
     points_ci,
 )
+from ...section import Example, Figure, Section, Sections, Shown, Table, parts_of
 from ...tasks import length_alone as la
+from ..contract import Run
 from . import analysis
-from .design import problems_for
+from .design import EXPERIMENT, problems_for
 from .numbers import LABELS, PAPER_READERS, RULER_MODES, RULER_TASKS, VARIANTS, LengthResult
 
 BAR_ORDER = (
@@ -312,4 +312,102 @@ def ruler_figure(view: LengthResult):
         order=list(RULER_MODES.values()),
         hue="task",
         xlabel="RULER string_match_part (%)",
+    )
+
+
+SECTIONS = Sections()
+PAPER_FILE = "length_alone"  # the paper's numbers: data/paper/<name>.csv
+
+
+@SECTIONS("figures")
+def show_figures(view: LengthResult, run: Run) -> Shown:
+    ruler = (
+        Figure("fig-la-ruler", ruler_figure(view), ruler_figure_text(view))
+        if view.ruler
+        else Figure("fig-la-ruler", None, missing="No RULER rows are stored for this reader.")
+    )
+    return (
+        Figure("fig-la-gsm8k", figure(view, paper_frame(PAPER_FILE)), figure_text(view)),
+        ruler,
+    )
+
+
+@SECTIONS("example")
+def show_example(view: LengthResult, run: Run) -> Shown:
+    return Example(
+        EXPERIMENT,
+        what="GSM8K, whitespace filler between the evidence and the question",
+        where={"subtask": "gsm8k", "filler": "whitespace", "placement": "between"},
+    )
+
+
+@SECTIONS("between")
+def show_between(view: LengthResult, run: Run) -> Shown:
+    return Table(between(view.gsm, paper_frame(PAPER_FILE)), view.between_note)
+
+
+@SECTIONS("sizing")
+def show_sizing(view: LengthResult, run: Run) -> Shown:
+    return Table(sizing(view.estimates))
+
+
+@SECTIONS("premise")
+def show_premise(view: LengthResult, run: Run) -> Shown:
+    caption = "Recitation with the filler between evidence and question."
+    return Table(view.premise, caption=caption)
+
+
+@SECTIONS("premise state")
+def show_premise_state(view: LengthResult, run: Run) -> Shown:
+    return view.quoted["la-premise-state"]
+
+
+@SECTIONS("placement")
+def show_placement(view: LengthResult, run: Run) -> Shown:
+    return Table(view.placement)
+
+
+@SECTIONS("whitespace units")
+def show_whitespace_units(view: LengthResult, run: Run) -> Shown:
+    units, outputs = whitespace_units(view.gsm)
+    listed = "\n".join(
+        f"* {c}: `{ascii(o[:90])}`" for c, o in zip(outputs["condition"], outputs["output"])
+    )
+    return (Table(units), listed)
+
+
+@SECTIONS("no final step")
+def show_no_final_step(view: LengthResult, run: Run) -> Shown:
+    return (Table(no_final_step(view.solve)), sample_outputs(view.solve, run.params))
+
+
+@SECTIONS("varsum")
+def show_varsum(view: LengthResult, run: Run) -> Shown:
+    return parts_of(varsum_tables(view.varsum) if view.varsum else [])
+
+
+@SECTIONS("ruler provenance")
+def show_ruler_provenance(view: LengthResult, run: Run) -> Shown:
+    return view.ruler_provenance
+
+
+@SECTIONS("ruler steps")
+def show_ruler_steps(view: LengthResult, run: Run) -> Shown:
+    if not view.ruler:
+        return Section()
+    notes = (
+        "Paired by question; 95% percentile bootstrap over questions. The paper's "
+        "column: baseline -> recite-then-answer at the same length."
+    )
+    return Table(view.ruler["steps_shown"], notes)
+
+
+@SECTIONS("ruler recitation")
+def show_ruler_recitation(view: LengthResult, run: Run) -> Shown:
+    if not view.ruler:
+        return Section()
+    caption = "How n was chosen: the questions each comparison needs for ±10 points."
+    return (
+        Table(recitation_table(view.ruler["recited"])),
+        Table(view.ruler["sizing"], caption=caption),
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
+from ...claims import Estimate, by_unit, estimable, paired_estimate
 from ...errors import ParameterError
 from ...runner import Block, all_requests
 from ...tables import comparable_rows, point_links, provenance
@@ -30,8 +30,7 @@ class MultidocQA(Chapter):
     """Multi-document QA chapter (Lost in the Middle, section 2 and 4.1)."""
 
     name = "multidoc_qa"
-    order = 3  # where longctx reproduce runs its headline blocks among the chapters
-    notebook = "notebooks/multidoc_qa.py"
+    order = 3
     claim_blocks = {
         "litm-qa-u-shape": ("documents, query at end",),
         "litm-qa-closed-book": ("closed-book", "documents, query at end"),
@@ -41,7 +40,7 @@ class MultidocQA(Chapter):
     experiments = (
         design.EXPERIMENT,
         design.OPEN_DOMAIN,
-    )  # the stores whose rows the chapter offers
+    )
 
     def plan(self, run: Run) -> list[Block]:
         return design.blocks(run.params)
@@ -120,7 +119,7 @@ class MultidocQA(Chapter):
         backends stored for the same prompts: tables, the claims' estimates and verdicts, the
         open-domain curves, the numbers the prose quotes and the statements it makes."""
         params, reader, results_dir = run.params, run.reader, run.results
-        rows_answered = numbers.answered(run)
+        rows_answered = self.answer(run)
         rows = [r for r in rows_answered if r["task"] == qa.TASK]
         requests = all_requests([b for b in run.planned() if b.experiment == design.EXPERIMENT])
         others = [
@@ -135,9 +134,7 @@ class MultidocQA(Chapter):
         estimates = self.claims(run)
         domain = numbers.open_domain([r for r in rows_answered if r["task"] != qa.TASK], params)
         view = numbers.MultidocResult(
-            label=reader.label,
-            estimates=estimates,
-            verdicts=chapter_verdicts("multidoc_qa", estimates),
+            **self.judged(run, estimates),
             table=table,
             everything=everything,
             summary=summary,

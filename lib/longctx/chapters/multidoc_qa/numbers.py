@@ -22,7 +22,7 @@ from ...results import paired_effects, position_gap_permutation
 from ...tables import rows_table
 from ...tasks import multidoc_qa as qa
 from ...tasks import open_domain as od
-from ..contract import ChapterResult, Run
+from ..contract import ChapterResult
 from . import analysis
 from .design import HEADLINE_DEPTHS, questions_for
 
@@ -404,11 +404,6 @@ class MultidocResult(ChapterResult):
     od: dict | None
     provenance: str
     od_provenance: str
-
-
-def answered(run: Run) -> list[dict]:
-    """Every row of the chapter's plan for this run's reader (missing ones generated)."""
-    return run.answered()
 
 
 _QUESTION = re.compile(r"Question: (.*?)\nAnswer:", re.S)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...claims import (
-    Estimate,
-)
+from ...claims import Estimate, paper_frame
 from ...plots import FigureText, accuracy_by_position, book_figure
 from ...report import p_text, pct_ci, percent_words, points_ci
+from ...section import Example, Figure, Section, Sections, Shown, Table
 from ...tasks import multidoc_qa as qa
-from .numbers import QUERY_LABELS, MultidocResult, accuracy
+from ..contract import Run
+from .design import EXPERIMENT
+from .numbers import QUERY_LABELS, MultidocResult, accuracy, sizing
 
 PAPER_READER = "GPT-3.5-Turbo"
 
@@ -280,3 +281,90 @@ def gaps_table(gaps: pd.DataFrame) -> pd.DataFrame:
     return gaps.assign(
         **{"permutation p": gaps["permutation p"].map(lambda p: p_text(p).removeprefix("p = "))}
     )
+
+
+SECTIONS = Sections()
+PAPER_FILE = "lost_in_the_middle_qa"  # the paper's numbers: data/paper/<name>.csv
+
+
+@SECTIONS("figures")
+def show_figures(view: MultidocResult, run: Run) -> Shown:
+    position = Figure(
+        "fig-multidoc-position", figure(view, paper_frame(PAPER_FILE)), figure_text(view)
+    )
+    open_domain = (
+        Figure("fig-open-domain", open_domain_figure(view), open_domain_text(view))
+        if view.od
+        else Figure(
+            "fig-open-domain", None, missing="No open-domain rows are stored for this reader."
+        )
+    )
+    return (position, open_domain)
+
+
+@SECTIONS("example")
+def show_example(view: MultidocResult, run: Run) -> Shown:
+    largest = max(run.params["num_documents"])
+    return Example(
+        EXPERIMENT,
+        what=f"{largest} documents, question at the end",
+        where={"num_documents": largest, "query_aware": False},
+    )
+
+
+@SECTIONS("headline")
+def show_headline(view: MultidocResult, run: Run) -> Shown:
+    return Table(headline(view.estimates, paper_frame(PAPER_FILE), run.params))
+
+
+@SECTIONS("gaps")
+def show_gaps(view: MultidocResult, run: Run) -> Shown:
+    return Table(gaps_table(view.gaps))
+
+
+@SECTIONS("sizing")
+def show_sizing(view: MultidocResult, run: Run) -> Shown:
+    return Table(sizing(view.estimates))
+
+
+@SECTIONS("closed book")
+def show_closed_book(view: MultidocResult, run: Run) -> Shown:
+    table = closed_book_table(view.base, paper_frame(PAPER_FILE))
+    return Table(table, f"Ours: {view.base['n'].max()} questions.")
+
+
+@SECTIONS("position grid")
+def show_position_grid(view: MultidocResult, run: Run) -> Shown:
+    return (
+        Table(
+            position_grid(view.summary, view.label),
+            caption="Ours: accuracy (%) [95% Wilson interval] by position.",
+        ),
+        Table(
+            paper_grid(paper_frame(PAPER_FILE), run.params),
+            caption="The paper's accuracy (%), appendix G.",
+        ),
+    )
+
+
+@SECTIONS("query-aware")
+def show_query_aware(view: MultidocResult, run: Run) -> Shown:
+    if len(view.effects):
+        return Table(query_aware_table(view))
+    return "Run with `query_aware = [False, True]` to compare."
+
+
+@SECTIONS("prompt lengths")
+def show_prompt_lengths(view: MultidocResult, run: Run) -> Shown:
+    return (Table(prompt_lengths(view.table)), view.provenance)
+
+
+@SECTIONS("open domain")
+def show_open_domain(view: MultidocResult, run: Run) -> Shown:
+    if not view.od:
+        return Section()
+    notes = (
+        "Paper (section 5, from 20 to 50 documents): reader accuracy about +1.5 "
+        "(GPT-3.5-Turbo) and about +1 (Claude-1.3), while Contriever's recall keeps rising."
+    )
+    return (Table(steps_table(view.od["steps"]), notes), view.od_provenance)

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
+from ...claims import Estimate, by_unit, estimable, paired_estimate
 from ...runner import Block
 from ...tables import point_links, provenance
 from ...tasks import semantic_competition as sc
@@ -33,14 +33,17 @@ class SemanticCompetition(Chapter):
     """Semantic competition vs context length chapter."""
 
     name = "semantic_competition"
-    order = 4  # where longctx reproduce runs its headline blocks among the chapters
-    notebook = "notebooks/semantic_competition.py"
+    order = 4
     claim_blocks = {
         "sc-far-minus-hard": ("matched control",),
         "sc-far-minus-hard-inclusion": ("matched control",),
         "sc-hard-hurts": ("matched control",),
     }
-    experiments = (design.EXPERIMENT,)  # the stores whose rows the chapter offers for download
+    experiments = (design.EXPERIMENT,)
+
+    def answer(self, run: Run):
+        """The page's rows: :func:`.numbers.answered`."""
+        return numbers.answered(run)
 
     def plan(self, run: Run) -> list[Block]:
         return design.blocks(run.params, built=design.built_contexts(run))
@@ -112,7 +115,7 @@ class SemanticCompetition(Chapter):
         params, reader, results_dir = run.params, run.reader, run.results
         seed = params["seed"]
         second = next((r for r in params["second_readers"] if r != reader.model), None)
-        everything = numbers.scored(numbers.answered(run))
+        everything = numbers.scored(self.answer(run))
         table = everything[everything["model"] == reader.label]
         readers = numbers.matched(everything, params)
         parts = {r: numbers.retention_rows(table, params, r) for r in params["retrievers"]}
@@ -122,9 +125,7 @@ class SemanticCompetition(Chapter):
         length_levels, length_recovery = numbers.snippet_length(table, params)
         estimates = self.claims(run)
         view = numbers.CompetitionResult(
-            label=reader.label,
-            estimates=estimates,
-            verdicts=chapter_verdicts("semantic_competition", estimates),
+            **self.judged(run, estimates),
             links=links,
             everything=everything,
             table=table,

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...claims import sizing_table
+from ...claims import paper_frame, sizing_table
 from ...metrics import bootstrap_interval
 from ...plots import FigureText, book_figure, condition_bars, retention_curves
 from ...report import percent_words
 from ...runner import Block
+from ...section import Example, Figure, Sections, Shown, Table, parts_of
+from ..contract import Run
 from . import analysis
+from .design import EXPERIMENT, built_contexts
 from .numbers import CompetitionResult
 
 
@@ -329,3 +332,73 @@ def beyond_tables(view: CompetitionResult, params: dict) -> list:
             ),
         ]
     return out
+
+
+SECTIONS = Sections()
+PAPER_FILE = "semantic_competition"  # the paper's numbers: data/paper/<name>.csv
+
+
+def _paper() -> dict[str, pd.DataFrame]:
+    return paper_tables(paper_frame(PAPER_FILE))
+
+
+@SECTIONS("experiments")
+def show_experiments(view: CompetitionResult | None, run: Run) -> Shown:
+    return Table(*experiments_table(built_contexts(run), run.planned()))
+
+
+@SECTIONS("figures")
+def show_figures(view: CompetitionResult, run: Run) -> Shown:
+    paper, seed = paper_frame(PAPER_FILE), run.params["seed"]
+    return (
+        Figure("fig-sc-retention", figure(view, paper), figure_text(view)),
+        Figure(
+            "fig-sc-matched",
+            matched_figure(view, paper, seed=seed),
+            matched_figure_text(view, paper, seed=seed),
+        ),
+    )
+
+
+@SECTIONS("example")
+def show_example(view: CompetitionResult, run: Run) -> Shown:
+    return Example(
+        EXPERIMENT,
+        what="the gold snippet among 19 BM25 hard negatives",
+        where={"retriever": "bm25", "num_hard": 19},
+    )
+
+
+@SECTIONS("table 1")
+def show_table1(view: CompetitionResult, run: Run) -> Shown:
+    return parts_of(table1_tables(view, _paper()))
+
+
+@SECTIONS("table 2")
+def show_table2(view: CompetitionResult, run: Run) -> Shown:
+    return parts_of(table2_tables(view, _paper()))
+
+
+@SECTIONS("far ranks")
+def show_far_ranks(view: CompetitionResult, run: Run) -> Shown:
+    return Table(far_ranks(view.main))
+
+
+@SECTIONS("prompt")
+def show_prompt(view: CompetitionResult, run: Run) -> Shown:
+    return "```text\n" + view.example[:1400] + "\n...\n```"
+
+
+@SECTIONS("retention")
+def show_retention(view: CompetitionResult, run: Run) -> Shown:
+    return parts_of(retention_tables(view, _paper()))
+
+
+@SECTIONS("lengths")
+def show_lengths(view: CompetitionResult, run: Run) -> Shown:
+    return parts_of(length_tables(view, _paper()))
+
+
+@SECTIONS("beyond")
+def show_beyond(view: CompetitionResult, run: Run) -> Shown:
+    return parts_of(beyond_tables(view, run.params))

@@ -15,7 +15,7 @@ yet (on hf); with the rows committed it loads nothing.
 
 from __future__ import annotations
 
-from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate, paper_frame
+from ...claims import Estimate, by_unit, estimable, paired_estimate, paper_frame
 from ...runner import Block
 from ...tables import point_links, provenance
 from ...tagging import TAG_EXPERIMENT
@@ -28,8 +28,7 @@ class TagNeedles(Chapter):
     """Tagging-augmented generation chapter (needle questions in tagged haystacks)."""
 
     name = "tag_needles"
-    order = 6  # where longctx reproduce runs its headline blocks among the chapters
-    notebook = "notebooks/tag_needles.py"
+    order = 6
     claim_blocks = {
         "tag-td": ("tokens on every case",),
         "tag-td-definitions": ("tokens on every case",),
@@ -41,7 +40,11 @@ class TagNeedles(Chapter):
     experiments = (
         design.EXPERIMENT,
         TAG_EXPERIMENT,
-    )  # the stores whose rows the chapter offers for download
+    )
+
+    def answer(self, run: Run):
+        """The page's rows: :func:`.numbers.answered`."""
+        return numbers.answered(run)
 
     def plan(self, run: Run) -> list[Block]:
         return design.blocks(run.params, run.tokenizer(), run.results, dry_run=run.dry_run)
@@ -109,8 +112,8 @@ class TagNeedles(Chapter):
         overhead, the sized comparisons at ``long_length`` and ``short_length``, the findings
         page's estimates and verdicts, the numbers the prose quotes (``quoted``) and the
         statements it makes (``said``)."""
-        params, reader, results_dir = run.params, run.reader, run.results
-        seed, scored, stack = params["seed"], numbers.answered(run), numbers.stacked(run)
+        params, results_dir = run.params, run.results
+        seed, scored, stack = params["seed"], self.answer(run), numbers.stacked(run)
         paper = paper_frame("tag_needles")
         grid = scored["grid"]
         main = grid[~grid["query_aware"]]
@@ -118,7 +121,7 @@ class TagNeedles(Chapter):
         estimates = self.claims(run)
         devices = ", ".join(sorted(set(grid["device"] + " " + grid["dtype"])))
         view = numbers.TagResult(
-            label=reader.label,
+            **self.judged(run, estimates),
             params=params,
             stack=stack,
             paper=paper,
@@ -133,8 +136,6 @@ class TagNeedles(Chapter):
             qac=numbers.query_aware(grid, params),
             long=numbers.sized_comparison(scored["long"], params, paper, "long"),
             short=numbers.sized_comparison(scored["short"], params, paper, "short"),
-            estimates=estimates,
-            verdicts=chapter_verdicts("tag_needles", estimates),
             links=point_links(main, ("model", "variant", "length"), results_dir, design.EXPERIMENT),
             provenance=(
                 f"{provenance(grid, results_dir, design.EXPERIMENT)} Generated on {devices}, greedy "

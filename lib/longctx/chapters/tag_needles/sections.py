@@ -4,6 +4,7 @@ captions and alt text computed from what they draw (only the page reaches them).
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -18,10 +19,11 @@ from ...report import (
     points_ci,
 )
 from ...runner import Block
+from ...section import Builder, Example, Figure, Sections, Shown, Table, parts_of
 from ...tagging import system_prompt
 from ...tasks import tag_needles as tn
 from ..contract import Run
-from .design import requests_for
+from .design import EXPERIMENT, requests_for
 from .numbers import Haystack, TagResult, by_depth, drop_rate_text, paper_change
 
 
@@ -609,3 +611,67 @@ def sized_figure(view: TagResult):
         xlabel="Change vs the baseline (points, 95% CI over needles)",
         paper_label=f"paper: {PAPER_MODEL} (250; 500 beside our 2,000)",
     )
+
+
+SECTIONS = Sections()
+
+
+@SECTIONS("figures")
+def show_figures(view: TagResult, run: Run) -> Shown:
+    return (
+        Figure("fig-tag-length", figure(view), figure_text(view)),
+        Figure("fig-tag-sized", sized_figure(view), sized_text(view)),
+        Figure("fig-tag-depth", depth_figure(view), depth_text(view)),
+    )
+
+
+@SECTIONS("example")
+def show_example(view: TagResult, run: Run) -> Shown:
+    return Example(
+        EXPERIMENT,
+        what="the baseline prompt, longest haystack",
+        where={"variant": "baseline", "length": max(run.params["lengths"])},
+    )
+
+
+def _listed(tables: Callable[[TagResult], list]) -> Builder:
+    return lambda view, run: parts_of(tables(view))
+
+
+for _name, _tables in {
+    "grid": grid_tables,
+    "long": long_tables,
+    "short": short_tables,
+    "paper": paper_tables,
+    "needles": needle_tables,
+    "tagging": tagging_tables,
+    "llm": llm_tables,
+    "overhead": overhead_tables,
+    "query-aware": query_aware_tables,
+}.items():
+    SECTIONS(_name)(_listed(_tables))
+
+
+@SECTIONS("system prompts")
+def show_system_prompts(view: TagResult, run: Run) -> Shown:
+    return system_prompts(view.params["short_variants"])
+
+
+@SECTIONS("drops")
+def show_drops(view: TagResult, run: Run) -> Shown:
+    return Table(drops_table(view))
+
+
+@SECTIONS("tokens")
+def show_tokens(view: TagResult, run: Run) -> Shown:
+    return (view.provenance, Table(*tokens_table(view)))
+
+
+@SECTIONS("wrong answers")
+def show_wrong_answers(view: TagResult, run: Run) -> Shown:
+    return Table(wrong_answers(view.main))
+
+
+@SECTIONS("novelqa")
+def show_novelqa(view: TagResult, run: Run) -> Shown:
+    return parts_of(novelqa_tables(view, run))

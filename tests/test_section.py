@@ -1,0 +1,41 @@
+"""A page's sections as data: the registry refuses a name twice, a builder may return a
+section or only its parts, and a part that is not one is refused when the section is made."""
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from longctx.section import COMMON, Downloads, Figure, Section, Sections, Table
+
+
+def test_a_section_name_is_declared_once_and_never_one_every_page_has():
+    sections = Sections()
+    sections("headline")(lambda result, run: Table(pd.DataFrame({"a": [1]})))
+    with pytest.raises(ValueError, match="declared twice"):
+        sections("headline")
+    with pytest.raises(ValueError, match="declared twice"):
+        sections(next(iter(COMMON)))
+    with pytest.raises(KeyError, match="no section 'nope'; this chapter's: headline, downloads"):
+        sections.build("nope", None, None)
+
+
+def test_a_builder_may_return_a_section_a_part_or_a_tuple_of_parts():
+    sections = Sections()
+    frame = pd.DataFrame({"a": [1]})
+    sections("one")(lambda result, run: Table(frame))
+    sections("two")(lambda result, run: (Table(frame), "**Data.** rows."))
+    sections("whole")(lambda result, run: Section((Downloads(),), quoted={"k": 1}))
+    assert sections.build("one", None, None).parts == (Table(frame),)
+    assert sections.build("two", None, None).parts[1] == "**Data.** rows."
+    assert sections.build("whole", None, None).quoted == {"k": 1}
+    result = SimpleNamespace(provenance="**Data.** 3 rows.")
+    assert sections.build("provenance", result, None).parts == ("**Data.** 3 rows.",)
+
+
+def test_a_part_that_is_not_one_and_a_figure_without_text_are_refused():
+    with pytest.raises(TypeError, match="not \\[42\\]"):
+        Section((42,))
+    with pytest.raises(ValueError, match="give a figure and its text"):
+        Figure("fig-x", object())
+    assert Figure("fig-x", None, missing="No rows.").missing == "No rows."
