@@ -14,12 +14,13 @@
 # %% [markdown]
 # # The chapter's question, as a reader would ask it
 #
-# ```{glue:md} <name>-verdicts
+# ```{glue:md} newchapter-verdicts
 # :format: myst
 # ```
 #
-# *A chapter page, the template: copy it to `notebooks/<name>.py`, with its library module
-# from `notebooks/templates/chapter_module.py` at `lib/longctx/chapters/<name>.py`. It is
+# *A chapter page, the template: copy it to `notebooks/newchapter.py`, with its library module
+# from `notebooks/templates/chapter_module.py` at `lib/longctx/chapters/newchapter.py`, and
+# replace `newchapter` with your chapter's name everywhere. It is
 # prose that calls that module: no functions here, every quoted number glued, code under
 # 40% of the lines (`tests/test_notebooks.py` checks all three).*
 #
@@ -28,10 +29,11 @@
 # Verdicts first, each with its number glued from the rows, the paper's number beside it,
 # and why they differ:
 #
-# * **The middle is read worse than the start.** With the gold pair in the middle of 10
-#   pairs instead of first, accuracy changes by {glue:text}`template-middle`
-#   ({glue:text}`template-examples` examples, paired). The paper's worst case is at
-#   75-300 pairs (its Section 4.2); at 10 pairs the context is far shorter.
+# * **A key in the middle is found as often as one at the start.** With the pass key in
+#   the middle of the filler instead of first, accuracy changes by
+#   {glue:text}`newchapter-middle` ({glue:text}`newchapter-examples` keys, paired). The
+#   paper {cite}`mohtashami2023landmark` hides its key in thousands of filler sentences;
+#   here the context is a few hundred tokens.
 #
 # Each verdict says three things: the direction (the interval and the exact test agree),
 # the size against the paper's effect, and whether the paper's premise holds for this
@@ -48,57 +50,56 @@
 # missing rows are generated):
 #
 # ```bash
-# make run NB=notebooks/<name>.py MODEL=Qwen/Qwen2.5-1.5B-Instruct
+# make run NB=notebooks/newchapter.py MODEL=Qwen/Qwen2.5-1.5B-Instruct
 # ```
 
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
-num_pairs = 10  # the chapter's own parameters: its book scale, scales/<name>.json
-examples = 8
-seed = 0
+scale = "book"  # a parameter set named in lib/longctx/scales/newchapter.json
+params = {}  # its overrides, e.g. {"examples": 16}; the file's "about" explains each
 reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
 batch_size = 8
 results_dir = "data/results"  # relative to the repository root
 
 # %% tags=["remove-cell"]
 from longctx.page import setup
-from longctx.report import say, show
 
-page = setup("<name>", globals())
-chapter, reader = page.module, page.reader
+page = setup("newchapter", globals())
 
 # %% [markdown]
-# The prompts come from `longctx.chapters.<name>.plan`, which `longctx reproduce` also
+# The prompts come from `longctx.chapters.newchapter.plan`, which `longctx reproduce` also
 # calls; stored rows are reused and the model loads only for missing ones.
 
 # %%
 run = page.run(batch_size=batch_size)
-rows = chapter.answered(run)
+rows = page.answer(run)
 
 # %% tags=["remove-cell"]
 view = page.analyze(run)
-page.glue_figure("fig-<name>-headline", chapter.figure(view), chapter.figure_text(view))
+page.show("figure")
 
 # %% [markdown]
-# ```{glue:md} fig-<name>-headline
+# ```{glue:md} fig-newchapter-headline
 # :format: myst
 # ```
 
 # %% tags=["remove-input"]
-say(page.example("kv_retrieval", what="the headline condition, in words"))
+page.show("example")
 
 # %% tags=["remove-input"]
-say(view.provenance)
+page.show("provenance")
 
 # %% [markdown]
-# {numref}`fig-<name>-headline`: the caption and alt text come from `figure_text` in the
+# {numref}`fig-newchapter-headline`: the caption and alt text come from `figure_text` in the
 # module, computed from what the figure draws (n per point, what the bands are), never
 # typed here. The paper's curve goes beside ours where it reports one (the `paper=`
-# argument of `longctx.plots`' figures). Under the figure: a right and a wrong answer with their prompts, collapsed, and
-# the link to every row of the store in the sample browser (`page.example`).
+# argument of `longctx.plots`' figures). Under the figure: a right and a wrong answer with
+# their prompts, collapsed, and the link to every row of the store in the sample browser
+# (an `Example` part of a section). Each `page.show(name)` renders one section the module
+# declares (`SECTIONS`): its tables, figures and computed paragraphs.
 
 # %% [markdown]
-# (<name>-headline)=
+# (newchapter-headline)=
 # ## The headline comparison
 #
 # What is compared, paired by which unit (question, problem, record), which interval
@@ -109,18 +110,22 @@ say(view.provenance)
 # from the observed per-unit differences).
 
 # %% tags=["hide-input"]
-show(chapter.accuracy_table(view), "Accuracy (%) [95% Wilson interval].")
+page.show("accuracy")
 
 # %% [markdown]
 # ## The paper's numbers beside ours
 #
-# A table from `data/paper/<name>.csv` (`page.paper("<name>")`), and plainly why ours
-# differ: the reader, the lengths, the data, the prompt.
-#
+# The paper's own numbers (`data/paper/newchapter.csv`), and plainly why ours differ: the
+# reader, the lengths, the data, the prompt.
+
+# %% tags=["remove-input"]
+page.show("paper")
+
+# %% [markdown]
 # ## At the paper's scale
 #
-# `scales/<name>.json` holds a `paper` set; on a GPU:
-# `longctx reproduce --chapters <name> --scale paper --model <hub id>`.
+# `scales/newchapter.json` holds a `paper` set; on a GPU:
+# `longctx reproduce --chapters newchapter --scale paper --model <hub id>`.
 
 # %% tags=["remove-cell"]
 page.finish()  # every statement still holds; every result consistent

@@ -1,16 +1,19 @@
-"""A chapter module, the template (copy it to ``lib/longctx/chapters/<name>.py``).
+"""A chapter module, the template: copy it to ``lib/longctx/chapters/newchapter.py`` and
+replace ``newchapter`` with your chapter's name everywhere.
 
-As written it is a small working chapter: the gold pair first vs in the middle of 10
-synthetic key-value pairs (Lost in the Middle, section 4.2), whose rows the key-value
-chapter has committed, so its analysis runs on them with no model
-(``tests/test_templates.py`` runs it so). Replace the task, the plan and the claims with
-yours, and keep one subclass of :class:`~longctx.chapters.Chapter` (found, not listed):
+As written it is a small working chapter on its own task (``task_module.py`` beside it:
+pass-key retrieval): the key first vs in the middle of the filler, paired by key.
+``tests/test_templates.py`` follows the whole contributor path with it in a copy of the
+repository: the files copied, rows generated, the golden findings and the verdict log
+updated, and the repository's generic tests run there. Replace the task, the plan and the
+claims with yours, and keep one subclass of :class:`~longctx.chapters.Chapter` (found, not
+listed):
 
 * its declarations: ``name`` (its rows in ``data/paper/claims.csv`` and its scales file say
   it), ``order`` (where ``longctx reproduce`` runs its headline blocks among the chapters),
-  ``notebook`` (its page), ``experiments`` (the stores it offers for download) and
-  ``claim_blocks`` (each claim -> the strings naming the claims-scale blocks its rows come
-  from);
+  ``notebook`` (its page), ``experiments`` (the stores it writes and offers for download)
+  and ``claim_blocks`` (each claim -> the strings naming the claims-scale blocks its rows
+  come from);
 * ``plan(run) -> list[Block]``: every prompt of the chapter, headline blocks first
   (``longctx reproduce`` and the notebook both call it, so both store the same rows);
 * ``claims(run) -> {claim_id: Estimate}``: the headline comparisons, paired by the
@@ -20,10 +23,16 @@ yours, and keep one subclass of :class:`~longctx.chapters.Chapter` (found, not l
 * ``analyze(run) -> ChapterResult``: everything the notebook shows, as numbers, in a typed
   result (:mod:`longctx.chapters.contract`): ``estimates`` and ``verdicts``, ``quoted`` (the
   numbers its prose glues), ``said`` (its statements in words, checked on the book run),
-  ``consistent``, and the chapter's own tables as typed fields.
+  ``consistent``, and the chapter's own tables as typed fields;
+* ``SECTIONS``: the page's named sections (:mod:`longctx.section`), each built from the
+  analyzed result and its run: tables, figures with computed captions, worked examples, the
+  paper's numbers. The notebook is prose and ``page.show(name)`` calls.
 
-Its parameter sets are ``lib/longctx/scales/<name>.json`` (``book``, ``claims``, ``paper``,
-``ci``, ``smoke``); the ``book`` set equals the notebook's parameter cell.
+Its parameter sets are ``lib/longctx/scales/newchapter.json`` (``scales.json`` beside this
+file: ``book``, ``claims``, ``paper``, ``ci``, ``smoke``, and ``about``: what each parameter
+means); the notebook's parameter cell names one set and holds only its overrides. A chapter
+that grows past a few hundred lines becomes a package of the book's one shape (``design``,
+``numbers``, ``sections``; CONTRIBUTING.md).
 """
 
 from __future__ import annotations
@@ -33,32 +42,28 @@ from dataclasses import dataclass
 import pandas as pd
 
 from longctx.chapters.contract import Chapter, ChapterResult, Run
-from longctx.claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
+from longctx.claims import Estimate, by_unit, estimable, paired_estimate
 from longctx.metrics import summarize
 from longctx.plots import FigureText, accuracy_by_position, book_figure
 from longctx.report import estimate_text, pct_ci
 from longctx.runner import Block, all_requests
+from longctx.section import Example, Figure, PaperTable, Sections, Shown, Table
 from longctx.tables import provenance, rows_table
-from longctx.tasks import kv_retrieval as kv
+from longctx.tasks import newchapter as task
 
-EXPERIMENT = "kv_retrieval"  # the store folder its rows go to (here: the key-value chapter's)
-NAME = "template"  # the chapter's name: its rows in data/paper/claims.csv say it
+EXPERIMENT = "newchapter"  # the store folder its rows go to
+NAME = "newchapter"  # the chapter's name: its rows in data/paper/claims.csv say it
 DEPTHS = {"first": 0.0, "middle": 0.5}
 
 
-def examples(params: dict) -> list[kv.KVExample]:
-    return kv.synthetic_examples(params["examples"], params["num_pairs"], seed=params["seed"])
-
-
 def blocks(params: dict) -> list[Block]:
-    requests = kv.make_requests(
-        examples(params), list(DEPTHS.values()), query_aware=False, source="synthetic"
-    )
-    return [Block(f"{params['num_pairs']} pairs, first vs middle", EXPERIMENT, requests, True)]
+    examples = task.examples(params["examples"], seed=params["seed"])
+    requests = task.make_requests(examples, params["fillers"], list(DEPTHS.values()))
+    return [Block(f"{params['fillers']} fillers, first vs middle", EXPERIMENT, requests, True)]
 
 
 @dataclass(kw_only=True)
-class TemplateResult(ChapterResult):
+class NewChapterResult(ChapterResult):
     """The page's numbers beyond every chapter's: the scored rows, accuracy per depth and
     the figure's Data line."""
 
@@ -67,12 +72,7 @@ class TemplateResult(ChapterResult):
     provenance: str
 
 
-def answered(run: Run) -> list[dict]:
-    """Every row of the plan for this run's reader (missing ones generated)."""
-    return run.answered()
-
-
-def accuracy_table(view: TemplateResult) -> pd.DataFrame:
+def accuracy_table(view: NewChapterResult) -> pd.DataFrame:
     """Accuracy per depth with its 95% Wilson interval, formatted for the page."""
     cells = view.accuracy
     shown = [
@@ -81,12 +81,12 @@ def accuracy_table(view: TemplateResult) -> pd.DataFrame:
     return cells.assign(accuracy=shown)[["depth", "n", "accuracy"]]
 
 
-def figure_text(view: TemplateResult) -> FigureText:
+def figure_text(view: NewChapterResult) -> FigureText:
     """The figure's caption and alt text, computed from what it draws (a number typed in a
     notebook's figure metadata fails ``make check-book``)."""
     cells = view.accuracy.set_index("depth")["accuracy"]
     caption = (
-        f"Accuracy against the gold pair's depth, {view.label}: {int(view.accuracy['n'].min())} "
+        f"Accuracy against the key's depth, {view.label}: {int(view.accuracy['n'].min())} "
         "examples per point, 95% Wilson bands."
     )
     alt = "Line chart: " + "; ".join(
@@ -96,59 +96,81 @@ def figure_text(view: TemplateResult) -> FigureText:
 
 
 @book_figure
-def figure(view: TemplateResult):
-    """Accuracy against the gold pair's depth."""
-    return accuracy_by_position(view.accuracy, x="depth", xlabel="Relative depth of the gold pair")
+def figure(view: NewChapterResult):
+    """Accuracy against the key's depth."""
+    return accuracy_by_position(
+        view.accuracy,
+        x="depth",
+        facet="fillers",
+        facet_title="{} filler sentences",
+        xlabel="Relative depth of the key",
+    )
 
 
-class TemplateChapter(Chapter):
-    """The gold pair first vs in the middle of 10 synthetic key-value pairs."""
+class NewChapter(Chapter):
+    """The pass key first vs in the middle of the filler."""
 
     name = NAME
-    order = 99  # where longctx reproduce runs its headline blocks among the chapters
-    notebook = "notebooks/<name>.py"
-    # The stores whose rows the chapter offers for download: yours, (EXPERIMENT,). Here
-    # none, since the key-value chapter offers this store and two chapters may not offer one.
-    experiments: tuple[str, ...] = ()
+    order = 99
+    experiments = (EXPERIMENT,)
     claim_blocks = {f"{NAME}-middle": ("first vs middle",)}
 
     def plan(self, run: Run) -> list[Block]:
         return blocks(run.params)
 
     def claims(self, run: Run) -> dict[str, Estimate]:
-        """Gold pair in the middle minus first, paired by example."""
+        """The key in the middle minus first, paired by key."""
         params, rows = run.params, run.rows(EXPERIMENT)
-        first, middle = kv.position_indices(params["num_pairs"], list(DEPTHS.values()))
-        base = {"source": "synthetic", "num_pairs": params["num_pairs"], "query_aware": False}
 
-        def side(gold_index):
-            return by_unit(rows, {**base, "gold_index": gold_index}, kv.score)
+        def side(depth):
+            return by_unit(rows, {"fillers": params["fillers"], "depth": depth}, task.score)
 
         return estimable(
             {
                 f"{NAME}-middle": lambda: paired_estimate(
-                    side(first), side(middle), side_names=("first", "middle")
+                    side(DEPTHS["first"]), side(DEPTHS["middle"]), side_names=("first", "middle")
                 )
             }
         )
 
-    def analyze(self, run: Run) -> TemplateResult:
+    def analyze(self, run: Run) -> NewChapterResult:
         """Everything the page shows: accuracy per depth, the headline estimate and its
         verdict, the numbers the prose quotes and the statements it makes."""
-        params, rows = run.params, answered(run)
-        indices = kv.position_indices(params["num_pairs"], list(DEPTHS.values()))
-        table = rows_table(rows, kv.score).assign(num_pairs=params["num_pairs"])
-        table["depth"] = table["gold_index"].map(dict(zip(indices, DEPTHS.values())))
+        rows = self.answer(run)
+        table = rows_table(rows, task.score)
         estimates = self.claims(run)
         middle = estimates[f"{NAME}-middle"]
-        return TemplateResult(
-            label=run.reader.label,
-            estimates=estimates,
-            verdicts=chapter_verdicts(NAME, estimates),
+        return NewChapterResult(
+            **self.judged(run, estimates),
             quoted={f"{NAME}-examples": middle.n, f"{NAME}-middle": estimate_text(middle)},
-            said={"the middle is read worse than the start": middle.ci_high < 0},
+            said={"the middle is not read better than the start": middle.ci_low <= 0},
             consistent=len(rows) == len(all_requests(run.planned())),
             table=table,
-            accuracy=summarize(table, ["model", "num_pairs", "depth"]),  # Wilson intervals
+            accuracy=summarize(table, ["model", "fillers", "depth"]),  # Wilson intervals
             provenance=f"**Data.** {provenance(table, run.results, EXPERIMENT)}.",
         )
+
+
+SECTIONS = Sections()  # what the page shows: page.show("figure") renders one
+
+
+@SECTIONS("figure")
+def show_figure(view: NewChapterResult, run: Run) -> Shown:
+    return Figure("fig-newchapter-headline", figure(view), figure_text(view))
+
+
+@SECTIONS("example")
+def show_example(view: NewChapterResult, run: Run) -> Shown:
+    where = {"depth": DEPTHS["middle"]}
+    return Example(EXPERIMENT, what="the key in the middle", where=where)
+
+
+@SECTIONS("accuracy")
+def show_accuracy(view: NewChapterResult, run: Run) -> Shown:
+    caption = "Accuracy (%) [95% Wilson interval]."
+    return Table(accuracy_table(view), caption=caption)
+
+
+@SECTIONS("paper")
+def show_paper(view: NewChapterResult, run: Run) -> Shown:
+    return PaperTable(NAME, caption="The paper's numbers.")
