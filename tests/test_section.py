@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from longctx.section import COMMON, Downloads, Figure, Section, Sections, Table
+from longctx.section import COMMON, Downloads, Example, Figure, Section, Sections, Table
 
 
 def test_a_section_name_is_declared_once_and_never_one_every_page_has():
@@ -39,3 +39,12 @@ def test_a_part_that_is_not_one_and_a_figure_without_text_are_refused():
     with pytest.raises(ValueError, match="give a figure and its text"):
         Figure("fig-x", object())
     assert Figure("fig-x", None, missing="No rows.").missing == "No rows."
+
+
+def test_a_figure_is_drawn_only_where_its_rows_are_stored_and_an_example_sits_at_the_largest_size():
+    drawn = Figure.when(True, "fig-x", lambda: "figure", lambda: "text", "No rows.")
+    assert (drawn.figure, drawn.text, drawn.missing) == ("figure", "text", "")
+    missing = Figure.when(False, "fig-x", pytest.fail, pytest.fail, "No rows.")
+    assert (missing.figure, missing.missing) == (None, "No rows.")
+    example = Example.largest("kv", {"num_pairs": [10, 140, 30]}, "num_pairs", "{} pairs")
+    assert example == Example("kv", "140 pairs", {"num_pairs": 140, "query_aware": False})

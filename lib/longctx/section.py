@@ -43,6 +43,12 @@ class Figure:
     text: FigureText | None = None
     missing: str = ""
 
+    @classmethod
+    def when(cls, stored, name: str, draw: Callable, text: Callable, missing: str) -> Figure:
+        """``draw()`` with ``text()`` under ``name`` where ``stored`` is true (its rows are
+        stored), else the sentence ``missing`` in its place."""
+        return cls(name, draw(), text()) if stored else cls(name, None, missing=missing)
+
     def __post_init__(self):
         drawn = self.figure is not None and self.text is not None
         if not drawn and not (self.figure is None and self.missing):
@@ -59,6 +65,13 @@ class Example:
     experiment: str
     what: str
     where: dict | None = None
+
+    @classmethod
+    def largest(cls, experiment: str, params: dict, size: str, what: str) -> Example:
+        """At the largest value of the size parameter ``size`` (pairs, documents), the query
+        at the end; ``what`` says it in words, ``{}`` standing for that size."""
+        largest = max(params[size])
+        return cls(experiment, what.format(largest), {size: largest, "query_aware": False})
 
 
 @dataclass(frozen=True)

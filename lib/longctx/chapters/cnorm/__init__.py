@@ -34,11 +34,7 @@ class CNorm(Chapter):
 
     name = "cnorm"
     order = 5
-    claim_blocks = {
-        "cnorm-qa": ("C-NORM selection", "C-NORM QA"),
-        "cnorm-format": ("key-value formats",),
-        "cnorm-tokens": ("key-value formats",),
-    }
+    claim_blocks = design.CLAIM_BLOCKS
     experiments = (
         design.SELECTION,
         design.QA,

@@ -188,3 +188,12 @@ def blocks(params: dict) -> list[Block]:
             )
         )
     return blocks
+
+
+# Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
+# claim_blocks: what `longctx reproduce --scale claims` runs for it).
+CLAIM_BLOCKS = {
+    "cnorm-qa": ("C-NORM selection", "C-NORM QA"),
+    "cnorm-format": ("key-value formats",),
+    "cnorm-tokens": ("key-value formats",),
+}

@@ -447,12 +447,12 @@ def show_selection(view: CnormResult, run: Run) -> Shown:
 @SECTIONS("figures")
 def show_figures(view: CnormResult, run: Run) -> Shown:
     model = run.reader.model
-    attention = (
-        Figure("fig-cnorm-attention", attention_figure(view), attention_text(view))
-        if view.attention
-        else Figure(
-            "fig-cnorm-attention", None, missing="No attention rows are stored for this reader."
-        )
+    attention = Figure.when(
+        view.attention,
+        "fig-cnorm-attention",
+        lambda: attention_figure(view),
+        lambda: attention_text(view),
+        "No attention rows are stored for this reader.",
     )
     return (
         Figure("fig-cnorm-qa", qa_figure(view), qa_text(view)),

@@ -37,10 +37,7 @@ class Crossing(Chapter):
 
     name = "crossing"
     order = 7
-    claim_blocks = {
-        f"crossing-{factor}": ("cells x",)
-        for factor in ("position", "format", "tags", "distractors", "filler", "query_aware")
-    }
+    claim_blocks = design.CLAIM_BLOCKS
     experiments = (design.EXPERIMENT,)
 
     def plan(self, run: Run) -> list[Block]:

@@ -116,3 +116,11 @@ def blocks(params: dict) -> list[Block]:
             whole_units=True,
         )
     ]
+
+
+# Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
+# claim_blocks: what `longctx reproduce --scale claims` runs for it).
+CLAIM_BLOCKS = {
+    f"crossing-{factor}": ("cells x",)
+    for factor in ("position", "format", "tags", "distractors", "filler", "query_aware")
+}

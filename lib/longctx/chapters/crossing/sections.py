@@ -315,12 +315,12 @@ SECTIONS = Sections()
 
 @SECTIONS("figures")
 def show_figures(view: CrossingResult, run: Run) -> Shown:
-    readers = (
-        Figure("fig-crossing-readers", readers_figure(view), readers_text(view))
-        if view.readers["both"] is not None
-        else Figure(
-            "fig-crossing-readers", None, missing="The second reader has no rows for these prompts."
-        )
+    readers = Figure.when(
+        view.readers["both"] is not None,
+        "fig-crossing-readers",
+        lambda: readers_figure(view),
+        lambda: readers_text(view),
+        "The second reader has no rows for these prompts.",
     )
     return (
         Figure("fig-crossing-forest", forest_figure(view, run.reader.model), forest_text(view)),

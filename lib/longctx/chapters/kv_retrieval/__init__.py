@@ -23,10 +23,7 @@ class KeyValueRetrieval(Chapter):
 
     name = "kv_retrieval"
     order = 1
-    claim_blocks = {
-        "litm-kv-middle": ("query at end",),
-        "litm-kv-query-aware": ("query at end", "query-aware"),
-    }
+    claim_blocks = design.CLAIM_BLOCKS
     experiments = (design.EXPERIMENT,)
 
     def plan(self, run: Run) -> list[Block]:

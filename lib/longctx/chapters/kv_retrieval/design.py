@@ -87,3 +87,11 @@ def blocks(params: dict) -> list[Block]:
                 ]
                 rest.append(Block(f"{label}, depths {others}", EXPERIMENT, reqs))
     return headline + rest
+
+
+# Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
+# claim_blocks: what `longctx reproduce --scale claims` runs for it).
+CLAIM_BLOCKS = {
+    "litm-kv-middle": ("query at end",),
+    "litm-kv-query-aware": ("query at end", "query-aware"),
+}

@@ -204,12 +204,7 @@ def show_position_figure(view: KeyValueResult, run: Run) -> Shown:
 
 @SECTIONS("example")
 def show_example(view: KeyValueResult, run: Run) -> Shown:
-    largest = max(run.params["num_pairs"])
-    return Example(
-        EXPERIMENT,
-        what=f"{largest} pairs, query at the end",
-        where={"num_pairs": largest, "query_aware": False},
-    )
+    return Example.largest(EXPERIMENT, run.params, "num_pairs", "{} pairs, query at the end")
 
 
 @SECTIONS("headline")
@@ -248,14 +243,12 @@ def _paper_grid(run: Run) -> PaperGrid:
 @SECTIONS("paper grid figure")
 def show_paper_grid_figure(view: KeyValueResult, run: Run) -> Shown:
     grid_view = _paper_grid(run)
-    shown = (
-        Figure("fig-kv-paper-grid", paper_figure(grid_view), paper_figure_text(grid_view))
-        if grid_view.available
-        else Figure(
-            "fig-kv-paper-grid",
-            None,
-            missing=f"No paper-scale rows for this reader yet: {grid_view.note}.",
-        )
+    shown = Figure.when(
+        grid_view.available,
+        "fig-kv-paper-grid",
+        lambda: paper_figure(grid_view),
+        lambda: paper_figure_text(grid_view),
+        f"No paper-scale rows for this reader yet: {grid_view.note}.",
     )
     return Section((shown,), quoted=grid_view.quoted, said=grid_view.said)
 

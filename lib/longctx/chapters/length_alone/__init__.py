@@ -36,14 +36,7 @@ class LengthAlone(Chapter):
 
     name = "length_alone"
     order = 2
-    claim_blocks = {
-        "la-essay": ("between 0", "between 16000"),
-        "la-whitespace": ("between 0", "between 16000"),
-        "la-mask": ("between 0", "between 16000"),
-        "la-before": ("between 0", "before 16000"),
-        "la-ruler-qa1": ("RULER qa1",),
-        "la-ruler-qa2": ("RULER qa2",),
-    }
+    claim_blocks = design.CLAIM_BLOCKS
     experiments = (
         design.EXPERIMENT,
         rq.TASK,

@@ -147,3 +147,15 @@ def ruler_blocks(params: dict, count_tokens=None, shared_as: str | None = None) 
                 )
             )
     return blocks
+
+
+# Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
+# claim_blocks: what `longctx reproduce --scale claims` runs for it).
+CLAIM_BLOCKS = {
+    "la-essay": ("between 0", "between 16000"),
+    "la-whitespace": ("between 0", "between 16000"),
+    "la-mask": ("between 0", "between 16000"),
+    "la-before": ("between 0", "before 16000"),
+    "la-ruler-qa1": ("RULER qa1",),
+    "la-ruler-qa2": ("RULER qa2",),
+}

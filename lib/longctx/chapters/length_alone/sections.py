@@ -321,10 +321,12 @@ PAPER_FILE = "length_alone"  # the paper's numbers: data/paper/<name>.csv
 
 @SECTIONS("figures")
 def show_figures(view: LengthResult, run: Run) -> Shown:
-    ruler = (
-        Figure("fig-la-ruler", ruler_figure(view), ruler_figure_text(view))
-        if view.ruler
-        else Figure("fig-la-ruler", None, missing="No RULER rows are stored for this reader.")
+    ruler = Figure.when(
+        view.ruler,
+        "fig-la-ruler",
+        lambda: ruler_figure(view),
+        lambda: ruler_figure_text(view),
+        "No RULER rows are stored for this reader.",
     )
     return (
         Figure("fig-la-gsm8k", figure(view, paper_frame(PAPER_FILE)), figure_text(view)),

@@ -31,12 +31,7 @@ class MultidocQA(Chapter):
 
     name = "multidoc_qa"
     order = 3
-    claim_blocks = {
-        "litm-qa-u-shape": ("documents, query at end",),
-        "litm-qa-closed-book": ("closed-book", "documents, query at end"),
-        "litm-open-domain": ("open-domain",),
-        "litm-open-domain-recall": (),
-    }
+    claim_blocks = design.CLAIM_BLOCKS
     experiments = (
         design.EXPERIMENT,
         design.OPEN_DOMAIN,

@@ -130,3 +130,13 @@ def open_domain_block(params: dict, pool) -> Block:
         OPEN_DOMAIN,
         od.make_requests(pool[:n], od.ChunkRetriever(pool), params["open_domain_ks"]),
     )
+
+
+# Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
+# claim_blocks: what `longctx reproduce --scale claims` runs for it).
+CLAIM_BLOCKS = {
+    "litm-qa-u-shape": ("documents, query at end",),
+    "litm-qa-closed-book": ("closed-book", "documents, query at end"),
+    "litm-open-domain": ("open-domain",),
+    "litm-open-domain-recall": (),
+}

@@ -292,23 +292,20 @@ def show_figures(view: MultidocResult, run: Run) -> Shown:
     position = Figure(
         "fig-multidoc-position", figure(view, paper_frame(PAPER_FILE)), figure_text(view)
     )
-    open_domain = (
-        Figure("fig-open-domain", open_domain_figure(view), open_domain_text(view))
-        if view.od
-        else Figure(
-            "fig-open-domain", None, missing="No open-domain rows are stored for this reader."
-        )
+    open_domain = Figure.when(
+        view.od,
+        "fig-open-domain",
+        lambda: open_domain_figure(view),
+        lambda: open_domain_text(view),
+        "No open-domain rows are stored for this reader.",
     )
     return (position, open_domain)
 
 
 @SECTIONS("example")
 def show_example(view: MultidocResult, run: Run) -> Shown:
-    largest = max(run.params["num_documents"])
-    return Example(
-        EXPERIMENT,
-        what=f"{largest} documents, question at the end",
-        where={"num_documents": largest, "query_aware": False},
+    return Example.largest(
+        EXPERIMENT, run.params, "num_documents", "{} documents, question at the end"
     )
 
 

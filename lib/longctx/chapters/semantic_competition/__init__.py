@@ -34,11 +34,7 @@ class SemanticCompetition(Chapter):
 
     name = "semantic_competition"
     order = 4
-    claim_blocks = {
-        "sc-far-minus-hard": ("matched control",),
-        "sc-far-minus-hard-inclusion": ("matched control",),
-        "sc-hard-hurts": ("matched control",),
-    }
+    claim_blocks = design.CLAIM_BLOCKS
     experiments = (design.EXPERIMENT,)
 
     def answer(self, run: Run):

@@ -125,3 +125,12 @@ def blocks(params: dict, built: dict | None = None) -> list[Block]:
 def built_contexts(run: Run) -> dict:
     """:func:`build` for this run (experiment -> requests, examples, questions left out)."""
     return run.once("built", lambda: build(run.params))
+
+
+# Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
+# claim_blocks: what `longctx reproduce --scale claims` runs for it).
+CLAIM_BLOCKS = {
+    "sc-far-minus-hard": ("matched control",),
+    "sc-far-minus-hard-inclusion": ("matched control",),
+    "sc-hard-hurts": ("matched control",),
+}

@@ -29,14 +29,7 @@ class TagNeedles(Chapter):
 
     name = "tag_needles"
     order = 6
-    claim_blocks = {
-        "tag-td": ("tokens on every case",),
-        "tag-td-definitions": ("tokens on every case",),
-        "tag-spacy": ("tokens on every case",),
-        "tag-spacy-long": ("tokens, baseline vs",),
-        "tag-spacy-tags": ("tokens on every case",),
-        "tag-spacy-tags-long": ("tokens, baseline vs",),
-    }
+    claim_blocks = design.CLAIM_BLOCKS
     experiments = (
         design.EXPERIMENT,
         TAG_EXPERIMENT,

@@ -218,3 +218,15 @@ def _plan(params: dict, tokenizer, results_dir, load_tagger=None) -> list[Block]
         ),
         *([Block("other lengths and query-aware prompts", EXPERIMENT, rest)] if rest else []),
     ]
+
+
+# Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
+# claim_blocks: what `longctx reproduce --scale claims` runs for it).
+CLAIM_BLOCKS = {
+    "tag-td": ("tokens on every case",),
+    "tag-td-definitions": ("tokens on every case",),
+    "tag-spacy": ("tokens on every case",),
+    "tag-spacy-long": ("tokens, baseline vs",),
+    "tag-spacy-tags": ("tokens on every case",),
+    "tag-spacy-tags-long": ("tokens, baseline vs",),
+}
