@@ -93,6 +93,11 @@ def test_the_report_counts_answers_and_scores_that_changed_and_the_table_reads_i
     assert table["answers changed (%, 95% CI)"].startswith("20.0 [")
     assert table["scores changed (%, 95% CI)"].startswith("10.0 [")
     assert table["batch stored → here"] == "8 → 3"
+    assert table["stored reusing a prefix"] == "none"  # no rows stored under tmp_path
+    # a stored answer made reusing the previous prompt's prefix is counted from the rows
+    store = ResultsStore(tmp_path / "data" / "results", MODEL, "qa")
+    store.append([{**rows[3], "engine": {"prefix_reused": True}}])
+    assert floor_table(tmp_path).iloc[0]["stored reusing a prefix"] == "1 of 10"
 
 
 def test_each_hf_row_is_asked_again_in_the_dtype_it_was_made_in():

@@ -144,14 +144,30 @@ def floor_summary(report: dict) -> dict:
     }
 
 
+def stored_prefix_reuse(root: str | Path, report: dict) -> int:
+    """How many of a report's stored answers were made reusing the previous prompt's prefix
+    (llama.cpp's KV cache, ``engine.prefix_reused``), read from the committed rows under
+    ``root``; the floor asks them again without it, so a change counts that too."""
+    keys, results = {r["key"] for r in report["rows"]}, Path(root) / "data" / "results"
+    folder = results / report["folder"]
+    stores = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    return sum(
+        bool((row.get("engine") or {}).get("prefix_reused"))
+        for experiment in stores
+        for row in ResultsStore(results, report["folder"], experiment).rows()
+        if row["key"] in keys
+    )
+
+
 def floor_table(root: str | Path) -> pd.DataFrame:
     """Every committed floor report under ``root`` as one row per reader: the answers and
-    the scores that changed (Wilson 95% intervals), the batch sizes and where the stored rows
-    were made."""
+    the scores that changed (Wilson 95% intervals), the batch sizes, how many stored answers
+    reused a prompt prefix and where the stored rows were made."""
     out = []
     for path in sorted(Path(root).glob(REPORTS)):
         report = json.loads(path.read_text(encoding="utf-8"))
         s = floor_summary(report)
+        reused = stored_prefix_reuse(root, report)
         answers = wilson_interval(s["answers_changed"], s["n"])
         scores = wilson_interval(s["scores_changed"], s["scored"]) if s["scored"] else None
         out.append(
@@ -168,6 +184,7 @@ def floor_table(root: str | Path) -> pd.DataFrame:
                     f"{', '.join(map(str, report['stored_batch_sizes'])) or '?'} → "
                     f"{report['batch_size']}"
                 ),
+                "stored reusing a prefix": f"{reused} of {s['n']}" if reused else "none",
                 "machine here": report["machine"]["cpu"],
             }
         )
@@ -178,5 +195,7 @@ FLOOR_CAPTION = (
     "The numerics floor per reader: a fixed sample of its answers at the claims scale, asked "
     "again with the same prompts, budgets and stop rules in another batch composition. A claim "
     "whose arms differ by fewer answers than change here measures the arithmetic, not the "
-    "paper; where the stored rows were made on another machine, its numerics count too."
+    "paper; where the stored rows were made on another machine, its numerics count too. "
+    "Stored answers that reused the previous prompt's prefix (llama.cpp's cache) are asked "
+    "again without it, so that reader's floor counts the cache's effect as well."
 )
