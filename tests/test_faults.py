@@ -362,6 +362,8 @@ def test_a_notebook_takes_the_server_options_longctx_run_injects(fake):
     assert (options.concurrency, options.timeout_s, options.retries) == (1, 30.0, 0)
     with pytest.raises(ParameterError, match="kv_retrieval.num_pairs takes a list"):
         setup("kv_retrieval", {**namespace, "params": {"num_pairs": 30}})
+    with pytest.raises(ParameterError, match="params must be a mapping of kv_retrieval's"):
+        setup("kv_retrieval", {**namespace, "params": [1]})
 
 
 # ----------------------------------------------------------------- replay and notebooks

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from .chapters import chapters as all_chapters
-from .chapters import check_params, scale
+from .chapters import check_params, overrides_mapping, scale
 from .claims import read_claims
 from .errors import DataFileError, LongctxError, ParameterError
 from .export import SCHEMA as EXPORT_SCHEMA
@@ -179,9 +179,7 @@ def check_notebook_params(stem: str, nb, params: dict) -> dict:
         )
     if "results_dir" in params and not isinstance(params["results_dir"], str):
         raise ParameterError(f"results_dir must be a folder path, not {params['results_dir']!r}")
-    given = params.get("params") or {}
-    if not isinstance(given, dict):
-        raise ParameterError(f"params must be a mapping of {stem}'s parameters, not {given!r}")
+    given = overrides_mapping(stem, params.get("params"))
     cell_params = {k: v for k, v in params.items() if k not in own}
     if chapter:
         overrides = {**given, **{k: v for k, v in params.items() if k in own}}

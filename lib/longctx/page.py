@@ -19,10 +19,9 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__
-from .chapters import Chapter, ChapterResult, Run, contract, scale
+from .chapters import Chapter, ChapterResult, Run, contract, overrides_mapping, scale
 from .claims import paper_frame, read_claims
 from .downloads import browser_link, chapter_links
-from .errors import ParameterError
 from .matrix import CLOSED_BOOK, readers_words, state_words, verdict_box
 from .matrix import build as build_matrix
 from .paths import build_commit, build_date, resolve
@@ -267,15 +266,12 @@ def setup(name: str, namespace: dict, *, precision: int = 3) -> Page:
     pd.set_option("display.precision", precision)
     chapter = contract(name)
     reader = Reader.from_notebook(namespace)
-    overrides = namespace.get("params") or {}
-    if not isinstance(overrides, dict):
-        raise ParameterError(f"params must be a mapping of {name}'s parameters, not {overrides!r}")
     page = Page(
         chapter,
         reader,
         resolve(namespace.get("results_dir", "data/results")),
         namespace.get("scale", "book"),
-        dict(overrides),
+        overrides_mapping(name, namespace.get("params")),
     )
     Run.of(chapter, reader, page.scale_name, page.results, **page.overrides)  # checks, early
     return page

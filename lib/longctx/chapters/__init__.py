@@ -25,7 +25,7 @@ from types import ModuleType
 from ..errors import ParameterError
 from ..reader import Reader
 from .contract import Chapter, ChapterResult, Run
-from .scales import parameter_notes
+from .scales import overrides_mapping, parameter_notes
 
 __all__ = [
     "Chapter",
@@ -37,6 +37,7 @@ __all__ = [
     "contracts",
     "found_chapters",
     "get_chapter",
+    "overrides_mapping",
     "parameter_notes",
     "register",
     "run_of",

@@ -83,6 +83,14 @@ def scale_of(chapter: str, sets: dict[str, dict], name: str, overrides: dict) ->
     return {**params, **overrides}
 
 
+def overrides_mapping(chapter: str, given) -> dict:
+    """A notebook's ``params`` (the overrides of its scale) as a mapping, or a one-line error
+    where it is not one; nothing given is no override."""
+    if not isinstance(given or {}, dict):
+        raise ParameterError(f"params must be a mapping of {chapter}'s parameters, not {given!r}")
+    return dict(given or {})
+
+
 def check_overrides(chapter: str, book: dict, overrides: dict) -> None:
     """Refuse, in one line, an override the ``book`` set says cannot be: a list left empty
     that the book fills, a count below what its book value allows (:func:`_least`: no zero
