@@ -133,6 +133,18 @@ def run_workload(name: str, args) -> dict:
         }
         print(f"{name} / {arm}: {seconds:.1f} s", file=sys.stderr)
 
+    def record_generated(arm, seconds, gens, **extra):
+        record(arm, seconds, [g.text for g in gens], [g.prompt_tokens for g in gens], **extra)
+
+    def timed_generate(backend):
+        """Every prompt through one backend call, rendered with its chat template, timed."""
+        prompts = [backend.render(r.prompt, system=r.system) for r in reqs]
+        start = time.perf_counter()
+        gens = backend.generate(
+            GenerateCall(prompts, max_new, stop_rules=[r.stop for r in reqs], progress=False)
+        )
+        return prompts, gens, time.perf_counter() - start
+
     if {"naive", "hf"} & set(args.arms):
         lm = load_model(args.model, device="cpu", dtype=args.dtype)
         prompts = [lm.render(r.prompt, system=r.system) for r in reqs]
@@ -174,11 +186,10 @@ def run_workload(name: str, args) -> dict:
                     progress=False,
                 )
             )
-            record(
+            record_generated(
                 "hf",
                 time.perf_counter() - start,
-                [g.text for g in gens],
-                [g.prompt_tokens for g in gens],
+                gens,
                 dtype=str(lm.dtype).replace("torch.", ""),
                 batch_size=args.batch_size,
             )
@@ -187,16 +198,11 @@ def run_workload(name: str, args) -> dict:
         backend = load_backend(
             args.model, spec("llamacpp", prefix_cache="llamacpp_cold" in args.arms)
         )
-        prompts = [backend.render(r.prompt, system=r.system) for r in reqs]
-        start = time.perf_counter()
-        gens = backend.generate(
-            GenerateCall(prompts, max_new, stop_rules=[r.stop for r in reqs], progress=False)
-        )
-        record(
+        prompts, gens, seconds = timed_generate(backend)
+        record_generated(
             "llamacpp",
-            time.perf_counter() - start,
-            [g.text for g in gens],
-            [g.prompt_tokens for g in gens],
+            seconds,
+            gens,
             threads=backend.threads,
             prefix_reused=sum(g.extra["prefix_reused"] for g in gens),
         )
@@ -223,16 +229,11 @@ def run_workload(name: str, args) -> dict:
         proc, url = start_server(args.model, threads)
         try:
             backend = load_backend(args.model, spec("openai", url, concurrency=1))
-            prompts = [backend.render(r.prompt, system=r.system) for r in reqs]
-            start = time.perf_counter()
-            gens = backend.generate(
-                GenerateCall(prompts, max_new, stop_rules=[r.stop for r in reqs], progress=False)
-            )
-            record(
+            _, gens, seconds = timed_generate(backend)
+            record_generated(
                 "openai",
-                time.perf_counter() - start,
-                [g.text for g in gens],
-                [g.prompt_tokens for g in gens],
+                seconds,
+                gens,
                 server="llama_cpp.server (local)",
                 threads=threads,
             )

@@ -636,6 +636,7 @@ def test_every_chapter_meets_the_contract_and_a_broken_one_is_refused_by_name(tm
         "bad_order": (good.replace("order = {order}", "order = 'first'"), "order is 'first'"),
         "shared_store": (good.replace("{store}", "kv"), "share the experiments"),
         "taken_name": (good.replace("name = '{name}'", "name = 'one'"), "share the name 'one'"),
+        "no_plan": (good.replace("def plan", "def _plan"), "neither a design module nor a plan"),
     }
     sys.path.insert(0, str(tmp_path))
     try:
@@ -651,6 +652,40 @@ def test_every_chapter_meets_the_contract_and_a_broken_one_is_refused_by_name(tm
         sys.path.remove(str(tmp_path))
     with pytest.raises(TypeError, match="not a Chapter subclass"):
         register({}, dict)
+
+
+def test_a_design_module_declares_the_stores_the_claim_blocks_and_the_plan():
+    """A chapter naming its ``design`` module takes ``EXPERIMENTS``, ``CLAIM_BLOCKS`` and its
+    plan (``blocks(params)``) from it; what the class declares itself wins. Every chapter of
+    the book names one."""
+    import types
+
+    from longctx.chapters import contracts
+    from longctx.chapters.contract import Chapter
+
+    probe_design = types.ModuleType("probe_design")
+    probe_design.EXPERIMENTS = ("probe_store",)
+    probe_design.CLAIM_BLOCKS = {"probe-claim": ("probe",)}
+    probe_design.blocks = lambda params: [("planned", params["n"])]
+
+    class Probe(Chapter):
+        name = "probe"
+        order = 99
+        design = probe_design
+        experiments = ("its_own",)
+
+        def claims(self, run):
+            return {}
+
+        def analyze(self, run):
+            return None
+
+    chapter = Probe()
+    assert chapter.experiments == ("its_own",)
+    assert chapter.claim_blocks == {"probe-claim": ("probe",)}
+    assert chapter.plan(types.SimpleNamespace(params={"n": 3})) == [("planned", 3)]
+    for name, found in contracts().items():
+        assert found.design is not None and found.experiments == found.design.EXPERIMENTS, name
 
 
 def test_every_chapter_has_one_signature_per_method_and_a_typed_result():

@@ -109,6 +109,17 @@ def paired_comparison(
     }
 
 
+def in_points(compared: dict, *, change: str = "difference", p: str = "p") -> dict:
+    """A :func:`paired_comparison` as a table's columns: the ``change`` and its interval in
+    points, and the sign-flip p under the name ``p``."""
+    return {
+        change: 100 * compared["difference"],
+        "ci_low": 100 * compared["ci_low"],
+        "ci_high": 100 * compared["ci_high"],
+        p: compared["p_sign_flip"],
+    }
+
+
 def reader_contrast(
     table,
     *,

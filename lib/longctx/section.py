@@ -5,7 +5,8 @@ run, and rendered by the page (``page.show("headline")``).
 
 A chapter declares its sections in a :class:`Sections` registry, ``SECTIONS``, by
 decorating each builder, ``(result, run) -> Section``, with its name
-(``@SECTIONS("headline")``); a name taken twice is refused. The parts say what to show, never how: the page
+(``@SECTIONS("headline")``), or several built from the result alone at once
+(:meth:`Sections.declare`); a name taken twice is refused. The parts say what to show, never how: the page
 renders a :class:`Table` for people, glues a :class:`Figure` under its name with its
 computed caption and alt text, and fills an :class:`Example`, a :class:`PaperTable` or
 :class:`Downloads` from the stores and the paper's tables.
@@ -153,6 +154,13 @@ class Sections(dict[str, Builder]):
             return builder
 
         return add
+
+    def declare(self, builders: dict[str, Callable[[Any], Shown]]) -> None:
+        """Several sections at once, each built from the analyzed result alone, one line a
+        section: ``SECTIONS.declare({"sizing": lambda view: Table(sizing(view.estimates))})``.
+        A builder that reads the run is declared with ``@SECTIONS(name)``."""
+        for name, build in builders.items():
+            self(name)(lambda result, run, build=build: build(result))
 
     def build(self, name: str, result, run) -> Section:
         """Section ``name`` (the chapter's own, or one every page has) over one analyzed

@@ -62,9 +62,13 @@ class Chapter(ABC):
       ``experiments`` (the stores it offers for download), ``claim_blocks`` (claim id -> the
       block-name parts its rows come from) and ``premise_scale`` (the scale whose rows a
       premise reads beyond the claims' own, or None);
+    * or, in place of ``experiments``, ``claim_blocks``, :meth:`plan` and :meth:`check`, a
+      ``design`` module declaring ``EXPERIMENTS``, ``CLAIM_BLOCKS``, ``blocks(params)`` and,
+      where the claims need it, ``check(params)``;
 
-    and implements :meth:`plan`, :meth:`claims` and :meth:`analyze` over one :class:`Run`,
-    and optionally :meth:`check`. The declarations are checked when the chapter is made."""
+    and implements :meth:`plan` (unless its design's ``blocks`` is the plan), :meth:`claims`
+    and :meth:`analyze` over one :class:`Run`, and optionally :meth:`check`. The
+    declarations are checked when the chapter is made."""
 
     name: ClassVar[str]
     order: ClassVar[int]
@@ -72,11 +76,17 @@ class Chapter(ABC):
     experiments: ClassVar[tuple[str, ...]]
     claim_blocks: ClassVar[dict[str, tuple[str, ...]]]
     premise_scale: ClassVar[str | None] = None
+    design: ClassVar[ModuleType | None] = None
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
         if "notebook" not in vars(cls) and isinstance(vars(cls).get("name"), str):
             cls.notebook = f"notebooks/{cls.name}.py"
+        declared = vars(cls).get("design")
+        if isinstance(declared, ModuleType):
+            for attr, name in (("experiments", "EXPERIMENTS"), ("claim_blocks", "CLAIM_BLOCKS")):
+                if attr not in vars(cls) and hasattr(declared, name):
+                    setattr(cls, attr, getattr(declared, name))
 
     def __init__(self) -> None:
         title = type(self).__name__
@@ -86,6 +96,8 @@ class Chapter(ABC):
             value = getattr(self, attr)
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 raise TypeError(f"chapter {title}: {attr} is {value!r}, not {kind}")
+        if self.design is None and type(self).plan is Chapter.plan:
+            raise TypeError(f"chapter {title} has neither a design module nor a plan")
         if not all(isinstance(e, str) for e in self.experiments) or not all(
             isinstance(parts, tuple) for parts in self.claim_blocks.values()
         ):
@@ -116,15 +128,22 @@ class Chapter(ABC):
         scales give it (:func:`.scales.scale_of`)."""
         return scale_of(self.name, self.scales(), name, overrides)
 
-    def check(self, run: Run) -> None:  # noqa: B027 - a chapter may need no check
+    def check(self, run: Run) -> None:
         """Refuse, in one line and before any plan is built, parameters the chapter's claims
-        cannot use (a depth they compare, say); a chapter with no such need keeps this."""
+        cannot use (a depth they compare, say): its design's ``check(params)``, where the
+        design has one."""
+        check = getattr(self.design, "check", None)
+        if check is not None:
+            check(run.params)
 
-    @abstractmethod
     def plan(self, run: Run) -> list[Block]:
         """Every request of the run, cut into blocks in priority order (headline blocks
-        first). A plan sized in the reader's tokens asks :meth:`Run.tokenizer`; a plan that
-        does not is the same for every reader, and runs with the same parameters share it."""
+        first): its design's ``blocks(params)`` unless the chapter says otherwise. A plan
+        sized in the reader's tokens asks :meth:`Run.tokenizer`; a plan that does not is the
+        same for every reader, and runs with the same parameters share it."""
+        if self.design is None:
+            raise NotImplementedError(f"chapter {self.name} has no design module and no plan")
+        return self.design.blocks(run.params)
 
     def answer(self, run: Run):
         """Every row the page reads for this run, missing ones generated (the model loads
@@ -298,3 +317,26 @@ class ChapterResult:
     said: dict[str, bool] = field(default_factory=dict)
     consistent: bool = True
     links: Callable | None = None
+
+
+def answered_once(rows: list[dict], requests: list | None = None) -> bool:
+    """Every prompt answered once: no key twice among ``rows`` and, given the plan's
+    ``requests``, a row for each."""
+    once = len({r["key"] for r in rows}) == len(rows)
+    return once and (requests is None or len(rows) == len(requests))
+
+
+def intervals_hold(summary) -> bool:
+    """Every interval of a ``summary`` table (``accuracy``, ``ci_low``, ``ci_high``) holds
+    its estimate."""
+    return bool(
+        (
+            (summary["ci_low"] <= summary["accuracy"]) & (summary["accuracy"] <= summary["ci_high"])
+        ).all()
+    )
+
+
+def one_row_each(frame, keys: list[str]) -> bool:
+    """``frame`` has rows, and one at most for each combination of ``keys`` (one answer per
+    question and condition)."""
+    return len(frame) > 0 and not frame.duplicated(keys).any()

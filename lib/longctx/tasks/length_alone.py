@@ -458,19 +458,26 @@ def make_requests(
                     prompt = build_prompt(
                         p, mode=mode, filler=slot, filler_kind=kind, placement=placement
                     )
-                    out.append(
-                        Request(
-                            TASK,
-                            p.id,
-                            prompt,
-                            (p.answer,),
-                            cond,
-                            max_new_tokens=budget(p.subtask, mode),
-                            stop=stop_rule(p.subtask, mode),
-                            meta={"subtask": p.subtask},
-                        )
-                    )
+                    out.append(_request(p, prompt, cond, mode))
     return out
+
+
+def _request(
+    p: Problem, prompt: str, cond: dict, mode: str, system: str | None = None, **meta
+) -> Request:
+    """One request for problem ``p``: its answer, the ``mode``'s token budget and stop rule,
+    the ``system`` message if any, and ``meta`` beside the subtask."""
+    return Request(
+        TASK,
+        p.id,
+        prompt,
+        (p.answer,),
+        cond,
+        max_new_tokens=budget(p.subtask, mode),
+        stop=stop_rule(p.subtask, mode),
+        meta={"subtask": p.subtask, **meta},
+        system=system,
+    )
 
 
 _HEADER = re.compile(r"(?m)^#{1,3} ?(Problem Description|Analysis|Question|Answer)\b[^\n]*\n?")
@@ -534,19 +541,13 @@ def retrieve_then_solve_requests(
         cond = {**row["condition"], "mode": "retrieve_then_solve"}
         prompt = build_prompt(p, mode="solve", evidence=evidence, analysis=analysis)
         out.append(
-            Request(
-                TASK,
-                p.id,
+            _request(
+                p,
                 prompt,
-                (p.answer,),
                 cond,
-                max_new_tokens=budget(p.subtask, "solve"),
-                stop=stop_rule(p.subtask, "solve"),
-                meta={
-                    "subtask": p.subtask,
-                    "recitation_key": row["key"],
-                    "recited_evidence_chars": len(evidence),
-                },
+                "solve",
+                recitation_key=row["key"],
+                recited_evidence_chars=len(evidence),
             )
         )
     return out
@@ -733,14 +734,4 @@ def render(example: Example) -> Request:
             if k not in ("filler", "filler_tokens", "placement")
         },
     }
-    return Request(
-        TASK,
-        problem.id,
-        prompt,
-        (problem.answer,),
-        cond,
-        max_new_tokens=budget(problem.subtask, mode),
-        stop=stop_rule(problem.subtask, mode),
-        meta={"subtask": problem.subtask},
-        system=system_of(example),
-    )
+    return _request(problem, prompt, cond, mode, system=system_of(example))

@@ -21,11 +21,10 @@ from pathlib import Path
 
 from ...claims import Estimate, by_unit, estimable, paired_estimate
 from ...report import estimate_text
-from ...runner import Block
 from ...tables import point_links
 from ...tasks import kv_retrieval as kv
 from ...tasks import multidoc_qa as qa
-from ..contract import Chapter, Run
+from ..contract import Chapter, Run, one_row_each
 from . import design, numbers
 
 
@@ -34,16 +33,7 @@ class CNorm(Chapter):
 
     name = "cnorm"
     order = 5
-    claim_blocks = design.CLAIM_BLOCKS
-    experiments = (
-        design.SELECTION,
-        design.QA,
-        design.KV,
-        design.ATTENTION,
-    )
-
-    def plan(self, run: Run) -> list[Block]:
-        return design.blocks(run.params)
+    design = design
 
     def claims(self, run: Run) -> dict[str, Estimate]:
         """C-NORM's claims, paired by question or example:
@@ -123,31 +113,11 @@ class CNorm(Chapter):
             stability=stable,
             ratio_choice=ratio_choice,
             contrast=numbers.format_contrast(numbers.swept_rows(run.rows(design.KV), params)),
-            consistent=(
-                len(qa_rows) > 0
-                and not qa_rows.duplicated(
-                    ["example_id", "method", "delimiter", "seed", "gold_index"]
-                ).any()
+            consistent=one_row_each(
+                qa_rows, ["example_id", "method", "delimiter", "seed", "gold_index"]
             ),
         )
-        view.quoted = numbers.quoted(
-            view.estimates,
-            view.selection,
-            view.chosen,
-            view.shortest,
-            view.qa,
-            view.qa_tests,
-            view.per_seed,
-            view.grid,
-            view.effects,
-            view.delimiters,
-            view.correlations,
-            view.shares,
-            view.stability,
-            view.ratio_choice,
-            params,
-            reader.label,
-        )
+        view.quoted = numbers.quoted(view)
         view.quoted.update(
             {"cn-tokens": estimate_text(view.contrast), "cn-tokens-detail": view.contrast.detail}
         )

@@ -92,30 +92,21 @@ def kv_requests(params: dict) -> tuple[list[Request], list[Request]]:
     cells have their own example count (``kv_high_examples``): plain minus UUID ids there is
     the paper's stated format effect, so it is sized; the examples are prefix-stable, so the
     first ``kv_examples`` are the low-density cells' examples too."""
-    seed = params["seed"]
-    grid = cn.kv_format_requests(
-        delimiters=params["kv_formats"],
-        density="low",
-        num_pairs=params["kv_low_pairs"],
-        positions=params["kv_low_positions"],
-        examples=params["kv_examples"],
-        seed=seed,
-    ) + cn.kv_format_requests(
-        delimiters=params["kv_formats"],
-        density="high",
-        num_pairs=params["kv_high_pairs"],
-        positions=params["kv_high_positions"],
-        examples=params["kv_high_examples"],
-        seed=seed,
+
+    def cells(delimiters: str, density: str, prefix: str, examples: str) -> list[Request]:
+        return cn.kv_format_requests(
+            delimiters=params[delimiters],
+            density=density,
+            num_pairs=params[f"{prefix}_pairs"],
+            positions=params[f"{prefix}_positions"],
+            examples=params[examples],
+            seed=params["seed"],
+        )
+
+    grid = cells("kv_formats", "low", "kv_low", "kv_examples") + cells(
+        "kv_formats", "high", "kv_high", "kv_high_examples"
     )
-    sweep = cn.kv_format_requests(
-        delimiters=params["sweep_delimiters"],
-        density="low",
-        num_pairs=params["sweep_pairs"],
-        positions=params["sweep_positions"],
-        examples=params["sweep_examples"],
-        seed=seed,
-    )
+    sweep = cells("sweep_delimiters", "low", "sweep", "sweep_examples")
     return grid, sweep
 
 
@@ -189,6 +180,9 @@ def blocks(params: dict) -> list[Block]:
         )
     return blocks
 
+
+# The stores the chapter offers for download
+EXPERIMENTS = (SELECTION, QA, KV, ATTENTION)
 
 # Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
 # claim_blocks: what `longctx reproduce --scale claims` runs for it).

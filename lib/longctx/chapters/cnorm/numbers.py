@@ -20,7 +20,7 @@ from ...formats import delimiter_label
 from ...metrics import pearson_interval
 from ...reader import Reader
 from ...report import estimate_text, p_text, points_ci
-from ...results import paired_comparison
+from ...results import in_points, paired_comparison
 from ...runner import Block, answer
 from ...tables import rows_table
 from ...tasks import kv_retrieval as kv
@@ -206,10 +206,7 @@ def qa_tests(table: pd.DataFrame, params: dict) -> pd.DataFrame:
                         "seeds": label,
                         "items": res["items"],
                         "questions": res["clusters"],
-                        "difference": 100 * res["difference"],
-                        "ci_low": 100 * res["ci_low"],
-                        "ci_high": 100 * res["ci_high"],
-                        "p": res["p_sign_flip"],
+                        **in_points(res),
                     }
                 )
     return pd.DataFrame(out)
@@ -255,10 +252,7 @@ def format_effects(grid: pd.DataFrame, control: str = "-") -> pd.DataFrame:
                     "density": density,
                     "comparison": f"{delimiter_label(treatment)} - UUID",
                     "items": res["items"],
-                    "difference": 100 * res["difference"],
-                    "ci_low": 100 * res["ci_low"],
-                    "ci_high": 100 * res["ci_high"],
-                    "p": res["p_sign_flip"],
+                    **in_points(res),
                 }
             )
     return pd.DataFrame(out)
@@ -378,32 +372,15 @@ def stability(
     return pd.DataFrame(rows), pd.DataFrame(ratios)
 
 
-def quoted(
-    estimates: dict[str, Estimate],
-    sel: pd.DataFrame,
-    chosen: str,
-    shortest: str,
-    qa: pd.DataFrame,
-    tests: pd.DataFrame,
-    seeds: pd.DataFrame,
-    grid: pd.DataFrame,
-    effects: pd.DataFrame,
-    delimiters: pd.DataFrame,
-    corr: dict,
-    shares: pd.DataFrame,
-    stable: pd.DataFrame,
-    ratios: pd.DataFrame,
-    params: dict,
-    label: str,
-) -> dict:
+def quoted(view: CnormResult) -> dict:
     """Every number the chapter's prose quotes, by glue key: the formats and the delimiter
     sweep, the attention profiles, and the selection with its QA comparison."""
     return {
-        **_format_quotes(estimates, grid, effects, delimiters, corr, label),
-        **_attention_quotes(shares),
-        **_selection_quotes(
-            estimates, sel, chosen, shortest, qa, tests, seeds, stable, ratios, params
+        **_format_quotes(
+            view.estimates, view.grid, view.effects, view.delimiters, view.correlations, view.label
         ),
+        **_attention_quotes(view.shares),
+        **_selection_quotes(view),
     }
 
 
@@ -470,18 +447,10 @@ def _attention_quotes(shares: pd.DataFrame) -> dict:
     }
 
 
-def _selection_quotes(
-    estimates: dict[str, Estimate],
-    sel: pd.DataFrame,
-    chosen: str,
-    shortest: str,
-    qa: pd.DataFrame,
-    tests: pd.DataFrame,
-    seeds: pd.DataFrame,
-    stable: pd.DataFrame,
-    ratios: pd.DataFrame,
-    params: dict,
-) -> dict:
+def _selection_quotes(view: CnormResult) -> dict:
+    estimates, sel, chosen = view.estimates, view.selection, view.chosen
+    qa, params, tests, seeds = view.qa, view.params, view.qa_tests, view.per_seed
+    stable, ratios = view.stability, view.ratio_choice
     summary = selection_summary(sel)
     tokens = qa.groupby("method")["prompt_tokens"].mean()
     over = seeds.groupby("method")[["OAA", "OPA"]].mean()
@@ -504,7 +473,7 @@ def _selection_quotes(
         else "—",
         "cn-calibration": params["calibration_questions"],
         "cn-chosen": repr(chosen),
-        "cn-shortest": repr(shortest),
+        "cn-shortest": repr(view.shortest),
         "cn-qa-tokens": f"{tokens['C-NORM']:,.0f} vs {tokens['baseline']:,.0f}",
         "cn-oaa": f"{over.loc['C-NORM', 'OAA']:.2f} against {over.loc['baseline', 'OAA']:.2f}",
         "cn-opa": f"{over.loc['C-NORM', 'OPA']:.2f} vs {over.loc['baseline', 'OPA']:.2f}",

@@ -439,11 +439,6 @@ def stability_tables(view: CnormResult) -> list:
 SECTIONS = Sections()
 
 
-@SECTIONS("selection")
-def show_selection(view: CnormResult, run: Run) -> Shown:
-    return parts_of(selection_tables(view))
-
-
 @SECTIONS("figures")
 def show_figures(view: CnormResult, run: Run) -> Shown:
     model = run.reader.model
@@ -462,74 +457,9 @@ def show_figures(view: CnormResult, run: Run) -> Shown:
     )
 
 
-@SECTIONS("example")
-def show_example(view: CnormResult, run: Run) -> Shown:
-    return Example(QA, what="C-NORM prompts on 10-document QA", where={"method": "C-NORM"})
-
-
-@SECTIONS("qa tests")
-def show_qa_tests(view: CnormResult, run: Run) -> Shown:
-    return Table(with_ci(view.qa_tests))
-
-
-@SECTIONS("qa sizing")
-def show_qa_sizing(view: CnormResult, run: Run) -> Shown:
-    return Table(qa_sizing(view.estimates))
-
-
-@SECTIONS("seeds")
-def show_seeds(view: CnormResult, run: Run) -> Shown:
-    return parts_of(seed_tables(view))
-
-
 @SECTIONS("qa provenance")
 def show_qa_provenance(view: CnormResult, run: Run) -> Shown:
     return "**Data.** " + provenance(view.qa, run.results, QA)
-
-
-@SECTIONS("formats")
-def show_formats(view: CnormResult, run: Run) -> Shown:
-    return parts_of(formats_tables(view))
-
-
-@SECTIONS("paper formats")
-def show_paper_formats(view: CnormResult, run: Run) -> Shown:
-    return PaperTable("cnorm_reported", source="Figure 2")
-
-
-@SECTIONS("effects")
-def show_effects(view: CnormResult, run: Run) -> Shown:
-    return Table(with_ci(view.effects))
-
-
-@SECTIONS("sweep")
-def show_sweep(view: CnormResult, run: Run) -> Shown:
-    return Table(*sweep_table(view))
-
-
-@SECTIONS("correlation")
-def show_correlation(view: CnormResult, run: Run) -> Shown:
-    return Table(*correlation_shown(view))
-
-
-@SECTIONS("attention")
-def show_attention(view: CnormResult, run: Run) -> Shown:
-    return Table(*attention_table(view))
-
-
-@SECTIONS("bench")
-def show_bench(view: CnormResult, run: Run) -> Shown:
-    return parts_of(bench_tables())
-
-
-@SECTIONS("stability")
-def show_stability(view: CnormResult, run: Run) -> Shown:
-    return parts_of(stability_tables(view))
-
-
-@SECTIONS("paper longbench")
-def show_paper_longbench(view: CnormResult, run: Run) -> Shown:
-    return PaperTable("cnorm_longbench_v2")
 
 
 @SECTIONS("longbench")
@@ -540,3 +470,25 @@ def show_longbench(view: CnormResult, run: Run) -> Shown:
 @SECTIONS("answered")
 def show_answered(view: CnormResult | None, run: Run) -> Shown:
     return f"{len(run.answered()):,} rows answered or read from the store."
+
+
+SECTIONS.declare(
+    {
+        "selection": lambda view: parts_of(selection_tables(view)),
+        "example": lambda view: Example(
+            QA, what="C-NORM prompts on 10-document QA", where={"method": "C-NORM"}
+        ),
+        "qa tests": lambda view: Table(with_ci(view.qa_tests)),
+        "qa sizing": lambda view: Table(qa_sizing(view.estimates)),
+        "seeds": lambda view: parts_of(seed_tables(view)),
+        "formats": lambda view: parts_of(formats_tables(view)),
+        "paper formats": lambda view: PaperTable("cnorm_reported", source="Figure 2"),
+        "effects": lambda view: Table(with_ci(view.effects)),
+        "sweep": lambda view: Table(*sweep_table(view)),
+        "correlation": lambda view: Table(*correlation_shown(view)),
+        "attention": lambda view: Table(*attention_table(view)),
+        "bench": lambda view: parts_of(bench_tables()),
+        "stability": lambda view: parts_of(stability_tables(view)),
+        "paper longbench": lambda view: PaperTable("cnorm_longbench_v2"),
+    }
+)

@@ -24,10 +24,10 @@ import pandas as pd
 
 from ...claims import Estimate, by_unit, estimable, paired_estimate, read_claims
 from ...reader import model_label
-from ...runner import Block, all_requests
+from ...runner import all_requests
 from ...tables import comparable_rows, provenance, rows_table
 from ...tasks import multidoc_qa as qa
-from ..contract import Chapter, Run
+from ..contract import Chapter, Run, answered_once
 from . import design, numbers
 from . import factorial as X
 
@@ -37,11 +37,7 @@ class Crossing(Chapter):
 
     name = "crossing"
     order = 7
-    claim_blocks = design.CLAIM_BLOCKS
-    experiments = (design.EXPERIMENT,)
-
-    def plan(self, run: Run) -> list[Block]:
-        return design.blocks(run.params)
+    design = design
 
     def claims(self, run: Run) -> dict[str, Estimate]:
         """Each factor's main effect as a paired difference, ``crossing-<factor>``: per question,
@@ -113,7 +109,7 @@ class Crossing(Chapter):
                 results_dir,
                 design.EXPERIMENT,
             ),
-            consistent=len(rows) == len(requests) == len({r["key"] for r in rows}),
+            consistent=answered_once(rows, requests),
         )
         view.quoted = numbers.quoted(
             view.table, view.main, view.fx, view.logit, view.readers, params, view.labels

@@ -118,6 +118,9 @@ def blocks(params: dict) -> list[Block]:
     ]
 
 
+# The stores the chapter offers for download
+EXPERIMENTS = (EXPERIMENT,)
+
 # Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
 # claim_blocks: what `longctx reproduce --scale claims` runs for it).
 CLAIM_BLOCKS = {

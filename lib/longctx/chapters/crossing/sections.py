@@ -338,42 +338,20 @@ def show_example(view: CrossingResult, run: Run) -> Shown:
     )
 
 
-@SECTIONS("main effects")
-def show_main_effects(view: CrossingResult, run: Run) -> Shown:
-    return Table(*main_table(view))
-
-
-@SECTIONS("sizing")
-def show_sizing(view: CrossingResult, run: Run) -> Shown:
-    return Table(sizing(view.estimates))
-
-
-@SECTIONS("interactions")
-def show_interactions(view: CrossingResult, run: Run) -> Shown:
-    return Table(*interactions_table(view))
-
-
-@SECTIONS("aliases")
-def show_aliases(view: CrossingResult, run: Run) -> Shown:
-    return Table(aliases_table(view))
-
-
-@SECTIONS("logit")
-def show_logit(view: CrossingResult, run: Run) -> Shown:
-    return Table(logit_table(view))
-
-
 @SECTIONS("readers")
 def show_readers(view: CrossingResult, run: Run) -> Shown:
     table, status = readers_table(view), readers_status(view)
     return Section((Table(*table),) if table else (status,) if status else ())
 
 
-@SECTIONS("replay")
-def show_replay(view: CrossingResult, run: Run) -> Shown:
-    return ReplayReport("data/bench/replay-crossing-1.5b-llamacpp.json")
-
-
-@SECTIONS("readers summary")
-def show_readers_summary(view: CrossingResult, run: Run) -> Shown:
-    return readers_summary(view)
+SECTIONS.declare(
+    {
+        "main effects": lambda view: Table(*main_table(view)),
+        "sizing": lambda view: Table(sizing(view.estimates)),
+        "interactions": lambda view: Table(*interactions_table(view)),
+        "aliases": lambda view: Table(aliases_table(view)),
+        "logit": lambda view: Table(logit_table(view)),
+        "replay": lambda view: ReplayReport("data/bench/replay-crossing-1.5b-llamacpp.json"),
+        "readers summary": lambda view: readers_summary(view),
+    }
+)

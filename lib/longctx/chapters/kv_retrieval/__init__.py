@@ -9,12 +9,11 @@ one package: :mod:`.design` (the blocks), :mod:`.numbers` (what the analysis com
 from __future__ import annotations
 
 from ...claims import Estimate, by_unit, chapter_verdicts, estimable, paired_estimate
-from ...errors import ParameterError
 from ...report import params_text
-from ...runner import Block, all_requests
+from ...runner import all_requests
 from ...tables import comparable_rows, point_links, provenance
 from ...tasks import kv_retrieval as kv
-from ..contract import Chapter, Run
+from ..contract import Chapter, Run, answered_once, intervals_hold
 from . import design, numbers
 
 
@@ -23,23 +22,7 @@ class KeyValueRetrieval(Chapter):
 
     name = "kv_retrieval"
     order = 1
-    claim_blocks = design.CLAIM_BLOCKS
-    experiments = (design.EXPERIMENT,)
-
-    def plan(self, run: Run) -> list[Block]:
-        return design.blocks(run.params)
-
-    def check(self, run: Run) -> None:
-        """Before any work: the claims compare gold first and in the middle at the largest size."""
-        params = run.params
-        largest = max(params["num_pairs"])
-        positions = design.per_size(params, "gold_positions", largest)
-        missing = [d for d in design.HEADLINE_DEPTHS if d not in positions]
-        if missing:
-            raise ParameterError(
-                f"gold_positions for {largest} pairs is {positions}; the chapter compares the gold "
-                f"pair first and in the middle there, so it needs depths {list(design.HEADLINE_DEPTHS)}"
-            )
+    design = design
 
     def claims(self, run: Run) -> dict[str, Estimate]:
         """The paper's two key-value claims at the largest size, on that size's examples, paired
@@ -108,9 +91,5 @@ class KeyValueRetrieval(Chapter):
             ),
             readers=numbers.reader_comparison(everything, (reader.label, second)),
             links=point_links(everything, numbers.POINT_KEYS, results_dir, design.EXPERIMENT),
-            consistent=(
-                len(rows) == len(requests) == len({r["key"] for r in rows})
-                and (summary["ci_low"] <= summary["accuracy"]).all()
-                and (summary["accuracy"] <= summary["ci_high"]).all()
-            ),
+            consistent=answered_once(rows, requests) and intervals_hold(summary),
         )

@@ -89,6 +89,21 @@ def blocks(params: dict) -> list[Block]:
     return headline + rest
 
 
+def check(params: dict) -> None:
+    """Before any work: the claims compare gold first and in the middle at the largest size."""
+    largest = max(params["num_pairs"])
+    positions = per_size(params, "gold_positions", largest)
+    missing = [d for d in HEADLINE_DEPTHS if d not in positions]
+    if missing:
+        raise ParameterError(
+            f"gold_positions for {largest} pairs is {positions}; the chapter compares the gold "
+            f"pair first and in the middle there, so it needs depths {list(HEADLINE_DEPTHS)}"
+        )
+
+
+# The stores the chapter offers for download
+EXPERIMENTS = (EXPERIMENT,)
+
 # Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
 # claim_blocks: what `longctx reproduce --scale claims` runs for it).
 CLAIM_BLOCKS = {

@@ -197,11 +197,6 @@ def figure(view: KeyValueResult):
 SECTIONS = Sections()
 
 
-@SECTIONS("position figure")
-def show_position_figure(view: KeyValueResult, run: Run) -> Shown:
-    return Figure("fig-kv-position", figure(view), figure_text(view))
-
-
 @SECTIONS("example")
 def show_example(view: KeyValueResult, run: Run) -> Shown:
     return Example.largest(EXPERIMENT, run.params, "num_pairs", "{} pairs, query at the end")
@@ -216,16 +211,6 @@ def show_headline(view: KeyValueResult, run: Run) -> Shown:
             caption="The four headline cells: accuracy with 95% Wilson intervals.",
         ),
     )
-
-
-@SECTIONS("paper")
-def show_paper(view: KeyValueResult, run: Run) -> Shown:
-    return PaperTable("lost_in_the_middle_kv")
-
-
-@SECTIONS("sizing")
-def show_records_needed(view: KeyValueResult, run: Run) -> Shown:
-    return Table(sizing(view.estimates))
 
 
 @SECTIONS("grid")
@@ -269,14 +254,19 @@ def show_prompt_speed(view: KeyValueResult, run: Run) -> Shown:
     return Table(speed(view.table, run.answered()))
 
 
-@SECTIONS("errors")
-def show_wrong_answers(view: KeyValueResult, run: Run) -> Shown:
-    return Table(view.errors, "Wrong answers by where their value came from.")
-
-
 @SECTIONS("readers")
 def show_two_readers(view: KeyValueResult, run: Run) -> Shown:
     if view.readers:
         return Table(view.readers[0], view.readers[1])
     second = run.compare_with[0] if run.compare_with else view.label
     return f"No rows of `{second}` answer these prompts; run the chapter for it first."
+
+
+SECTIONS.declare(
+    {
+        "position figure": lambda view: Figure("fig-kv-position", figure(view), figure_text(view)),
+        "paper": lambda view: PaperTable("lost_in_the_middle_kv"),
+        "sizing": lambda view: Table(sizing(view.estimates)),
+        "errors": lambda view: Table(view.errors, "Wrong answers by where their value came from."),
+    }
+)

@@ -36,11 +36,7 @@ class LengthAlone(Chapter):
 
     name = "length_alone"
     order = 2
-    claim_blocks = design.CLAIM_BLOCKS
-    experiments = (
-        design.EXPERIMENT,
-        rq.TASK,
-    )
+    design = design
     premise_scale = numbers.PREMISE_SCALE  # the recitations the la-* premises read
 
     def plan(self, run: Run) -> list[Block]:

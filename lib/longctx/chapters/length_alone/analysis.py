@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ...metrics import summarize
-from ...results import paired_comparison
+from ...results import in_points, paired_comparison
 
 
 def with_baseline(scored, kinds: Sequence[str] | None = None):
@@ -70,10 +70,7 @@ def paired_differences(
                 "n": res["items"],
                 str(control): 100 * paired[control].mean(),
                 str(treatment): 100 * paired[treatment].mean(),
-                "change": 100 * res["difference"],
-                "ci_low": 100 * res["ci_low"],
-                "ci_high": 100 * res["ci_high"],
-                "p_sign_flip": res["p_sign_flip"],
+                **in_points(res, change="change", p="p_sign_flip"),
             }
         )
     return pd.DataFrame(out)

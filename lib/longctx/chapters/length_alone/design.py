@@ -149,6 +149,9 @@ def ruler_blocks(params: dict, count_tokens=None, shared_as: str | None = None) 
     return blocks
 
 
+# The stores the chapter offers for download
+EXPERIMENTS = (EXPERIMENT, rq.TASK)
+
 # Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
 # claim_blocks: what `longctx reproduce --scale claims` runs for it).
 CLAIM_BLOCKS = {

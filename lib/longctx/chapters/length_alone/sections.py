@@ -343,30 +343,10 @@ def show_example(view: LengthResult, run: Run) -> Shown:
     )
 
 
-@SECTIONS("between")
-def show_between(view: LengthResult, run: Run) -> Shown:
-    return Table(between(view.gsm, paper_frame(PAPER_FILE)), view.between_note)
-
-
-@SECTIONS("sizing")
-def show_sizing(view: LengthResult, run: Run) -> Shown:
-    return Table(sizing(view.estimates))
-
-
 @SECTIONS("premise")
 def show_premise(view: LengthResult, run: Run) -> Shown:
     caption = "Recitation with the filler between evidence and question."
     return Table(view.premise, caption=caption)
-
-
-@SECTIONS("premise state")
-def show_premise_state(view: LengthResult, run: Run) -> Shown:
-    return view.quoted["la-premise-state"]
-
-
-@SECTIONS("placement")
-def show_placement(view: LengthResult, run: Run) -> Shown:
-    return Table(view.placement)
 
 
 @SECTIONS("whitespace units")
@@ -381,16 +361,6 @@ def show_whitespace_units(view: LengthResult, run: Run) -> Shown:
 @SECTIONS("no final step")
 def show_no_final_step(view: LengthResult, run: Run) -> Shown:
     return (Table(no_final_step(view.solve)), sample_outputs(view.solve, run.params))
-
-
-@SECTIONS("varsum")
-def show_varsum(view: LengthResult, run: Run) -> Shown:
-    return parts_of(varsum_tables(view.varsum) if view.varsum else [])
-
-
-@SECTIONS("ruler provenance")
-def show_ruler_provenance(view: LengthResult, run: Run) -> Shown:
-    return view.ruler_provenance
 
 
 @SECTIONS("ruler steps")
@@ -413,3 +383,17 @@ def show_ruler_recitation(view: LengthResult, run: Run) -> Shown:
         Table(recitation_table(view.ruler["recited"])),
         Table(view.ruler["sizing"], caption=caption),
     )
+
+
+SECTIONS.declare(
+    {
+        "between": lambda view: Table(
+            between(view.gsm, paper_frame(PAPER_FILE)), view.between_note
+        ),
+        "sizing": lambda view: Table(sizing(view.estimates)),
+        "premise state": lambda view: view.quoted["la-premise-state"],
+        "placement": lambda view: Table(view.placement),
+        "varsum": lambda view: parts_of(varsum_tables(view.varsum) if view.varsum else []),
+        "ruler provenance": lambda view: view.ruler_provenance,
+    }
+)

@@ -18,11 +18,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...claims import Estimate, by_unit, estimable, paired_estimate
-from ...errors import ParameterError
-from ...runner import Block, all_requests
+from ...runner import all_requests
 from ...tables import comparable_rows, point_links, provenance
 from ...tasks import multidoc_qa as qa
-from ..contract import Chapter, Run
+from ..contract import Chapter, Run, answered_once, intervals_hold
 from . import design, numbers
 
 
@@ -31,25 +30,7 @@ class MultidocQA(Chapter):
 
     name = "multidoc_qa"
     order = 3
-    claim_blocks = design.CLAIM_BLOCKS
-    experiments = (
-        design.EXPERIMENT,
-        design.OPEN_DOMAIN,
-    )
-
-    def plan(self, run: Run) -> list[Block]:
-        return design.blocks(run.params)
-
-    def check(self, run: Run) -> None:
-        """Before any work: the U-shape compares first, middle and last at the most documents."""
-        params = run.params
-        k = max(params["num_documents"])
-        have = set(qa.position_indices(k, design.positions_for(params, k)))
-        if not set(qa.position_indices(k, design.HEADLINE_DEPTHS)) <= have:
-            raise ParameterError(
-                f"gold_positions {design.positions_for(params, k)} at {k} documents leave out the first, "
-                f"middle or last position the chapter compares (depths {list(design.HEADLINE_DEPTHS)})"
-            )
+    design = design
 
     def claims(self, run: Run) -> dict[str, Estimate]:
         """Lost in the Middle's multi-document claims, paired by question on the chapter's
@@ -150,11 +131,7 @@ class MultidocQA(Chapter):
                 if domain
                 else ""
             ),
-            consistent=(
-                len(rows) == len(requests) == len({r["key"] for r in rows})
-                and (summary["ci_low"] <= summary["accuracy"]).all()
-                and (summary["accuracy"] <= summary["ci_high"]).all()
-            ),
+            consistent=answered_once(rows, requests) and intervals_hold(summary),
         )
         view.quoted = numbers.quoted(
             estimates, table, view.sides, view.gaps, view.effects, domain, params, reader.label

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ...metrics import summarize
-from ...results import paired_comparison
+from ...results import in_points, paired_comparison
 
 
 def curve(table, *, score: str = "correct"):
@@ -48,10 +48,7 @@ def saturation(table, ks: Sequence[int] | None = None, *, score: str = "correct"
                     "to k": large,
                     "measure": measure,
                     "questions": res["items"],
-                    "change": 100 * res["difference"],
-                    "ci_low": 100 * res["ci_low"],
-                    "ci_high": 100 * res["ci_high"],
-                    "p_sign_flip": res["p_sign_flip"],
+                    **in_points(res, change="change", p="p_sign_flip"),
                 }
             )
     return pd.DataFrame(out)

@@ -132,6 +132,20 @@ def open_domain_block(params: dict, pool) -> Block:
     )
 
 
+def check(params: dict) -> None:
+    """Before any work: the U-shape compares first, middle and last at the most documents."""
+    k = max(params["num_documents"])
+    have = set(qa.position_indices(k, positions_for(params, k)))
+    if not set(qa.position_indices(k, HEADLINE_DEPTHS)) <= have:
+        raise ParameterError(
+            f"gold_positions {positions_for(params, k)} at {k} documents leave out the first, "
+            f"middle or last position the chapter compares (depths {list(HEADLINE_DEPTHS)})"
+        )
+
+
+# The stores the chapter offers for download
+EXPERIMENTS = (EXPERIMENT, OPEN_DOMAIN)
+
 # Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
 # claim_blocks: what `longctx reproduce --scale claims` runs for it).
 CLAIM_BLOCKS = {

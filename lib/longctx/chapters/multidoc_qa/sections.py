@@ -314,16 +314,6 @@ def show_headline(view: MultidocResult, run: Run) -> Shown:
     return Table(headline(view.estimates, paper_frame(PAPER_FILE), run.params))
 
 
-@SECTIONS("gaps")
-def show_gaps(view: MultidocResult, run: Run) -> Shown:
-    return Table(gaps_table(view.gaps))
-
-
-@SECTIONS("sizing")
-def show_sizing(view: MultidocResult, run: Run) -> Shown:
-    return Table(sizing(view.estimates))
-
-
 @SECTIONS("closed book")
 def show_closed_book(view: MultidocResult, run: Run) -> Shown:
     table = closed_book_table(view.base, paper_frame(PAPER_FILE))
@@ -351,11 +341,6 @@ def show_query_aware(view: MultidocResult, run: Run) -> Shown:
     return "Run with `query_aware = [False, True]` to compare."
 
 
-@SECTIONS("prompt lengths")
-def show_prompt_lengths(view: MultidocResult, run: Run) -> Shown:
-    return (Table(prompt_lengths(view.table)), view.provenance)
-
-
 @SECTIONS("open domain")
 def show_open_domain(view: MultidocResult, run: Run) -> Shown:
     if not view.od:
@@ -365,3 +350,12 @@ def show_open_domain(view: MultidocResult, run: Run) -> Shown:
         "(GPT-3.5-Turbo) and about +1 (Claude-1.3), while Contriever's recall keeps rising."
     )
     return (Table(steps_table(view.od["steps"]), notes), view.od_provenance)
+
+
+SECTIONS.declare(
+    {
+        "gaps": lambda view: Table(gaps_table(view.gaps)),
+        "sizing": lambda view: Table(sizing(view.estimates)),
+        "prompt lengths": lambda view: (Table(prompt_lengths(view.table)), view.provenance),
+    }
+)

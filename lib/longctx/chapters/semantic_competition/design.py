@@ -127,6 +127,9 @@ def built_contexts(run: Run) -> dict:
     return run.once("built", lambda: build(run.params))
 
 
+# The stores the chapter offers for download
+EXPERIMENTS = (EXPERIMENT,)
+
 # Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
 # claim_blocks: what `longctx reproduce --scale claims` runs for it).
 CLAIM_BLOCKS = {

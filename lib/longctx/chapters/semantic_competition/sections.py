@@ -369,36 +369,18 @@ def show_example(view: CompetitionResult, run: Run) -> Shown:
     )
 
 
-@SECTIONS("table 1")
-def show_table1(view: CompetitionResult, run: Run) -> Shown:
-    return parts_of(table1_tables(view, _paper()))
-
-
-@SECTIONS("table 2")
-def show_table2(view: CompetitionResult, run: Run) -> Shown:
-    return parts_of(table2_tables(view, _paper()))
-
-
-@SECTIONS("far ranks")
-def show_far_ranks(view: CompetitionResult, run: Run) -> Shown:
-    return Table(far_ranks(view.main))
-
-
-@SECTIONS("prompt")
-def show_prompt(view: CompetitionResult, run: Run) -> Shown:
-    return "```text\n" + view.example[:1400] + "\n...\n```"
-
-
-@SECTIONS("retention")
-def show_retention(view: CompetitionResult, run: Run) -> Shown:
-    return parts_of(retention_tables(view, _paper()))
-
-
-@SECTIONS("lengths")
-def show_lengths(view: CompetitionResult, run: Run) -> Shown:
-    return parts_of(length_tables(view, _paper()))
-
-
 @SECTIONS("beyond")
 def show_beyond(view: CompetitionResult, run: Run) -> Shown:
     return parts_of(beyond_tables(view, run.params))
+
+
+SECTIONS.declare(
+    {
+        "table 1": lambda view: parts_of(table1_tables(view, _paper())),
+        "table 2": lambda view: parts_of(table2_tables(view, _paper())),
+        "far ranks": lambda view: Table(far_ranks(view.main)),
+        "prompt": lambda view: "```text\n" + view.example[:1400] + "\n...\n```",
+        "retention": lambda view: parts_of(retention_tables(view, _paper())),
+        "lengths": lambda view: parts_of(length_tables(view, _paper())),
+    }
+)

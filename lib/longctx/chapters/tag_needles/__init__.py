@@ -18,9 +18,8 @@ from __future__ import annotations
 from ...claims import Estimate, by_unit, estimable, paired_estimate, paper_frame
 from ...runner import Block
 from ...tables import point_links, provenance
-from ...tagging import TAG_EXPERIMENT
 from ...tasks import tag_needles as tn
-from ..contract import Chapter, Run
+from ..contract import Chapter, Run, one_row_each
 from . import analysis, design, numbers
 
 
@@ -29,15 +28,9 @@ class TagNeedles(Chapter):
 
     name = "tag_needles"
     order = 6
-    claim_blocks = design.CLAIM_BLOCKS
-    experiments = (
-        design.EXPERIMENT,
-        TAG_EXPERIMENT,
-    )
+    design = design
 
-    def answer(self, run: Run):
-        """The page's rows: :func:`.numbers.answered`."""
-        return numbers.answered(run)
+    answer = staticmethod(numbers.answered)  # the page reads more than the plan's rows
 
     def plan(self, run: Run) -> list[Block]:
         return design.blocks(run.params, run.tokenizer(), run.results, dry_run=run.dry_run)
@@ -135,12 +128,8 @@ class TagNeedles(Chapter):
                 f"decoding, needle set `{params['needle_set']}`, seed {seed}."
             ),
             # One answer per question, variant, length, depth and query placement.
-            consistent=(
-                len(main) > 0
-                and not grid.duplicated(
-                    ["example_id", "variant", "length", "depth", "query_aware"]
-                ).any()
-            ),
+            consistent=len(main) > 0
+            and one_row_each(grid, ["example_id", "variant", "length", "depth", "query_aware"]),
         )
         view.quoted = numbers.quoted(
             view.main,

@@ -9,7 +9,7 @@ from ...errors import ParameterError
 from ...reader import Reader
 from ...requests import dedupe_key
 from ...runner import Block
-from ...tagging import SpacyTagger, spacy_cache, variant_parts
+from ...tagging import TAG_EXPERIMENT, SpacyTagger, spacy_cache, variant_parts
 from ...tasks import tag_needles as tn
 from .tagger import LLMTagger
 
@@ -219,6 +219,9 @@ def _plan(params: dict, tokenizer, results_dir, load_tagger=None) -> list[Block]
         *([Block("other lengths and query-aware prompts", EXPERIMENT, rest)] if rest else []),
     ]
 
+
+# The stores the chapter offers for download
+EXPERIMENTS = (EXPERIMENT, TAG_EXPERIMENT)
 
 # Each claim -> the words naming the claims-scale blocks its rows come from (the chapter's
 # claim_blocks: what `longctx reproduce --scale claims` runs for it).

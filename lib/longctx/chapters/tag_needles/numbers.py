@@ -76,6 +76,16 @@ class Haystack:
     tokenizer: object
     taggers: tn.Taggers
 
+    def longest_chunks(self, params: dict) -> list[str]:
+        """The chunks of the longest haystack the grid builds (``params["lengths"]``)."""
+        return tn.haystack_chunks(
+            self.tokenizer,
+            max(params["lengths"]),
+            strategy=params["chunk_strategy"],
+            max_chars=params["chunk_chars"],
+            text=self.text,
+        )
+
 
 def haystack(
     params: dict, tokenizer, results_dir: str | Path, *, tagger: Reader, batch_size: int = 8
@@ -245,13 +255,7 @@ def tags_alone_estimate(scored: pd.DataFrame, seed: int):
 
 def tag_stats(stack: Haystack, params: dict) -> pd.DataFrame:
     """Per tagger: haystack chunks and needles tagged, tags per tagged chunk, the commonest tags."""
-    longest = tn.haystack_chunks(
-        stack.tokenizer,
-        max(params["lengths"]),
-        strategy=params["chunk_strategy"],
-        max_chars=params["chunk_chars"],
-        text=stack.text,
-    )
+    longest = stack.longest_chunks(params)
     chunks = longest + [c.needle for c in stack.cases]
     out = []
     for kind in ("spacy", "llm"):

@@ -4,7 +4,6 @@ captions and alt text computed from what they draw (only the page reaches them).
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
 
 import pandas as pd
 
@@ -19,7 +18,7 @@ from ...report import (
     points_ci,
 )
 from ...runner import Block
-from ...section import Builder, Example, Figure, Sections, Shown, Table, parts_of
+from ...section import Example, Figure, Sections, Shown, Table, parts_of
 from ...tagging import system_prompt
 from ...tasks import tag_needles as tn
 from ..contract import Run
@@ -125,13 +124,7 @@ def ours_table(accuracy: pd.DataFrame, variants) -> pd.DataFrame:
 
 def llm_tagged_chunks(stack: Haystack, params: dict) -> pd.DataFrame:
     """The haystack chunks the LLM tagger tagged, with their tags."""
-    longest = tn.haystack_chunks(
-        stack.tokenizer,
-        max(params["lengths"]),
-        strategy=params["chunk_strategy"],
-        max_chars=params["chunk_chars"],
-        text=stack.text,
-    )
+    longest = stack.longest_chunks(params)
     tags = stack.taggers.tags("llm", longest)
     return pd.DataFrame(
         [
@@ -634,44 +627,25 @@ def show_example(view: TagResult, run: Run) -> Shown:
     )
 
 
-def _listed(tables: Callable[[TagResult], list]) -> Builder:
-    return lambda view, run: parts_of(tables(view))
-
-
-for _name, _tables in {
-    "grid": grid_tables,
-    "long": long_tables,
-    "short": short_tables,
-    "paper": paper_tables,
-    "needles": needle_tables,
-    "tagging": tagging_tables,
-    "llm": llm_tables,
-    "overhead": overhead_tables,
-    "query-aware": query_aware_tables,
-}.items():
-    SECTIONS(_name)(_listed(_tables))
-
-
-@SECTIONS("system prompts")
-def show_system_prompts(view: TagResult, run: Run) -> Shown:
-    return system_prompts(view.params["short_variants"])
-
-
-@SECTIONS("drops")
-def show_drops(view: TagResult, run: Run) -> Shown:
-    return Table(drops_table(view))
-
-
-@SECTIONS("tokens")
-def show_tokens(view: TagResult, run: Run) -> Shown:
-    return (view.provenance, Table(*tokens_table(view)))
-
-
-@SECTIONS("wrong answers")
-def show_wrong_answers(view: TagResult, run: Run) -> Shown:
-    return Table(wrong_answers(view.main))
-
-
 @SECTIONS("novelqa")
 def show_novelqa(view: TagResult, run: Run) -> Shown:
     return parts_of(novelqa_tables(view, run))
+
+
+SECTIONS.declare(
+    {
+        "grid": lambda view: parts_of(grid_tables(view)),
+        "long": lambda view: parts_of(long_tables(view)),
+        "short": lambda view: parts_of(short_tables(view)),
+        "paper": lambda view: parts_of(paper_tables(view)),
+        "needles": lambda view: parts_of(needle_tables(view)),
+        "tagging": lambda view: parts_of(tagging_tables(view)),
+        "llm": lambda view: parts_of(llm_tables(view)),
+        "overhead": lambda view: parts_of(overhead_tables(view)),
+        "query-aware": lambda view: parts_of(query_aware_tables(view)),
+        "system prompts": lambda view: system_prompts(view.params["short_variants"]),
+        "drops": lambda view: Table(drops_table(view)),
+        "tokens": lambda view: (view.provenance, Table(*tokens_table(view))),
+        "wrong answers": lambda view: Table(wrong_answers(view.main)),
+    }
+)
