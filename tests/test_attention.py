@@ -6,21 +6,14 @@ import torch
 from longctx.attention import attention_balance_score
 from longctx.backends.hf_attention import eager_final_token_attention, final_token_attention
 from longctx.errors import ParameterError
+from tiny import tiny_config
 
 
 def _tiny(kind: str):
     import transformers as tf
 
     torch.manual_seed(0)
-    common = dict(
-        vocab_size=97,
-        hidden_size=64,
-        intermediate_size=96,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
+    common = tiny_config(num_hidden_layers=3, max_position_embeddings=256)
     if kind == "qwen2":
         model = tf.Qwen2ForCausalLM(tf.Qwen2Config(**common))
     elif kind == "llama":

@@ -4,13 +4,12 @@ writes the plan the findings matrix reads."""
 
 import json
 import re
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from commands import run_cli
 from longctx import matrix
 from longctx.chapters import Run, contract, get_chapter, scale
 from longctx.claims import Estimate, judge, read_claims
@@ -24,16 +23,6 @@ from rows import stored_row
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = "qwen2.5-coder-0.5b-instruct"
 IDS = {c.id for c in read_claims()}
-
-
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "longctx.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
 
 
 def test_prompt_tokens_counted_without_weights_match_the_stored_rows():
@@ -52,7 +41,7 @@ def test_prompt_tokens_counted_without_weights_match_the_stored_rows():
 
 
 def test_claims_dry_run_writes_what_each_claim_costs_and_whether_it_fits(tmp_path):
-    done = _cli(
+    done = run_cli(
         "reproduce",
         "--scale",
         "claims",
@@ -223,7 +212,7 @@ def test_a_premise_whose_rows_are_part_stored_leaves_the_cell_running(tmp_path):
 
 
 def test_findings_for_a_model_with_no_rows_says_what_to_run_per_claim(tmp_path):
-    done = _cli("findings", "--model", "gemma3-270m", "--results-dir", str(tmp_path))
+    done = run_cli("findings", "--model", "gemma3-270m", "--results-dir", str(tmp_path))
     assert done.returncode == 0, done.stderr
     lines = {line.split(":")[0]: line for line in done.stdout.splitlines()}
     assert set(lines) >= IDS

@@ -1,36 +1,26 @@
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from commands import run_cli
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "longctx.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
-
-
 def test_unknown_model_is_a_one_line_error():
-    done = _cli("run", "notebooks/kv_retrieval.py", "--model", "gpt-17")
+    done = run_cli("run", "notebooks/kv_retrieval.py", "--model", "gpt-17")
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0
     assert done.stderr.startswith("longctx: error: unknown model 'gpt-17'")
 
 
 def test_missing_notebook_is_a_one_line_error():
-    done = _cli("run", "notebooks/nope.py", "--model", "smollm2-135m-instruct")
+    done = run_cli("run", "notebooks/nope.py", "--model", "smollm2-135m-instruct")
     assert done.returncode == 2 and "does not exist" in done.stderr
 
 
 def test_models_lists_aliases():
-    done = _cli("models")
+    done = run_cli("models")
     assert done.returncode == 0 and "qwen2.5-coder-0.5b-instruct" in done.stdout
 
 
@@ -39,7 +29,7 @@ def test_failed_run_keeps_the_last_good_notebook_and_honours_results_dir_param(t
     done_dir.mkdir(parents=True)
     (done_dir / "kv_retrieval.ipynb").write_text("last good run")
     # a source the chapter does not know fails while building prompts, before any model loads
-    done = _cli(
+    done = run_cli(
         "run",
         "notebooks/kv_retrieval.py",
         "--model",
@@ -70,17 +60,17 @@ def test_failed_run_keeps_the_last_good_notebook_and_honours_results_dir_param(t
 
 
 def test_bad_backend_is_a_one_line_error_before_any_kernel():
-    done = _cli(
+    done = run_cli(
         "run", "notebooks/kv_retrieval.py", "--model", "smollm2-135m-instruct", "--backend", "vllm"
     )
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0
     assert "unknown backend 'vllm'; use one of hf, llamacpp, openai" in done.stderr
-    done = _cli("reproduce", "--chapters", "kv_retrieval", "--backend", "openai", "--dry-run")
+    done = run_cli("reproduce", "--chapters", "kv_retrieval", "--backend", "openai", "--dry-run")
     assert done.returncode == 2 and "needs the server's URL" in done.stderr
 
 
 def test_reproduce_dry_run_counts_a_backend_apart_and_only_selects_blocks(tmp_path):
-    done = _cli(
+    done = run_cli(
         "reproduce",
         "--chapters",
         "kv_retrieval",
@@ -99,12 +89,14 @@ def test_reproduce_dry_run_counts_a_backend_apart_and_only_selects_blocks(tmp_pa
         and "140 pairs" not in done.stdout
     )
     assert "0 already stored" in done.stdout
-    done = _cli("reproduce", "--chapters", "kv_retrieval", "--only", "no such block", "--dry-run")
+    done = run_cli(
+        "reproduce", "--chapters", "kv_retrieval", "--only", "no such block", "--dry-run"
+    )
     assert done.returncode == 2 and "matches no block" in done.stderr
 
 
 def test_reproduce_rejects_an_empty_chunk_before_loading_anything():
-    done = _cli("reproduce", "--chapters", "kv_retrieval", "--chunk-prompts", "0", "--dry-run")
+    done = run_cli("reproduce", "--chapters", "kv_retrieval", "--chunk-prompts", "0", "--dry-run")
     assert done.returncode == 2 and "--chunk-prompts must be at least 1" in done.stderr
 
 
@@ -112,7 +104,7 @@ def test_a_dry_run_refuses_a_store_line_that_a_real_run_would_refuse(tmp_path):
     store = tmp_path / "smollm2-135m-instruct" / "kv_retrieval"
     store.mkdir(parents=True)
     (store / "generations.jsonl").write_text('{"key": "k"}\nthis is not a row\n{"key": "j"}\n')
-    done = _cli(
+    done = run_cli(
         "reproduce", "--chapters", "kv_retrieval", "--scale", "ci", "--model",
         "smollm2-135m-instruct", "--results-dir", str(tmp_path), "--dry-run",
     )  # fmt: skip
@@ -137,7 +129,7 @@ def test_a_dry_run_refuses_a_store_line_that_a_real_run_would_refuse(tmp_path):
 def test_a_notebook_parameter_the_chapter_cannot_use_is_one_line_before_any_kernel(
     param, value, said
 ):
-    done = _cli(
+    done = run_cli(
         "run", "notebooks/kv_retrieval.py", "--model", "smollm2-135m-instruct", "-p", param, value
     )
     assert done.returncode == 2 and said in done.stderr, done.stderr

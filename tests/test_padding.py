@@ -9,6 +9,7 @@ from longctx.backends.hf_engine import generate, masked_inputs
 from longctx.errors import ContextTooLongError, ParameterError
 from longctx.padding import FillerMaker, masked_gap, split_masked
 from longctx.requests import GenerateCall, StopRule
+from tiny import tiny_config
 
 
 class CharTokenizer:
@@ -45,16 +46,8 @@ def _tiny(kind="qwen2"):
     import transformers as tf
 
     torch.manual_seed(0)
-    common = dict(
-        vocab_size=97,
-        hidden_size=64,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        eos_token_id=96,
-        pad_token_id=0,
+    common = tiny_config(
+        num_hidden_layers=2, max_position_embeddings=512, eos_token_id=96, pad_token_id=0
     )
     cls = {
         "qwen2": (tf.Qwen2ForCausalLM, tf.Qwen2Config),

@@ -78,13 +78,8 @@ def test_retention_curve_bootstrap_and_half_life():
     assert lives.loc[0, "K_1/2"] == "9" and not lives.loc[0, "censored"]
 
 
-def test_zero_delta_gives_p_one_and_interval_with_zero():
-    rows = [
-        {"example_id": q, "condition": c, "em": float(q % 2)}
-        for q in range(12)
-        for c in ("hard", "far")
-    ]
-    out = paired_comparison(
+def _far_minus_hard(rows: list[dict]) -> dict:
+    return paired_comparison(
         pd.DataFrame(rows),
         condition="condition",
         control="hard",
@@ -92,6 +87,15 @@ def test_zero_delta_gives_p_one_and_interval_with_zero():
         item=["example_id"],
         score="em",
     )
+
+
+def test_zero_delta_gives_p_one_and_interval_with_zero():
+    rows = [
+        {"example_id": q, "condition": c, "em": float(q % 2)}
+        for q in range(12)
+        for c in ("hard", "far")
+    ]
+    out = _far_minus_hard(rows)
     assert out["difference"] == 0.0 and out["ci_low"] <= 0.0 <= out["ci_high"]
     assert out["p_sign_flip"] == 1.0
     assert sign_flip_test([0.0] * 30) == 1.0
@@ -101,14 +105,7 @@ def test_known_delta_paired_statistics():
     # far beats hard on 8 of 8 questions by 1: exact sign-flip p = 2 / 2**8
     rows = [{"example_id": q, "condition": "hard", "em": 0.0} for q in range(8)]
     rows += [{"example_id": q, "condition": "far", "em": 1.0} for q in range(8)]
-    out = paired_comparison(
-        pd.DataFrame(rows),
-        condition="condition",
-        control="hard",
-        treatment="far",
-        item=["example_id"],
-        score="em",
-    )
+    out = _far_minus_hard(rows)
     assert out["difference"] == 1.0 and out["ci_low"] == out["ci_high"] == 1.0
     assert out["p_sign_flip"] == pytest.approx(2 / 256)
 
@@ -172,15 +169,19 @@ def test_squad_errors_are_clear(tmp_path):
         sc.load_squad("squad-v3")
 
 
+# One SQuAD question as the hub's datasets give it
+HUB_ROW = {
+    "id": "a",
+    "title": "T",
+    "context": "Ctx one.",
+    "question": "Q?",
+    "answers": {"text": ["one"], "answer_start": [4]},
+}
+
+
 def test_squad_from_hub_rows():
     rows = [
-        {
-            "id": "a",
-            "title": "T",
-            "context": "Ctx one.",
-            "question": "Q?",
-            "answers": {"text": ["one"], "answer_start": [4]},
-        },
+        HUB_ROW,
         {
             "id": "b",
             "title": "T",
@@ -471,15 +472,7 @@ def test_condition_summary_and_recovery_table():
 def test_load_squad_from_the_hub_path(monkeypatch):
     import datasets
 
-    rows = [
-        {
-            "id": "a",
-            "title": "T",
-            "context": "Ctx one.",
-            "question": "Q?",
-            "answers": {"text": ["one"], "answer_start": [4]},
-        }
-    ]
+    rows = [HUB_ROW]
     calls = []
     monkeypatch.setattr(
         datasets, "load_dataset", lambda name, split: calls.append((name, split)) or rows
