@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -45,13 +44,15 @@ from .section import (
 @dataclass
 class Page:
     """One chapter notebook's chapter, reader, results folder and parameters: the chapter's
-    scale ``scale_name`` with the parameter cell's ``overrides``."""
+    scale ``scale_name`` with the parameter cell's ``overrides``; ``checked`` is its run,
+    built (and its parameters checked) when the page is set up, before any work."""
 
     chapter: Chapter
     reader: Reader
     results: Path
     scale_name: str = "book"
     overrides: dict = field(default_factory=dict)
+    checked: Run | None = field(default=None, repr=False)
     analyzed: list[ChapterResult] = field(default_factory=list, repr=False)
     runs: list[Run] = field(default_factory=list, repr=False)
     shown: list[Section] = field(default_factory=list, repr=False)
@@ -60,10 +61,17 @@ class Page:
     def name(self) -> str:
         return self.chapter.name
 
-    @cached_property
+    @property
     def params(self) -> dict:
         """The chapter's parameters this page runs with (checked)."""
-        return self.chapter.scale(self.scale_name, **self.overrides)
+        return self._checked().params
+
+    def _checked(self) -> Run:
+        if self.checked is None:
+            self.checked = Run.of(
+                self.chapter, self.reader, self.scale_name, self.results, **self.overrides
+            )
+        return self.checked
 
     @property
     def book_run(self) -> bool:
@@ -77,21 +85,25 @@ class Page:
         record: tuple[str, ...] = (),
         **options,
     ) -> Run:
-        """This page's run (:meth:`Run.of`): its reader, parameters and results folder, the
-        reader it is compared with, and ``options`` for generating missing rows
-        (``batch_size``, ``token_budget``); new rows record the chapter parameters named in
-        ``record``."""
+        """This page's run: its reader, parameters and results folder (the run checked when
+        the page was set up; a further call builds another with :meth:`Run.of`), the reader
+        it is compared with, and ``options`` for generating missing rows (``batch_size``,
+        ``token_budget``); new rows record the chapter parameters named in ``record``."""
         if record:
             options["params"] = {k: self.params[k] for k in record}
-        run = Run.of(
-            self.chapter,
-            self.reader,
-            self.scale_name,
-            self.results,
-            compare_with=compare_with,
-            options=options,
-            **self.overrides,
-        )
+        if self.runs:
+            run = Run.of(
+                self.chapter,
+                self.reader,
+                self.scale_name,
+                self.results,
+                compare_with=compare_with,
+                options=options,
+                **self.overrides,
+            )
+        else:  # nothing has read the checked run yet: it only needs what to generate with
+            run = self._checked()
+            run.compare_with, run.options = compare_with, dict(options)
         self.runs.append(run)
         return run
 
@@ -273,5 +285,5 @@ def setup(name: str, namespace: dict, *, precision: int = 3) -> Page:
         namespace.get("scale", "book"),
         overrides_mapping(name, namespace.get("params")),
     )
-    Run.of(chapter, reader, page.scale_name, page.results, **page.overrides)  # checks, early
+    page._checked()  # every parameter checked before the first cell that works
     return page
