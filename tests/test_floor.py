@@ -110,3 +110,56 @@ def test_each_hf_row_is_asked_again_in_the_dtype_it_was_made_in():
     }
     assert list(floor_dtype_groups(rows, "hf", "float32")) == ["float32"]
     assert list(floor_dtype_groups(rows, "llamacpp")) == ["auto"]
+
+
+class Interrupted(Exception):
+    pass
+
+
+class CountingFlipper(Flipper):
+    """A :class:`Flipper` that records the prompts of each call and stops, as a killed run
+    does, on call number ``stop_at``."""
+
+    def __init__(self, other, stop_at=None):
+        super().__init__(other)
+        self.calls, self.stop_at = [], stop_at
+
+    def generate(self, call):
+        if self.stop_at is not None and len(self.calls) + 1 == self.stop_at:
+            raise Interrupted
+        self.calls.append(list(call.prompts))
+        return super().generate(call)
+
+
+def test_an_interrupted_floor_resumes_asking_only_what_is_left_in_the_same_batches(tmp_path):
+    from longctx.floor import CHUNK_BATCHES, partial_path, replay_resumably
+
+    rows = [_row(i) for i in range(20)]
+    groups = {"bfloat16": rows[:14], "float32": rows[14:]}
+    other = {"prompt 3": "Lyon", "prompt 16": "Paris, France"}
+    whole = CountingFlipper(other)
+    done = replay_resumably(
+        groups, lambda dtype: whole, tmp_path / "whole.partial.jsonl", batch_size=2, progress=False
+    )
+    # chunks of CHUNK_BATCHES batches within each group: 8 + 6 and 6 prompts
+    assert [len(c) for c in whole.calls] == [2 * CHUNK_BATCHES, 6, 6]
+
+    partial = partial_path(tmp_path / "floor-x.json")
+    assert partial.name == "floor-x.partial.jsonl"
+    killed = CountingFlipper(other, stop_at=2)
+    with pytest.raises(Interrupted):
+        replay_resumably(groups, lambda dtype: killed, partial, batch_size=2, progress=False)
+    assert len(partial.read_text().splitlines()) == 2 * CHUNK_BATCHES  # the first chunk kept
+    again = CountingFlipper(other)
+    resumed = replay_resumably(groups, lambda dtype: again, partial, batch_size=2, progress=False)
+    assert again.calls == whole.calls[1:]  # the rest, in the same batches
+    assert [r["output"] for r in resumed.replayed] == [r["output"] for r in done.replayed]
+    assert resumed.stored == done.stored and resumed.run_params == done.run_params
+    assert floor_summary(
+        floor_report(resumed, folder=MODEL, eligible=20, batch_size=2)
+    ) == floor_summary(floor_report(done, folder=MODEL, eligible=20, batch_size=2))
+    # a saved answer outside the sample means another run made the file
+    with pytest.raises(DataFileError, match="outside this sample"):
+        replay_resumably(
+            {"bfloat16": rows[:5]}, lambda dtype: again, partial, batch_size=2, progress=False
+        )

@@ -29,6 +29,8 @@ from .floor import (
     floor_report,
     floor_sample,
     floor_summary,
+    partial_path,
+    replay_resumably,
     report_path,
 )
 from .matrix import build as build_matrix
@@ -44,7 +46,7 @@ from .matrix import frame as matrix_frame
 from .models import describe_aliases, resolve_model
 from .paths import repo_root, resolve
 from .reader import Reader
-from .replay import Replay, check_replayable, reader_of, replay, row_scorer, sample_rows
+from .replay import check_replayable, reader_of, replay, row_scorer, sample_rows
 from .reproduce import chapter_blocks, claims_plan, measured_speed, write_claims_plan
 from .runner import PromptTokens, merge_copy, run
 from .store import ResultsStore
@@ -666,21 +668,19 @@ def _floor(args) -> int:
     sample, eligible = floor_sample(
         results_dir, reader, experiments, args.n, args.max_prompt_tokens
     )
-    check_replayable(sample, reader.results_folder(results_dir))
-    parts = [
-        replay(rows, _reader(args, dtype=dtype).load(), batch_size=args.batch_size)
-        for dtype, rows in dtype_groups(sample, reader.backend.name, args.dtype).items()
-    ]
-    result = Replay(
-        [r for p in parts for r in p.stored],
-        [r for p in parts for r in p.replayed],
-        {"runs": [p.run_params for p in parts]},
-    )
     folder = reader.results_folder(results_dir)
-    report = floor_report(result, folder=folder, eligible=eligible, batch_size=args.batch_size)
+    check_replayable(sample, folder)
     out = resolve(args.json or report_path(folder))
+    result = replay_resumably(
+        dtype_groups(sample, reader.backend.name, args.dtype),
+        lambda dtype: _reader(args, dtype=dtype).load(),
+        partial_path(out),
+        batch_size=args.batch_size,
+    )
+    report = floor_report(result, folder=folder, eligible=eligible, batch_size=args.batch_size)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    partial_path(out).unlink(missing_ok=True)
     s = floor_summary(report)
     print(
         f"{folder}: {s['answers_changed']} of {s['n']} answers changed in another batch "

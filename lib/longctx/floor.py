@@ -13,14 +13,17 @@ report gives the share of answers and of scores that changed.
 
 The sample is drawn with a seed taken from the sorted keys of the reader's rows, so it is
 the same sample on any machine; prompts longer than ``--max-prompt-tokens`` are left out so
-that the floor is affordable on a CPU (the report says how many were eligible).
+that the floor is affordable on a CPU (the report says how many were eligible). The answers
+are asked in fixed chunks of the sample, each saved as it ends beside the report
+(``floor-<reader>.partial.jsonl``), so an interrupted run asks only what is left when it is
+started again, and in the same batches.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -28,19 +31,93 @@ import pandas as pd
 from .errors import DataFileError, ParameterError
 from .metrics import content_seed, wilson_interval
 from .reader import Reader, model_label, row_backend
-from .replay import Replay, machine
+from .replay import Replay, machine, replay
 from .report import pct_ci
 from .store import ResultsStore
 from .tasks import get_task
 
 FLOOR_PROMPTS = 100
 FLOOR_MAX_PROMPT_TOKENS = 4096
+CHUNK_BATCHES = 4  # batches asked between two saves of a floor run
 REPORTS = "data/bench/floor-*.json"  # where `longctx floor` reports are committed
 
 
 def report_path(folder: str) -> str:
     """Where the floor report of a reader's results folder is committed."""
     return f"data/bench/floor-{folder}.json"
+
+
+def partial_path(report: str | Path) -> Path:
+    """Where a floor run saves the answers it has asked so far: beside its ``report``."""
+    report = Path(report)
+    return report.with_name(report.name.removesuffix(".json") + ".partial.jsonl")
+
+
+# What a saved answer keeps of its replayed row (the rest is the stored row's)
+REPLAYED_FIELDS = (
+    "output",
+    "raw_output",
+    "prompt_tokens",
+    "new_tokens",
+    "stop_reason",
+    "seconds_per_prompt",
+)
+
+
+def replay_resumably(
+    groups: dict[str, list[dict]],
+    load: Callable[[str], object],
+    partial: str | Path,
+    *,
+    batch_size: int,
+    progress: bool = True,
+) -> Replay:
+    """Each dtype group of ``groups`` answered again by the backend ``load(dtype)`` gives,
+    in chunks of ``CHUNK_BATCHES`` batches (so a resumed run asks the same batches as an
+    uninterrupted one), each chunk's answers appended to ``partial`` as it ends; answers
+    already there are not asked again (a backend is loaded only for a group with answers
+    left). One :class:`Replay` in the groups' order, the backends' parameters as ``runs``."""
+    partial = Path(partial)
+    saved: dict[str, dict] = {}
+    if partial.exists():
+        for line in partial.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                saved[entry["key"]] = entry
+    wanted = {r["key"] for rows in groups.values() for r in rows}
+    if saved and (stray := sorted(set(saved) - wanted)):
+        raise DataFileError(
+            f"{partial} holds answers to {len(stray)} prompts outside this sample "
+            f"(e.g. {stray[0]}): another --n, --max-prompt-tokens or reader made it; "
+            "delete it to start again"
+        )
+    chunk = CHUNK_BATCHES * batch_size
+    runs = []
+    for dtype, rows in groups.items():
+        left = [r for r in rows if r["key"] not in saved]
+        run_params = next((saved[r["key"]]["run_params"] for r in rows if r["key"] in saved), None)
+        if left:
+            lm = load(dtype)
+            run_params = lm.run_params()
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            for start in range(0, len(rows), chunk):
+                asked = [r for r in rows[start : start + chunk] if r["key"] not in saved]
+                if not asked:
+                    continue
+                done = replay(asked, lm, batch_size=batch_size, progress=progress)
+                entries = [
+                    {"key": r["key"], "run_params": run_params}
+                    | {f: r.get(f) for f in REPLAYED_FIELDS}
+                    for r in done.replayed
+                ]
+                with partial.open("a", encoding="utf-8") as out:
+                    out.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in entries)
+                saved.update((e["key"], e) for e in entries)
+            del lm
+        runs.append(run_params)
+    stored = [r for rows in groups.values() for r in rows]
+    replayed = [{**r, **{f: saved[r["key"]][f] for f in REPLAYED_FIELDS}} for r in stored]
+    return Replay(stored, replayed, {"runs": runs})
 
 
 def floor_sample(
