@@ -402,9 +402,14 @@ def test_plans_are_built_when_a_run_reaches_them(monkeypatch, tmp_path):
     ]
 
 
-def test_a_dry_run_never_loads_the_llm_tagger(tmp_path):
+def test_the_llm_tagger_is_a_block_of_its_own_and_the_tagged_prompts_its_second_stage(tmp_path):
+    """Planning never loads the LLM tagger: the chunks it must tag are one block answered by
+    the tagger (its deadline, report and store like any block's), and the prompts carrying
+    its tags are that block's second stage, built only once every chunk's tags are stored.
+    A run answers both stages in order; a plan with no LLM-tag variant has no tagging block."""
     from longctx.chapters import tag_needles
     from longctx.models import load_tokenizer
+    from longctx.runner import stored
 
     params = {
         **scale("tag_needles", "book"),
@@ -414,16 +419,32 @@ def test_a_dry_run_never_loads_the_llm_tagger(tmp_path):
         "query_aware_variants": [],
         "long_length": None,
         "short_length": None,
+        "tagger_model": MODEL,
     }
-    # No tags cached there
     tokenizer = load_tokenizer(MODEL)
-    (block,) = tag_needles.design.blocks(params, tokenizer, tmp_path, dry_run=True)
-    assert block.requests == [] and "not cached" in block.name and "loads no model" in block.name
-    # Without an LLM-tag variant nothing needs the tagger, and the dry run plans as usual.
-    blocks = tag_needles.design.blocks(
-        {**params, "variants": ["baseline", "td_tc_spacy"]}, tokenizer, tmp_path, dry_run=True
+    baseline, tags = tag_needles.design.blocks(params, tokenizer, tmp_path)
+    assert {r.condition["variant"] for r in baseline.requests} == {"baseline"}
+    assert tags.experiment == "tags" and tags.reader == Reader(MODEL) and tags.requests
+    assert tags.followup([]) == []  # no tags stored: no tagged prompt can be written
+    report = run([baseline, tags], Reader(MODEL), tmp_path, load=_AnsweringLM, progress=False)
+    assert [(b["block"].endswith("LLM tags"), b["generated"]) for b in report.blocks] == [
+        (False, 2),
+        (False, len(tags.requests)),
+        (True, 2),
+    ]
+    rows = stored([baseline, tags], Reader(MODEL), tmp_path)
+    assert sorted(r["condition"].get("variant", "tags") for r in rows) == [
+        "baseline",
+        "baseline",
+        *["tags"] * len(tags.requests),
+        "td_tc_llm",
+        "td_tc_llm",
+    ]
+    without = tag_needles.design.blocks(
+        {**params, "variants": ["baseline", "td_tc_spacy"]}, tokenizer, tmp_path
     )
-    assert sum(len(b.requests) for b in blocks) == 4
+    assert all(b.reader is None for b in without)
+    assert sum(len(b.requests) for b in without) == 4
 
 
 def test_paper_scale_multidoc_finds_29_distractors_for_every_oracle_question():

@@ -100,7 +100,11 @@ class Block:
 
     An *attention* block has no generations: ``attention`` lists items (a ``prompt`` plus
     fields to keep) whose final-token attention is scored and cached, hf only
-    (:func:`longctx.attention.attention_rows`)."""
+    (:func:`longctx.attention.attention_rows`).
+
+    ``reader`` is who answers the block where it is not the run's reader (the tagging
+    chapter's LLM tagger): its rows go to that reader's store, and the run loads that model
+    for the block, in place of its own."""
 
     name: str
     experiment: str
@@ -111,6 +115,11 @@ class Block:
     whole_units: bool = False  # run example by example (see chunks)
     keep_vector: bool = False
     followup_experiment: str | None = None
+    reader: Reader | None = None
+
+    def answered_by(self, reader: Reader) -> Reader:
+        """Who answers this block in a run of ``reader``."""
+        return self.reader or reader
 
     def writes_to(self, experiment: str) -> bool:
         """Whether this block, or its second stage, stores rows in ``experiment``."""
@@ -477,24 +486,28 @@ def _named(identity: tuple) -> str:
     return f"{task} {example} {condition}"
 
 
-def stage_two(block: Block, rows: list[dict]) -> Block | None:
-    """The second-stage block (e.g. retrieve-then-solve requests, or C-NORM's QA block) that
-    ``block``'s stored ``rows`` call for, or None when it has no follow-up or nothing to ask
-    (an attention block whose items are not all stored has no rows, hence no second stage)."""
+def stage_two(block: Block, rows: list[dict]) -> list[Block]:
+    """The second-stage blocks (retrieve-then-solve requests, C-NORM's QA block, the
+    prompts tagged by the LLM tagger's stored tags) that ``block``'s stored ``rows`` call
+    for, in order; none when it has no follow-up or nothing to ask (an attention block whose
+    items are not all stored has no rows, hence no second stage). A follow-up returns
+    requests (this block's experiment), a :class:`Block` or a list of blocks."""
     if block.followup is None or (block.attention is not None and not rows):
-        return None
+        return []
     second = block.followup(rows)
-    if isinstance(second, Block):
-        if not block.writes_to(second.experiment):
-            raise LongctxError(
-                f"block {block.name!r}: its second stage writes to {second.experiment}; "
-                "declare it as the block's followup_experiment"
-            )
-        return second if second.size else None
+    if isinstance(second, Block) or (second and all(isinstance(b, Block) for b in second)):
+        blocks = [second] if isinstance(second, Block) else list(second)
+        for b in blocks:
+            if not block.writes_to(b.experiment):
+                raise LongctxError(
+                    f"block {block.name!r}: its second stage writes to {b.experiment}; "
+                    "declare it as the block's followup_experiment"
+                )
+        return [b for b in blocks if b.size]
     return (
-        Block(f"{block.name} -> stage two", block.experiment, second, block.headline)
+        [Block(f"{block.name} -> stage two", block.experiment, second, block.headline)]
         if second
-        else None
+        else []
     )
 
 
@@ -527,15 +540,15 @@ def stored_blocks(
     queue, stores = list(plan), {}
     while queue:
         block = queue.pop(0)
-        if block.experiment not in stores:  # one read of each store for the whole plan
-            store = reader.store(results_dir, block.experiment)
-            stores[block.experiment] = store, {r["key"]: r for r in store.rows()}
-        store, by_key = stores[block.experiment]
-        mine = block_rows(block, store, block_keys(block, reader), by_key)
+        who = block.answered_by(reader)
+        where = (who.results_folder(results_dir), block.experiment)
+        if where not in stores:  # one read of each store for the whole plan
+            store = who.store(results_dir, block.experiment)
+            stores[where] = store, {r["key"]: r for r in store.rows()}
+        store, by_key = stores[where]
+        mine = block_rows(block, store, block_keys(block, who), by_key)
         yield block, mine
-        second = stage_two(block, mine)
-        if second:
-            queue.insert(0, second)
+        queue[0:0] = stage_two(block, mine)
 
 
 def answer(
@@ -765,10 +778,15 @@ class _Run:
         self.planned, self.second_stages = iter(self.plan), []
         self.checked: set[Path] = set()
 
-    def lazy(self):
-        if "lm" not in self.loaded:
-            self.loaded["lm"] = self.load()
-        return self.loaded["lm"]
+    def lazy(self, reader: Reader | None = None):
+        """The loaded model of ``reader`` (the run's own by default), loaded on first need;
+        one model is held at a time, so a block of another reader (the LLM tagger) lets go
+        of the run's model until a block of the run's reader needs it again."""
+        reader = reader or self.reader
+        if reader not in self.loaded:
+            self.loaded.clear()
+            self.loaded[reader] = (self.load if reader == self.reader else reader.load)()
+        return self.loaded[reader]
 
     def past_deadline(self, where: str) -> bool:
         """True once the deadline has passed (never in a dry run); the report then says where
@@ -792,12 +810,13 @@ class _Run:
 
     def __call__(self) -> Report:
         while (block := self.next_block()) is not None:
-            store = self.reader.store(self.results_dir, block.experiment)
+            reader = block.answered_by(self.reader)
+            store = reader.store(self.results_dir, block.experiment)
             if self.dry_run and store.path not in self.checked:
                 # a real run or pack refuses a garbage, foreign or non-row line: so does a dry run
                 self.checked.add(store.path)
                 store.rows()
-            keys = block_keys(block, self.reader)
+            keys = block_keys(block, reader)
             have = store.keys()
             todo = [i for i, k in enumerate(keys) if k not in have]
             entry = self.account(block, store, keys, todo)
@@ -805,13 +824,11 @@ class _Run:
                 if block.attention is not None:
                     done = self.score_attention(block, store, entry, todo)
                 else:
-                    done = self.generate(block, store, entry, todo)
+                    done = self.generate(block, store, entry, todo, reader)
                 if not done:
                     return self.report
             if block.followup is not None:
-                second = stage_two(block, block_rows(block, store, keys))
-                if second:
-                    self.second_stages.insert(0, second)
+                self.second_stages[0:0] = stage_two(block, block_rows(block, store, keys))
         return self.report
 
     def account(self, block: Block, store, keys: list[str], todo: list[int]) -> dict:
@@ -850,9 +867,9 @@ class _Run:
         self.copier.touched(store)
         return True
 
-    def generate(self, block: Block, store, entry: dict, todo: list[int]) -> bool:
-        """Generate a block's missing rows in chunks of similar length, checking the deadline
-        before each; False if it came first."""
+    def generate(self, block: Block, store, entry: dict, todo: list[int], reader: Reader) -> bool:
+        """Generate a block's missing rows with ``reader`` in chunks of similar length,
+        checking the deadline before each; False if it came first."""
         for part in chunks(
             [block.requests[i] for i in todo], self.chunk_prompts, block.whole_units
         ):
@@ -862,8 +879,8 @@ class _Run:
             answered = generate_missing(
                 part,
                 store,
-                self.reader,
-                load=self.lazy,
+                reader,
+                load=lambda: self.lazy(reader),
                 batch_size=batch_for(part, self.batch_size, self.token_budget),
                 progress=self.progress,
                 params=self.params,
@@ -957,8 +974,9 @@ def _count_unreached(
         if isinstance(block.requests, LazyRequests) and not block.requests.built:
             report.uncounted.append(f"block '{block.name}'")
             continue
-        have = reader.store(results_dir, block.experiment).keys()
-        missing = sum(k not in have for k in block_keys(block, reader))
+        who = block.answered_by(reader)
+        have = who.store(results_dir, block.experiment).keys()
+        missing = sum(k not in have for k in block_keys(block, who))
         report.blocks.append(_entry(block, missing, reached=False))
 
 

@@ -33,7 +33,7 @@ class TagNeedles(Chapter):
     answer = staticmethod(numbers.answered)  # the page reads more than the plan's rows
 
     def plan(self, run: Run) -> list[Block]:
-        return design.blocks(run.params, run.tokenizer(), run.results, dry_run=run.dry_run)
+        return design.blocks(run.params, run.tokenizer(), run.results)
 
     def claims(self, run: Run) -> dict[str, Estimate]:
         """The sized comparisons against the untagged baseline, paired by needle (a needle's

@@ -140,83 +140,118 @@ def short_requests(params: dict, *, tokenizer, taggers: tn.Taggers, text: str):
     )
 
 
-class _TagsNotCached(Exception):
-    """A dry run reached a chunk the LLM tagger has not tagged yet."""
+class _ChunkRecorder:
+    """Stands in for the LLM tagger while the plan finds the chunks it must tag: records
+    each chunk it is asked for and tags none (no prompt it helps build is kept)."""
+
+    id = "chunks-to-tag"
+
+    def __init__(self):
+        self.asked: dict[str, None] = {}  # in the order asked, each once
+
+    @property
+    def chunks(self) -> list[str]:
+        return list(self.asked)
+
+    def tag_with_raw(self, chunks):
+        self.asked.update(dict.fromkeys(chunks))
+        return [[] for _ in chunks], ["" for _ in chunks]
 
 
-def blocks(
-    params: dict, tokenizer, results_dir: str | Path, *, dry_run: bool = False
-) -> list[Block]:
-    """The chapter's blocks, haystacks counted in ``tokenizer``'s tokens. With ``dry_run``
-    (findings, ``longctx reproduce --dry-run``) the LLM tagger is never loaded: when a
-    chunk's tags are not cached, the plan is one empty block that says so, since those
-    prompts cannot be written without them."""
-    if dry_run:
-
-        def refuse():
-            raise _TagsNotCached
-
-        try:
-            return _plan(params, tokenizer, results_dir, load_tagger=refuse)
-        except _TagsNotCached:
-            return [
-                Block(
-                    f"LLM tags from {params['tagger_model']} not cached for every chunk: a real run tags "
-                    "them first, then builds this chapter's requests (a dry run loads no model)",
-                    EXPERIMENT,
-                    [],
-                    True,
-                )
-            ]
-    return _plan(params, tokenizer, results_dir)
+def uses_llm_tags(request) -> bool:
+    """Whether ``request``'s prompt carries the LLM tagger's tags."""
+    return variant_parts(request.condition["variant"])[1] == "llm"
 
 
-def _plan(params: dict, tokenizer, results_dir, load_tagger=None) -> list[Block]:
-    taggers = taggers_for(params, results_dir, load_tagger=load_tagger)
+def blocks(params: dict, tokenizer, results_dir: str | Path) -> list[Block]:
+    """The chapter's blocks, haystacks counted in ``tokenizer``'s tokens. Where a variant
+    carries the LLM tagger's tags, its prompts cannot be written before the tags exist: the
+    plan asks the tagger (``params["tagger_model"]``) for every chunk those prompts tag, in a
+    block of its own answered by the tagger into its ``tags`` store, and that block's second
+    stage builds the tagged prompts from the stored tags. Every other prompt is planned at
+    once, headline blocks first."""
     text, cases = cases_for(params)
+    recorder = _ChunkRecorder()
+    taggers = taggers_for(params, results_dir)
+    if taggers.llm is not None:
+        tagger, taggers.llm = taggers.llm, recorder
+    planned = _grid_blocks(
+        params, tokenizer, taggers, text, cases, keep=lambda r: not uses_llm_tags(r)
+    )
+    if not recorder.chunks:
+        return planned
+    asked = [r for method in tagger.methods for r in tagger.requests(method, recorder.chunks)]
+
+    def tagged(rows: list[dict]) -> list[Block]:
+        if len(rows) < len(asked):  # a prompt tagged from part of its chunks is another prompt
+            return []
+        return _grid_blocks(
+            params,
+            tokenizer,
+            taggers_for(params, results_dir),
+            text,
+            cases,
+            keep=uses_llm_tags,
+            named=", LLM tags",
+        )
+
+    return [
+        *planned,
+        Block(
+            f"LLM tags from {tagger.reader.label}: {len(recorder.chunks)} chunks",
+            TAG_EXPERIMENT,
+            asked,
+            followup=tagged,
+            followup_experiment=EXPERIMENT,
+            reader=tagger.reader,
+        ),
+    ]
+
+
+def _grid_blocks(
+    params: dict, tokenizer, taggers, text: str, cases, *, keep, named: str = ""
+) -> list[Block]:
+    """The chapter's prompts that ``keep`` keeps, in blocks: the headline pair at
+    ``long_length``, the short comparisons, the grid at its longest length, the rest;
+    ``named`` ends each block's name."""
     longest = max(params["lengths"], default=None)  # the claims scale runs no grid
-    headline = long_requests(params, tokenizer=tokenizer, taggers=taggers, text=text)
-    short = short_requests(params, tokenizer=tokenizer, taggers=taggers, text=text)
+
+    def kept(requests) -> list:
+        return [r for r in requests if keep(r)]
+
+    headline = kept(long_requests(params, tokenizer=tokenizer, taggers=taggers, text=text))
+    short = kept(short_requests(params, tokenizer=tokenizer, taggers=taggers, text=text))
     # A grid case at the short length and its rotating depth is a sized request already.
     sized = {dedupe_key(r) for r in [*headline, *short]}
     every = [
         r
         for r in requests_for(params, tokenizer=tokenizer, taggers=taggers, cases=cases, text=text)
-        if dedupe_key(r) not in sized
+        if dedupe_key(r) not in sized and keep(r)
     ]
     head = [r for r in every if r.condition["length"] == longest and not r.condition["query_aware"]]
     rest = [r for r in every if r.condition["length"] != longest or r.condition["query_aware"]]
+    named_blocks = [
+        (
+            f"{params['long_length']} tokens, {' vs '.join(params['long_variants'])}",
+            headline,
+            True,
+        ),
+        (
+            f"{params['short_length']} tokens on every case, {' vs '.join(params['short_variants'])}",
+            short,
+            True,
+        ),
+        (
+            f"{longest} tokens, every variant",
+            head,
+            not (params.get("long_length") and params["long_variants"]),
+        ),
+        ("other lengths and query-aware prompts", rest, False),
+    ]
     return [
-        *(
-            [
-                Block(
-                    f"{params['long_length']} tokens, {' vs '.join(params['long_variants'])}",
-                    EXPERIMENT,
-                    headline,
-                    True,
-                )
-            ]
-            if headline
-            else []
-        ),
-        *(
-            [
-                Block(
-                    f"{params['short_length']} tokens on every case, {' vs '.join(params['short_variants'])}",
-                    EXPERIMENT,
-                    short,
-                    True,
-                )
-            ]
-            if short
-            else []
-        ),
-        *(
-            [Block(f"{longest} tokens, every variant", EXPERIMENT, head, not headline)]
-            if head
-            else []
-        ),
-        *([Block("other lengths and query-aware prompts", EXPERIMENT, rest)] if rest else []),
+        Block(name + named, EXPERIMENT, requests, headline)
+        for name, requests, headline in named_blocks
+        if requests
     ]
 
 
