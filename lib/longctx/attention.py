@@ -107,3 +107,29 @@ def attention_rows(
             store.append([row])
             existing[keys[i]] = row
     return [existing[k] for k in keys]
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention per document (the fixes for a lost middle)
+
+
+def document_mass(attention: Sequence[float], spans: Sequence[tuple[int, int]]) -> list[float]:
+    """The attention each document receives: the sum of ``attention`` (one weight per
+    token) over each document's token span ``[start, end)``, in document order."""
+    n = len(attention)
+    for start, end in spans:
+        if not 0 <= start <= end <= n:
+            raise ParameterError(f"token span [{start}, {end}) outside the {n} tokens attended")
+    return [float(sum(attention[start:end])) for start, end in spans]
+
+
+def calibrated_relevance(mass: Sequence[float], bias: Sequence[float]) -> list[float]:
+    """Found in the Middle's calibration (Hsieh et al., 2024): the attention a document
+    receives at position k minus the attention an irrelevant document receives at k (the
+    positional bias, ``bias[k]``, measured by moving dummy documents through the
+    positions), so what is left ranks documents by relevance rather than by place."""
+    if len(mass) != len(bias):
+        raise ParameterError(
+            f"{len(mass)} documents but a positional bias for {len(bias)} positions"
+        )
+    return [float(m - b) for m, b in zip(mass, bias)]

@@ -28,6 +28,9 @@ The manipulations, with the paper each comes from:
 ``Padding``            essay / whitespace / token / masked filler between the context
                        and the question, or before the context (context length alone)
 ``QueryAware``         the question also before the context (Lost in the Middle)
+``Arrange``            every item, gold included, reordered: shuffled, or by scores
+                       at the edges, ascending or descending (the fixes for a lost
+                       middle and their random-shuffle control)
 ``ClosedBook``         no context at all (Lost in the Middle's closed-book baseline)
 =====================  ===========================================================
 
@@ -284,6 +287,77 @@ class Shuffle(Transform):
         # Position places the gold item
         items = rest if gold is None else [example.items[gold], *rest]
         return replace(example, items=tuple(items)).set(order_seed=self.seed)
+
+
+def edges_order(scores: Sequence[float]) -> list[int]:
+    """Indices of items scored ``scores`` (higher: more relevant) arranged with the most
+    relevant at both ends and the least in the middle: LangChain's ``LongContextReorder``
+    (Haystack's ``LostInTheMiddleRanker`` does the same), which takes the items best first,
+    reverses them and lays them out alternately at the front and the back. The best item
+    ends last, the second best first; ties keep the items' order."""
+    best_first = sorted(range(len(scores)), key=lambda i: -scores[i])
+    out: list[int] = []
+    for k, i in enumerate(reversed(best_first)):
+        if k % 2 == 1:
+            out.append(i)
+        else:
+            out.insert(0, i)
+    return out
+
+
+ARRANGEMENTS = ("shuffle", "edges", "ascending", "descending")
+
+
+@register
+@dataclass(frozen=True)
+class Arrange(Transform):
+    """Every context item, gold included, in an order a fix for a lost middle computes:
+
+    * ``shuffle``: a seeded random order (Cuconasu et al.'s control for any reordering);
+    * ``edges``: by ``scores`` (higher: more relevant) at both ends, the least relevant in
+      the middle (:func:`edges_order`: LangChain's and Haystack's reorderings);
+    * ``ascending``: by ascending ``scores``, the highest last, beside the question
+      (attention sorting; Found in the Middle's re-ranking where a reader reads the last
+      position best);
+    * ``descending``: the highest first.
+
+    ``scores`` has one number per item in the context's current order (BM25 against the
+    question, attention mass, calibrated attention); ``label`` names them in the
+    condition (``arrangement``), so each fix's prompts have keys of their own. Ties keep
+    the current order."""
+
+    rule: str
+    scores: tuple[float, ...] = ()
+    seed: int = 0
+    label: str = ""
+    name: ClassVar[str] = "arrange"
+    records: ClassVar[tuple[str, ...]] = ("arrangement",)
+
+    def order(self, example: Example) -> list[int]:
+        """The new order, as indices into ``example.items``."""
+        n = len(example.items)
+        if self.rule not in ARRANGEMENTS:
+            raise ParameterError(
+                f"unknown arrangement {self.rule!r}; use one of {', '.join(ARRANGEMENTS)}"
+            )
+        if self.rule == "shuffle":
+            order = list(range(n))
+            _rng("arrange", self.seed, example.example_id).shuffle(order)
+            return order
+        if len(self.scores) != n:
+            raise ParameterError(
+                f"arrangement {self.rule!r} of example {example.example_id} has "
+                f"{len(self.scores)} scores for {n} items"
+            )
+        if self.rule == "edges":
+            return edges_order(self.scores)
+        sign = 1 if self.rule == "ascending" else -1
+        return sorted(range(n), key=lambda i: sign * self.scores[i])
+
+    def apply(self, example: Example) -> Example:
+        items = tuple(example.items[i] for i in self.order(example))
+        label = self.rule if self.rule == "shuffle" else f"{self.rule} by {self.label or 'score'}"
+        return replace(example, items=items).set(arrangement=label)
 
 
 @register
