@@ -87,3 +87,21 @@ def test_an_arrangement_without_one_score_per_item_is_refused():
     with pytest.raises(ParameterError, match="unknown arrangement 'middle'"):
         T.Arrange("middle").apply(_example())
     assert T.make("arrange", rule="shuffle", seed=1) == T.Arrange("shuffle", seed=1)
+
+
+def test_each_document_finds_its_tokens_in_the_rendered_prompt():
+    from longctx.attention import char_spans, token_spans
+
+    prompt = "Q: who?\nDocument [1] alpha beta\nDocument [2] gamma\nAnswer:"
+    docs = ["Document [1] alpha beta", "Document [2] gamma"]
+    spans = char_spans(prompt, docs)
+    assert [prompt[a:b] for a, b in spans] == docs
+    # words as tokens: (start, end) of each whitespace-separated piece
+    offsets, at = [], 0
+    for word in prompt.split():
+        at = prompt.index(word, at)
+        offsets.append((at, at + len(word)))
+        at += len(word)
+    assert token_spans(offsets, spans) == [(2, 6), (6, 9)]
+    with pytest.raises(ParameterError, match="is not in the prompt"):
+        char_spans(prompt, ["Document [3]"])

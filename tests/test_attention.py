@@ -58,6 +58,17 @@ def test_matches_eager_output_attentions(kind, layer):
     assert model.config._attn_implementation == ("eager" if kind == "gemma2" else "sdpa")
 
 
+@pytest.mark.parametrize("kind", ["qwen2", "gemma3"])
+def test_several_layers_in_one_pass_are_the_mean_of_each(kind):
+    model = _tiny(kind)
+    ids = torch.randint(0, 97, (19,), generator=torch.Generator().manual_seed(2))
+    layers = [1, -1]
+    mean = final_token_attention(model, ids, layer=layers)
+    each = [eager_final_token_attention(model, ids, layer=i) for i in layers]
+    assert torch.allclose(mean, torch.stack(each).mean(0), atol=1e-4)
+    assert mean.sum().item() == pytest.approx(1.0, abs=1e-5)
+
+
 def test_sliding_window_layer_ignores_old_tokens():
     model = _tiny("gemma3")
     ids = torch.arange(30) % 97
@@ -71,6 +82,8 @@ def test_rejects_batches_and_bad_layers():
         final_token_attention(model, torch.zeros(2, 5, dtype=torch.long))
     with pytest.raises(ParameterError, match="outside"):
         final_token_attention(model, [1, 2, 3], layer=7)
+    with pytest.raises(ParameterError, match="at least one layer"):
+        final_token_attention(model, [1, 2, 3], layer=[])
 
 
 def test_abs_hand_worked():

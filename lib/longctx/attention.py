@@ -133,3 +133,30 @@ def calibrated_relevance(mass: Sequence[float], bias: Sequence[float]) -> list[f
             f"{len(mass)} documents but a positional bias for {len(bias)} positions"
         )
     return [float(m - b) for m, b in zip(mass, bias)]
+
+
+def char_spans(text: str, parts: Sequence[str]) -> list[tuple[int, int]]:
+    """Where each of ``parts`` stands in ``text``, found in order (each after the last):
+    the character spans of a prompt's documents."""
+    spans, start = [], 0
+    for part in parts:
+        at = text.find(part, start)
+        if at < 0:
+            raise ParameterError(f"{part[:40]!r}... is not in the prompt after character {start}")
+        spans.append((at, at + len(part)))
+        start = at + len(part)
+    return spans
+
+
+def token_spans(
+    offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The token span ``[first, last + 1)`` of each character span: the tokens whose
+    characters (``offsets``, a fast tokenizer's offset mapping) start inside it."""
+    out = []
+    for start, end in spans:
+        inside = [i for i, (a, b) in enumerate(offsets) if start <= a < end and b > a]
+        if not inside:
+            raise ParameterError(f"no token starts in characters [{start}, {end})")
+        out.append((inside[0], inside[-1] + 1))
+    return out

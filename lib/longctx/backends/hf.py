@@ -13,7 +13,7 @@ import functools
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,10 +157,11 @@ class HFBackend(PromptReader):
         """Greedy generation of rendered prompts (:func:`longctx.backends.hf_engine.generate`)."""
         return generate(self, call)
 
-    def final_token_attention(self, rendered: str, layer: int = -1):
+    def final_token_attention(self, rendered: str, layer: int | Sequence[int] = -1):
         """The prompt's token count and the attention its final token pays to every token
-        in ``layer``, averaged over heads (:func:`.hf_attention.final_token_attention`): the
-        :data:`~.base.ATTENTION` capability."""
+        in ``layer`` (or the mean over several layers), averaged over heads
+        (:func:`.hf_attention.final_token_attention`): the :data:`~.base.ATTENTION`
+        capability."""
         ids = self.tokenizer(rendered, add_special_tokens=False).input_ids
         self.check_fits(len(ids), 0)
         return len(ids), final_token_attention(self.model, ids, layer=layer)

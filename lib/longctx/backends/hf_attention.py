@@ -54,10 +54,11 @@ def _heads(x: torch.Tensor, head_dim: int) -> torch.Tensor:
 
 
 def final_token_attention(
-    model, input_ids: torch.Tensor | Sequence[int], layer: int = -1
+    model, input_ids: torch.Tensor | Sequence[int], layer: int | Sequence[int] = -1
 ) -> torch.Tensor:
     """Attention weights from the final token to every token of ``input_ids`` in ``layer``
-    (default: the last), averaged over heads; a float32 CPU tensor of length T summing to 1.
+    (default: the last), averaged over heads; given several layers, the mean over them,
+    captured in one forward pass. A float32 CPU tensor of length T summing to 1.
 
     ``model`` is a ``transformers`` causal LM (or a :class:`longctx.backends.hf.HFBackend`).
     One sequence at a time, no padding.
@@ -68,7 +69,7 @@ def final_token_attention(
         return _final_token_attention(model, input_ids, layer)
 
 
-def _final_token_attention(model, input_ids, layer: int):
+def _final_token_attention(model, input_ids, layer: int | Sequence[int]):
     import torch
 
     model = getattr(model, "model", model) if not isinstance(model, torch.nn.Module) else model
@@ -79,28 +80,40 @@ def _final_token_attention(model, input_ids, layer: int):
         raise ParameterError("final_token_attention takes one sequence (no padding)")
     ids = ids.to(next(model.parameters()).device)
     mods = _attention_modules(model)
-    try:
-        attn = mods[layer]
-    except IndexError:
-        raise ParameterError(f"layer {layer} outside the model's {len(mods)} layers") from None
+    wanted = [layer] if isinstance(layer, int) else list(layer)
+    if not wanted:
+        raise ParameterError("final_token_attention needs at least one layer")
+    indices = []
+    for i in wanted:
+        if not -len(mods) <= i < len(mods):
+            raise ParameterError(f"layer {i} outside the model's {len(mods)} layers")
+        indices.append(i % len(mods))
+    deepest = max(indices)
+    captured: dict[int, tuple] = {}
+    handles = []
 
-    captured: dict = {}
+    def hook_for(index: int):
+        def hook(module, args, kwargs):
+            hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+            captured[index] = (hidden, kwargs.get("position_embeddings"))
+            if index == deepest:  # nothing deeper is needed: stop the forward pass here
+                raise _Captured
 
-    def hook(module, args, kwargs):
-        captured["hidden"] = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
-        captured["rope"] = kwargs.get("position_embeddings")
-        raise _Captured
+        return hook
 
-    handle = attn.register_forward_pre_hook(hook, with_kwargs=True)
+    for index in sorted(set(indices)):
+        handles.append(mods[index].register_forward_pre_hook(hook_for(index), with_kwargs=True))
     try:
         model(input_ids=ids, use_cache=False)
     except _Captured:
         pass
     finally:
-        handle.remove()
-    if "hidden" not in captured:
+        for handle in handles:
+            handle.remove()
+    if deepest not in captured:
         raise ParameterError("the attention layer was never called; cannot capture its input")
-    return _softmax_row(attn, captured["hidden"], captured["rope"])
+    rows = [_softmax_row(mods[i], *captured[i]) for i in indices]
+    return rows[0] if len(rows) == 1 else torch.stack(rows).mean(0)
 
 
 def _softmax_row(attn, hidden: torch.Tensor, rope) -> torch.Tensor:
