@@ -123,3 +123,28 @@ def test_a_backend_without_attention_has_it_computed_from_the_same_weights_in_to
     rows = reader.store(tmp_path, "sel").rows()
     key = attention_key(reader.ref.fingerprint, items[0]["prompt"], "auto", -1, False)
     assert [r["key"] for r in rows] == [key] and 0 <= rows[0]["abs"]
+
+
+def test_an_attention_block_gives_each_document_its_share_over_several_layers(tmp_path):
+    """The mitigations chapter's attention stage: an item listing its documents gets each
+    one's share of the final token's attention, averaged over the block's layers, in a row
+    keyed by its documents and layers (and found again by that key)."""
+    from longctx.attention import attention_key
+    from longctx.reader import Reader
+    from longctx.runner import Block, content_key, run
+
+    reader = Reader("smollm2-135m-instruct")
+    docs = [
+        "Document [1](Title: Rome) Rome is in Italy.",
+        "Document [2](Title: Oslo) Oslo is cold.",
+    ]
+    items = [{"prompt": "\n".join(docs) + "\nQuestion: where is Rome?", "documents": docs}]
+    block = Block("mass", "att", [], True, attention=items, attention_layer=(-2, -1))
+    run([block], reader, tmp_path, progress=False, log=lambda _: None)
+    (row,) = reader.store(tmp_path, "att").rows()
+    key = attention_key(reader.ref.fingerprint, items[0]["prompt"], "auto", (-2, -1), False, docs)
+    assert row["key"] == key == content_key(row) and row["layer"] == [-2, -1]
+    mass = row["document_mass"]
+    assert len(mass) == 2 and all(0 < m < 1 for m in mass) and sum(mass) < 1
+    again = run([block], reader, tmp_path, progress=False, log=lambda _: None)
+    assert again.blocks[0]["stored"] == 1 and again.blocks[0]["generated"] == 0

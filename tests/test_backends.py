@@ -70,7 +70,7 @@ def test_the_registry_refuses_a_taken_name_a_partial_class_and_an_unknown_capabi
             register("partial")(Partial)
         with pytest.raises(TypeError, match=r"not \['telepathy'\]"):
             register("odd", capabilities=("generate", "telepathy"))(Whole)
-        with pytest.raises(TypeError, match="claims 'attention' but has no final_token_attention"):
+        with pytest.raises(TypeError, match="claims 'attention' but lacks final_token_attention"):
             register("seer", capabilities=("generate", "attention"))(Whole)
         register("whole")(Whole)
         assert backends.backend_class("whole") is Whole

@@ -49,9 +49,20 @@ def attention_balance_score(attention: Sequence[float] | torch.Tensor) -> float:
 
 
 def attention_key(
-    fingerprint: str, prompt: str, prompt_mode: str, layer: int, keep_vector: bool
+    fingerprint: str,
+    prompt: str,
+    prompt_mode: str,
+    layer: int | Sequence[int],
+    keep_vector: bool,
+    documents: Sequence[str] | None = None,
 ) -> str:
-    payload = json.dumps([fingerprint, prompt, prompt_mode, layer, keep_vector], ensure_ascii=False)
+    """The store key of a prompt's attention row: its weights, prompt, prompt mode, layer(s),
+    whether the vector is kept and, where each document's share is asked, the documents."""
+    layer = layer if isinstance(layer, int) else list(layer)
+    parts = [fingerprint, prompt, prompt_mode, layer, keep_vector]
+    if documents is not None:  # rows without documents keep the keys they always had
+        parts.append(list(documents))
+    payload = json.dumps(parts, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -61,22 +72,32 @@ def attention_rows(
     reader,
     *,
     load: Callable[[], object] | None = None,
-    layer: int = -1,
+    layer: int | Sequence[int] = -1,
     keep_vector: bool = False,
     progress: bool = True,
 ) -> list[dict]:
-    """Final-token attention of each item's ``prompt`` (rendered for the model), scored
-    with ABS; one cached row per prompt in ``store`` (a :class:`~longctx.store.ResultsStore`).
+    """Final-token attention of each item's ``prompt`` (rendered for the model) in
+    ``layer`` (or the mean over several layers), scored with ABS; one cached row per prompt
+    in ``store`` (a :class:`~longctx.store.ResultsStore`).
 
     Each row keeps the item's other fields, the prompt's token count, the ABS, the
     seconds the forward pass took and, with ``keep_vector``, the attention vector
-    itself (for plots). ``reader`` (a :class:`~longctx.reader.Reader`) is loaded (``load``,
-    default its own) only when some prompt is not cached; attention needs the weights in
-    torch, so any backend but ``hf`` is a one-line error then.
+    itself (for plots); an item that lists its ``documents`` (their text as the prompt
+    holds it) gets each one's share of the attention, ``document_mass``. ``reader`` (a
+    :class:`~longctx.reader.Reader`) is loaded (``load``, default its own) only when some
+    prompt is not cached; attention needs the weights in torch, so any backend but ``hf`` is
+    a one-line error then.
     """
     ref = reader.ref
     keys = [
-        attention_key(ref.fingerprint, it["prompt"], reader.prompt_mode, layer, keep_vector)
+        attention_key(
+            ref.fingerprint,
+            it["prompt"],
+            reader.prompt_mode,
+            layer,
+            keep_vector,
+            it.get("documents"),
+        )
         for it in items
     ]
     existing = {r["key"]: r for r in store.rows()}
@@ -87,20 +108,28 @@ def attention_rows(
         for i in tqdm(missing, desc=f"{reader.model}: final-token attention", disable=not progress):
             item = items[i]
             start = time.perf_counter()
-            n_tokens, vec = lm.final_token_attention(lm.render(item["prompt"]), layer)
+            rendered = lm.render(item["prompt"])
+            n_tokens, vec = lm.final_token_attention(rendered, layer)
             seconds = time.perf_counter() - start
+            extra = {}
+            if item.get("documents") is not None:
+                spans = token_spans(
+                    lm.token_offsets(rendered), char_spans(rendered, item["documents"])
+                )
+                extra["document_mass"] = [round(m, 7) for m in document_mass(vec.tolist(), spans)]
             row = {
                 "key": keys[i],
                 "model": reader.model,
                 "model_fingerprint": ref.fingerprint,
                 "prompt_mode": reader.prompt_mode,
-                "layer": layer,
+                "layer": layer if isinstance(layer, int) else list(layer),
                 **item,
                 "tokens": n_tokens,
                 "abs": attention_balance_score(vec),
                 "seconds": round(seconds, 4),
                 "device": lm.device,
                 "longctx_version": __version__,
+                **extra,
             }
             if keep_vector:
                 row["attention"] = [round(float(x), 7) for x in vec]

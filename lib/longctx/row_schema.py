@@ -113,12 +113,13 @@ ATTENTION = RowSchema(
     "abs",
     (
         *_PROVENANCE,
-        Field("layer", (INTEGER,)),
+        Field("layer", (INTEGER, LIST)),  # one layer, or the layers averaged
         Field("tokens", (INTEGER,)),
         Field("abs", (NUMBER,)),
         Field("seconds", (NUMBER,)),
         Field("device", (TEXT,)),
         Field("attention", (LIST,), required=False),  # the vector, where it was kept
+        Field("document_mass", (LIST,), required=False),  # per document, where asked
     ),
 )
 

@@ -115,6 +115,7 @@ class Block:
     whole_units: bool = False  # run example by example (see chunks)
     keep_vector: bool = False
     followup_experiment: str | None = None
+    attention_layer: int | tuple[int, ...] = -1  # the layer an attention block reads, or layers
     reader: Reader | None = None
 
     def answered_by(self, reader: Reader) -> Reader:
@@ -415,7 +416,12 @@ def block_keys(block: Block, reader: Reader) -> list[str]:
     if block.attention is not None:
         return [
             attention_key(
-                reader.ref.fingerprint, it["prompt"], reader.prompt_mode, -1, block.keep_vector
+                reader.ref.fingerprint,
+                it["prompt"],
+                reader.prompt_mode,
+                block.attention_layer,
+                block.keep_vector,
+                it.get("documents"),
             )
             for it in block.attention
         ]
@@ -443,7 +449,12 @@ def content_key(row: dict) -> str | None:
     try:
         if "abs" in row and "layer" in row:  # a final-token attention row
             return attention_key(
-                fingerprint, row["prompt"], row["prompt_mode"], row["layer"], "attention" in row
+                fingerprint,
+                row["prompt"],
+                row["prompt_mode"],
+                row["layer"],
+                "attention" in row,
+                row.get("documents"),
             )
         asked, params = row.get("request"), row["params"]
         if not isinstance(asked, dict):
@@ -860,6 +871,7 @@ class _Run:
             weights,
             load=self.lazy if weights is self.reader else None,
             keep_vector=block.keep_vector,
+            layer=block.attention_layer,
             progress=self.progress,
         )
         entry["generated"] += len(todo)

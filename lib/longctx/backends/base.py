@@ -101,10 +101,11 @@ def register(name: str, capabilities: Sequence[str] = (GENERATE,)):
             raise TypeError(
                 f"backend {cls.__qualname__} lacks {', '.join(missing)} of the Backend interface"
             )
-        if ATTENTION in capabilities and not callable(getattr(cls, "final_token_attention", None)):
+        needs = ("final_token_attention", "token_offsets")
+        if ATTENTION in capabilities and not all(callable(getattr(cls, m, None)) for m in needs):
             raise TypeError(
-                f"backend {cls.__qualname__} claims {ATTENTION!r} but has no "
-                "final_token_attention(rendered, layer)"
+                f"backend {cls.__qualname__} claims {ATTENTION!r} but lacks "
+                "final_token_attention(rendered, layer) or token_offsets(rendered)"
             )
         unknown = set(capabilities) - _CAPABILITIES
         if GENERATE not in capabilities or unknown:

@@ -166,6 +166,12 @@ class HFBackend(PromptReader):
         self.check_fits(len(ids), 0)
         return len(ids), final_token_attention(self.model, ids, layer=layer)
 
+    def token_offsets(self, rendered: str) -> list[tuple[int, int]]:
+        """The character span of each token of ``rendered``, as :meth:`final_token_attention`
+        tokenizes it (what maps a document's characters to its tokens)."""
+        enc = self.tokenizer(rendered, add_special_tokens=False, return_offsets_mapping=True)
+        return [tuple(span) for span in enc["offset_mapping"]]
+
     def run_params(self) -> dict:
         """Provenance of this backend's runs, stored with every row."""
         return {
