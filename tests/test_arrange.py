@@ -32,7 +32,8 @@ def test_the_shuffle_control_is_seeded_by_the_example_reproducible_and_keeps_eve
     other_question = T.Arrange("shuffle", seed=3).apply(replace(ex, example_id="q2"))
     assert _titles(other_seed) != _titles(once) != _titles(other_question)
     assert once.settings["arrangement"] == "shuffle"
-    assert T.recorded_fields(once)["arrangement"] == "shuffle"  # its prompts get their own keys
+    # its prompts get their own keys, and say where the gold stood before
+    assert T.recorded_fields(once) == {"arrangement": "shuffle", "arranged_from": 9}
 
 
 def test_edges_put_the_most_relevant_items_at_both_ends_as_langchain_does():
@@ -105,3 +106,27 @@ def test_each_document_finds_its_tokens_in_the_rendered_prompt():
     assert token_spans(offsets, spans) == [(2, 6), (6, 9)]
     with pytest.raises(ParameterError, match="is not in the prompt"):
         char_spans(prompt, ["Document [3]"])
+
+
+def test_an_arranged_prompt_is_the_baseline_prompt_reordered_with_a_key_of_its_own():
+    from longctx.tasks import multidoc_qa as qa
+    from longctx.tasks import render
+
+    oracle = qa.read_oracle()
+    (ex,) = qa.attach_distractors(oracle[:1], 19, pool=oracle, progress=False)
+    (baseline,) = qa.make_requests([ex], 20, [0.5])
+    chain = [T.Competitors(19), T.Position(10), T.QueryAware(False)]
+    rebuilt = render(T.apply(qa.to_example(ex), chain))
+    assert rebuilt == baseline  # the transforms rebuild the multi-document chapter's prompt
+    shuffled = render(T.apply(qa.to_example(ex), [*chain, T.Arrange("shuffle", seed=0)]))
+    assert shuffled.condition["arrangement"] == "shuffle"
+    assert shuffled.condition["arranged_from"] == baseline.condition["gold_index"] == 9
+    assert shuffled.prompt != baseline.prompt
+    lines = [line for line in shuffled.prompt.splitlines() if line.startswith("Document [")]
+    gold = f"(Title: {ex.gold.title}) {ex.gold.text}"
+    assert lines[shuffled.condition["gold_index"]].endswith(gold)
+    assert sorted(line.split("]", 1)[1] for line in lines) == sorted(
+        line.split("]", 1)[1]
+        for line in baseline.prompt.splitlines()
+        if line.startswith("Document [")
+    )

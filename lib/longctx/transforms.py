@@ -323,15 +323,16 @@ class Arrange(Transform):
 
     ``scores`` has one number per item in the context's current order (BM25 against the
     question, attention mass, calibrated attention); ``label`` names them in the
-    condition (``arrangement``), so each fix's prompts have keys of their own. Ties keep
-    the current order."""
+    condition (``arrangement``), so each fix's prompts have keys of their own, and the
+    condition keeps where the gold item stood before (``arranged_from``), which pairs the
+    arranged prompt with the one it was made from. Ties keep the current order."""
 
     rule: str
     scores: tuple[float, ...] = ()
     seed: int = 0
     label: str = ""
     name: ClassVar[str] = "arrange"
-    records: ClassVar[tuple[str, ...]] = ("arrangement",)
+    records: ClassVar[tuple[str, ...]] = ("arrangement", "arranged_from")
 
     def order(self, example: Example) -> list[int]:
         """The new order, as indices into ``example.items``."""
@@ -357,7 +358,9 @@ class Arrange(Transform):
     def apply(self, example: Example) -> Example:
         items = tuple(example.items[i] for i in self.order(example))
         label = self.rule if self.rule == "shuffle" else f"{self.rule} by {self.label or 'score'}"
-        return replace(example, items=items).set(arrangement=label)
+        return replace(example, items=items).set(
+            arrangement=label, arranged_from=example.gold_index
+        )
 
 
 @register
