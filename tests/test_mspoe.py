@@ -89,3 +89,42 @@ def test_ms_poe_refuses_a_batch_and_impossible_ratios():
     with pytest.raises(ParameterError, match="one prompt at a time"):
         with torch.inference_mode(), multiscale_positions(model):
             model(torch.cat([IDS, IDS]))
+
+
+def test_a_block_read_with_ms_poe_goes_through_the_runner_with_keys_of_its_own(tmp_path):
+    """Through the runner on a shipped reader: ratios of 1 answer as the plain reader does;
+    the rows record the ratios, their requests say so in the condition, and a backend
+    without rescaled positions refuses in one line before loading anything."""
+    from dataclasses import replace
+
+    from longctx.errors import CapabilityError
+    from longctx.reader import Reader
+    from longctx.requests import Request, StopRule
+    from longctx.runner import Block, positions_label, run
+
+    reader = Reader("smollm2-135m-instruct")
+    plain = [
+        Request("t", f"q{i}", f"Name a colour that starts with {c}.", (), {"n": i}, 8, StopRule())
+        for i, c in enumerate("BGR")
+    ]
+    label = positions_label((1.0, 1.0))
+    rescaled = [replace(r, condition={**r.condition, "positions": label}) for r in plain]
+    blocks = [
+        Block("plain", "p", plain),
+        Block("ms-poe", "m", rescaled, positions=(1.0, 1.0)),
+    ]
+    run(blocks, reader, tmp_path, batch_size=1, progress=False, log=lambda _: None)
+    before = [r["output"] for r in reader.store(tmp_path, "p").rows()]
+    after = reader.store(tmp_path, "m").rows()
+    assert [r["output"] for r in after] == before
+    assert all(r["params"]["positions"] == [1.0, 1.0] for r in after)
+    with pytest.raises(ParameterError, match="positions='ms-poe 1-1' in its condition"):
+        run([Block("bad", "b", plain, positions=(1.0, 1.0))], reader, tmp_path, progress=False)
+    with pytest.raises(CapabilityError, match="Ms-PoE"):
+        run(
+            [Block("cpp", "c", rescaled, positions=(1.0, 1.0))],
+            Reader(reader.model, "llamacpp"),
+            tmp_path,
+            progress=False,
+            log=lambda _: None,
+        )

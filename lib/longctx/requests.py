@@ -93,7 +93,8 @@ class GenerateCall:
     ``stop_rules``: one rule for all, one per prompt, or None (the default rule);
     ``on_batch(indices, generations)`` receives answers as they finish, so a caller can store
     them (an interrupted run loses at most one batch); no work starts after ``stop_at`` (a
-    :func:`time.time` value: a run's deadline), and the prompts left are None."""
+    :func:`time.time` value: a run's deadline), and the prompts left are None. ``positions``
+    asks a backend with rescaled positions to read with Ms-PoE between those ratios."""
 
     prompts: Sequence[str]
     max_new_tokens: int
@@ -103,6 +104,7 @@ class GenerateCall:
     desc: str = "generating"
     on_batch: Callable | None = None
     stop_at: float | None = None
+    positions: tuple[float, float] | None = None  # Ms-PoE's (low, high) ratios, one prompt a batch
 
 
 def _is_lead_in(line: str) -> bool:

@@ -24,14 +24,14 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import __version__
 from .attention import attention_key, attention_rows
 from .backends import backend_class, prompts_need
-from .backends.base import ATTENTION, PromptReader
-from .errors import DataFileError, LongctxError
+from .backends.base import ATTENTION, RESCALED_POSITIONS, PromptReader
+from .errors import DataFileError, LongctxError, ParameterError
 from .models import context_window, load_tokenizer, model_slug
 from .padding import FILLER_SLOT, MASKED_GAP, TOKEN_SLOT, encode_prompt, expand_fillers
 from .reader import Reader
@@ -104,7 +104,9 @@ class Block:
 
     ``reader`` is who answers the block where it is not the run's reader (the tagging
     chapter's LLM tagger): its rows go to that reader's store, and the run loads that model
-    for the block, in place of its own."""
+    for the block, in place of its own. ``positions`` (low, high) reads the block with
+    Ms-PoE's rescaled positions; each of its requests says so in its condition
+    (``positions``, :func:`positions_label`), so its rows have keys of their own."""
 
     name: str
     experiment: str
@@ -116,6 +118,7 @@ class Block:
     keep_vector: bool = False
     followup_experiment: str | None = None
     attention_layer: int | tuple[int, ...] = -1  # the layer an attention block reads, or layers
+    positions: tuple[float, float] | None = None  # Ms-PoE's ratios the block is read with
     reader: Reader | None = None
 
     def answered_by(self, reader: Reader) -> Reader:
@@ -129,6 +132,12 @@ class Block:
     @property
     def size(self) -> int:
         return len(self.attention) if self.attention is not None else len(self.requests)
+
+
+def positions_label(positions: tuple[float, float]) -> str:
+    """The condition value of a request read with Ms-PoE between ``positions``' ratios."""
+    low, high = positions
+    return f"ms-poe {low:g}-{high:g}"
 
 
 def all_requests(blocks: Sequence[Block]) -> list[Request]:
@@ -196,12 +205,21 @@ def generate_missing(
     params: dict | None = None,
     load: Callable[[], object] | None = None,
     stop_at: float | None = None,
+    positions: tuple[float, float] | None = None,
 ) -> list[dict]:
     """Answer every request, reusing rows already in ``store``; one row per request, in order.
 
     ``load`` (default :meth:`Reader.load`) is called only if some request is missing. With
     ``stop_at`` (a :func:`time.time` value) the backend starts nothing after it and the rows
-    it completed are kept; the requests left unanswered have no row in the result."""
+    it completed are kept; the requests left unanswered have no row in the result. With
+    ``positions``, every request is read with Ms-PoE between those ratios (a backend with
+    rescaled positions, one prompt a batch), and each must say so in its condition."""
+    if positions is not None:
+        label = positions_label(positions)
+        if any(r.condition.get("positions") != label for r in requests):
+            raise ParameterError(
+                f"a request read with Ms-PoE must have positions={label!r} in its condition"
+            )
     keys = [request_key(reader.fingerprint, r, reader.prompt_mode) for r in requests]
     if len(set(keys)) != len(keys):
         raise ValueError(
@@ -212,59 +230,73 @@ def generate_missing(
     if missing:
         for need in prompts_need(requests[i].prompt for i in missing):
             reader.require(need)
+        if positions is not None:
+            reader.require(RESCALED_POSITIONS)
+            batch_size = 1
         check_windows([requests[i] for i in missing], reader)
         lm = (load or reader.load)()
         if lm.backend != reader.backend.name:
             raise ValueError(
                 f"load() gave a {lm.backend!r} backend for backend={reader.backend.name!r}"
             )
-        # Group by generation settings, since one batch shares max_new_tokens.
-        groups: dict[int, list[int]] = {}
-        for i in missing:
-            groups.setdefault(requests[i].max_new_tokens, []).append(i)
         run_params = {"batch_size": batch_size, **lm.run_params(), **(params or {})}
+        if positions is not None:
+            run_params["positions"] = list(positions)
         if progress and (
             note := numerics_note(
                 existing.values(), run_params, next(iter(store.files), store.path)
             )
         ):
             print(note, file=sys.stderr)
-        for max_new, idxs in groups.items():
-            rendered = [lm.render(requests[i].prompt, system=requests[i].system) for i in idxs]
-
-            def persist(batch, gens, idxs=idxs, rendered=rendered):
-                rows = [
-                    make_row(
-                        keys[idxs[b]],
-                        requests[idxs[b]],
-                        g,
-                        model=reader.model,
-                        fingerprint=reader.ref.fingerprint,
-                        prompt_mode=reader.prompt_mode,
-                        rendered_prompt=rendered[b],
-                        params=run_params,
-                        backend=reader.identity or "hf",
-                    )
-                    for b, g in zip(batch, gens)
-                ]
-                store.append(rows)
-                existing.update({r["key"]: r for r in rows})
-
-            lm.generate(
-                GenerateCall(
-                    rendered,
-                    max_new_tokens=max_new,
-                    stop_rules=[requests[i].stop for i in idxs],
-                    batch_size=batch_size,
-                    progress=progress,
-                    on_batch=persist,
-                    desc=f"{reader.label} ({len(idxs)} new prompts)",
-                    stop_at=stop_at,
-                )
-            )
-            if stop_at is not None and time.time() >= stop_at:
-                break
+        call = GenerateCall(
+            [], 1, batch_size=batch_size, progress=progress, stop_at=stop_at, positions=positions
+        )
+        _answer_missing(lm, call, requests, keys, missing, store, reader, run_params, existing)
     return answered(requests, keys, existing, store)
+
+
+def _answer_missing(
+    lm, call: GenerateCall, requests, keys, missing, store, reader, run_params, existing
+) -> None:
+    """Generate the ``missing`` requests with ``lm`` in groups of one token budget (one
+    batch shares max_new_tokens), each batch stored as it finishes; ``call`` holds the
+    settings every group shares."""
+    groups: dict[int, list[int]] = {}
+    for i in missing:
+        groups.setdefault(requests[i].max_new_tokens, []).append(i)
+    for max_new, idxs in groups.items():
+        rendered = [lm.render(requests[i].prompt, system=requests[i].system) for i in idxs]
+
+        def persist(batch, gens, idxs=idxs, rendered=rendered):
+            rows = [
+                make_row(
+                    keys[idxs[b]],
+                    requests[idxs[b]],
+                    g,
+                    model=reader.model,
+                    fingerprint=reader.ref.fingerprint,
+                    prompt_mode=reader.prompt_mode,
+                    rendered_prompt=rendered[b],
+                    params=run_params,
+                    backend=reader.identity or "hf",
+                )
+                for b, g in zip(batch, gens)
+            ]
+            store.append(rows)
+            existing.update({r["key"]: r for r in rows})
+
+        lm.generate(
+            replace(
+                call,
+                prompts=rendered,
+                max_new_tokens=max_new,
+                stop_rules=[requests[i].stop for i in idxs],
+                on_batch=persist,
+                desc=f"{reader.label} ({len(idxs)} new prompts)",
+            )
+        )
+        if call.stop_at is not None and time.time() >= call.stop_at:
+            break
 
 
 def answered(
@@ -897,6 +929,7 @@ class _Run:
                 progress=self.progress,
                 params=self.params,
                 stop_at=self.stop_at,
+                positions=block.positions,
             )
             entry["generated"] += len(answered)
             entry["seconds"] += time.time() - t0

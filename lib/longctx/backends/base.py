@@ -21,9 +21,11 @@ from ..padding import MASKED_GAP
 from ..requests import GenerateCall, Generation
 
 GENERATE, MASKED_PADDING, ATTENTION = "generate", "masked_padding", "attention"
+RESCALED_POSITIONS = "rescaled_positions"  # Ms-PoE: each head's positions divided by a ratio
 _NEEDS = {
     MASKED_PADDING: "masked padding needs the model's weights in torch",
     ATTENTION: "attention weights need the model's weights in torch",
+    RESCALED_POSITIONS: "Ms-PoE's rescaled positions need the model's weights in torch",
 }
 
 
@@ -80,7 +82,7 @@ _REGISTRY: dict[str, type] = {}
 
 
 _INTERFACE = ("load", "render", "count_tokens", "check_fits", "generate", "run_params")
-_CAPABILITIES = frozenset({GENERATE, MASKED_PADDING, ATTENTION})
+_CAPABILITIES = frozenset({GENERATE, MASKED_PADDING, ATTENTION, RESCALED_POSITIONS})
 
 
 def register(name: str, capabilities: Sequence[str] = (GENERATE,)):

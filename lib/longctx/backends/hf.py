@@ -14,7 +14,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import ParameterError, UnknownModelError
@@ -32,6 +32,7 @@ from .base import (
     ATTENTION,
     GENERATE,
     MASKED_PADDING,
+    RESCALED_POSITIONS,
     LoadTarget,
     PromptReader,
     chat_mode,
@@ -40,6 +41,7 @@ from .base import (
 )
 from .hf_attention import final_token_attention
 from .hf_engine import generate
+from .hf_mspoe import multiscale_positions
 
 
 def pick_device(device: str = "auto") -> str:
@@ -121,7 +123,7 @@ def pick_dtype(dtype: str, device: str):
     return table[dtype]
 
 
-@register("hf", capabilities=(GENERATE, MASKED_PADDING, ATTENTION))
+@register("hf", capabilities=(GENERATE, MASKED_PADDING, ATTENTION, RESCALED_POSITIONS))
 @dataclass
 class HFBackend(PromptReader):
     """The ``hf`` backend: transformers weights in torch, generation by :mod:`longctx.backends.hf_engine`."""
@@ -154,8 +156,13 @@ class HFBackend(PromptReader):
         )
 
     def generate(self, call: GenerateCall) -> list[Generation | None]:
-        """Greedy generation of rendered prompts (:func:`longctx.backends.hf_engine.generate`)."""
-        return generate(self, call)
+        """Greedy generation of rendered prompts (:func:`longctx.backends.hf_engine.generate`);
+        with ``call.positions``, read with Ms-PoE (:func:`.hf_mspoe.multiscale_positions`),
+        one prompt at a time."""
+        if call.positions is None:
+            return generate(self, call)
+        with multiscale_positions(self.model, *call.positions):
+            return generate(self, replace(call, batch_size=1))
 
     def final_token_attention(self, rendered: str, layer: int | Sequence[int] = -1):
         """The prompt's token count and the attention its final token pays to every token
