@@ -913,3 +913,25 @@ def test_every_chapter_is_a_package_of_one_shape_and_no_module_is_over_700_lines
         if (n := len(p.read_text().splitlines())) > 700
     }
     assert not long, long
+
+
+def test_a_chain_of_stages_is_read_back_from_the_store_its_last_stage_writes(tmp_path):
+    """A block whose second stage has a stage of its own declares every store the chain
+    writes to; the rows of the last stage are then found from the first block alone."""
+    from longctx.requests import Request
+    from longctx.runner import Block, stored_in
+
+    def ask(name):
+        return [Request("t", f"{name}0", f"prompt {name}", ("a",), {"stage": name})]
+
+    def third(rows):
+        return Block("third", "c", ask("c"))
+
+    def second(rows):
+        return Block("second", "b", ask("b"), followup=third, followup_experiment="c")
+
+    first = Block("first", "a", ask("a"), True, second, followup_experiment=("b", "c"))
+    run([first], Reader(MODEL), tmp_path, load=_AnsweringLM, progress=False, log=lambda _: None)
+    rows = stored_in([first], "c", Reader(MODEL), tmp_path)
+    assert [r["condition"]["stage"] for r in rows] == ["c"]
+    assert first.writes_to("b") and first.writes_to("c") and not first.writes_to("d")

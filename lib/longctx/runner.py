@@ -96,7 +96,8 @@ class Block:
     optionally a second stage built from this block's stored rows (retrieve-then-solve, or
     C-NORM's QA prompts built with the delimiter its attention rows chose). ``followup``
     returns requests (same experiment) or a whole :class:`Block`, whose experiment is
-    ``followup_experiment`` where it is not this block's.
+    ``followup_experiment`` where it is not this block's (a tuple where the second stage
+    has stages of its own that write elsewhere: every store the chain below writes to).
 
     An *attention* block has no generations: ``attention`` lists items (a ``prompt`` plus
     fields to keep) whose final-token attention is scored and cached, hf only
@@ -116,7 +117,7 @@ class Block:
     attention: list[dict] | None = field(default=None, repr=False)
     whole_units: bool = False  # run example by example (see chunks)
     keep_vector: bool = False
-    followup_experiment: str | None = None
+    followup_experiment: str | tuple[str, ...] | None = None
     attention_layer: int | tuple[int, ...] = -1  # the layer an attention block reads, or layers
     positions: tuple[float, float] | None = None  # Ms-PoE's ratios the block is read with
     reader: Reader | None = None
@@ -127,7 +128,10 @@ class Block:
 
     def writes_to(self, experiment: str) -> bool:
         """Whether this block, or its second stage, stores rows in ``experiment``."""
-        return experiment in (self.experiment, self.followup_experiment or self.experiment)
+        later = self.followup_experiment or ()
+        return experiment == self.experiment or experiment in (
+            (later,) if isinstance(later, str) else later
+        )
 
     @property
     def size(self) -> int:
