@@ -1,0 +1,166 @@
+"""Effective length: how much of its window a reader really uses, with an interval on the
+length itself.
+
+Three public definitions, each applied to one accuracy curve (accuracy by prompt length, the
+same needles at every length):
+
+* NoLiMa's: the longest length at which accuracy stays at or above 85% of the reader's own
+  short-context *base* (its mean accuracy at 250, 500 and 1K tokens);
+* RULER's: the longest length at which accuracy stays at or above 85.6% (Llama-2-7B's
+  score at 4K, an absolute bar);
+* LongScore (100-LongBench), not a length but a curve: at each length ``(S_l - base) / base``.
+
+"Stays" is read as the papers' tables read it: the effective length is the last length
+before the first one that falls below the bar; a reader that never falls below it has an
+effective length of *at least* the longest length tested, and one below it at the shortest
+has none. The interval on the length resamples the needles (each needle's answers at every
+length move together), recomputes the curve, the base and the effective length each time
+and takes the 2.5th and 97.5th percentiles on the tested grid; its seed comes from the
+sorted needle ids, so the same rows in any order give the same bytes on any machine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .errors import ParameterError
+from .metrics import content_seed, randrange_draws
+
+NOLIMA_SHARE = 0.85  # of the reader's own base
+NOLIMA_BASE_LENGTHS = (250, 500, 1000)
+RULER_BAR = 85.6  # Llama-2-7B at 4K, in %
+RESAMPLES = 1000
+DEFINITIONS = ("nolima", "ruler")
+
+
+def tokens_text(length: float) -> str:
+    """A length on the grid in words people read: 250, 1K, 32K."""
+    if length >= 1000 and length % 1000 == 0:
+        return f"{int(length // 1000)}K"
+    return f"{length:,.0f}"
+
+
+@dataclass(frozen=True)
+class EffectiveLength:
+    """One reader's effective length under one ``definition``: ``length`` (None: below the
+    bar already at the shortest length tested), ``at_least`` (never below the bar: the
+    length is the longest tested), the percentile interval ``low``-``high`` on the grid
+    (0: below the shortest; ``math.inf``: never below), the ``bar`` in %, ``n`` needles
+    and the ``shortest`` length tested."""
+
+    definition: str
+    length: float | None
+    at_least: bool
+    low: float
+    high: float
+    bar: float
+    n: int
+    shortest: float
+
+    def text(self) -> str:
+        """ "4K [2K, 8K]", "≥ 32K [16K, never below]", "< 250 [< 250, 500]"."""
+        return f"{self._point()} [{self._bound(self.low)}, {self._bound(self.high)}]"
+
+    def _point(self) -> str:
+        if self.length is None:
+            return f"< {tokens_text(self.shortest)}"
+        return ("≥ " if self.at_least else "") + tokens_text(self.length)
+
+    def _bound(self, value: float) -> str:
+        if value == 0:
+            return f"< {tokens_text(self.shortest)}"
+        if math.isinf(value):
+            return "never below"
+        return tokens_text(value)
+
+
+def unit_matrix(
+    rows: pd.DataFrame, *, length: str = "length", unit: str = "example_id", score: str = "correct"
+) -> tuple[list, list, np.ndarray]:
+    """(the lengths in order, the units in sorted order, their mean scores): one row per
+    unit, one column per length, a unit's mean where it has several answers at a length.
+    Every unit must be answered at every length (the design pairs them)."""
+    if rows.empty:
+        raise ParameterError("no rows to measure an effective length on")
+    table = rows.pivot_table(index=unit, columns=length, values=score, aggfunc="mean")
+    if table.isna().any().any():
+        missing = int(table.isna().sum().sum())
+        raise ParameterError(
+            f"{missing} (needle, length) cells have no answer: the effective length pairs every "
+            "needle across the lengths"
+        )
+    table = table.sort_index().sort_index(axis=1)
+    return list(table.columns), list(table.index), table.to_numpy(dtype=float)
+
+
+def bar_of(curve: Sequence[float], lengths: Sequence[float], definition: str) -> float:
+    """The bar in % a curve (accuracy in %, by ``lengths``) must stay at or above."""
+    if definition == "ruler":
+        return RULER_BAR
+    if definition == "nolima":
+        base = [a for a, n in zip(curve, lengths) if n in NOLIMA_BASE_LENGTHS]
+        if not base:
+            raise ParameterError(
+                f"NoLiMa's base is the mean at {list(NOLIMA_BASE_LENGTHS)} tokens; the grid "
+                f"{list(lengths)} has none of them"
+            )
+        return NOLIMA_SHARE * float(np.mean(base))
+    raise ParameterError(f"unknown definition {definition!r}; use one of {DEFINITIONS}")
+
+
+def effective_point(curve: Sequence[float], lengths: Sequence[float], bar: float) -> float:
+    """The last length before the first one below ``bar``: 0 when the shortest is below
+    it, ``math.inf`` when none is (the length is then at least the longest tested)."""
+    below = [i for i, a in enumerate(curve) if a < bar]
+    if not below:
+        return math.inf
+    return 0.0 if below[0] == 0 else float(lengths[below[0] - 1])
+
+
+def effective_length(
+    rows: pd.DataFrame,
+    definition: str,
+    *,
+    length: str = "length",
+    unit: str = "example_id",
+    score: str = "correct",
+    resamples: int = RESAMPLES,
+) -> EffectiveLength:
+    """A reader's effective length under ``definition`` from its ``rows`` (one per needle
+    and length, ``score`` 0/1), with its needle-resampled 95% interval on the grid."""
+    lengths, units, matrix = unit_matrix(rows, length=length, unit=unit, score=score)
+    curve = 100 * matrix.mean(axis=0)
+    bar = bar_of(curve, lengths, definition)
+    point = effective_point(curve, lengths, bar)
+    n = len(units)
+    draws = randrange_draws(content_seed(units), n, n * resamples).reshape(resamples, n)
+    curves = 100 * matrix[draws].mean(axis=1)  # (resamples, lengths)
+    found = np.array([effective_point(c, lengths, bar_of(c, lengths, definition)) for c in curves])
+    low = float(np.percentile(found, 2.5, method="lower"))
+    high = float(np.percentile(found, 97.5, method="higher"))
+    return EffectiveLength(
+        definition,
+        None if point == 0 else (float(lengths[-1]) if math.isinf(point) else point),
+        math.isinf(point),
+        low,
+        high,
+        bar,
+        n,
+        float(lengths[0]),
+    )
+
+
+def longscore(curve: Mapping[float, float]) -> dict[float, float]:
+    """100-LongBench's LongScore at each length: ``(S_l - base) / base``, the base being the
+    mean at NoLiMa's short lengths (250, 500, 1K) where the grid has them."""
+    lengths = sorted(curve)
+    values = [curve[n] for n in lengths]
+    base = bar_of(values, lengths, "nolima") / NOLIMA_SHARE
+    if base == 0:
+        raise ParameterError("the base accuracy is 0: LongScore divides by it")
+    return {n: (curve[n] - base) / base for n in lengths}
