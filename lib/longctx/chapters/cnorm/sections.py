@@ -29,6 +29,7 @@ from ...tables import load_experiment, provenance
 from ...tasks import longbench_v2 as lb
 from ..contract import Run
 from .design import KV, QA, kv_requests
+from .method import NO_FORMAT
 from .numbers import CnormResult, oaa_opa, selection_summary
 
 
@@ -284,10 +285,29 @@ def selection_tables(view: CnormResult) -> list:
     )
     tokens = view.qa.groupby("method")["prompt_tokens"].mean().round(1).reset_index()
     return [
-        selection_summary(sel).round(3).reset_index(),
+        selection_shown(selection_summary(sel)),
         said,
         (tokens, "Mean prompt tokens by method."),
     ]
+
+
+def candidate_label(candidate: str) -> str:
+    """A delimiter candidate in words: "none" is the passages left as they are."""
+    return "none (passages as they are)" if candidate == NO_FORMAT else repr(candidate)
+
+
+def selection_shown(summary: pd.DataFrame) -> pd.DataFrame:
+    """The selection per candidate for people: its ABS mean and sd to three decimals, mean
+    prompt tokens whole, seconds of forward passes whole."""
+    return pd.DataFrame(
+        {
+            "candidate": [candidate_label(c) for c in summary.index],
+            "mean ABS": [f"{v:.3f}" for v in summary["mean_ABS"]],
+            "sd ABS": [f"{v:.3f}" for v in summary["sd_ABS"]],
+            "mean prompt tokens": [f"{v:,.0f}" for v in summary["prompt_tokens"]],
+            "seconds": [f"{v:,.0f}" for v in summary["seconds"]],
+        }
+    )
 
 
 def seed_tables(view: CnormResult) -> list:
@@ -378,8 +398,38 @@ def bench_tables(path: str = "data/bench/attention-cpu.json") -> list:
     return [
         f"`{path}`: {bench['model']} on {bench['device']} ({bench['dtype']}, {bench['cpu_threads']} threads), "
         f"longctx {bench['longctx_version']}",
-        pd.DataFrame(bench["rows"]),
+        bench_table(bench["rows"]),
     ]
+
+
+def bench_table(rows: list[dict]) -> pd.DataFrame:
+    """The attention benchmark for people: seconds to one decimal, MiB whole, ratios as
+    "1.9×", the largest difference from the eager reference in one significant digit, and
+    why the eager reference was skipped where it was."""
+
+    def number(value, form: str) -> str:
+        return "—" if value is None or value != value else format(value, form)
+
+    return pd.DataFrame(
+        [
+            {
+                "prompt tokens": f"{r['tokens']:,}",
+                "ours (s)": number(r.get("fast_seconds"), ".1f"),
+                "ours (MiB)": number(r.get("fast_peak_mib"), ",.0f"),
+                "eager (s)": number(r.get("eager_seconds"), ".1f"),
+                "eager (MiB)": number(r.get("eager_peak_mib"), ",.0f"),
+                "eager ÷ ours, time": number(r.get("time_ratio"), ".1f") + "×"
+                if r.get("time_ratio")
+                else "—",
+                "eager ÷ ours, memory": number(r.get("memory_ratio"), ".0f") + "×"
+                if r.get("memory_ratio")
+                else "—",
+                "largest difference": number(r.get("max_abs_diff"), ".0e"),
+                "note": f"eager skipped: {r['eager_skipped']}" if r.get("eager_skipped") else "",
+            }
+            for r in rows
+        ]
+    )
 
 
 def longbench_tables(view: CnormResult, run: Run) -> list:
@@ -422,15 +472,20 @@ def longbench_tables(view: CnormResult, run: Run) -> list:
 
 
 def stability_tables(view: CnormResult) -> list:
-    """How the selection moves with the number of samples S and with the ratio p."""
+    """How the selection moves with the number of samples S and with the ratio p (the
+    candidates in words)."""
+
+    def named(table: pd.DataFrame, *columns: str) -> pd.DataFrame:
+        return table.assign(**{c: table[c].map(candidate_label) for c in columns})
+
     return [
         (
-            view.stability,
+            named(view.stability, "first S prompts choose", "most frequent"),
             "The delimiter chosen from the first S prompts, and how often each wins over 500 "
             "subsets of size S.",
         ),
         (
-            view.ratio_choice,
+            named(view.ratio_choice, "chosen"),
             "The delimiter chosen when the candidates are formatted at another ratio p.",
         ),
     ]

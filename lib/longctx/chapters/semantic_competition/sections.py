@@ -8,7 +8,7 @@ import pandas as pd
 from ...claims import paper_frame, sizing_table
 from ...metrics import bootstrap_interval
 from ...plots import FigureText, book_figure, condition_bars, retention_curves
-from ...report import percent_words
+from ...report import format_p, percent_words
 from ...runner import Block
 from ...section import Example, Figure, Sections, Shown, Table, parts_of
 from ..contract import Run
@@ -276,11 +276,17 @@ def table1_tables(view: CompetitionResult, paper: dict) -> list:
     ]
 
 
+def recovery_shown(table: pd.DataFrame) -> pd.DataFrame:
+    """A far-minus-hard table for people: its formatted columns, p as the book prints it."""
+    shown = table.drop(columns=analysis.RECOVERY_NUMBERS)
+    return shown.assign(p=shown["p"].map(format_p)) if "p" in shown else shown
+
+
 def table2_tables(view: CompetitionResult, paper: dict) -> list:
     """Far minus hard (Table 2), ours and the paper's, and the questions each needs."""
     return [
         (
-            view.table2.drop(columns=analysis.RECOVERY_NUMBERS),
+            recovery_shown(view.table2),
             "Ours: far minus hard, paired by question.",
         ),
         (paper["table 2"], "The paper's Table 2."),
@@ -305,7 +311,7 @@ def length_tables(view: CompetitionResult, paper: dict) -> list:
     return [
         (view.length_levels, "Each condition at 50- and 80-word snippets, the same questions."),
         (
-            view.length_recovery.drop(columns=analysis.RECOVERY_NUMBERS),
+            recovery_shown(view.length_recovery),
             "Far minus hard at each snippet length.",
         ),
         (paper["length"], "The paper, section 4.4."),
@@ -316,9 +322,7 @@ def beyond_tables(view: CompetitionResult, params: dict) -> list:
     """The matched control at other N, and on NQ-Open when it ran."""
     out = [
         (
-            view.sizes.drop(columns=analysis.RECOVERY_NUMBERS).rename(
-                columns={"tokens": "Tok. hard / far"}
-            ),
+            recovery_shown(view.sizes).rename(columns={"tokens": "Tok. hard / far"}),
             "Far minus hard at other numbers of snippets N.",
         )
     ]
@@ -327,7 +331,7 @@ def beyond_tables(view: CompetitionResult, params: dict) -> list:
         out += [
             (view.nq[0], f"Each condition on {where}."),
             (
-                view.nq[1].drop(columns=analysis.RECOVERY_NUMBERS),
+                recovery_shown(view.nq[1]),
                 f"Far minus hard on {where}, paired by question.",
             ),
         ]
