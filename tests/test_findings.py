@@ -463,6 +463,8 @@ def test_the_record_of_verdict_moves_is_current(table, tmp_path):
     assert set(changes["claim"]) <= set(table["id"])
     moved = findings.moves_markdown(changes)
     assert "premise not met" in moved and moved.startswith("| date | reader | claim |")
+    # claims named in words, not ids
+    assert "`" not in moved and "LitM QA: middle - edges" in moved
     # a verdict that moves without its entry fails, naming the claim
     path = tmp_path / "changes.csv"
     changes[changes["claim"] != "litm-kv-middle"].to_csv(path, index=False)

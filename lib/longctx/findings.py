@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -363,14 +363,16 @@ def verdict_changes(table, path: str | Path | None = None) -> pd.DataFrame:
     return changes
 
 
-def moves_markdown(changes: pd.DataFrame) -> str:
-    """The verdict moves (not the first verdicts) as a table, newest first."""
+def moves_markdown(changes: pd.DataFrame, claims: Sequence[Claim] | None = None) -> str:
+    """The verdict moves (not the first verdicts) as a table, newest first, each claim named
+    in words (its short label from the claims file)."""
     moved = changes[changes["before"] != ""].iloc[::-1]
     if moved.empty:
         return "No verdict has moved since the first recorded ones."
+    short = {c.id: c.short for c in (claims if claims is not None else read_claims())}
     lines = ["| date | reader | claim | before | after | why |", "|---|---|---|---|---|---|"]
     lines += [
-        f"| {r.date} | {r.reader} | `{r.claim}` | {r.before} | {r.after} | {r.why} |"
+        f"| {r.date} | {r.reader} | {short.get(r.claim, r.claim)} | {r.before} | {r.after} | {r.why} |"
         for r in moved.itertuples()
     ]
     return "\n".join(lines)
