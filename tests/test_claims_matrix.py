@@ -472,6 +472,36 @@ def test_a_fragile_verdict_is_shown_with_its_share_and_not_counted_as_decided():
     assert steady.decided and not steady.fragile and "holds 95%" in cell_markdown(steady)
 
 
+def test_a_moved_verdict_says_what_it_was_in_the_cell_the_csv_and_the_terminal():
+    import pandas as pd
+
+    log = pd.DataFrame(
+        [
+            ("2026-11-20", "f", "litm-kv-middle", "", "reproduced", "first verdict"),
+            ("2026-11-26", "f", "litm-kv-middle", "reproduced", "premise not met", "floor rule"),
+            ("2026-11-27", "g", "litm-kv-middle", "", "reproduced", "first verdict"),
+        ],
+        columns=["date", "reader", "claim", "before", "after", "why"],
+    )
+    moves = matrix.last_moves(log)
+    assert set(moves) == {("f", "litm-kv-middle")}  # a first verdict is no move
+    after, move = moves["f", "litm-kv-middle"]
+    assert after == "premise not met" and move.words() == "was: reproduced, moved 2026-11-26"
+    claim = next(c for c in read_claims() if c.id == "litm-kv-middle")
+    col = Column("f", DEFAULT, "hf", Reader())
+    cell = Cell(claim, col, "not run", note="not run: `longctx reproduce`", moved=move)
+    shown = cell_markdown(cell)
+    assert "(was: reproduced, moved 2026-11-26)" in shown and 'title="floor rule"' in shown
+    table = matrix.Matrix([claim], [col], {(claim.id, "f"): cell})
+    row = matrix.frame(table).iloc[0]
+    assert (row["was"], row["moved_on"], row["moved_why"]) == (
+        "reproduced",
+        "2026-11-26",
+        "floor rule",
+    )
+    assert matrix.reader_lines(table)[1].endswith("(was: reproduced, moved 2026-11-26: floor rule)")
+
+
 def test_a_models_backends_are_replications_decided_only_when_they_agree():
     claim = next(c for c in read_claims() if c.id == "sc-hard-hurts")
     hf = Column(DEFAULT, DEFAULT, "hf", Reader())

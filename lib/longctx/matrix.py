@@ -29,7 +29,7 @@ import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 from io import StringIO
@@ -57,7 +57,7 @@ from .claims import (
     verdict_state,
 )
 from .errors import DataFileError, LongctxError, warn_line
-from .findings import estimates, findings_table
+from .findings import estimates, findings_table, read_verdict_changes
 from .models import DEFAULT_MODEL
 from .paths import repo_root
 from .plots import FigureText, claims_grid
@@ -126,6 +126,29 @@ class Column:
 
 
 @dataclass(frozen=True)
+class Move:
+    """A recorded move of a cell's verdict (``data/paper/verdict_changes.csv``): what it
+    ``was``, the ``date`` it moved and ``why``."""
+
+    was: str
+    date: str
+    why: str
+
+    def words(self) -> str:
+        return f"was: {self.was}, moved {self.date}"
+
+
+def last_moves(changes: pd.DataFrame) -> dict[tuple[str, str], tuple[str, Move]]:
+    """(reader folder, claim id) -> (the state it moved to, the move), for each cell whose
+    verdict the log records as having moved (first verdicts are not moves)."""
+    moved = changes[changes["before"] != ""]
+    return {
+        (r.reader, r.claim): (r.after, Move(r.before, r.date, r.why))
+        for r in moved.itertuples()  # in file order: the last move wins
+    }
+
+
+@dataclass(frozen=True)
 class Cell:
     """One claim on one reader (see the module docstring for ``status``)."""
 
@@ -140,6 +163,7 @@ class Cell:
     first_row: datetime | None = None
     floor: str = ""  # the chance floor in words, where the claim has one
     fits: str = ""  # the longest prompt against the window, where the reader's plan says
+    moved: Move | None = None  # the verdict log's last move into this cell's state
 
     @property
     def stability(self) -> float | None:
@@ -463,6 +487,10 @@ def build(
                 first.get(key),
                 ests[col.folder],
             )
+    for (folder, claim_id), (after, move) in last_moves(read_verdict_changes()).items():
+        cell = matrix.cells.get((claim_id, folder))
+        if cell is not None and cell.state == after:  # the log describes these very rows
+            matrix.cells[claim_id, folder] = replace(cell, moved=move)
     return matrix
 
 
@@ -663,6 +691,9 @@ def frame(matrix: Matrix) -> pd.DataFrame:
                     "scale": claim.scale,
                     "paper_effect": claim.paper_effect,
                     "reader_free": reader_free(claim),
+                    "was": cell.moved.was if cell.moved else None,
+                    "moved_on": cell.moved.date if cell.moved else None,
+                    "moved_why": cell.moved.why if cell.moved else None,
                 }
             )
     return pd.DataFrame(out)
@@ -687,7 +718,7 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
         words = SHORT_STATUS[cell.status]
         if cell.status == "running" and cell.estimate:
             words += f" (n = {cell.estimate.n})"
-        return f'<abbr title="{_attr(cell.note)}">{words}</abbr>'
+        return f'<abbr title="{_attr(cell.note)}">{words}</abbr>' + _moved_line(cell)
     est, j = cell.estimate, cell.judgement
     mark = VERDICT_MARK[j.verdict].split(" ", 1)[0]
     pre = f" {NOT_PREREGISTERED}" if cell.preregistered is False else ""
@@ -720,7 +751,15 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
         extra.append(f'<a href="{href}">rows</a>')
     if extra:
         lines.append(" · ".join(extra))
-    return "<br>".join(lines)
+    return "<br>".join(lines) + _moved_line(cell)
+
+
+def _moved_line(cell: Cell) -> str:
+    """Where the verdict log records this cell's state as a move: what it was, and when, the
+    reason in its tooltip."""
+    if not cell.moved:
+        return ""
+    return f'<br><abbr title="{_attr(cell.moved.why)}">({cell.moved.words()})</abbr>'
 
 
 SENSITIVE_WORDS = (
@@ -979,11 +1018,15 @@ def reader_lines(matrix: Matrix) -> list[str]:
                 sensitive = " (backend-sensitive)" if mc.backend_sensitive else ""
                 out.append(
                     f"{claim.id}: {_number(claim, est)}, n = {est.n}, p = {est.p:.3g}{holm}: "
-                    f"{cell.state}{held}{pre}{others}{sensitive}"
+                    f"{cell.state}{held}{pre}{others}{sensitive}{_moved(cell)}"
                 )
             else:
-                out.append(f"{claim.id}: {cell.note}")
+                out.append(f"{claim.id}: {cell.note}{_moved(cell)}")
     return out
+
+
+def _moved(cell: Cell) -> str:
+    return f" ({cell.moved.words()}: {cell.moved.why})" if cell.moved else ""
 
 
 def figure(matrix: Matrix, rows_href=None):
