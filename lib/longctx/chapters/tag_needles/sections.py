@@ -22,7 +22,7 @@ from ...section import Example, Figure, Sections, Shown, Table, parts_of
 from ...tagging import system_prompt
 from ...tasks import tag_needles as tn
 from ..contract import Run
-from .design import EXPERIMENT, requests_for
+from .design import EXPERIMENT, long_cases, requests_for
 from .numbers import Haystack, TagResult, by_depth, drop_rate_text, paper_change
 
 
@@ -340,13 +340,25 @@ def grid_tables(view: TagResult) -> list:
             "The paper reports 250, 500, 16K and 32K tokens; we run 250 to "
             f"{max(view.params['lengths']):,}.",
         ),
-        (
-            grid_sizing(view.main),
-            "From the observed per-question differences. The project's needle set has 48 "
-            "questions; the comparisons below are asked on 154 (the set plus 106 extra "
-            "pairs written to the same rules).",
-        ),
+        (grid_sizing(view.main), sizing_note(view)),
     ]
+
+
+def sizing_note(view: TagResult) -> str:
+    """Where the grid's sizing comes from, and how many needles the sized comparisons ask
+    (the project's set and the extra pairs written to its rules), counted from the sets."""
+    params, text = view.params, view.stack.text
+    own = len(tn.load_cases(params["needle_set"], seed=params["seed"], avoid_text=text))
+    sized = len(long_cases(params, text))
+    extra = (
+        f" (the set plus {sized - own:,} extra pairs written to the same rules)"
+        if sized > own
+        else ""
+    )
+    return (
+        f"From the observed per-question differences. The project's needle set has {own:,} "
+        f"questions; the sized comparisons are asked on {sized:,}{extra}."
+    )
 
 
 def long_tables(view: TagResult) -> list:
