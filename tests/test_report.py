@@ -74,6 +74,21 @@ def test_a_caption_goes_above_the_table_escaped():
     assert html.index("<caption>Counts &lt;by&gt; cell</caption>") < html.index("<thead>")
 
 
+def test_a_tables_p_values_are_written_as_the_prose_writes_them():
+    from unittest import mock
+
+    from longctx.report import show
+
+    frame = pd.DataFrame(
+        {"change": [1.25, -3.5], "p": [0.0525, 0.0004], "p_sign_flip": [0.5, float("nan")]}
+    )
+    with mock.patch("IPython.display.display") as display:
+        show(frame)
+    html = display.call_args[0][0].data
+    assert ">0.052<" in html and "&lt; 0.001" in html and ">0.50<" in html
+    assert "0.0525" not in html and ">1.25<" in html  # other numbers keep their decimals
+
+
 def test_a_p_value_keeps_two_significant_digits_and_its_trailing_zero():
     from longctx.report import format_p
 

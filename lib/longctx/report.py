@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Sequence
 from html import escape
 
@@ -98,6 +99,19 @@ def readable_header(name) -> str:
     return " ".join(HEADER_WORDS.get(part, part.replace("_", " ")) for part in name.split(" "))
 
 
+P_COLUMN = re.compile(r"^p($|[ _(])")  # p, p_sign_flip, p (Holm), p_holm ...
+
+
+def _p_values_as_written(table: pd.DataFrame) -> pd.DataFrame:
+    """p-value columns (named ``p`` or ``p_...``) written as the prose writes p
+    (:func:`format_p`: two significant digits, "< 0.001"), not to the table's decimals."""
+    out = table.copy()
+    for col in out.columns:
+        if P_COLUMN.match(str(col)) and pd.api.types.is_float_dtype(out[col]):
+            out[col] = out[col].map(lambda v: v if pd.isna(v) else format_p(v))
+    return out
+
+
 def _integers_as_integers(table: pd.DataFrame) -> pd.DataFrame:
     """Float columns whose every value is a whole number (counts that passed through a
     mean or a NaN) shown without ``.0``."""
@@ -166,6 +180,7 @@ def show(df, notes: str | None = None, *, caption: str | None = None, index: boo
         table.columns, pd.MultiIndex
     ):  # ("OAA", "mean") -> "OAA mean": no stacked headers
         table.columns = [" ".join(str(p) for p in col if str(p)) for col in table.columns]
+    table = _p_values_as_written(table)
     table.columns = [readable_header(c) for c in table.columns]
     table = _numbers_as_written(_integers_as_integers(table))
     table.columns.name = None
