@@ -910,10 +910,15 @@ class _Run:
             layer=block.attention_layer,
             progress=self.progress,
         )
-        entry["generated"] += len(todo)
-        entry["seconds"] += time.time() - t0
-        self.copier.touched(store)
+        self.done(entry, store, len(todo), t0)
         return True
+
+    def done(self, entry: dict, store, made: int, started: float) -> None:
+        """Count ``made`` rows and the seconds since ``started`` in the block's report
+        entry, and mark ``store`` for the next flat copy."""
+        entry["generated"] += made
+        entry["seconds"] += time.time() - started
+        self.copier.touched(store)
 
     def generate(self, block: Block, store, entry: dict, todo: list[int], reader: Reader) -> bool:
         """Generate a block's missing rows with ``reader`` in chunks of similar length,
@@ -935,9 +940,7 @@ class _Run:
                 stop_at=self.stop_at,
                 positions=block.positions,
             )
-            entry["generated"] += len(answered)
-            entry["seconds"] += time.time() - t0
-            self.copier.touched(store)
+            self.done(entry, store, len(answered), t0)
             self.log(
                 f"[{time.time() - self.started:7.0f} s] {block.name}: "
                 + progress_line(entry["generated"], len(todo), entry["seconds"])
