@@ -98,18 +98,24 @@ def unit_matrix(
     return list(table.columns), list(table.index), table.to_numpy(dtype=float)
 
 
+def short_base(curve: Sequence[float], lengths: Sequence[float]) -> float:
+    """A reader's own short-context base: its mean accuracy at NoLiMa's short lengths
+    (250, 500, 1K tokens) where the grid has them."""
+    base = [a for a, n in zip(curve, lengths) if n in NOLIMA_BASE_LENGTHS]
+    if not base:
+        raise ParameterError(
+            f"NoLiMa's base is the mean at {list(NOLIMA_BASE_LENGTHS)} tokens; the grid "
+            f"{list(lengths)} has none of them"
+        )
+    return float(np.mean(base))
+
+
 def bar_of(curve: Sequence[float], lengths: Sequence[float], definition: str) -> float:
     """The bar in % a curve (accuracy in %, by ``lengths``) must stay at or above."""
     if definition == "ruler":
         return RULER_BAR
     if definition == "nolima":
-        base = [a for a, n in zip(curve, lengths) if n in NOLIMA_BASE_LENGTHS]
-        if not base:
-            raise ParameterError(
-                f"NoLiMa's base is the mean at {list(NOLIMA_BASE_LENGTHS)} tokens; the grid "
-                f"{list(lengths)} has none of them"
-            )
-        return NOLIMA_SHARE * float(np.mean(base))
+        return NOLIMA_SHARE * short_base(curve, lengths)
     raise ParameterError(f"unknown definition {definition!r}; use one of {DEFINITIONS}")
 
 
@@ -159,8 +165,7 @@ def longscore(curve: Mapping[float, float]) -> dict[float, float]:
     """100-LongBench's LongScore at each length: ``(S_l - base) / base``, the base being the
     mean at NoLiMa's short lengths (250, 500, 1K) where the grid has them."""
     lengths = sorted(curve)
-    values = [curve[n] for n in lengths]
-    base = bar_of(values, lengths, "nolima") / NOLIMA_SHARE
+    base = short_base([curve[n] for n in lengths], lengths)
     if base == 0:
         raise ParameterError("the base accuracy is 0: LongScore divides by it")
     return {n: (curve[n] - base) / base for n in lengths}
