@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ..errors import ParameterError
-from .hf_attention import _attention_modules, _heads
+from .hf_attention import _attention_modules, _heads, _model_function
 
 if TYPE_CHECKING:
     import torch
@@ -56,19 +56,13 @@ def head_ratios(share: torch.Tensor, low: float, high: float) -> torch.Tensor:
     return ratios
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    import torch
-
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
-
-
 class _Layer:
     """One patched attention layer: the ratios of the prompt being read, and its hooks."""
 
     def __init__(self, attn, rotary, low: float, high: float):
         self.attn, self.rotary, self.low, self.high = attn, rotary, low, high
         self.groups = attn.config.num_attention_heads // attn.config.num_key_value_heads
+        self.rotate_half = _model_function(attn, "rotate_half")  # the model's own rotation
         self.ratios: torch.Tensor | None = None
         self.positions: torch.Tensor | None = None
 
@@ -96,7 +90,7 @@ class _Layer:
 
         head_dim = self.attn.head_dim
         q = _heads(out, head_dim)  # (1, H, T, D)
-        if self.ratios is None:
+        if self.ratios is None:  # the keys' projection runs after this hook: project them here
             k_proj = self.attn.k_proj
             k = _heads(torch.nn.functional.linear(args[0], k_proj.weight, k_proj.bias), head_dim)
             k = k.repeat_interleave(self.groups, dim=1)
@@ -117,7 +111,8 @@ class _Layer:
         emb = torch.cat((scaled * inv_freq, scaled * inv_freq), dim=-1)  # (heads, T, D)
         cos, sin = emb.cos() * scaling, emb.sin() * scaling
         b, h, t, d = x.shape
-        turned = _rotate(x.float(), cos[None], sin[None])
+        x = x.float()
+        turned = x * cos[None] + self.rotate_half(x) * sin[None]
         return turned.transpose(1, 2).reshape(b, t, h * d).to(out.dtype)
 
 
