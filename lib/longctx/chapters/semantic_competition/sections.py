@@ -8,7 +8,7 @@ import pandas as pd
 from ...claims import paper_frame, sizing_table
 from ...metrics import bootstrap_interval
 from ...plots import FigureText, book_figure, condition_bars, retention_curves
-from ...report import format_p, percent_words
+from ...report import percent_words
 from ...runner import Block
 from ...section import Example, Figure, Sections, Shown, Table, parts_of
 from ..contract import Run
@@ -277,9 +277,9 @@ def table1_tables(view: CompetitionResult, paper: dict) -> list:
 
 
 def recovery_shown(table: pd.DataFrame) -> pd.DataFrame:
-    """A far-minus-hard table for people: its formatted columns, p as the book prints it."""
-    shown = table.drop(columns=analysis.RECOVERY_NUMBERS)
-    return shown.assign(p=shown["p"].map(format_p)) if "p" in shown else shown
+    """A far-minus-hard table for people: its formatted columns (``show`` writes p as the
+    book prints it)."""
+    return table.drop(columns=analysis.RECOVERY_NUMBERS)
 
 
 def table2_tables(view: CompetitionResult, paper: dict) -> list:

@@ -185,14 +185,9 @@ def blocks(params: dict, tokenizer, results_dir: str | Path) -> list[Block]:
     def tagged(rows: list[dict]) -> list[Block]:
         if len(rows) < len(asked):  # a prompt tagged from part of its chunks is another prompt
             return []
+        taggers.llm = tagger  # the stand-in's work is done; spaCy's tags are reused
         return _grid_blocks(
-            params,
-            tokenizer,
-            taggers_for(params, results_dir),
-            text,
-            cases,
-            keep=uses_llm_tags,
-            named=", LLM tags",
+            params, tokenizer, taggers, text, cases, keep=uses_llm_tags, named=", LLM tags"
         )
 
     return [
