@@ -28,6 +28,8 @@ The manipulations, with the paper each comes from:
 ``Padding``            essay / whitespace / token / masked filler between the context
                        and the question, or before the context (context length alone)
 ``QueryAware``         the question also before the context (Lost in the Middle)
+``Instruction``        a prompt file's instruction on where to look, before the
+                       context (Attention Instruction)
 ``Arrange``            every item, gold included, reordered: shuffled, or by scores
                        at the edges, ascending or descending (the fixes for a lost
                        middle and their random-shuffle control)
@@ -60,6 +62,7 @@ from typing import ClassVar
 from .errors import ParameterError
 from .formats import check_delimiter, format_identifier, format_passages
 from .padding import filler_slot
+from .prompts import load_prompt
 from .tagging import (
     SpacyTagger,
     chunk_text,
@@ -620,6 +623,26 @@ class QueryAware(Transform):
 
     def apply(self, example: Example) -> Example:
         return example.set(query_aware=self.on)
+
+
+@register
+@dataclass(frozen=True)
+class Instruction(Transform):
+    """A prompt file's text (:func:`longctx.prompts.load_prompt`) written into a prompt
+    ``slot``: an instruction on where to look (Zhang et al., 2024, "Attention Instruction"),
+    before the context by default. The condition records the file's name."""
+
+    prompt: str
+    slot: str = "before_context"
+    name: ClassVar[str] = "instruction"
+    records: ClassVar[tuple[str, ...]] = ("instruction",)
+
+    def apply(self, example: Example) -> Example:
+        try:
+            text = load_prompt(self.prompt)
+        except KeyError as err:
+            raise ParameterError(str(err.args[0])) from None
+        return example.write(self.slot, text).set(instruction=self.prompt)
 
 
 @register
