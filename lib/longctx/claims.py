@@ -257,6 +257,8 @@ class Premise:
 
 PAPER_DIR = Path("data") / "paper"
 CLAIMS_FILE = PAPER_DIR / "claims.csv"
+# Claims of a chapter not yet in the book, fixed before its rows: the claims file's columns
+PREREGISTERED_FILE = PAPER_DIR / "preregistered.csv"
 
 
 def paper_path(name: str) -> Path:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
@@ -43,6 +43,7 @@ from .chapters import contract, contracts
 from .claims import (
     CLAIMS_FILE,
     PRECISION_TARGET,
+    PREREGISTERED_FILE,
     STABLE,
     UNMEASURED,
     VERDICT_MARK,
@@ -356,13 +357,19 @@ RULE_FIELDS = ("kind", "margin", "premise", "direction", "paper_effect")
 
 def rule_dates(path: str | Path | None = None) -> dict[str, datetime] | None:
     """claim id -> the commit time at which its rule (:data:`RULE_FIELDS`) took its present
-    form in ``data/paper/claims.csv``; None where git history is not available (a copy
-    without ``.git``). A claim whose rule is not committed yet has no date."""
+    form in ``data/paper/claims.csv`` or, before its chapter joined the book, in the
+    pre-registration file ``data/paper/preregistered.csv`` (the same columns: a rule fixed
+    there before any row counts from that commit, and keeps its date when it moves, unchanged,
+    into the claims file); None where git history is not available (a copy without
+    ``.git``). A claim whose rule is not committed yet has no date."""
     root = repo_root()
-    rel = str(Path(path).relative_to(root)) if path else str(CLAIMS_FILE)
+    rels = [
+        str(Path(path).relative_to(root)) if path else str(CLAIMS_FILE),
+        str(PREREGISTERED_FILE),
+    ]
     try:
         log = subprocess.run(
-            ["git", "log", "--format=%H %cI", "--", rel],
+            ["git", "log", "--format=%H %cI", "--", *rels],
             cwd=root,
             capture_output=True,
             text=True,
@@ -373,21 +380,41 @@ def rule_dates(path: str | Path | None = None) -> dict[str, datetime] | None:
     if not log:
         return None
     commits = list(zip(log[0::2], log[1::2]))[::-1]  # oldest first
-    now = _rules((root / rel).read_text(encoding="utf-8"))
+    now = _rules_in(lambda rel: _text(root / rel), rels)
     dates: dict[str, datetime] = {}
     for sha, when in commits:
-        shown = subprocess.run(
-            ["git", "show", f"{sha}:{rel}"], cwd=root, capture_output=True, text=True
-        )
-        if shown.returncode:
-            continue
-        rules = _rules(shown.stdout)
+        texts = {rel: _shown(root, sha, rel) for rel in rels}
+        if not texts[rels[0]]:
+            continue  # no claims file at this commit (a rename): it decides nothing
+        rules = _rules_in(texts.__getitem__, rels)
         for claim, rule in now.items():
             if rules.get(claim) == rule:
                 dates.setdefault(claim, datetime.fromisoformat(when))
             else:
                 dates.pop(claim, None)  # changed after: the rule as it is now came later
     return dates
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def _shown(root: Path, sha: str, rel: str) -> str:
+    shown = subprocess.run(
+        ["git", "show", f"{sha}:{rel}"], cwd=root, capture_output=True, text=True
+    )
+    return "" if shown.returncode else shown.stdout
+
+
+def _rules_in(read: Callable[[str], str], rels: list[str]) -> dict[str, tuple]:
+    """The rules of the claims file and the pre-registration file (the claims file's where
+    both hold a claim), as ``read`` gives each file's text."""
+    out: dict[str, tuple] = {}
+    for rel in reversed(rels):
+        text = read(rel)
+        if text.strip():
+            out.update(_rules(text))
+    return out
 
 
 def _rules(text: str) -> dict[str, tuple]:

@@ -1,0 +1,171 @@
+"""The fixes for a lost middle on hand-made cases: attention sorting, Found in the Middle's
+calibration, the shuffle control, the attention instruction, and every arm through the
+runner at the ci scale on the smoke model."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from longctx import transforms as T
+from longctx.attention import calibrated_relevance
+from longctx.chapters.mitigations import design
+from longctx.errors import ParameterError
+from longctx.reader import Reader
+from longctx.runner import run, stored
+from longctx.tasks import multidoc_qa as qa
+
+ROOT = Path(__file__).resolve().parents[1]
+SCALES = json.loads((ROOT / "lib/longctx/scales/mitigations.json").read_text())
+
+
+def params(**overrides) -> dict:
+    return {
+        **SCALES["book"],
+        **{k: v for k, v in SCALES["ci"].items() if k != "extends"},
+        **overrides,
+    }
+
+
+def example(n: int = 5, gold: int = 2) -> T.Example:
+    items = tuple(T.Item(f"text {i}", f"title {i}", i == gold) for i in range(n))
+    return T.Example(qa.TASK, "q1", "who?", ("a",), items, fields={"source": "oracle+bm25"})
+
+
+def test_attention_sorting_puts_the_most_attended_last_and_keeps_the_documents():
+    mass = [0.10, 0.40, 0.05, 0.30, 0.15]
+    order = design.sorted_by_attention(mass)
+    assert order == [2, 0, 4, 3, 1]
+    ex = example(gold=1)
+    out = design.arranged(ex, order, "attention, 1 pass")
+    assert [it.title for it in out.items] == [f"title {i}" for i in order]
+    assert sorted(out.items, key=lambda it: it.title) == sorted(ex.items, key=lambda it: it.title)
+    assert out.gold_index == 4 and out.settings["arranged_from"] == 1
+
+
+def test_calibration_removes_a_planted_positional_bias_and_finds_the_relevant_document():
+    bias = [0.30, 0.05, 0.04, 0.06, 0.25]  # a U: the edges draw attention whatever they hold
+    relevant = 2
+    mass = [b + (0.08 if i == relevant else 0.0) for i, b in enumerate(bias)]
+    assert max(range(5), key=mass.__getitem__) == 0  # raw attention ranks the first document
+    calibration = [{"document_mass": [b + d for b in bias]} for d in (-0.01, 0.0, 0.01)]
+    measured = design.positional_bias(calibration)
+    assert measured == pytest.approx(bias)
+    relevance = calibrated_relevance(mass, measured)
+    assert design.sorted_by_attention(relevance)[-1] == relevant
+
+
+def test_the_shuffle_control_is_seeded_per_question_and_reproducible():
+    ex = example(n=20, gold=9)
+    once, again = T.Arrange("shuffle", seed=0)(ex), T.Arrange("shuffle", seed=0)(ex)
+    assert once.items == again.items and once.items != ex.items
+    other = T.Arrange("shuffle", seed=0)(replace(ex, example_id="q2"))
+    assert [it.title for it in other.items] != [it.title for it in once.items]
+    assert once.settings["arranged_from"] == 9
+
+
+def test_the_instruction_is_a_prompt_file_written_before_the_documents():
+    out = T.Instruction(design.INSTRUCTION_PROMPT)(example())
+    assert out.settings["instruction"] == design.INSTRUCTION_PROMPT
+    assert "including those in the middle" in out.slots["before_context"][0]
+    with pytest.raises(ParameterError, match="unknown prompt template"):
+        T.Instruction("no_such_prompt")(example())
+
+
+def test_the_best_edge_comes_from_the_readers_own_baseline():
+    def row(idx, answer):
+        condition = {"setting": "documents", "num_documents": 20, "gold_index": idx}
+        return {"condition": condition, "output": answer, "gold": ["Paris"]}
+
+    rows = [row(0, "Paris"), row(0, "Paris"), row(19, "Paris"), row(19, "Rome")]
+    assert design.best_edge(rows, 20) == "first"
+    assert design.best_edge([row(0, "Rome"), row(19, "Paris")], 20) == "last"
+    with pytest.raises(ParameterError, match="no baseline rows"):
+        design.best_edge([row(0, "Paris")], 20)
+
+
+def test_bad_parameters_are_one_line_errors():
+    with pytest.raises(ParameterError, match="unknown arms"):
+        design.check(params(arms=["shuffle", "prayer"]))
+    with pytest.raises(ParameterError, match="ms_poe_ratios"):
+        design.check(params(ms_poe_ratios=[1.8, 1.2]))
+
+
+def test_the_baseline_is_the_multidoc_chapters_own_prompts():
+    from longctx.chapters.multidoc_qa import design as multidoc
+
+    p = params(num_questions=2, num_documents=20)
+    ours = design.blocks(p)[0].requests
+    multidoc_params = {**p, "num_documents": [20], "random_order": False, "source": "oracle"}
+    examples = multidoc.examples_for(multidoc_params, 20, *multidoc.questions_for(p))
+    theirs = qa.make_requests(examples, 20, design.DEPTHS)
+    assert [(r.prompt, r.condition) for r in ours] == [(r.prompt, r.condition) for r in theirs]
+
+
+def test_every_arm_runs_through_the_runner_and_resumes(tmp_path):
+    reader = Reader("smollm2-135m-instruct", "hf", device="cpu", dtype="float32")
+    p = params()
+    design.check(p)
+    first = design.blocks(p)
+    run(first, reader, tmp_path, batch_size=4, progress=False, log=lambda m: None)
+    edge = design.best_edge(stored(first[:1], reader, tmp_path), p["num_documents"])
+    plan = design.blocks(p, edge)
+    run(plan, reader, tmp_path, batch_size=4, progress=False, log=lambda m: None)
+    rows = stored(plan, reader, tmp_path)
+    arms = {}
+    for r in (r for r in rows if r.get("task") == qa.TASK):  # not the attention rows
+        arms.setdefault(r["condition"].get("mitigation", "baseline"), []).append(r)
+    questions = 2 * len(design.DEPTHS)
+    assert {a: len(rs) for a, rs in arms.items()} == {
+        "baseline": 2 * questions,  # with the query-aware arm, in the multi-document store
+        "shuffle": questions,
+        "reorder": 2,
+        "instruction": questions,
+        "ms_poe": questions,
+        "fitm": questions,
+        "sort_1": questions,
+        "sort_3": questions,
+    }
+    labels = {r["condition"]["arrangement"] for r in arms["sort_3"]}
+    assert labels == {"ascending by attention, 3 passes"}
+    assert {r["condition"]["arrangement"] for r in arms["fitm"]} == {
+        f"ascending by calibrated attention, best {edge}"
+    }
+    assert {r["condition"]["positions"] for r in arms["ms_poe"]} == {"ms-poe 1.2-1.8"}
+    again = run(plan, reader, tmp_path, batch_size=4, progress=False, log=lambda m: None)
+    assert again.missing == 0 and sum(b["generated"] for b in again.blocks) == 0
+
+
+def test_the_chapters_claims_are_pre_registered_before_its_rows():
+    """Every claim the design serves has its rule in the pre-registration file (the claims
+    file's columns, parsed by the same rules), none is in the claims file twice, and git
+    dates each rule (so rows made after it count as pre-registered)."""
+    from longctx import matrix
+    from longctx.claims import CLAIMS_FILE, PREREGISTERED_FILE, read_claims
+
+    pending = read_claims(ROOT / PREREGISTERED_FILE)
+    ours = {c.id for c in pending if c.chapter == "mitigations"}
+    assert ours == set(design.CLAIM_BLOCKS)
+    assert not ours & {c.id for c in read_claims(ROOT / CLAIMS_FILE)}
+    assert all(c.premise and c.floor == "closed-book" for c in pending)
+    dates = matrix.rule_dates()
+    assert dates is not None, "git history is needed to date the claims' rules"
+    assert ours <= set(dates)
+
+
+def test_a_rule_in_both_files_is_the_claims_files():
+    from longctx import matrix
+
+    head = "id,kind,margin,premise,direction,paper_effect\n"
+    files = {
+        "claims.csv": head + "a,directional,,room >= 10,1,6\n",
+        "preregistered.csv": head + "a,no-effect,10,,0,\nb,directional,,,1,\n",
+    }
+    rules = matrix._rules_in(files.__getitem__, ["claims.csv", "preregistered.csv"])
+    assert rules == {
+        "a": ("directional", "", "room >= 10", "1", "6"),
+        "b": ("directional", "", "", "1", ""),
+    }
