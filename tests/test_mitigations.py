@@ -169,3 +169,33 @@ def test_a_rule_in_both_files_is_the_claims_files():
         "a": ("directional", "", "room >= 10", "1", "6"),
         "b": ("directional", "", "", "1", ""),
     }
+
+
+def test_each_fix_is_judged_in_the_middle_against_the_baseline_and_the_shuffle():
+    """Four questions, 5 documents (first 0, middle 2, last 4), by hand: the baseline answers
+    the edges and misses the middle; the sort answers all but one middle question; the shuffle
+    answers half; reorder's one prompt per question serves every position."""
+    from longctx.chapters.mitigations import numbers
+
+    def row(q, arm, gold, right, arranged_from=None):
+        c = {"setting": "documents", "num_documents": 5, "gold_index": gold, "query_aware": False}
+        if arm != "baseline":
+            c["mitigation"] = arm
+        if arranged_from is not None:
+            c["arranged_from"] = arranged_from
+        answer = "Paris" if right else "Rome"
+        return {"condition": c, "example_id": q, "output": answer, "gold": ["Paris"]}
+
+    qs = ["q1", "q2", "q3", "q4"]
+    rows = [row(q, "baseline", i, i != 2) for q in qs for i in (0, 2, 4)]
+    rows += [row(q, "sort_1", 4, not (q == "q4" and i == 2), i) for q in qs for i in (0, 2, 4)]
+    rows += [row(q, "shuffle", 1, q in ("q1", "q2"), i) for q in qs for i in (0, 2, 4)]
+    rows += [row(q, "reorder", 0, q != "q1", 2) for q in qs]
+    rows.append(row("q1", "baseline", 2, True) | {"condition": {"setting": "closed-book"}})
+    est = numbers.claims(rows, {"num_documents": 5})
+    assert est["mit-sort-1"].difference == pytest.approx(75.0) and est["mit-sort-1"].n == 4
+    assert est["mit-sort-1"].facts["edge_change"] == pytest.approx(0.0)
+    assert est["mit-sort-1-vs-shuffle"].difference == pytest.approx(25.0)
+    assert est["mit-reorder"].difference == pytest.approx(75.0)
+    assert est["mit-reorder"].facts["edge_change"] == pytest.approx(-25.0)
+    assert "mit-fitm" not in est  # no rows yet: not estimable, left to the findings page
