@@ -83,12 +83,13 @@ page.show("example")
 page.show("provenance")
 
 # %% [markdown]
-# At 10 and 30 pairs the orange line (the same reader through llama.cpp) covers the blue
-# one: the two backends answered all 160 of these prompts identically ({ref}`backends`). The
-# green line is the 135M smoke-test model, which garbles UUIDs.
+# At {glue:text}`kv-short-sizes` pairs the orange line (the same reader through llama.cpp)
+# covers the blue one: the two backends answered {glue:text}`kv-backends-identical` of these
+# {glue:text}`kv-backends-shared` prompts identically ({ref}`backends`). The green line is the
+# 135M smoke-test model, which garbles UUIDs.
 #
-# {numref}`fig-kv-position` is the chapter's result: at 10 and 30 pairs (780 and 2,140
-# tokens) this reader finds the key almost anywhere, while at the paper's 140 pairs it
+# {numref}`fig-kv-position` is the chapter's result: at {glue:text}`kv-short-sizes` pairs
+# (about {glue:text}`kv-short-tokens` tokens) this reader finds the key almost anywhere, while at the paper's 140 pairs it
 # loses most of its accuracy when the key sits in the middle, and putting the query before
 # the data does not bring it back.
 #
@@ -172,8 +173,8 @@ page.show("paper grid")
 # ## Prompt length and speed
 #
 # Prompts are counted with the reader's own tokenizer, chat template included. A UUID pair
-# costs this tokenizer about 68 tokens, far more than GPT-3.5's, so 140 pairs already fill
-# 9,600 tokens. Seconds per prompt are batch wall time divided by batch size, on the device
+# costs this tokenizer about {glue:text}`kv-pair-tokens` tokens, far more than GPT-3.5's, so
+# {glue:text}`kv-largest` pairs already fill about {glue:text}`kv-largest-tokens` tokens. Seconds per prompt are batch wall time divided by batch size, on the device
 # each row records.
 
 # %% tags=["hide-input"]

@@ -104,7 +104,7 @@ page.show("provenance")
 
 # %% [markdown]
 # {numref}`fig-la-gsm8k` holds the chapter's findings. Filler between evidence and question
-# costs this reader 40 to 70 points; the same whitespace *before* the evidence costs
+# costs this reader {glue:text}`la-between-loss-range` points; the same whitespace *before* the evidence costs
 # nothing; and without the last step of the worked solution the reader solves almost no
 # problem even with no filler at all.
 #

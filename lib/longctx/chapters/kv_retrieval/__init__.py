@@ -81,9 +81,19 @@ class KeyValueRetrieval(Chapter):
             summary=summary,
             errors=errors,
             cells=cells,
-            quoted=numbers.quoted(estimates, cells, summary, errors, params, reader.label),
+            quoted=numbers.quoted(
+                estimates, cells, summary, errors, params, reader.label, table, everything
+            ),
             said=numbers.statements(
-                estimates, verdicts, cells, summary, table, errors, params, reader.label
+                estimates,
+                verdicts,
+                cells,
+                summary,
+                table,
+                errors,
+                params,
+                reader.label,
+                numbers.backend_agreement(everything, reader.label),
             ),
             provenance=(
                 f"**Data.** {provenance(everything, results_dir, design.EXPERIMENT)} Greedy decoding, "

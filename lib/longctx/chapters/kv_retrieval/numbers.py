@@ -128,6 +128,27 @@ def reader_comparison(
     return shown, note
 
 
+def backend_agreement(everything: pd.DataFrame, label: str) -> tuple[int, int] | None:
+    """How many of this reader's prompts another backend of the same weights answered, and
+    how many of those with the same text: (identical, shared); None without such rows."""
+    mine = everything[everything["model"] == label]
+    if mine.empty:
+        return None
+    same = everything[
+        (everything["model_name"] == mine["model_name"].iloc[0]) & (everything["model"] != label)
+    ]
+    if same.empty:
+        return None
+    on = ["example_id", "num_pairs", "gold_index", "query_aware"]
+    paired = mine[on + ["output"]].merge(same[on + ["output"]], on=on, suffixes=("", "_other"))
+    return int((paired["output"] == paired["output_other"]).sum()), len(paired)
+
+
+def prompt_tokens(table: pd.DataFrame) -> dict[int, float]:
+    """This reader's mean prompt tokens at each number of pairs."""
+    return table.groupby("num_pairs")["prompt_tokens"].mean().to_dict()
+
+
 def quoted(
     estimates: dict[str, Estimate],
     cells: pd.DataFrame,
@@ -135,9 +156,14 @@ def quoted(
     errors: pd.DataFrame,
     params: dict,
     label: str,
+    table: pd.DataFrame,
+    everything: pd.DataFrame,
 ) -> dict:
     """Every number the chapter's prose quotes, by glue key."""
     largest = max(params["num_pairs"])
+    tokens = prompt_tokens(table)
+    smallest = min(tokens)
+    agreement = backend_agreement(everything, label) or (0, 0)
 
     def cell(position, query):
         row = cells[(cells["position"] == position) & (cells["query"] == query)].iloc[0]
@@ -161,6 +187,14 @@ def quoted(
         "kv-middle-vs-first": estimate_text(estimates["litm-kv-middle"]),
         "kv-query-aware": estimate_text(estimates["litm-kv-query-aware"]),
         "kv-short-sizes": " and ".join(str(k) for k in sorted(params["num_pairs"]) if k < largest),
+        "kv-short-tokens": " and ".join(
+            f"{round(tokens[k], -1):,.0f}" for k in sorted(tokens) if k < largest
+        ),
+        "kv-largest-tokens": f"{round(tokens[largest], -2):,.0f}",
+        # what one more pair costs: the slope between the smallest and the largest size
+        "kv-pair-tokens": f"{(tokens[largest] - tokens[smallest]) / (largest - smallest):.0f}",
+        "kv-backends-identical": agreement[0],
+        "kv-backends-shared": agreement[1],
         "kv-short-low": f"{100 * short['accuracy'].min():.0f}%" if len(short) else "—",
         "kv-short-high": f"{100 * short['accuracy'].max():.0f}%" if len(short) else "—",
         "kv-qa-errors-first-pair": f"{qa_errors[kv.ERROR_KINDS[0]].sum() / wrong:.0%}"
@@ -178,6 +212,7 @@ def statements(
     errors: pd.DataFrame,
     params: dict,
     label: str,
+    agreement: tuple[int, int] | None,
 ) -> dict[str, bool]:
     """What the chapter's prose says in words, each as a check on the committed run."""
     largest = max(params["num_pairs"])
@@ -198,6 +233,8 @@ def statements(
             n <= estimates["litm-kv-middle"].n for n in sizing(estimates)["records for ±10 pts"]
         ),
         "short contexts stay between 50 and 100%": short["accuracy"].between(0.5, 1.0).all(),
+        "the llama.cpp backend answers every shared prompt as hf does": agreement is not None
+        and agreement[0] == agreement[1] > 0,
         "most query-aware errors return the first pair's value": qa_errors[kv.ERROR_KINDS[0]].sum()
         > qa_errors[list(kv.ERROR_KINDS)].to_numpy().sum() / 2,
     }

@@ -555,6 +555,8 @@ def quoted(
     out["la-before"] = estimate_text(estimates["la-before"])
     out["la-times-papers"] = times_papers(estimates)
     out["la-between-loss-whitespace"] = f"{-estimates['la-whitespace'].difference:.0f}"
+    losses = [-estimates[c].difference for c in FILLER_CLAIMS if c in estimates]
+    out["la-between-loss-range"] = f"{min(losses):.0f} to {max(losses):.0f}" if losses else "—"
     if varsum is not None:
         levels, reads = varsum["levels"], varsum["reads"]
         short_v, long_v = levels.loc[0], levels.loc[levels.index.max()]
