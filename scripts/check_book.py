@@ -348,6 +348,35 @@ def uncaptioned_tables(root: Path, pages: list[Path]) -> list[str]:
     return problems
 
 
+# Python's and pandas' spellings of nothing (a lower-case "none" is a word a cell may say)
+RAW_VALUES = {"None", "nan", "NaN", "NaT", "null", "<NA>"}
+# Four decimals on a number of 1 or more, or five on a fraction: a p of two significant
+# digits (0.0044) is a format; 66.2123 seconds is not
+LONG_DECIMAL = re.compile(r"^[+\-\u2212]?(?:[1-9][\d,]*\.\d{4,}|0?\.\d{5,})%?$")
+
+
+def raw_values(root: Path, pages: list[Path]) -> list[str]:
+    """Table cells that print a raw Python value (``None``, ``nan``, ``<NA>``) or a float no
+    table formatter would give (:data:`LONG_DECIMAL`): the value escaped its formatting."""
+    from bs4 import BeautifulSoup
+
+    problems = []
+    for page in pages:
+        main = BeautifulSoup(page.read_text(encoding="utf-8", errors="replace"), "html.parser").main
+        if main is None:
+            continue
+        for table in main.find_all("table"):
+            header = " | ".join(th.get_text(strip=True) for th in table.select("th")[:3])
+            for cell in table.find_all("td"):
+                text = cell.get_text(" ", strip=True)
+                if text in RAW_VALUES or LONG_DECIMAL.match(text):
+                    problems.append(
+                        f"{page.relative_to(root)}: a table cell prints the raw value {text!r} "
+                        f"(table: {header})"
+                    )
+    return problems
+
+
 def is_data_page(rel_path: str) -> bool:
     """A row browser or download (``downloads/``): a data page by design, exempt from the
     size rules of chapter pages."""
@@ -640,6 +669,7 @@ def main(argv=None) -> int:
     problems = (
         broken_links(root, pages)
         + uncaptioned_tables(root, pages)
+        + raw_values(root, pages)
         + oversized_pages(root, pages)
         + quoted_number_problems(root.parent)
     )
@@ -667,7 +697,8 @@ def main(argv=None) -> int:
         "math rendered, every internal link resolves and every external one is well formed, no page "
         "scrolls sideways at 1400 px, every figure has a caption, is referenced and is shown large "
         f"enough for {MIN_RENDERED_PT:g} pt text, every table is introduced or captioned and none "
-        "has a raw identifier for a header or an interval split across columns, no chapter page "
+        "has a raw identifier for a header, a raw value in a cell or an interval split across "
+        "columns, no chapter page "
         "dumps its data (HTML under "
         f"{MAX_PAGE_BYTES / 1e6:g} MB, under {MAX_PAGE_HEIGHT_PX:,} px tall, no cell printing "
         f"over {MAX_OUTPUT_LINES} lines), no figure types a number in its caption or alt text "

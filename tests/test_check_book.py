@@ -135,6 +135,21 @@ def test_a_table_stacked_under_another_needs_a_caption_or_words(tmp_path):
     ]
 
 
+def test_a_raw_value_in_a_table_cell_is_found(tmp_path):
+    cells = ["12.3%", "None", "none", "nan", "0.0044", "66.2123", "0.00012", "\u22124.1", "n/a"]
+    row = "".join(f"<td>{c}</td>" for c in cells)
+    (tmp_path / "a.html").write_text(
+        f"<main><table><tr><th>arm</th></tr><tr>{row}</tr></table></main>"
+    )
+    problems = check_book.raw_values(tmp_path, [tmp_path / "a.html"])
+    assert [p.split("raw value ")[1].split(" ")[0] for p in problems] == [
+        "'None'",
+        "'nan'",
+        "'66.2123'",
+        "'0.00012'",
+    ]
+
+
 def test_links_that_filter_a_sample_browser_are_collected_not_taken_for_anchors(tmp_path):
     """A claim's rows are linked as <browser>.html#condition=...: the fragment is a filter,
     which check-book opens in Chromium and requires to show rows (empty_filters)."""
