@@ -90,8 +90,8 @@ show(matrix.tally_table(claims_by_readers), caption=matrix.TALLY_CAPTION)
 show(matrix.replication_table(claims_by_readers), caption=matrix.REPLICATION_CAPTION)
 
 # %% [markdown]
-# The tables below give each cell's number: the paired difference with its 95% interval, n
-# (independent units), the verdict's mark, whether the premise holds, the chance floor where
+# The tables below, one per paper (open one by its line), give each cell's number: the
+# paired difference with its 95% interval, n (independent units), the verdict's mark, whether the premise holds, the chance floor where
 # the claim has one (a guess among the keys or ids, or this reader's closed-book accuracy on
 # the same NQ-Open questions), the share of answers that used their whole token budget and a
 # link to the reader's rows, and how often the verdict holds over resamples of its units; a

@@ -462,7 +462,10 @@ def test_the_record_of_verdict_moves_is_current(table, tmp_path):
     changes = findings.verdict_changes(table)
     assert set(changes["claim"]) <= set(table["id"])
     moved = findings.moves_markdown(changes)
-    assert "premise not met" in moved and moved.startswith("| date | reader | claim |")
+    assert "premise not met" in moved and "\n\n| date | reader | claim |" in moved
+    assert (
+        moved.startswith('<details class="longctx-details"><summary>') and "newest first" in moved
+    )
     # claims named in words, not ids
     assert "`" not in moved and "LitM QA: middle - edges" in moved
     # a verdict that moves without its entry fails, naming the claim

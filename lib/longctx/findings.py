@@ -41,7 +41,7 @@ from .errors import DataFileError
 from .paths import build_commit, repo_root
 from .plots import FigureText
 from .reader import Reader
-from .report import estimate_ci, format_p
+from .report import collapsed, estimate_ci, format_p
 from .store import file_digest, recording_reads
 
 
@@ -246,9 +246,11 @@ def as_markdown(table, rows_href: Callable[[str], str | None] | None = None) -> 
     (``longctx.downloads.browser_href``), linked beside the section."""
     parts = []
     for paper, rows in table.groupby("paper", sort=False):
+        summary = (
+            f"<strong>{paper}</strong>: {len(rows)} claim{'s' if len(rows) != 1 else ''} on the "
+            "default reader, each with its sides, setting, magnitude and premise"
+        )
         lines = [
-            f"**{paper}**",
-            "",
             "| # | claim | paper | ours [95% CI] | n | p | verdict | data |",
             "|---|---|---|---|---|---|---|---|",
         ]
@@ -273,7 +275,7 @@ def as_markdown(table, rows_href: Callable[[str], str | None] | None = None) -> 
                 + (f" Premise: {r.premise}." if r.premise else "")
                 + (f" {underpowered_words(r.n, r.needed)}" if wide else "")
             )
-        parts.append("\n".join(lines) + "\n\n" + "\n".join(notes))
+        parts.append(collapsed(summary, "\n".join(lines) + "\n\n" + "\n".join(notes)))
     return "\n\n".join(parts)
 
 
@@ -375,7 +377,12 @@ def moves_markdown(changes: pd.DataFrame, claims: Sequence[Claim] | None = None)
         f"| {r.date} | {r.reader} | {short.get(r.claim, r.claim)} | {r.before} | {r.after} | {r.why} |"
         for r in moved.itertuples()
     ]
-    return "\n".join(lines)
+    readers = moved["reader"].nunique()
+    summary = (
+        f"{len(moved)} recorded move{'s' if len(moved) != 1 else ''} of {readers} "
+        f"reader{'s' if readers != 1 else ''}, newest first ({moved['date'].iloc[0]})"
+    )
+    return collapsed(summary, "\n".join(lines))
 
 
 def download_line(prefix: str = "../") -> str:

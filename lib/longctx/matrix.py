@@ -63,7 +63,7 @@ from .models import DEFAULT_MODEL
 from .paths import repo_root
 from .plots import FigureText, claims_grid
 from .reader import Reader, model_label, row_backend
-from .report import and_list
+from .report import and_list, collapsed
 from .reproduce import read_claims_plan
 from .resampling import STABILITY_RESAMPLES
 from .store import ResultsStore
@@ -881,9 +881,13 @@ def as_markdown(matrix: Matrix, rows_href=None) -> str:
     heads = list(matrix.models)
     for paper in dict.fromkeys(c.paper for c in matrix.claims):
         claims = [c for c in matrix.claims if c.paper == paper]
+        judged = sum(matrix.reproduced_by(c.id)[1] for c in claims)
+        summary = (
+            f"<strong>{paper}</strong>: {len(claims)} claim{'s' if len(claims) != 1 else ''} × "
+            f"{len(heads)} models ({judged} judged cells), each with its estimate, interval, n "
+            "and stability"
+        )
         lines = [
-            f"**{paper}**",
-            "",
             "| claim | paper | " + " | ".join(heads) + " | reproduced by |",
             "|---|---|" + "---|" * len(heads) + "---|",
         ]
@@ -904,7 +908,7 @@ def as_markdown(matrix: Matrix, rows_href=None) -> str:
                 + " | ".join(cells)
                 + f" | {won} of {judged} judged |"
             )
-        parts.append("\n".join(lines))
+        parts.append(collapsed(summary, "\n".join(lines)))
     return "\n\n".join(parts)
 
 

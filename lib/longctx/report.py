@@ -149,6 +149,13 @@ def _numbers_as_written(table: pd.DataFrame, most: int = 4) -> pd.DataFrame:
     return out
 
 
+def collapsed(summary: str, body: str) -> str:
+    """MyST Markdown ``body`` (tables, lists) behind a closed toggle whose line reads
+    ``summary``: the detail a reader opens, so a page of many tables stays short. The blank
+    lines let the Markdown inside be parsed as Markdown."""
+    return f'<details class="longctx-details"><summary>{summary}</summary>\n\n{body}\n\n</details>'
+
+
 def and_list(words: Sequence[str]) -> str:
     """Words as prose lists them: ``a``, ``a and b``, ``a, b and c``; empty for none."""
     return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
