@@ -377,6 +377,35 @@ def raw_values(root: Path, pages: list[Path]) -> list[str]:
     return problems
 
 
+FILTERS = ("condition=", "units=", "rows=")
+
+
+def unfiltered_points(root: Path, pages: list[Path]) -> list[str]:
+    """Points that open a whole store: a figure's clickable point (an image map's area) or a
+    table cell's "rows" link into a sample browser without a filter of the claim's rows
+    (its conditions, its paired units or its rows' keys)."""
+    from bs4 import BeautifulSoup
+
+    problems = []
+    for page in pages:
+        main = BeautifulSoup(page.read_text(encoding="utf-8", errors="replace"), "html.parser").main
+        if main is None:
+            continue
+        points = main.find_all("area", href=True) + [
+            a for a in main.select("td a[href]") if a.get_text(strip=True) == "rows"
+        ]
+        for point in points:
+            href = point["href"]
+            target, _, fragment = href.partition("#")
+            if "downloads/" in target and not any(f in fragment for f in FILTERS):
+                what = point.get("title") or point.find_parent("tr").get_text(" ", strip=True)
+                problems.append(
+                    f"{page.relative_to(root)}: a point opens the whole store {target} "
+                    f"({' '.join(what.split())[:80]})"
+                )
+    return problems
+
+
 def is_data_page(rel_path: str) -> bool:
     """A row browser or download (``downloads/``): a data page by design, exempt from the
     size rules of chapter pages."""
@@ -670,6 +699,7 @@ def main(argv=None) -> int:
         broken_links(root, pages)
         + uncaptioned_tables(root, pages)
         + raw_values(root, pages)
+        + unfiltered_points(root, pages)
         + oversized_pages(root, pages)
         + quoted_number_problems(root.parent)
     )
@@ -698,7 +728,7 @@ def main(argv=None) -> int:
         "scrolls sideways at 1400 px, every figure has a caption, is referenced and is shown large "
         f"enough for {MIN_RENDERED_PT:g} pt text, every table is introduced or captioned and none "
         "has a raw identifier for a header, a raw value in a cell or an interval split across "
-        "columns, no chapter page "
+        "columns, every point opens its claim's rows only, no chapter page "
         "dumps its data (HTML under "
         f"{MAX_PAGE_BYTES / 1e6:g} MB, under {MAX_PAGE_HEIGHT_PX:,} px tall, no cell printing "
         f"over {MAX_OUTPUT_LINES} lines), no figure types a number in its caption or alt text "

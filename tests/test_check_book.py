@@ -150,6 +150,22 @@ def test_a_raw_value_in_a_table_cell_is_found(tmp_path):
     ]
 
 
+def test_a_point_that_opens_a_whole_store_is_found(tmp_path):
+    store = "../downloads/m__kv.html"
+    (tmp_path / "a.html").write_text(
+        "<main><map>"
+        f'<area href="{store}#condition=gold_index%3A%200" title="kept">'
+        f'<area href="{store}" title="KV middle, 0.5B: reproduced">'
+        "</map><table><tr><td>claim A</td>"
+        f'<td><a href="{store}#units=r1+r2">rows</a></td>'
+        f'<td><a href="{store}">rows</a></td><td><a href="{store}">download</a></td>'
+        "</tr></table></main>"
+    )
+    problems = check_book.unfiltered_points(tmp_path, [tmp_path / "a.html"])
+    assert len(problems) == 2
+    assert "KV middle, 0.5B" in problems[0] and "claim A" in problems[1]
+
+
 def test_links_that_filter_a_sample_browser_are_collected_not_taken_for_anchors(tmp_path):
     """A claim's rows are linked as <browser>.html#condition=...: the fragment is a filter,
     which check-book opens in Chromium and requires to show rows (empty_filters)."""

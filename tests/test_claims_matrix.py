@@ -568,3 +568,28 @@ def test_findings_for_a_model_reads_every_backend_it_has_rows_on(tmp_path):
     )
     assert matrix.model_backends(tmp_path, DEFAULT) == ["hf", "llamacpp"]
     assert matrix.model_backends(tmp_path, "smollm2-135m-instruct") == []
+
+
+def test_a_cells_link_names_exactly_its_rows():
+    """The U-shape's edge side averages two conditions: the filter names both beside the
+    middle, and the paired questions ride along; units that are not example ids (needles,
+    formats) are left to the conditions."""
+    from longctx.claims import UnitScores, by_unit, paired_estimate, rows_filter, rows_fragment
+
+    def row(q, idx, right):
+        condition = {"setting": "documents", "gold_index": idx}
+        return {"example_id": q, "condition": condition, "output": "a" if right else "b"}
+
+    rows = [row(q, i, i != 9) for q in ("q1", "q2") for i in (0, 9, 19)] + [row("q3", 0, True)]
+    score = lambda r: float(r["output"] == "a")  # noqa: E731
+    first, middle, last = (by_unit(rows, {"gold_index": i}, score) for i in (0, 9, 19))
+    edge = UnitScores({u: (first[u] + last[u]) / 2 for u in set(first) & set(last)})
+    edge.where, edge.by_example = (first.where, last.where), True
+    est = paired_estimate(edge, middle)
+    assert rows_filter(est) == "gold_index: 0 || gold_index: 19 || gold_index: 9"
+    assert rows_fragment(est) == (
+        "condition=gold_index%3A%200%20%7C%7C%20gold_index%3A%2019%20%7C%7C%20gold_index%3A%209"
+        "&units=q1+q2"
+    )
+    by_needle = by_unit(rows, {"gold_index": 0}, score, unit=lambda r: r["example_id"][-1])
+    assert not paired_estimate(by_needle, by_needle).units_are_examples

@@ -37,8 +37,14 @@
   const named = new URLSearchParams(location.hash.slice(1)).get("rows");
   const only = named ? new Set(named.split(/[+ ]/).filter(Boolean)) : null;
 
+  // A claim's link names its paired units: &units=id+id+... (only rows of those examples).
+  const listed = new URLSearchParams(location.hash.slice(1)).get("units");
+  const units = listed ? new Set(listed.split(/[+ ]/).filter(Boolean)) : null;
+  const example = columns.indexOf("example");
+
   function matches(row) {
     if (only && !only.has(row.key)) return false;
+    if (units && example >= 0 && !units.has(cell(row[example]))) return false;
     return filters.every((f, i) => {
       if (!f) return true;
       const text = cell(row[i]).toLowerCase();
@@ -110,7 +116,8 @@
   });
   table.createTBody();
   // A link may set filters in its address: #condition=field%3A%20value%3B%20... (the findings
-  // page links each claim's rows this way); &rows= names rows by key (above).
+  // page links each claim's rows this way); &rows= names rows by key and &units= the
+  // examples (above).
   new URLSearchParams(location.hash.slice(1)).forEach((value, name) => {
     const i = columns.indexOf(name);
     if (i < 0) return;

@@ -55,6 +55,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -104,7 +105,9 @@ class Estimate:
     treatment: float | None = None  # the treatment side's level (%)
     facts: Mapping[str, float] = field(default_factory=dict)  # other premise quantities
     capped: float | None = None  # % of the claim's answers that used their whole token budget
-    sides: tuple = ()  # the conditions of the control and treatment rows (None: a derived side)
+    # The condition of the control and of the treatment rows: a tuple of conditions for a side
+    # averaged over several (the U-shape's edges), None for one that has none (a contrast)
+    sides: tuple = ()
     # How n is chosen: units a 95% interval of +-10 points needs at the observed spread of the
     # per-unit differences (report.n_for_half_width), and the share of units that changed.
     needed: int | None = None
@@ -120,6 +123,7 @@ class Estimate:
     # intervals and the verdict's stability resample (empty: a derived side, not resampled)
     # (for a correlation, its x and y per unit)
     units: tuple = field(default=(), repr=False, compare=False)
+    units_are_examples: bool = field(default=False, repr=False, compare=False)  # rows' example ids
     control_units: tuple[float, ...] = field(default=(), repr=False, compare=False)
     treatment_units: tuple[float, ...] = field(default=(), repr=False, compare=False)
     # The share of resamples of the units in which the verdict holds (None: not resampled)
@@ -607,6 +611,7 @@ def paired_estimate(
         discordant=sum(d != 0 for d in diffs) / len(diffs),
         identical=identical,
         units=tuple(units),
+        units_are_examples=all(getattr(side, "by_example", False) for side in (control, treatment)),
         control_units=tuple(a),
         treatment_units=tuple(b),
     )
@@ -754,7 +759,8 @@ class UnitScores(dict):
 
     rows: int = 0
     capped: int = 0
-    where: dict | None = None  # the condition its rows matched
+    where: dict | tuple | None = None  # the condition its rows matched (a tuple: several)
+    by_example: bool = False  # its units are the rows' example ids
     prompts: dict | None = None  # unit -> the sorted prompts (and sampling) its rows were asked
 
 
@@ -766,14 +772,46 @@ def hit_cap(row: dict) -> bool:
     return bool(budget) and not row.get("stopped_by_rule") and row.get("new_tokens", 0) >= budget
 
 
-def by_unit(
-    rows, where: dict, score: Callable[[dict], float], unit=lambda r: r["example_id"]
-) -> UnitScores:
+def rows_filter(est: Estimate) -> str | None:
+    """The sample browser's condition filter that shows exactly a claim's rows: each
+    condition its rows came from as ``field: value`` pairs (``;`` between them), the
+    conditions joined by ``||`` (a side derived from several conditions, such as the mean of
+    the first and last positions, names each); None where a side has no condition (a
+    factorial contrast over every cell)."""
+    if not est.sides or any(not side for side in est.sides):
+        return None
+    conditions: list[dict] = []
+    for side in est.sides:
+        for c in side if isinstance(side, tuple) else (side,):
+            if c not in conditions:
+                conditions.append(c)
+    return " || ".join("; ".join(f"{k}: {v}" for k, v in sorted(c.items())) for c in conditions)
+
+
+def rows_fragment(est: Estimate) -> str:
+    """The sample browser's address fragment that shows the rows ``est`` was computed from:
+    its conditions (:func:`rows_filter`) and, where its units are the rows' examples, the
+    ids it pairs (``units``); empty where neither is known."""
+    parts = []
+    if chosen := rows_filter(est):
+        parts.append("condition=" + quote(chosen))
+    if est.units and est.units_are_examples:
+        parts.append("units=" + "+".join(quote(str(u)) for u in est.units))
+    return "&".join(parts)
+
+
+def example_of(row: dict) -> str:
+    """A row's example id: the unit of most claims (a question, a record, a problem)."""
+    return row["example_id"]
+
+
+def by_unit(rows, where: dict, score: Callable[[dict], float], unit=example_of) -> UnitScores:
     """Mean score per unit over the rows whose condition matches ``where``."""
     sums: dict = {}
     asked: dict = {}
     out = UnitScores()
     out.where = dict(where)
+    out.by_example = unit is example_of
     for r in rows:
         if all(r["condition"].get(k) == v for k, v in where.items()):
             total, count = sums.get(unit(r), (0.0, 0))

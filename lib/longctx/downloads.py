@@ -199,7 +199,7 @@ def write(results_dir: str | Path, site: str | Path) -> list[Path]:
     claims_by_readers = build_matrix(results_dir)
     table = default_findings(claims_by_readers, results_dir)
     findings_csv = out / "findings.csv"
-    table.drop(columns=["facts"]).to_csv(findings_csv, index=False)
+    table.drop(columns=["facts", "rows"]).to_csv(findings_csv, index=False)
     matrix_csv = out / "findings-matrix.csv"
     matrix_frame(claims_by_readers).to_csv(matrix_csv, index=False)
     written += [findings_csv, matrix_csv]

@@ -33,6 +33,7 @@ from .claims import (
     is_fragile,
     judge,
     read_claims,
+    rows_fragment,
     underpowered,
     verdict_state,
 )
@@ -192,6 +193,7 @@ def findings_table(
                 "premise_met": judged.premise_met,
                 "chapter": c.chapter,
                 "label": c.label,
+                "rows": rows_fragment(est),  # the sample browser's filter to its rows
                 "experiment": c.experiment,
             }
         )
@@ -259,7 +261,7 @@ def as_markdown(table, rows_href: Callable[[str], str | None] | None = None) -> 
             wide = underpowered(r, r.scale)
             ours = estimate_ci(r.difference, r.ci_low, r.ci_high, scale=r.scale, bold=True)
             href = rows_href(r.experiment) if rows_href and r.experiment else None
-            browse = f' · <a href="{href}">rows</a>' if href else ""
+            browse = f' · <a href="{href}#{r.rows}">rows</a>' if href and r.rows else ""
             lines.append(
                 f"| {k} | {r.claim} | {r.paper_value} | {ours}{' †' if wide else ''} | {r.n} "
                 f"| {format_p(r.p)} | {_verdict_cell(r)} | {{ref}}`section <{r.label}>`{browse} |"

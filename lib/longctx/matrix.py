@@ -34,7 +34,6 @@ from datetime import datetime
 from functools import cached_property
 from io import StringIO
 from pathlib import Path
-from urllib.parse import quote
 
 import pandas as pd
 
@@ -54,6 +53,7 @@ from .claims import (
     is_fragile,
     judge,
     read_claims,
+    rows_fragment,
     underpowered,
     verdict_state,
 )
@@ -832,30 +832,20 @@ def _reuse(mc: ModelCell, cell: Cell) -> str:
 
 def cell_rows(cell: Cell, rows_href, known: dict | None = None) -> str | None:
     """The address of a judged cell's rows: its reader's sample browser (``rows_href``, e.g.
-    :func:`longctx.downloads.browser_href` bound to a results folder) filtered to the claim's
-    conditions where both sides are one condition each; ``known`` keeps the browsers looked up."""
-    if not rows_href or cell.judgement is None:
+    :func:`longctx.downloads.browser_href` bound to a results folder) filtered to exactly the
+    rows the cell was computed from (:func:`~longctx.claims.rows_fragment`); ``known`` keeps
+    the browsers looked up. A claim no reader answers, or one whose rows no filter names, has
+    no link."""
+    if not rows_href or cell.judgement is None or reader_free(cell.claim):
+        return None
+    fragment = rows_fragment(cell.estimate)
+    if not fragment:
         return None
     known = {} if known is None else known
     key = (cell.column.folder, cell.claim.experiment)
     if key not in known:
         known[key] = rows_href(cell.claim.experiment, model_folder=cell.column.folder)
-    href = known[key]
-    if href and (chosen := rows_filter(cell.estimate)):
-        href += "#condition=" + quote(chosen)
-    return href
-
-
-def rows_filter(est: Estimate) -> str | None:
-    """The sample browser's condition filter that shows exactly a claim's rows: each side's
-    condition as ``field: value`` pairs (``;`` between them), the sides joined by ``||``;
-    None where a side is derived (the mean of two conditions, a factorial contrast) rather
-    than one condition."""
-    if not est.sides or any(not side for side in est.sides):
-        return None
-    return " || ".join(
-        "; ".join(f"{k}: {v}" for k, v in sorted(side.items())) for side in est.sides
-    )
+    return known[key] + "#" + fragment if known[key] else None
 
 
 def paper_effect(claim: Claim) -> str:

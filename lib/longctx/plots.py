@@ -518,7 +518,7 @@ def claims_grid(cells, *, readers: list[str]):
                 if shown:
                     colour = GRID_MARKS[sign][0]
                     ax.text(x + dx, y, sign, va="center", ha=align, fontsize=size, color=colour)
-            if getattr(r, "href", None):
+            if isinstance(getattr(r, "href", None), str):  # a missing link reads NaN in a frame
                 where = r.reader.replace("\n", " ")
                 link_point(ax, x, y, r.href, f"{r.short}, {where}: {r.verdict}; open its rows")
         elif r.status == "same":

@@ -62,6 +62,16 @@ def _swept_delimiters(swept: list[dict]) -> tuple[list[str], dict, dict]:
     return sorted(tokens, key=tokens.get), tokens, rows
 
 
+def shared_condition(rows: list[dict]) -> dict:
+    """The condition fields every one of ``rows`` has at the same value."""
+    first = rows[0]["condition"]
+    return {
+        k: v
+        for k, v in first.items()
+        if not isinstance(v, dict) and all(r["condition"].get(k) == v for r in rows)
+    }
+
+
 def token_correlation(swept: list[dict]) -> Estimate:
     """The paper's statistic for Figure 3: Pearson r over delimiters between a format's mean
     prompt tokens and its accuracy, with Fisher's interval and Pearson's p (n = delimiters)."""
@@ -76,6 +86,8 @@ def token_correlation(swept: list[dict]) -> Estimate:
     )
     # the premise: a reader that finds no gold id under any format has nothing a format can cost
     facts = {"accuracy": sum(accuracy) / len(accuracy)}
+    # its rows, for a link to them: each delimiter's condition (the fields all its rows share)
+    swept_conditions = tuple(shared_condition(rows[d]) for d in order)
     return Estimate(
         r,
         low,
@@ -84,6 +96,7 @@ def token_correlation(swept: list[dict]) -> Estimate:
         p,
         detail,
         facts=facts,
+        sides=(swept_conditions, swept_conditions),
         units=tuple(order),
         control_units=tuple(tokens[d] for d in order),
         treatment_units=tuple(accuracy),

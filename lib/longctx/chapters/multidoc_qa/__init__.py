@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...claims import Estimate, by_unit, estimable, paired_estimate
+from ...claims import Estimate, UnitScores, by_unit, estimable, paired_estimate
 from ...runner import all_requests
 from ...tables import comparable_rows, point_links, provenance
 from ...tasks import multidoc_qa as qa
@@ -55,7 +55,9 @@ class MultidocQA(Chapter):
             for depth in design.HEADLINE_DEPTHS
         )
         closed = by_unit(rows, {"setting": "closed-book"}, qa.score)
-        edge = {u: (first[u] + last[u]) / 2 for u in set(first) & set(last)}
+        edge = UnitScores({u: (first[u] + last[u]) / 2 for u in set(first) & set(last)})
+        edge.where = (first.where, last.where)  # a derived side: the rows of both edges
+        edge.by_example = first.by_example
         out = {
             "litm-qa-u-shape": lambda: paired_estimate(
                 edge, middle, side_names=("edges (mean of first and last)", "middle")
