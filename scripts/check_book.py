@@ -377,6 +377,52 @@ def raw_values(root: Path, pages: list[Path]) -> list[str]:
     return problems
 
 
+NOT_RUN = re.compile(r"\b(?:not|never)(?: yet| been)? run\b", re.IGNORECASE)
+
+
+def reader_names(matrix_csv: Path) -> dict[str, set[str]]:
+    """Each reader with judged cells (``downloads/findings-matrix.csv``) -> the ways prose
+    names it: its model id and its size (``1.5B``, ``135M``)."""
+    import pandas as pd
+
+    if not matrix_csv.exists():
+        return {}
+    frame = pd.read_csv(matrix_csv, dtype=str, keep_default_na=False)
+    names = {}
+    for reader in frame.loc[frame["status"] == "judged", "reader"].unique():
+        model = reader.split(" (")[0]
+        size = re.search(r"(\d+(?:\.\d+)?)([bm])\b", model, re.IGNORECASE)
+        names[reader] = {model} | ({size.group(1) + size.group(2).upper()} if size else set())
+    return names
+
+
+def stale_not_run(root: Path, pages: list[Path]) -> list[str]:
+    """Prose that says a reader was not run while that reader has judged cells in the
+    matrix: a sentence written before its rows, never brought up to date."""
+    from bs4 import BeautifulSoup
+
+    names = reader_names(root / "downloads" / "findings-matrix.csv")
+    problems = []
+    for page in pages:
+        main = BeautifulSoup(page.read_text(encoding="utf-8", errors="replace"), "html.parser").main
+        if main is None:
+            continue
+        for el in main.find_all(["p", "li"]):
+            if el.find_parent("table") is not None:
+                continue
+            text = " ".join(el.get_text(" ").split())
+            for sentence in re.split(r"(?<=[.;:])\s", text):
+                if not NOT_RUN.search(sentence):
+                    continue
+                named = [r for r, ways in names.items() if any(w in sentence for w in ways)]
+                if named:
+                    problems.append(
+                        f"{page.relative_to(root)}: says {named[0]} was not run, but it has "
+                        f"judged cells: \u201c{sentence[:120]}\u201d"
+                    )
+    return problems
+
+
 FILTERS = ("condition=", "units=", "rows=")
 
 
@@ -700,6 +746,7 @@ def main(argv=None) -> int:
         + uncaptioned_tables(root, pages)
         + raw_values(root, pages)
         + unfiltered_points(root, pages)
+        + stale_not_run(root, pages)
         + oversized_pages(root, pages)
         + quoted_number_problems(root.parent)
     )
@@ -728,7 +775,8 @@ def main(argv=None) -> int:
         "scrolls sideways at 1400 px, every figure has a caption, is referenced and is shown large "
         f"enough for {MIN_RENDERED_PT:g} pt text, every table is introduced or captioned and none "
         "has a raw identifier for a header, a raw value in a cell or an interval split across "
-        "columns, every point opens its claim's rows only, no chapter page "
+        "columns, every point opens its claim's rows only, no sentence says a reader with "
+        "judged cells was not run, no chapter page "
         "dumps its data (HTML under "
         f"{MAX_PAGE_BYTES / 1e6:g} MB, under {MAX_PAGE_HEIGHT_PX:,} px tall, no cell printing "
         f"over {MAX_OUTPUT_LINES} lines), no figure types a number in its caption or alt text "

@@ -166,6 +166,25 @@ def test_a_point_that_opens_a_whole_store_is_found(tmp_path):
     assert "KV middle, 0.5B" in problems[0] and "claim A" in problems[1]
 
 
+def test_a_sentence_that_says_a_judged_reader_was_not_run_is_found(tmp_path):
+    (tmp_path / "downloads").mkdir()
+    (tmp_path / "downloads" / "findings-matrix.csv").write_text(
+        "claim,reader,status\n"
+        "a,qwen2.5-coder-1.5b-instruct,judged\n"
+        "a,smollm2-135m-instruct (llamacpp),not run\n"
+    )
+    (tmp_path / "a.html").write_text(
+        "<main><p>The 1.5B is not run here. The 135M was not run on llama.cpp.</p>"
+        "<table><tr><td>1.5B: not run</td></tr></table>"
+        "<p>Cells not yet run say so.</p></main>"
+    )
+    problems = check_book.stale_not_run(tmp_path, [tmp_path / "a.html"])
+    assert problems == [
+        "a.html: says qwen2.5-coder-1.5b-instruct was not run, but it has judged cells: "
+        "\u201cThe 1.5B is not run here.\u201d"
+    ]
+
+
 def test_links_that_filter_a_sample_browser_are_collected_not_taken_for_anchors(tmp_path):
     """A claim's rows are linked as <browser>.html#condition=...: the fragment is a filter,
     which check-book opens in Chromium and requires to show rows (empty_filters)."""
