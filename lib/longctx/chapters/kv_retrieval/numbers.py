@@ -192,7 +192,11 @@ def quoted(
         ),
         "kv-largest-tokens": f"{round(tokens[largest], -2):,.0f}",
         # what one more pair costs: the slope between the smallest and the largest size
-        "kv-pair-tokens": f"{(tokens[largest] - tokens[smallest]) / (largest - smallest):.0f}",
+        "kv-pair-tokens": (
+            f"{(tokens[largest] - tokens[smallest]) / (largest - smallest):.0f}"
+            if largest > smallest
+            else "—"
+        ),
         "kv-backends-identical": agreement[0],
         "kv-backends-shared": agreement[1],
         "kv-short-low": f"{100 * short['accuracy'].min():.0f}%" if len(short) else "—",

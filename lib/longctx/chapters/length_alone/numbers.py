@@ -496,6 +496,16 @@ def ruler_views(ruler_rows: list[dict], params: dict, paper: pd.DataFrame) -> di
 FILLER_CLAIMS = ("la-essay", "la-whitespace", "la-mask")
 
 
+def filler_losses(estimates: dict) -> dict:
+    """What the fillers between evidence and question cost, in points, as the prose quotes
+    it: the whitespace filler's loss, and the smallest to the largest loss of the three."""
+    losses = [-estimates[c].difference for c in FILLER_CLAIMS if c in estimates]
+    return {
+        "la-between-loss-whitespace": f"{-estimates['la-whitespace'].difference:.0f}",
+        "la-between-loss-range": f"{min(losses):.0f} to {max(losses):.0f}" if losses else "—",
+    }
+
+
 def times_papers(estimates: dict[str, Estimate]) -> str:
     """How many times each of the paper's models' drops ours is, over the three filler kinds
     between evidence and question: "4.4 to 18.2 times Llama-3-8B's and 1.4 to 8.5 times
@@ -554,9 +564,7 @@ def quoted(
         out[f"la-{key}"] = estimate_text(estimates[f"la-{key}"])
     out["la-before"] = estimate_text(estimates["la-before"])
     out["la-times-papers"] = times_papers(estimates)
-    out["la-between-loss-whitespace"] = f"{-estimates['la-whitespace'].difference:.0f}"
-    losses = [-estimates[c].difference for c in FILLER_CLAIMS if c in estimates]
-    out["la-between-loss-range"] = f"{min(losses):.0f} to {max(losses):.0f}" if losses else "—"
+    out.update(filler_losses(estimates))
     if varsum is not None:
         levels, reads = varsum["levels"], varsum["reads"]
         short_v, long_v = levels.loc[0], levels.loc[levels.index.max()]
