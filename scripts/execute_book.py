@@ -4,8 +4,10 @@
 another. This fills the same cache first, ``--jobs`` notebooks at a time, exactly as MyST-NB
 would (the page read by jupytext, run by jupyter-cache's ``single_nb_execution`` in the
 notebook's folder, stored under the staged path), so the build that follows finds every
-page executed. A notebook whose code is already cached is skipped; one that fails here is
-left to the build, which runs it again and reports the error as it always does.
+page executed. A notebook whose code is already cached is skipped; one that fails here, in a
+cell or before its first (a kernel that does not start, as when two kernels starting at once
+race for a port), is left to the build, which runs it again alone and reports any error as it
+always does.
 """
 
 from __future__ import annotations
@@ -43,9 +45,12 @@ def execute(path: Path, timeout: int):
     from jupyter_cache.executors.utils import single_nb_execution
 
     nb = read(path)
-    result = single_nb_execution(
-        nb, cwd=str(path.parent), allow_errors=False, timeout=timeout, meta_override=True
-    )
+    try:
+        result = single_nb_execution(
+            nb, cwd=str(path.parent), allow_errors=False, timeout=timeout, meta_override=True
+        )
+    except Exception as err:  # a kernel that never started: the build retries
+        return nb, 0.0, f"{type(err).__name__}: {err}"
     error = None if result.err is None else f"{type(result.err).__name__}: {result.err}"
     return nb, result.time, error
 
@@ -81,7 +86,10 @@ def main(argv=None, pages: list[Path] | None = None) -> int:
         futures = {pool.submit(execute, path, args.timeout): path for path in todo}
         for future in as_completed(futures):
             path = futures[future]
-            nb, seconds, error = future.result()
+            try:
+                nb, seconds, error = future.result()
+            except Exception as err:  # a worker that died: the build retries
+                error = f"{type(err).__name__}: {err}"
             name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
             if error is not None:
                 failed += 1

@@ -30,3 +30,22 @@ def test_a_notebook_executed_here_is_what_the_build_finds_in_its_cache(tmp_path)
     _, executed = get_cache(str(cache)).merge_match_into_notebook(execute_book.read(page))
     assert record is not None and executed.cells[1].outputs[0]["text"] == "42\n"
     assert execute_book.main(["--cache", str(cache)], pages=[page]) == 0  # nothing left to run
+
+
+def test_a_kernel_that_does_not_start_leaves_the_page_to_the_build(tmp_path, monkeypatch, capsys):
+    from jupyter_cache import get_cache
+    from jupyter_cache.executors import utils
+
+    def no_kernel(*args, **kwargs):
+        raise RuntimeError("Kernel didn't respond in 60 seconds")
+
+    # The workers are forked, so they inherit the patched executor.
+    monkeypatch.setattr(utils, "single_nb_execution", no_kernel)
+    page = tmp_path / "page.py"
+    page.write_text("# %%\nprint(1)\n")
+    cache = tmp_path / "cache"
+    assert execute_book.main(["--cache", str(cache), "--jobs", "2"], pages=[page]) == 0
+    assert "failed (RuntimeError: Kernel didn't respond in 60 seconds); the build reruns it" in (
+        capsys.readouterr().out
+    )
+    assert not get_cache(str(cache)).list_cache_records()
