@@ -88,3 +88,18 @@ def test_executed_notebooks_are_copied_for_download(tmp_path):
     assert [p.relative_to(tmp_path / "site").as_posix() for p in written] == [
         "downloads/notebooks/kv_retrieval.ipynb"
     ]
+
+
+def test_shared_fields_keep_what_every_condition_holds_at_one_value():
+    from longctx.tables import shared_fields
+
+    conditions = [
+        {"task": "kv", "pairs": 75, "gold": 0, "fmt": {"sep": ":"}},
+        {"task": "kv", "pairs": 75, "gold": 9, "fmt": {"sep": ":"}},
+        {"task": "kv", "pairs": 75, "fmt": {"sep": ":"}},
+    ]
+    # "gold" differs and is missing from one; the nested field matches as JSON
+    assert shared_fields(conditions) == {"task": "kv", "pairs": 75, "fmt": {"sep": ":"}}
+    assert shared_fields([]) == {}
+    frame = pd.Series([json.dumps(c) for c in conditions])
+    assert downloads.fixed_fields(frame) == {"fmt": {"sep": ":"}, "pairs": 75}

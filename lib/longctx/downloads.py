@@ -24,7 +24,14 @@ from .matrix import default_findings
 from .matrix import frame as matrix_frame
 from .report import elide
 from .store import ResultsStore
-from .tables import DOWNLOADS, KEY_CHARS, browser_path, condition_words, store_name
+from .tables import (
+    DOWNLOADS,
+    KEY_CHARS,
+    browser_path,
+    condition_words,
+    shared_fields,
+    store_name,
+)
 from .tasks import row_score
 
 FOLDER = DOWNLOADS  # under the site's root
@@ -119,10 +126,8 @@ def holds_generations(rows: list[dict]) -> bool:
 
 def fixed_fields(conditions: pd.Series) -> dict:
     """The condition fields with one value in every row, and that value."""
-    parsed = [json.loads(c) for c in conditions]
-    keys = set.intersection(*(set(c) for c in parsed)) if parsed else set()
-    values = {k: {json.dumps(c[k], sort_keys=True) for c in parsed} for k in keys}
-    return {k: parsed[0][k] for k, v in sorted(values.items()) if len(v) == 1 and k != "task"}
+    shared = shared_fields([json.loads(c) for c in conditions])
+    return {k: shared[k] for k in sorted(shared) if k != "task"}
 
 
 def browser_page(name: str, frame: pd.DataFrame, static: str = "../_static/") -> str:

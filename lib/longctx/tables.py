@@ -84,6 +84,22 @@ def browser_path(folder: str, experiment: str, prefix: str = "../") -> str:
     return f"{prefix}{DOWNLOADS}/{store_name(folder, experiment)}.html"
 
 
+def shared_fields(conditions: Sequence[dict]) -> dict:
+    """The condition fields every one of ``conditions`` holds at one value (compared as JSON),
+    in the first condition's order: what a browser says once, or a link filters on."""
+    if not conditions:
+        return {}
+    first = conditions[0]
+    return {
+        k: v
+        for k, v in first.items()
+        if all(
+            k in c and json.dumps(c[k], sort_keys=True) == json.dumps(v, sort_keys=True)
+            for c in conditions[1:]
+        )
+    }
+
+
 def condition_words(condition: dict, leave_out=frozenset()) -> str:
     """A condition as ``field: value`` pairs, without the task and the fields in
     ``leave_out``: how the sample browser shows it and how its links filter it."""

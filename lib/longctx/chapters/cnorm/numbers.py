@@ -22,7 +22,7 @@ from ...reader import Reader
 from ...report import estimate_text, p_text, points_ci
 from ...results import in_points, paired_comparison
 from ...runner import Block, answer
-from ...tables import rows_table
+from ...tables import rows_table, shared_fields
 from ...tasks import kv_retrieval as kv
 from ...tasks import multidoc_qa as qa
 from ..contract import ChapterResult
@@ -62,16 +62,6 @@ def _swept_delimiters(swept: list[dict]) -> tuple[list[str], dict, dict]:
     return sorted(tokens, key=tokens.get), tokens, rows
 
 
-def shared_condition(rows: list[dict]) -> dict:
-    """The condition fields every one of ``rows`` has at the same value."""
-    first = rows[0]["condition"]
-    return {
-        k: v
-        for k, v in first.items()
-        if not isinstance(v, dict) and all(r["condition"].get(k) == v for r in rows)
-    }
-
-
 def token_correlation(swept: list[dict]) -> Estimate:
     """The paper's statistic for Figure 3: Pearson r over delimiters between a format's mean
     prompt tokens and its accuracy, with Fisher's interval and Pearson's p (n = delimiters)."""
@@ -86,8 +76,16 @@ def token_correlation(swept: list[dict]) -> Estimate:
     )
     # the premise: a reader that finds no gold id under any format has nothing a format can cost
     facts = {"accuracy": sum(accuracy) / len(accuracy)}
-    # its rows, for a link to them: each delimiter's condition (the fields all its rows share)
-    swept_conditions = tuple(shared_condition(rows[d]) for d in order)
+    # its rows, for a link to them: each delimiter's condition (the fields all its rows share;
+    # a nested field is left out, as a link's filter names only flat ones)
+    swept_conditions = tuple(
+        {
+            k: v
+            for k, v in shared_fields([r["condition"] for r in rows[d]]).items()
+            if not isinstance(v, dict)
+        }
+        for d in order
+    )
     return Estimate(
         r,
         low,
