@@ -25,12 +25,17 @@ from .plots import FigureText
 
 @dataclass(frozen=True)
 class Table:
-    """A table for people (:func:`longctx.report.show`): ``notes`` under it, ``caption``
-    above it (the order ``show`` takes them in)."""
+    """A table for people (:func:`longctx.report.show`): ``caption`` above it, saying what it
+    is (required: a reader who lands on a table from a link has no prose before it), ``notes``
+    under it."""
 
     frame: pd.DataFrame
     notes: str | None = None
-    caption: str | None = None
+    caption: str = field(kw_only=True)
+
+    def __post_init__(self):
+        if not self.caption or not self.caption.strip():
+            raise ValueError("a table needs a caption that says what it is")
 
 
 @dataclass(frozen=True)
@@ -78,11 +83,16 @@ class Example:
 @dataclass(frozen=True)
 class PaperTable:
     """The paper's own numbers, ``data/paper/<name>.csv``, with only the rows whose
-    ``source`` starts with ``source`` (all when empty), that column dropped when filtered."""
+    ``source`` starts with ``source`` (all when empty), that column dropped when filtered;
+    ``caption`` says which of the paper's tables or figures they are."""
 
     name: str
     source: str = ""
-    caption: str | None = None
+    caption: str = field(default="", kw_only=True)
+
+    def __post_init__(self):
+        if not self.caption.strip():
+            raise ValueError(f"the paper's table {self.name}: give a caption saying what it is")
 
 
 @dataclass(frozen=True)
@@ -118,15 +128,12 @@ class Section:
 
 
 def parts_of(items) -> tuple[Part, ...]:
-    """Parts from a list of what a chapter's table functions return: a DataFrame, a
-    ``(DataFrame, caption)`` pair, or Markdown."""
+    """Parts from a list of what a chapter's table functions return: a ``(DataFrame,
+    caption)`` pair, or Markdown; a bare DataFrame is refused, as it would have no caption."""
+    if bare := [i for i, item in enumerate(items) if isinstance(item, pd.DataFrame)]:
+        raise TypeError(f"items {bare}: a table is a (DataFrame, caption) pair, not a bare frame")
     return tuple(
-        Table(item[0], caption=item[1])
-        if isinstance(item, tuple)
-        else Table(item)
-        if isinstance(item, pd.DataFrame)
-        else item
-        for item in items
+        Table(item[0], caption=item[1]) if isinstance(item, tuple) else item for item in items
     )
 
 
@@ -157,7 +164,7 @@ class Sections(dict[str, Builder]):
 
     def declare(self, builders: dict[str, Callable[[Any], Shown]]) -> None:
         """Several sections at once, each built from the analyzed result alone, one line a
-        section: ``SECTIONS.declare({"sizing": lambda view: Table(sizing(view.estimates))})``.
+        section: ``SECTIONS.declare({"sizing": lambda view: Table(sizing(view), caption=SIZING_CAPTION)})``.
         A builder that reads the run is declared with ``@SECTIONS(name)``."""
         for name, build in builders.items():
             self(name)(lambda result, run, build=build: build(result))

@@ -7,10 +7,7 @@ import json
 
 import pandas as pd
 
-from ...claims import (
-    Estimate,
-    sizing_table,
-)
+from ...claims import SIZING_CAPTION, Estimate, sizing_table
 from ...metrics import summarize
 from ...models import load_tokenizer
 from ...paths import repo_root, resolve
@@ -285,7 +282,11 @@ def selection_tables(view: CnormResult) -> list:
     )
     tokens = view.qa.groupby("method")["prompt_tokens"].mean().round(1).reset_index()
     return [
-        selection_shown(selection_summary(sel)),
+        (
+            selection_shown(selection_summary(sel)),
+            "The Attention Balance Score of each delimiter candidate on the calibration "
+            "prompts: C-NORM takes the highest mean.",
+        ),
         said,
         (tokens, "Mean prompt tokens by method."),
     ]
@@ -315,9 +316,11 @@ def seed_tables(view: CnormResult) -> list:
     (the paper's way of reporting), and the rows' provenance."""
     over_seeds = view.per_seed.groupby("method")[["OAA", "OPA", "position_sd"]].agg(["mean", "std"])
     return [
-        oaa_opa_shown(view.per_seed),
-        "**Mean (and sd) over seeds**, the paper's way of reporting:",
-        over_seeds.round(3).reset_index(),
+        (oaa_opa_shown(view.per_seed), "OAA and OPA per method and ordering of the distractors."),
+        (
+            over_seeds.round(3).reset_index(),
+            "Mean (and sd) over orderings, the paper's way of reporting.",
+        ),
     ]
 
 
@@ -328,7 +331,10 @@ def formats_tables(view: CnormResult, shown_chars: int = 420) -> list:
     example = next(r.prompt for r in grid_requests if r.condition["delimiter"] == "&")[:shown_chars]
     return [
         "```text\n" + example + "\n...\n```",
-        oaa_opa_shown(oaa_opa(view.grid, ["model", "density", "format"])),
+        (
+            oaa_opa_shown(oaa_opa(view.grid, ["model", "density", "format"])),
+            "OAA and OPA per density and id format (the paper's Figure 2 setting).",
+        ),
         "**Data.** " + provenance(view.grid, view.results, KV),
     ]
 
@@ -398,7 +404,11 @@ def bench_tables(path: str = "data/bench/attention-cpu.json") -> list:
     return [
         f"`{path}`: {bench['model']} on {bench['device']} ({bench['dtype']}, {bench['cpu_threads']} threads), "
         f"longctx {bench['longctx_version']}",
-        bench_table(bench["rows"]),
+        (
+            bench_table(bench["rows"]),
+            "Final-token attention measured our way against the eager reference: time, "
+            "memory and the largest difference.",
+        ),
     ]
 
 
@@ -468,7 +478,12 @@ def longbench_tables(view: CnormResult, run: Run) -> list:
     ]
     run.answered("longbench", lambda: [Block("LongBench-v2", "cnorm_longbench_v2", requests)])
     table = load_experiment(view.results, "cnorm_longbench_v2", score=lb.score, task=lb.TASK)
-    return [lb.breakdown(table[table["model"] == reader.label]).round(1).reset_index()]
+    return [
+        (
+            lb.breakdown(table[table["model"] == reader.label]).round(1).reset_index(),
+            "LongBench-v2 accuracy with and without C-NORM, by difficulty and length.",
+        )
+    ]
 
 
 def stability_tables(view: CnormResult) -> list:
@@ -533,17 +548,41 @@ SECTIONS.declare(
         "example": lambda view: Example(
             QA, what="C-NORM prompts on 10-document QA", where={"method": "C-NORM"}
         ),
-        "qa tests": lambda view: Table(with_ci(view.qa_tests)),
-        "qa sizing": lambda view: Table(qa_sizing(view.estimates)),
+        "qa tests": lambda view: Table(
+            with_ci(view.qa_tests),
+            caption="C-NORM and the shortest tokenization minus the baseline, per ordering of "
+            "the distractors and pooled, paired by question.",
+        ),
+        "qa sizing": lambda view: Table(qa_sizing(view.estimates), caption=SIZING_CAPTION),
         "seeds": lambda view: parts_of(seed_tables(view)),
         "formats": lambda view: parts_of(formats_tables(view)),
-        "paper formats": lambda view: PaperTable("cnorm_reported", source="Figure 2"),
-        "effects": lambda view: Table(with_ci(view.effects)),
-        "sweep": lambda view: Table(*sweep_table(view)),
-        "correlation": lambda view: Table(*correlation_shown(view)),
-        "attention": lambda view: Table(*attention_table(view)),
+        "paper formats": lambda view: PaperTable(
+            "cnorm_reported",
+            source="Figure 2",
+            caption="The paper's numbers for its Figure 2 setting, as its text states them.",
+        ),
+        "effects": lambda view: Table(
+            with_ci(view.effects),
+            caption="Format effects on accuracy, paired by example and position.",
+        ),
+        "sweep": lambda view: Table(
+            *sweep_table(view),
+            caption="Accuracy with the gold pair in the middle under each swept delimiter, "
+            "shortest prompt first.",
+        ),
+        "correlation": lambda view: Table(
+            *correlation_shown(view),
+            caption="Prompt length against accuracy over the delimiters: Pearson's r with two "
+            "intervals, and the longest formats minus the shortest.",
+        ),
+        "attention": lambda view: Table(
+            *attention_table(view),
+            caption="Where the final token's attention falls, per id format and gold position.",
+        ),
         "bench": lambda view: parts_of(bench_tables()),
         "stability": lambda view: parts_of(stability_tables(view)),
-        "paper longbench": lambda view: PaperTable("cnorm_longbench_v2"),
+        "paper longbench": lambda view: PaperTable(
+            "cnorm_longbench_v2", caption="The paper's LongBench-v2 results (its Table 1)."
+        ),
     }
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...claims import (
+    SIZING_CAPTION,
     sizing_table,
 )
 from ...plots import (
@@ -341,16 +342,33 @@ def show_example(view: CrossingResult, run: Run) -> Shown:
 @SECTIONS("readers")
 def show_readers(view: CrossingResult, run: Run) -> Shown:
     table, status = readers_table(view), readers_status(view)
-    return Section((Table(*table),) if table else (status,) if status else ())
+    caption = "Both readers' main effects on the questions both answered in every cell."
+    return Section((Table(*table, caption=caption),) if table else (status,) if status else ())
 
 
 SECTIONS.declare(
     {
-        "main effects": lambda view: Table(*main_table(view)),
-        "sizing": lambda view: Table(sizing(view.estimates)),
-        "interactions": lambda view: Table(*interactions_table(view)),
-        "aliases": lambda view: Table(aliases_table(view)),
-        "logit": lambda view: Table(logit_table(view)),
+        "main effects": lambda view: Table(
+            *main_table(view),
+            caption="Main effects: accuracy at each factor's high level minus its low level, "
+            "against the claim of the paper the factor comes from.",
+        ),
+        "sizing": lambda view: Table(sizing(view.estimates), caption=SIZING_CAPTION),
+        "interactions": lambda view: Table(
+            *interactions_table(view),
+            caption="The two-way interactions most likely to be real: how much one factor's "
+            "effect changes between the levels of another.",
+        ),
+        "aliases": lambda view: Table(
+            aliases_table(view),
+            caption="What the fraction of the design cannot tell apart: each low-order effect "
+            "and the effect it is aliased with.",
+        ),
+        "logit": lambda view: Table(
+            logit_table(view),
+            caption="The main effects as log odds ratios (a logistic GEE clustered by "
+            "question): a check of their signs on another scale.",
+        ),
         "replay": lambda view: ReplayReport("data/bench/replay-crossing-1.5b-llamacpp.json"),
         "readers summary": lambda view: readers_summary(view),
     }

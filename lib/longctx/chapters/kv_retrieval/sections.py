@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...claims import (
-    Estimate,
-)
+from ...claims import SIZING_CAPTION, Estimate
 from ...plots import FigureText, accuracy_by_position, book_figure
 from ...report import p_text, pct_ci, percent_words, points_ci
 from ...section import Example, Figure, PaperTable, Section, Sections, Shown, Table
@@ -205,7 +203,10 @@ def show_example(view: KeyValueResult, run: Run) -> Shown:
 @SECTIONS("headline")
 def show_headline(view: KeyValueResult, run: Run) -> Shown:
     return (
-        Table(headline_table(view.estimates)),
+        Table(
+            headline_table(view.estimates),
+            caption="The two headline comparisons at the largest size, paired by record.",
+        ),
         Table(
             cells_table(view.cells),
             caption="The four headline cells: accuracy with 95% Wilson intervals.",
@@ -216,7 +217,12 @@ def show_headline(view: KeyValueResult, run: Run) -> Shown:
 @SECTIONS("grid")
 def show_short_grid(view: KeyValueResult, run: Run) -> Shown:
     frame, notes = grid(view.summary, run.params, view.label)
-    return Table(frame, notes)
+    return Table(
+        frame,
+        notes,
+        caption="Accuracy by depth of the gold pair at every size below the largest, with and "
+        "without query-aware contextualization.",
+    )
 
 
 def _paper_grid(run: Run) -> PaperGrid:
@@ -242,7 +248,12 @@ def show_paper_grid_figure(view: KeyValueResult, run: Run) -> Shown:
 def show_paper_grid_tables(view: KeyValueResult, run: Run) -> Shown:
     grid_view = _paper_grid(run)
     tables = (
-        (Table(*grid(grid_view.summary, run.chapter.scale("paper"), view.label, False)),)
+        (
+            Table(
+                *grid(grid_view.summary, run.chapter.scale("paper"), view.label, False),
+                caption="Accuracy by depth of the gold pair at the paper's sizes.",
+            ),
+        )
         if grid_view.available
         else ()
     )
@@ -251,13 +262,22 @@ def show_paper_grid_tables(view: KeyValueResult, run: Run) -> Shown:
 
 @SECTIONS("speed")
 def show_prompt_speed(view: KeyValueResult, run: Run) -> Shown:
-    return Table(speed(view.table, run.answered()))
+    return Table(
+        speed(view.table, run.answered()),
+        caption="Prompt length in the reader's tokens and seconds per prompt, by size, query "
+        "placement and device.",
+    )
 
 
 @SECTIONS("readers")
 def show_two_readers(view: KeyValueResult, run: Run) -> Shown:
     if view.readers:
-        return Table(view.readers[0], view.readers[1])
+        return Table(
+            view.readers[0],
+            view.readers[1],
+            caption="Two readers' gold-in-the-middle-minus-first effects and their difference, "
+            "paired by record.",
+        )
     second = run.compare_with[0] if run.compare_with else view.label
     return f"No rows of `{second}` answer these prompts; run the chapter for it first."
 
@@ -265,8 +285,13 @@ def show_two_readers(view: KeyValueResult, run: Run) -> Shown:
 SECTIONS.declare(
     {
         "position figure": lambda view: Figure("fig-kv-position", figure(view), figure_text(view)),
-        "paper": lambda view: PaperTable("lost_in_the_middle_kv"),
-        "sizing": lambda view: Table(sizing(view.estimates)),
-        "errors": lambda view: Table(view.errors, "Wrong answers by where their value came from."),
+        "paper": lambda view: PaperTable(
+            "lost_in_the_middle_kv",
+            caption="The paper's key-value numbers, as its text and Figure 7 give them.",
+        ),
+        "sizing": lambda view: Table(sizing(view.estimates), caption=SIZING_CAPTION),
+        "errors": lambda view: Table(
+            view.errors, caption="Wrong answers by where the value they return came from."
+        ),
     }
 )

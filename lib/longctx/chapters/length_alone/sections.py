@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...claims import paper_frame, sizing_table
+from ...claims import SIZING_CAPTION, paper_frame, sizing_table
 from ...metrics import summarize
 from ...plots import FigureText, book_figure, condition_bars
 from ...report import (
@@ -355,12 +355,20 @@ def show_whitespace_units(view: LengthResult, run: Run) -> Shown:
     listed = "\n".join(
         f"* {c}: `{ascii(o[:90])}`" for c, o in zip(outputs["condition"], outputs["output"])
     )
-    return (Table(units), listed)
+    caption = (
+        "Three ways to write whitespace filler between the evidence and the question: "
+        "accuracy, output length and outputs at the token cap."
+    )
+    return (Table(units, caption=caption), listed)
 
 
 @SECTIONS("no final step")
 def show_no_final_step(view: LengthResult, run: Run) -> Shown:
-    return (Table(no_final_step(view.solve)), sample_outputs(view.solve, run.params))
+    caption = "GSM8K with the worked solution's last step removed, per filler condition."
+    return (
+        Table(no_final_step(view.solve), caption=caption),
+        sample_outputs(view.solve, run.params),
+    )
 
 
 @SECTIONS("ruler steps")
@@ -371,7 +379,8 @@ def show_ruler_steps(view: LengthResult, run: Run) -> Shown:
         "Paired by question; 95% percentile bootstrap over questions. The paper's "
         "column: baseline -> recite-then-answer at the same length."
     )
-    return Table(view.ruler["steps_shown"], notes)
+    caption = "RULER QA: each second step's change against RULER's prompt at the same length."
+    return Table(view.ruler["steps_shown"], notes, caption=caption)
 
 
 @SECTIONS("ruler recitation")
@@ -380,7 +389,11 @@ def show_ruler_recitation(view: LengthResult, run: Run) -> Shown:
         return Section()
     caption = "How n was chosen: the questions each comparison needs for ±10 points."
     return (
-        Table(recitation_table(view.ruler["recited"])),
+        Table(
+            recitation_table(view.ruler["recited"]),
+            caption="What the recitations hold: the share that name, copy or identify a "
+            "document holding the answer.",
+        ),
         Table(view.ruler["sizing"], caption=caption),
     )
 
@@ -388,11 +401,18 @@ def show_ruler_recitation(view: LengthResult, run: Run) -> Shown:
 SECTIONS.declare(
     {
         "between": lambda view: Table(
-            between(view.gsm, paper_frame(PAPER_FILE)), view.between_note
+            between(view.gsm, paper_frame(PAPER_FILE)),
+            view.between_note,
+            caption="The change with filler between the evidence and the question, paired by "
+            "problem, beside the paper's drops at 15,000 tokens.",
         ),
-        "sizing": lambda view: Table(sizing(view.estimates)),
+        "sizing": lambda view: Table(sizing(view.estimates), caption=SIZING_CAPTION),
         "premise state": lambda view: view.quoted["la-premise-state"],
-        "placement": lambda view: Table(view.placement),
+        "placement": lambda view: Table(
+            view.placement,
+            caption="Whitespace before the evidence (next to the question) against between "
+            "them, paired by problem.",
+        ),
         "varsum": lambda view: parts_of(varsum_tables(view.varsum) if view.varsum else []),
         "ruler provenance": lambda view: view.ruler_provenance,
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...claims import Estimate, paper_frame
+from ...claims import SIZING_CAPTION, Estimate, paper_frame
 from ...plots import FigureText, accuracy_by_position, book_figure
 from ...report import p_text, pct_ci, percent_words, points_ci
 from ...section import Example, Figure, Section, Sections, Shown, Table
@@ -311,13 +311,22 @@ def show_example(view: MultidocResult, run: Run) -> Shown:
 
 @SECTIONS("headline")
 def show_headline(view: MultidocResult, run: Run) -> Shown:
-    return Table(headline(view.estimates, paper_frame(PAPER_FILE), run.params))
+    return Table(
+        headline(view.estimates, paper_frame(PAPER_FILE), run.params),
+        caption="The two headline comparisons, paired by question, beside the paper's "
+        "GPT-3.5-Turbo at 20 documents.",
+    )
 
 
 @SECTIONS("closed book")
 def show_closed_book(view: MultidocResult, run: Run) -> Shown:
     table = closed_book_table(view.base, paper_frame(PAPER_FILE))
-    return Table(table, f"Ours: {view.base['n'].max()} questions.")
+    return Table(
+        table,
+        f"Ours: {view.base['n'].max()} questions.",
+        caption="Closed-book (no documents) and oracle (the gold document alone): ours above "
+        "the paper's Table 1.",
+    )
 
 
 @SECTIONS("position grid")
@@ -337,7 +346,11 @@ def show_position_grid(view: MultidocResult, run: Run) -> Shown:
 @SECTIONS("query-aware")
 def show_query_aware(view: MultidocResult, run: Run) -> Shown:
     if len(view.effects):
-        return Table(query_aware_table(view))
+        return Table(
+            query_aware_table(view),
+            caption="Query-aware contextualization (the question also before the documents) "
+            "against the question at the end, paired by question.",
+        )
     return "Run with `query_aware = [False, True]` to compare."
 
 
@@ -349,13 +362,27 @@ def show_open_domain(view: MultidocResult, run: Run) -> Shown:
         "Paper (section 5, from 20 to 50 documents): reader accuracy about +1.5 "
         "(GPT-3.5-Turbo) and about +1 (Claude-1.3), while Contriever's recall keeps rising."
     )
-    return (Table(steps_table(view.od["steps"]), notes), view.od_provenance)
+    caption = (
+        "Open domain: the change in reader accuracy and retriever recall from each number of "
+        "retrieved documents to the next, paired by question."
+    )
+    return (Table(steps_table(view.od["steps"]), notes, caption=caption), view.od_provenance)
 
 
 SECTIONS.declare(
     {
-        "gaps": lambda view: Table(gaps_table(view.gaps)),
-        "sizing": lambda view: Table(sizing(view.estimates)),
-        "prompt lengths": lambda view: (Table(prompt_lengths(view.table)), view.provenance),
+        "gaps": lambda view: Table(
+            gaps_table(view.gaps),
+            caption="Best minus worst position per size, with the gap noise alone gives and a "
+            "permutation p.",
+        ),
+        "sizing": lambda view: Table(sizing(view.estimates), caption=SIZING_CAPTION),
+        "prompt lengths": lambda view: (
+            Table(
+                prompt_lengths(view.table),
+                caption="Prompt tokens per setting and size (the paper's appendix F).",
+            ),
+            view.provenance,
+        ),
     }
 )

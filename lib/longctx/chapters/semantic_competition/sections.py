@@ -348,7 +348,10 @@ def _paper() -> dict[str, pd.DataFrame]:
 
 @SECTIONS("experiments")
 def show_experiments(view: CompetitionResult | None, run: Run) -> Shown:
-    return Table(*experiments_table(built_contexts(run), run.planned()))
+    return Table(
+        *experiments_table(built_contexts(run), run.planned()),
+        caption="The experiments: questions asked, questions left out and prompts in each.",
+    )
 
 
 @SECTIONS("figures")
@@ -382,7 +385,11 @@ SECTIONS.declare(
     {
         "table 1": lambda view: parts_of(table1_tables(view, _paper())),
         "table 2": lambda view: parts_of(table2_tables(view, _paper())),
-        "far ranks": lambda view: Table(far_ranks(view.main)),
+        "far ranks": lambda view: Table(
+            far_ranks(view.main),
+            caption="The ranks the far snippets were drawn from, among each question's "
+            "eligible snippets.",
+        ),
         "prompt": lambda view: "```text\n" + view.example[:1400] + "\n...\n```",
         "retention": lambda view: parts_of(retention_tables(view, _paper())),
         "lengths": lambda view: parts_of(length_tables(view, _paper())),

@@ -404,7 +404,10 @@ def paper_tables(view: TagResult) -> list:
     """The paper's Table 1 and ours in the same shape."""
     cases = view.main["example_id"].nunique()
     return [
-        paper_table(view.paper),
+        (
+            paper_table(view.paper),
+            "The paper's Table 1: accuracy (%) on NoLiMa+ per length and its drop rate.",
+        ),
         (
             ours_table(view.accuracy, view.params["variants"]),
             f"Ours: accuracy (%) at each haystack length, {cases} questions per cell.",
@@ -449,13 +452,25 @@ def needle_tables(view: TagResult, shown: int = 6) -> list:
         ]
     )
     overlap = sum(bool(tn.literal_overlap(c)) for c in every)
-    return [kinds, (pairs, f"Needle/question pairs sharing a content word: {overlap}.")]
+    return [
+        (kinds, "The needle set by kind: needles in the set and needles asked here."),
+        (
+            pairs,
+            f"The first needle/question pairs. Pairs sharing a content word: {overlap}.",
+        ),
+    ]
 
 
 def tagging_tables(view: TagResult) -> list:
     """Per tagger what it tagged, the LLM tagger's tagged chunks and a spaCy-tagged needle in
     its context."""
-    out = [view.stats]
+    out = [
+        (
+            view.stats,
+            "Per tagger: haystack chunks and needles tagged, tags per tagged chunk and the "
+            "commonest tags.",
+        )
+    ]
     if view.stack.taggers.llm is not None:
         out.append(
             (llm_tagged_chunks(view.stack, view.params), "Haystack chunks the LLM tagger tagged.")
@@ -468,7 +483,9 @@ def tagging_tables(view: TagResult) -> list:
 
 def llm_tables(view: TagResult) -> list:
     """The LLM tagger's raw answers for the first needles (nothing without an LLM tagger)."""
-    return [llm_answers(view.stack)] if view.stack.taggers.llm is not None else []
+    if view.stack.taggers.llm is None:
+        return []
+    return [(llm_answers(view.stack), "The LLM tagger's answers for the first needles.")]
 
 
 def tokens_table(view: TagResult) -> tuple[pd.DataFrame, str]:
@@ -490,7 +507,11 @@ def overhead_tables(view: TagResult) -> list:
         ],
     )
     return [
-        view.overhead,
+        (
+            view.overhead,
+            "Per tagged variant and length: tag tokens added to the context, and the change "
+            "over the baseline.",
+        ),
         (
             against[["length", "variant", "change", "p_sign_flip"]]
             .rename(columns={"change": "change vs TD (pts, 95% CI)"})
@@ -542,7 +563,7 @@ def novelqa_tables(view: TagResult, run: Run) -> list:
         .reset_index()
         .assign(variant=lambda t: t["variant"].map(PAPER_VARIANT_LABELS).fillna(t["variant"])),
         "The paper's Table 2 (NovelQA+, accuracy %).",
-    )
+    )  # a (table, caption) pair
     if not params.get("novelqa_dir"):
         return [
             "`novelqa_dir` is not set, so the NovelQA part did not run; the paper's Table 2:",
@@ -656,8 +677,21 @@ SECTIONS.declare(
         "overhead": lambda view: parts_of(overhead_tables(view)),
         "query-aware": lambda view: parts_of(query_aware_tables(view)),
         "system prompts": lambda view: system_prompts(view.params["short_variants"]),
-        "drops": lambda view: Table(drops_table(view)),
-        "tokens": lambda view: (view.provenance, Table(*tokens_table(view))),
-        "wrong answers": lambda view: Table(wrong_answers(view.main)),
+        "drops": lambda view: Table(
+            drops_table(view),
+            caption="The extremum drop rate from the shortest to the longest context per "
+            "variant, paired by needle question.",
+        ),
+        "tokens": lambda view: (
+            view.provenance,
+            Table(
+                *tokens_table(view),
+                caption="Prompt, context and tag tokens per variant and length.",
+            ),
+        ),
+        "wrong answers": lambda view: Table(
+            wrong_answers(view.main),
+            caption="The most frequent wrong answers per variant and length.",
+        ),
     }
 )
