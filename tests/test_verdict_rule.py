@@ -243,6 +243,8 @@ def test_every_check_of_a_premise_must_hold():
     assert "control 96.7% >= 50%, recited 95.0% >= 90.9%" in held.premise
     failed = judge(_est(-49.0, -30.0, control=96.7, facts={"recited": 40.0}), claim)
     assert failed.verdict == "premise not met" and "recited 40.0% < 90.9%" in failed.premise
+    # the cell names only what failed, in the cell itself
+    assert held.premise_failed == "" and failed.premise_failed == "recited 40.0% < 90.9%"
 
 
 def test_a_premise_fact_not_measured_yet_leaves_the_claim_unjudged():

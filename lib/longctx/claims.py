@@ -381,11 +381,12 @@ class Judgement:
     premise: str
     premise_met: bool | None = True  # None: not measured on this reader's rows yet
     magnitude_short: str = ""  # the magnitude in a few words, for table cells
+    premise_failed: str = ""  # the checks that failed, in a few words, shown in the cell
 
 
 def judge(est: Estimate, claim: Claim) -> Judgement:
     """The verdict by the rule in the module docstring, with its parts."""
-    premise_met, premise = _premise(est, claim)
+    premise_met, premise, failed = _premise(est, claim)
     if est.difference != est.difference:  # undefined on these rows (r of a constant)
         decided, direction = "inconclusive at this n", "undefined on these rows: no direction"
         size, short = "undefined", "undefined"
@@ -404,6 +405,7 @@ def judge(est: Estimate, claim: Claim) -> Judgement:
         premise,
         premise_met,
         short,
+        failed,
     )
 
 
@@ -508,16 +510,16 @@ def _magnitude(est: Estimate, claim: Claim) -> tuple[str, str]:
     return f"smaller than the paper's: {times}", times.replace("x", "×", 1)
 
 
-def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str]:
-    """Whether the premise holds (None: a fact it needs is not measured on these rows yet)
-    and each check with its value in words."""
+def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str, str]:
+    """Whether the premise holds (None: a fact it needs is not measured on these rows yet),
+    each check with its value in words, and the checks that failed."""
     below = _below_chance(est, claim)
     if below:
-        return False, below
+        return False, below, "below chance"
     premise = claim.premise
     if premise is None:
-        return True, ""
-    parts, failed, unmeasured = [], False, False
+        return True, "", ""
+    parts, failing, unmeasured = [], [], False
     for check in premise.checks:
         value, threshold = check.value(est, claim), check.threshold(claim)
         if value is None:
@@ -531,7 +533,6 @@ def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str]:
             unmeasured = True
             continue
         ok = value >= threshold
-        failed = failed or not ok
         # a bound: rows part stored, but enough to decide this check whatever the rest give
         bound = {-1.0: "at most ", 1.0: "at least "}.get(
             est.facts.get(f"{check.quantity}:bound"), ""
@@ -539,9 +540,11 @@ def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str]:
         parts.append(
             f"{check.quantity} {bound}{value:.1f}{unit} {'>=' if ok else '<'} {threshold:g}{unit}"
         )
+        if not ok:
+            failing.append(parts[-1])
     # a check that fails decides, whether or not another is measured
-    met = False if failed else None if unmeasured else True
-    return met, f"{premise.why}: {', '.join(parts)}"
+    met = False if failing else None if unmeasured else True
+    return met, f"{premise.why}: {', '.join(parts)}", ", ".join(failing)
 
 
 def chance_floor(claim: Claim) -> float | None:
@@ -615,6 +618,12 @@ def paired_estimate(
         control_units=tuple(a),
         treatment_units=tuple(b),
     )
+
+
+SIZING_CAPTION = (
+    "How n was chosen: per comparison, the units paired, the share whose outcome changed "
+    "between the two sides, and the units a 95% interval of ±10 points needs at that spread."
+)
 
 
 def sizing_table(comparisons: Mapping[str, Estimate], unit: str) -> pd.DataFrame:

@@ -732,9 +732,9 @@ def _number(claim: Claim, est: Estimate) -> str:
 
 def cell_markdown(cell: Cell, href: str | None = None) -> str:
     """A cell of the matrix table, short enough for a column per reader: the number with its
-    interval, then the verdict's mark and word with n, then the premise (✓ met, ✗ not), the
-    chance floor, answers cut at the token cap and a link to the rows; the verdict's parts
-    in words in its tooltip. A cell with no verdict says why, its command in the tooltip."""
+    interval, then the verdict's mark and word with n, then the premise (✓ met; ✗ with the
+    checks that failed), the chance floor, answers cut at the token cap and a link to the
+    rows; the verdict's parts in words in its tooltip. A cell with no verdict says why, its command in the tooltip."""
     if cell.status == UNMEASURED:
         return (
             f"**{_number(cell.claim, cell.estimate)}**<br>"
@@ -763,8 +763,10 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
     extra = []
     if cell.stability is not None and not cell.fragile:
         extra.append(f'<abbr title="{STABILITY_WORDS}">holds {cell.stability:.0%}</abbr>')
-    if cell.claim.premise:
-        extra.append("premise ✓" if j.premise_met else "premise ✗")
+    if j.premise_met is False:  # the reason in the cell, not only in a tooltip
+        extra.append(f"premise ✗: {j.premise_failed}")
+    elif cell.claim.premise:
+        extra.append("premise ✓")
     if cell.floor:
         extra.append(cell.floor.split(" (")[0].replace("chance", "floor"))
     if est.capped:
@@ -1110,7 +1112,9 @@ def verdict_box(chapter: str, matrix: Matrix) -> str:
                 + " | ".join(cells)
                 + " |"
             )
-        body = "\n".join(lines)
+        # a caption of its own, so the table says what it is wherever a link lands
+        caption = "This chapter's claims judged on each model with rows."
+        body = "\n".join([f"```{{table}} {caption}", *lines, "```"])
     return (
         ":::{admonition} Verdicts, one column per model with rows (its backends within)\n"
         ":class: tip\n\n"
