@@ -323,8 +323,9 @@ def quoted_number_problems(build: Path) -> list[str]:
 
 
 def uncaptioned_tables(root: Path, pages: list[Path]) -> list[str]:
-    """Tables shown right after another table with no caption and no words between them:
-    a reader cannot tell what the second one is."""
+    """Tables with no caption: a reader who lands on one from a link, or skims, cannot tell
+    what it is. A table that is the only one behind a toggle is captioned by the toggle's line
+    (its ``summary``)."""
     from bs4 import BeautifulSoup
 
     problems = []
@@ -332,19 +333,50 @@ def uncaptioned_tables(root: Path, pages: list[Path]) -> list[str]:
         main = BeautifulSoup(page.read_text(encoding="utf-8", errors="replace"), "html.parser").main
         if main is None:
             continue
-        previous = None
-        for el in main.find_all(["p", "h1", "h2", "h3", "h4", "li", "table", "figure", "caption"]):
-            inside_table = el.find_parent("table") is not None
-            if el.name == "table" and not inside_table and "longctx-table" in el.get("class", []):
-                if previous == "table" and el.caption is None:
-                    headers = " | ".join(th.get_text(strip=True) for th in el.select("th")[:4])
+        for table in main.find_all("table"):
+            if table.find_parent("table") is not None or table.caption is not None:
+                continue
+            toggle = table.find_parent("details")
+            summary = toggle.find("summary") if toggle is not None else None
+            if summary is not None and summary.get_text(strip=True):
+                if len(toggle.find_all("table")) - len(toggle.select("table table")) == 1:
+                    continue
+            headers = " | ".join(th.get_text(strip=True) for th in table.select("th")[:4])
+            problems.append(f"{page.relative_to(root)}: a table with no caption ({headers})")
+    return problems
+
+
+def misplaced_point_labels(root: Path, pages: list[Path]) -> list[str]:
+    """Image maps whose figure is missing, or whose point labels ("... (n = 120); open its
+    rows") stand where the figure's own words belong: its title, alt text or caption."""
+    from bs4 import BeautifulSoup
+
+    problems = []
+    for page in pages:
+        soup = BeautifulSoup(page.read_text(encoding="utf-8", errors="replace"), "html.parser")
+        for link_map in soup.find_all("map", attrs={"data-figure": True}):
+            name = link_map["data-figure"]
+            figure = soup.find(id=name)
+            img = figure.find("img") if figure is not None else None
+            if img is None:
+                problems.append(
+                    f"{page.relative_to(root)}: a map of points for {name}, no such figure"
+                )
+                continue
+            caption = figure.find("figcaption")
+            own_words = {
+                "title": " ".join(
+                    filter(None, [figure.get("title"), img.get("title"), img.get("aria-label")])
+                ),
+                "alt text": img.get("alt") or "",
+                "caption": caption.get_text(" ", strip=True) if caption is not None else "",
+            }
+            labels = {a.get("title") or a.get("alt") or "" for a in link_map.find_all("area")}
+            for where, words in own_words.items():
+                if any(label and label in words for label in labels):
                     problems.append(
-                        f"{page.relative_to(root)}: a table right after another with no caption "
-                        f"or words between them ({headers})"
+                        f"{page.relative_to(root)}: {name}'s {where} is one of its points' labels"
                     )
-                previous = "table"
-            elif not inside_table and "longctx-note" not in el.get("class", []):
-                previous = el.name  # words between: this one is introduced
     return problems
 
 
@@ -744,6 +776,7 @@ def main(argv=None) -> int:
     problems = (
         broken_links(root, pages)
         + uncaptioned_tables(root, pages)
+        + misplaced_point_labels(root, pages)
         + raw_values(root, pages)
         + unfiltered_points(root, pages)
         + stale_not_run(root, pages)
@@ -773,7 +806,8 @@ def main(argv=None) -> int:
         f"check_book: {len(pages)} pages loaded in headless Chromium: no console errors, every image loaded, "
         "math rendered, every internal link resolves and every external one is well formed, no page "
         "scrolls sideways at 1400 px, every figure has a caption, is referenced and is shown large "
-        f"enough for {MIN_RENDERED_PT:g} pt text, every table is introduced or captioned and none "
+        f"enough for {MIN_RENDERED_PT:g} pt text, no figure's title, alt text or caption is one "
+        "of its points' labels, every table is captioned and none "
         "has a raw identifier for a header, a raw value in a cell or an interval split across "
         "columns, every point opens its claim's rows only, no sentence says a reader with "
         "judged cells was not run, no chapter page "

@@ -118,20 +118,41 @@ def test_an_interval_split_across_two_columns_is_spotted():
         assert not check_book.SPLIT_INTERVAL.search(fine), fine
 
 
-def test_a_table_stacked_under_another_needs_a_caption_or_words(tmp_path):
-    table = '<table class="longctx-table">{}<tr><th>n</th></tr></table>'
+def test_a_table_needs_a_caption_or_a_toggle_of_its_own(tmp_path):
+    table = '<table class="longctx-table">{}<tr><th>{}</th></tr></table>'
     (tmp_path / "a.html").write_text(
-        "<main><p>Intro.</p>"
-        + table.format("")
-        + '<p class="longctx-note">note</p>'
-        + table.format("")
-        + "<p>Words.</p>"
-        + table.format("")
-        + table.format("<caption>B</caption>")
-        + "</main>"
+        "<main><p>Words before are not a caption.</p>"
+        + table.format("", "bare")
+        + table.format("<caption>What it is.</caption>", "captioned")
+        + "<details><summary>The one table here</summary>"
+        + table.format("", "toggled")
+        + "</details><details><summary>Two tables</summary>"
+        + table.format("", "first")
+        + table.format("", "second")
+        + "</details><details><summary></summary>"
+        + table.format("", "empty summary")
+        + "</details></main>"
     )
     assert check_book.uncaptioned_tables(tmp_path, [tmp_path / "a.html"]) == [
-        "a.html: a table right after another with no caption or words between them (n)"
+        f"a.html: a table with no caption ({name})"
+        for name in ("bare", "first", "second", "empty summary")
+    ]
+
+
+def test_a_point_label_in_a_figure_title_or_a_map_without_its_figure_is_found(tmp_path):
+    label = "masked: 2% (n = 120); open its rows"
+    area = f'<area href="x.html#rows=a" title="{label}" alt="{label}">'
+    (tmp_path / "a.html").write_text(
+        '<main><figure id="fig-a"><img alt="Bar chart." title="' + label + '">'
+        "<figcaption>What it shows.</figcaption></figure>"
+        f'<map data-figure="fig-a">{area}</map>'
+        '<figure id="fig-b"><img alt="Bar chart."><figcaption>Fine.</figcaption></figure>'
+        f'<map data-figure="fig-b">{area}</map>'
+        f'<map data-figure="fig-gone">{area}</map></main>'
+    )
+    assert check_book.misplaced_point_labels(tmp_path, [tmp_path / "a.html"]) == [
+        "a.html: fig-a's title is one of its points' labels",
+        "a.html: a map of points for fig-gone, no such figure",
     ]
 
 
