@@ -48,11 +48,14 @@
 #
 # **Scale.** The book run uses the default reader (Qwen2.5-Coder-0.5B-Instruct, float32
 # on a 2-core CPU). Sizes are cut to fit that budget and named in each section: the
-# paper's 500 samples become 5 examples per cell at low density and 20 at high density (where
-# plain minus UUID ids is the paper's stated effect), 40 pairs become 16 (low density) and 10
-# pairs of 128-character ids become 4, 500 NQ questions become 20 (chosen so the headline's
-# 95% interval is at most 10 points on each side), and the delimiter sweep runs 20 examples
-# per delimiter at 75 pairs with the gold pair in the middle only, where this reader is off
+# paper's 500 samples become {glue:text}`cn-kv-examples` examples per cell at low density
+# and {glue:text}`cn-kv-high-examples` at high density (where plain minus UUID ids is the
+# paper's stated effect), 40 pairs become {glue:text}`cn-kv-low-pairs` (low density) and
+# 10 pairs of 128-character ids become {glue:text}`cn-kv-high-pairs`, 500 NQ questions
+# become {glue:text}`cn-qa-questions` (chosen so the headline's 95% interval is at most 10
+# points on each side), and the delimiter sweep runs {glue:text}`cn-sweep-examples`
+# examples per delimiter at {glue:text}`cn-sweep-pairs` pairs with the gold pair in the
+# middle only, where this reader is off
 # its ceiling (so the sweep reports plain accuracy at one position, not the paper's OAA).
 # The weights are the Q4_K_M GGUF file, dequantized for transformers, and the chat
 # template adds Qwen's default system prompt to every prompt. Rerun for another model:
@@ -126,7 +129,7 @@ page.show("example")
 # {numref}`fig-cnorm-qa` is the paper's Figure 6 setting for our reader. Each C-NORM answer
 # is paired with the baseline answer for the same question, gold position and ordering
 # (same documents, same order). The unit is the question: the three orderings ("seeds")
-# reuse the same 20 questions, so they are not independent replications, and the interval
+# reuse the same {glue:text}`cn-qa-questions` questions, so they are not independent replications, and the interval
 # resamples whole questions across them; the sign-flip test flips the sign of each
 # question's mean difference.
 
@@ -190,14 +193,16 @@ page.show("effects")
 #
 # The paper's Figure 3: across delimiter configurations, the more tokens a format costs,
 # the lower its accuracy (Pearson r = -0.82 for Qwen2.5-1.5B). To measure r, accuracy has
-# to vary, so the sweep runs where this reader is off its ceiling: 75 pairs (about 4,700
-# tokens) with the gold pair in the middle, the same 20 examples under every delimiter.
+# to vary, so the sweep runs where this reader is off its ceiling:
+# {glue:text}`cn-sweep-pairs` pairs (about {glue:text}`cn-sweep-tokens` tokens) with the gold
+# pair in the middle, the same {glue:text}`cn-sweep-examples` examples under every delimiter.
 # The token count is the whole prompt as the model reads it (chat template included).
 # Two intervals for r answer two questions: the **bootstrap** resamples whole examples
 # (all delimiters together, so the design stays paired) and says how sure we are of r for
-# these 8 delimiters; **Fisher's** treats the delimiters as a sample and says how far r
-# could move with other delimiters, the paper's question, so the findings page judges r
-# with it. The paired contrast below it (the 4 longest minus the 4 shortest formats, per
+# these {glue:text}`cn-sweep-delimiters` delimiters; **Fisher's** treats the delimiters as a
+# sample and says how far r could move with other delimiters, the paper's question, so the
+# findings page judges r with it. The paired contrast below it (the
+# {glue:text}`cn-sweep-half` longest minus the {glue:text}`cn-sweep-half` shortest formats, per
 # example) is exploratory: it was defined with its data.
 
 # %% tags=["hide-input"]

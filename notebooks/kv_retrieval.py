@@ -27,12 +27,13 @@
 #
 # **What we test.** The same task, prompts (their Figure 6 template, kept as data files in
 # `lib/longctx/prompts/`) and metric (gold value contained in the output), with the
-# default reader Qwen2.5-Coder-0.5B-Instruct. The headline uses the paper's own 140-pair
-# records (about 9,600 tokens) with the gold pair first or in the middle, 165 examples,
-# with and without query-aware contextualization (records 0-99 generated on an H100 GPU,
-# records 100-164 on this project's 2-core CPU, both bfloat16 transformers). A full
-# position grid at 10 and 30 synthetic pairs (8 examples per cell) shows the shape at
-# short lengths.
+# default reader Qwen2.5-Coder-0.5B-Instruct. The headline uses the paper's own
+# {glue:text}`kv-largest`-pair records (about {glue:text}`kv-largest-tokens` tokens) with the
+# gold pair first or in the middle, {glue:text}`kv-records` examples, with and without
+# query-aware contextualization (generated with bfloat16 transformers, part on a GPU and part
+# on a CPU: each row records its device). A full position grid at
+# {glue:text}`kv-short-sizes` synthetic pairs ({glue:text}`kv-short-examples` examples per
+# cell) shows the shape at short lengths.
 #
 # **What differs.** One 0.5B reader (the paper's are 7B and larger API models), the Q4_K_M
 # GGUF weights dequantized for transformers, and the chat template's default system
@@ -97,7 +98,7 @@ page.show("provenance")
 # ## Headline: the middle of 140 pairs
 #
 # The two comparisons the paper's claims are about, at the largest size (in the book run,
-# the same 165 records of the paper's 140-pair file): the gold pair in the middle minus
+# the same {glue:text}`kv-records` records of the paper's 140-pair file): the gold pair in the middle minus
 # first (query after the data), and query-aware minus query at end with the gold pair in
 # the middle. Differences are paired by record; intervals
 # are 95% percentile bootstraps over records, p a two-sided sign-flip test.
@@ -125,9 +126,9 @@ page.show("sizing")
 # %% [markdown]
 # ## The full position grid at 10 and 30 pairs
 #
-# Five depths, with and without query-aware contextualization, 8 synthetic examples per
-# cell. With 8 examples an interval spans about 40 points, so this grid shows the shape,
-# not a finding.
+# Five depths, with and without query-aware contextualization,
+# {glue:text}`kv-short-examples` synthetic examples per cell: an interval that wide spans
+# tens of points, so this grid shows the shape, not a finding.
 
 # %% tags=["hide-input"]
 page.show("grid")

@@ -36,19 +36,22 @@
 # * GSM8K without the last step of its worked solution, to see whether the task needs
 #   reasoning at all in the paper's design;
 # * VarSum (the paper's synthetic sums) with a budget that does not cut answers off:
-#   120 problems without filler, 16 with 16,000 essay tokens;
-# * the paper's remedy, recite-then-answer, on RULER's QA1 and QA2 at 4,000 tokens (Table 5),
-#   110 questions each, with a variant that separates choosing documents from copying them.
+#   {glue:text}`la-varsum-n` problems without filler, {glue:text}`la-varsum-long-n` with
+#   {glue:text}`la-filler` essay tokens;
+# * the paper's remedy, recite-then-answer, on RULER's QA1 and QA2 at
+#   {glue:text}`la-ruler-length` tokens (Table 5), {glue:text}`la-qa1-questions` and
+#   {glue:text}`la-qa2-questions` questions, with a variant that separates choosing
+#   documents from copying them.
 #
 # Filler is measured in the reader's own tokens; masking is done without computing the
 # masked tokens (positions after the gap are shifted; equivalence with an explicit
-# attention mask is a unit test). The GSM8K rows were generated on an H100 GPU (bfloat16),
-# the VarSum and RULER rows on this project's 2-core CPU (bfloat16), all by `longctx
-# reproduce`, which builds the same requests as this notebook.
+# attention mask is a unit test). The rows were generated with bfloat16 transformers, the
+# GSM8K rows on a GPU and the VarSum and RULER rows on a CPU, all by `longctx reproduce`,
+# which builds the same requests as this notebook.
 #
 # **What differs.** One small reader, Qwen2.5-Coder-0.5B-Instruct (the paper's are 7-8B,
-# and GPT-4o for RULER), two lengths, 120 of GSM8K's 1,319 test problems, 110 of RULER's
-# questions per task at its shortest length. The weights are the Q4_K_M GGUF file,
+# and GPT-4o for RULER), two lengths, {glue:text}`la-problems` of GSM8K's 1,319 test
+# problems, and RULER's questions at its shortest length only. The weights are the Q4_K_M GGUF file,
 # dequantized for transformers, and the chat template adds Qwen's default system prompt.
 # GSM8K's evidence holds the worked solution (the paper's "chain-of-thought steps"), so
 # for this reader the task mostly measures carrying a stated number to the answer: without

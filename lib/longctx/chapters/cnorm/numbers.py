@@ -392,6 +392,19 @@ def quoted(view: CnormResult) -> dict:
         ),
         **_attention_quotes(view.shares),
         **_selection_quotes(view),
+        **_design_quotes(view.params),
+    }
+
+
+def _design_quotes(params: dict) -> dict:
+    """The run's sizes, as the scale sets them, for the prose that names them."""
+    return {
+        "cn-kv-examples": params["kv_examples"],
+        "cn-kv-high-examples": params["kv_high_examples"],
+        "cn-kv-low-pairs": params["kv_low_pairs"],
+        "cn-kv-high-pairs": params["kv_high_pairs"],
+        "cn-qa-questions": params["qa_questions"],
+        "cn-sweep-pairs": params["sweep_pairs"],
     }
 
 
@@ -431,6 +444,9 @@ def _format_quotes(
         "cn-uuid-formats": uuid["formats"],
         "cn-formats": every["formats"],
         "cn-sweep-examples": every["examples"],
+        "cn-sweep-delimiters": len(oaa),
+        "cn-sweep-half": len(oaa) // 2,  # the longest and shortest formats contrasted
+        "cn-sweep-tokens": f"{round(oaa['prompt tokens'].mean(), -2):,.0f}",
         "cn-tokens-r": "r = {:+.2f} [{:+.2f}, {:+.2f}], {} delimiters, {}".format(
             *(
                 getattr(estimates["cnorm-tokens"], f)

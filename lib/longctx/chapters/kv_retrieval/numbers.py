@@ -187,6 +187,17 @@ def quoted(
         "kv-middle-vs-first": estimate_text(estimates["litm-kv-middle"]),
         "kv-query-aware": estimate_text(estimates["litm-kv-query-aware"]),
         "kv-short-sizes": " and ".join(str(k) for k in sorted(params["num_pairs"]) if k < largest),
+        # the design's examples per cell below the largest size (the scale's, one number
+        # when every short size has the same)
+        "kv-short-examples": " or ".join(
+            sorted(
+                {
+                    str(per_size(params, "examples_per_cell", k))
+                    for k in params["num_pairs"]
+                    if k < largest
+                }
+            )
+        ),
         "kv-short-tokens": " and ".join(
             f"{round(tokens[k], -1):,.0f}" for k in sorted(tokens) if k < largest
         ),

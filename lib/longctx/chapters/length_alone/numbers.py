@@ -602,6 +602,8 @@ def quoted(
         out["la-recitations"] = int(rec["questions"].sum())
         out["la-recitations-at-cap"] = int(rec["at_cap"].sum())
         out["la-recite-cap"] = f"{rq.RECITE_TOKENS:,}"
+        # the design's RULER length in the reader's tokens
+        out["la-ruler-length"] = " and ".join(f"{k:,}" for k in params["ruler"]["lengths"])
     return out
 
 
