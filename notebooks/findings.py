@@ -45,11 +45,6 @@ glue_figure(
     matrix.figure_text(claims_by_readers),
 )
 glue_figure("fig-findings", forest(table[table["scale"] == "points"]), findings.forest_text(table))
-glue_figure(
-    "fig-findings-others",
-    forest(matrix.others_frame(claims_by_readers)),
-    matrix.others_text(claims_by_readers),
-)
 
 # %% [markdown]
 # ```{glue:md} fig-matrix
@@ -90,7 +85,8 @@ show(matrix.tally_table(claims_by_readers), caption=matrix.TALLY_CAPTION)
 show(matrix.replication_table(claims_by_readers), caption=matrix.REPLICATION_CAPTION)
 
 # %% [markdown]
-# The tables below, one per paper (open one by its line), give each cell's number: the
+# The tables below, one per paper (open one by its line; on a narrow screen, a card per
+# claim), give each cell's number: the
 # paired difference with its 95% interval, n (independent units), the verdict's mark, whether the premise holds, the chance floor where
 # the claim has one (a guess among the keys or ids, or this reader's closed-book accuracy on
 # the same NQ-Open questions), the share of answers that used their whole token budget and a
@@ -105,6 +101,7 @@ say(
         rows_href=partial(browser_href, resolve(results_dir)),
     )
 )
+say(matrix.cards_markdown(claims_by_readers, rows_href=partial(browser_href, resolve(results_dir))))
 say(matrix.commands_markdown(claims_by_readers))
 say(matrix.download_line())
 say(export.download_line(claims_by_readers))
@@ -201,19 +198,6 @@ check_statements(
 )
 
 # %% [markdown]
-# ## The other readers
-#
-# Every judged cell in points of the other readers, in the same form:
-
-# %% [markdown]
-# ```{glue:md} fig-findings-others
-# :format: myst
-# ```
-
-# %% [markdown]
-# {numref}`fig-findings-others` shows the other readers' judged claims; the cells not judged
-# yet are in the matrix above with what they need.
-#
 # ## Rows from more than one machine
 #
 # A column can hold rows made on several machines: CPUs of two makes and GPUs, and on a CPU

@@ -583,3 +583,38 @@ def kv_score(row):
     from longctx.tasks import kv_retrieval as kv
 
     return kv.score(row)
+
+
+def test_a_cell_sits_on_the_scale_of_the_papers_effect_or_in_points_toward_its_direction():
+    from longctx.claims import Claim
+    from longctx.matrix import effect_scale
+
+    def claim(direction, effect, kind="directional", margin=None):
+        return Claim(
+            "x", "p", "ch", "l", "c", "d", "v", direction, effect, "s", "short", kind, margin
+        )  # fmt: skip
+
+    # a loss the paper sizes at -15.7: half of it is 0.5, the interval kept in order
+    panel, x, lo, hi, label, margin = effect_scale(claim(-1, -15.7), -7.85, -15.7, 0.0)
+    assert (panel, x, lo, hi, margin) == ("ratio", 0.5, 0.0, 1.0, None)
+    assert label == "short (paper -15.7)"
+    # no size in the paper: points, signed so that its direction (a loss) is positive
+    assert effect_scale(claim(-1, None), -6.0, -9.0, -3.0)[:4] == ("points", 6.0, 3.0, 9.0)
+    # a claim of no effect: points, with its margin, even where the paper gives a number
+    assert effect_scale(claim(1, 1.5, "saturation", 5.0), 2.0, -1.0, 5.0)[::5] == ("points", 5.0)
+
+
+def test_the_matrix_figure_draws_each_judged_cell_and_the_cards_hold_every_claim(committed_matrix):
+    from longctx import matrix
+
+    fig = matrix.figure(committed_matrix)
+    text = matrix.figure_text(committed_matrix)
+    judged = matrix.model_frame(committed_matrix)
+    judged = judged[(judged["status"] == "judged") & judged["difference"].notna()]
+    assert f"Interval plot of {len(judged)} judged cells" in text.alt
+    # every judged cell is one interval line in one of the two panels
+    lines = sum(len([ln for ln in ax.lines if len(ln.get_xdata()) == 2]) for ax in fig.axes)
+    assert lines >= len(judged)
+    cards = matrix.cards_markdown(committed_matrix)
+    assert cards.startswith('<details class="longctx-details longctx-narrow">')
+    assert cards.count("\n**") == len(committed_matrix.claims)

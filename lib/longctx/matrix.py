@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -61,7 +62,7 @@ from .errors import DataFileError, LongctxError, warn_line
 from .findings import estimates, findings_table, read_verdict_changes
 from .models import DEFAULT_MODEL
 from .paths import repo_root
-from .plots import FigureText, claims_grid
+from .plots import RATIO_LIMITS, FigureText, effects_grid
 from .reader import Reader, model_label, row_backend
 from .report import and_list, collapsed
 from .reproduce import read_claims_plan
@@ -904,6 +905,29 @@ def as_markdown(matrix: Matrix, rows_href=None) -> str:
     return "\n\n".join(parts)
 
 
+def cards_markdown(matrix: Matrix, rows_href=None) -> str:
+    """The matrix for a narrow screen, where a column per model does not fit: a card per
+    claim (its name, the paper's effect, a link to its section) listing each model's cell as
+    the tables write it, behind a toggle shown only on narrow screens."""
+    links: dict[tuple[str, str], str | None] = {}
+    cards = []
+    for claim in matrix.claims:
+        lines = [
+            f"**{claim.short or claim.comparison}** · paper {paper_effect(claim)} "
+            f"({{ref}}`section <{claim.label}>`)",
+            "",
+        ]
+        for k, model in enumerate(matrix.models):
+            if reader_free(claim) and k:
+                continue  # the same for every reader: its first reader's cell says it
+            mc = matrix.model_cell(claim.id, model)
+            cell = model_cell_markdown(mc, cell_rows(mc.primary, rows_href, links))
+            lines.append(f"* {model}: {cell}")
+        cards.append("\n".join(lines))
+    summary = f"The matrix as cards: {len(matrix.claims)} claims, one card each"
+    return collapsed(summary, "\n\n".join(cards), narrow_only=True)
+
+
 def commands_markdown(matrix: Matrix) -> str:
     """Under the matrix: per reader, the command that fills its claims not yet run."""
     lines = []
@@ -1053,9 +1077,11 @@ def _moved(cell: Cell) -> str:
 
 
 def figure(matrix: Matrix, rows_href=None):
-    """:func:`longctx.plots.claims_grid` of the matrix (a reader-free claim marked "same"
-    beside its first reader); with ``rows_href`` each judged mark links to its rows, as the
-    table's cells do (:func:`cell_rows`)."""
+    """:func:`longctx.plots.effects_grid` of the matrix: every judged cell's interval, on the
+    scale of the paper's effect where the paper gives one (ours ÷ the paper's) and in points
+    toward the paper's direction where it does not or where the claim is of no effect (its
+    margin shaded); with ``rows_href`` each mark links to its rows, as the table's cells do
+    (:func:`cell_rows`). A reader-free claim is drawn for its first reader only."""
     cells = model_frame(matrix)
     first = matrix.columns[0].folder if matrix.columns else None
     cells.loc[cells["reader_free"] & (cells["folder"] != first), "status"] = "same"
@@ -1064,7 +1090,36 @@ def figure(matrix: Matrix, rows_href=None):
         cell_rows(matrix.cell(c, f), rows_href, known) if status == "judged" else None
         for c, f, status in zip(cells["claim"], cells["folder"], cells["status"])
     ]
-    return claims_grid(cells, readers=list(dict.fromkeys(cells["reader"])))
+    claims = {c.id: c for c in matrix.claims}
+    placed = [
+        effect_scale(claims[c], d, lo, hi)
+        for c, d, lo, hi in zip(
+            cells["claim"], cells["difference"], cells["ci_low"], cells["ci_high"]
+        )
+    ]
+    cells[["panel", "x", "x_low", "x_high", "label", "margin"]] = pd.DataFrame(
+        placed, index=cells.index
+    )
+    return effects_grid(cells, readers=list(dict.fromkeys(cells["reader"])))
+
+
+def effect_scale(claim: Claim, difference, low, high) -> tuple:
+    """Where a cell's estimate and interval sit in :func:`figure`: ``("ratio", x, lo, hi,
+    label, margin)`` as multiples of the paper's effect where the paper gives one and the claim
+    is of an effect; else ``("points", ...)`` signed so the paper's direction is positive,
+    with the claim's margin where it is one of no effect."""
+    effect = claim.paper_effect
+    no_effect = claim.kind in ("saturation", "no-effect")
+    name = claim.short or claim.comparison
+    if effect and effect == effect and not no_effect:
+        ends = sorted(v / effect for v in (low, high)) if low is not None else [None, None]
+        x = difference / effect if difference is not None else None
+        label = f"{name} (paper {claim.effect_text(effect)})"
+        return ("ratio", x, *ends, label, None)
+    sign = claim.direction or 1
+    ends = sorted(v * sign for v in (low, high)) if low is not None else [None, None]
+    x = difference * sign if difference is not None else None
+    return ("points", x, *ends, name, claim.margin if no_effect else None)
 
 
 def model_frame(matrix: Matrix) -> pd.DataFrame:
@@ -1241,39 +1296,29 @@ def _counts(values) -> str:
 def figure_text(matrix: Matrix) -> FigureText:
     """:func:`figure`'s caption and alt text, from the cells it draws."""
     cells = model_frame(matrix)
-    judged = cells[cells["status"] == "judged"]
+    judged = cells[(cells["status"] == "judged") & cells["difference"].notna()]
+    claims = {c.id: c for c in matrix.claims}
+    panels = Counter(effect_scale(claims[c], 0.0, 0.0, 0.0)[0] for c in set(judged["claim"]))
+    lo, hi = RATIO_LIMITS
     caption = (
-        f"Every claim (rows, {len(matrix.claims)}) on every model with committed rows "
-        f"(columns, {len(matrix.models)}; a model's backends are replications of it, and its "
-        "mark is the first backend that judges the claim). A mark is a verdict by the rule "
-        "below: colour and shape tell the verdict, an open circle a premise this model does "
-        "not meet, ‡ a rule fixed after its rows, a faded mark with ≈ a fragile verdict "
-        f"(holding in under {STABLE:.0%} of resamples of the claim's units), ⇄ backends that "
-        "disagree; "
-        "grey words say why a cell has none (not run, part run, no fit: the prompts exceed the "
-        "model's window, GPU: too long for this CPU, hf only: needs attention weights or "
-        "masked padding)."
+        "Every judged claim (rows) on every model with committed rows (colours; a model's "
+        "mark is the first of its backends that judges the claim, the others are replications "
+        "of it): our paired estimate with its 95% interval. Top, the "
+        f"{panels['ratio']} claims whose paper gives an effect, as a multiple of it (1, "
+        f"dotted: the paper's effect; 0: none; beyond {lo:g} or {hi:g} drawn at the edge "
+        f"with an arrow). Bottom, the {panels['points']} claims whose paper gives no size or "
+        "that say there is no effect (their margin shaded), in points signed so that the "
+        "paper's direction is positive. The shape is the verdict by the rule below: open "
+        "where this model does not meet the claim's premise, faded with ≈ where it is fragile "
+        f"(holding in under {STABLE:.0%} of resamples of the claim's units), ‡ where the "
+        "rule was fixed after the rows, ⇄ where the model's backends disagree. A model with "
+        "no mark on a row has no verdict there; the tables below say why."
     )
     alt = (
-        f"A grid of {len(matrix.claims)} claims by {len(matrix.models)} models "
-        f"({', '.join(matrix.models)}): {len(judged)} judged cells "
-        f"({_counts(judged['verdict'])}); the others {_counts(cells[cells['status'] != 'judged']['status'])}."
-    )
-    return FigureText(caption, alt)
-
-
-def others_text(matrix: Matrix) -> FigureText:
-    """The other readers' forest: caption and alt text, from its rows."""
-    rows = others_frame(matrix)
-    caption = (
-        f"The {len(rows)} judged claims in points of every reader but the default one "
-        f"({rows['reader'].nunique()} readers), each row a claim and a reader: the paired "
-        "difference with its 95% interval, coloured by verdict; diamonds: the paper's effect "
-        "where it gives one."
-    )
-    alt = (
-        f"Forest plot of {len(rows)} judged cells of {', '.join(sorted(rows['reader'].unique()))}"
-        f": {_counts(rows['verdict'])}."
+        f"Interval plot of {len(judged)} judged cells: {len(set(judged['claim']))} claims by "
+        f"{len(matrix.models)} models ({', '.join(matrix.models)}); verdicts "
+        f"{_counts(judged['verdict'])}. Cells without a verdict: "
+        f"{_counts(cells[cells['status'] != 'judged']['status'])}."
     )
     return FigureText(caption, alt)
 
@@ -1309,21 +1354,6 @@ def summary(matrix: Matrix, most: int = 3) -> dict:
         )
         or "no claim is yet judged on two readers",
     }
-
-
-def others_frame(matrix: Matrix) -> pd.DataFrame:
-    """The judged cells in points of every reader but the default one, for a forest plot:
-    each row named by its claim and its reader."""
-    table = frame(matrix)
-    default = default_column(matrix)
-    table = table[
-        (table["status"] == "judged")
-        & (table["scale"] == "points")
-        & ~table["reader_free"]
-        & (table["folder"] != (default.folder if default else None))
-    ].copy()
-    table["short"] = table["short"] + " · " + table["reader"]
-    return table
 
 
 def download_line(prefix: str = "../") -> str:

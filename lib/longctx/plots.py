@@ -460,17 +460,6 @@ VERDICT_MARKERS = {  # shape as well as colour, so a mark reads in grey too
     "premise not met": "o",
     "premise not measured": "P",
 }
-UNJUDGED_WORDS = {
-    "not testable": "no-op",
-    "running": "part run",
-    "premise not measured": "premise?",
-    "does not fit": "no fit",
-    "needs a GPU": "GPU",
-    "needs hf": "hf only",
-    "not run": "not run",
-}
-
-
 GRID_MARKS = {  # the signs beside a verdict's mark: sign -> (colour, legend)
     "‡": ("0.3", "rule fixed after the rows"),
     "≈": ("0.2", f"fragile: holds in < {STABLE:.0%}"),
@@ -478,83 +467,128 @@ GRID_MARKS = {  # the signs beside a verdict's mark: sign -> (colour, legend)
 }
 
 
-@book_figure
-def claims_grid(cells, *, readers: list[str]):
-    """The claims x readers matrix, one mark per cell: a judged cell's verdict (colour and
-    shape; premise not met as an open circle, a dagger-like ``‡`` beside a cell whose rule was
-    fixed after the reader's rows, a faded mark with ``≈`` for a fragile verdict, ``⇄`` where
-    the model's backends give different verdicts), a cell without a verdict in grey words
-    (not run, part run, no fit, GPU, hf only). ``cells`` has one row per claim and reader with ``short``,
-    ``reader``, ``status``, ``verdict`` and ``preregistered``; the claims keep their order."""
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
+EFFECT_PANELS = (  # (panel, x-axis label): claims with a paper's effect, then those without
+    ("ratio", "Ours as a multiple of the paper's effect (1 = the paper's, 0 = none)"),
+    ("points", "Ours in points, signed so that the paper's direction is positive"),
+)
+RATIO_LIMITS = (-3.0, 5.0)  # a multiple beyond these is drawn at the edge, with an arrow
 
-    claims = list(dict.fromkeys(cells["short"]))
-    fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 0.3 * len(claims) + 2.4), layout="constrained")
-    ys = {c: len(claims) - 1 - k for k, c in enumerate(claims)}
-    xs = {r: k for k, r in enumerate(readers)}
-    for r in cells.itertuples():
-        x, y = xs[r.reader], ys[r.short]
-        if r.status == "judged":
-            colour = VERDICT_COLOURS[r.verdict]
-            hollow = r.verdict == "premise not met"
-            fragile = bool(getattr(r, "fragile", False))
-            ax.plot(
-                x,
-                y,
-                VERDICT_MARKERS[r.verdict],
-                ms=9,
-                color=colour,
-                mfc="white" if hollow else colour,
-                mew=2,
-                alpha=0.35 if fragile else 1.0,
+
+@book_figure
+def effects_grid(cells, *, readers: list[str]):
+    """Every judged cell as its interval, one row per claim and the readers dodged within it
+    (colour: the reader; shape: the verdict, open where the premise is not met, faded where
+    fragile, ``‡``/``⇄`` as in the tables). ``cells`` has ``short``, ``reader``, ``status``,
+    ``verdict``, ``panel`` (``ratio``: ``x``, ``x_low``, ``x_high`` are ours over the paper's
+    effect; ``points``: signed points) and optional ``href``, ``label`` (the row's name)."""
+    import matplotlib.pyplot as plt
+
+    judged = cells[(cells["status"] == "judged") & cells["x"].notna()]
+    panels = [(k, words) for k, words in EFFECT_PANELS if (judged["panel"] == k).any()]
+    rows = {k: list(dict.fromkeys(judged[judged["panel"] == k]["label"])) for k, _ in panels}
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        figsize=(COLUMN_INCHES, 0.42 * sum(map(len, rows.values())) + 1.3 * len(panels) + 1.2),
+        height_ratios=[len(rows[k]) + 1.5 for k, _ in panels],
+        layout="constrained",
+        squeeze=False,
+    )
+    colours = dict(zip(readers, OKABE_ITO))
+    for ax, (panel, words) in zip(axes[:, 0], panels):
+        names = rows[panel]
+        ys = {name: len(names) - 1 - k for k, name in enumerate(names)}
+        for name, margin in (
+            judged[judged["panel"] == panel].groupby("label")["margin"].first().items()
+        ):
+            if margin == margin and margin is not None:  # a claim of no effect: its margin
+                ax.fill_betweenx(
+                    [ys[name] - 0.45, ys[name] + 0.45], -margin, margin, color="0.9", zorder=0
+                )
+        for r in judged[judged["panel"] == panel].itertuples():
+            slot = readers.index(r.reader)
+            y = ys[r.label] + 0.22 * ((len(readers) - 1) / 2 - slot)
+            _effect_mark(
+                ax, r, y, colours[r.reader], clip=RATIO_LIMITS if panel == "ratio" else None
             )
-            signs = [  # (sign, offset, alignment, font size, shown here)
-                ("≈", -0.14, "right", 11, fragile),
-                ("⇄", 0.3, "left", 11, bool(getattr(r, "backend_sensitive", False))),
-                ("‡", 0.14, "left", 10, r.preregistered is False),
-            ]
-            for sign, dx, align, size, shown in signs:
-                if shown:
-                    colour = GRID_MARKS[sign][0]
-                    ax.text(x + dx, y, sign, va="center", ha=align, fontsize=size, color=colour)
-            if isinstance(getattr(r, "href", None), str):  # a missing link reads NaN in a frame
-                where = r.reader.replace("\n", " ")
-                link_point(ax, x, y, r.href, f"{r.short}, {where}: {r.verdict}; open its rows")
-        elif r.status == "same":
-            ax.text(x, y, "same", va="center", ha="center", fontsize=10, color="0.55")
-        else:
-            ax.text(
-                x, y, UNJUDGED_WORDS[r.status], va="center", ha="center", fontsize=10, color="0.45"
-            )
-    ax.set_yticks(list(ys.values()), list(ys))
-    ax.set_xticks(list(xs.values()), readers)
-    ax.xaxis.tick_top()
-    ax.set_xlim(-0.6, len(readers) - 0.4)
-    ax.set_ylim(-0.6, len(claims) - 0.4)
-    ax.grid(False)
-    for y in ys.values():
-        ax.axhline(y, color="0.92", lw=0.8, zorder=0)
-    handles = [
+        ax.axvline(0, color="0.5", lw=1)
+        if panel == "ratio":
+            ax.axvline(1, **{**PAPER_STYLE, "marker": None}, label="the paper's effect")
+            ax.set_xlim(RATIO_LIMITS[0] - 0.3, RATIO_LIMITS[1] + 0.3)
+        ax.set_yticks(list(ys.values()), list(ys))
+        ax.set_ylim(-0.6, len(names) - 0.4)
+        for y in ys.values():
+            ax.axhline(y + 0.5, color="0.9", lw=0.8, zorder=0)
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel(words)
+    _legend_below(fig, _effect_handles(readers, colours), ncol=3)
+    return fig
+
+
+def _effect_mark(ax, r, y: float, colour: str, clip: tuple[float, float] | None) -> None:
+    """One judged cell of :func:`effects_grid`: its interval, its verdict's mark at the
+    estimate (at the edge, with an arrow, where ``clip`` cuts it) and its signs and link."""
+    x, lo, hi = r.x, r.x_low, r.x_high
+    if clip:
+        lo, hi = (min(max(v, clip[0]), clip[1]) for v in (lo, hi))
+        for end, cut, arrow in ((r.x_low, clip[0], "<"), (r.x_high, clip[1], ">")):
+            if (end < cut) if arrow == "<" else (end > cut):
+                ax.plot(cut, y, marker=arrow, ms=5, color=colour, ls="none")
+        x = min(max(x, clip[0]), clip[1])
+    fragile = bool(getattr(r, "fragile", False))
+    alpha = 0.4 if fragile else 1.0
+    ax.plot([lo, hi], [y, y], color=colour, lw=2, alpha=alpha, solid_capstyle="butt")
+    hollow = r.verdict == "premise not met"
+    ax.plot(
+        x,
+        y,
+        VERDICT_MARKERS[r.verdict],
+        ms=7,
+        color=colour,
+        mfc="white" if hollow else colour,
+        mew=1.6,
+        alpha=alpha,
+        ls="none",
+    )
+    signs = [
+        ("≈", fragile),
+        ("⇄", bool(getattr(r, "backend_sensitive", False))),
+        ("‡", r.preregistered is False),
+    ]
+    shown = "".join(sign for sign, on in signs if on)
+    if shown:
+        ax.text(hi, y, " " + shown, va="center", ha="left", fontsize=10, color="0.25")
+    if isinstance(getattr(r, "href", None), str):
+        link_point(ax, x, y, r.href, f"{r.label}, {r.reader}: {r.verdict}; open its rows")
+
+
+def _effect_handles(readers: list[str], colours: dict) -> list:
+    """:func:`effects_grid`'s legend: the readers' colours, the verdicts' shapes, the signs."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [Line2D([], [], color=colours[r], lw=2, label=r.replace("\n", " ")) for r in readers]
+    handles += [
         Line2D(
             [],
             [],
             ls="none",
             marker=VERDICT_MARKERS[v],
-            ms=9,
-            mew=2,
-            color=c,
-            mfc="white" if v == "premise not met" else c,
+            ms=7,
+            mew=1.6,
+            color="0.3",
+            mfc="white" if v == "premise not met" else "0.3",
             label=v,
         )
-        for v, c in VERDICT_COLOURS.items()
+        for v in VERDICT_COLOURS
     ]
+    handles.append(Line2D([], [], **{**PAPER_STYLE, "marker": None}, label="the paper's effect"))
+    handles.append(Patch(color="0.9", label="margin of a no-effect claim"))
     handles += [
         Line2D([], [], ls="none", marker=f"${sign}$", ms=9, color=colour, label=label)
         for sign, (colour, label) in GRID_MARKS.items()
     ]
-    _legend_below(fig, handles, ncol=3)
-    return fig
+    return handles
 
 
 @book_figure

@@ -149,11 +149,13 @@ def _numbers_as_written(table: pd.DataFrame, most: int = 4) -> pd.DataFrame:
     return out
 
 
-def collapsed(summary: str, body: str) -> str:
+def collapsed(summary: str, body: str, *, narrow_only: bool = False) -> str:
     """MyST Markdown ``body`` (tables, lists) behind a closed toggle whose line reads
     ``summary``: the detail a reader opens, so a page of many tables stays short. The blank
-    lines let the Markdown inside be parsed as Markdown."""
-    return f'<details class="longctx-details"><summary>{summary}</summary>\n\n{body}\n\n</details>'
+    lines let the Markdown inside be parsed as Markdown. A ``narrow_only`` toggle is shown
+    only on a narrow screen (``book/_static/tables.css``), for what a wide one shows otherwise."""
+    classes = "longctx-details longctx-narrow" if narrow_only else "longctx-details"
+    return f'<details class="{classes}"><summary>{summary}</summary>\n\n{body}\n\n</details>'
 
 
 def and_list(words: Sequence[str]) -> str:
