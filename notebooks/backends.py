@@ -105,10 +105,7 @@ glue_figure("fig-backends", page.figure(view), page.figure_text(view))
 # seen at five depths counts once.
 
 # %% tags=["hide-input"]
-show(
-    *page.agreement_table(view),
-    caption="The same prompts through transformers and llama.cpp, per chapter: identical answers and the difference in accuracy.",
-)
+show(*page.agreement_table(view), caption=page.AGREEMENT_CAPTION)
 
 # %% [markdown]
 # (backends-speed)=
@@ -124,10 +121,7 @@ show(
 # filler (a short prompt and up to 512 tokens of working: writing dominates).
 
 # %% tags=["hide-input"]
-show(
-    *page.speed_table(view),
-    caption="Each path's time on the same prompts of both workloads, as a multiple of the plain generate loop's and the hf engine's.",
-)
+show(*page.speed_table(view), caption=page.SPEED_CAPTION)
 
 # %% [markdown]
 # (backends-readers)=
@@ -141,10 +135,7 @@ show(
 # column for every claim once its rows have started on one backend.
 
 # %% tags=["hide-input"]
-show(
-    *page.readers_table(),
-    caption="The claims scale's prompts through each model and backend: speed, and answers against the model's first backend.",
-)
+show(*page.readers_table(), caption=page.READERS_CAPTION)
 
 # %% [markdown]
 # (backends-gpu)=
@@ -157,10 +148,7 @@ show(
 # one whose answers are a few tokens.
 
 # %% tags=["hide-input"]
-show(
-    *page.gpu_throughput_table(resolve(results_dir)),
-    caption="Throughput of the committed rows made on a GPU, from their own timings.",
-)
+show(*page.gpu_throughput_table(resolve(results_dir)), caption=page.GPU_CAPTION)
 
 # %% tags=["remove-cell"]
 check_statements("backends", view.said, view.book_run)

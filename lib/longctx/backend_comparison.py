@@ -185,6 +185,12 @@ def analysis(
     return view
 
 
+AGREEMENT_CAPTION = (
+    "The same prompts through transformers and llama.cpp, per chapter: identical "
+    "answers and the difference in accuracy."
+)
+
+
 def agreement_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
     a = view.agreement
     table = pd.DataFrame(
@@ -207,6 +213,12 @@ def agreement_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
         "UUID in the answer; QA: a gold answer in the normalized first line)."
     )
     return table, note
+
+
+SPEED_CAPTION = (
+    "Each path's time on the same prompts of both workloads, as a multiple of the "
+    "plain generate loop's and the hf engine's."
+)
 
 
 def speed_table(view: SimpleNamespace) -> tuple[pd.DataFrame, str]:
@@ -310,6 +322,12 @@ def figure(view: SimpleNamespace):
     return fig
 
 
+READERS_CAPTION = (
+    "The claims scale's prompts through each model and backend: speed, and answers "
+    "against the model's first backend."
+)
+
+
 def readers_table(path: str | Path = READERS_BENCH) -> tuple[pd.DataFrame, str]:
     """The claims scale's speed per reader (``scripts/bench_readers.py``'s file): the same
     claims prompts through each model and backend by the runner itself, with each backend's
@@ -342,6 +360,9 @@ def readers_table(path: str | Path = READERS_BENCH) -> tuple[pd.DataFrame, str]:
         "tokens per second count decoding in; each model's first backend is its hf row."
     )
     return table, note
+
+
+GPU_CAPTION = "Throughput of the committed rows made on a GPU, from their own timings."
 
 
 def gpu_throughput_table(results_dir: str | Path) -> tuple[pd.DataFrame, str]:
