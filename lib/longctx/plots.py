@@ -468,8 +468,8 @@ GRID_MARKS = {  # the signs beside a verdict's mark: sign -> (colour, legend)
 
 
 EFFECT_PANELS = (  # (panel, x-axis label): claims with a paper's effect, then those without
-    ("ratio", "Ours as a multiple of the paper's effect (1 = the paper's, 0 = none)"),
-    ("points", "Ours in points, signed so that the paper's direction is positive"),
+    ("ratio", "Ours ÷ the paper's effect (1: the paper's)"),
+    ("points", "Ours in points, the paper's direction positive"),
 )
 RATIO_LIMITS = (-3.0, 5.0)  # a multiple beyond these is drawn at the edge, with an arrow
 
@@ -514,7 +514,8 @@ def effects_grid(cells, *, readers: list[str]):
         ax.axvline(0, color="0.5", lw=1)
         if panel == "ratio":
             ax.axvline(1, **{**PAPER_STYLE, "marker": None}, label="the paper's effect")
-            ax.set_xlim(RATIO_LIMITS[0] - 0.3, RATIO_LIMITS[1] + 0.3)
+            # room right of the edge for the signs beside a mark drawn there
+            ax.set_xlim(RATIO_LIMITS[0] - 0.3, RATIO_LIMITS[1] + 0.9)
         ax.set_yticks(list(ys.values()), list(ys))
         ax.set_ylim(-0.6, len(names) - 0.4)
         for y in ys.values():
@@ -583,7 +584,7 @@ def _effect_handles(readers: list[str], colours: dict) -> list:
         for v in VERDICT_COLOURS
     ]
     handles.append(Line2D([], [], **{**PAPER_STYLE, "marker": None}, label="the paper's effect"))
-    handles.append(Patch(color="0.9", label="margin of a no-effect claim"))
+    handles.append(Patch(color="0.9", label="no-effect margin"))
     handles += [
         Line2D([], [], ls="none", marker=f"${sign}$", ms=9, color=colour, label=label)
         for sign, (colour, label) in GRID_MARKS.items()
