@@ -349,7 +349,7 @@ page.show("downloads")
 #   ({glue:text}`la-whitespace`) and {glue:text}`la-mask-pct` with the filler masked
 #   ({glue:text}`la-mask`). The paper's 7-8B models lost 3-29 points at 15K (Llama-3-8B:
 #   9.0, 3.2 and 4.3; Mistral-7B: 28.9, 24.0 and 8.2), so ours is
-#   {glue:text}`la-times-papers` their size ({ref}`findings` gives each ratio). For this
+#   {glue:text}`la-times-papers` ({ref}`findings` gives each ratio). For this
 #   reader masking hurts most: what remains when nothing is there to distract is the
 #   distance in positions. Whether the cause is length *alone* is the paper's premise:
 #   that the reader still recites its evidence word for word at that length

@@ -30,6 +30,30 @@ def _est(lo, hi, p=0.001, control=None, facts=None):
 # ------------------------------------------------------------------------------ magnitude
 
 
+def test_sizes_from_far_apart_baselines_are_compared_as_relative_changes():
+    from dataclasses import replace
+
+    from longctx.claims import relative_change
+
+    # length alone, whitespace: ours -58.4 [-67.5, -49.2] from 96.7%, the paper's -3.2 from 87.5%
+    est = Estimate(-58.35, -67.5, -49.2, 120, 0.001, "", 96.7, 38.3)
+    claim = replace(_claim(-1, -3.2), paper_control=87.5)
+    # 9.2 points apart: points against points, as before
+    assert magnitude(est, claim) == "larger than the paper's: 18.2x the paper's"
+    # a paper that states relative drops: its -3.7% applied to our 96.7% is -3.54 points
+    relative = replace(claim, relative_sizes=True)
+    assert magnitude(est, relative) == (
+        "larger than the paper's: 16.5x the paper's, as relative changes "
+        "(ours from 96.7%, the paper's from 87.5%)"
+    )
+    # baselines over 10 points apart are compared relative without the paper saying so
+    far = replace(claim, paper_control=60.0)
+    assert magnitude(est, far).startswith("larger than the paper's: 11.3x the paper's, as relative")
+    ours, paper = relative_change(est, claim)
+    assert round(ours, 1) == -60.3 and round(paper, 2) == -3.66
+    assert relative_change(est, _claim(-1, -3.2)) == (ours, None)  # no paper baseline
+
+
 @pytest.mark.parametrize(
     "ci,effect,want",
     [

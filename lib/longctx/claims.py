@@ -181,6 +181,11 @@ class Claim:
     other_effects: tuple[tuple[str, float], ...] = ()
     # Tests a chapter adjusts together (Holm): the claims sharing this name, on one reader
     family: str = ""
+    # The level (%) the paper's effect starts from (its control side), from the paper's
+    # tables (data/paper/paper_baselines.csv): a relative change, and a size compared
+    # relative to each baseline where ours and the paper's are far apart
+    paper_control: float | None = None
+    relative_sizes: bool = False  # the paper states its effects as relative changes
 
     def interval_text(self, difference: float, low: float, high: float) -> str:
         """Our number with its 95% interval in this claim's unit (points, or r); an undefined
@@ -263,6 +268,26 @@ PAPER_DIR = Path("data") / "paper"
 CLAIMS_FILE = PAPER_DIR / "claims.csv"
 # Claims of a chapter not yet in the book, fixed before its rows: the claims file's columns
 PREREGISTERED_FILE = PAPER_DIR / "preregistered.csv"
+# Where the paper's effect starts from, per claim: a fact of the paper, not part of a rule
+BASELINES_FILE = PAPER_DIR / "paper_baselines.csv"
+# Baselines further apart than this (points) compare sizes as relative changes
+RELATIVE_GAP = 10.0
+
+
+def paper_baselines() -> dict[str, dict]:
+    """Each claim's paper control level in % and whether the paper states its effects as
+    relative changes (:data:`BASELINES_FILE`), by claim id: :class:`Claim`'s fields."""
+    path = repo_root() / BASELINES_FILE
+    if not path.exists():
+        return {}
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    return {
+        r["claim"]: {
+            "paper_control": float(r["paper_control"]),
+            "relative_sizes": r["paper_states_relative"] == "1",
+        }
+        for r in table.to_dict("records")
+    }
 
 
 def paper_path(name: str) -> Path:
@@ -304,7 +329,11 @@ def read_claims(path: str | Path | None = None) -> list[Claim]:
     if not path.exists():
         raise DataFileError(f"{path} is missing: the findings page lists the claims it holds")
     table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    return [_claim(r, f"{path} row {k + 2}") for k, r in enumerate(table.to_dict("records"))]
+    baselines = paper_baselines()
+    return [
+        replace(_claim(r, f"{path} row {k + 2}"), **baselines.get(r["id"], {}))
+        for k, r in enumerate(table.to_dict("records"))
+    ]
 
 
 def _claim(r: dict, where: str) -> Claim:
@@ -480,7 +509,10 @@ def magnitude(est: Estimate, claim: Claim) -> str:
     if claim.kind == "directional" and claim.other_effects:
         words += "; " + "; ".join(
             f"against {model}'s {claim.effect_text(effect)}: "
-            + _magnitude(est, replace(claim, paper_effect=effect))[0]
+            # the baseline file holds the first model's level, not this one's
+            + _magnitude(
+                est, replace(claim, paper_effect=effect, paper_control=None, relative_sizes=False)
+            )[0]
             .replace("the paper's", f"{model}'s")
             .replace("paper's", f"{model}'s")
             for model, effect in claim.other_effects
@@ -489,12 +521,28 @@ def magnitude(est: Estimate, claim: Claim) -> str:
 
 
 def _magnitude(est: Estimate, claim: Claim) -> tuple[str, str]:
-    """:func:`magnitude` in words, and in a few words (empty for a margin)."""
+    """:func:`magnitude` in words, and in a few words (empty for a margin). Where our
+    baseline and the paper's differ by more than :data:`RELATIVE_GAP` points, a point
+    compares unlike things: the paper's effect is taken as a relative change, applied to our
+    baseline, and ours is sized against that."""
     effect = claim.paper_effect
     if effect is None:
         return "the paper gives no size", "no size to compare"
     if claim.kind not in ("directional", "level"):
         return "a margin, not a size", ""
+    ours, theirs = est.control, claim.paper_control
+    apart = ours and theirs and (claim.relative_sizes or abs(ours - theirs) > RELATIVE_GAP)
+    if claim.kind == "directional" and apart:
+        scaled = replace(
+            claim, paper_effect=effect / theirs * ours, paper_control=None, relative_sizes=False
+        )
+        words, short = _magnitude(est, scaled)
+        if short == "opposite sign":  # no size to compare, on either scale
+            return words, short
+        return (
+            f"{words}, as relative changes (ours from {ours:.1f}%, the paper's from {theirs:g}%)",
+            f"{short} (relative)" if short else short,
+        )
     lo, hi = est.ci_low, est.ci_high
     ratio = est.difference / effect if effect else float("nan")
     # A ratio of opposite signs says nothing about size: none is given then.
@@ -508,6 +556,16 @@ def _magnitude(est: Estimate, claim: Claim) -> tuple[str, str]:
     if ratio < 0:
         return "the opposite sign to the paper's", "opposite sign"
     return f"smaller than the paper's: {times}", times.replace("x", "×", 1)
+
+
+def relative_change(est: Estimate, claim: Claim) -> tuple[float | None, float | None]:
+    """Ours and the paper's effect as a share (%) of the level each starts from (the
+    control side); None where a level is unknown or zero, or the claim is not in points."""
+    if claim.scale != "points":
+        return None, None
+    ours = 100 * est.difference / est.control if est.control else None
+    effect, base = claim.paper_effect, claim.paper_control
+    return ours, (100 * effect / base if effect is not None and base else None)
 
 
 def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str, str]:

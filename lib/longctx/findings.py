@@ -33,6 +33,7 @@ from .claims import (
     is_fragile,
     judge,
     read_claims,
+    relative_change,
     rows_fragment,
     underpowered,
     verdict_state,
@@ -157,6 +158,7 @@ def findings_table(
     for c in claims:
         est = ours[c.id]
         judged = judge(est, c)
+        relative = relative_change(est, c)
         out.append(
             {
                 "id": c.id,
@@ -177,6 +179,9 @@ def findings_table(
                 "treatment": est.treatment,
                 # each side's level interval, which a level claim and a chance floor read
                 "control_ci": est.side_interval("control"),
+                # the effect as a share of the level it starts from, ours and the paper's
+                "relative_ours": relative[0],
+                "relative_paper": relative[1],
                 "treatment_ci": est.side_interval("treatment"),
                 "facts": dict(est.facts),
                 "setting": c.setting,
@@ -211,6 +216,15 @@ def underpowered_words(n: int, needed) -> str:
         f"† Under-powered: its interval is wider than ±{PRECISION_TARGET:g} points, the "
         f"book's precision target, with n = {n:,}{more}; read its verdict as provisional."
     )
+
+
+def relative_words(ours: float | None, paper: float | None) -> str:
+    """A relative change for a table cell: ours, then the paper's, as shares of the level
+    each starts from (a dash where a level is unknown)."""
+    if ours is None or ours != ours:
+        return "—"
+    paper_words = f" · paper {paper:+.0f}%" if paper is not None and paper == paper else ""
+    return f"{ours:+.0f}%{paper_words}"
 
 
 def tally(table) -> dict[str, int]:
@@ -253,8 +267,8 @@ def as_markdown(table, rows_href: Callable[[str], str | None] | None = None) -> 
             "default reader, each with its sides, setting, magnitude and premise"
         )
         lines = [
-            "| # | claim | paper | ours [95% CI] | n | p | verdict | data |",
-            "|---|---|---|---|---|---|---|---|",
+            "| # | claim | paper | ours [95% CI] | relative change | n | p | verdict | data |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         notes = []
         for k, r in enumerate(rows.itertuples(), 1):
@@ -263,7 +277,8 @@ def as_markdown(table, rows_href: Callable[[str], str | None] | None = None) -> 
             href = rows_href(r.experiment) if rows_href and r.experiment else None
             browse = f' · <a href="{href}#{r.rows}">rows</a>' if href and r.rows else ""
             lines.append(
-                f"| {k} | {r.claim} | {r.paper_value} | {ours}{' †' if wide else ''} | {r.n} "
+                f"| {k} | {r.claim} | {r.paper_value} | {ours}{' †' if wide else ''} "
+                f"| {relative_words(r.relative_ours, r.relative_paper)} | {r.n} "
                 f"| {format_p(r.p)} | {_verdict_cell(r)} | {{ref}}`section <{r.label}>`{browse} |"
             )
             kind = (

@@ -10,6 +10,7 @@ import pandas as pd
 from ...claims import (
     Estimate,
     read_claims,
+    relative_change,
 )
 from ...metrics import wilson_interval
 from ...report import (
@@ -508,18 +509,26 @@ def filler_losses(estimates: dict) -> dict:
 
 def times_papers(estimates: dict[str, Estimate]) -> str:
     """How many times each of the paper's models' drops ours is, over the three filler kinds
-    between evidence and question: "4.4 to 18.2 times Llama-3-8B's and 1.4 to 8.5 times
-    Mistral-7B's" (each claim's effect and other effects in ``data/paper/claims.csv``)."""
+    between evidence and question: "4.0 to 16.5 times Llama-3-8B's relative drop and 1.4 to
+    8.5 times Mistral-7B's" (relative to each no-filler accuracy where the paper's is in
+    ``data/paper/paper_baselines.csv``, else in points)."""
     by_id = {c.id: c for c in read_claims()}
     per_model: dict[str, list[float]] = {}
     for claim_id in FILLER_CLAIMS:
         claim, est = by_id[claim_id], estimates[claim_id]
-        effects = [(PAPER_READERS["Llama3-8B"], claim.paper_effect), *claim.other_effects]
-        for model, effect in effects:
-            if effect:
-                per_model.setdefault(model, []).append(est.difference / effect)
+        ours, paper = relative_change(est, claim)
+        # the paper states relative drops: where its baseline is known, sizes compare so
+        first = (PAPER_READERS["Llama3-8B"], claim.paper_effect, ours, paper)
+        others = [(model, effect, None, None) for model, effect in claim.other_effects]
+        for model, effect, ours_share, paper_share in [first, *others]:
+            if ours_share is not None and paper_share:
+                per_model.setdefault(f"{model}'s relative drop", []).append(
+                    ours_share / paper_share
+                )
+            elif effect:
+                per_model.setdefault(f"{model}'s", []).append(est.difference / effect)
     return " and ".join(
-        f"{min(r):.1f} to {max(r):.1f} times {model}'s" for model, r in per_model.items()
+        f"{min(r):.1f} to {max(r):.1f} times {model}" for model, r in per_model.items()
     )
 
 
