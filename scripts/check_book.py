@@ -161,6 +161,32 @@ def glued_keys(nb) -> set[str]:
     } - {None}
 
 
+def glued_values(nb) -> dict[str, str]:
+    """Each key an executed notebook glued as text, with the text it glued."""
+    return {
+        out["metadata"]["scrapbook"]["name"]: out.get("data", {}).get("text/plain", "")
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if out.get("metadata", {}).get("scrapbook", {}).get("name")
+    }
+
+
+def glued_differently(values: dict[str, dict[str, str]]) -> list[str]:
+    """Keys two pages glue with different values (``values``: page -> key -> text): one
+    number the book states two ways, as a speed ratio or a row count said on two pages."""
+    seen: dict[str, dict[str, str]] = {}
+    for page, glued in values.items():
+        for key, text in glued.items():
+            seen.setdefault(key, {})[page] = text
+    return [
+        f"{key} is glued as {' and as '.join(repr(t) for t in dict.fromkeys(pages.values()))} "
+        f"on {', '.join(pages)}"
+        for key, pages in sorted(seen.items())
+        if len(set(pages.values())) > 1
+    ]
+
+
 def missing_glue_keys(nb) -> list[str]:
     """Keys the notebook's Markdown quotes with a glue role but no code cell glued."""
     quoted = {
@@ -298,6 +324,7 @@ def quoted_number_problems(build: Path) -> list[str]:
         if record.uri not in latest or record.created > latest[record.uri].created:
             latest[record.uri] = record
     problems = []
+    values: dict[str, dict[str, str]] = {}
     for record in cache.list_project_records():
         name = Path(record.uri).stem
         if Path(record.uri).parent.name != "notebooks":
@@ -307,6 +334,7 @@ def quoted_number_problems(build: Path) -> list[str]:
             problems.append(f"{name}: not executed in this build")
             continue
         executed = cache.get_cache_bundle(cached.pk).nb
+        values[name] = glued_values(executed)
         count = checks_in_notebook(executed)
         if not count:
             problems.append(
@@ -319,7 +347,7 @@ def quoted_number_problems(build: Path) -> list[str]:
             problems.append(
                 f"{name}: its prose quotes glue keys no cell glued: {', '.join(missing)}"
             )
-    return problems
+    return problems + glued_differently(values)
 
 
 def uncaptioned_tables(root: Path, pages: list[Path]) -> list[str]:
@@ -810,7 +838,7 @@ def main(argv=None) -> int:
         "of its points' labels, every table is captioned and none "
         "has a raw identifier for a header, a raw value in a cell or an interval split across "
         "columns, every point opens its claim's rows only, no sentence says a reader with "
-        "judged cells was not run, no chapter page "
+        "judged cells was not run, no number is glued two ways on two pages, no chapter page "
         "dumps its data (HTML under "
         f"{MAX_PAGE_BYTES / 1e6:g} MB, under {MAX_PAGE_HEIGHT_PX:,} px tall, no cell printing "
         f"over {MAX_OUTPUT_LINES} lines), no figure types a number in its caption or alt text "

@@ -3,6 +3,8 @@
 import importlib.util
 from pathlib import Path
 
+import nbformat
+
 SPEC = importlib.util.spec_from_file_location(
     "check_book", Path(__file__).resolve().parents[1] / "scripts" / "check_book.py"
 )
@@ -326,3 +328,20 @@ def test_tables_that_hide_columns_and_text_past_the_column_are_reported():
     assert "hides columns" in problems[0] and "Speed by backend" in problems[0]
     assert problems[1].startswith("text runs past the column")
     assert check_book.too_wide([], []) == []
+
+
+def test_a_number_glued_two_ways_on_two_pages_is_found():
+    values = {
+        "backends": {"speed-ratio": "0.96", "rows": "160"},
+        "running": {"speed-ratio": "2.0"},
+        "crossing": {"speed-ratio": "0.96", "other": "1"},
+    }
+    assert check_book.glued_differently(values) == [
+        "speed-ratio is glued as '0.96' and as '2.0' on backends, running, crossing"
+    ]
+    nb = nbformat.v4.new_notebook()
+    out = nbformat.v4.new_output(
+        "display_data", data={"text/plain": "'0.96'"}, metadata={"scrapbook": {"name": "k"}}
+    )
+    nb.cells.append(nbformat.v4.new_code_cell("glue('k', '0.96')", outputs=[out]))
+    assert check_book.glued_values(nb) == {"k": "'0.96'"}
