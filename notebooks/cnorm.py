@@ -273,9 +273,9 @@ page.show("stability")
 # templates, middle truncation to the prompt budget (4K tokens in the paper), the RAG
 # setting's top-4 retrieved chunks, the official answer-extraction regexes, and the
 # Easy/Hard and Short/Medium/Long breakdowns. Its tests run on a project-written fixture.
-# The dataset lives on the Hugging Face hub (`THUDM/LongBench-v2`), which this build
-# machine cannot reach; set `longbench_data` to a local `data.json` (or the hub id, when
-# online) to run it. The paper's Table 1:
+# The dataset lives on the Hugging Face hub (`THUDM/LongBench-v2`) and the book is built
+# offline, so this section runs when `longbench_data` names a local copy of its `data.json`
+# (or the hub id, on a machine online). The paper's Table 1:
 
 # %% tags=["hide-input"]
 page.show("paper longbench")

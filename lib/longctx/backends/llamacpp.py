@@ -1,8 +1,8 @@
 """The ``llamacpp`` backend: llama.cpp in process (llama-cpp-python) on the GGUF file itself.
 
 The models this project ships are GGUF files; llama.cpp runs their quantized weights
-natively instead of dequantizing them into torch, which measured 2.2x faster end to end on
-two CPU cores (README, ``make bench``). To read exactly what the ``hf`` backend reads, the
+natively instead of dequantizing them into torch (``make bench`` measures the two against
+each other; the backends page shows the ratio). To read exactly what the ``hf`` backend reads, the
 prompt is rendered by the same chat template and tokenized by the same tokenizer
 (:func:`longctx.padding.encode_prompt`, fillers included), and the token ids are fed to
 llama.cpp; decoding is greedy; each prompt stops at its :class:`~longctx.requests.StopRule`,
