@@ -269,6 +269,10 @@ def test_every_check_of_a_premise_must_hold():
     assert failed.verdict == "premise not met" and "recited 40.0% < 90.9%" in failed.premise
     # the cell names only what failed, in the cell itself
     assert held.premise_failed == "" and failed.premise_failed == "recited 40.0% < 90.9%"
+    # in words, where the claims file names a quantity by its identifier
+    names = Premise.parse("recited_none >= 90.9", "w", "t")
+    words = judge(_est(-49.0, -30.0, facts={"recited_none": 43.3}), _claim(-1, -9.0, premise=names))
+    assert words.premise_failed == "recited, no filler 43.3% < 90.9%"
 
 
 def test_a_premise_fact_not_measured_yet_leaves_the_claim_unjudged():

@@ -568,6 +568,20 @@ def relative_change(est: Estimate, claim: Claim) -> tuple[float | None, float | 
     return ours, (100 * effect / base if effect is not None and base else None)
 
 
+# A premise's quantities in a few words, for the failed checks a table cell shows
+QUANTITY_WORDS = {
+    "control": "control",
+    "room": "room",
+    "recall_gain": "recall gain",
+    "accuracy": "accuracy",
+    "hard_cost": "cost of hard negatives",
+    "recited_none": "recited, no filler",
+    "recited": "recited",
+    "kept": "still recited",
+    "identified": "recitations naming the document",
+}
+
+
 def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str, str]:
     """Whether the premise holds (None: a fact it needs is not measured on these rows yet),
     each check with its value in words, and the checks that failed."""
@@ -599,7 +613,8 @@ def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str, str]:
             f"{check.quantity} {bound}{value:.1f}{unit} {'>=' if ok else '<'} {threshold:g}{unit}"
         )
         if not ok:
-            failing.append(parts[-1])
+            words = QUANTITY_WORDS.get(check.quantity, check.quantity.replace("_", " "))
+            failing.append(f"{words} {bound}{value:.1f}{unit} < {threshold:g}{unit}")
     # a check that fails decides, whether or not another is measured
     met = False if failing else None if unmeasured else True
     return met, f"{premise.why}: {', '.join(parts)}", ", ".join(failing)
