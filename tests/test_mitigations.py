@@ -75,6 +75,32 @@ def test_the_instruction_is_a_prompt_file_written_before_the_documents():
         T.Instruction("no_such_prompt")(example())
 
 
+def test_recite_then_answer_copies_first_and_answers_from_the_copy_alone():
+    from longctx.chapters.mitigations.numbers import arm_of
+
+    ex = example()
+    first = design.recitation(ex)
+    assert first.prompt.startswith("Read the question based on the given documents.")
+    assert "Document [3](Title: title 2) text 2" in first.prompt and first.prompt.endswith("who?")
+    assert not first.stop.newline and first.condition["step"] == "recitation"
+    row = {
+        "example_id": first.example_id,
+        "gold": list(first.gold),
+        "condition": first.condition,
+        "meta": first.meta,
+        "output": "# Document 3\n(Title: title 2) text 2\n# Document 5\nnothing",
+    }
+    (second,) = design.answer_from_recitation([row])
+    assert "Document [1] (Title: title 2) text 2\nDocument [2] nothing" in second.prompt
+    assert "text 0" not in second.prompt and second.prompt.endswith("Question: who?\nAnswer:")
+    assert second.condition["step"] == "answer" and second.gold == ("a",)
+    # no headers: the whole recitation is the one search result
+    (bare,) = design.answer_from_recitation([{**row, "output": "text 2"}])
+    assert "Document [1] text 2" in bare.prompt
+    # only the answer is scored as the arm's
+    assert arm_of(row) is None and arm_of({**row, "condition": second.condition}) == "recite"
+
+
 def test_the_best_edge_comes_from_the_readers_own_baseline():
     def row(idx, answer):
         condition = {"setting": "documents", "num_documents": 20, "gold_index": idx}
@@ -128,6 +154,7 @@ def test_every_arm_runs_through_the_runner_and_resumes(tmp_path):
         "fitm": questions,
         "sort_1": questions,
         "sort_3": questions,
+        "recite": 2 * questions,  # a recitation and an answer from it
     }
     labels = {r["condition"]["arrangement"] for r in arms["sort_3"]}
     assert labels == {"ascending by attention, 3 passes"}

@@ -21,7 +21,11 @@ The arms:
   (measured on prompts of distractors only), the best calibrated document placed at the
   edge where this reader's baseline is best;
 * ``sort_1`` and ``sort_3``: attention sorting, the documents ordered by their share of the
-  final token's attention, the most attended last, once or three times before answering.
+  final token's attention, the most attended last, once or three times before answering;
+* ``recite``: recite, then answer (Context Length Alone's remedy): the reader first copies
+  the documents it finds relevant (``prompts/multidoc_recite.prompt``, the paper's
+  recitation prompt over the same documents), then answers Lost in the Middle's prompt with
+  only what it copied as its search results.
 
 The attention arms read final-token attention through the runner's attention blocks (the
 capability C-NORM uses), in the last ``attention_layers`` layers.
@@ -36,10 +40,12 @@ from dataclasses import replace
 from ... import transforms as T
 from ...attention import calibrated_relevance
 from ...errors import ParameterError
-from ...requests import Request
+from ...prompts import load_prompt
+from ...requests import Request, StopRule
 from ...retrieval import BM25Ranker
 from ...runner import Block, positions_label
 from ...tasks import multidoc_qa as qa
+from ...tasks import ruler_qa as rq
 from ...transforms import Example
 from ..multidoc_qa import design as multidoc
 
@@ -57,10 +63,12 @@ ARMS = (
     "fitm",
     "sort_1",
     "sort_3",
+    "recite",
 )
 ATTENTION_ARMS = ("fitm", "sort_1", "sort_3")
 EDGES = ("first", "last")
 INSTRUCTION_PROMPT = "attention_instruction"
+RECITE_PROMPT = "multidoc_recite"
 
 
 def check(params: dict) -> None:
@@ -145,6 +153,46 @@ def render(ex: Example, arm: str, **extra) -> Request:
     arm's rows have keys of their own even where two arms write the same prompt."""
     req = qa.render(ex)
     return replace(req, condition={**req.condition, "mitigation": arm, **extra})
+
+
+def recitation(ex: Example) -> Request:
+    """Recite-then-answer's first step for ``ex``: the recitation prompt over the baseline's
+    documents, the reader's copy of the ones it finds relevant as the output (the length-alone
+    chapter's budget for a recitation, no stop at a newline)."""
+    req = render(ex, "recite", step="recitation")
+    documents = qa.format_documents(_documents_of(ex))
+    prompt = load_prompt(RECITE_PROMPT).format(search_results=documents, question=ex.question)
+    return replace(
+        req,
+        prompt=prompt,
+        max_new_tokens=rq.RECITE_TOKENS,
+        stop=StopRule(newline=False),
+        meta={**req.meta, "question": ex.question},  # the second step asks it again
+    )
+
+
+def answer_from_recitation(rows: Sequence[dict]) -> list[Request]:
+    """The second step: Lost in the Middle's prompt with only what each recitation copied as
+    its search results (its ``# Document <n>`` blocks, numbered afresh; the whole output
+    where it has none), answered and scored as the baseline is."""
+    out = []
+    for row in rows:
+        copied = rq.parse_recitation(row["output"]) or [row["output"].strip()]
+        results = "\n".join(f"Document [{i}] {text}" for i, text in enumerate(copied, start=1))
+        prompt = load_prompt("qa").format(search_results=results, question=row["meta"]["question"])
+        out.append(
+            Request(
+                qa.TASK,
+                row["example_id"],
+                prompt,
+                tuple(row["gold"]),
+                {**row["condition"], "step": "answer"},
+                max_new_tokens=qa.MAX_NEW_TOKENS,
+                stop=StopRule(newline=True),
+                meta={"recited_documents": len(copied)},
+            )
+        )
+    return out
 
 
 def bm25_scores(ex: Example) -> tuple[float, ...]:
@@ -351,6 +399,17 @@ def blocks(params: dict, edge: str | None = None) -> list[Block]:
         label = positions_label(ratios)
         requests = [render(ex, "ms_poe", positions=label) for ex in baseline]
         out.append(Block("Ms-PoE", EXPERIMENT, requests, positions=ratios))
+    if "recite" in arms:
+        out.append(
+            Block(
+                "recite then answer: recitations",
+                EXPERIMENT,
+                [recitation(ex) for ex in baseline],
+                followup=lambda rows: Block(
+                    "recite then answer: answers", EXPERIMENT, answer_from_recitation(rows)
+                ),
+            )
+        )
     if arms & set(ATTENTION_ARMS):
         out.append(attention_blocks(params, baseline, edge))
     return out
@@ -369,6 +428,7 @@ _FIX_BLOCKS = {
     "ms-poe": "Ms-PoE",
     "instruction": "attention instruction",
     "query-aware": "query-aware",
+    "recite": "recite then answer",
 }
 CLAIM_BLOCKS = {
     **{f"mit-{fix}": ("baseline", block) for fix, block in _FIX_BLOCKS.items()},

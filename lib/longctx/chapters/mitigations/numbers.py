@@ -34,6 +34,7 @@ ARM_NAMES = {
     "fitm": "Found in the Middle",
     "sort_1": "attention sorting, 1 pass",
     "sort_3": "attention sorting, 3 passes",
+    "recite": "recite, then answer",
 }
 CLAIM_ARMS = {
     "mit-reorder": "reorder",
@@ -43,6 +44,7 @@ CLAIM_ARMS = {
     "mit-ms-poe": "ms_poe",
     "mit-instruction": "instruction",
     "mit-query-aware": "query_aware",
+    "mit-recite": "recite",
 }
 
 
@@ -50,8 +52,8 @@ def arm_of(row: dict) -> str | None:
     """The arm a row answers (None for a row of another design: another size, the
     closed-book baseline, a random order)."""
     c = row["condition"]
-    if c.get("setting") != "documents" or c.get("random_order"):
-        return None
+    if c.get("setting") != "documents" or c.get("random_order") or c.get("step") == "recitation":
+        return None  # a recitation is recite-then-answer's first step, not an answer
     if "mitigation" in c:
         return c["mitigation"]
     return "query_aware" if c.get("query_aware") else BASELINE
