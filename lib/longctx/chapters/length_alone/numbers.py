@@ -597,22 +597,29 @@ def quoted(
             }
         )
     if ruler is not None:
-        rec = ruler["recited"]
-        steps = ruler["steps"].set_index(["subtask", "mode"])
-        for t in rec.index:
-            out[f"la-ruler-{t}"] = estimate_text(estimates[f"la-ruler-{t}"])
-            out[f"la-{t}-supporting"] = f"{100 * rec.loc[t, 'supporting']:.0f}%"
-            out[f"la-{t}-copied"] = f"{100 * rec.loc[t, 'copies_supporting']:.0f}%"
-            out[f"la-{t}-identified"] = f"{100 * rec.loc[t, 'identifies']:.0f}%"
-            out[f"la-{t}-answer-in"] = f"{100 * rec.loc[t, 'answer']:.0f}%"
-            out[f"la-{t}-tokens"] = f"{rec.loc[t, 'tokens']:g}"
-            out[f"la-{t}-named"] = f"{steps.loc[(t, 'answer_from_named'), 'second_step']:.0f}%"
-            out[f"la-{t}-questions"] = int(rec.loc[t, "questions"])
-        out["la-recitations"] = int(rec["questions"].sum())
-        out["la-recitations-at-cap"] = int(rec["at_cap"].sum())
-        out["la-recite-cap"] = f"{rq.RECITE_TOKENS:,}"
-        # the design's RULER length in the reader's tokens
-        out["la-ruler-length"] = " and ".join(f"{k:,}" for k in params["ruler"]["lengths"])
+        out.update(_ruler_quotes(estimates, ruler, params))
+    return out
+
+
+def _ruler_quotes(estimates: dict[str, Estimate], ruler: dict, params: dict) -> dict:
+    """The RULER section's numbers: each task's change, what its recitations hold, and the
+    design's length in the reader's tokens."""
+    rec = ruler["recited"]
+    steps = ruler["steps"].set_index(["subtask", "mode"])
+    out = {}
+    for t in rec.index:
+        out[f"la-ruler-{t}"] = estimate_text(estimates[f"la-ruler-{t}"])
+        out[f"la-{t}-supporting"] = f"{100 * rec.loc[t, 'supporting']:.0f}%"
+        out[f"la-{t}-copied"] = f"{100 * rec.loc[t, 'copies_supporting']:.0f}%"
+        out[f"la-{t}-identified"] = f"{100 * rec.loc[t, 'identifies']:.0f}%"
+        out[f"la-{t}-answer-in"] = f"{100 * rec.loc[t, 'answer']:.0f}%"
+        out[f"la-{t}-tokens"] = f"{rec.loc[t, 'tokens']:g}"
+        out[f"la-{t}-named"] = f"{steps.loc[(t, 'answer_from_named'), 'second_step']:.0f}%"
+        out[f"la-{t}-questions"] = int(rec.loc[t, "questions"])
+    out["la-recitations"] = int(rec["questions"].sum())
+    out["la-recitations-at-cap"] = int(rec["at_cap"].sum())
+    out["la-recite-cap"] = f"{rq.RECITE_TOKENS:,}"
+    out["la-ruler-length"] = " and ".join(f"{k:,}" for k in params["ruler"]["lengths"])
     return out
 
 
