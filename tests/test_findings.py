@@ -609,8 +609,8 @@ def test_the_matrix_figure_draws_each_judged_cell_and_the_cards_hold_every_claim
 
     fig = matrix.figure(committed_matrix)
     text = matrix.figure_text(committed_matrix)
-    judged = matrix.model_frame(committed_matrix)
-    judged = judged[(judged["status"] == "judged") & judged["difference"].notna()]
+    judged = matrix.figure_cells(committed_matrix)
+    judged = judged[(judged["status"] == "judged") & judged["x"].notna()]
     assert f"Interval plot of {len(judged)} judged cells" in text.alt
     # every judged cell is one interval line in one of the two panels
     lines = sum(len([ln for ln in ax.lines if len(ln.get_xdata()) == 2]) for ax in fig.axes)

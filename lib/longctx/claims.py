@@ -609,12 +609,11 @@ def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str, str]:
         bound = {-1.0: "at most ", 1.0: "at least "}.get(
             est.facts.get(f"{check.quantity}:bound"), ""
         )
-        parts.append(
-            f"{check.quantity} {bound}{value:.1f}{unit} {'>=' if ok else '<'} {threshold:g}{unit}"
-        )
+        measured = f"{bound}{value:.1f}{unit} {'>=' if ok else '<'} {threshold:g}{unit}"
+        parts.append(f"{check.quantity} {measured}")
         if not ok:
             words = QUANTITY_WORDS.get(check.quantity, check.quantity.replace("_", " "))
-            failing.append(f"{words} {bound}{value:.1f}{unit} < {threshold:g}{unit}")
+            failing.append(f"{words} {measured}")
     # a check that fails decides, whether or not another is measured
     met = False if failing else None if unmeasured else True
     return met, f"{premise.why}: {', '.join(parts)}", ", ".join(failing)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -735,7 +734,8 @@ def cell_markdown(cell: Cell, href: str | None = None) -> str:
     """A cell of the matrix table, short enough for a column per reader: the number with its
     interval, then the verdict's mark and word with n, then the premise (✓ met; ✗ with the
     checks that failed), the chance floor, answers cut at the token cap and a link to the
-    rows; the verdict's parts in words in its tooltip. A cell with no verdict says why, its command in the tooltip."""
+    rows; the verdict's parts in words in its tooltip. A cell with no verdict says why, its
+    command in the tooltip."""
     if cell.status == UNMEASURED:
         return (
             f"**{_number(cell.claim, cell.estimate)}**<br>"
@@ -1081,7 +1081,15 @@ def figure(matrix: Matrix, rows_href=None):
     scale of the paper's effect where the paper gives one (ours ÷ the paper's) and in points
     toward the paper's direction where it does not or where the claim is of no effect (its
     margin shaded); with ``rows_href`` each mark links to its rows, as the table's cells do
-    (:func:`cell_rows`). A reader-free claim is drawn for its first reader only."""
+    (:func:`cell_rows`)."""
+    cells = figure_cells(matrix, rows_href)
+    return effects_grid(cells, readers=list(dict.fromkeys(cells["reader"])))
+
+
+def figure_cells(matrix: Matrix, rows_href=None) -> pd.DataFrame:
+    """:func:`model_frame` as :func:`figure` draws it and :func:`figure_text` counts it: a
+    reader-free claim judged for its first reader only ("same" for the others), each cell's
+    link to its rows and where it sits (:func:`effect_scale`)."""
     cells = model_frame(matrix)
     first = matrix.columns[0].folder if matrix.columns else None
     cells.loc[cells["reader_free"] & (cells["folder"] != first), "status"] = "same"
@@ -1100,7 +1108,7 @@ def figure(matrix: Matrix, rows_href=None):
     cells[["panel", "x", "x_low", "x_high", "label", "margin"]] = pd.DataFrame(
         placed, index=cells.index
     )
-    return effects_grid(cells, readers=list(dict.fromkeys(cells["reader"])))
+    return cells
 
 
 def effect_scale(claim: Claim, difference, low, high) -> tuple:
@@ -1295,10 +1303,9 @@ def _counts(values) -> str:
 
 def figure_text(matrix: Matrix) -> FigureText:
     """:func:`figure`'s caption and alt text, from the cells it draws."""
-    cells = model_frame(matrix)
-    judged = cells[(cells["status"] == "judged") & cells["difference"].notna()]
-    claims = {c.id: c for c in matrix.claims}
-    panels = Counter(effect_scale(claims[c], 0.0, 0.0, 0.0)[0] for c in set(judged["claim"]))
+    cells = figure_cells(matrix)
+    judged = cells[(cells["status"] == "judged") & cells["x"].notna()]
+    panels = judged.drop_duplicates("claim")["panel"].value_counts()
     lo, hi = RATIO_LIMITS
     caption = (
         "Every judged claim (rows) on every model with committed rows (colours; a model's "
@@ -1318,7 +1325,7 @@ def figure_text(matrix: Matrix) -> FigureText:
         f"Interval plot of {len(judged)} judged cells: {len(set(judged['claim']))} claims by "
         f"{len(matrix.models)} models ({', '.join(matrix.models)}); verdicts "
         f"{_counts(judged['verdict'])}. Cells without a verdict: "
-        f"{_counts(cells[cells['status'] != 'judged']['status'])}."
+        f"{_counts(cells[~cells['status'].isin(['judged', 'same'])]['status'])}."
     )
     return FigureText(caption, alt)
 
