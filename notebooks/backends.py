@@ -41,9 +41,10 @@
 #   near-ties between tokens, in both directions. Long answers part ways more often: in the
 #   VarSum benchmark, {glue:text}`be-varsum-same` of {glue:text}`be-varsum-prompts` answers
 #   were the same, at the same accuracy.
-# * **On this CPU llama.cpp is not faster than the hf engine.** Key-value prompts (reading
-#   dominates): {glue:text}`be-kv-llamacpp` the hf engine; VarSum (writing dominates):
-#   {glue:text}`be-varsum-llamacpp`. This machine's CPU has native bfloat16 (AVX512-BF16),
+# * **On the benchmark's CPU llama.cpp is not faster than the hf engine.** Key-value prompts
+#   (reading dominates): {glue:text}`be-kv-llamacpp` the hf engine; VarSum (writing
+#   dominates): {glue:text}`be-varsum-llamacpp`. The benchmark machine's CPU has native
+#   bfloat16 (AVX512-BF16),
 #   where `dtype="auto"` runs torch in bfloat16 and its matrix products are as fast as
 #   llama.cpp's 4-bit kernels; and the hf engine decodes {glue:text}`be-hf-batch` sequences
 #   per step while llama-cpp-python's API decodes one. The hf engine itself is
@@ -64,7 +65,7 @@
 #   {glue:text}`be-kv-openai` and {glue:text}`be-varsum-openai` the hf engine here (that
 #   server answers one request at a time); its purpose is vLLM and SGLang on GPUs, which
 #   batch the client's concurrent requests.
-# * **The default stays `hf`**: it is as fast or faster on this CPU, every committed row is
+# * **The default stays `hf`**: it is as fast or faster on that CPU, every committed row is
 #   an `hf` row (a switch would regenerate every chapter), and masked padding and attention
 #   need the weights in torch. Use `backend="llamacpp"` on CPUs without fast bfloat16, and
 #   `backend="openai"` with vLLM or SGLang at scale (README, "Run at scale").

@@ -359,12 +359,12 @@ page.show("downloads")
 # a few dozen questions.
 #
 # **The attention function.** The committed benchmark above compares the captured softmax
-# row with eager `output_attentions` on this CPU; the GPU row at 32K tokens needs a GPU:
+# row with eager `output_attentions` on the benchmark's CPU; the GPU row at 32K tokens needs a GPU:
 # `python scripts/bench_attention.py --lengths 2048 8192 32768 --json data/bench/attention-cuda.json`.
 #
-# **Not run here.** LongBench-v2 (the data is on the hub, unreachable offline; the reader,
-# prompts and scoring are tested on a fixture), the paper's 500-sample sizes, and the
-# 1.5B reader.
+# **Not run here.** LongBench-v2 (the data is on the Hugging Face hub; `longbench_data`
+# runs it from a local copy, and the reader, prompts and scoring are tested on a fixture)
+# and the paper's 500-sample sizes. The other readers' verdicts are in the box at the top.
 
 # %% tags=["remove-cell"]
 page.finish()  # every statement still holds; every result consistent

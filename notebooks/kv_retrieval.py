@@ -84,10 +84,10 @@ page.show("example")
 page.show("provenance")
 
 # %% [markdown]
-# At {glue:text}`kv-short-sizes` pairs the orange line (the same reader through llama.cpp)
-# covers the blue one: the two backends answered {glue:text}`kv-backends-identical` of these
-# {glue:text}`kv-backends-shared` prompts identically ({ref}`backends`). The green line is the
-# 135M smoke-test model, which garbles UUIDs.
+# At {glue:text}`kv-short-sizes` pairs the same reader through llama.cpp (open rings)
+# lies under the default reader's line: the two backends answered
+# {glue:text}`kv-backends-identical` of these {glue:text}`kv-backends-shared` prompts
+# identically ({ref}`backends`). The legend names each reader's colour.
 #
 # {numref}`fig-kv-position` is the chapter's result: at {glue:text}`kv-short-sizes` pairs
 # (about {glue:text}`kv-short-tokens` tokens) this reader finds the key almost anywhere, while at the paper's 140 pairs it
@@ -200,8 +200,8 @@ page.show("errors")
 # MPT-30B-Instruct on multi-document QA: both are U-shaped, the instruction-tuned model is
 # higher everywhere, and its best-minus-worst gap is smaller (about 4 points vs nearly 10).
 #
-# **What is missing here.** No base/instruction-tuned pair of one model installs on this
-# machine: the registry ships Qwen2.5-Coder-0.5B- and 1.5B-*Instruct*, SmolLM2-135M-
+# **What is missing here.** No base/instruction-tuned pair of one model ships in the
+# packages the book runs from: the registry ships Qwen2.5-Coder-0.5B- and 1.5B-*Instruct*, SmolLM2-135M-
 # *Instruct* and Gemma-3-270M *base*, which are four different models. So the comparison
 # is built for any two readers (`second_reader`; for instance `Qwen/Qwen2.5-0.5B` after a
 # run of `make run NB=notebooks/kv_retrieval.py MODEL=Qwen/Qwen2.5-0.5B`): each reader's

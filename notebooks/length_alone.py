@@ -225,7 +225,7 @@ page.show("no final step")
 # assumed: the table gives the longest output and the longest *correct* output against the
 # cap. All problems run with no filler; the first {glue:text}`la-varsum-long-n` also with
 # {glue:text}`la-filler` essay tokens between evidence and question (a 16K prompt takes
-# about four minutes on this CPU, and the reader turns out to be at the floor, so more
+# about four minutes on a 2-core CPU, and the reader turns out to be at the floor, so more
 # problems would not change the verdict).
 
 # %% tags=["hide-input"]

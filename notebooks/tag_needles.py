@@ -118,7 +118,7 @@ page.show("grid")
 # ## The headline pair at 2,000 tokens, on 154 questions
 #
 # The headline comparison, TD+TC with spaCy tags against the untagged baseline, at the
-# longest length this CPU affords for 300 prompts, 2,000 tokens, on every question of the
+# longest length a 2-core CPU affords for 300 prompts, 2,000 tokens, on every question of the
 # project's set and of its extension (`longctx-extra`: 106 more needle questions written to
 # the same rules, no literal overlap, one-hop and two-hop), each at one rotating depth.
 

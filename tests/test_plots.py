@@ -67,6 +67,23 @@ def test_a_condition_not_run_is_marked_not_drawn_as_zero():
     assert len(fig.axes[0].patches) == 3
 
 
+def test_linked_bars_keep_their_title_not_the_last_links_label():
+    summary = pd.DataFrame(
+        [{"variant": "a", "condition": "x", "accuracy": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 9}]
+    )
+
+    def links(bar):
+        return "rows.html"
+
+    untitled = plots.condition_bars(summary, order=["x"], hue="variant", links=links)
+    assert untitled.axes[0].get_title() == ""
+    titled = plots.condition_bars(summary, order=["x"], hue="variant", links=links, title="T")
+    assert titled.axes[0].get_title() == "T"
+    untitled.axes[0].set_title(untitled.longctx_links[0][-1])
+    with pytest.raises(ValueError, match="drawn as the figure's title"):
+        plots.image_map(untitled, "fig-x")
+
+
 def test_factor_names_are_drawn_as_words():
     assert plots._term_label("query_aware") == "query-aware"
     assert plots._term_label("format x query_aware") == "format × query-aware"

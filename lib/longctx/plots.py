@@ -86,6 +86,10 @@ def image_map(fig, name: str) -> str:
     links = fig.__dict__.get("longctx_links")
     if not links:
         return ""
+    labels = {title for *_, title in links}
+    drawn_as_title = [ax.get_title() for ax in fig.axes if ax.get_title() in labels]
+    if drawn_as_title:
+        raise ValueError(f"a point's label is drawn as the figure's title: {drawn_as_title[0]!r}")
     fig.canvas.draw()
     box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1)
     areas = []
@@ -643,8 +647,8 @@ def condition_bars(
             ax.text(min(max([hi, *marked]) + 2.5, 101), y, f"{v:.0f}", va="center")
             if links:
                 bar = {hue: h, "condition": c}
-                title = f"{h} · {c}: {v:.0f}% (n = {part.loc[c, 'n']}); open its rows"
-                link_point(ax, v, y, links(bar), title)
+                label = f"{h} · {c}: {v:.0f}% (n = {part.loc[c, 'n']}); open its rows"
+                link_point(ax, v, y, links(bar), label)
             for (_, cells), style in zip(marks, styles):
                 if (h, c) in cells:
                     ax.plot(cells[h, c], y, **style, zorder=4)

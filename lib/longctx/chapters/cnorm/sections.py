@@ -280,7 +280,10 @@ def selection_tables(view: CnormResult) -> list:
         f"{len(view.params['cnorm_candidates'])} candidates on S = {view.params['calibration_questions']} "
         f"prompts took {sel['seconds'].sum():.0f} s of forward passes on {sel['device'].iloc[0]}."
     )
-    tokens = view.qa.groupby("method")["prompt_tokens"].mean().round(1).reset_index()
+    means = view.qa.groupby("method")["prompt_tokens"].mean()
+    tokens = pd.DataFrame(
+        {"method": means.index, "mean prompt tokens": [f"{v:,.0f}" for v in means]}
+    )
     return [
         (
             selection_shown(selection_summary(sel)),
@@ -344,10 +347,15 @@ def sweep_table(view: CnormResult) -> tuple[pd.DataFrame, str]:
         oaa_opa_shown(view.delimiters.drop(columns=["best_position", "position_sd"]))
         .drop(columns=["OPA (95% CI)"])
         .rename(columns={"OAA (95% CI)": "accuracy, gold in the middle (95% CI)"})
+        .assign(
+            delimiter=lambda t: t["delimiter"].replace("", "none"),
+            **{"prompt tokens": lambda t: [f"{v:,.0f}" for v in t["prompt tokens"]]},
+        )
     )
+    depths = ", ".join(f"{d:g}" for d in view.params["sweep_positions"])
     # one gold position: the sweep's accuracy is not the paper's OAA over positions
     return shown, (
-        f"{view.params['sweep_pairs']} pairs, gold at depth {view.params['sweep_positions']}, "
+        f"{view.params['sweep_pairs']} pairs, gold at depth {depths}, "
         f"{view.swept['example_id'].nunique()} examples per delimiter."
     )
 

@@ -48,8 +48,11 @@ def speed(table: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
             mean_tokens=("prompt_tokens", "mean"),
             seconds_per_prompt=("seconds_per_prompt", "mean"),
         )
-        .round(1)
         .reset_index()
+        .assign(
+            mean_tokens=lambda t: [f"{v:,.0f}" for v in t["mean_tokens"]],
+            seconds_per_prompt=lambda t: [f"{v:.1f}" for v in t["seconds_per_prompt"]],
+        )
         .rename(columns={"num_pairs": "pairs"})
     )
 

@@ -18,17 +18,25 @@ from .numbers import CompetitionResult
 
 
 def retention_table(curves: pd.DataFrame) -> pd.DataFrame:
-    """M(H) / R(H) [95% CI] per retriever, H and metric."""
-    cells = [
-        f"{m:.3f} / {r:.3f} [{lo:.3f}, {hi:.3f}]"
-        for m, r, lo, hi in zip(curves["M"], curves["R"], curves["R_low"], curves["R_high"])
+    """Per retriever and H, each metric's score M(H) (EM and inclusion in percent, F1 on
+    [0, 1], as the chapter's other tables) and its retention R(H) with its 95% interval."""
+    percent = curves["metric"] != "F1"
+    score = [f"{100 * m:.1f}" if pc else f"{m:.3f}" for m, pc in zip(curves["M"], percent)]
+    retention = [
+        f"{r:.2f} [{lo:.2f}, {hi:.2f}]"
+        for r, lo, hi in zip(curves["R"], curves["R_low"], curves["R_high"])
     ]
-    return (
-        curves.assign(cell=cells)
-        .pivot(index=["retriever", "num_hard", "questions"], columns="metric", values="cell")
-        .reset_index()
-        .rename(columns={"num_hard": "H"})
+    wide = curves.assign(score=score, retention=retention).pivot(
+        index=["retriever", "num_hard", "questions"],
+        columns="metric",
+        values=["score", "retention"],
     )
+    metrics = list(dict.fromkeys(curves["metric"]))
+    columns = {}
+    for metric in metrics:
+        columns[metric] = wide["score", metric]
+        columns[f"{metric} R(H) (95% CI)"] = wide["retention", metric]
+    return pd.DataFrame(columns).reset_index().rename(columns={"num_hard": "H"})
 
 
 def sizing(estimates: dict) -> tuple[pd.DataFrame, str]:
@@ -297,7 +305,11 @@ def table2_tables(view: CompetitionResult, paper: dict) -> list:
 def retention_tables(view: CompetitionResult, paper: dict) -> list:
     """Retention per H, the censored half-lives, and the paper's retention."""
     return [
-        (retention_table(view.curves), "Each cell: M(H) / R(H) [95% CI]."),
+        (
+            retention_table(view.curves),
+            "Each metric's score M(H) with H hard negatives (EM and inclusion in %, F1 on "
+            "[0, 1]) and its retention R(H) = M(H)/M(0) with a 95% interval over questions.",
+        ),
         (half_lives(view.lives), "K_1/2: the first tested H with retention at most one half."),
         (
             paper["retention"],
