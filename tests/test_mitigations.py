@@ -177,7 +177,7 @@ def test_the_chapters_claims_are_pre_registered_before_its_rows():
     ours = {c.id for c in pending if c.chapter == "mitigations"}
     assert ours == set(design.CLAIM_BLOCKS)
     assert not ours & {c.id for c in read_claims(ROOT / CLAIMS_FILE)}
-    assert all(c.premise and c.floor == "closed-book" for c in pending)
+    assert all(c.premise and c.floor == "closed-book" for c in pending if c.id in ours)
     dates = matrix.rule_dates()
     assert dates is not None, "git history is needed to date the claims' rules"
     assert ours <= set(dates)

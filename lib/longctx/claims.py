@@ -579,6 +579,7 @@ QUANTITY_WORDS = {
     "recited": "recited",
     "kept": "still recited",
     "identified": "recitations naming the document",
+    "base": "short-context base",
 }
 
 

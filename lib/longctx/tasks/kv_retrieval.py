@@ -16,6 +16,7 @@ Two sources of examples:
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import random
 import re
@@ -128,6 +129,52 @@ def synthetic_examples(n: int, num_pairs: int, seed: int = 0, num_hex: int = 32)
             pairs.append((k, v))
         key, value = pairs[rng.randrange(num_pairs)]
         out.append(KVExample(f"syn-s{seed}-k{num_pairs}{suffix}-{i}", tuple(pairs), key, value))
+    return out
+
+
+def _record_lines_tokens(tokenizer, pairs: Sequence[tuple[str, str]]) -> list[int]:
+    """Each pair's tokens as :func:`format_pairs` writes it (one line, leading space and
+    trailing comma): their sum is the records' length to within a token or two."""
+    lines = [f" {json.dumps(k)}: {json.dumps(v)},\n" for k, v in pairs]
+    return [len(ids) for ids in tokenizer(lines, add_special_tokens=False).input_ids]
+
+
+def records_tokens(tokenizer, pairs: Sequence[tuple[str, str]]) -> int:
+    """The records' length in ``tokenizer``'s tokens, as the prompt writes them."""
+    return len(tokenizer(format_pairs(pairs), add_special_tokens=False).input_ids)
+
+
+def sized_needles(
+    n: int, budgets: Sequence[int], tokenizer, *, seed: int = 0
+) -> dict[int, list[KVExample]]:
+    """``n`` needles, each written as records of at most each budget's tokens of
+    ``tokenizer``: needle *i* keeps one gold pair at every budget, and its distractors are
+    the first of one seeded stream, as many as fit (a shorter context is a prefix of a
+    longer one). The gold pair stands first; move it with :meth:`KVExample.with_gold_at`."""
+    if n < 1 or not budgets or min(budgets) < 1:
+        raise ParameterError(f"need n >= 1 and budgets >= 1 token, got n={n}, {list(budgets)}")
+    out: dict[int, list[KVExample]] = {int(b): [] for b in budgets}
+    for i in range(n):
+        rng = random.Random(f"kv-needle:{seed}:{i}")
+        pairs = [(_uuid(rng), _uuid(rng))]
+        counts = _record_lines_tokens(tokenizer, pairs)
+        seen = set(pairs[0])
+        while sum(counts) < max(budgets):
+            batch = []
+            while len(batch) < 64:
+                k, v = _uuid(rng), _uuid(rng)
+                if not {k, v} & seen:
+                    seen.update((k, v))
+                    batch.append((k, v))
+            pairs += batch
+            counts += _record_lines_tokens(tokenizer, batch)
+        running = list(itertools.accumulate(counts))
+        for budget in out:
+            k = max(2, sum(1 for total in running if total <= budget))
+            while k > 2 and records_tokens(tokenizer, pairs[:k]) > budget:
+                k -= 1
+            gold = pairs[0]
+            out[budget].append(KVExample(f"kvn-s{seed}-{i}", tuple(pairs[:k]), *gold))
     return out
 
 

@@ -1,0 +1,117 @@
+"""The effective-length sweep's numbers: each reader's accuracy curve per needle kind, its
+effective length under NoLiMa's and RULER's definitions with the interval on the length,
+LongScore per length, and the pre-registered claim (accuracy at the longest length within
+half the window against 85% of the reader's own base, paired by needle)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+import pandas as pd
+
+from ...claims import Estimate, NoPairedUnits, UnitScores, by_unit, estimable, paired_estimate
+from ...effective_length import (
+    DEFINITIONS,
+    NOLIMA_BASE_LENGTHS,
+    NOLIMA_SHARE,
+    EffectiveLength,
+    effective_length,
+    longscore,
+    tokens_text,
+)
+from ...tasks import kv_retrieval as kv
+from ...tasks import tag_needles as tn
+from . import design
+
+CLAIMS = {"kv": "el-kv-half-window", "qa": "el-qa-half-window"}
+SCORES = {"kv": kv.score, "qa": tn.score}
+
+
+def needle_of(row: dict) -> str:
+    """A row's needle, the sweep's independent unit: a key-value needle is its record set; a
+    needle question's one-hop and two-hop questions share one needle."""
+    if row["condition"]["needle_kind"] == "qa":
+        return tn.needle_of(row["example_id"])
+    return row["example_id"]
+
+
+def _side(rows: list[dict], kind: str, length: int) -> UnitScores:
+    return by_unit(rows, {"needle_kind": kind, "length": length}, SCORES[kind], unit=needle_of)
+
+
+def half_window_estimate(rows: list[dict], kind: str, at: int | None) -> Estimate:
+    """Accuracy at ``at`` tokens minus 85% of each needle's base (its mean at 250, 500 and
+    1K), paired by needle: negative where the reader has fallen below NoLiMa's bar. The
+    base in % is the premise's fact ``base``."""
+    if at is None:
+        raise NoPairedUnits("no length within half the window was asked")
+    bases = [_side(rows, kind, n) for n in NOLIMA_BASE_LENGTHS]
+    units = set.intersection(*(set(b) for b in bases))
+    if not units:
+        raise NoPairedUnits(f"no {kind} needle was asked at every base length")
+    bar = UnitScores({u: NOLIMA_SHARE * sum(b[u] for b in bases) / len(bases) for u in units})
+    bar.where = tuple(b.where for b in bases)
+    bar.rows = sum(b.rows for b in bases)
+    treated = _side(rows, kind, at)
+    est = paired_estimate(bar, treated, side_names=("85% of the base", f"at {tokens_text(at)}"))
+    base = 100 * sum(bar[u] for u in units) / len(units) / NOLIMA_SHARE
+    return replace(est, facts={**est.facts, "base": base})
+
+
+def claims(rows: Iterable[dict], params: dict, window: int | None) -> dict[str, Estimate]:
+    """The pre-registered claim per needle kind, for a reader of ``window`` tokens."""
+    rows = list(rows)
+    at = design.claim_length(design.grid(params, window), window)
+    return estimable(
+        {
+            CLAIMS[kind]: (lambda kind=kind: half_window_estimate(rows, kind, at))
+            for kind in params["kinds"]
+        }
+    )
+
+
+def scored(rows: Iterable[dict]) -> pd.DataFrame:
+    """One line per row: needle kind, length, needle, example and its 0/1 score."""
+    return pd.DataFrame(
+        [
+            {
+                "kind": r["condition"]["needle_kind"],
+                "length": r["condition"]["length"],
+                "needle": needle_of(r),
+                "example_id": r["example_id"],
+                "correct": SCORES[r["condition"]["needle_kind"]](r),
+            }
+            for r in rows
+        ],
+        columns=["kind", "length", "needle", "example_id", "correct"],
+    )
+
+
+def complete_lengths(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows at the lengths where every needle of the kind was answered (a length part
+    run is left out of the curve, never judged on part of its needles)."""
+    needles = table["needle"].nunique()
+    full = table.groupby("length")["needle"].nunique()
+    return table[table["length"].isin(full[full == needles].index)]
+
+
+def effective_lengths(table: pd.DataFrame) -> dict[str, EffectiveLength]:
+    """One kind's effective length under each definition, needles resampled for the
+    interval; none where the base lengths are not all complete."""
+    table = complete_lengths(table)
+    if not set(NOLIMA_BASE_LENGTHS) <= set(table["length"]):
+        return {}
+    return {d: effective_length(table, d, unit="needle") for d in DEFINITIONS}
+
+
+def curve(table: pd.DataFrame) -> dict[float, float]:
+    """Accuracy (%) by length over needles: each needle's mean first (its questions), then
+    the mean over needles."""
+    per_needle = table.groupby(["length", "needle"])["correct"].mean()
+    return {float(n): 100 * v for n, v in per_needle.groupby(level=0).mean().items()}
+
+
+def longscores(table: pd.DataFrame) -> dict[float, float]:
+    """100-LongBench's LongScore at each complete length."""
+    return longscore(curve(complete_lengths(table)))

@@ -1,0 +1,158 @@
+"""The effective-length sweep's design and claim on hand-made cases: the same needles at
+every length within the reader's window, sized in its own tokens, depths in turn, the claim's
+lengths first; the claim pairs each needle's accuracy at half the window with 85% of its own
+base; its rule is pre-registered; the ci scale runs and resumes through the runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from longctx.chapters.effective_length import design, numbers
+from longctx.errors import ParameterError
+from longctx.models import load_tokenizer
+from longctx.reader import Reader
+from longctx.runner import run, stored
+from longctx.tasks import kv_retrieval as kv
+
+ROOT = Path(__file__).resolve().parents[1]
+SCALES = json.loads((ROOT / "lib/longctx/scales/effective_length.json").read_text())
+SMOKE = "smollm2-135m-instruct"
+
+
+def params(scale: str = "ci", **overrides) -> dict:
+    own = {k: v for k, v in SCALES[scale].items() if k != "extends"}
+    return {**SCALES["book"], **own, **overrides}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer(SMOKE)
+
+
+def test_a_needle_keeps_its_gold_pair_and_its_distractors_grow_as_a_prefix(tokenizer):
+    needles = kv.sized_needles(3, [250, 1000, 2000], tokenizer, seed=0)
+    for i in range(3):
+        short, mid, long = (needles[b][i] for b in (250, 1000, 2000))
+        assert short.key == mid.key == long.key and short.value == long.value
+        assert (
+            long.pairs[: mid.num_pairs] == mid.pairs and mid.pairs[: short.num_pairs] == short.pairs
+        )
+        for budget, needle in ((250, short), (1000, mid), (2000, long)):
+            tokens = kv.records_tokens(tokenizer, needle.pairs)
+            assert tokens <= budget
+            one_more = kv.sized_needles(i + 1, [budget + 200], tokenizer, seed=0)[budget + 200][i]
+            assert kv.records_tokens(tokenizer, one_more.pairs[: needle.num_pairs + 1]) > budget
+    again = kv.sized_needles(3, [250, 1000, 2000], tokenizer, seed=0)
+    assert again == needles
+
+
+def test_the_grid_stops_at_the_window_and_cuts_the_context_it_cannot_hold():
+    p = params("book")
+    assert design.grid(p, 8192) == [250, 500, 1000, 2000, 4000, 8000]
+    assert design.budget(8000, 8192) == 8192 - design.RESERVE
+    assert design.budget(4000, 8192) == 4000
+    assert design.claim_length(design.grid(p, 32768), 32768) == 16000
+    assert design.claim_length(design.grid(p, 8192), 8192) == 4000
+    assert design.claim_length([250, 500, 1000], 1500) is None
+
+
+def test_every_needle_is_asked_at_every_length_the_claims_lengths_first(tokenizer):
+    p = params()
+    plan = design.blocks(p, tokenizer, 8192)
+    names = [b.name for b in plan]
+    claimed = [b for b in plan if b.headline]
+    assert names[: len(claimed)] == [b.name for b in claimed]
+    assert {b.requests[0].condition["length"] for b in claimed} == {250, 500, 1000, 2000}
+    for kind in p["kinds"]:
+        mine = [r for b in plan for r in b.requests if r.condition["needle_kind"] == kind]
+        by_length: dict[int, set] = {}
+        for r in mine:
+            by_length.setdefault(r.condition["length"], set()).add(r.example_id)
+            assert r.meta["context_tokens"] <= r.condition["length"] + 64  # a QA needle's own words
+        assert len({frozenset(ids) for ids in by_length.values()}) == 1  # the same needles
+    kv_rows = [r for b in plan for r in b.requests if r.condition["needle_kind"] == "kv"]
+    depths = {r.example_id: r.condition["depth"] for r in kv_rows if r.condition["length"] == 250}
+    assert sorted(depths.values()) == sorted(p["depths"])  # 5 needles, one depth each
+    assert all(r.condition["depth"] == depths[r.example_id] for r in kv_rows)
+
+
+def test_bad_parameters_are_one_line_errors():
+    with pytest.raises(ParameterError, match="unknown needle kinds"):
+        design.check(params(kinds=["kv", "essay"]))
+    with pytest.raises(ParameterError, match="NoLiMa's base"):
+        design.check(params(lengths=[500, 1000, 2000]))
+
+
+def _row(kind: str, length: int, example_id: str, right: bool) -> dict:
+    gold = "7" if kind == "kv" else "Yuki"
+    return {
+        "task": "kv_retrieval" if kind == "kv" else "tag_needles",
+        "example_id": example_id,
+        "condition": {"needle_kind": kind, "length": length},
+        "gold": [gold],
+        "output": gold if right else "no idea",
+    }
+
+
+def test_the_claim_pairs_half_the_window_with_85_percent_of_each_needles_base():
+    rows = []
+    for i in range(40):  # base: 8 of 10 right at each base length; 4 of 10 at 4K
+        for length in (250, 500, 1000):
+            rows.append(_row("kv", length, f"n{i}", i % 10 < 8))
+        rows.append(_row("kv", 4000, f"n{i}", i % 10 < 4))
+    est = numbers.half_window_estimate(rows, "kv", 4000)
+    assert est.n == 40
+    assert est.facts["base"] == pytest.approx(80.0)
+    assert est.control == pytest.approx(68.0) and est.treatment == pytest.approx(40.0)
+    assert est.difference == pytest.approx(-28.0)
+    assert est.ci_high < 0
+    got = numbers.claims(rows, params("book", kinds=["kv"]), 8192)
+    assert set(got) == {"el-kv-half-window"}
+
+
+def test_a_needles_questions_count_once_and_a_window_too_short_judges_nothing():
+    rows = []
+    for length in (250, 500, 1000, 4000):
+        for hop in ("onehop", "twohop"):  # one needle, two questions: one unit
+            rows.append(_row("qa", length, f"needle-1/{hop}", hop == "onehop"))
+    est = numbers.half_window_estimate(rows, "qa", 4000)
+    assert est.n == 1 and est.facts["base"] == pytest.approx(50.0)
+    assert numbers.claims(rows, params("book", kinds=["qa"]), 1500) == {}
+
+
+def test_the_curve_and_effective_lengths_read_complete_lengths_only():
+    rows = [_row("kv", n, f"n{i}", True) for n in (250, 500, 1000, 2000) for i in range(4)]
+    rows += [_row("kv", 4000, "n0", False)]  # 4K part run: not in the curve
+    table = numbers.scored(rows)
+    assert set(numbers.complete_lengths(table)["length"]) == {250, 500, 1000, 2000}
+    found = numbers.effective_lengths(table)
+    assert found["nolima"].at_least and found["nolima"].length == 2000
+    assert numbers.longscores(table) == {250.0: 0.0, 500.0: 0.0, 1000.0: 0.0, 2000.0: 0.0}
+
+
+def test_the_claims_are_pre_registered_before_the_sweeps_rows():
+    from longctx import matrix
+    from longctx.claims import CLAIMS_FILE, PREREGISTERED_FILE, read_claims
+
+    pending = read_claims(ROOT / PREREGISTERED_FILE)
+    ours = {c.id for c in pending if c.chapter == "effective_length"}
+    assert ours == set(design.CLAIM_BLOCKS) == set(numbers.CLAIMS.values())
+    assert not ours & {c.id for c in read_claims(ROOT / CLAIMS_FILE)}
+    dates = matrix.rule_dates()
+    assert dates is not None, "git history is needed to date the claims' rules"
+    assert ours <= set(dates)
+
+
+def test_the_sweep_runs_through_the_runner_and_resumes(tmp_path):
+    reader = Reader(SMOKE, "hf", device="cpu", dtype="float32")
+    p = params("smoke")
+    plan = design.blocks(p, load_tokenizer(SMOKE), 8192)
+    run(plan, reader, tmp_path, batch_size=4, progress=False, log=lambda m: None)
+    rows = stored(plan, reader, tmp_path)
+    assert len(rows) == sum(len(b.requests) for b in plan) == 3 * (2 + 2)
+    again = run(plan, reader, tmp_path, batch_size=4, progress=False, log=lambda m: None)
+    assert again.missing == 0 and sum(b["generated"] for b in again.blocks) == 0
+    assert set(numbers.claims(rows, p, 8192)) == set()  # no length within half the window
