@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from longctx.chapters.mitigations import design
+from longctx.chapters.mitigations import design, numbers
 from longctx.chapters.scales import read_scales, scale_of
 from longctx.errors import LongctxError
 from longctx.models import DEFAULT_MODEL
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
         report = run(baseline, reader, results, batch_size=args.batch_size, dry_run=args.dry_run)
         edge = None
         if not report.missing:
-            edge = design.best_edge(stored(baseline, reader, results), params["num_documents"])
+            edge = numbers.best_edge(stored(baseline, reader, results), params["num_documents"])
             print(f"{reader.model}: baseline best at the {edge} position")
         report = run(
             design.blocks(params, edge),

@@ -12,7 +12,7 @@ import pytest
 
 from longctx import transforms as T
 from longctx.attention import calibrated_relevance
-from longctx.chapters.mitigations import design
+from longctx.chapters.mitigations import design, numbers
 from longctx.errors import ParameterError
 from longctx.reader import Reader
 from longctx.runner import run, stored
@@ -101,16 +101,32 @@ def test_recite_then_answer_copies_first_and_answers_from_the_copy_alone():
     assert arm_of(row) is None and arm_of({**row, "condition": second.condition}) == "recite"
 
 
-def test_the_best_edge_comes_from_the_readers_own_baseline():
-    def row(idx, answer):
-        condition = {"setting": "documents", "num_documents": 20, "gold_index": idx}
-        return {"condition": condition, "output": answer, "gold": ["Paris"]}
+def _baseline_row(idx: int, answer: str, question: str = "q1", **condition) -> dict:
+    condition = {"setting": "documents", "num_documents": 20, "gold_index": idx, **condition}
+    return {"example_id": question, "condition": condition, "output": answer, "gold": ["Paris"]}
 
-    rows = [row(0, "Paris"), row(0, "Paris"), row(19, "Paris"), row(19, "Rome")]
-    assert design.best_edge(rows, 20) == "first"
-    assert design.best_edge([row(0, "Rome"), row(19, "Paris")], 20) == "last"
+
+def test_the_best_edge_comes_from_the_readers_own_baseline():
+    row = _baseline_row
+    rows = [row(0, "Paris"), row(0, "Paris", "q2"), row(19, "Paris"), row(19, "Rome", "q2")]
+    assert numbers.best_edge(rows, 20) == "first"
+    assert numbers.best_edge([row(0, "Rome"), row(19, "Paris")], 20) == "last"
+    assert numbers.best_edge([row(0, "Paris"), row(19, "Paris")], 20) == "last"  # a tie
     with pytest.raises(ParameterError, match="no baseline rows"):
-        design.best_edge([row(0, "Paris")], 20)
+        numbers.best_edge([row(0, "Paris")], 20)
+
+
+def test_accuracy_by_position_counts_each_question_once_per_arm():
+    row = _baseline_row
+    rows = [row(9, "Paris"), row(9, "Rome", "q2"), row(9, "Paris", mitigation="shuffle")]
+    rows += [row(9, "Paris", "q2", mitigation="shuffle"), row(0, "Paris")]
+    table = numbers.position_accuracy(rows, 20).set_index(["arm", "position"])
+    assert table.loc[("baseline", 10), "n"] == 2
+    assert table.loc[("baseline", 10), "accuracy"] == 0.5
+    assert table.loc[("random shuffle", 10), "accuracy"] == 1.0
+    assert table.loc[("baseline", 1), "n"] == 1
+    low, high = table.loc[("random shuffle", 10), ["ci_low", "ci_high"]]
+    assert low < 1.0 == high  # Wilson, not a zero-width interval
 
 
 def test_bad_parameters_are_one_line_errors():
@@ -137,7 +153,7 @@ def test_every_arm_runs_through_the_runner_and_resumes(tmp_path):
     design.check(p)
     first = design.blocks(p)
     run(first, reader, tmp_path, batch_size=4, progress=False, log=lambda m: None)
-    edge = design.best_edge(stored(first[:1], reader, tmp_path), p["num_documents"])
+    edge = numbers.best_edge(stored(first[:1], reader, tmp_path), p["num_documents"])
     plan = design.blocks(p, edge)
     run(plan, reader, tmp_path, batch_size=4, progress=False, log=lambda m: None)
     rows = stored(plan, reader, tmp_path)

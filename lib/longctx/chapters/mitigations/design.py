@@ -226,29 +226,6 @@ def positional_bias(calibration_rows: Sequence[dict]) -> list[float]:
     return [statistics.fmean(col) for col in zip(*masses)]
 
 
-def best_edge(rows: Sequence[dict], num_documents: int) -> str:
-    """Where this reader reads best, from its baseline rows: ``first`` or ``last`` (the
-    edge with the higher accuracy; ``last`` on a tie, next to the question)."""
-    first, last = qa.position_indices(num_documents, (0.0, 1.0))
-    acc = {}
-    for name, idx in (("first", first), ("last", last)):
-        scored = [
-            qa.score(r)
-            for r in rows
-            if r["condition"].get("setting") == "documents"
-            and r["condition"].get("num_documents") == num_documents
-            and r["condition"].get("gold_index") == idx
-            and not r["condition"].get("query_aware")
-        ]
-        if not scored:
-            raise ParameterError(
-                f"no baseline rows with the gold {name} of {num_documents} documents: "
-                "answer the baseline block before Found in the Middle's arm"
-            )
-        acc[name] = statistics.fmean(scored)
-    return "first" if acc["first"] > acc["last"] else "last"
-
-
 def _attention_item(ex: Example, order: Sequence[int], passes: int, gold_from: int) -> dict:
     """An attention item of a test prompt: ``order`` holds the baseline index of each
     document as it now stands, ``gold_from`` where the gold stood in the baseline."""
@@ -272,7 +249,7 @@ def attention_blocks(params: dict, baseline: list[Example], edge: str | None) ->
     """Final-token attention of every baseline prompt (and of the calibration prompts):
     its second stage answers Found in the Middle's re-ranking and one pass of attention
     sorting, and measures the next pass for ``sort_3``. ``edge`` is where the reader reads
-    best (:func:`best_edge`); None leaves Found in the Middle out."""
+    best (``numbers.best_edge``); None leaves Found in the Middle out."""
     arms = set(params["arms"])
     by_key = {_key(ex): ex for ex in baseline}
     items = [_attention_item(ex, range(len(ex.items)), 0, _key(ex)[1]) for ex in baseline]
@@ -348,7 +325,7 @@ def attention_blocks(params: dict, baseline: list[Example], edge: str | None) ->
 
 def blocks(params: dict, edge: str | None = None) -> list[Block]:
     """The chapter's blocks, headline first: the baseline, the two controls, then each fix.
-    ``edge`` is where this reader reads best (:func:`best_edge`, from its baseline rows);
+    ``edge`` is where this reader reads best (``numbers.best_edge``, from its baseline rows);
     Found in the Middle's arm is planned only once it is known."""
     arms = set(params["arms"])
     baseline = examples(params)

@@ -8,6 +8,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import replace
 
+import pandas as pd
+
 from ...claims import (
     Estimate,
     NoPairedUnits,
@@ -16,6 +18,8 @@ from ...claims import (
     estimable,
     paired_estimate,
 )
+from ...errors import ParameterError
+from ...metrics import wilson_interval
 from ...tasks import multidoc_qa as qa
 from . import design
 
@@ -77,6 +81,43 @@ def arm_scores(rows: Iterable[dict], num_documents: int) -> dict[tuple[str, int]
         for idx in positions if arm in POSITION_FREE else [gold_from(r)]:
             grouped.setdefault((arm, idx), []).append(r)
     return {key: by_unit(group, {}, qa.score) for key, group in grouped.items()}
+
+
+def best_edge(rows: Iterable[dict], num_documents: int) -> str:
+    """Where this reader reads best, from its baseline rows: ``first`` or ``last`` (the edge
+    with the higher accuracy; ``last`` on a tie, next to the question). Found in the
+    Middle's arm puts its best-ranked document there."""
+    scores = arm_scores(rows, num_documents)
+    accuracy = {}
+    for name, idx in zip(design.EDGES, qa.position_indices(num_documents, (0.0, 1.0))):
+        side = scores.get((BASELINE, idx))
+        if not side:
+            raise ParameterError(
+                f"no baseline rows with the gold {name} of {num_documents} documents: "
+                "answer the baseline block before Found in the Middle's arm"
+            )
+        accuracy[name] = sum(side.values()) / len(side)
+    return "first" if accuracy["first"] > accuracy["last"] else "last"
+
+
+def position_accuracy(rows: Iterable[dict], num_documents: int) -> pd.DataFrame:
+    """Each arm's accuracy where the gold stood in the baseline (1-based ``position``), one
+    score per question, with its 95% Wilson interval and ``n`` questions."""
+    out = []
+    for (arm, idx), side in sorted(arm_scores(rows, num_documents).items()):
+        right = sum(side.values())
+        low, high = wilson_interval(round(right), len(side))
+        out.append(
+            {
+                "arm": ARM_NAMES[arm],
+                "position": idx + 1,
+                "n": len(side),
+                "accuracy": right / len(side),
+                "ci_low": low,
+                "ci_high": high,
+            }
+        )
+    return pd.DataFrame(out, columns=["arm", "position", "n", "accuracy", "ci_low", "ci_high"])
 
 
 def edge_change(scores: dict, arm: str, num_documents: int) -> float:
