@@ -350,27 +350,32 @@ def quoted_number_problems(build: Path) -> list[str]:
     return problems + glued_differently(values)
 
 
+def page_tables(pages: list[Path]):
+    """Each (page, table) of the pages' main content, tables inside tables included."""
+    from bs4 import BeautifulSoup
+
+    for page in pages:
+        main = BeautifulSoup(page.read_text(encoding="utf-8", errors="replace"), "html.parser").main
+        if main is not None:
+            for table in main.find_all("table"):
+                yield page, table
+
+
 def uncaptioned_tables(root: Path, pages: list[Path]) -> list[str]:
     """Tables with no caption: a reader who lands on one from a link, or skims, cannot tell
     what it is. A table that is the only one behind a toggle is captioned by the toggle's line
     (its ``summary``)."""
-    from bs4 import BeautifulSoup
-
     problems = []
-    for page in pages:
-        main = BeautifulSoup(page.read_text(encoding="utf-8", errors="replace"), "html.parser").main
-        if main is None:
+    for page, table in page_tables(pages):
+        if table.find_parent("table") is not None or table.caption is not None:
             continue
-        for table in main.find_all("table"):
-            if table.find_parent("table") is not None or table.caption is not None:
+        toggle = table.find_parent("details")
+        summary = toggle.find("summary") if toggle is not None else None
+        if summary is not None and summary.get_text(strip=True):
+            if len(toggle.find_all("table")) - len(toggle.select("table table")) == 1:
                 continue
-            toggle = table.find_parent("details")
-            summary = toggle.find("summary") if toggle is not None else None
-            if summary is not None and summary.get_text(strip=True):
-                if len(toggle.find_all("table")) - len(toggle.select("table table")) == 1:
-                    continue
-            headers = " | ".join(th.get_text(strip=True) for th in table.select("th")[:4])
-            problems.append(f"{page.relative_to(root)}: a table with no caption ({headers})")
+        headers = " | ".join(th.get_text(strip=True) for th in table.select("th")[:4])
+        problems.append(f"{page.relative_to(root)}: a table with no caption ({headers})")
     return problems
 
 
@@ -418,22 +423,16 @@ LONG_DECIMAL = re.compile(r"^[+\-\u2212]?(?:[1-9][\d,]*\.\d{4,}|0?\.\d{5,})%?$")
 def raw_values(root: Path, pages: list[Path]) -> list[str]:
     """Table cells that print a raw Python value (``None``, ``nan``, ``<NA>``) or a float no
     table formatter would give (:data:`LONG_DECIMAL`): the value escaped its formatting."""
-    from bs4 import BeautifulSoup
-
     problems = []
-    for page in pages:
-        main = BeautifulSoup(page.read_text(encoding="utf-8", errors="replace"), "html.parser").main
-        if main is None:
-            continue
-        for table in main.find_all("table"):
-            header = " | ".join(th.get_text(strip=True) for th in table.select("th")[:3])
-            for cell in table.find_all("td"):
-                text = cell.get_text(" ", strip=True)
-                if text in RAW_VALUES or LONG_DECIMAL.match(text):
-                    problems.append(
-                        f"{page.relative_to(root)}: a table cell prints the raw value {text!r} "
-                        f"(table: {header})"
-                    )
+    for page, table in page_tables(pages):
+        header = " | ".join(th.get_text(strip=True) for th in table.select("th")[:3])
+        for cell in table.find_all("td"):
+            text = cell.get_text(" ", strip=True)
+            if text in RAW_VALUES or LONG_DECIMAL.match(text):
+                problems.append(
+                    f"{page.relative_to(root)}: a table cell prints the raw value {text!r} "
+                    f"(table: {header})"
+                )
     return problems
 
 

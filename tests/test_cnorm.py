@@ -63,39 +63,26 @@ def test_normalize_example_touches_only_passage_text():
 
 def test_qa_requests_share_documents_across_methods():
     ex = _example()
-    base = cnorm.qa_requests(
-        [ex],
-        num_documents=4,
-        positions=[0.0, 1.0],
-        seed=1,
-        method="baseline",
-        delimiter="none",
-        ratio=0.5,
-    )
-    norm = cnorm.qa_requests(
-        [ex],
-        num_documents=4,
-        positions=[0.0, 1.0],
-        seed=1,
-        method="C-NORM",
-        delimiter="&",
-        ratio=1.0,
-    )
+
+    def asked(method="baseline", delimiter="none", ratio=0.5, positions=(0.0, 1.0), seed=1):
+        return cnorm.qa_requests(
+            [ex],
+            num_documents=4,
+            positions=list(positions),
+            seed=seed,
+            method=method,
+            delimiter=delimiter,
+            ratio=ratio,
+        )
+
+    base, norm = asked(), asked("C-NORM", "&", 1.0)
     assert [r.condition["gold_index"] for r in base] == [0, 3]
     assert base[0].condition["delimiter"] == "none" and base[0].condition["ratio"] == 0.0
     assert norm[0].condition["delimiter"] == "&" and norm[0].condition["method"] == "C-NORM"
     for b, n in zip(base, norm):
         # Same documents, same order, only the format differs
         assert restore_passage(n.prompt, "&") == b.prompt
-    other_seed = cnorm.qa_requests(
-        [ex],
-        num_documents=4,
-        positions=[0.0],
-        seed=2,
-        method="baseline",
-        delimiter="none",
-        ratio=0.5,
-    )
+    other_seed = asked(positions=(0.0,), seed=2)
     assert sorted(other_seed[0].prompt.splitlines()) != [] and other_seed[0].condition["seed"] == 2
 
 
