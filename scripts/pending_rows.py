@@ -1,0 +1,91 @@
+"""Answer the blocks of a chapter being built, for one reader: its design and pre-registered
+rules are in place, its page not yet in the book.
+
+Each runs the chapter's own design through the same runner and stores, so every row made
+here is the row the chapter will read, and a killed run resumes where it stopped:
+
+* ``mitigations``: the baseline first; Found in the Middle's arm is planned once this
+  reader's baseline rows say which edge it reads best;
+* ``effective_length``: claim first (NoLiMa's base lengths and the longest length within
+  half the window), then the other lengths shortest first; ``--longest`` stops before a
+  length the machine cannot afford.
+
+    python scripts/pending_rows.py mitigations [--model M] [--scale book] [--dry-run]
+    python scripts/pending_rows.py effective_length [--model M] [--longest 16000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from longctx.chapters.effective_length import design as sweep
+from longctx.chapters.mitigations import design as fixes
+from longctx.chapters.mitigations import numbers as fix_numbers
+from longctx.chapters.scales import read_scales, scale_of
+from longctx.errors import LongctxError
+from longctx.models import DEFAULT_MODEL, context_window, load_tokenizer
+from longctx.paths import repo_root
+from longctx.reader import Reader
+from longctx.runner import Block, run, stored
+
+# The chapter parameters each chapter's new rows record
+RECORDED = {
+    "mitigations": ("num_questions", "num_documents", "seed"),
+    "effective_length": ("kv_needles", "seed"),
+}
+
+
+def mitigations_plan(params: dict, reader: Reader, answer: Callable, longest) -> list[Block]:
+    fixes.check(params)
+    baseline = fixes.blocks(params)[:1]
+    edge = None
+    if not answer(baseline).missing:
+        rows = stored(baseline, reader, repo_root() / "data" / "results")
+        edge = fix_numbers.best_edge(rows, params["num_documents"])
+        print(f"{reader.model}: baseline best at the {edge} position")
+    return fixes.blocks(params, edge)
+
+
+def effective_length_plan(params: dict, reader: Reader, answer: Callable, longest) -> list[Block]:
+    plan = sweep.blocks(params, load_tokenizer(reader.model), context_window(reader.ref))
+    return [b for b in plan if not longest or b.requests[0].condition["length"] <= longest]
+
+
+PLANS = {"mitigations": mitigations_plan, "effective_length": effective_length_plan}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("chapter", choices=sorted(PLANS))
+    ap.add_argument("--model", default=DEFAULT_MODEL)
+    ap.add_argument("--scale", default="book")
+    ap.add_argument("--longest", type=int, default=None, help="effective_length: skip longer")
+    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--dry-run", action="store_true", help="count what is stored and missing")
+    args = ap.parse_args(argv)
+    try:
+        params = scale_of(args.chapter, read_scales(args.chapter), args.scale, {})
+        reader = Reader.of(args.model, "hf")
+
+        def answer(blocks: list[Block]):
+            return run(
+                blocks,
+                reader,
+                repo_root() / "data" / "results",
+                batch_size=args.batch_size,
+                dry_run=args.dry_run,
+                params={k: params[k] for k in RECORDED[args.chapter]},
+            )
+
+        report = answer(PLANS[args.chapter](params, reader, answer, args.longest))
+    except LongctxError as err:
+        print(f"pending_rows: {err}", file=sys.stderr)
+        return 2
+    print(f"{report.missing} rows still to make" if report.missing else "every block is answered")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
