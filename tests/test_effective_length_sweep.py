@@ -156,3 +156,47 @@ def test_the_sweep_runs_through_the_runner_and_resumes(tmp_path):
     again = run(plan, reader, tmp_path, batch_size=4, progress=False, log=lambda m: None)
     assert again.missing == 0 and sum(b["generated"] for b in again.blocks) == 0
     assert set(numbers.claims(rows, p, 8192)) == set()  # no length within half the window
+
+
+def test_the_curve_averages_each_needles_questions_first_and_resamples_needles():
+    rows = [_row("qa", 250, "a/onehop", True), _row("qa", 250, "a/twohop", False)]
+    rows += [_row("qa", 250, "b/onehop", True)]
+    table = numbers.curve_table(numbers.scored(rows))
+    (line,) = table.to_dict("records")
+    assert line["n"] == 2 and line["accuracy"] == pytest.approx(0.75)  # (0.5 + 1) / 2
+    assert line["ci_low"] == pytest.approx(0.5) and line["ci_high"] == pytest.approx(1.0)
+
+
+def test_the_table_says_how_much_of_the_window_is_used_and_the_figure_draws_it():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from longctx import plots
+
+    rows = [
+        _row("kv", n, f"n{i}", n <= 1000 or i < 2) for n in (250, 500, 1000, 2000) for i in range(8)
+    ]
+    table = numbers.scored(rows)
+    found = numbers.effective_lengths(table)
+    assert found["nolima"].length == 1000 and not found["nolima"].at_least
+    shown = numbers.lengths_table({("r", "kv"): found}, {"r": 4000})
+    nolima = shown[shown["definition"].str.startswith("NoLiMa")].iloc[0]
+    assert nolima["share of the window"] == "25%" and nolima["needles"] == "key-value records"
+    curve = numbers.curve_table(table).assign(reader="r")
+    el = found["nolima"]
+    marks = pd.DataFrame(
+        [
+            {
+                "reader": "r",
+                "bar": el.bar,
+                "length": el.length,
+                "low": el.low,
+                "high": el.high,
+                "at_least": el.at_least,
+            }
+        ]
+    )
+    fig = plots.length_curves(curve, marks)
+    assert fig.axes[0].get_xscale() == "log"

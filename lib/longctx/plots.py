@@ -732,6 +732,110 @@ def effects_forest(
     return fig
 
 
+def _tokens_label(length: float) -> str:
+    """A length on a tokens axis: 250, 1K, 32K."""
+    return f"{length / 1000:g}K" if length >= 1000 else f"{length:g}"
+
+
+@book_figure
+def length_curves(curves, marks, *, paper=None, title: str | None = None):
+    """Accuracy (shares, drawn in %) against context length on a log axis, one colour per
+    ``reader`` with its 95% band; each reader's bar (``marks``: ``bar`` in %) dashed in its
+    colour, and its effective length drawn on the bar with its interval on the grid
+    (``length``, ``low``, ``high``: 0 is below the shortest length, inf beyond the longest,
+    drawn at the axis's edge with an arrow). ``paper`` holds published curves (``model``,
+    ``length``, ``accuracy`` in %), drawn grey with open markers and labelled as theirs."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    readers = list(dict.fromkeys(curves["reader"]))
+    colours = dict(zip(readers, OKABE_ITO))
+    grid = sorted({float(x) for x in curves["length"]})
+    if paper is not None and len(paper):
+        grid = sorted(set(grid) | {float(x) for x in paper["length"]})
+    edge = (grid[0] / 1.6, grid[-1] * 1.6)
+    fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 4.2), layout="constrained")
+    handles = []
+    for reader in readers:
+        line = curves[curves["reader"] == reader].sort_values("length")
+        colour = colours[reader]
+        xs = line["length"].to_numpy(dtype=float)
+        ax.plot(xs, 100 * line["accuracy"], "-o", color=colour, lw=MAIN_LW, ms=5, zorder=4)
+        ax.fill_between(
+            xs, 100 * line["ci_low"], 100 * line["ci_high"], color=colour, alpha=0.15, lw=0
+        )
+        handles.append(Line2D([], [], color=colour, lw=MAIN_LW, marker="o", ms=5, label=reader))
+        for mark in marks[marks["reader"] == reader].to_dict("records"):
+            ax.axhline(mark["bar"], color=colour, ls="--", lw=OTHER_LW, zorder=2)
+            low = edge[0] if mark["low"] == 0 else min(mark["low"], edge[1])
+            high = edge[1] if np.isinf(mark["high"]) else mark["high"]
+            point = (
+                edge[0] if mark["length"] is None or np.isnan(mark["length"]) else mark["length"]
+            )
+            ax.plot(
+                [low, high],
+                [mark["bar"]] * 2,
+                color=colour,
+                lw=5,
+                alpha=0.45,
+                solid_capstyle="butt",
+                zorder=3,
+            )
+            ax.plot(
+                point,
+                mark["bar"],
+                marker=">" if mark["at_least"] else "|",
+                color=colour,
+                ms=14,
+                mew=3,
+                zorder=5,
+            )
+    if paper is not None and len(paper):
+        for (model, part), marker in zip(paper.groupby("model", sort=False), PAPER_MARKERS):
+            part = part.sort_values("length")
+            ax.plot(
+                part["length"],
+                part["accuracy"],
+                **{**PAPER_STYLE, "color": "0.35", "mec": "0.35", "marker": marker},
+                zorder=3,
+            )
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    **{**PAPER_STYLE, "color": "0.35", "mec": "0.35", "marker": marker},
+                    label=f"NoLiMa: {model} (theirs)",
+                )
+            )
+    handles.append(
+        Line2D([], [], color="0.3", ls="--", lw=OTHER_LW, label="85% of each reader's base")
+    )
+    handles.append(
+        Line2D(
+            [],
+            [],
+            color="0.3",
+            lw=5,
+            alpha=0.45,
+            marker="|",
+            ms=14,
+            mew=3,
+            label="effective length on the bar, 95% CI",
+        )
+    )
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(grid, [_tokens_label(x) for x in grid])
+    ax.minorticks_off()
+    ax.set_xlim(edge[0] / 1.1, edge[1] * 1.1)
+    ax.set_ylim(-2, 102)
+    ax.set_xlabel("Context length (tokens, each reader's own tokenizer)")
+    ax.set_ylabel("Accuracy (%)")
+    _legend_below(fig, handles)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
 @book_figure
 def readers_forest(
     reader_effects,

@@ -20,6 +20,7 @@ from ...effective_length import (
     longscore,
     tokens_text,
 )
+from ...metrics import bootstrap_interval, content_seed
 from ...tasks import kv_retrieval as kv
 from ...tasks import tag_needles as tn
 from . import design
@@ -103,6 +104,61 @@ def effective_lengths(table: pd.DataFrame) -> dict[str, EffectiveLength]:
     if not set(NOLIMA_BASE_LENGTHS) <= set(table["length"]):
         return {}
     return {d: effective_length(table, d, unit="needle") for d in DEFINITIONS}
+
+
+def curve_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy by length over needles (each needle's questions averaged first) with a 95%
+    percentile bootstrap over needles, seeded by the sorted needle ids: length, n (needles),
+    accuracy, ci_low, ci_high (shares)."""
+    out = []
+    for length, part in complete_lengths(table).groupby("length"):
+        per_needle = part.groupby("needle")["correct"].mean().sort_index()
+        low, high = bootstrap_interval(
+            per_needle.tolist(), seed=content_seed(per_needle.index.tolist())
+        )
+        out.append(
+            {
+                "length": int(length),
+                "n": len(per_needle),
+                "accuracy": float(per_needle.mean()),
+                "ci_low": low,
+                "ci_high": high,
+            }
+        )
+    return pd.DataFrame(out, columns=["length", "n", "accuracy", "ci_low", "ci_high"])
+
+
+def share_of_window(found: EffectiveLength, window: int | None) -> str:
+    """How much of the window the effective length uses, in words: "50%", "≥ 98%", "< 1%"."""
+    if window is None:
+        return "window unknown"
+    if found.length is None:
+        return f"< {100 * found.shortest / window:.0f}%"
+    return ("≥ " if found.at_least else "") + f"{100 * found.length / window:.0f}%"
+
+
+def lengths_table(
+    found: dict[tuple[str, str], dict[str, EffectiveLength]], windows: dict
+) -> pd.DataFrame:
+    """One row per reader, needle kind and definition: the effective length with its
+    interval on the grid, the bar, the needles, the reader's window and the share of it used."""
+    names = {"nolima": "NoLiMa (85% of its own base)", "ruler": "RULER (85.6%)"}
+    rows = []
+    for (reader, kind), by_definition in found.items():
+        for definition, el in by_definition.items():
+            rows.append(
+                {
+                    "reader": reader,
+                    "needles": design.KIND_NAMES[kind],
+                    "definition": names[definition],
+                    "effective length [95% CI]": el.text(),
+                    "bar (%)": f"{el.bar:.1f}",
+                    "n (needles)": el.n,
+                    "window": tokens_text(windows[reader]) if windows.get(reader) else "unknown",
+                    "share of the window": share_of_window(el, windows.get(reader)),
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 def curve(table: pd.DataFrame) -> dict[float, float]:
