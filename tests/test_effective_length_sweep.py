@@ -200,3 +200,11 @@ def test_the_table_says_how_much_of_the_window_is_used_and_the_figure_draws_it()
     )
     fig = plots.length_curves(curve, marks)
     assert fig.axes[0].get_xscale() == "log"
+
+
+def test_the_question_kinds_overlap_with_their_needles_is_measured():
+    table = numbers.overlap_table(params()).set_index("needles")
+    assert table.loc["key-value records", "sharing a word with the needle (%)"] == 100.0
+    assert table.loc["needle questions", "questions"] == 5
+    # the project's needle questions were written to share no content word with the needle
+    assert table.loc["needle questions", "sharing a word with the needle (%)"] == 0.0

@@ -72,6 +72,31 @@ def claims(rows: Iterable[dict], params: dict, window: int | None) -> dict[str, 
     )
 
 
+def overlap_table(params: dict) -> pd.DataFrame:
+    """How literally each needle kind's question repeats its needle: the share of questions
+    sharing a content word with their needle and the mean number shared (the names that are
+    the answer left out). A key-value question names its key, so every one repeats it."""
+    cases = design.qa_cases(params, tn.haystack_text())
+    shared = [len(tn.literal_overlap(c)) for c in cases]
+    kv_needles = params["kv_needles"]
+    return pd.DataFrame(
+        [
+            {
+                "needles": design.KIND_NAMES["kv"],
+                "questions": kv_needles,
+                "sharing a word with the needle (%)": 100.0,
+                "words shared (mean)": 1.0,
+            },
+            {
+                "needles": design.KIND_NAMES["qa"],
+                "questions": len(cases),
+                "sharing a word with the needle (%)": 100 * sum(n > 0 for n in shared) / len(cases),
+                "words shared (mean)": sum(shared) / len(cases),
+            },
+        ]
+    )
+
+
 def scored(rows: Iterable[dict]) -> pd.DataFrame:
     """One line per row: needle kind, length, needle, example and its 0/1 score."""
     return pd.DataFrame(
