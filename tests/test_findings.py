@@ -450,9 +450,13 @@ def test_each_chapter_opens_with_its_verdicts():
     est = {"litm-qa-u-shape": Estimate(-10.7, -17.0, -4.0, 150, 0.0024, "", 41.3, 30.7)}
     table = matrix.build(ROOT / "data" / "results", claims, only=[col], given={col.folder: est})
     box = matrix.verdict_box("multidoc_qa", table)
-    assert box.startswith(":::{admonition} Verdicts, one column per model with rows")
+    assert box.startswith("::::{admonition} Verdicts, one column per model with rows")
     assert "reproduced" in box and "{ref}`data <multidoc-headline>`" in box
     assert box.count("\n| ") == 1 + len(claims)  # header and every claim of the chapter
+    # on a narrow screen the same cells as a card per claim, in the table's place
+    assert ":class: longctx-wide-only" in box and ":::{div} longctx-narrow-only" in box
+    cards = box.split(":::{div} longctx-narrow-only")[1]
+    assert cards.count("\n**") == len(claims)
     assert "-10.7 [-17.0, -4.0]" in box and "not run" in box  # the others have no estimate
     empty = matrix.Matrix(claims, [])
     assert "No claim" in matrix.verdict_box("multidoc_qa", empty)

@@ -1163,6 +1163,7 @@ def verdict_box(chapter: str, matrix: Matrix) -> str:
             "| claim | paper | " + " | ".join(models) + " |",
             "|---|---|" + "---|" * len(models),
         ]
+        cards = []
         for claim in claims:
             cells = []
             for k, model in enumerate(models):
@@ -1170,20 +1171,27 @@ def verdict_box(chapter: str, matrix: Matrix) -> str:
                     cells.append("same (no reader)")
                 else:
                     cells.append(model_cell_markdown(matrix.model_cell(claim.id, model)))
-            lines.append(
-                f"| {claim.claim} ({{ref}}`data <{claim.label}>`) | {claim.paper_value} | "
-                + " | ".join(cells)
-                + " |"
+            named = f"{claim.claim} ({{ref}}`data <{claim.label}>`)"
+            lines.append(f"| {named} | {claim.paper_value} | " + " | ".join(cells) + " |")
+            cards.append(
+                "\n".join(
+                    [f"**{named}** Paper: {claim.paper_value}", ""]
+                    + [f"* {model}: {cell}" for model, cell in zip(models, cells)]
+                )
             )
-        # a caption of its own, so the table says what it is wherever a link lands
+        # a caption of its own, so the table says what it is wherever a link lands; on a
+        # narrow screen, where a column per model does not fit, a card per claim in its place
         caption = "This chapter's claims judged on each model with rows."
-        body = "\n".join([f"```{{table}} {caption}", *lines, "```"])
+        body = "\n".join(
+            [f"```{{table}} {caption}", ":class: longctx-wide-only", "", *lines, "```", ""]
+            + [":::{div} longctx-narrow-only", "\n\n".join(cards), ":::"]
+        )
     return (
-        ":::{admonition} Verdicts, one column per model with rows (its backends within)\n"
+        "::::{admonition} Verdicts, one column per model with rows (its backends within)\n"
         ":class: tip\n\n"
         + body
         + "\n\nBy the rule on {ref}`the findings page <findings>`; differences in points; "
-        f"{NOT_PREREGISTERED}: the claim's rule was fixed after this reader's rows.\n:::"
+        f"{NOT_PREREGISTERED}: the claim's rule was fixed after this reader's rows.\n::::"
     )
 
 
