@@ -597,6 +597,8 @@ def browser():
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
     driver.set_window_size(1400, 1000)  # the width a reader's laptop shows the book at
+    # A long page's typesetting on a busy machine can take longer than selenium's 30 s
+    driver.set_script_timeout(MATHJAX_WAIT_S)
     return driver
 
 
@@ -691,19 +693,28 @@ def small_figures(root: Path, shown: list[dict]) -> list[str]:
     return problems
 
 
+MATHJAX_WAIT_S = 180
+
+
 def check_page(driver, url: str, root: Path) -> list[str]:
     import time
 
+    from selenium.common.exceptions import TimeoutException
+
     driver.get(url)
     # Wait for MathJax's typesetting promise when the page loads it.
-    driver.execute_async_script("""
-        const done = arguments[arguments.length - 1];
-        if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
-            MathJax.startup.promise.then(() => done(true)).catch(() => done(false));
-        } else { done(true); }""")
+    problems = []
+    try:
+        driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+                MathJax.startup.promise.then(() => done(true)).catch(() => done(false));
+            } else { done(true); }""")
+    except TimeoutException:
+        problems.append(f"MathJax did not finish typesetting within {MATHJAX_WAIT_S} s")
     time.sleep(0.2)
     state = driver.execute_script(PAGE_STATE)
-    problems = [f"image not loaded: {img['src']}" for img in state["images"] if not img["ok"]]
+    problems += [f"image not loaded: {img['src']}" for img in state["images"] if not img["ok"]]
     visible = state["text"]
     if RAW_TEX.search(visible):
         snippet = RAW_TEX.search(visible)
