@@ -743,8 +743,8 @@ def length_curves(curves, marks, *, paper=None, title: str | None = None):
     ``reader`` with its 95% band; each reader's bar (``marks``: ``bar`` in %) dashed in its
     colour, and its effective length drawn on the bar with its interval on the grid
     (``length``, ``low``, ``high``: 0 is below the shortest length, inf beyond the longest,
-    drawn at the axis's edge with an arrow). ``paper`` holds published curves (``model``,
-    ``length``, ``accuracy`` in %), drawn grey with open markers and labelled as theirs."""
+    drawn at the axis's edge). ``paper`` holds published curves (``model``, ``length``,
+    ``accuracy`` in %), drawn grey with open markers and labelled as theirs."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
@@ -766,63 +766,13 @@ def length_curves(curves, marks, *, paper=None, title: str | None = None):
         )
         handles.append(Line2D([], [], color=colour, lw=MAIN_LW, marker="o", ms=5, label=reader))
         for mark in marks[marks["reader"] == reader].to_dict("records"):
-            ax.axhline(mark["bar"], color=colour, ls="--", lw=OTHER_LW, zorder=2)
-            low = edge[0] if mark["low"] == 0 else min(mark["low"], edge[1])
-            high = edge[1] if np.isinf(mark["high"]) else mark["high"]
-            point = (
-                edge[0] if mark["length"] is None or np.isnan(mark["length"]) else mark["length"]
-            )
-            ax.plot(
-                [low, high],
-                [mark["bar"]] * 2,
-                color=colour,
-                lw=5,
-                alpha=0.45,
-                solid_capstyle="butt",
-                zorder=3,
-            )
-            ax.plot(
-                point,
-                mark["bar"],
-                marker=">" if mark["at_least"] else "|",
-                color=colour,
-                ms=14,
-                mew=3,
-                zorder=5,
-            )
+            _effective_length_mark(ax, mark, colour, edge)
     if paper is not None and len(paper):
-        for (model, part), marker in zip(paper.groupby("model", sort=False), PAPER_MARKERS):
-            part = part.sort_values("length")
-            ax.plot(
-                part["length"],
-                part["accuracy"],
-                **{**PAPER_STYLE, "color": "0.35", "mec": "0.35", "marker": marker},
-                zorder=3,
-            )
-            handles.append(
-                Line2D(
-                    [],
-                    [],
-                    **{**PAPER_STYLE, "color": "0.35", "mec": "0.35", "marker": marker},
-                    label=f"NoLiMa: {model} (theirs)",
-                )
-            )
-    handles.append(
-        Line2D([], [], color="0.3", ls="--", lw=OTHER_LW, label="85% of each reader's base")
-    )
-    handles.append(
-        Line2D(
-            [],
-            [],
-            color="0.3",
-            lw=5,
-            alpha=0.45,
-            marker="|",
-            ms=14,
-            mew=3,
-            label="effective length on the bar, 95% CI",
-        )
-    )
+        handles += _published_curves(ax, paper)
+    handles += [
+        Line2D([], [], color="0.3", ls="--", lw=OTHER_LW, label="85% of each reader's base"),
+        Line2D([], [], **MARK_BAR, marker="|", ms=14, mew=3, label="effective length, 95% CI"),
+    ]
     ax.set_xscale("log", base=2)
     ax.set_xticks(grid, [_tokens_label(x) for x in grid])
     ax.minorticks_off()
@@ -834,6 +784,37 @@ def length_curves(curves, marks, *, paper=None, title: str | None = None):
     if title:
         ax.set_title(title)
     return fig
+
+
+MARK_BAR = {"color": "0.3", "lw": 5, "alpha": 0.45}  # an effective length's interval
+
+
+def _effective_length_mark(ax, mark: dict, colour, edge: tuple[float, float]) -> None:
+    """A reader's bar dashed across the axes, its effective length a tick on it (an arrow
+    where it is only a lower bound) and its interval a thick band along it."""
+    ax.axhline(mark["bar"], color=colour, ls="--", lw=OTHER_LW, zorder=2)
+    low = edge[0] if mark["low"] == 0 else min(mark["low"], edge[1])
+    high = edge[1] if np.isinf(mark["high"]) else mark["high"]
+    below = mark["length"] is None or np.isnan(mark["length"])
+    band = {**MARK_BAR, "color": colour}
+    ax.plot([low, high], [mark["bar"]] * 2, **band, solid_capstyle="butt", zorder=3)
+    marker = ">" if mark["at_least"] else "|"
+    point = edge[0] if below else mark["length"]
+    ax.plot(point, mark["bar"], marker=marker, color=colour, ms=14, mew=3, zorder=5)
+
+
+def _published_curves(ax, paper) -> list:
+    """A paper's curves (``model``, ``length``, ``accuracy`` in %), grey with one open marker
+    per model; their legend entries, each marked as theirs."""
+    from matplotlib.lines import Line2D
+
+    handles = []
+    for (model, part), marker in zip(paper.groupby("model", sort=False), PAPER_MARKERS):
+        style = {**PAPER_STYLE, "color": "0.35", "mec": "0.35", "marker": marker}
+        part = part.sort_values("length")
+        ax.plot(part["length"], part["accuracy"], **style, zorder=3)
+        handles.append(Line2D([], [], **style, label=f"NoLiMa: {model} (theirs)"))
+    return handles
 
 
 @book_figure
