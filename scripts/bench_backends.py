@@ -35,6 +35,7 @@ from longctx.backends import load_backend, spec
 from longctx.backends.hf import load_model
 from longctx.metrics import kv_accuracy
 from longctx.models import ALIASES, alias_gguf_path
+from longctx.replay import machine
 from longctx.requests import GenerateCall
 from longctx.tasks import kv_retrieval as kv
 
@@ -278,7 +279,7 @@ def main() -> None:
         "model": args.model,
         "threads": os.cpu_count() or 1,
         "machine": platform.machine(),
-        "cpu": _cpu_name(),
+        "cpu": machine()["cpu"],
         "longctx": __version__,
         "date": time.strftime("%Y-%m-%d"),
         "pairs": args.pairs,
@@ -288,16 +289,6 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
-
-
-def _cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 if __name__ == "__main__":

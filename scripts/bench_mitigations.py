@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import tempfile
 import time
 
@@ -26,6 +25,7 @@ from longctx.chapters.mitigations import design
 from longctx.chapters.scales import read_scales, scale_of
 from longctx.models import DEFAULT_MODEL
 from longctx.reader import Reader
+from longctx.replay import machine
 from longctx.runner import Block, run
 from longctx.tasks import multidoc_qa as qa
 
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
         "ratio": round(sort_s / base_s, 2),
         **model.run_params(),
         "threads": torch.get_num_threads(),
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": machine()["cpu"],
         "date": time.strftime("%Y-%m-%d"),
         "longctx": __version__,
     }

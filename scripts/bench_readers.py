@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 from longctx import __version__
 from longctx.chapters import Run, contract
 from longctx.reader import Reader
+from longctx.replay import machine
 from longctx.runner import generate_missing
 from longctx.tasks import row_score
 
@@ -45,16 +45,6 @@ def claims_requests(model: str, per_block: int) -> list:
         block = next(b for b in run.planned() if name in b.name)
         out += list(block.requests[:per_block])
     return out
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def measure(model: str, backend: str, requests: list, batch_size: int, dtype: str) -> dict:
@@ -115,7 +105,7 @@ def main() -> None:
                 **{k: v for k, v in arm.items() if k != "outputs"},
                 "blocks": BLOCKS,
                 "threads": os.cpu_count(),
-                "cpu": cpu_name(),
+                "cpu": machine()["cpu"],
                 "longctx_version": __version__,
                 "date": time.strftime("%Y-%m-%d"),
             }
