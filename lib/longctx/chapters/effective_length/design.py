@@ -140,9 +140,11 @@ def blocks(params: dict, tokenizer, window: int | None) -> list[Block]:
     first = [n for n in lengths if n in NOLIMA_BASE_LENGTHS or n == claimed]
     order = [(kind, n, True) for kind in params["kinds"] for n in first]
     order += [(kind, n, False) for n in lengths if n not in first for kind in params["kinds"]]
+    # each kind's needles, haystack and key-value streams made once, for every length
+    asked = {kind: BUILDERS[kind](params, tokenizer, window, lengths) for kind in params["kinds"]}
     out = []
     for kind, length, headline in order:
-        requests = BUILDERS[kind](params, tokenizer, window, [length])
+        requests = [r for r in asked[kind] if r.condition["length"] == length]
         where = CLAIMED if headline else " at"
         name = f"{KIND_NAMES[kind]}{where} {tokens_text(length)} tokens"
         out.append(Block(name, EXPERIMENT, requests, headline=headline))
