@@ -30,19 +30,13 @@ import pandas as pd
 
 from .errors import ParameterError
 from .metrics import content_seed, randrange_draws
+from .report import tokens_text
 
 NOLIMA_SHARE = 0.85  # of the reader's own base
 NOLIMA_BASE_LENGTHS = (250, 500, 1000)
 RULER_BAR = 85.6  # Llama-2-7B at 4K, in %
 RESAMPLES = 1000
 DEFINITIONS = ("nolima", "ruler")
-
-
-def tokens_text(length: float) -> str:
-    """A length on the grid in words people read: 250, 1K, 32K."""
-    if length >= 1000 and length % 1000 == 0:
-        return f"{int(length // 1000)}K"
-    return f"{length:,.0f}"
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .claims import STABLE
+from .report import tokens_text
 
 # Okabe & Ito (2008): told apart with every common colour-vision deficiency; yellow last
 # because it is faint on white.
@@ -732,11 +733,6 @@ def effects_forest(
     return fig
 
 
-def _tokens_label(length: float) -> str:
-    """A length on a tokens axis: 250, 1K, 32K."""
-    return f"{length / 1000:g}K" if length >= 1000 else f"{length:g}"
-
-
 @book_figure
 def length_curves(curves, marks, *, paper=None, title: str | None = None):
     """Accuracy (shares, drawn in %) against context length on a log axis, one colour per
@@ -774,7 +770,7 @@ def length_curves(curves, marks, *, paper=None, title: str | None = None):
         Line2D([], [], **MARK_BAR, marker="|", ms=14, mew=3, label="effective length, 95% CI"),
     ]
     ax.set_xscale("log", base=2)
-    ax.set_xticks(grid, [_tokens_label(x) for x in grid])
+    ax.set_xticks(grid, [tokens_text(x) for x in grid])
     ax.minorticks_off()
     ax.set_xlim(edge[0] / 1.1, edge[1] * 1.1)
     ax.set_ylim(-2, 102)

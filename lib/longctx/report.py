@@ -271,3 +271,10 @@ def thousands(value):
     if isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(value) >= 1000:
         return f"{value:,}"
     return value
+
+
+def tokens_text(length: float) -> str:
+    """A length on the grid in words people read: 250, 1K, 32K."""
+    if length >= 1000 and length % 1000 == 0:
+        return f"{int(length // 1000)}K"
+    return f"{length:,.0f}"
