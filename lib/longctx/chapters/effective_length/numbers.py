@@ -48,7 +48,8 @@ def half_window_estimate(rows: list[dict], kind: str, at: int | None) -> Estimat
     if at is None:
         raise NoPairedUnits("no length within half the window was asked")
     bases = [_side(rows, kind, n) for n in NOLIMA_BASE_LENGTHS]
-    units = set.intersection(*(set(b) for b in bases))
+    # sorted: a sum over a set's order would differ in its last bits from run to run
+    units = sorted(set.intersection(*(set(b) for b in bases)))
     if not units:
         raise NoPairedUnits(f"no {kind} needle was asked at every base length")
     bar = UnitScores({u: NOLIMA_SHARE * sum(b[u] for b in bases) / len(bases) for u in units})
@@ -136,8 +137,8 @@ def curve_table(table: pd.DataFrame) -> pd.DataFrame:
     percentile bootstrap over needles, seeded by the sorted needle ids: length, n (needles),
     accuracy, ci_low, ci_high (shares)."""
     out = []
-    for length, part in complete_lengths(table).groupby("length"):
-        per_needle = part.groupby("needle")["correct"].mean().sort_index()
+    for length, per_needle in needle_means(complete_lengths(table)).groupby(level="length"):
+        per_needle = per_needle.droplevel("length")
         low, high = bootstrap_interval(
             per_needle.tolist(), seed=content_seed(per_needle.index.tolist())
         )
@@ -186,11 +187,17 @@ def lengths_table(
     return pd.DataFrame(rows)
 
 
+def needle_means(table: pd.DataFrame) -> pd.Series:
+    """Each needle's mean score at each length (its questions averaged), indexed by
+    (length, needle) in sorted order: what every curve averages over."""
+    return table.groupby(["length", "needle"])["correct"].mean()
+
+
 def curve(table: pd.DataFrame) -> dict[float, float]:
     """Accuracy (%) by length over needles: each needle's mean first (its questions), then
     the mean over needles."""
-    per_needle = table.groupby(["length", "needle"])["correct"].mean()
-    return {float(n): 100 * v for n, v in per_needle.groupby(level=0).mean().items()}
+    means = needle_means(table).groupby(level="length").mean()
+    return {float(n): 100 * v for n, v in means.items()}
 
 
 def longscores(table: pd.DataFrame) -> dict[float, float]:
