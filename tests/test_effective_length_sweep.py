@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from longctx.chapters.effective_length import design, numbers
+from longctx.claims import NoPairedUnits
 from longctx.errors import ParameterError
 from longctx.models import load_tokenizer
 from longctx.reader import Reader
@@ -35,22 +36,23 @@ def tokenizer():
 def test_a_needle_keeps_its_gold_pair_and_its_distractors_grow_as_a_prefix(tokenizer):
     needles = kv.sized_needles(3, [250, 1000, 2000], tokenizer, seed=0)
     for i in range(3):
-        short, mid, long = (needles[b][i] for b in (250, 1000, 2000))
+        short, mid, long = (needles[b][i].example for b in (250, 1000, 2000))
         assert short.key == mid.key == long.key and short.value == long.value
         assert (
             long.pairs[: mid.num_pairs] == mid.pairs and mid.pairs[: short.num_pairs] == short.pairs
         )
         for budget, needle in ((250, short), (1000, mid), (2000, long)):
             tokens = kv.records_tokens(tokenizer, needle.pairs)
-            assert tokens <= budget
-            one_more = kv.sized_needles(i + 1, [budget + 200], tokenizer, seed=0)[budget + 200][i]
+            assert tokens <= budget and tokens == needles[budget][i].tokens
+            wider = kv.sized_needles(i + 1, [budget + 200], tokenizer, seed=0)
+            one_more = wider[budget + 200][i].example
             assert kv.records_tokens(tokenizer, one_more.pairs[: needle.num_pairs + 1]) > budget
     again = kv.sized_needles(3, [250, 1000, 2000], tokenizer, seed=0)
     assert again == needles
 
 
 def test_the_grid_stops_at_the_window_and_cuts_the_context_it_cannot_hold():
-    p = params("book")
+    p = params("claims")
     assert design.grid(p, 8192) == [250, 500, 1000, 2000, 4000, 8000]
     assert design.budget(8000, 8192) == 8192 - design.RESERVE
     assert design.budget(4000, 8192) == 4000
@@ -65,7 +67,16 @@ def test_every_needle_is_asked_at_every_length_the_claims_lengths_first(tokenize
     names = [b.name for b in plan]
     claimed = [b for b in plan if b.headline]
     assert names[: len(claimed)] == [b.name for b in claimed]
-    assert {b.requests[0].condition["length"] for b in claimed} == {250, 500, 1000, 2000}
+    # the ci grid stops at 2K: the claim's length (4K for an 8K window, on the claims
+    # scale's grid) is not asked, so only the base lengths are the claim's
+    assert {b.requests[0].condition["length"] for b in claimed} == {250, 500, 1000}
+    claims_plan = design.blocks(params(lengths=[250, 500, 1000, 2000, 4000]), tokenizer, 8192)
+    assert {b.requests[0].condition["length"] for b in claims_plan if b.headline} == {
+        250,
+        500,
+        1000,
+        4000,
+    }
     for kind in p["kinds"]:
         mine = [r for b in plan for r in b.requests if r.condition["needle_kind"] == kind]
         by_length: dict[int, set] = {}
@@ -133,17 +144,23 @@ def test_the_curve_and_effective_lengths_read_complete_lengths_only():
     assert numbers.longscores(table) == {250.0: 0.0, 500.0: 0.0, 1000.0: 0.0, 2000.0: 0.0}
 
 
-def test_the_claims_are_pre_registered_before_the_sweeps_rows():
+def test_the_claims_rules_were_committed_before_any_readers_first_row():
     from longctx import matrix
-    from longctx.claims import CLAIMS_FILE, PREREGISTERED_FILE, read_claims
+    from longctx.claims import PREREGISTERED_FILE, read_claims
+    from longctx.tables import stored_readers
 
-    pending = read_claims(ROOT / PREREGISTERED_FILE)
-    ours = {c.id for c in pending if c.chapter == "effective_length"}
+    # pre-registered, or in the claims file once the chapter joined the book
+    listed = read_claims() + read_claims(ROOT / PREREGISTERED_FILE)
+    ours = {c.id for c in listed if c.chapter == "effective_length"}
     assert ours == set(design.CLAIM_BLOCKS) == set(numbers.CLAIMS.values())
-    assert not ours & {c.id for c in read_claims(ROOT / CLAIMS_FILE)}
     dates = matrix.rule_dates()
     assert dates is not None, "git history is needed to date the claims' rules"
-    assert ours <= set(dates)
+    results = ROOT / "data" / "results"
+    readers = stored_readers(results, design.EXPERIMENT)
+    assert readers, "the sweep's committed rows are read"
+    for reader in readers:
+        first = matrix.first_row_time(reader, results, design.EXPERIMENT)
+        assert all(dates[c] < first for c in ours), reader.label
 
 
 def test_the_sweep_runs_through_the_runner_and_resumes(tmp_path):
@@ -171,9 +188,6 @@ def test_the_table_says_how_much_of_the_window_is_used_and_the_figure_draws_it()
     import matplotlib
 
     matplotlib.use("Agg")
-    import pandas as pd
-
-    from longctx import plots
 
     rows = [
         _row("kv", n, f"n{i}", n <= 1000 or i < 2) for n in (250, 500, 1000, 2000) for i in range(8)
@@ -181,25 +195,32 @@ def test_the_table_says_how_much_of_the_window_is_used_and_the_figure_draws_it()
     table = numbers.scored(rows)
     found = numbers.effective_lengths(table)
     assert found["nolima"].length == 1000 and not found["nolima"].at_least
-    shown = numbers.lengths_table({("r", "kv"): found}, {"r": 4000})
+    grid = [250, 500, 1000, 2000, 4000]
+    view = numbers.sweeps({"r": numbers.ReaderSweep(table, 4000, grid)})
+    shown = numbers.lengths_table(view)
     nolima = shown[shown["definition"].str.startswith("NoLiMa")].iloc[0]
     assert nolima["share of the window"] == "25%" and nolima["needles"] == "key-value records"
-    curve = numbers.curve_table(table).assign(reader="r")
-    el = found["nolima"]
-    marks = pd.DataFrame(
-        [
-            {
-                "reader": "r",
-                "bar": el.bar,
-                "length": el.length,
-                "low": el.low,
-                "high": el.high,
-                "at_least": el.at_least,
-            }
-        ]
-    )
-    fig = plots.length_curves(curve, marks)
+    assert nolima["lengths measured"] == "250 to 2K of 250 to 4K"
+    (line,) = numbers.lengths_lines(view)
+    assert "NoLiMa (85% of its own base) 1K [" in line and "window 4K tokens" in line
+    marks = numbers.marks(view, "kv")
+    assert marks.iloc[0]["length"] == 1000 and marks.iloc[0]["bar"] == found["nolima"].bar
+    fig = numbers.figure(view, "kv")
     assert fig.axes[0].get_xscale() == "log"
+    text = numbers.figure_text(view, "kv")
+    assert "r 1K [" in text.caption and "n = 8" in text.caption
+
+
+def test_a_curve_stops_at_the_first_length_not_complete_and_a_part_run_is_never_judged():
+    rows = [_row("kv", n, f"n{i}", True) for n in (250, 500, 1000, 4000) for i in range(4)]
+    table = numbers.scored(rows)
+    grid = [250, 500, 1000, 2000, 4000]  # 2K not run: 4K, though complete, is left out
+    assert set(numbers.complete_lengths(table, grid)["length"]) == {250, 500, 1000}
+    assert set(numbers.complete_lengths(table)["length"]) == {250, 500, 1000, 4000}
+    assert numbers.half_window_estimate(rows, "kv", 4000).n == 4
+    part = [r for r in rows if not (r["condition"]["length"] == 4000 and r["example_id"] == "n3")]
+    with pytest.raises(NoPairedUnits, match="3 of 4 needles"):
+        numbers.half_window_estimate(part, "kv", 4000)
 
 
 def test_the_question_kinds_overlap_with_their_needles_is_measured():

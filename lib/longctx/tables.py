@@ -15,7 +15,7 @@ from .backends import results_folder
 from .errors import LongctxError
 from .models import ALIASES, model_slug, resolve_model
 from .paths import build_commit, repo_root
-from .reader import model_label, row_backend
+from .reader import Reader, model_label, row_backend
 from .requests import request_identity
 from .store import ResultsStore, model_folder
 
@@ -200,4 +200,22 @@ def comparable_rows(
             for row in ResultsStore(results_dir, folder, experiment).rows()
             if request_identity(row["task"], row["condition"], row["example_id"]) in wanted
         ]
+    return out
+
+
+def stored_readers(results_dir: str | Path, experiment: str) -> list[Reader]:
+    """The reader (model and backend, from its first row) of each model folder holding rows
+    of ``experiment`` under ``results_dir``, by folder name; a folder whose model this
+    machine cannot name, or that another reader's rows would not be written to, is left out."""
+    out = []
+    for store in ResultsStore.all_under(results_dir, experiment):
+        first = store.packed_rows()[:1] or store.plain_rows()[:1]
+        if not first:
+            continue
+        try:
+            reader = Reader.of(first[0]["model"], row_backend(first[0]))
+        except LongctxError:
+            continue  # weights this machine cannot name, or a server it cannot reach
+        if reader.results_folder(results_dir) == store.dir.parent.name:
+            out.append(reader)
     return out

@@ -144,16 +144,25 @@ def records_tokens(tokenizer, pairs: Sequence[tuple[str, str]]) -> int:
     return len(tokenizer(format_pairs(pairs), add_special_tokens=False).input_ids)
 
 
+@dataclass(frozen=True)
+class SizedNeedle:
+    """A key-value needle written to fit a budget, and its records' length in tokens."""
+
+    example: KVExample
+    tokens: int
+
+
 def sized_needles(
     n: int, budgets: Sequence[int], tokenizer, *, seed: int = 0
-) -> dict[int, list[KVExample]]:
+) -> dict[int, list[SizedNeedle]]:
     """``n`` needles, each written as records of at most each budget's tokens of
-    ``tokenizer``: needle *i* keeps one gold pair at every budget, and its distractors are
-    the first of one seeded stream, as many as fit (a shorter context is a prefix of a
-    longer one). The gold pair stands first; move it with :meth:`KVExample.with_gold_at`."""
+    ``tokenizer`` (their exact length measured once, kept beside each): needle *i* keeps one
+    gold pair at every budget, and its distractors are the first of one seeded stream, as
+    many as fit (a shorter context is a prefix of a longer one). The gold pair stands first;
+    move it with :meth:`KVExample.with_gold_at`."""
     if n < 1 or not budgets or min(budgets) < 1:
         raise ParameterError(f"need n >= 1 and budgets >= 1 token, got n={n}, {list(budgets)}")
-    out: dict[int, list[KVExample]] = {int(b): [] for b in budgets}
+    out: dict[int, list[SizedNeedle]] = {int(b): [] for b in budgets}
     for i in range(n):
         rng = random.Random(f"kv-needle:{seed}:{i}")
         pairs = [(_uuid(rng), _uuid(rng))]
@@ -171,10 +180,12 @@ def sized_needles(
         running = list(itertools.accumulate(counts))
         for budget in out:
             k = max(2, sum(1 for total in running if total <= budget))
-            while k > 2 and records_tokens(tokenizer, pairs[:k]) > budget:
+            tokens = records_tokens(tokenizer, pairs[:k])
+            while k > 2 and tokens > budget:
                 k -= 1
-            gold = pairs[0]
-            out[budget].append(KVExample(f"kvn-s{seed}-{i}", tuple(pairs[:k]), *gold))
+                tokens = records_tokens(tokenizer, pairs[:k])
+            example = KVExample(f"kvn-s{seed}-{i}", tuple(pairs[:k]), *pairs[0])
+            out[budget].append(SizedNeedle(example, tokens))
     return out
 
 

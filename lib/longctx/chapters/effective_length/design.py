@@ -26,6 +26,7 @@ from ...requests import Request
 from ...runner import Block
 from ...tasks import kv_retrieval as kv
 from ...tasks import tag_needles as tn
+from ..scales import read_scales
 
 EXPERIMENT = "effective_length"
 KINDS = ("kv", "qa")
@@ -62,9 +63,16 @@ def budget(length: int, window: int | None) -> int:
     return length if window is None else min(length, window - RESERVE)
 
 
+def claim_lengths() -> list[int]:
+    """The grid the claim's length is chosen from: the claims scale's lengths, whatever
+    scale a run asks (a book run to 4K does not move the claim of a 32K-token window)."""
+    return list(read_scales("effective_length")["claims"]["lengths"])
+
+
 def claim_length(lengths: list[int], window: int | None) -> int | None:
-    """The longest length within half the window: where the pre-registered claim asks
-    whether accuracy has fallen below NoLiMa's bar (None: no window, or no such length)."""
+    """The longest of ``lengths`` within half the window, NoLiMa's base aside: where the
+    pre-registered claim asks whether accuracy has fallen below NoLiMa's bar (None: no
+    window, or no such length). The claim reads it on :func:`claim_lengths`."""
     if window is None:
         return None
     within = [n for n in lengths if n <= window // 2 and n not in NOLIMA_BASE_LENGTHS]
@@ -80,16 +88,15 @@ def kv_requests(params: dict, tokenizer, window: int | None, lengths: list[int])
     depths = params["depths"]
     out = []
     for length, size in budgets.items():
-        for i, needle in enumerate(needles[size]):
+        for i, sized in enumerate(needles[size]):
             depth = float(depths[i % len(depths)])
             (req,) = kv.make_requests(
-                [needle],
+                [sized.example],
                 [depth],
                 source="sized",
                 extra_condition={"needle_kind": "kv", "length": length, "depth": depth},
             )
-            tokens = kv.records_tokens(tokenizer, needle.pairs)
-            out.append(replace(req, meta={**req.meta, "context_tokens": tokens}))
+            out.append(replace(req, meta={**req.meta, "context_tokens": sized.tokens}))
     return out
 
 
@@ -136,7 +143,7 @@ def blocks(params: dict, tokenizer, window: int | None) -> list[Block]:
     longest length within half the window), then the others shortest first."""
     check(params)
     lengths = grid(params, window)
-    claimed = claim_length(lengths, window)
+    claimed = claim_length(grid({"lengths": claim_lengths()}, window), window)
     first = [n for n in lengths if n in NOLIMA_BASE_LENGTHS or n == claimed]
     order = [(kind, n, True) for kind in params["kinds"] for n in first]
     order += [(kind, n, False) for n in lengths if n not in first for kind in params["kinds"]]

@@ -6,7 +6,7 @@ half the window against 85% of the reader's own base, paired by needle)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -21,12 +21,19 @@ from ...effective_length import (
     tokens_text,
 )
 from ...metrics import bootstrap_interval, content_seed
+from ...models import context_window, load_tokenizer
+from ...paths import repo_root
+from ...plots import FigureText, length_curves
+from ...reader import Reader
+from ...report import percent_words
+from ...runner import stored_in
 from ...tasks import kv_retrieval as kv
 from ...tasks import tag_needles as tn
 from . import design
 
 CLAIMS = {"kv": "el-kv-half-window", "qa": "el-qa-half-window"}
 SCORES = {"kv": kv.score, "qa": tn.score}
+DEFINITION_NAMES = {"nolima": "NoLiMa (85% of its own base)", "ruler": "RULER (85.6%)"}
 
 
 def needle_of(row: dict) -> str:
@@ -48,23 +55,32 @@ def half_window_estimate(rows: list[dict], kind: str, at: int | None) -> Estimat
     if at is None:
         raise NoPairedUnits("no length within half the window was asked")
     bases = [_side(rows, kind, n) for n in NOLIMA_BASE_LENGTHS]
+    treated = _side(rows, kind, at)
     # sorted: a sum over a set's order would differ in its last bits from run to run
     units = sorted(set.intersection(*(set(b) for b in bases)))
     if not units:
         raise NoPairedUnits(f"no {kind} needle was asked at every base length")
+    every = {needle_of(r) for r in rows if r["condition"]["needle_kind"] == kind}
+    if len(units) < len(every) or set(treated) != every:
+        # a part run is never judged (every needle the rows hold, at each length compared):
+        # the needles answered first are not a sample of the design's
+        raise NoPairedUnits(
+            f"{kind}: {len(set(treated))} of {len(every)} needles answered at "
+            f"{tokens_text(at)} tokens, {len(units)} at every base length"
+        )
     bar = UnitScores({u: NOLIMA_SHARE * sum(b[u] for b in bases) / len(bases) for u in units})
     bar.where = tuple(b.where for b in bases)
     bar.rows = sum(b.rows for b in bases)
-    treated = _side(rows, kind, at)
     est = paired_estimate(bar, treated, side_names=("85% of the base", f"at {tokens_text(at)}"))
     base = 100 * sum(bar[u] for u in units) / len(units) / NOLIMA_SHARE
     return replace(est, facts={**est.facts, "base": base})
 
 
 def claims(rows: Iterable[dict], params: dict, window: int | None) -> dict[str, Estimate]:
-    """The pre-registered claim per needle kind, for a reader of ``window`` tokens."""
+    """The pre-registered claim per needle kind, for a reader of ``window`` tokens, at its
+    claim's length on the claims scale's grid (no estimate where those rows are not stored)."""
     rows = list(rows)
-    at = design.claim_length(design.grid(params, window), window)
+    at = design.claim_length(design.grid({"lengths": design.claim_lengths()}, window), window)
     return estimable(
         {
             CLAIMS[kind]: (lambda kind=kind: half_window_estimate(rows, kind, at))
@@ -115,29 +131,43 @@ def scored(rows: Iterable[dict]) -> pd.DataFrame:
     )
 
 
-def complete_lengths(table: pd.DataFrame) -> pd.DataFrame:
+def complete_lengths(table: pd.DataFrame, grid: list[int] | None = None) -> pd.DataFrame:
     """The rows at the lengths where every needle of the kind was answered (a length part
-    run is left out of the curve, never judged on part of its needles)."""
+    run is left out of the curve, never judged on part of its needles); given the reader's
+    ``grid``, only its lengths up to the first one not complete (a curve with a gap would
+    step over the length where it may fall)."""
     needles = table["needle"].nunique()
     full = table.groupby("length")["needle"].nunique()
-    return table[table["length"].isin(full[full == needles].index)]
+    done = set(full[full == needles].index)
+    if grid is not None:
+        prefix = []
+        for n in sorted(grid):
+            if n not in done:
+                break
+            prefix.append(n)
+        done = set(prefix)
+    return table[table["length"].isin(done)]
 
 
-def effective_lengths(table: pd.DataFrame) -> dict[str, EffectiveLength]:
+def effective_lengths(
+    table: pd.DataFrame, grid: list[int] | None = None
+) -> dict[str, EffectiveLength]:
     """One kind's effective length under each definition, needles resampled for the
-    interval; none where the base lengths are not all complete."""
-    table = complete_lengths(table)
+    interval, on its complete lengths (:func:`complete_lengths`); none where the base
+    lengths are not all complete."""
+    table = complete_lengths(table, grid)
     if not set(NOLIMA_BASE_LENGTHS) <= set(table["length"]):
         return {}
     return {d: effective_length(table, d, unit="needle") for d in DEFINITIONS}
 
 
-def curve_table(table: pd.DataFrame) -> pd.DataFrame:
+def curve_table(table: pd.DataFrame, grid: list[int] | None = None) -> pd.DataFrame:
     """Accuracy by length over needles (each needle's questions averaged first) with a 95%
-    percentile bootstrap over needles, seeded by the sorted needle ids: length, n (needles),
-    accuracy, ci_low, ci_high (shares)."""
+    percentile bootstrap over needles, seeded by the sorted needle ids, on the complete
+    lengths (:func:`complete_lengths`): length, n (needles), accuracy, ci_low, ci_high
+    (shares)."""
     out = []
-    for length, per_needle in needle_means(complete_lengths(table)).groupby(level="length"):
+    for length, per_needle in needle_means(complete_lengths(table, grid)).groupby(level="length"):
         per_needle = per_needle.droplevel("length")
         low, high = bootstrap_interval(
             per_needle.tolist(), seed=content_seed(per_needle.index.tolist())
@@ -163,28 +193,39 @@ def share_of_window(found: EffectiveLength, window: int | None) -> str:
     return ("≥ " if found.at_least else "") + f"{100 * found.length / window:.0f}%"
 
 
-def lengths_table(
-    found: dict[tuple[str, str], dict[str, EffectiveLength]], windows: dict
-) -> pd.DataFrame:
+def lengths_table(view: Sweeps) -> pd.DataFrame:
     """One row per reader, needle kind and definition: the effective length with its
-    interval on the grid, the bar, the needles, the reader's window and the share of it used."""
-    names = {"nolima": "NoLiMa (85% of its own base)", "ruler": "RULER (85.6%)"}
+    interval on the grid, the bar, the needles, the lengths measured so far, the reader's
+    window and the share of it used."""
     rows = []
-    for (reader, kind), by_definition in found.items():
+    for (reader, kind), by_definition in view.found.items():
+        window = view.windows.get(reader)
         for definition, el in by_definition.items():
             rows.append(
                 {
                     "reader": reader,
                     "needles": design.KIND_NAMES[kind],
-                    "definition": names[definition],
+                    "definition": DEFINITION_NAMES[definition],
                     "effective length [95% CI]": el.text(),
                     "bar (%)": f"{el.bar:.1f}",
                     "n (needles)": el.n,
-                    "window": tokens_text(windows[reader]) if windows.get(reader) else "unknown",
-                    "share of the window": share_of_window(el, windows.get(reader)),
+                    "lengths measured": view.measured(reader, kind),
+                    "window": tokens_text(window) if window else "unknown",
+                    "share of the window": share_of_window(el, window),
                 }
             )
     return pd.DataFrame(rows)
+
+
+def lengths_lines(view: Sweeps) -> list[str]:
+    """Each reader's effective lengths in one line per needle kind (the command line's)."""
+    return [
+        f"effective length, {design.KIND_NAMES[kind]} ({reader}): "
+        + "; ".join(f"{DEFINITION_NAMES[d]} {el.text()}" for d, el in found.items())
+        + f"; lengths measured {view.measured(reader, kind)}"
+        + (f"; window {tokens_text(w)} tokens" if (w := view.windows[reader]) else "")
+        for (reader, kind), found in view.found.items()
+    ]
 
 
 def needle_means(table: pd.DataFrame) -> pd.Series:
@@ -200,6 +241,159 @@ def curve(table: pd.DataFrame) -> dict[float, float]:
     return {float(n): 100 * v for n, v in means.items()}
 
 
-def longscores(table: pd.DataFrame) -> dict[float, float]:
-    """100-LongBench's LongScore at each complete length."""
-    return longscore(curve(complete_lengths(table)))
+def longscores(table: pd.DataFrame, grid: list[int] | None = None) -> dict[float, float]:
+    """100-LongBench's LongScore at each complete length (:func:`complete_lengths`)."""
+    return longscore(curve(complete_lengths(table, grid)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Every reader's sweep: the curves, effective lengths and LongScores the page and findings show
+
+PUBLISHED = "data/paper/nolima_effective.csv"  # NoLiMa's curves and effective lengths
+
+
+@dataclass(frozen=True)
+class ReaderSweep:
+    """One reader's sweep: its scored rows (:func:`scored`), its window in tokens and the
+    lengths its plan asks (those its window holds)."""
+
+    table: pd.DataFrame
+    window: int | None
+    grid: list[int]
+
+
+def stored_sweep(reader: Reader, results_dir, params: dict) -> ReaderSweep | None:
+    """``reader``'s stored rows of the sweep at ``params``, read through its own plan (its
+    own tokenizer's lengths; no model runs); None where it has none."""
+    window = context_window(reader.ref)
+    plan = design.blocks(params, load_tokenizer(reader.model), window)
+    rows = stored_in(plan, design.EXPERIMENT, reader, results_dir)
+    return ReaderSweep(scored(rows), window, design.grid(params, window)) if rows else None
+
+
+@dataclass(frozen=True)
+class Sweeps:
+    """Every reader's sweep at one scale: ``curves`` (reader, kind, length, n, accuracy,
+    ci_low, ci_high; complete lengths only), ``found`` ((reader, kind) -> definition ->
+    :class:`EffectiveLength`; absent where the base lengths are not complete), ``windows``
+    (reader -> its window in tokens), ``grids`` (reader -> the lengths its plan asks) and
+    ``longscores`` (reader, kind, length, LongScore)."""
+
+    curves: pd.DataFrame
+    found: dict[tuple[str, str], dict[str, EffectiveLength]]
+    windows: dict[str, int | None]
+    grids: dict[str, list[int]]
+    longscores: pd.DataFrame
+
+    @property
+    def readers(self) -> list[str]:
+        return list(self.windows)
+
+    def measured(self, reader: str, kind: str) -> str:
+        """The lengths of ``reader``'s curve on ``kind`` against those its plan asks:
+        "250 to 4K of 250 to 16K"."""
+        done = self.curves[(self.curves["reader"] == reader) & (self.curves["kind"] == kind)]
+        grid = self.grids[reader]
+        asked = f"{tokens_text(min(grid))} to {tokens_text(max(grid))}"
+        if done.empty:
+            return f"none of {asked}"
+        shown = f"{tokens_text(done['length'].min())} to {tokens_text(done['length'].max())}"
+        return shown if shown == asked else f"{shown} of {asked}"
+
+
+def sweeps(by_reader: dict[str, ReaderSweep]) -> Sweeps:
+    """Each reader's sweep, the first reader first, as one :class:`Sweeps`."""
+    curves, found, scores = [], {}, []
+    for reader, sweep in by_reader.items():
+        table = sweep.table
+        for kind in [k for k in design.KINDS if k in set(table["kind"])]:
+            part = table[table["kind"] == kind]
+            curves.append(curve_table(part, sweep.grid).assign(reader=reader, kind=kind))
+            if by_definition := effective_lengths(part, sweep.grid):
+                found[reader, kind] = by_definition
+                scores += [
+                    {"reader": reader, "kind": kind, "length": n, "LongScore": v}
+                    for n, v in longscores(part, sweep.grid).items()
+                ]
+    columns = ["reader", "kind", "length", "n", "accuracy", "ci_low", "ci_high"]
+    return Sweeps(
+        pd.concat(curves)[columns] if curves else pd.DataFrame(columns=columns),
+        found,
+        {reader: sweep.window for reader, sweep in by_reader.items()},
+        {reader: sweep.grid for reader, sweep in by_reader.items()},
+        pd.DataFrame(scores, columns=["reader", "kind", "length", "LongScore"]),
+    )
+
+
+def marks(view: Sweeps, kind: str) -> pd.DataFrame:
+    """NoLiMa's effective length of each reader on ``kind``, as the figure marks it."""
+    rows = []
+    for (reader, of_kind), by_definition in view.found.items():
+        if of_kind == kind:
+            el = by_definition["nolima"]
+            rows.append(
+                {
+                    "reader": reader,
+                    "bar": el.bar,
+                    "length": el.length,
+                    "low": el.low,
+                    "high": el.high,
+                    "at_least": el.at_least,
+                }
+            )
+    return pd.DataFrame(rows, columns=["reader", "bar", "length", "low", "high", "at_least"])
+
+
+def published() -> pd.DataFrame:
+    """NoLiMa's curves for the models whose effective lengths the rule quotes (theirs)."""
+    return pd.read_csv(repo_root() / PUBLISHED)
+
+
+def published_lengths() -> pd.DataFrame:
+    """NoLiMa's effective lengths for the models the rule quotes, marked as theirs."""
+    paper = published().drop_duplicates("model")
+    return pd.DataFrame(
+        {
+            "model (NoLiMa's, theirs)": paper["model"],
+            "base (%)": paper["base"].map(lambda b: f"{b:.1f}"),
+            "effective length": paper["effective_length"].map(tokens_text),
+            "window": paper["claimed_window"].map(tokens_text),
+            "share of the window": [
+                f"{100 * e / w:.0f}%"
+                for e, w in zip(paper["effective_length"], paper["claimed_window"])
+            ],
+        }
+    )
+
+
+def figure(view: Sweeps, kind: str):
+    """Accuracy by length on ``kind``, one line per reader with its band, its NoLiMa bar and
+    effective length; NoLiMa's own curves beside the needle questions (its kind of needle)."""
+    curves = view.curves[view.curves["kind"] == kind]
+    paper = published() if kind == "qa" else None
+    return length_curves(curves, marks(view, kind), paper=paper)
+
+
+def figure_text(view: Sweeps, kind: str) -> FigureText:
+    """The caption and alt text of :func:`figure`, from what it draws."""
+    curves = view.curves[view.curves["kind"] == kind]
+    readers = list(dict.fromkeys(curves["reader"]))
+    needles = ", ".join(f"{r}: n = {curves[curves['reader'] == r]['n'].max()}" for r in readers)
+    found = [
+        f"{r} {view.found[r, kind]['nolima'].text()}" for r in readers if (r, kind) in view.found
+    ]
+    theirs = " NoLiMa's own curves (theirs, grey) are drawn for scale." if kind == "qa" else ""
+    caption = (
+        f"Accuracy on {design.KIND_NAMES[kind]} by context length, each reader's 95% band "
+        f"(bootstrap over needles; {needles} needles), its bar (85% of its own base, dashed) "
+        f"and its NoLiMa effective length with the 95% interval on the length: "
+        f"{'; '.join(found) or 'none measured'}.{theirs}"
+    )
+    lows = [percent_words(a) for a in curves.groupby("reader")["accuracy"].min()]
+    alt = (
+        f"Line chart of accuracy against context length on a log axis for "
+        f"{len(readers)} reader{'s' if len(readers) != 1 else ''} on "
+        f"{design.KIND_NAMES[kind]}; the lowest points are "
+        f"{', '.join(lows) or 'none'}."
+    )
+    return FigureText(caption, alt)
