@@ -29,8 +29,9 @@ results_dir = "data/results"  # the committed generations
 from functools import partial
 
 from longctx import export, findings, floor, matrix, replay
+from longctx.chapters.effective_length import numbers as sweep_numbers
 from longctx.downloads import browser_href
-from longctx.page import check_statements, glue_figure
+from longctx.page import check_statements, glue_figure, glue_missing
 from longctx.paths import resolve
 from longctx.plots import forest
 from longctx.report import glue_all, say, show
@@ -120,6 +121,40 @@ if len(floors):
     show(floors, caption=floor.FLOOR_CAPTION)
 else:
     say("No floor is measured yet: `longctx floor --model <model>` measures a reader's.")
+
+# %% [markdown]
+# (findings-effective-length)=
+# ## Effective length
+#
+# How much of its window each reader uses: the longest length at which its accuracy stays
+# at or above 85% of its own short-context base (NoLiMa's definition; the base is its mean
+# at 250, 500 and 1K tokens) or above 85.6% (RULER's), on the same needles at every length,
+# with a 95% interval on the length from resampling needles. "≥" means the reader never fell
+# below its bar on the lengths measured; "<" that it was below already at the shortest.
+# A reader's curve stops at the first length not yet answered for every needle.
+
+# %% tags=["remove-input"]
+lengths = findings.effective_lengths(resolve(results_dir))
+if lengths.found:
+    show(sweep_numbers.lengths_table(lengths), caption=findings.LENGTHS_CAPTION)
+else:
+    say("No reader has answered the sweep at every base length yet.")
+show(sweep_numbers.published_lengths(), caption=findings.PUBLISHED_CAPTION)
+for kind, needles in sweep_numbers.design.KIND_NAMES.items():
+    if (lengths.curves["kind"] == kind).any():
+        figure = sweep_numbers.figure(lengths, kind)
+        glue_figure(f"fig-findings-el-{kind}", figure, sweep_numbers.figure_text(lengths, kind))
+    else:
+        glue_missing(f"fig-findings-el-{kind}", f"No reader has {needles} at every base length.")
+
+# %% [markdown]
+# ```{glue:md} fig-findings-el-kv
+# :format: myst
+# ```
+#
+# ```{glue:md} fig-findings-el-qa
+# :format: myst
+# ```
 
 # %% [markdown]
 # ## The default reader in detail

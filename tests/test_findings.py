@@ -622,3 +622,20 @@ def test_the_matrix_figure_draws_each_judged_cell_and_the_cards_hold_every_claim
     cards = matrix.cards_markdown(committed_matrix)
     assert cards.startswith('<details class="longctx-details longctx-narrow">')
     assert cards.count("\n**") == len(committed_matrix.claims)
+
+
+def test_the_effective_lengths_section_reads_each_readers_sweep_through_its_own_plan(capsys):
+    from longctx.chapters.effective_length import numbers as sweep
+    from longctx.cli import main
+
+    lengths = findings.effective_lengths(RESULTS)
+    small = "smollm2-135m-instruct"
+    assert small in lengths.readers and lengths.windows[small] == 8192
+    assert {kind for reader, kind in lengths.found if reader == small} == {"kv", "qa"}
+    table = sweep.lengths_table(lengths)
+    assert set(table["definition"]) == set(sweep.DEFINITION_NAMES.values())
+    assert all(m.startswith("250 to ") for m in table["lengths measured"])
+    # the command line prints the same lengths for the reader it is given
+    assert main(["findings", "--model", small]) == 0
+    printed = capsys.readouterr().out
+    assert all(line in printed for line in sweep.lengths_lines(lengths) if f"({small})" in line)

@@ -18,10 +18,12 @@ from pathlib import Path
 
 from .chapters import chapters as all_chapters
 from .chapters import check_params, overrides_mapping, scale
+from .chapters.effective_length.numbers import lengths_lines
 from .claims import read_claims
 from .errors import DataFileError, LongctxError, ParameterError
 from .export import SCHEMA as EXPORT_SCHEMA
 from .export import write_every_eval_ever
+from .findings import effective_lengths
 from .floor import (
     FLOOR_MAX_PROMPT_TOKENS,
     FLOOR_PROMPTS,
@@ -262,6 +264,8 @@ def _findings(args) -> int:
         raise DataFileError(f"no reader has rows under {root}; name one with --model")
     print("\n".join(reader_lines(table)))
     if args.model:
+        lengths = effective_lengths(root, [c.reader for c in only])
+        print("\n".join(lengths_lines(lengths)) or "effective length: no rows of the sweep yet")
         print(
             "what each claim costs and whether it fits this reader's window: "
             f"longctx reproduce --scale claims --model {args.model} "

@@ -23,6 +23,9 @@ import pandas as pd
 
 from . import __version__
 from .chapters import Run, contract
+from .chapters.effective_length import design as sweep_design
+from .chapters.effective_length.numbers import Sweeps, stored_sweep, sweeps
+from .chapters.scales import read_scales, scale_of
 from .claims import (
     PAPER_DIR,
     PRECISION_TARGET,
@@ -40,11 +43,15 @@ from .claims import (
 )
 from .data import COMMITTED_DIR, cache_dir
 from .errors import DataFileError
+from .models import DEFAULT_MODEL
 from .paths import build_commit, repo_root
 from .plots import FigureText
 from .reader import Reader
 from .report import collapsed, estimate_ci, format_p
 from .store import file_digest, recording_reads
+from .tables import stored_readers
+
+SWEEP = "effective_length"  # the chapter whose sweep measures effective lengths
 
 
 def estimates(
@@ -419,3 +426,29 @@ def provenance(results_dir: str | Path) -> str:
         "p: exact two-sided sign-flip test on the per-unit differences (Pearson's test for a "
         "correlation)."
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Effective length: every reader's, from the sweep's stored rows
+
+LENGTHS_CAPTION = (
+    "Effective length per reader, needle kind and definition, with the 95% interval on the "
+    "length from resampling needles; the lengths measured so far beside those the book asks."
+)
+PUBLISHED_CAPTION = "NoLiMa's effective lengths (theirs; 85% of each model's own base)."
+
+
+def effective_lengths(results_dir: str | Path, readers: Sequence[Reader] | None = None) -> Sweeps:
+    """Every reader's (or ``readers``') effective lengths at the sweep's book scale, read
+    from its stored rows through its own plan (no model runs), the default reader first."""
+    params = scale_of(SWEEP, read_scales(SWEEP), "book", {})
+    if readers is None:
+        readers = sorted(
+            stored_readers(results_dir, sweep_design.EXPERIMENT),
+            key=lambda r: ((r.model, r.backend.name) != (DEFAULT_MODEL, "hf"), r.label),
+        )
+    by_reader = {}
+    for reader in readers:
+        if sweep := stored_sweep(reader, results_dir, params):
+            by_reader[reader.label] = sweep
+    return sweeps(by_reader)

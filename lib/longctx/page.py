@@ -148,7 +148,7 @@ class Page:
             show(part.frame, part.notes, caption=part.caption)
         elif isinstance(part, Figure):
             if part.figure is None:
-                self._glue_missing(part.name, part.missing)
+                glue_missing(part.name, part.missing)
             else:
                 glue_figure(part.name, part.figure, part.text)
         elif isinstance(part, Example):
@@ -196,13 +196,6 @@ class Page:
         )
         return example_html(rows, what=what, where=where) + browse
 
-    def _glue_missing(self, name: str, why: str) -> None:
-        """Glue a sentence under a figure's ``name`` where its rows are not stored."""
-        from IPython.display import Markdown
-        from myst_nb import glue
-
-        glue(name, Markdown(f"*{why}*"), display=False)
-
     def glue_verdicts(self, estimates: dict) -> None:
         """Glue the chapter's verdict box (:func:`longctx.matrix.verdict_box`: this page's
         reader's ``estimates`` beside every other reader with rows) as MyST Markdown under
@@ -230,6 +223,14 @@ class Page:
                     else "not judged: this reader has no rows at the claims scale"
                 )
                 glue(f"{claim.id}-state", words, display=False)
+
+
+def glue_missing(name: str, why: str) -> None:
+    """Glue a sentence under a figure's ``name`` where its rows are not stored."""
+    from IPython.display import Markdown
+    from myst_nb import glue  # the book's package: only notebooks call this
+
+    glue(name, Markdown(f"*{why}*"), display=False)
 
 
 def glue_figure(name: str, fig, text: FigureText) -> None:
