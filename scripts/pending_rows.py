@@ -12,6 +12,9 @@ here is the row the chapter will read, and a killed run resumes where it stopped
 
     python scripts/pending_rows.py mitigations [--model M] [--scale book] [--dry-run]
     python scripts/pending_rows.py effective_length [--model M] [--longest 16000]
+
+With ``--dry-run`` each block prints its prompt tokens (the reader's tokenizer) and its time at
+the reader's measured speed (``data/bench/readers-cpu.json``; long prompts run slower).
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from longctx.errors import LongctxError
 from longctx.models import DEFAULT_MODEL, context_window, load_tokenizer
 from longctx.paths import repo_root
 from longctx.reader import Reader
-from longctx.runner import Block, run, stored
+from longctx.reproduce import measured_speed
+from longctx.runner import Block, PromptTokens, run, stored
 
 # The chapter parameters each chapter's new rows record
 RECORDED = {
@@ -68,6 +72,11 @@ def main(argv=None) -> int:
     try:
         params = scale_of(args.chapter, read_scales(args.chapter), args.scale, {})
         reader = Reader.of(args.model, "hf")
+        counter, speed = None, None
+        if args.dry_run:  # each block's prompt tokens, and its hours at the measured speed
+            counter = PromptTokens(reader)
+            speed, speed_words = measured_speed(reader)
+            print(f"prompt tokens counted with {reader.model}'s tokenizer; times at {speed_words}")
 
         def answer(blocks: list[Block]):
             return run(
@@ -77,6 +86,8 @@ def main(argv=None) -> int:
                 batch_size=args.batch_size,
                 dry_run=args.dry_run,
                 params={k: params[k] for k in RECORDED[args.chapter]},
+                count_tokens=counter,
+                speed=speed,
             )
 
         report = answer(PLANS[args.chapter](params, reader, answer, args.longest))
