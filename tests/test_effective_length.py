@@ -87,3 +87,21 @@ def test_a_needle_missing_at_a_length_and_a_grid_without_a_base_are_refused():
     with pytest.raises(ParameterError, match="NoLiMa's base"):
         effective_length(rows[rows["length"] >= 2000], "nolima")
     assert [tokens_text(n) for n in (250, 1000, 32000, 1500)] == ["250", "1K", "32K", "1,500"]
+
+
+def test_a_sparse_curve_bounds_the_length_only_where_its_intervals_decide():
+    from longctx.effective_length import bounds
+
+    def curve(*points):
+        return pd.DataFrame(points, columns=["length", "accuracy", "ci_low", "ci_high"])
+
+    base = (700, 1.0, 1.0, 1.0)  # bar: 85%
+    assert bounds(curve(base, (2000, 0.9, 0.86, 0.95), (9600, 0.6, 0.55, 0.65))) == (
+        "≥ 2K",
+        "< 9,600",
+    )
+    # an interval across the bar decides nothing at its length, nor above it beyond it
+    assert bounds(curve(base, (2000, 0.8, 0.6, 1.0), (4000, 0.9, 0.86, 0.95))) == ("none", "none")
+    assert bounds(curve(base, (2000, 0.5, 0.4, 0.6))) == ("none", "< 2K")
+    with pytest.raises(ParameterError):
+        bounds(curve(base))

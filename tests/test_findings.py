@@ -639,3 +639,12 @@ def test_the_effective_lengths_section_reads_each_readers_sweep_through_its_own_
     assert main(["findings", "--model", small]) == 0
     printed = capsys.readouterr().out
     assert all(line in printed for line in sweep.lengths_lines(lengths) if f"({small})" in line)
+
+
+def test_the_key_value_sizes_bound_the_default_readers_effective_length():
+    bounds = findings.kv_bounds(RESULTS).set_index("reader")
+    default = bounds.loc["qwen2.5-coder-0.5b-instruct"]
+    # its 140-pair records (first and middle) sit far below 85% of its 10-pair accuracy
+    assert (
+        default["below"].startswith("< ") and "140 pairs" in default["accuracy by size (%, 95% CI)"]
+    )

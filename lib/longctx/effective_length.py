@@ -163,3 +163,26 @@ def longscore(curve: Mapping[float, float]) -> dict[float, float]:
     if base == 0:
         raise ParameterError("the base accuracy is 0: LongScore divides by it")
     return {n: (curve[n] - base) / base for n in lengths}
+
+
+def bounds(curve: pd.DataFrame) -> tuple[str, str]:
+    """What a sparse curve (``length``, ``accuracy``, ``ci_low``, ``ci_high`` in shares; its
+    shortest length the base, as in a chapter whose sizes were not chosen for this) says of
+    the NoLiMa effective length: a lower bound, the longest length up to which every 95%
+    interval stays at or above 85% of the base ("≥ 2K"), and an upper bound, the first
+    length whose interval lies wholly below it ("< 9.6K"); "none" where the intervals do
+    not decide. The bar is the base's point estimate, as NoLiMa takes it."""
+    curve = curve.sort_values("length")
+    if len(curve) < 2:
+        raise ParameterError("a bound needs the base and at least one longer length")
+    bar = NOLIMA_SHARE * float(curve["accuracy"].iloc[0])
+    lower, upper = "none", "none"
+    above = True
+    for row in curve.iloc[1:].itertuples():
+        if row.ci_high < bar:
+            upper = f"< {tokens_text(row.length)}"
+            break
+        above = above and row.ci_low >= bar
+        if above:
+            lower = f"≥ {tokens_text(row.length)}"
+    return lower, upper

@@ -25,6 +25,8 @@ from . import __version__
 from .chapters import Run, contract
 from .chapters.effective_length import design as sweep_design
 from .chapters.effective_length.numbers import Sweeps, stored_sweep, sweeps
+from .chapters.kv_retrieval import design as kv_design
+from .chapters.kv_retrieval import numbers as kv_numbers
 from .chapters.scales import read_scales, scale_of
 from .claims import (
     PAPER_DIR,
@@ -42,12 +44,13 @@ from .claims import (
     verdict_state,
 )
 from .data import COMMITTED_DIR, cache_dir
+from .effective_length import bounds as length_bounds
 from .errors import DataFileError
 from .models import DEFAULT_MODEL
 from .paths import build_commit, repo_root
 from .plots import FigureText
 from .reader import Reader
-from .report import collapsed, estimate_ci, format_p
+from .report import collapsed, estimate_ci, format_p, pct_ci, tokens_text
 from .store import file_digest, recording_reads
 from .tables import stored_readers
 
@@ -452,3 +455,42 @@ def effective_lengths(results_dir: str | Path, readers: Sequence[Reader] | None 
         if sweep := stored_sweep(reader, results_dir, params):
             by_reader[reader.label] = sweep
     return sweeps(by_reader)
+
+
+BOUNDS_CAPTION = (
+    "What the key-value chapter's sizes say of each reader's NoLiMa effective length on "
+    "key-value records: accuracy by size (gold pair first and in the middle, query at the "
+    "end; 95% bootstrap over records, n records), its smallest size the base; a bound holds "
+    "where the intervals decide it."
+)
+
+
+def kv_bounds(results_dir: str | Path) -> pd.DataFrame:
+    """Per reader with rows of the key-value chapter (its book scale, read through its
+    plan): accuracy at each size as a length curve and the bounds it puts on the NoLiMa
+    effective length (:func:`longctx.effective_length.bounds`)."""
+    chapter = contract("kv_retrieval")
+    out = []
+    for reader in stored_readers(results_dir, kv_design.EXPERIMENT):
+        run = Run.of(chapter, reader, "book", results_dir, dry_run=True)
+        rows = run.rows(kv_design.EXPERIMENT)
+        curve = kv_numbers.size_curve(kv_numbers.scored(rows, run.params)) if rows else None
+        if curve is None or len(curve) < 2:
+            continue
+        lower, upper = length_bounds(curve)
+        sizes = [
+            f"{c.num_pairs} pairs ({tokens_text(c.length)}): "
+            f"{pct_ci(c.accuracy, c.ci_low, c.ci_high, 0)} (n = {c.n})"
+            for c in curve.itertuples()
+        ]
+        out.append(
+            {
+                "reader": reader.label,
+                "accuracy by size (%, 95% CI)": "; ".join(sizes),
+                "at least": lower,
+                "below": upper,
+            }
+        )
+    return pd.DataFrame(
+        out, columns=["reader", "accuracy by size (%, 95% CI)", "at least", "below"]
+    )

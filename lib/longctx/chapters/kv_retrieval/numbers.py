@@ -16,7 +16,7 @@ from ...claims import (
     paper_percent,
     sizing_table,
 )
-from ...metrics import summarize
+from ...metrics import bootstrap_interval, content_seed, summarize
 from ...reader import Reader
 from ...report import estimate_text, p_text, points_ci
 from ...results import reader_contrast
@@ -43,6 +43,31 @@ def scored(rows: list[dict], params: dict) -> pd.DataFrame:
 
 
 POINT_KEYS = ("model", "num_pairs", "query", "depth")  # one point of the key figure
+
+
+def size_curve(table: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy by size read as a length curve, for a bound on the effective length
+    (:func:`longctx.effective_length.bounds`): the query at the end, the gold pair first and
+    in the middle (the depths every size asks), each record's answers averaged first, a 95%
+    percentile bootstrap over records seeded by their ids; ``length`` is the size's mean
+    prompt tokens. One curve per reader: ``table`` holds one reader's rows."""
+    part = table[~table["query_aware"] & table["depth"].isin(HEADLINE_DEPTHS)]
+    out = []
+    for size, group in part.groupby("num_pairs"):
+        per_record = group.groupby("example_id")["correct"].mean()
+        seed = content_seed(per_record.index.tolist())
+        low, high = bootstrap_interval(per_record.tolist(), seed=seed)
+        out.append(
+            {
+                "num_pairs": int(size),
+                "length": float(group["prompt_tokens"].mean()),
+                "n": len(per_record),
+                "accuracy": float(per_record.mean()),
+                "ci_low": low,
+                "ci_high": high,
+            }
+        )
+    return pd.DataFrame(out, columns=["num_pairs", "length", "n", "accuracy", "ci_low", "ci_high"])
 
 
 def accuracy(table: pd.DataFrame) -> pd.DataFrame:
