@@ -479,7 +479,7 @@ def kv_bounds(results_dir: str | Path) -> pd.DataFrame:
             continue
         lower, upper = length_bounds(curve)
         sizes = [
-            f"{c.num_pairs} pairs ({tokens_text(c.length)}): "
+            f"{c.num_pairs} pairs, {tokens_text(c.length)} tokens: "
             f"{pct_ci(c.accuracy, c.ci_low, c.ci_high, 0)} (n = {c.n})"
             for c in curve.itertuples()
         ]
