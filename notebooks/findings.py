@@ -127,14 +127,18 @@ else:
 # ## Effective length
 #
 # How much of its window each reader uses: the longest length at which its accuracy stays
-# at or above 85% of its own short-context base (NoLiMa's definition; the base is its mean
-# at 250, 500 and 1K tokens) or above 85.6% (RULER's), on the same needles at every length,
-# with a 95% interval on the length from resampling needles. "≥" means the reader never fell
-# below its bar on the lengths measured; "<" that it was below already at the shortest.
-# A reader's curve stops at the first length not yet answered for every needle.
+# at or above {glue:text}`el-nolima-share` of its own short-context base (NoLiMa's
+# definition {cite}`modarressi2025nolima`; the base is its mean at 250, 500 and 1K tokens)
+# or above {glue:text}`el-ruler-bar` (RULER's {cite}`hsieh2024ruler`), on the same needles
+# at every length, with a 95% interval on the length from resampling needles. "≥" means the
+# reader never fell below its bar on the lengths measured; "<" that it was below already at
+# the shortest. A reader's curve stops at the first length not yet answered for every
+# needle; the chapter that asks the sweep joins the book once the default reader has
+# answered it to its window.
 
 # %% tags=["remove-input"]
 lengths = findings.effective_lengths(resolve(results_dir))
+glue_all(findings.effective_length_quoted())
 if lengths.found:
     show(sweep_numbers.lengths_table(lengths), caption=findings.LENGTHS_CAPTION)
 else:
@@ -159,8 +163,8 @@ for kind, needles in sweep_numbers.design.KIND_NAMES.items():
 # The chapters' own sweeps were not built for this, but where their sizes reach beyond the
 # sweep's measured lengths they bound it. The key-value chapter's sizes (10 and 30
 # synthetic pairs, the paper's 140-pair records) give each reader a lower bound where every
-# interval up to a size stays at or above 85% of the smallest size's accuracy, and an upper
-# bound at the first size whose interval lies wholly below it:
+# interval up to a size stays at or above {glue:text}`el-nolima-share` of the smallest
+# size's accuracy, and an upper bound at the first size whose interval lies wholly below it:
 
 # %% tags=["remove-input"]
 show(findings.kv_bounds(resolve(results_dir)), caption=findings.BOUNDS_CAPTION)

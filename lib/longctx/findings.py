@@ -44,6 +44,7 @@ from .claims import (
     verdict_state,
 )
 from .data import COMMITTED_DIR, cache_dir
+from .effective_length import NOLIMA_SHARE, RULER_BAR
 from .effective_length import bounds as length_bounds
 from .errors import DataFileError
 from .models import DEFAULT_MODEL
@@ -439,6 +440,14 @@ LENGTHS_CAPTION = (
     "length from resampling needles; the lengths measured so far beside those the book asks."
 )
 PUBLISHED_CAPTION = "NoLiMa's effective lengths (theirs; 85% of each model's own base)."
+
+
+def effective_length_quoted() -> dict[str, str]:
+    """The definitions' bars, as the page's prose quotes them (one source: the library's)."""
+    return {
+        "el-nolima-share": f"{100 * NOLIMA_SHARE:.0f}%",
+        "el-ruler-bar": f"{RULER_BAR}%",
+    }
 
 
 def effective_lengths(results_dir: str | Path, readers: Sequence[Reader] | None = None) -> Sweeps:
