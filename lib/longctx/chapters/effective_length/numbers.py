@@ -264,7 +264,10 @@ class ReaderSweep:
 
 def stored_sweep(reader: Reader, results_dir, params: dict) -> ReaderSweep | None:
     """``reader``'s stored rows of the sweep at ``params``, read through its own plan (its
-    own tokenizer's lengths; no model runs); None where it has none."""
+    own tokenizer's lengths; no model runs); None where it has none (its plan, which needs
+    its tokenizer, is then not built)."""
+    if not reader.store(results_dir, design.EXPERIMENT).holds_rows():
+        return None
     window = context_window(reader.ref)
     plan = design.blocks(params, load_tokenizer(reader.model), window)
     rows = stored_in(plan, design.EXPERIMENT, reader, results_dir)
