@@ -199,7 +199,7 @@ def test_the_table_says_how_much_of_the_window_is_used_and_the_figure_draws_it()
     view = numbers.sweeps({"r": numbers.ReaderSweep(table, 4000, grid)})
     shown = numbers.lengths_table(view)
     nolima = shown[shown["definition"].str.startswith("NoLiMa")].iloc[0]
-    assert nolima["share of the window"] == "25%" and nolima["needles"] == "key-value records"
+    assert nolima["share of the window"] == "25% of 4K" and nolima["needles"] == "key-value records"
     assert nolima["lengths measured"] == "250 to 2K of 250 to 4K"
     (line,) = numbers.lengths_lines(view)
     assert "NoLiMa (85% of its own base) 1K [" in line and "window 4K tokens" in line

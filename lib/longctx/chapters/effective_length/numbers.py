@@ -195,8 +195,8 @@ def share_of_window(found: EffectiveLength, window: int | None) -> str:
 
 def lengths_table(view: Sweeps) -> pd.DataFrame:
     """One row per reader, needle kind and definition: the effective length with its
-    interval on the grid, the bar, the needles, the lengths measured so far, the reader's
-    window and the share of it used."""
+    interval on the grid, the bar, the needles, the lengths measured so far and the share of
+    the reader's window used ("3% of 8,192")."""
     rows = []
     for (reader, kind), by_definition in view.found.items():
         window = view.windows.get(reader)
@@ -210,8 +210,11 @@ def lengths_table(view: Sweeps) -> pd.DataFrame:
                     "bar (%)": f"{el.bar:.1f}",
                     "n (needles)": el.n,
                     "lengths measured": view.measured(reader, kind),
-                    "window": tokens_text(window) if window else "unknown",
-                    "share of the window": share_of_window(el, window),
+                    "share of the window": (
+                        f"{share_of_window(el, window)} of {tokens_text(window)}"
+                        if window
+                        else "window unknown"
+                    ),
                 }
             )
     return pd.DataFrame(rows)
