@@ -787,10 +787,13 @@ MARK_BAR = {"color": "0.3", "lw": 5, "alpha": 0.45}  # an effective length's int
 
 def _effective_length_mark(ax, mark: dict, colour, edge: tuple[float, float]) -> None:
     """A reader's bar dashed across the axes, its effective length a tick on it (an arrow
-    where it is only a lower bound) and its interval a thick band along it."""
+    where it is only a lower bound) and its interval a thick band along it, up to the
+    reader's ``longest`` measured length where some resamples never fall below the bar."""
     ax.axhline(mark["bar"], color=colour, ls="--", lw=OTHER_LW, zorder=2)
     low = edge[0] if mark["low"] == 0 else min(mark["low"], edge[1])
-    high = edge[1] if np.isinf(mark["high"]) else mark["high"]
+    # "never below" reaches the reader's longest measured length, not the axis's end
+    longest = mark.get("longest", edge[1])
+    high = longest if np.isinf(mark["high"]) else mark["high"]
     below = mark["length"] is None or np.isnan(mark["length"])
     band = {**MARK_BAR, "color": colour}
     ax.plot([low, high], [mark["bar"]] * 2, **band, solid_capstyle="butt", zorder=3)

@@ -332,8 +332,10 @@ def sweeps(by_reader: dict[str, ReaderSweep]) -> Sweeps:
 
 
 def marks(view: Sweeps, kind: str) -> pd.DataFrame:
-    """NoLiMa's effective length of each reader on ``kind``, as the figure marks it."""
+    """NoLiMa's effective length of each reader on ``kind``, as the figure marks it, with the
+    longest length its curve measured."""
     rows = []
+    curves = view.curves[view.curves["kind"] == kind]
     for (reader, of_kind), by_definition in view.found.items():
         if of_kind == kind:
             el = by_definition["nolima"]
@@ -345,9 +347,11 @@ def marks(view: Sweeps, kind: str) -> pd.DataFrame:
                     "low": el.low,
                     "high": el.high,
                     "at_least": el.at_least,
+                    "longest": float(curves[curves["reader"] == reader]["length"].max()),
                 }
             )
-    return pd.DataFrame(rows, columns=["reader", "bar", "length", "low", "high", "at_least"])
+    columns = ["reader", "bar", "length", "low", "high", "at_least", "longest"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def published() -> pd.DataFrame:
