@@ -593,3 +593,14 @@ def test_a_cells_link_names_exactly_its_rows():
     )
     by_needle = by_unit(rows, {"gold_index": 0}, score, unit=lambda r: r["example_id"][-1])
     assert not paired_estimate(by_needle, by_needle).units_are_examples
+
+
+def test_a_served_models_rows_name_their_reader_without_reaching_a_server(tmp_path):
+    from longctx.tables import stored_readers
+
+    served = Reader.of(DEFAULT, "openai", "http://rows-only.invalid/v1", served_model="served")
+    folder = served.results_folder(tmp_path)
+    _copy_store(DEFAULT, "kv_retrieval", tmp_path, folder, backend="openai:served")
+    (reader,) = stored_readers(tmp_path, "kv_retrieval")
+    assert reader.results_folder(tmp_path) == folder
+    assert [c.folder for c in matrix.columns(tmp_path)] == [folder]

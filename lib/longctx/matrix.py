@@ -67,6 +67,7 @@ from .report import and_list, collapsed
 from .reproduce import read_claims_plan
 from .resampling import STABILITY_RESAMPLES
 from .store import ResultsStore
+from .tables import first_row, folder_reader
 
 CLOSED_BOOK = "litm-qa-closed-book"  # the claim whose control is a reader's closed-book level
 GPU_HOURS = 8.0  # a claim whose prompts would take longer on this CPU is left to a GPU
@@ -314,24 +315,13 @@ def columns(results_dir: str | Path, claims: Sequence[Claim] | None = None) -> l
     out = []
     for folder, found in sorted(stores.items()):
         try:
-            row = next((r for s in found for r in _first_rows(s)), None)
+            row = next((r for s in found if (r := first_row(s)) is not None), None)
         except DataFileError as err:  # one damaged store does not stop every other reader
             warn_line(f"skipping the reader {folder}: {err}")
             continue
-        if row is None:
+        if row is None or (reader := folder_reader(row, folder, results_dir)) is None:
             continue
-        identity = row.get("backend") or "hf"
-        backend = row_backend(row)
-        options = {}
-        if backend == "openai":  # the rows are read; no server is reached
-            options = {"url": "http://rows-only.invalid/v1", "served_model": identity[7:]}
-        try:
-            reader = Reader.of(row["model"], backend, **options)
-        except LongctxError:
-            continue  # weights this machine cannot name (a local file elsewhere)
-        if reader.results_folder(results_dir) != folder:
-            continue
-        out.append(Column(folder, row["model"], backend, reader))
+        out.append(Column(folder, row["model"], row_backend(row), reader))
     return sorted(out, key=lambda c: (c.model != DEFAULT_MODEL or c.backend != "hf", c.folder))
 
 
@@ -342,11 +332,6 @@ def prefix_reuse(reader: Reader, results_dir: str | Path, experiment: str) -> fl
     rows = ResultsStore(results_dir, reader.results_folder(results_dir), experiment).rows()
     reused = sum(bool((r.get("engine") or {}).get("prefix_reused")) for r in rows)
     return reused / len(rows) if rows else 0.0
-
-
-def _first_rows(store: ResultsStore) -> list[dict]:
-    rows = store.packed_rows()
-    return rows[:1] if rows else store.plain_rows()[:1]
 
 
 # ---------------------------------------------------------------------------------------------

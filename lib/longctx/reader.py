@@ -75,6 +75,18 @@ class Reader:
         return cls(model, chosen, prompt_mode, device, dtype)
 
     @classmethod
+    def of_row(cls, row: dict) -> Reader:
+        """The reader that wrote a stored row, for reading its rows: the model and backend
+        from the row (a served model's rows name a placeholder url, since no server is
+        reached to read them)."""
+        backend = row_backend(row)
+        options = {}
+        if backend == "openai":
+            identity = row.get("backend") or "hf"
+            options = {"url": "http://rows-only.invalid/v1", "served_model": identity[7:]}
+        return cls.of(row["model"], backend, **options)
+
+    @classmethod
     def from_notebook(cls, namespace: dict) -> Reader:
         """The reader a notebook's globals name: ``model`` and ``reader_options``, a mapping
         of :meth:`of`'s keywords (``{}``: the model through transformers, as it suits the

@@ -203,19 +203,30 @@ def comparable_rows(
     return out
 
 
+def first_row(store: ResultsStore) -> dict | None:
+    """A store's first row, packed rows before plain ones (None for an empty store)."""
+    rows = store.packed_rows()[:1] or store.plain_rows()[:1]
+    return rows[0] if rows else None
+
+
+def folder_reader(row: dict, folder: str, results_dir: str | Path) -> Reader | None:
+    """The reader that wrote ``row``, found in the model folder ``folder``; None where this
+    machine cannot name its weights (a local file elsewhere) or where that reader's rows
+    would be written to another folder."""
+    try:
+        reader = Reader.of_row(row)
+    except LongctxError:
+        return None
+    return reader if reader.results_folder(results_dir) == folder else None
+
+
 def stored_readers(results_dir: str | Path, experiment: str) -> list[Reader]:
-    """The reader (model and backend, from its first row) of each model folder holding rows
-    of ``experiment`` under ``results_dir``, by folder name; a folder whose model this
-    machine cannot name, or that another reader's rows would not be written to, is left out."""
+    """The reader (from its first row) of each model folder holding rows of ``experiment``
+    under ``results_dir``, by folder name; a folder :func:`folder_reader` cannot name is
+    left out."""
     out = []
     for store in ResultsStore.all_under(results_dir, experiment):
-        first = store.packed_rows()[:1] or store.plain_rows()[:1]
-        if not first:
-            continue
-        try:
-            reader = Reader.of(first[0]["model"], row_backend(first[0]))
-        except LongctxError:
-            continue  # weights this machine cannot name, or a server it cannot reach
-        if reader.results_folder(results_dir) == store.dir.parent.name:
+        row = first_row(store)
+        if row is not None and (reader := folder_reader(row, store.dir.parent.name, results_dir)):
             out.append(reader)
     return out
