@@ -20,7 +20,7 @@ from ...effective_length import (
     longscore,
     tokens_text,
 )
-from ...metrics import bootstrap_interval, content_seed
+from ...metrics import unit_mean
 from ...models import context_window, load_tokenizer
 from ...paths import repo_root
 from ...plots import FigureText, length_curves
@@ -168,19 +168,7 @@ def curve_table(table: pd.DataFrame, grid: list[int] | None = None) -> pd.DataFr
     (shares)."""
     out = []
     for length, per_needle in needle_means(complete_lengths(table, grid)).groupby(level="length"):
-        per_needle = per_needle.droplevel("length")
-        low, high = bootstrap_interval(
-            per_needle.tolist(), seed=content_seed(per_needle.index.tolist())
-        )
-        out.append(
-            {
-                "length": int(length),
-                "n": len(per_needle),
-                "accuracy": float(per_needle.mean()),
-                "ci_low": low,
-                "ci_high": high,
-            }
-        )
+        out.append({"length": int(length), **unit_mean(per_needle.droplevel("length"))})
     return pd.DataFrame(out, columns=["length", "n", "accuracy", "ci_low", "ci_high"])
 
 

@@ -16,7 +16,7 @@ from ...claims import (
     paper_percent,
     sizing_table,
 )
-from ...metrics import bootstrap_interval, content_seed, summarize
+from ...metrics import summarize, unit_mean
 from ...reader import Reader
 from ...report import estimate_text, p_text, points_ci
 from ...results import reader_contrast
@@ -55,18 +55,8 @@ def size_curve(table: pd.DataFrame) -> pd.DataFrame:
     out = []
     for size, group in part.groupby("num_pairs"):
         per_record = group.groupby("example_id")["correct"].mean()
-        seed = content_seed(per_record.index.tolist())
-        low, high = bootstrap_interval(per_record.tolist(), seed=seed)
-        out.append(
-            {
-                "num_pairs": int(size),
-                "length": float(group["prompt_tokens"].mean()),
-                "n": len(per_record),
-                "accuracy": float(per_record.mean()),
-                "ci_low": low,
-                "ci_high": high,
-            }
-        )
+        length = float(group["prompt_tokens"].mean())
+        out.append({"num_pairs": int(size), "length": length, **unit_mean(per_record)})
     return pd.DataFrame(out, columns=["num_pairs", "length", "n", "accuracy", "ci_low", "ci_high"])
 
 
