@@ -583,6 +583,38 @@ def test_a_readers_analyses_are_kept_and_recomputed_exactly_when_their_rows_chan
     assert moved[small][cell].treatment < first[small][cell].treatment
 
 
+def test_a_readers_effective_length_sweep_is_read_once_until_its_rows_change(
+    tmp_path, monkeypatch
+):
+    """The findings page and `longctx findings` read each reader's sweep through its own
+    plan (its tokenizer's lengths); that read is kept like a chapter's analysis."""
+    import shutil
+
+    monkeypatch.setenv("LONGCTX_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "results"
+    small = "smollm2-135m-instruct"
+    shutil.copytree(
+        ROOT / "data/results" / small / "effective_length", root / small / "effective_length"
+    )
+    ran: list[str] = []
+    real = findings.stored_sweep
+
+    def counted(reader, results_dir, params):
+        ran.append(reader.model)
+        return real(reader, results_dir, params)
+
+    monkeypatch.setattr(findings, "stored_sweep", counted)
+    first = findings.effective_lengths(root)
+    again = findings.effective_lengths(root)
+    assert ran == [small] and first.readers == again.readers == [Reader(small).label]
+    assert first.curves.equals(again.curves)
+    store = ResultsStore(root, small, "effective_length")
+    rows = store.rows()
+    store.append([{**rows[0], "key": "another-request", "output": "changed"}])
+    findings.effective_lengths(root)
+    assert ran == [small, small]
+
+
 def kv_score(row):
     from longctx.tasks import kv_retrieval as kv
 

@@ -16,8 +16,9 @@ import json
 import os
 import pickle
 from collections.abc import Callable, Sequence
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 
@@ -86,38 +87,49 @@ def estimates(
 # Each chapter's estimates of a reader, kept between processes
 
 ANALYSIS_CACHE = "analyses"  # under $LONGCTX_CACHE
+T = TypeVar("T")
 
 
 def chapter_claims(run: Run) -> dict:
-    """``run.chapter.claims(run)``, kept under ``$LONGCTX_CACHE/analyses``
-    and reused while nothing it depends on changed: the same chapter, parameters and reader,
-    the same library code, paper tables and public data, and the same bytes in every store
-    file it read (recorded as it ran, present or absent). A changed row recomputes the
-    chapters that read its store, for its reader only; a cache that cannot be written or
-    read only costs the computation."""
-    path = cache_dir() / ANALYSIS_CACHE / f"{_analysis_key(run)}.pkl"
+    """``run.chapter.claims(run)``, kept by :func:`kept_analysis` under the run's identity:
+    the same chapter, parameters and reader (and the rows it read) give the kept estimates."""
+    return kept_analysis(_run_identity(run), lambda: run.chapter.claims(run))
+
+
+def kept_analysis(identity: list, compute: Callable[[], T]) -> T:
+    """``compute()``, kept under ``$LONGCTX_CACHE/analyses`` and reused while nothing it
+    depends on changed: the same ``identity`` (what it computes, for whom), the same library
+    code, paper tables and public data, and the same bytes in every store file it read
+    (recorded as it ran, present or absent). A changed row recomputes the analyses that read
+    its store, for its reader only; a cache that cannot be written or read only costs the
+    computation."""
+    key = json.dumps([*identity, _inputs_digest()], sort_keys=True, default=str)
+    path = cache_dir() / ANALYSIS_CACHE / f"{hashlib.sha256(key.encode()).hexdigest()}.pkl"
     kept = _load(path)
     if kept is not None and all(file_digest(Path(f)) == d for f, d in kept["reads"].items()):
-        return kept["estimates"]
+        return kept["value"]
     with recording_reads() as reads:
-        computed = run.chapter.claims(run)
-    _save(path, {"reads": {str(f): file_digest(f) for f in sorted(reads)}, "estimates": computed})
+        computed = compute()
+    _save(path, {"reads": {str(f): file_digest(f) for f in sorted(reads)}, "value": computed})
     return computed
 
 
-def _analysis_key(run: Run) -> str:
-    reader = run.reader
-    what = [
+def _run_identity(run: Run) -> list:
+    return [
         run.chapter.name,
         run.params,
         run.dry_run,
+        *_reader_identity(run.reader, run.results),
+    ]
+
+
+def _reader_identity(reader: Reader, results_dir: str | Path) -> list:
+    return [
         reader.model,
         reader.fingerprint,
         reader.prompt_mode,
-        str(Path(run.results).resolve()),
-        _inputs_digest(),
+        str(Path(results_dir).resolve()),
     ]
-    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
 
 
 @cache
@@ -461,7 +473,8 @@ def effective_lengths(results_dir: str | Path, readers: Sequence[Reader] | None 
         )
     by_reader = {}
     for reader in readers:
-        if sweep := stored_sweep(reader, results_dir, params):
+        identity = ["effective-length sweep", params, *_reader_identity(reader, results_dir)]
+        if sweep := kept_analysis(identity, partial(stored_sweep, reader, results_dir, params)):
             by_reader[reader.label] = sweep
     return sweeps(by_reader)
 
