@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from itertools import takewhile
 
 import pandas as pd
 
@@ -140,12 +141,7 @@ def complete_lengths(table: pd.DataFrame, grid: list[int] | None = None) -> pd.D
     full = table.groupby("length")["needle"].nunique()
     done = set(full[full == needles].index)
     if grid is not None:
-        prefix = []
-        for n in sorted(grid):
-            if n not in done:
-                break
-            prefix.append(n)
-        done = set(prefix)
+        done = set(takewhile(done.__contains__, sorted(grid)))
     return table[table["length"].isin(done)]
 
 
