@@ -583,9 +583,7 @@ def test_a_readers_analyses_are_kept_and_recomputed_exactly_when_their_rows_chan
     assert moved[small][cell].treatment < first[small][cell].treatment
 
 
-def test_a_readers_effective_length_sweep_is_read_once_until_its_rows_change(
-    tmp_path, monkeypatch
-):
+def test_a_readers_effective_length_sweep_is_read_once_until_its_rows_change(tmp_path, monkeypatch):
     """The findings page and `longctx findings` read each reader's sweep through its own
     plan (its tokenizer's lengths); that read is kept like a chapter's analysis."""
     import shutil
@@ -673,10 +671,12 @@ def test_the_effective_lengths_section_reads_each_readers_sweep_through_its_own_
     assert all(line in printed for line in sweep.lengths_lines(lengths) if f"({small})" in line)
 
 
-def test_the_key_value_sizes_bound_the_default_readers_effective_length():
-    bounds = findings.kv_bounds(RESULTS).set_index("reader")
-    default = bounds.loc["qwen2.5-coder-0.5b-instruct"]
+def test_the_chapters_lengths_bound_the_default_readers_effective_length():
+    bounds = findings.length_bounds_table(RESULTS).set_index(["reader", "task"])
+    kv = bounds.loc[("qwen2.5-coder-0.5b-instruct", "key-value records")]
     # its 140-pair records (first and middle) sit far below 85% of its 10-pair accuracy
-    assert (
-        default["below"].startswith("< ") and "140 pairs" in default["accuracy by size (%, 95% CI)"]
-    )
+    assert kv["below"].startswith("< ") and "140 pairs" in kv["accuracy by length (%, 95% CI)"]
+    gsm = bounds.loc[("qwen2.5-coder-0.5b-instruct", "GSM8K, essay padding")]
+    # 97% of problems solved without padding, 57% with essay padding: far below 85% of it
+    assert gsm["accuracy by length (%, 95% CI)"].startswith("no padding, ")
+    assert gsm["below"].startswith("< ") and gsm["at least"] == "none"

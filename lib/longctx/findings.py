@@ -26,8 +26,8 @@ from . import __version__
 from .chapters import Run, contract
 from .chapters.effective_length import design as sweep_design
 from .chapters.effective_length.numbers import Sweeps, stored_sweep, sweeps
-from .chapters.kv_retrieval import design as kv_design
 from .chapters.kv_retrieval import numbers as kv_numbers
+from .chapters.length_alone import numbers as la_numbers
 from .chapters.scales import read_scales, scale_of
 from .claims import (
     PAPER_DIR,
@@ -480,39 +480,56 @@ def effective_lengths(results_dir: str | Path, readers: Sequence[Reader] | None 
 
 
 BOUNDS_CAPTION = (
-    "What the key-value chapter's sizes say of each reader's NoLiMa effective length on "
-    "key-value records: accuracy by size (gold pair first and in the middle, query at the "
-    "end; 95% bootstrap over records, n records), its smallest size the base; a bound holds "
-    "where the intervals decide it."
+    "What the chapters' own lengths say of each reader's NoLiMa effective length on their "
+    "tasks: accuracy at each length (key-value records: the gold pair first and in the "
+    "middle, query at the end; GSM8K: no padding against essay padding between the evidence "
+    "and the question; 95% bootstrap over records or problems, n of them), the shortest "
+    "length the base; a bound holds where the intervals decide it."
 )
 
 
-def kv_bounds(results_dir: str | Path) -> pd.DataFrame:
-    """Per reader with rows of the key-value chapter (its book scale, read through its
-    plan): accuracy at each size as a length curve and the bounds it puts on the NoLiMa
-    effective length (:func:`longctx.effective_length.bounds`)."""
-    chapter = contract("kv_retrieval")
+def _kv_curve(run: Run, rows: list[dict]) -> pd.DataFrame:
+    return kv_numbers.size_curve(kv_numbers.scored(rows, run.params))
+
+
+def _padding_curve(run: Run, rows: list[dict]) -> pd.DataFrame:
+    return la_numbers.padding_curve(la_numbers.solved(rows, run.params))
+
+
+# task -> the chapter whose rows measure it at several lengths, and its length curve
+BOUND_TASKS: dict[str, tuple[str, Callable[[Run, list[dict]], pd.DataFrame]]] = {
+    "key-value records": ("kv_retrieval", _kv_curve),
+    "GSM8K, essay padding": ("length_alone", _padding_curve),
+}
+BOUNDS_COLUMNS = ["reader", "task", "accuracy by length (%, 95% CI)", "at least", "below"]
+
+
+def length_bounds_table(results_dir: str | Path) -> pd.DataFrame:
+    """Per task of :data:`BOUND_TASKS` and reader with rows of its chapter (the book scale,
+    read through the reader's plan and kept like a chapter's claims): accuracy at each
+    length and the bounds it puts on the NoLiMa effective length
+    (:func:`longctx.effective_length.bounds`)."""
     out = []
-    for reader in stored_readers(results_dir, kv_design.EXPERIMENT):
-        run = Run.of(chapter, reader, "book", results_dir, dry_run=True)
-        rows = run.rows(kv_design.EXPERIMENT)
-        curve = kv_numbers.size_curve(kv_numbers.scored(rows, run.params)) if rows else None
-        if curve is None or len(curve) < 2:
-            continue
-        lower, upper = length_bounds(curve)
-        sizes = [
-            f"{c.num_pairs} pairs, {tokens_text(c.length)} tokens: "
-            f"{pct_ci(c.accuracy, c.ci_low, c.ci_high, 0)} (n = {c.n})"
-            for c in curve.itertuples()
-        ]
-        out.append(
-            {
-                "reader": reader.label,
-                "accuracy by size (%, 95% CI)": "; ".join(sizes),
-                "at least": lower,
-                "below": upper,
-            }
-        )
-    return pd.DataFrame(
-        out, columns=["reader", "accuracy by size (%, 95% CI)", "at least", "below"]
-    )
+    for task, (name, curve_of) in BOUND_TASKS.items():
+        chapter = contract(name)
+        for reader in stored_readers(results_dir, chapter.design.EXPERIMENT):
+            run = Run.of(chapter, reader, "book", results_dir, dry_run=True)
+            curve = kept_analysis(
+                ["length curve", task, *_run_identity(run)],
+                partial(_stored_curve, run, curve_of),
+            )
+            if curve is None or len(curve) < 2:
+                continue
+            lower, upper = length_bounds(curve)
+            points = [
+                f"{c.point}, {tokens_text(c.length)} tokens: "
+                f"{pct_ci(c.accuracy, c.ci_low, c.ci_high, 0)} (n = {c.n})"
+                for c in curve.itertuples()
+            ]
+            out.append([reader.label, task, "; ".join(points), lower, upper])
+    return pd.DataFrame(out, columns=BOUNDS_COLUMNS)
+
+
+def _stored_curve(run: Run, curve_of) -> pd.DataFrame | None:
+    rows = run.rows(run.chapter.design.EXPERIMENT)
+    return curve_of(run, rows) if rows else None

@@ -50,14 +50,15 @@ def size_curve(table: pd.DataFrame) -> pd.DataFrame:
     (:func:`longctx.effective_length.bounds`): the query at the end, the gold pair first and
     in the middle (the depths every size asks), each record's answers averaged first, a 95%
     percentile bootstrap over records seeded by their ids; ``length`` is the size's mean
-    prompt tokens. One curve per reader: ``table`` holds one reader's rows."""
+    prompt tokens, ``point`` names the size. One curve per reader: ``table`` holds one reader's rows."""
     part = table[~table["query_aware"] & table["depth"].isin(HEADLINE_DEPTHS)]
     out = []
     for size, group in part.groupby("num_pairs"):
         per_record = group.groupby("example_id")["correct"].mean()
         length = float(group["prompt_tokens"].mean())
-        out.append({"num_pairs": int(size), "length": length, **unit_mean(per_record)})
-    return pd.DataFrame(out, columns=["num_pairs", "length", "n", "accuracy", "ci_low", "ci_high"])
+        point = f"{int(size)} pairs"
+        out.append({"point": point, "length": length, **unit_mean(per_record)})
+    return pd.DataFrame(out, columns=["point", "length", "n", "accuracy", "ci_low", "ci_high"])
 
 
 def accuracy(table: pd.DataFrame) -> pd.DataFrame:
