@@ -669,6 +669,9 @@ def test_the_effective_lengths_section_reads_each_readers_sweep_through_its_own_
     assert main(["findings", "--model", small]) == 0
     printed = capsys.readouterr().out
     assert all(line in printed for line in sweep.lengths_lines(lengths) if f"({small})" in line)
+    bounds = findings.bounds_lines(findings.length_bounds_table(RESULTS))
+    assert all(line in printed for line in bounds if f"({small})" in line)
+    assert any(f"({small})" in line for line in bounds)
 
 
 def test_the_chapters_lengths_bound_the_default_readers_effective_length():

@@ -23,7 +23,7 @@ from .claims import read_claims
 from .errors import DataFileError, LongctxError, ParameterError
 from .export import SCHEMA as EXPORT_SCHEMA
 from .export import write_every_eval_ever
-from .findings import effective_lengths
+from .findings import bounds_lines, effective_lengths, length_bounds_table
 from .floor import (
     FLOOR_MAX_PROMPT_TOKENS,
     FLOOR_PROMPTS,
@@ -266,6 +266,7 @@ def _findings(args) -> int:
     if args.model:
         lengths = effective_lengths(root, [c.reader for c in only])
         print("\n".join(lengths_lines(lengths)) or "effective length: no rows of the sweep yet")
+        print("\n".join(bounds_lines(length_bounds_table(root, [c.reader for c in only]))))
         print(
             "what each claim costs and whether it fits this reader's window: "
             f"longctx reproduce --scale claims --model {args.model} "

@@ -504,15 +504,18 @@ BOUND_TASKS: dict[str, tuple[str, Callable[[Run, list[dict]], pd.DataFrame]]] = 
 BOUNDS_COLUMNS = ["reader", "task", "accuracy by length (%, 95% CI)", "at least", "below"]
 
 
-def length_bounds_table(results_dir: str | Path) -> pd.DataFrame:
-    """Per task of :data:`BOUND_TASKS` and reader with rows of its chapter (the book scale,
-    read through the reader's plan and kept like a chapter's claims): accuracy at each
-    length and the bounds it puts on the NoLiMa effective length
+def length_bounds_table(
+    results_dir: str | Path, readers: Sequence[Reader] | None = None
+) -> pd.DataFrame:
+    """Per task of :data:`BOUND_TASKS` and reader (or each of ``readers``) with rows of its
+    chapter (the book scale, read through the reader's plan and kept like a chapter's
+    claims): accuracy at each length and the bounds it puts on the NoLiMa effective length
     (:func:`longctx.effective_length.bounds`)."""
     out = []
     for task, (name, curve_of) in BOUND_TASKS.items():
         chapter = contract(name)
-        for reader in stored_readers(results_dir, chapter.design.EXPERIMENT):
+        stored = stored_readers(results_dir, chapter.design.EXPERIMENT)
+        for reader in stored if readers is None else [r for r in readers if r in stored]:
             run = Run.of(chapter, reader, "book", results_dir, dry_run=True)
             curve = kept_analysis(
                 ["length curve", task, *_run_identity(run)],
@@ -528,6 +531,19 @@ def length_bounds_table(results_dir: str | Path) -> pd.DataFrame:
             ]
             out.append([reader.label, task, "; ".join(points), lower, upper])
     return pd.DataFrame(out, columns=BOUNDS_COLUMNS)
+
+
+def bounds_lines(table: pd.DataFrame) -> list[str]:
+    """Each row of :func:`length_bounds_table` in one line (the command line's)."""
+    out = []
+    for r in table.to_dict("records"):
+        said = [b for b in (r["at least"], r["below"]) if b != "none"]
+        bound = f"{' and '.join(said)} tokens" if said else "not decided by these lengths"
+        out.append(
+            f"effective-length bound, {r['task']} ({r['reader']}): {bound}; "
+            f"accuracy (%, 95% CI) {r['accuracy by length (%, 95% CI)']}"
+        )
+    return out
 
 
 def _stored_curve(run: Run, curve_of) -> pd.DataFrame | None:
