@@ -27,6 +27,7 @@ from .chapters import Run, contract
 from .chapters.effective_length import design as sweep_design
 from .chapters.effective_length.numbers import Sweeps, stored_sweep, sweeps
 from .chapters.kv_retrieval import numbers as kv_numbers
+from .chapters.length_alone import analysis as la_analysis
 from .chapters.length_alone import numbers as la_numbers
 from .chapters.scales import read_scales, scale_of
 from .claims import (
@@ -493,7 +494,7 @@ def _kv_curve(run: Run, rows: list[dict]) -> pd.DataFrame:
 
 
 def _padding_curve(run: Run, rows: list[dict]) -> pd.DataFrame:
-    return la_numbers.padding_curve(la_numbers.solved(rows, run.params))
+    return la_analysis.padding_curve(la_numbers.solved(rows, run.params))
 
 
 # task -> the chapter whose rows measure it at several lengths, and its length curve

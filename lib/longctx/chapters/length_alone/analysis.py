@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ...metrics import summarize
+from ...metrics import summarize, unit_mean
 from ...results import in_points, paired_comparison
 
 
@@ -103,4 +103,24 @@ def drops_from_short(scored, score: str = "correct", seed: int = 0):
 
 
 # ---------------------------------------------------------------------------------------------
-# Through transforms: an example in the transforms' terms, and its request
+# GSM8K read as a length curve, for the findings page's bounds on the effective length
+
+
+BOUND_FILLER = "essay"  # real text: the padding most like a long context a user has
+
+
+def padding_curve(solve: pd.DataFrame) -> pd.DataFrame:
+    """GSM8K accuracy (``solve``: the solve rows scored) without padding and with
+    :data:`BOUND_FILLER` padding between the evidence and the question, read as a length
+    curve for a bound on the effective length (:func:`longctx.effective_length.bounds`):
+    95% percentile bootstrap over problems seeded by their ids; ``length`` is the mean
+    prompt tokens, ``point`` names the arm."""
+    gsm = solve[(solve["subtask"] == "gsm8k") & solve["filler"].isin(["none", BOUND_FILLER])]
+    gsm = gsm[gsm["placement"].isin(["none", "between"])]
+    out = []
+    for tokens, group in gsm.groupby("filler_tokens"):
+        point = f"{BOUND_FILLER} padding" if tokens else "no padding"
+        per_problem = group.groupby("problem")["correct"].mean()
+        length = float(group["prompt_tokens"].mean())
+        out.append({"point": point, "length": length, **unit_mean(per_problem)})
+    return pd.DataFrame(out, columns=["point", "length", "n", "accuracy", "ci_low", "ci_high"])

@@ -12,7 +12,7 @@ from ...claims import (
     read_claims,
     relative_change,
 )
-from ...metrics import unit_mean, wilson_interval
+from ...metrics import wilson_interval
 from ...report import (
     and_list,
     estimate_text,
@@ -321,25 +321,6 @@ def solved(rows: list[dict], params: dict) -> pd.DataFrame:
     solve["condition"] = [LABELS[(f, p)] for f, p in zip(solve["filler"], solve["placement"])]
     solve["variant"] = solve["subtask"].map(VARIANTS)
     return solve
-
-
-BOUND_FILLER = "essay"  # real text: the padding most like a long context a user has
-
-
-def padding_curve(solve: pd.DataFrame) -> pd.DataFrame:
-    """GSM8K accuracy without padding and with :data:`BOUND_FILLER` padding between the
-    evidence and the question, read as a length curve for a bound on the effective length
-    (:func:`longctx.effective_length.bounds`): 95% percentile bootstrap over problems
-    seeded by their ids; ``length`` is the mean prompt tokens, ``point`` names the arm."""
-    gsm = solve[(solve["subtask"] == "gsm8k") & solve["filler"].isin(["none", BOUND_FILLER])]
-    gsm = gsm[gsm["placement"].isin(["none", "between"])]
-    out = []
-    for tokens, group in gsm.groupby("filler_tokens"):
-        point = f"{BOUND_FILLER} padding" if tokens else "no padding"
-        per_problem = group.groupby("problem")["correct"].mean()
-        length = float(group["prompt_tokens"].mean())
-        out.append({"point": point, "length": length, **unit_mean(per_problem)})
-    return pd.DataFrame(out, columns=["point", "length", "n", "accuracy", "ci_low", "ci_high"])
 
 
 def placement(gsm: pd.DataFrame, paper: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
