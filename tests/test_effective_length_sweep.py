@@ -230,3 +230,12 @@ def test_the_question_kinds_overlap_with_their_needles_is_measured():
     assert table.loc["needle questions", "questions"] == 5
     # the project's needle questions were written to share no content word with the needle
     assert table.loc["needle questions", "sharing a word with the needle (%)"] == 0.0
+
+
+def test_a_units_mean_and_interval_are_the_same_bytes_in_any_order():
+    import pandas as pd
+
+    from longctx.metrics import unit_mean
+
+    per_unit = pd.Series([0.1, 0.9, 0.3, 0.7, 0.2, 0.0, 1.0, 0.4], index=list("hgfedcba"))
+    assert unit_mean(per_unit) == unit_mean(per_unit.sort_index())

@@ -254,6 +254,7 @@ def unit_mean(per_unit: pd.Series, confidence: float = 0.95) -> dict:
     """The mean of one score per independent unit (a series indexed by unit id) with its
     percentile bootstrap over units, seeded by the ids (:func:`content_seed`), so the same
     units in any order give the same bytes: ``n``, ``accuracy``, ``ci_low``, ``ci_high``."""
+    per_unit = per_unit.sort_index()  # the draws index units in one order, whatever came in
     seed = content_seed(per_unit.index.tolist())
     low, high = bootstrap_interval(per_unit.tolist(), confidence, seed=seed)
     return {"n": len(per_unit), "accuracy": float(per_unit.mean()), "ci_low": low, "ci_high": high}
