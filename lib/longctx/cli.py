@@ -264,9 +264,10 @@ def _findings(args) -> int:
         raise DataFileError(f"no reader has rows under {root}; name one with --model")
     print("\n".join(reader_lines(table)))
     if args.model:
-        lengths = effective_lengths(root, [c.reader for c in only])
+        readers = [c.reader for c in only]
+        lengths = effective_lengths(root, readers)
         print("\n".join(lengths_lines(lengths)) or "effective length: no rows of the sweep yet")
-        print("\n".join(bounds_lines(length_bounds_table(root, [c.reader for c in only]))))
+        print("\n".join(bounds_lines(length_bounds_table(root, readers))))
         print(
             "what each claim costs and whether it fits this reader's window: "
             f"longctx reproduce --scale claims --model {args.model} "

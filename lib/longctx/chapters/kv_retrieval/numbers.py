@@ -50,7 +50,8 @@ def size_curve(table: pd.DataFrame) -> pd.DataFrame:
     (:func:`longctx.effective_length.bounds`): the query at the end, the gold pair first and
     in the middle (the depths every size asks), each record's answers averaged first, a 95%
     percentile bootstrap over records seeded by their ids; ``length`` is the size's mean
-    prompt tokens, ``point`` names the size. One curve per reader: ``table`` holds one reader's rows."""
+    prompt tokens, ``point`` names the size. One curve per reader: ``table`` holds one
+    reader's rows."""
     part = table[~table["query_aware"] & table["depth"].isin(HEADLINE_DEPTHS)]
     out = []
     for size, group in part.groupby("num_pairs"):
