@@ -11,6 +11,9 @@
 #     name: python3
 # ---
 
+# %% tags=["remove-cell"]
+from longctx.page import setup
+
 # %% [markdown]
 # # Context format and contextual normalization (C-NORM)
 #
@@ -67,14 +70,11 @@
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 scale = "book"  # a parameter set named in lib/longctx/scales/cnorm.json
-params = {}  # its overrides, e.g. {"qa_questions": 100}; the file's "about" explains each
-reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
-batch_size = 8
-results_dir = "data/results"  # relative to the repository root
+# The page also takes params, the set's overrides (e.g. {"qa_questions": 100}), reader_options
+# (how to reach the model), batch_size, token_budget and results_dir; each is explained
+# in longctx.chapters.PAGE_PARAMETERS.
 
 # %% tags=["remove-cell"]
-from longctx.page import setup
-
 page = setup("cnorm", globals())
 
 # %% [markdown]
@@ -85,12 +85,9 @@ page = setup("cnorm", globals())
 # what is missing.
 
 # %% tags=["hide-input"]
-run = page.run(batch_size=batch_size, record=("seed",))
-rows = page.answer(run)
-page.show("answered")
-
-# %% tags=["remove-cell"]
+run = page.run(record=("seed",))
 view = page.analyze(run)
+page.show("answered")
 
 # %% [markdown]
 # ## C-NORM on 10-document NQ-Open QA (Figure 6)

@@ -11,6 +11,9 @@
 #     name: python3
 # ---
 
+# %% tags=["remove-cell"]
+from longctx.page import setup
+
 # %% [markdown]
 # # Crossing the papers: which manipulation matters most?
 #
@@ -53,18 +56,14 @@
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 scale = "book"  # a parameter set named in lib/longctx/scales/crossing.json
-params = {}  # its overrides, e.g. {"num_questions": 48}; the file's "about" explains each
-reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
-batch_size = 8
-results_dir = "data/results"  # relative to the repository root
-token_budget = 65536  # rows x prompt tokens per batch
+# The page also takes params, the set's overrides (e.g. {"num_questions": 48}), reader_options
+# (how to reach the model), batch_size, token_budget and results_dir; each is explained
+# in longctx.chapters.PAGE_PARAMETERS.
 # A second reader whose stored rows answer the same prompts, shown beside this one.
 second_reader = "qwen2.5-coder-1.5b-instruct"
 second_backend = "llamacpp"
 
 # %% tags=["remove-cell"]
-from longctx.page import setup
-
 page = setup("crossing", globals())
 
 # %% [markdown]
@@ -72,10 +71,7 @@ page = setup("crossing", globals())
 # `longctx reproduce`; stored rows are reused, and the model is loaded only for missing ones.
 
 # %% tags=["hide-input"]
-run = page.run((second_reader, second_backend), batch_size=batch_size, token_budget=token_budget)
-rows = page.answer(run)
-
-# %% tags=["remove-cell"]
+run = page.run((second_reader, second_backend), token_budget=65536)
 view = page.analyze(run)
 
 # %% tags=["remove-cell"]

@@ -11,6 +11,9 @@
 #     name: python3
 # ---
 
+# %% tags=["remove-cell"]
+from longctx.page import setup
+
 # %% [markdown]
 # # Key-value retrieval: where in the context can a model find a key?
 #
@@ -42,16 +45,13 @@
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 scale = "book"  # a parameter set named in lib/longctx/scales/kv_retrieval.json
-params = {}  # its overrides, e.g. {"num_pairs": [10, 30]}; the file's "about" explains each
-reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
-batch_size = 8
-results_dir = "data/results"  # relative to the repository root
+# The page also takes params, the set's overrides (e.g. {"num_pairs": [10, 30]}), reader_options
+# (how to reach the model), batch_size, token_budget and results_dir; each is explained
+# in longctx.chapters.PAGE_PARAMETERS.
 # A second reader whose committed (or freshly run) rows answer the same prompts.
 second_reader = "smollm2-135m-instruct"
 
 # %% tags=["remove-cell"]
-from longctx.page import setup
-
 page = setup("kv_retrieval", globals())
 
 # %% [markdown]
@@ -61,10 +61,7 @@ page = setup("kv_retrieval", globals())
 # are generated, and the model is loaded only then.
 
 # %% tags=["hide-input"]
-run = page.run((second_reader, page.reader.backend.name), batch_size=batch_size, record=("seed",))
-rows = page.answer(run)
-
-# %% tags=["remove-cell"]
+run = page.run((second_reader, page.reader.backend.name), record=("seed",))
 view = page.analyze(run)
 
 # %% tags=["remove-cell"]

@@ -11,6 +11,9 @@
 #     name: python3
 # ---
 
+# %% tags=["remove-cell"]
+from longctx.page import setup
+
 # %% [markdown]
 # # Context length alone: essay, whitespace and masked padding
 #
@@ -67,15 +70,11 @@
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 scale = "book"  # a parameter set named in lib/longctx/scales/length_alone.json
-params = {}  # its overrides, e.g. {"num_problems": 40}; the file's "about" explains each
-reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
-batch_size = 8
-results_dir = "data/results"  # relative to the repository root
-token_budget = 262144  # rows x prompt tokens per batch, so long prompts get smaller batches
+# The page also takes params, the set's overrides (e.g. {"num_problems": 40}), reader_options
+# (how to reach the model), batch_size, token_budget and results_dir; each is explained
+# in longctx.chapters.PAGE_PARAMETERS.
 
 # %% tags=["remove-cell"]
-from longctx.page import setup
-
 page = setup("length_alone", globals())
 
 # %% [markdown]
@@ -83,10 +82,7 @@ page = setup("length_alone", globals())
 # `longctx reproduce`; rows already stored are reused and only missing ones generated.
 
 # %% tags=["hide-input"]
-run = page.run(batch_size=batch_size, token_budget=token_budget)
-stored = page.answer(run)
-
-# %% tags=["remove-cell"]
+run = page.run(token_budget=262144)
 view = page.analyze(run)
 
 # %% tags=["remove-cell"]

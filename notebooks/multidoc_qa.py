@@ -11,6 +11,9 @@
 #     name: python3
 # ---
 
+# %% tags=["remove-cell"]
+from longctx.page import setup
+
 # %% [markdown]
 # # Multi-document QA: does the answer's position matter?
 #
@@ -47,14 +50,11 @@
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 scale = "book"  # a parameter set named in lib/longctx/scales/multidoc_qa.json
-params = {}  # its overrides, e.g. {"num_questions": 300}; the file's "about" explains each
-reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
-batch_size = 4
-results_dir = "data/results"  # relative to the repository root
+# The page also takes params, the set's overrides (e.g. {"num_questions": 300}), reader_options
+# (how to reach the model), batch_size, token_budget and results_dir; each is explained
+# in longctx.chapters.PAGE_PARAMETERS.
 
 # %% tags=["remove-cell"]
-from longctx.page import setup
-
 page = setup("multidoc_qa", globals())
 
 # %% [markdown]
@@ -64,10 +64,7 @@ page = setup("multidoc_qa", globals())
 # line is scored.
 
 # %% tags=["hide-input"]
-run = page.run(batch_size=batch_size, record=("seed", "source"))
-rows = page.answer(run)
-
-# %% tags=["remove-cell"]
+run = page.run(record=("seed", "source"), batch_size=4)
 view = page.analyze(run)
 
 # %% tags=["remove-cell"]

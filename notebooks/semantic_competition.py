@@ -11,6 +11,9 @@
 #     name: python3
 # ---
 
+# %% tags=["remove-cell"]
+from longctx.page import setup
+
 # %% [markdown]
 # # Semantic competition or context length? A matched far-rank control
 #
@@ -65,14 +68,11 @@
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 scale = "book"  # a parameter set named in lib/longctx/scales/semantic_competition.json
-params = {}  # its overrides, e.g. {"corpus": "rajpurkar/squad"}; the file's "about" explains each
-reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
-batch_size = 4
-results_dir = "data/results"  # relative to the repository root
+# The page also takes params, the set's overrides (e.g. {"corpus": "rajpurkar/squad"}),
+# reader_options (how to reach the model), batch_size, token_budget and results_dir; each
+# is explained in longctx.chapters.PAGE_PARAMETERS.
 
 # %% tags=["remove-cell"]
-from longctx.page import setup
-
 page = setup("semantic_competition", globals())
 
 # %% [markdown]
@@ -86,7 +86,7 @@ page = setup("semantic_competition", globals())
 # (the matched control first), so a run outside the notebook stores the rows it looks up.
 
 # %% tags=["hide-input"]
-run = page.run(batch_size=batch_size)
+run = page.run(batch_size=4)
 page.show("experiments")
 
 # %% [markdown]
@@ -97,9 +97,6 @@ page.show("experiments")
 # same prompts of the matched control (gold, hard, far) on the first questions.
 
 # %% tags=["hide-input"]
-rows = page.answer(run)
-
-# %% tags=["remove-cell"]
 view = page.analyze(run)
 
 # %% tags=["remove-cell"]

@@ -11,6 +11,9 @@
 #     name: python3
 # ---
 
+# %% tags=["remove-cell"]
+from longctx.page import setup
+
 # %% [markdown]
 # # Tagging-Augmented Generation: tags and tag definitions on needle questions
 #
@@ -61,14 +64,11 @@
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # reader: alias, .gguf path, checkpoint directory or hub id
 scale = "book"  # a parameter set named in lib/longctx/scales/tag_needles.json
-params = {}  # its overrides, e.g. {"lengths": [250, 16000]}; the file's "about" explains each
-reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
-batch_size = 8
-results_dir = "data/results"  # relative to the repository root
+# The page also takes params, the set's overrides (e.g. {"lengths": [250, 16000]}), reader_options
+# (how to reach the model), batch_size, token_budget and results_dir; each is explained
+# in longctx.chapters.PAGE_PARAMETERS.
 
 # %% tags=["remove-cell"]
-from longctx.page import setup
-
 page = setup("tag_needles", globals(), precision=1)
 
 # %% [markdown]
@@ -78,10 +78,7 @@ page = setup("tag_needles", globals(), precision=1)
 # are reused; the reader is loaded only if something is missing.
 
 # %% tags=["hide-input"]
-run = page.run(batch_size=batch_size)
-scored = page.answer(run)
-
-# %% tags=["remove-cell"]
+run = page.run()
 view = page.analyze(run)
 
 # %% tags=["remove-cell"]

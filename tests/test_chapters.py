@@ -47,7 +47,7 @@ def test_the_parameter_cell_names_a_scale_and_holds_no_chapter_value(name):
         if isinstance(node, ast.Assign)
         for t in node.targets
     }
-    assert values["scale"] == "book" and values["params"] == {}
+    assert values["scale"] == "book" and values.get("params", {}) == {}
     assert not set(values) & set(scale(name, "book")), "a chapter value retyped in the cell"
     assert len([ln for ln in source.splitlines() if ln.strip()]) <= 10
     notes = parameter_notes(name)

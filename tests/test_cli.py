@@ -119,6 +119,8 @@ def test_a_dry_run_refuses_a_store_line_that_a_real_run_would_refuse(tmp_path):
         ("gold_positions", "[0.0, 1.0]", "needs depths [0.0, 0.5]"),
         ("num_pairs", "[]", "kv_retrieval.num_pairs is empty"),
         ("results_dir", "42", "results_dir must be a folder path"),
+        ("batch_size", "0", "batch_size is a whole number of at least 1, not 0"),
+        ("token_budget", "'big'", "token_budget is a whole number of at least 1, not 'big'"),
         ("examples_per_cell", "'many'", "kv_retrieval.examples_per_cell takes"),
         ("params", "{'nope': 1}", "unknown parameters for kv_retrieval: ['nope']"),
         ("params", "{'num_pairs': []}", "kv_retrieval.num_pairs is empty"),

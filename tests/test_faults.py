@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from longctx import backends
-from longctx.chapters import scale
+from longctx.chapters import PAGE_PARAMETERS, scale
 from longctx.cli import ROWS_MISSING, main, run_notebook
 from longctx.errors import BackendError, ContextTooLongError, ParameterError
 from longctx.models import context_window, load_tokenizer, resolve_model, weights_source
@@ -364,6 +364,17 @@ def test_a_notebook_takes_the_server_options_longctx_run_injects(fake):
         setup("kv_retrieval", {**namespace, "params": {"num_pairs": 30}})
     with pytest.raises(ParameterError, match="params must be a mapping of kv_retrieval's"):
         setup("kv_retrieval", {**namespace, "params": [1]})
+
+
+def test_a_page_parameter_the_cell_leaves_out_still_reaches_the_run():
+    """batch_size and token_budget are every page's parameters (the cell need not name
+    them): set, they override the page's own defaults; malformed, they are one line."""
+    page = setup("kv_retrieval", {"model": SMOKE, "batch_size": 2})
+    run = page.run(batch_size=8, token_budget=4096)
+    assert (run.options["batch_size"], run.options["token_budget"]) == (2, 4096)
+    assert set(PAGE_PARAMETERS) >= {"params", "reader_options", "batch_size", "results_dir"}
+    with pytest.raises(ParameterError, match="batch_size is a whole number of at least 1"):
+        setup("kv_retrieval", {"model": SMOKE, "batch_size": True})
 
 
 # ----------------------------------------------------------------- replay and notebooks

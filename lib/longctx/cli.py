@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import logging
 import os
 import sys
 from pathlib import Path
 
+from .chapters import PAGE_PARAMETERS, check_params, generation_options, overrides_mapping, scale
 from .chapters import chapters as all_chapters
-from .chapters import check_params, overrides_mapping, scale
 from .chapters.effective_length.numbers import lengths_lines
 from .claims import read_claims
 from .errors import DataFileError, LongctxError, ParameterError
@@ -121,6 +122,9 @@ def run_notebook(
         staged.unlink(missing_ok=True)  # no partial input notebook is left behind
         raise
     kernel_log = out.with_suffix(".kernel.log")
+    papermill_log = logging.getLogger("papermill")
+    if checked_above not in papermill_log.filters:
+        papermill_log.addFilter(checked_above)
     try:
         with open(kernel_log, "wb") as log:
             papermill.execute_notebook(
@@ -144,6 +148,13 @@ def run_notebook(
     return out
 
 
+def checked_above(record: logging.LogRecord) -> bool:
+    """papermill warns of each parameter its cell does not assign; a page parameter its cell
+    leaves out is one every chapter page takes, and :func:`check_notebook_params` has already
+    refused any other name, so that warning says nothing."""
+    return not record.getMessage().startswith("Passed unknown parameter")
+
+
 def logged_kernel(log):
     """A kernel manager whose kernel writes its own stderr to ``log`` (an open file): its
     start-up warnings, and the traceback a kernel prints when Ctrl-C closes its sockets while
@@ -161,7 +172,8 @@ def logged_kernel(log):
 
 def check_notebook_params(stem: str, nb, params: dict) -> dict:
     """The notebook's parameters with ``params`` applied, refused in one line where papermill
-    would only warn and run on: a name neither the parameter cell nor the chapter declares, a
+    would only warn and run on: a name neither the parameter cell, the page parameters every
+    chapter page takes (:data:`~longctx.chapters.PAGE_PARAMETERS`) nor the chapter declares, a
     results folder that is not a path, and any value the chapter's scales or its own check
     refuse (:func:`longctx.chapters.check_params`). A chapter parameter named on its own
     (``-p num_pairs '[75]'``) joins the cell's ``params`` mapping of overrides."""
@@ -173,7 +185,8 @@ def check_notebook_params(stem: str, nb, params: dict) -> dict:
         for t in node.targets
         if isinstance(t, ast.Name)
     }
-    chapter = stem in all_chapters() and "params" in declared
+    chapter = stem in all_chapters()
+    declared |= set(PAGE_PARAMETERS) if chapter else set()
     own = set(scale(stem, "book")) if chapter else set()
     unknown = sorted(set(params) - declared - own)
     if unknown:
@@ -181,6 +194,7 @@ def check_notebook_params(stem: str, nb, params: dict) -> dict:
         raise ParameterError(
             f"{stem} has no parameter {', '.join(unknown)}; its parameters: {names}"
         )
+    generation_options(params)
     if "results_dir" in params and not isinstance(params["results_dir"], str):
         raise ParameterError(f"results_dir must be a folder path, not {params['results_dir']!r}")
     given = overrides_mapping(stem, params.get("params"))

@@ -2,11 +2,13 @@
 
     page = setup("kv_retrieval", globals())
 
-reads the notebook's parameter cell (papermill may have replaced any of it), builds the
-:class:`~longctx.reader.Reader` it names, resolves the chapter's parameters (the ``scale``
-it names, ``book`` by default, with the cell's ``params`` overrides) and the results
-folder; ``page.book_run`` says whether this is the committed run the prose describes, so
-a notebook checks its words only there.
+reads the page parameters (:data:`~longctx.chapters.PAGE_PARAMETERS`) from the notebook's
+globals: its parameter cell names the model and the scale, and papermill or a line in the
+cell sets the others. It builds the :class:`~longctx.reader.Reader` they name, resolves
+the chapter's parameters (the ``scale``, ``book`` by default, with the ``params``
+overrides), the results folder and the generation options; ``page.book_run`` says
+whether this is the committed run the prose describes, so a notebook checks its words
+only there.
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__
-from .chapters import Chapter, ChapterResult, Run, contract, overrides_mapping, scale
+from .chapters import (
+    Chapter,
+    ChapterResult,
+    Run,
+    contract,
+    generation_options,
+    overrides_mapping,
+    scale,
+)
 from .claims import paper_frame, read_claims
 from .downloads import browser_link, chapter_links
 from .matrix import CLOSED_BOOK, readers_words, state_words, verdict_box
@@ -52,6 +62,7 @@ class Page:
     results: Path
     scale_name: str = "book"
     overrides: dict = field(default_factory=dict)
+    generation: dict = field(default_factory=dict)
     checked: Run | None = field(default=None, repr=False)
     analyzed: list[ChapterResult] = field(default_factory=list, repr=False)
     runs: list[Run] = field(default_factory=list, repr=False)
@@ -88,7 +99,9 @@ class Page:
         """This page's run: its reader, parameters and results folder (the run checked when
         the page was set up; a further call builds another with :meth:`Run.of`), the reader
         it is compared with, and ``options`` for generating missing rows (``batch_size``,
-        ``token_budget``); new rows record the chapter parameters named in ``record``."""
+        ``token_budget``: the page's defaults, which the page parameters of those names
+        override); new rows record the chapter parameters named in ``record``."""
+        options = {**options, **self.generation}
         if record:
             options["params"] = {k: self.params[k] for k in record}
         if self.runs:
@@ -107,18 +120,16 @@ class Page:
         self.runs.append(run)
         return run
 
-    def answer(self, run: Run):
-        """The rows the page reads for ``run``, missing ones generated
-        (:meth:`Chapter.answer`)."""
-        return self.chapter.answer(run)
-
     def paper(self, name: str) -> pd.DataFrame:
         """A table of the paper's own numbers, ``data/paper/<name>.csv``."""
         return paper_frame(name)
 
     def analyze(self, run: Run) -> ChapterResult:
-        """The chapter's result over ``run`` (:meth:`Chapter.analyze`), with the numbers its
-        prose quotes and its verdict box glued once; :meth:`finish` checks it."""
+        """The chapter's result over ``run`` (:meth:`Chapter.analyze`), the rows it reads
+        answered first (:meth:`Chapter.answer`: stored rows reused, the model loaded only for
+        missing ones), with the numbers its prose quotes and its verdict box glued once;
+        :meth:`finish` checks it."""
+        self.chapter.answer(run)
         result = self.chapter.analyze(run)
         glue_all(result.quoted)
         self.glue_verdicts(result.estimates)
@@ -273,8 +284,9 @@ def setup(name: str, namespace: dict, *, precision: int = 3) -> Page:
     """The page of chapter ``name`` from a notebook's globals: its reader
     (:meth:`Reader.from_notebook`: ``model`` and ``reader_options``), its parameters (the
     chapter's ``scale``, ``book`` by default, with the ``params`` overrides, checked as a run
-    checks them) and ``results_dir`` resolved against the repository; tables print floats
-    with ``precision`` digits."""
+    checks them), ``results_dir`` resolved against the repository, and ``batch_size`` and
+    ``token_budget`` where set (:func:`generation_options`); tables print floats with
+    ``precision`` digits."""
     warnings.filterwarnings("ignore", category=FutureWarning)
     pd.set_option("display.precision", precision)
     chapter = contract(name)
@@ -285,6 +297,7 @@ def setup(name: str, namespace: dict, *, precision: int = 3) -> Page:
         resolve(namespace.get("results_dir", "data/results")),
         namespace.get("scale", "book"),
         overrides_mapping(name, namespace.get("params")),
+        generation_options(namespace),
     )
     page._checked()  # every parameter checked before the first cell that works
     return page

@@ -11,6 +11,9 @@
 #     name: python3
 # ---
 
+# %% tags=["remove-cell"]
+from longctx.page import setup
+
 # %% [markdown]
 # # The chapter's question, as a reader would ask it
 #
@@ -56,14 +59,11 @@
 # %% tags=["parameters", "hide-input"]
 model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory or hub id
 scale = "book"  # a parameter set named in lib/longctx/scales/newchapter.json
-params = {}  # its overrides, e.g. {"examples": 16}; the file's "about" explains each
-reader_options = {}  # how to reach the model: backend, url, device, dtype, prompt_mode, ...
-batch_size = 8
-results_dir = "data/results"  # relative to the repository root
+# The page also takes params, the set's overrides (e.g. {"examples": 16}), reader_options
+# (how to reach the model), batch_size, token_budget and results_dir; each is explained
+# in longctx.chapters.PAGE_PARAMETERS.
 
 # %% tags=["remove-cell"]
-from longctx.page import setup
-
 page = setup("newchapter", globals())
 
 # %% [markdown]
@@ -71,11 +71,10 @@ page = setup("newchapter", globals())
 # calls; stored rows are reused and the model loads only for missing ones.
 
 # %%
-run = page.run(batch_size=batch_size)
-rows = page.answer(run)
+run = page.run(record=("seed",))  # new rows say which keys they were asked on
+view = page.analyze(run)
 
 # %% tags=["remove-cell"]
-view = page.analyze(run)
 page.show("figure")
 
 # %% [markdown]

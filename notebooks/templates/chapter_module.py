@@ -30,7 +30,8 @@ listed):
 
 Its parameter sets are ``lib/longctx/scales/newchapter.json`` (``scales.json`` beside this
 file: ``book``, ``claims``, ``paper``, ``ci``, ``smoke``, and ``about``: what each parameter
-means); the notebook's parameter cell names one set and holds only its overrides. A chapter
+means); the notebook's parameter cell names the model and one set, and ``params`` (a page
+parameter, :data:`~longctx.chapters.PAGE_PARAMETERS`) holds only its overrides. A chapter
 that grows past a few hundred lines becomes a package of the book's one shape (``design``,
 ``numbers``, ``sections``; CONTRIBUTING.md).
 """

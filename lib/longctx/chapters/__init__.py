@@ -24,10 +24,11 @@ from types import ModuleType
 
 from ..errors import ParameterError
 from ..reader import Reader
-from .contract import Chapter, ChapterResult, Run
+from .contract import PAGE_PARAMETERS, Chapter, ChapterResult, Run, generation_options
 from .scales import overrides_mapping, parameter_notes
 
 __all__ = [
+    "PAGE_PARAMETERS",
     "Chapter",
     "ChapterResult",
     "Run",
@@ -36,6 +37,7 @@ __all__ = [
     "contract",
     "contracts",
     "found_chapters",
+    "generation_options",
     "get_chapter",
     "overrides_mapping",
     "parameter_notes",

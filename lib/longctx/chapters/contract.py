@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Any, ClassVar, TypeVar
 
 from ..claims import Estimate, chapter_verdicts
+from ..errors import ParameterError
 from ..models import load_tokenizer
 from ..paths import resolve
 from ..reader import Reader
@@ -41,6 +42,32 @@ T = TypeVar("T")
 # first): findings over many readers builds each such plan once.
 _SHARED_PLANS: OrderedDict[tuple, list[Block]] = OrderedDict()
 SHARED_PLANS_KEPT = 8
+
+# What every chapter's page takes, besides its own parameter cell's: papermill's ``-p`` (and
+# ``longctx run``) sets any of them, and in Jupyter a line in the cell does.
+PAGE_PARAMETERS: dict[str, str] = {
+    "model": "alias, .gguf path, checkpoint directory or hub id",
+    "scale": "a parameter set named in the chapter's lib/longctx/scales/<chapter>.json",
+    "params": "that set's overrides, a mapping (its file's 'about' explains each)",
+    "reader_options": "how to reach the model: backend, url, device, dtype, prompt_mode, ...",
+    "batch_size": "prompts per batch when rows are missing (the page's own default otherwise)",
+    "token_budget": "rows x prompt tokens per batch, so long prompts get smaller batches",
+    "results_dir": "where the rows are stored, relative to the repository root",
+}
+
+
+def generation_options(namespace: dict) -> dict:
+    """The page parameters that shape generation, where the notebook's globals set them:
+    ``batch_size`` and ``token_budget``, each a whole number of at least 1 (a token budget
+    may be None: no cap)."""
+    given = {k: namespace[k] for k in ("batch_size", "token_budget") if k in namespace}
+    for name, value in given.items():
+        if value is None and name == "token_budget":
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ParameterError(f"{name} is a whole number of at least 1, not {value!r}")
+    return given
+
 
 # What every chapter declares, and the kind of each declaration
 DECLARATIONS: dict[str, type | tuple[type, ...]] = {

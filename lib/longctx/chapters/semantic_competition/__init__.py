@@ -30,7 +30,8 @@ from . import analysis, design, numbers
 
 
 class SemanticCompetition(Chapter):
-    """Semantic competition vs context length chapter."""
+    """Semantic competition vs context length: BM25 hard negatives against far-rank snippets
+    at a matched context length (SQuAD), scored by exact match, F1 and answer inclusion."""
 
     name = "semantic_competition"
     order = 4
