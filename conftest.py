@@ -47,9 +47,14 @@ def pytest_configure(config):
         "nbval", default=False
     ):
         return
+    import logging
+
     import jupytext
     import papermill
 
+    from longctx.cli import checked_above
+
+    logging.getLogger("papermill").addFilter(checked_above)  # page parameters, as longctx run
     NB_DIR.mkdir(parents=True, exist_ok=True)
     for source in sorted((ROOT / "notebooks").glob("*.py")):
         params = ci_parameters(source.stem)
