@@ -58,7 +58,7 @@ model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory
 scale = "book"  # a parameter set named in lib/longctx/scales/crossing.json
 # The page also takes params, the set's overrides (e.g. {"num_questions": 48}), reader_options
 # (how to reach the model), batch_size, token_budget and results_dir; each is explained
-# in longctx.chapters.PAGE_PARAMETERS.
+# in longctx.chapters.PAGE_PARAMETERS (`longctx run --help` lists them).
 # A second reader whose stored rows answer the same prompts, shown beside this one.
 second_reader = "qwen2.5-coder-1.5b-instruct"
 second_backend = "llamacpp"

@@ -47,7 +47,7 @@ model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory
 scale = "book"  # a parameter set named in lib/longctx/scales/kv_retrieval.json
 # The page also takes params, the set's overrides (e.g. {"num_pairs": [10, 30]}), reader_options
 # (how to reach the model), batch_size, token_budget and results_dir; each is explained
-# in longctx.chapters.PAGE_PARAMETERS.
+# in longctx.chapters.PAGE_PARAMETERS (`longctx run --help` lists them).
 # A second reader whose committed (or freshly run) rows answer the same prompts.
 second_reader = "smollm2-135m-instruct"
 

@@ -70,7 +70,7 @@ model = "qwen2.5-coder-0.5b-instruct"  # alias, .gguf path, checkpoint directory
 scale = "book"  # a parameter set named in lib/longctx/scales/semantic_competition.json
 # The page also takes params, the set's overrides (e.g. {"corpus": "rajpurkar/squad"}),
 # reader_options (how to reach the model), batch_size, token_budget and results_dir; each
-# is explained in longctx.chapters.PAGE_PARAMETERS.
+# is explained in longctx.chapters.PAGE_PARAMETERS (`longctx run --help` lists them).
 
 # %% tags=["remove-cell"]
 page = setup("semantic_competition", globals())

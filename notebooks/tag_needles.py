@@ -66,7 +66,7 @@ model = "qwen2.5-coder-0.5b-instruct"  # reader: alias, .gguf path, checkpoint d
 scale = "book"  # a parameter set named in lib/longctx/scales/tag_needles.json
 # The page also takes params, the set's overrides (e.g. {"lengths": [250, 16000]}), reader_options
 # (how to reach the model), batch_size, token_budget and results_dir; each is explained
-# in longctx.chapters.PAGE_PARAMETERS.
+# in longctx.chapters.PAGE_PARAMETERS (`longctx run --help` lists them).
 
 # %% tags=["remove-cell"]
 page = setup("tag_needles", globals(), precision=1)

@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from commands import run_cli
+from longctx.chapters import PAGE_PARAMETERS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,3 +137,9 @@ def test_a_notebook_parameter_the_chapter_cannot_use_is_one_line_before_any_kern
     )
     assert done.returncode == 2 and said in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_run_help_lists_every_page_parameter_a_page_cell_leaves_out():
+    done = run_cli("run", "--help")
+    listed = done.stdout.split("every chapter page's parameters")[1]
+    assert all(f"  {name} " in listed for name in PAGE_PARAMETERS if name != "model"), listed

@@ -476,7 +476,16 @@ def _backend_arguments(parser) -> None:
 
 def _run_parser(sub) -> None:
     """``longctx run``: a chapter notebook for a model, with papermill."""
-    run = sub.add_parser("run", help="execute a chapter notebook for a model with papermill")
+    run = sub.add_parser(
+        "run",
+        help="execute a chapter notebook for a model with papermill",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="every chapter page's parameters (-p NAME VALUE):\n"
+        + "\n".join(
+            f"  {name:<15} {means}" for name, means in PAGE_PARAMETERS.items() if name != "model"
+        )
+        + "\nand any parameter of the chapter's scales, which joins params",
+    )
     run.add_argument("notebook", help="path to a notebooks/*.py chapter")
     run.add_argument("--model", required=True, help="alias, .gguf path, checkpoint dir or hub id")
     run.add_argument(
@@ -486,7 +495,8 @@ def _run_parser(sub) -> None:
         action="append",
         default=[],
         metavar=("NAME", "VALUE"),
-        help="override a notebook parameter (value parsed as a Python literal)",
+        help="set a page parameter (listed below) or one of the chapter's own (value parsed as "
+        "a Python literal)",
     )
     run.add_argument("--results-dir", help="results root (default data/results in the repository)")
     run.add_argument(
