@@ -47,14 +47,12 @@ def pytest_configure(config):
         "nbval", default=False
     ):
         return
-    import logging
-
     import jupytext
     import papermill
 
-    from longctx.cli import checked_above
+    from longctx.cli import quiet_page_parameters
 
-    logging.getLogger("papermill").addFilter(checked_above)  # page parameters, as longctx run
+    quiet_page_parameters()  # the page parameters CI injects, as longctx run does
     NB_DIR.mkdir(parents=True, exist_ok=True)
     for source in sorted((ROOT / "notebooks").glob("*.py")):
         params = ci_parameters(source.stem)

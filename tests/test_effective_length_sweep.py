@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from longctx.chapters.effective_length import design, numbers
 from longctx.claims import NoPairedUnits
 from longctx.errors import ParameterError
+from longctx.metrics import unit_mean
 from longctx.models import load_tokenizer
 from longctx.reader import Reader
 from longctx.runner import run, stored
@@ -233,9 +235,5 @@ def test_the_question_kinds_overlap_with_their_needles_is_measured():
 
 
 def test_a_units_mean_and_interval_are_the_same_bytes_in_any_order():
-    import pandas as pd
-
-    from longctx.metrics import unit_mean
-
     per_unit = pd.Series([0.1, 0.9, 0.3, 0.7, 0.2, 0.0, 1.0, 0.4], index=list("hgfedcba"))
     assert unit_mean(per_unit) == unit_mean(per_unit.sort_index())

@@ -122,9 +122,7 @@ def run_notebook(
         staged.unlink(missing_ok=True)  # no partial input notebook is left behind
         raise
     kernel_log = out.with_suffix(".kernel.log")
-    papermill_log = logging.getLogger("papermill")
-    if checked_above not in papermill_log.filters:
-        papermill_log.addFilter(checked_above)
+    quiet_page_parameters()
     try:
         with open(kernel_log, "wb") as log:
             papermill.execute_notebook(
@@ -146,6 +144,14 @@ def run_notebook(
     running.replace(out)
     out.with_suffix(".failed.ipynb").unlink(missing_ok=True)  # an earlier failure, now mended
     return out
+
+
+def quiet_page_parameters() -> None:
+    """Drop papermill's warning for a page parameter the cell leaves out (:func:`checked_above`),
+    once however often it is asked."""
+    papermill_log = logging.getLogger("papermill")
+    if checked_above not in papermill_log.filters:
+        papermill_log.addFilter(checked_above)
 
 
 def checked_above(record: logging.LogRecord) -> bool:
