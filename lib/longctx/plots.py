@@ -13,7 +13,10 @@ thick with its 95% band; other readers and backends thin, without bands.
 
 from __future__ import annotations
 
+import base64
 import functools
+import html
+import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,8 +85,6 @@ def image_map(fig, name: str) -> str:
     """The HTML map of ``fig``'s linked points (:func:`link_point`), in the pixels of the
     image :func:`figure_directive` saves (the book's DPI, cropped as ``bbox_inches="tight"``
     crops, with its 0.1-inch pad); empty when no point is linked."""
-    import html
-
     links = fig.__dict__.get("longctx_links")
     if not links:
         return ""
@@ -115,9 +116,6 @@ def figure_directive(fig, *, name: str, text: FigureText) -> str:
     drawing as the notebook's inline backend crops), with ``text``'s alt text and caption,
     labelled ``name`` for ``{numref}``. The page glues it as Markdown, so caption and alt
     text come from the same numbers as the prose."""
-    import base64
-    import io
-
     import matplotlib.pyplot as plt
 
     links = image_map(fig, name)
