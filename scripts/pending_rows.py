@@ -11,7 +11,12 @@ here is the row the chapter will read, and a killed run resumes where it stopped
   length the machine cannot afford.
 
     python scripts/pending_rows.py mitigations [--model M] [--scale book] [--dry-run]
+    python scripts/pending_rows.py mitigations --model M --strongest-by qwen2.5-coder-0.5b-instruct
     python scripts/pending_rows.py effective_length [--model M] [--longest 16000]
+
+``--arms`` names the mitigations arms to answer; ``--strongest-by R`` answers the two controls
+and the two fixes with the largest gain in the middle in reader R's complete rows, the plan for
+a reader too slow for every arm.
 
 With ``--dry-run`` each block prints its prompt tokens (the reader's tokenizer) and its time at
 the reader's measured speed (``data/bench/readers-cpu.json``; long prompts run slower).
@@ -27,7 +32,7 @@ from longctx.chapters.effective_length import design as sweep
 from longctx.chapters.mitigations import design as fixes
 from longctx.chapters.mitigations import numbers as fix_numbers
 from longctx.chapters.scales import read_scales, scale_of
-from longctx.errors import LongctxError
+from longctx.errors import LongctxError, ParameterError
 from longctx.models import DEFAULT_MODEL, context_window, load_tokenizer
 from longctx.paths import repo_root
 from longctx.reader import Reader
@@ -39,6 +44,26 @@ RECORDED = {
     "mitigations": ("num_questions", "num_documents", "seed"),
     "effective_length": ("kv_needles", "seed"),
 }
+
+
+def strongest_arms(params: dict, model: str) -> list[str]:
+    """The controls and the two fixes that gained most in the middle in ``model``'s rows,
+    which must answer every arm of ``params``."""
+    reader = Reader.of(model, "hf")
+    results = repo_root() / "data" / "results"
+    baseline = fixes.blocks(params)[:1]
+    if run(baseline, reader, results, dry_run=True).missing:
+        raise ParameterError(f"{model} has no complete baseline: answer its mitigations first")
+    edge = fix_numbers.best_edge(stored(baseline, reader, results), params["num_documents"])
+    plan = fixes.blocks(params, edge)
+    if missing := run(plan, reader, results, dry_run=True).missing:
+        raise ParameterError(
+            f"{model} has {missing} mitigations rows still to make: complete every arm before "
+            "ranking the fixes by its rows"
+        )
+    strongest = fix_numbers.strongest_fixes(stored(plan, reader, results), params["num_documents"])
+    print(f"the fixes that gained most in the middle for {model}: {', '.join(strongest)}")
+    return [*fix_numbers.CONTROLS, *strongest]
 
 
 def mitigations_plan(params: dict, reader: Reader, answer: Callable, longest) -> list[Block]:
@@ -66,11 +91,20 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--scale", default="book")
     ap.add_argument("--longest", type=int, default=None, help="effective_length: skip longer")
+    ap.add_argument("--arms", help="mitigations: the arms to answer, comma-separated")
+    ap.add_argument(
+        "--strongest-by",
+        metavar="MODEL",
+        help="mitigations: the controls and the two fixes that gained most for MODEL",
+    )
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--dry-run", action="store_true", help="count what is stored and missing")
     args = ap.parse_args(argv)
     try:
-        params = scale_of(args.chapter, read_scales(args.chapter), args.scale, {})
+        overrides = {"arms": args.arms.split(",")} if args.arms else {}
+        params = scale_of(args.chapter, read_scales(args.chapter), args.scale, overrides)
+        if args.strongest_by:
+            params["arms"] = strongest_arms(params, args.strongest_by)
         reader = Reader.of(args.model, "hf")
         counter, speed = None, None
         if args.dry_run:  # each block's prompt tokens, and its hours at the measured speed

@@ -214,21 +214,23 @@ def test_a_rule_in_both_files_is_the_claims_files():
     }
 
 
+def _hand_row(q, arm, gold, right, arranged_from=None):
+    """A scored row by hand: question ``q`` answered by ``arm`` with the gold at ``gold`` of 5
+    documents (``arranged_from`` where it stood in the baseline prompt)."""
+    c = {"setting": "documents", "num_documents": 5, "gold_index": gold, "query_aware": False}
+    if arm != "baseline":
+        c["mitigation"] = arm
+    if arranged_from is not None:
+        c["arranged_from"] = arranged_from
+    answer = "Paris" if right else "Rome"
+    return {"condition": c, "example_id": q, "output": answer, "gold": ["Paris"]}
+
+
 def test_each_fix_is_judged_in_the_middle_against_the_baseline_and_the_shuffle():
     """Four questions, 5 documents (first 0, middle 2, last 4), by hand: the baseline answers
     the edges and misses the middle; the sort answers all but one middle question; the shuffle
     answers half; reorder's one prompt per question serves every position."""
-    from longctx.chapters.mitigations import numbers
-
-    def row(q, arm, gold, right, arranged_from=None):
-        c = {"setting": "documents", "num_documents": 5, "gold_index": gold, "query_aware": False}
-        if arm != "baseline":
-            c["mitigation"] = arm
-        if arranged_from is not None:
-            c["arranged_from"] = arranged_from
-        answer = "Paris" if right else "Rome"
-        return {"condition": c, "example_id": q, "output": answer, "gold": ["Paris"]}
-
+    row = _hand_row
     qs = ["q1", "q2", "q3", "q4"]
     rows = [row(q, "baseline", i, i != 2) for q in qs for i in (0, 2, 4)]
     rows += [row(q, "sort_1", 4, not (q == "q4" and i == 2), i) for q in qs for i in (0, 2, 4)]
@@ -242,3 +244,19 @@ def test_each_fix_is_judged_in_the_middle_against_the_baseline_and_the_shuffle()
     assert est["mit-reorder"].difference == pytest.approx(75.0)
     assert est["mit-reorder"].facts["edge_change"] == pytest.approx(-25.0)
     assert "mit-fitm" not in est  # no rows yet: not estimable, left to the findings page
+
+
+def test_the_strongest_fixes_are_ranked_by_their_middle_gain_and_never_a_control():
+    """Four questions, the baseline misses the middle: the shuffle (+50) and the reorder (+75)
+    are controls; sort_1 gains 75, and Ms-PoE and the instruction 25 each, a tie the arms'
+    order breaks."""
+    qs = ["q1", "q2", "q3", "q4"]
+    rows = [_hand_row(q, "baseline", i, i != 2) for q in qs for i in (0, 2, 4)]
+    rows += [_hand_row(q, "shuffle", 1, q in ("q1", "q2"), 2) for q in qs]
+    rows += [_hand_row(q, "reorder", 0, q != "q1", 2) for q in qs]
+    rows += [_hand_row(q, "sort_1", 4, q != "q4", 2) for q in qs]
+    rows += [_hand_row(q, arm, 2, q == "q1") for q in qs for arm in ("instruction", "ms_poe")]
+    assert numbers.strongest_fixes(rows, 5) == ["sort_1", "ms_poe"]
+    assert numbers.strongest_fixes(rows, 5, count=3) == ["sort_1", "ms_poe", "instruction"]
+    with pytest.raises(ParameterError, match="no baseline rows"):
+        numbers.strongest_fixes([r for r in rows if "mitigation" in r["condition"]], 5)

@@ -25,6 +25,7 @@ from . import design
 
 BASELINE = "baseline"
 CONTROL = "shuffle"
+CONTROLS = (CONTROL, "reorder")  # the random shuffle and the libraries' reorder
 # The arms whose order does not depend on where the gold stood: one prompt per question
 # answers for every position.
 POSITION_FREE = ("reorder",)
@@ -98,6 +99,25 @@ def best_edge(rows: Iterable[dict], num_documents: int) -> str:
             )
         accuracy[name] = sum(side.values()) / len(side)
     return "first" if accuracy["first"] > accuracy["last"] else "last"
+
+
+def strongest_fixes(rows: Iterable[dict], num_documents: int, count: int = 2) -> list[str]:
+    """The ``count`` fixes (neither control) with the largest mean gain over the baseline with
+    the gold in the middle, paired by question, largest first (ties in the arms' order). A
+    reader whose rows choose the arms another reader runs within a smaller budget."""
+    scores = arm_scores(rows, num_documents)
+    middle = qa.position_indices(num_documents, (0.5,))[0]
+    base = scores.get((BASELINE, middle))
+    if not base:
+        raise ParameterError("no baseline rows with the gold in the middle to rank the fixes by")
+    gains = {}
+    for arm in CLAIM_ARMS.values():
+        fix = scores.get((arm, middle), {})
+        units = sorted(set(base) & set(fix))
+        if arm not in CONTROLS and units:
+            gains[arm] = sum(fix[u] - base[u] for u in units) / len(units)
+    ranked = sorted(gains, key=lambda arm: -gains[arm])  # stable: ties keep the arms' order
+    return ranked[:count]
 
 
 def position_accuracy(rows: Iterable[dict], num_documents: int) -> pd.DataFrame:
