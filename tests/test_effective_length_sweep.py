@@ -207,7 +207,7 @@ def test_the_table_says_how_much_of_the_window_is_used_and_the_figure_draws_it()
     assert "NoLiMa (85% of its own base) 1K [" in line and "window 4K tokens" in line
     marks = numbers.marks(view, "kv")
     assert marks.iloc[0]["length"] == 1000 and marks.iloc[0]["bar"] == found["nolima"].bar
-    assert marks.iloc[0]["longest"] == 2000  # a "never below" band stops at the curve's end
+    assert marks.iloc[0]["longest"] == 2000  # a "≥ the longest" band stops at the curve's end
     fig = numbers.figure(view, "kv")
     assert fig.axes[0].get_xscale() == "log"
     text = numbers.figure_text(view, "kv")

@@ -44,8 +44,8 @@ class EffectiveLength:
     """One reader's effective length under one ``definition``: ``length`` (None: below the
     bar already at the shortest length tested), ``at_least`` (never below the bar: the
     length is the longest tested), the percentile interval ``low``-``high`` on the grid
-    (0: below the shortest; ``math.inf``: never below), the ``bar`` in %, ``n`` needles
-    and the ``shortest`` length tested."""
+    (0: below the shortest; ``math.inf``: never below, written "≥ the longest"), the ``bar``
+    in %, ``n`` needles and the ``shortest`` and ``longest`` lengths tested."""
 
     definition: str
     length: float | None
@@ -55,9 +55,10 @@ class EffectiveLength:
     bar: float
     n: int
     shortest: float
+    longest: float
 
     def text(self) -> str:
-        """ "4K [2K, 8K]", "≥ 32K [16K, never below]", "< 250 [< 250, 500]"."""
+        """ "4K [2K, 8K]", "≥ 32K [16K, ≥ 32K]", "< 250 [< 250, 500]"."""
         return f"{self._point()} [{self._bound(self.low)}, {self._bound(self.high)}]"
 
     def _point(self) -> str:
@@ -69,7 +70,7 @@ class EffectiveLength:
         if value == 0:
             return f"< {tokens_text(self.shortest)}"
         if math.isinf(value):
-            return "never below"
+            return f"≥ {tokens_text(self.longest)}"
         return tokens_text(value)
 
 
@@ -152,6 +153,7 @@ def effective_length(
         bar,
         n,
         float(lengths[0]),
+        float(lengths[-1]),
     )
 
 

@@ -789,7 +789,7 @@ def _effective_length_mark(ax, mark: dict, colour, edge: tuple[float, float]) ->
     reader's ``longest`` measured length where some resamples never fall below the bar."""
     ax.axhline(mark["bar"], color=colour, ls="--", lw=OTHER_LW, zorder=2)
     low = edge[0] if mark["low"] == 0 else min(mark["low"], edge[1])
-    # "never below" reaches the reader's longest measured length, not the axis's end
+    # a bound "≥ the longest" ends at the reader's longest measured length, not the axis
     longest = mark.get("longest", edge[1])
     high = longest if np.isinf(mark["high"]) else mark["high"]
     below = mark["length"] is None or np.isnan(mark["length"])
