@@ -40,6 +40,34 @@ def test_book_figures_fit_the_column_with_readable_text():
     assert labels == ["reader", "other reader", "query at end", "query-aware", "closed-book"]
 
 
+def _arms(count: int) -> pd.DataFrame:
+    rows = [
+        {"arm": f"arm {i}", "num_pairs": 10, "position": pos, "accuracy": 0.5}
+        for i in range(count)
+        for pos in (1, 5, 10)
+    ]
+    return pd.DataFrame(rows).assign(ci_low=0.4, ci_high=0.6)
+
+
+def test_more_lines_than_colours_need_a_palette_and_each_keeps_its_own_dashes():
+    with pytest.raises(ValueError, match="9 lines but 8 Okabe-Ito colours: pass a palette"):
+        plots.accuracy_by_position(_arms(9), hue="arm")
+    palette = {f"arm {i}": plots.OKABE_ITO[i % 8] for i in range(9)}
+    fig = plots.accuracy_by_position(
+        _arms(9), hue="arm", palette=palette, hue_dashes={"arm 8": "--"}
+    )
+    drawn = {line.get_label(): line for line in fig.legends[0].get_lines()}
+    assert drawn["arm 8"].get_linestyle() == "--" and drawn["arm 0"].get_linestyle() == "-"
+    dashed = [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "--"]
+    assert len(dashed) == 1  # the one hue given dashes, drawn dashed in the panel too
+    with pytest.raises(ValueError, match=r"the palette gives no colour to \['arm 8'\]"):
+        plots.accuracy_by_position(
+            _arms(9),
+            hue="arm",
+            palette={"arm 0": "black"} | {f"arm {i}": "black" for i in range(8)},
+        )
+
+
 def test_a_figure_too_wide_or_with_small_text_is_refused():
     @plots.book_figure
     def crowded():

@@ -179,9 +179,9 @@ def _legend_below(fig, handles, *, ncol: int = 2) -> None:
         fig.legend(handles=handles, loc="outside lower center", ncol=min(ncol, len(handles)))
 
 
-def _line_handles(hues: list, colours: dict, thick: dict) -> list:
-    """Legend entries of the hues' lines, drawn as :func:`_draw_line` draws them (none for
-    a single hue)."""
+def _line_handles(hues: list, colours: dict, thick: dict, dashes: dict | None = None) -> list:
+    """Legend entries of the hues' lines, drawn as :func:`_draw_line` draws them, each in its
+    hue's own line style where ``dashes`` gives one (none for a single hue)."""
     from matplotlib.lines import Line2D
 
     return [
@@ -189,6 +189,7 @@ def _line_handles(hues: list, colours: dict, thick: dict) -> list:
             [],
             [],
             color=colours[h],
+            ls=(dashes or {}).get(h, "-"),
             lw=MAIN_LW if thick[h] else OTHER_LW,
             marker="o",
             ms=5 if thick[h] else 8,
@@ -250,7 +251,6 @@ def _draw_line(ax, line, x: str, *, colour, ls: str, main: bool):
         ax.fill_between(xs, lo, hi, color=colour, alpha=0.15, lw=0)
 
 
-@book_figure
 def _paper_marks(ax, part: pd.DataFrame, *, x: str, hue: str, colours: dict) -> None:
     """The paper's numbers in one panel: open diamonds on a dotted line, one per ``hue``
     where they differ by it, in that hue's colour."""
@@ -264,6 +264,21 @@ def _paper_marks(ax, part: pd.DataFrame, *, x: str, hue: str, colours: dict) -> 
             **{**PAPER_STYLE, "mec": colour, "color": colour},
             zorder=4,
         )
+
+
+def _hue_colours(hues: list, palette: dict | None) -> dict:
+    """Each hue's colour: ``palette``'s, else the Okabe-Ito colours in order; more hues than
+    those colours without a palette would repeat one, so they are refused."""
+    if palette is not None:
+        missing = [h for h in hues if h not in palette]
+        if missing:
+            raise ValueError(f"the palette gives no colour to {missing}")
+        return {h: palette[h] for h in hues}
+    if len(hues) > len(OKABE_ITO):
+        raise ValueError(
+            f"{len(hues)} lines but {len(OKABE_ITO)} Okabe-Ito colours: pass a palette"
+        )
+    return dict(zip(hues, OKABE_ITO))
 
 
 def accuracy_by_position(
@@ -286,6 +301,8 @@ def accuracy_by_position(
     references: tuple = (),
     height: float = 3.3,
     links=None,
+    palette: dict | None = None,
+    hue_dashes: dict | None = None,
 ):
     """Accuracy (shares, drawn in %) against ``x``: one panel per ``facet`` value, one colour
     per ``hue`` (in ``hue_order``, else sorted), one line style per ``style`` (the first of
@@ -295,7 +312,9 @@ def accuracy_by_position(
     ``paper`` holds the paper's numbers (``facet``, ``x``, ``accuracy`` as a share, and
     ``hue`` where they differ by it), drawn as open diamonds; ``references`` are
     ``(label, level in %, line style)`` grey levels drawn in every panel. ``links(row)``: a
-    point's rows (:func:`link_point`)."""
+    point's rows (:func:`link_point`). ``palette`` maps each hue to its colour (needed beyond
+    the eight Okabe-Ito colours); ``hue_dashes`` gives a hue its own line style (a control
+    dashed beside the fixes), which the legend shows."""
     from matplotlib.lines import Line2D
 
     facets = sorted(summary[facet].unique())
@@ -304,7 +323,7 @@ def accuracy_by_position(
     if main in hues:  # one reader among others: it first, thick; the rest thin
         hues = [main] + [h for h in hues if h != main]
     thick = {h: main not in hues or h == main for h in hues}
-    colours = dict(zip(hues, OKABE_ITO))
+    colours = _hue_colours(hues, palette)
     present = set(summary[style]) if style else {None}
     styles = [s for s in (style_order or sorted(present, key=str)) if s in present]
     dashes = dict(zip(styles, LINESTYLES))
@@ -315,7 +334,8 @@ def accuracy_by_position(
             for s in styles:
                 line = panel[(panel[hue] == h) & ((panel[style] == s) if style else True)]
                 if len(line):
-                    _draw_line(ax, line, x, colour=colours[h], ls=dashes[s], main=thick[h])
+                    ls = (hue_dashes or {}).get(h, dashes[s])
+                    _draw_line(ax, line, x, colour=colours[h], ls=ls, main=thick[h])
                 if links:
                     where = " · ".join(str(v) for v in (h, facet_title.format(value), s) if v)
                     _link_line(ax, line, x, links, where)
@@ -333,7 +353,7 @@ def accuracy_by_position(
             ax.set_xlim(*xlim)
     axes[0][len(facets) // 2].set_xlabel(xlabel)  # once, under the middle panel
     axes[0][0].set_ylabel(ylabel)
-    handles = _line_handles(hues, colours, thick) + [
+    handles = _line_handles(hues, colours, thick, hue_dashes) + [
         Line2D([], [], color="0.25", ls=dashes[s], lw=1.6, label=str(s))
         for s in (styles if len(styles) > 1 else [])
     ]
