@@ -10,7 +10,7 @@ here is the row the chapter will read, and a killed run resumes where it stopped
   half the window), then the other lengths shortest first; ``--longest`` stops before a
   length the machine cannot afford.
 
-    python scripts/pending_rows.py mitigations [--model M] [--scale book] [--dry-run]
+    python scripts/pending_rows.py mitigations [--model M] [--scale all_arms] [--dry-run]
     python scripts/pending_rows.py mitigations --model M --strongest-by qwen2.5-coder-0.5b-instruct
     python scripts/pending_rows.py effective_length [--model M] [--longest 16000]
 
@@ -39,6 +39,9 @@ from longctx.reader import Reader
 from longctx.reproduce import measured_speed
 from longctx.runner import Block, PromptTokens, run, stored
 
+# The scale each chapter's rows are answered at unless --scale names another: every
+# mitigations arm, including those the book does not judge yet
+SCALES = {"mitigations": "all_arms", "effective_length": "book"}
 # The chapter parameters each chapter's new rows record
 RECORDED = {
     "mitigations": ("num_questions", "num_documents", "seed"),
@@ -89,7 +92,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("chapter", choices=sorted(PLANS))
     ap.add_argument("--model", default=DEFAULT_MODEL)
-    ap.add_argument("--scale", default="book")
+    ap.add_argument("--scale", help="the scale to answer (mitigations: all_arms; else book)")
     ap.add_argument("--longest", type=int, default=None, help="effective_length: skip longer")
     ap.add_argument("--arms", help="mitigations: the arms to answer, comma-separated")
     ap.add_argument(
@@ -101,8 +104,11 @@ def main(argv=None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="count what is stored and missing")
     args = ap.parse_args(argv)
     try:
+        if args.arms and args.strongest_by:
+            raise ParameterError("give --arms or --strongest-by, not both: each names the arms")
         overrides = {"arms": args.arms.split(",")} if args.arms else {}
-        params = scale_of(args.chapter, read_scales(args.chapter), args.scale, overrides)
+        scale = args.scale or SCALES[args.chapter]
+        params = scale_of(args.chapter, read_scales(args.chapter), scale, overrides)
         if args.strongest_by:
             params["arms"] = strongest_arms(params, args.strongest_by)
         reader = Reader.of(args.model, "hf")

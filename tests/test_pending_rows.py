@@ -36,3 +36,18 @@ def test_the_strongest_fixes_wait_for_every_arm_of_the_ranking_reader(
         capsys, "mitigations", "--scale", "ci", "--strongest-by", "smollm2-135m-instruct"
     )
     assert "smollm2-135m-instruct has no complete baseline" in line
+
+
+def test_arms_by_hand_and_by_another_readers_ranking_are_not_both_taken(capsys):
+    line = refusal(
+        capsys, "mitigations", "--arms", "shuffle", "--strongest-by", "smollm2-135m-instruct"
+    )
+    assert "give --arms or --strongest-by, not both" in line
+
+
+def test_the_mitigations_rows_are_answered_for_every_arm_by_default():
+    from longctx.chapters.scales import read_scales
+
+    sets = read_scales("mitigations")
+    assert pending_rows.SCALES["mitigations"] == "all_arms"
+    assert set(sets["all_arms"]["arms"]) >= set(sets["book"]["arms"])
