@@ -395,19 +395,34 @@ def blocks(params: dict, edge: str | None = None) -> list[Block]:
 # The stores the chapter offers for download
 EXPERIMENTS = (EXPERIMENT, ATTENTION)
 
-# Each claim -> the words naming the claims-scale blocks its rows come from (its fix, and
-# the random shuffle for the comparisons with it).
+# Each fix -> the words naming the claims-scale blocks its rows come from (its fix, and the
+# random shuffle for the comparison with it).
 _FIX_BLOCKS = {
     "reorder": "reorder",
     "fitm": "Found in the Middle",
-    "sort-1": "attention sorting, pass 1:",
-    "sort-3": "attention sorting, pass 3:",
-    "ms-poe": "Ms-PoE",
+    "sort_1": "attention sorting, pass 1:",
+    "sort_3": "attention sorting, pass 3:",
+    "ms_poe": "Ms-PoE",
     "instruction": "attention instruction",
-    "query-aware": "query-aware",
+    "query_aware": "query-aware",
     "recite": "recite then answer",
 }
-CLAIM_BLOCKS = {
-    **{f"mit-{fix}": ("baseline", block) for fix, block in _FIX_BLOCKS.items()},
-    **{f"mit-{fix}-vs-shuffle": ("random shuffle", block) for fix, block in _FIX_BLOCKS.items()},
-}
+
+
+def claim_id(arm: str) -> str:
+    """The claim that judges ``arm`` against the baseline (``-vs-shuffle`` added: against the
+    random shuffle), as the claims files name it."""
+    return "mit-" + arm.replace("_", "-")
+
+
+def claim_blocks(arms) -> dict[str, tuple[str, ...]]:
+    """The claims of the fixes among ``arms``, each -> the blocks its rows come from: the
+    claims a run of those arms can judge."""
+    out = {}
+    for arm in (a for a in _FIX_BLOCKS if a in arms):
+        out[claim_id(arm)] = ("baseline", _FIX_BLOCKS[arm])
+        out[f"{claim_id(arm)}-vs-shuffle"] = ("random shuffle", _FIX_BLOCKS[arm])
+    return out
+
+
+CLAIM_BLOCKS = claim_blocks(ARMS)  # every fix's claims, pre-registered before any row

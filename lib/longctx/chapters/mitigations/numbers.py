@@ -4,9 +4,10 @@ premise's fact ``edge_change``)."""
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -15,12 +16,17 @@ from ...claims import (
     NoPairedUnits,
     UnitScores,
     by_unit,
+    decided_sign,
     estimable,
     paired_estimate,
+    read_claims,
 )
 from ...errors import ParameterError
 from ...metrics import wilson_interval
+from ...paths import repo_root
+from ...report import and_list
 from ...tasks import multidoc_qa as qa
+from ..contract import ChapterResult
 from . import design
 
 BASELINE = "baseline"
@@ -53,10 +59,16 @@ CLAIM_ARMS = {
 }
 
 
+COST_BAR = 2.5  # the issue's bar: an attention arm's time per prompt over the baseline's
+COST_FILE = "data/bench/mitigations-cpu.json"  # scripts/bench_mitigations.py writes it
+
+
 def arm_of(row: dict) -> str | None:
     """The arm a row answers (None for a row of another design: another size, the
-    closed-book baseline, a random order)."""
-    c = row["condition"]
+    closed-book baseline, a random order, an attention read)."""
+    c = row.get("condition")
+    if c is None:
+        return None  # an attention row: what the arms read, not an answer
     if c.get("setting") != "documents" or c.get("random_order") or c.get("step") == "recitation":
         return None  # a recitation is recite-then-answer's first step, not an answer
     if "mitigation" in c:
@@ -176,3 +188,143 @@ def claims(rows: Iterable[dict], params: dict) -> dict[str, Estimate]:
         out[claim_id] = compare(arm, BASELINE)
         out[f"{claim_id}-vs-shuffle"] = compare(arm, CONTROL)
     return estimable(out)
+
+
+def gains(by_reader: Mapping[str, Mapping[str, Estimate]]) -> pd.DataFrame:
+    """Each fix's gain in the middle per reader: over the baseline and over the random
+    shuffle, each with its interval, n and the p the rule decides with (Holm-adjusted within
+    its family), and the sign the interval and that p agree on (0: none)."""
+    out = []
+    for reader, estimates in by_reader.items():
+        for claim_id, arm in CLAIM_ARMS.items():
+            over = {
+                "baseline": estimates.get(claim_id),
+                "shuffle": estimates.get(f"{claim_id}-vs-shuffle"),
+            }
+            if not any(over.values()):
+                continue
+            row = {"reader": reader, "arm": arm, "fix": ARM_NAMES[arm], "claim": claim_id}
+            for side, est in over.items():
+                row |= {
+                    f"{side}_{k}": (getattr(est, k) if est else math.nan)
+                    for k in ("difference", "ci_low", "ci_high", "n")
+                }
+                row[f"{side}_p"] = est.decision_p if est else math.nan
+                row[f"{side}_sign"] = decided_sign(est) if est else 0
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def against_shuffle(table: pd.DataFrame) -> str:
+    """Per reader, the fixes that beat the random shuffle in the middle and those that fell
+    below it, a sign counting only where the interval and the adjusted exact test agree."""
+    if table.empty:
+        return "No reader has rows for a fix and the random shuffle on the same questions yet."
+    sentences = []
+    for reader, part in table.groupby("reader", sort=False):
+        above = list(part.loc[part["shuffle_sign"] > 0, "fix"])
+        below = list(part.loc[part["shuffle_sign"] < 0, "fix"])
+        tied = list(part.loc[part["shuffle_sign"] == 0, "fix"])
+        said, named = [], "the random shuffle"
+        for fixes, words in ((above, "beat {}"), (below, "fell below {}")):
+            if fixes:
+                said.append(f"{and_list(fixes)} {words.format(named)}")
+                named = "it"
+        if tied:
+            verb = "is" if len(tied) == 1 else "are"
+            said.append(f"{and_list(tied)} {verb} not told apart from {named} at this n")
+        sentences.append(f"For {reader}, " + "; ".join(said) + ".")
+    return " ".join(sentences)
+
+
+def paper_gains() -> dict[str, str]:
+    """Each fix's claim -> what its paper reports (the claims files' ``paper_value``)."""
+    return {c.id: c.paper_value for c in read_claims() if c.id in CLAIM_ARMS}
+
+
+def measured_cost(path: str = COST_FILE) -> dict | None:
+    """The committed timing of the attention arms against the baseline
+    (``scripts/bench_mitigations.py``), or None where it has not been measured."""
+    file = repo_root() / path
+    return json.loads(file.read_text()) if file.exists() else None
+
+
+def cost_sentence(measured: dict | None) -> str:
+    """Each timed attention arm's time per prompt as a ratio to the baseline's, judged
+    against :data:`COST_BAR`."""
+    if not measured:
+        return "The attention arms' cost has not been timed on this machine."
+    parts = []
+    for arm, timing in measured["arms"].items():
+        within = "within" if timing["ratio"] <= COST_BAR else "beyond"
+        parts.append(f"{ARM_NAMES[arm]} took {timing['ratio']:.2f}x ({within} the bar)")
+    return (
+        f"Timed on {measured['prompts']} prompts with {measured['model']} "
+        f"({measured['backend']}, {measured['threads']} CPU threads, {measured['dtype']}) "
+        f"against the baseline's {measured['baseline_s']:.0f} s for the same prompts, with "
+        f"the chapter's bar at {COST_BAR}x: " + "; ".join(parts) + "."
+    )
+
+
+@dataclass(kw_only=True)
+class MitigationsResult(ChapterResult):
+    """The page's numbers: each reader's accuracy per arm and gold position (``accuracy``,
+    with a ``model`` column), each fix's gains per reader (:func:`gains`), the edge each
+    reader reads best (``edges``, which Found in the Middle's arm uses), the designed arms
+    this run does not answer (``pending``) and the figure's Data line."""
+
+    accuracy: pd.DataFrame
+    gains: pd.DataFrame
+    edges: dict[str, str]
+    pending: tuple[str, ...]
+    provenance: str
+
+
+def edge_or_none(rows: list[dict], num_documents: int) -> str | None:
+    """:func:`best_edge` where the reader's baseline has both edges stored, else None."""
+    try:
+        return best_edge(rows, num_documents)
+    except ParameterError:
+        return None
+
+
+def pending_text(pending: tuple[str, ...]) -> str:
+    """The designed arms this run does not answer, in words (empty when none)."""
+    if not pending:
+        return ""
+    names = and_list([ARM_NAMES[a] for a in pending])
+    return (
+        f"The rules of {names} are pre-registered too, but the default reader's rows for "
+        f"{'it' if len(pending) == 1 else 'them'} are still being generated, so this page "
+        "does not judge them yet."
+    )
+
+
+def quoted(
+    table: pd.DataFrame, params: dict, pending: tuple[str, ...], edges: dict, label: str
+) -> dict:
+    """The numbers and sentences the page's prose glues."""
+    lo, hi = params["ms_poe_ratios"]
+    return {
+        "mit-questions": params["num_questions"],
+        "mit-documents": params["num_documents"],
+        "mit-arms": and_list([ARM_NAMES[a] for a in params["arms"]]),
+        "mit-pending": pending_text(pending),
+        "mit-against-shuffle": against_shuffle(table),
+        "mit-cost": cost_sentence(measured_cost()),
+        "mit-cost-bar": f"{COST_BAR}x",
+        "mit-edge": edges.get(label) or "not known",
+        "mit-calibration": params["calibration_questions"],
+        "mit-layers": params["attention_layers"],
+        "mit-ms-poe-ratios": f"{lo} to {hi}",
+        "mit-readers": len(edges),
+    }
+
+
+def statements(table: pd.DataFrame, label: str) -> dict[str, bool]:
+    """What the page's prose says in words about the committed run, checked there."""
+    mine = table[table["reader"] == label] if len(table) else table
+    return {
+        "every judged fix of the default reader is compared with the shuffle on the same "
+        "questions": bool(len(mine)) and bool(mine["shuffle_n"].notna().all()),
+    }
