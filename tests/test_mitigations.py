@@ -178,7 +178,7 @@ def test_every_arm_runs_through_the_runner_and_resumes(tmp_path):
     assert {r["condition"]["arrangement"] for r in arms["fitm"]} == {
         f"ascending by calibrated attention, best {edge}"
     }
-    assert {r["condition"]["positions"] for r in arms["ms_poe"]} == {"ms-poe 1.2-1.8"}
+    assert {r["condition"]["positions"] for r in arms["ms_poe"]} == {"ms-poe 1.2-1.8 per key head"}
     again = run(plan, reader, tmp_path, batch_size=4, progress=False, log=lambda m: None)
     assert again.missing == 0 and sum(b["generated"] for b in again.blocks) == 0
 

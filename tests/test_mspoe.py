@@ -59,6 +59,19 @@ def test_one_ratio_for_every_head_is_rope_with_slower_frequencies():
     assert not torch.allclose(scaled, plain, atol=1e-3)
 
 
+@pytest.mark.parametrize("kind", ["qwen2", "llama"])
+def test_the_paper_ratios_keep_attention_relative_under_grouped_query_attention(kind):
+    """RoPE, scaled or not, makes a query and a key meet by their distance only, so moving
+    every position by the same amount changes nothing: that holds only if each query head is
+    rotated with the ratio of the key head it reads (four query heads over two key heads)."""
+    model = _tiny(kind)
+    positions = torch.arange(IDS.shape[1])[None]
+    with torch.inference_mode(), multiscale_positions(model, layers=range(3)):
+        here = model(IDS, position_ids=positions).logits
+        moved = model(IDS, position_ids=positions + 50).logits
+    assert torch.allclose(here, moved, atol=1e-4)
+
+
 def test_the_paper_ratios_change_the_reading_only_in_the_layers_they_patch():
     model = _tiny("qwen2")
     with torch.inference_mode():
@@ -118,7 +131,9 @@ def test_a_block_read_with_ms_poe_goes_through_the_runner_with_keys_of_its_own(t
     after = reader.store(tmp_path, "m").rows()
     assert [r["output"] for r in after] == before
     assert all(r["params"]["positions"] == [1.0, 1.0] for r in after)
-    with pytest.raises(ParameterError, match="positions='ms-poe 1-1' in its condition"):
+    with pytest.raises(
+        ParameterError, match="positions='ms-poe 1-1 per key head' in its condition"
+    ):
         run([Block("bad", "b", plain, positions=(1.0, 1.0))], reader, tmp_path, progress=False)
     with pytest.raises(CapabilityError, match="Ms-PoE"):
         run(

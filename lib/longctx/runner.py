@@ -139,9 +139,11 @@ class Block:
 
 
 def positions_label(positions: tuple[float, float]) -> str:
-    """The condition value of a request read with Ms-PoE between ``positions``' ratios."""
+    """The condition value of a request read with Ms-PoE between ``positions``' ratios, a
+    ratio per key head (rows read with a ratio per query head, which broke grouped-query
+    readers, had ``ms-poe <low>-<high>`` and are never read as these)."""
     low, high = positions
-    return f"ms-poe {low:g}-{high:g}"
+    return f"ms-poe {low:g}-{high:g} per key head"
 
 
 def all_requests(blocks: Sequence[Block]) -> list[Request]:

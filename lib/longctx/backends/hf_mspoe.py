@@ -9,7 +9,10 @@ the heads whose last query puts the most weight on a few keys (the share of weig
 four times the mean; the official code's "outlier" statistic, from the raw queries and keys)
 keep the smallest ratios, the least position-aware get the largest. The ratios are spread as
 the official code spreads them, ``low + (high - low) * rank / heads``, and computed once per
-prompt, in its prefill; a key head takes the ratio of the first query head of its group.
+prompt, in its prefill. The paper's readers give each query head its own key head; under
+grouped-query attention the ranking is of key heads (the mean statistic of the query heads
+that read each), and every query head reads with its key head's ratio: a query and a key
+rotated by different ratios would meet by their absolute positions, not their distance.
 The official code leaves the first two layers as they are (``2..31`` of Llama-2's 32), so
 :func:`multiscale_positions` patches every layer from the third on unless told otherwise.
 
@@ -63,7 +66,7 @@ class _Layer:
         self.attn, self.rotary, self.low, self.high = attn, rotary, low, high
         self.groups = attn.config.num_attention_heads // attn.config.num_key_value_heads
         self.rotate_half = _model_function(attn, "rotate_half")  # the model's own rotation
-        self.ratios: torch.Tensor | None = None
+        self.ratios: torch.Tensor | None = None  # one per key head
         self.positions: torch.Tensor | None = None
 
     def before(self, module, args, kwargs):
@@ -95,12 +98,13 @@ class _Layer:
             k = _heads(torch.nn.functional.linear(args[0], k_proj.weight, k_proj.bias), head_dim)
             k = k.repeat_interleave(self.groups, dim=1)
             scores = (q[0, :, -1:].float() @ k[0].float().transpose(-1, -2))[:, 0]  # (H, T)
-            self.ratios = head_ratios(outlier_share(scores), self.low, self.high)
-        return self._rotated(q, self.ratios, out)
+            by_key_head = outlier_share(scores).view(-1, self.groups).mean(-1)
+            self.ratios = head_ratios(by_key_head, self.low, self.high)
+        return self._rotated(q, self.ratios.repeat_interleave(self.groups), out)
 
     def keys(self, module, args, out):
-        """Rotate the keys, each key head with the ratio of its group's first query head."""
-        return self._rotated(_heads(out, self.attn.head_dim), self.ratios[:: self.groups], out)
+        """Rotate the keys, each key head with its ratio (that of every query head it serves)."""
+        return self._rotated(_heads(out, self.attn.head_dim), self.ratios, out)
 
     def _rotated(self, x: torch.Tensor, ratios: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         import torch
