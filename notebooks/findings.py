@@ -72,8 +72,10 @@ show(matrix.tally_table(claims_by_readers), caption=matrix.TALLY_CAPTION)
 # its present form, and each reader's rows carry the time they were made. A cell whose
 # rule took its form after that reader's first row in the claim's store is marked ‡: its
 # rule was not fixed in advance for that reader. {glue:text}`fi-prereg` of the
-# {glue:text}`fi-judged` judged cells had their rule fixed before their rows; every cell of
-# the default reader is marked, since its rules were written after its rows.
+# {glue:text}`fi-judged` judged cells had their rule fixed before their rows. Of the default
+# reader's {glue:text}`fi-default-judged` judged cells, {glue:text}`fi-default-marked` are
+# marked: the chapters written before its rows have rules that came after them, while the
+# later chapters' rules (the mitigations chapter's among them) were committed first.
 #
 # **One model, several backends.** A model's backends answer the same prompts with the same
 # weights; where two of them judge a claim they are replications of one reader: the claim is

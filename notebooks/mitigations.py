@@ -102,7 +102,11 @@ page.show("provenance")
 #   and after the documents, the multi-document chapter's own prompts.
 # - **Ms-PoE** (Zhang et al., NeurIPS 2024): position indices rescaled per attention head,
 #   ratios from {glue:text}`mit-ms-poe-ratios` assigned by each head's position-awareness, on
-#   the transformers backend. Its paper's readers are 7B and larger.
+#   the transformers backend. The paper's readers give every query head its own key head;
+#   ours share one key head among several query heads (grouped-query attention), so the
+#   ratio is chosen per key head, from the query heads it serves, and those query heads read
+#   with it: a query and a key rotated by different ratios would meet by their absolute
+#   positions instead of their distance, which left a reader repeating itself.
 # - **Found in the Middle** (Hsieh et al. 2024): the final token's attention to each document
 #   in the last {glue:text}`mit-layers` layers, minus the attention an irrelevant document gets
 #   at that position (measured on {glue:text}`mit-calibration` prompts of distractors only);

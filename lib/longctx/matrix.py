@@ -1286,7 +1286,15 @@ def quoted(matrix: Matrix) -> dict:
         "fi-judged": len(judged),
         "fi-decided": sum(c.decided for c in judged),
         "fi-prereg": sum(c.preregistered is True for c in judged),
+        "fi-default-marked": sum(c.preregistered is False for c in _default_judged(matrix)),
+        "fi-default-judged": len(_default_judged(matrix)),
     }
+
+
+def _default_judged(matrix: Matrix) -> list:
+    """The default reader's judged cells (none where it has no column)."""
+    default = default_column(matrix)
+    return [c for c in col_cells_of(matrix, default) if c.judgement] if default else []
 
 
 def _counts(values) -> str:
@@ -1369,10 +1377,10 @@ def statements(matrix: Matrix) -> dict[str, bool]:
     """What the findings page says of the matrix in words, each as a check on the rows."""
     default = default_column(matrix)
     cells = col_cells_of(matrix, default) if default else []
-    own = [c for c in cells if c.judgement]
     return {
-        "every judged cell of the default reader has its rule fixed after its rows": bool(own)
-        and all(c.preregistered is False for c in own),
+        "the default reader's rules written after its rows mark some of its cells": any(
+            c.preregistered is False for c in _default_judged(matrix)
+        ),
         "the default reader has rows for every claim": bool(cells)
         and all(c.estimate is not None for c in cells)
         and len(cells) == len(matrix.claims),

@@ -266,6 +266,21 @@ def _paper_marks(ax, part: pd.DataFrame, *, x: str, hue: str, colours: dict) -> 
         )
 
 
+def _marks_handles(styles: dict, paper_label: str | None, references: tuple) -> list:
+    """Legend entries after the hues': each line style (``styles``: name -> dashes), the
+    paper's marks where ``paper_label`` names them, and each reference level."""
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([], [], color="0.25", ls=ls, lw=1.6, label=str(s)) for s, ls in styles.items()
+    ]
+    if paper_label is not None:
+        handles.append(Line2D([], [], **PAPER_STYLE, label=paper_label))
+    return handles + [
+        Line2D([], [], ls=ls, **REFERENCE_STYLE, label=label) for label, _, ls in references
+    ]
+
+
 def _hue_colours(hues: list, palette: dict | None) -> dict:
     """Each hue's colour: ``palette``'s, else the Okabe-Ito colours in order; more hues than
     those colours without a palette would repeat one, so they are refused."""
@@ -315,7 +330,6 @@ def accuracy_by_position(
     point's rows (:func:`link_point`). ``palette`` maps each hue to its colour (needed beyond
     the eight Okabe-Ito colours); ``hue_dashes`` gives a hue its own line style (a control
     dashed beside the fixes), which the legend shows."""
-    from matplotlib.lines import Line2D
 
     facets = sorted(summary[facet].unique())
     present_hues = set(summary[hue])
@@ -353,15 +367,11 @@ def accuracy_by_position(
             ax.set_xlim(*xlim)
     axes[0][len(facets) // 2].set_xlabel(xlabel)  # once, under the middle panel
     axes[0][0].set_ylabel(ylabel)
-    handles = _line_handles(hues, colours, thick, hue_dashes) + [
-        Line2D([], [], color="0.25", ls=dashes[s], lw=1.6, label=str(s))
-        for s in (styles if len(styles) > 1 else [])
-    ]
-    if paper is not None and len(paper):
-        handles.append(Line2D([], [], **PAPER_STYLE, label=paper_label))
-    handles += [
-        Line2D([], [], ls=ls, **REFERENCE_STYLE, label=label) for label, _, ls in references
-    ]
+    handles = _line_handles(hues, colours, thick, hue_dashes) + _marks_handles(
+        {s: dashes[s] for s in styles} if len(styles) > 1 else {},
+        paper_label if paper is not None and len(paper) else None,
+        references,
+    )
     _legend_below(fig, handles)
     if title:
         fig.suptitle(title)
