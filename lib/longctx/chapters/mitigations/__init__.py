@@ -68,10 +68,10 @@ class Mitigations(Chapter):
         self.answer(run)  # generate what is missing before reading each store
         accuracy, estimates, edges = [], {}, {}
         for each in self.readers(run):
-            label = each.reader.label
-            accuracy.append(numbers.position_accuracy(answers(each), k).assign(model=label))
-            estimates[label] = self.claims(each)
-            edges[label] = numbers.edge_or_none(answers(each), k)
+            label, rows = each.reader.label, answers(each)
+            accuracy.append(numbers.position_accuracy(rows, k).assign(model=label))
+            estimates[label] = numbers.claims(rows, each.params)
+            edges[label] = numbers.edge_or_none(rows, k)
         table = numbers.gains(estimates)
         pending = tuple(a for a in design.ARMS if a not in params["arms"])
         shared, own = (

@@ -425,4 +425,5 @@ def claim_blocks(arms) -> dict[str, tuple[str, ...]]:
     return out
 
 
+FIXES = tuple(_FIX_BLOCKS)  # every arm but the shuffle, in the claims files' order
 CLAIM_BLOCKS = claim_blocks(ARMS)  # every fix's claims, pre-registered before any row

@@ -47,16 +47,7 @@ ARM_NAMES = {
     "sort_3": "attention sorting, 3 passes",
     "recite": "recite, then answer",
 }
-CLAIM_ARMS = {
-    "mit-reorder": "reorder",
-    "mit-fitm": "fitm",
-    "mit-sort-1": "sort_1",
-    "mit-sort-3": "sort_3",
-    "mit-ms-poe": "ms_poe",
-    "mit-instruction": "instruction",
-    "mit-query-aware": "query_aware",
-    "mit-recite": "recite",
-}
+CLAIM_ARMS = {design.claim_id(arm): arm for arm in design.FIXES}  # claim id -> its arm
 
 
 COST_BAR = 2.5  # the bar: an attention arm's time per prompt over the baseline's
