@@ -151,8 +151,21 @@ def _shown(results_dir: str | Path) -> str:
 def provenance(df, results_dir: str | Path, experiment: str) -> str:
     """A one-paragraph caption naming files, models, sizes and library versions behind a figure:
     per reader, how many rows it shows of how many its store holds."""
-    if df.empty:
+    return provenances(results_dir, [(df, experiment)])
+
+
+def provenances(results_dir: str | Path, shown: Sequence[tuple[pd.DataFrame, str]]) -> str:
+    """:func:`provenance` of a page that reads several stores: each (rows table, store) pair's
+    readers in turn, one "Built from commit" sentence for them all."""
+    parts = [part for df, experiment in shown for part in _store_parts(df, results_dir, experiment)]
+    if not parts:
         return "no results"
+    return "; ".join(parts) + f". Built from commit {build_commit()}."
+
+
+def _store_parts(df, results_dir: str | Path, experiment: str) -> list[str]:
+    if df.empty:
+        return []
     df = df.assign(
         model_name=df["model_name"] if "model_name" in df else df["model"],
         backend=df["backend"] if "backend" in df else "hf",
@@ -180,7 +193,7 @@ def provenance(df, results_dir: str | Path, experiment: str) -> str:
             f"{model_label(model, backend)}: {shown} generations in `{path}` "
             f"({weights}{backend}{', ' + ran if ran else ''}; longctx {versions})"
         )
-    return "; ".join(parts) + f". Built from commit {build_commit()}."
+    return parts
 
 
 def comparable_rows(

@@ -16,7 +16,7 @@ import pandas as pd
 from ...claims import Estimate
 from ...report import params_text
 from ...runner import Block, stored
-from ...tables import provenance, rows_table, stored_readers
+from ...tables import provenances, rows_table, stored_readers
 from ...tasks import multidoc_qa as qa
 from ..contract import Chapter, Run, answered_once
 from ..scales import read_scales
@@ -74,12 +74,13 @@ class Mitigations(Chapter):
             edges[label] = numbers.edge_or_none(rows, k)
         table = numbers.gains(estimates)
         pending = tuple(a for a in design.ARMS if a not in params["arms"])
-        shared, own = (
-            provenance(rows_table(run.rows(store), qa.score), run.results, store)
-            for store in (design.BASELINE, design.EXPERIMENT)
+        data = provenances(
+            run.results,
+            [
+                (rows_table(run.rows(store), qa.score), store)
+                for store in (design.BASELINE, design.EXPERIMENT)
+            ],
         )
-        # one "Built from commit" sentence for both stores
-        data = f"{shared.rsplit(' Built from commit', 1)[0].rstrip('.')}; {own}"
         return numbers.MitigationsResult(
             **self.judged(run, estimates[run.reader.label]),
             accuracy=pd.concat(accuracy, ignore_index=True),
