@@ -26,9 +26,10 @@ from longctx.page import setup
 # **The question.** Lost in the Middle {cite}`liu2024lost` found that readers use a document
 # with the answer less when it sits in the middle of the context. Several training-free fixes
 # have been proposed since, each judged on its own task against its own baseline. Cuconasu
-# et al. point out that any fix that re-orders the documents must beat a *random shuffle* of
-# the same documents, or the order it chose did nothing a coin could not. Here every fix runs
-# on one task, for every reader, paired by question with the baseline and with that shuffle.
+# et al. {cite}`cuconasu2025positional` point out that any fix that re-orders the documents
+# must beat a *random shuffle* of the same documents, or the order it chose did nothing a
+# coin could not. Here every fix runs on one task, for every reader, paired by question with
+# the baseline and with that shuffle.
 #
 # **What we test.** Lost in the Middle's multi-document QA: {glue:text}`mit-documents`
 # documents (the NQ-Open gold chunk among BM25-ranked distractors), the gold first, in the
@@ -90,31 +91,31 @@ page.show("provenance")
 # %% [markdown]
 # ## How each fix is built, and where ours differs from its paper
 #
-# - **Random shuffle** (Cuconasu et al.): the same documents in an order drawn per question
-#   from a seed, so any machine draws the same order. **Reorder** (LangChain's
+# - **Random shuffle** {cite}`cuconasu2025positional`: the same documents in an order drawn
+#   per question from a seed, so any machine draws the same order. **Reorder** (LangChain's
 #   `LongContextReorder`, Haystack's `LostInTheMiddleRanker`): the documents by BM25 score
 #   against the question, the best at both ends and the worst in the middle; it does not
 #   depend on where the gold stood, so one prompt per question serves every position.
-# - **Attention instruction** (Zhang et al. 2024): the baseline prompt with a sentence asking
-#   the reader to read every document, including those in the middle
+# - **Attention instruction** {cite}`zhang2024instruction`: the baseline prompt with a
+#   sentence asking the reader to read every document, including those in the middle
 #   (`lib/longctx/prompts/attention_instruction.prompt`).
 # - **Query-aware contextualization** (Lost in the Middle, section 4.2): the question before
 #   and after the documents, the multi-document chapter's own prompts.
-# - **Ms-PoE** (Zhang et al., NeurIPS 2024): position indices rescaled per attention head,
+# - **Ms-PoE** {cite}`zhang2024mspoe`: position indices rescaled per attention head,
 #   ratios from {glue:text}`mit-ms-poe-ratios` assigned by each head's position-awareness, on
 #   the transformers backend. The paper's readers give every query head its own key head;
 #   ours share one key head among several query heads (grouped-query attention), so the
 #   ratio is chosen per key head, from the query heads it serves, and those query heads read
 #   with it: a query and a key rotated by different ratios would meet by their absolute
 #   positions instead of their distance, which left a reader repeating itself.
-# - **Found in the Middle** (Hsieh et al. 2024): the final token's attention to each document
+# - **Found in the Middle** {cite}`hsieh2024found`: the final token's attention to each document
 #   in the last {glue:text}`mit-layers` layers, minus the attention an irrelevant document gets
 #   at that position (measured on {glue:text}`mit-calibration` prompts of distractors only);
 #   the best calibrated document goes to the edge this reader's baseline reads best
 #   ({glue:text}`mit-edge` for the default reader). The paper reads the last 16 of 32 layers.
-# - **Attention sorting** (Peysakhovich and Lerer 2023): the documents ordered by the final
+# - **Attention sorting** {cite}`peysakhovich2023sorting`: the documents ordered by the final
 #   token's attention, the most attended last, once or three times before answering.
-# - **Recite, then answer** (Context Length Alone): the reader first copies the documents it
+# - **Recite, then answer** {cite}`du2025length`: the reader first copies the documents it
 #   finds relevant, then answers with only those as its search results.
 #
 # The readers here are far smaller than the papers' (7B and more), and every answer is
