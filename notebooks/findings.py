@@ -135,8 +135,8 @@ else:
 # at every length, with a 95% interval on the length from resampling needles. "≥" means the
 # reader never fell below its bar on the lengths measured; "<" that it was below already at
 # the shortest. A reader's curve stops at the first length not yet answered for every
-# needle; the chapter that asks the sweep joins the book once the default reader has
-# answered it to its window.
+# needle. The sweep's own chapter, {doc}`effective_length`, adds LongScore per length, the
+# half-window comparison each reader's rule makes, and how literal each needle kind is.
 
 # %% tags=["remove-input"]
 lengths = findings.effective_lengths(resolve(results_dir))

@@ -78,13 +78,14 @@ def test_book_scale_is_all_cache_hits(name):
 def test_claims_scale_is_a_subset_of_book_and_every_claim_finds_its_blocks(name):
     """`longctx reproduce --scale claims` on the default reader is all cache hits (it asks no
     arm the book does not), every claim of the chapter in the claims file names blocks of
-    that scale (its claim_blocks), and every block serves some claim (nothing else is run)."""
+    that scale (its claim_blocks), and every block serves some claim (nothing else is run):
+    a chapter whose rules all still wait in the pre-registration file asks nothing."""
     report = dry_run(name, "claims")
-    assert report.blocks and report.missing == 0, [
-        b for b in report.blocks if b["stored"] < b["requests"]
-    ]
     wanted = contract(name).claim_blocks
     assert set(wanted) == {c.id for c in read_claims() if c.chapter == name}
+    assert (report.blocks or not wanted) and report.missing == 0, [
+        b for b in report.blocks if b["stored"] < b["requests"]
+    ]
     served = {b["block"]: block_claims(name, b["block"]) for b in report.blocks if b["requests"]}
     for claim, parts in wanted.items():
         assert not parts or any(claim in cs for cs in served.values()), f"{claim}: no block"

@@ -54,7 +54,7 @@ def test_a_needle_keeps_its_gold_pair_and_its_distractors_grow_as_a_prefix(token
 
 
 def test_the_grid_stops_at_the_window_and_cuts_the_context_it_cannot_hold():
-    p = params("claims")
+    p = params("sweep")
     assert design.grid(p, 8192) == [250, 500, 1000, 2000, 4000, 8000]
     assert design.budget(8000, 8192) == 8192 - design.RESERVE
     assert design.budget(4000, 8192) == 4000
@@ -237,3 +237,54 @@ def test_the_question_kinds_overlap_with_their_needles_is_measured():
 def test_a_units_mean_and_interval_are_the_same_bytes_in_any_order():
     per_unit = pd.Series([0.1, 0.9, 0.3, 0.7, 0.2, 0.0, 1.0, 0.4], index=list("hgfedcba"))
     assert unit_mean(per_unit) == unit_mean(per_unit.sort_index())
+
+
+def test_the_book_judges_the_claims_only_once_its_lengths_hold_the_default_readers_claim():
+    from longctx.chapters import contract
+
+    # the default reader's window is 32K tokens: its claim reads 16K
+    assert design.claim_blocks([250, 500, 1000, 2000, 4000, 8000]) == {}
+    assert design.claim_blocks([250, 500, 1000, 16000]) == design.CLAIM_BLOCKS
+    book = SCALES["book"]["lengths"]
+    assert contract("effective_length").claim_blocks == design.claim_blocks(book)
+    # what every reader's rows are read at: the run's lengths and the whole claims grid
+    widened = design.read_params({"lengths": [250, 500, 1000], "seed": 3})
+    assert widened["lengths"] == sorted(set(SCALES["sweep"]["lengths"])) and widened["seed"] == 3
+
+
+def test_the_half_window_comparison_is_shown_per_reader_with_its_premise_and_direction():
+    rows = []
+    for i in range(40):  # base: 8 of 10 right at each base length; none at 4K
+        for length in (250, 500, 1000):
+            rows.append(_row("kv", length, f"n{i}", i % 10 < 8))
+        rows += [_row("kv", 2000, f"n{i}", True), _row("kv", 4000, f"n{i}", False)]
+    p = {"kinds": ["kv"], "lengths": [250, 500, 1000, 2000, 4000]}
+    table = numbers.scored(rows)
+    grid = [250, 500, 1000, 2000, 4000, 8000]
+    judged = numbers.ReaderSweep(table, 8192, grid, numbers.claims(rows, p, 8192))
+    waiting = numbers.ReaderSweep(table, 32768, grid + [16000, 32000])
+    view = numbers.sweeps({"small": judged, "large": waiting})
+    shown = numbers.half_window_table(view).set_index(["reader", "needles"])
+    small = shown.loc["small", "key-value records"]
+    assert small["claim's length"] == "4K" and small["base (%)"] == "80.0"
+    assert small["at the length - 85% of base (pts, 95% CI)"].startswith("-68.0 [")
+    assert small["direction"] == "below its bar within half the window"
+    assert small["premise"] == "met" and small["n (needles)"] == 40
+    large = shown.loc["large", "key-value records"]
+    assert large["at the length - 85% of base (pts, 95% CI)"] == "rows to 16K pending"
+    assert large["premise"] == "" and large["direction"] == "250 to 4K of 250 to 32K"
+    sentence = numbers.answer_sentence(view)
+    assert "small of its 8,192-token window: key-value records 2K [" in sentence
+
+
+def test_longscore_is_shown_as_a_share_of_the_base():
+    from longctx.chapters.effective_length.sections import longscore_table
+
+    rows = [
+        _row("kv", n, f"n{i}", n < 2000 or i < 2) for n in (250, 500, 1000, 2000) for i in range(4)
+    ]
+    view = numbers.sweeps(
+        {"r": numbers.ReaderSweep(numbers.scored(rows), 4000, [250, 500, 1000, 2000])}
+    )
+    (line,) = longscore_table(view).to_dict("records")
+    assert line["reader"] == "r" and line["250"] == "+0%" and line["2K"] == "-50%"

@@ -25,7 +25,7 @@ import pandas as pd
 from . import __version__
 from .chapters import Run, contract
 from .chapters.effective_length import design as sweep_design
-from .chapters.effective_length.numbers import Sweeps, stored_sweep, sweeps
+from .chapters.effective_length.numbers import Sweeps, bars_quoted, stored_sweep, sweeps
 from .chapters.kv_retrieval import numbers as kv_numbers
 from .chapters.length_alone import analysis as la_analysis
 from .chapters.length_alone import numbers as la_numbers
@@ -46,7 +46,6 @@ from .claims import (
     verdict_state,
 )
 from .data import COMMITTED_DIR, cache_dir
-from .effective_length import NOLIMA_SHARE, RULER_BAR
 from .effective_length import bounds as length_bounds
 from .errors import DataFileError
 from .models import DEFAULT_MODEL
@@ -457,16 +456,15 @@ PUBLISHED_CAPTION = "NoLiMa's effective lengths (theirs; 85% of each model's own
 
 def effective_length_quoted() -> dict[str, str]:
     """The definitions' bars, as the page's prose quotes them (one source: the library's)."""
-    return {
-        "el-nolima-share": f"{100 * NOLIMA_SHARE:.0f}%",
-        "el-ruler-bar": f"{RULER_BAR}%",
-    }
+    return bars_quoted()
 
 
 def effective_lengths(results_dir: str | Path, readers: Sequence[Reader] | None = None) -> Sweeps:
-    """Every reader's (or ``readers``') effective lengths at the sweep's book scale, read
-    from its stored rows through its own plan (no model runs), the default reader first."""
-    params = scale_of(SWEEP, read_scales(SWEEP), "book", {})
+    """Every reader's (or ``readers``') effective lengths at the sweep's book scale, on
+    every length of the sweep scale it has answered (:func:`sweep_design.read_params`),
+    read from its stored rows through its own plan (no model runs), the default reader
+    first."""
+    params = sweep_design.read_params(scale_of(SWEEP, read_scales(SWEEP), "book", {}))
     if readers is None:
         readers = sorted(
             stored_readers(results_dir, sweep_design.EXPERIMENT),

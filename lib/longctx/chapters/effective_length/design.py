@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from ...effective_length import NOLIMA_BASE_LENGTHS, tokens_text
 from ...errors import ParameterError
+from ...models import ALIASES, DEFAULT_MODEL
 from ...requests import Request
 from ...runner import Block
 from ...tasks import kv_retrieval as kv
@@ -64,9 +65,26 @@ def budget(length: int, window: int | None) -> int:
 
 
 def claim_lengths() -> list[int]:
-    """The grid the claim's length is chosen from: the claims scale's lengths, whatever
-    scale a run asks (a book run to 4K does not move the claim of a 32K-token window)."""
-    return list(read_scales("effective_length")["claims"]["lengths"])
+    """The grid the claim's length is chosen from: the sweep scale's lengths (the whole
+    design), whatever scale a run asks (a book run to 4K does not move the claim of a
+    32K-token window)."""
+    return list(read_scales("effective_length")["sweep"]["lengths"])
+
+
+def read_params(params: dict) -> dict:
+    """The parameters every reader's rows are read at: ``params`` with the sweep scale's
+    lengths added, so a page or table asked at the book's lengths still shows the lengths a
+    reader has answered beyond them (curves stop at the first length not complete)."""
+    return {**params, "lengths": sorted(set(params["lengths"]) | set(claim_lengths()))}
+
+
+def claim_blocks(book_lengths: list[int]) -> dict[str, tuple[str, ...]]:
+    """The claims the book can judge: both kinds' once the book's lengths hold the default
+    reader's claim length (its rows answered there), none before; the rules wait in
+    ``data/paper/preregistered.csv`` until then."""
+    window = ALIASES[DEFAULT_MODEL].window
+    at = claim_length(grid({"lengths": claim_lengths()}, window), window)
+    return dict(CLAIM_BLOCKS) if at in book_lengths else {}
 
 
 def claim_length(lengths: list[int], window: int | None) -> int | None:

@@ -6,30 +6,44 @@ half the window against 85% of the reader's own base, paired by needle)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import takewhile
 
 import pandas as pd
 
-from ...claims import Estimate, NoPairedUnits, UnitScores, by_unit, estimable, paired_estimate
+from ...claims import (
+    PREREGISTERED_FILE,
+    Claim,
+    Estimate,
+    NoPairedUnits,
+    UnitScores,
+    by_unit,
+    decided_sign,
+    estimable,
+    judge,
+    paired_estimate,
+    read_claims,
+)
 from ...effective_length import (
     DEFINITIONS,
     NOLIMA_BASE_LENGTHS,
     NOLIMA_SHARE,
+    RULER_BAR,
     EffectiveLength,
     effective_length,
     longscore,
     tokens_text,
 )
 from ...metrics import unit_mean
-from ...models import context_window, load_tokenizer
+from ...models import ALIASES, DEFAULT_MODEL, context_window, load_tokenizer
 from ...paths import repo_root
 from ...plots import FigureText, length_curves
 from ...reader import Reader
-from ...report import percent_words
+from ...report import and_list, format_p, percent_words, points_ci
 from ...runner import stored_in
 from ...tasks import kv_retrieval as kv
 from ...tasks import tag_needles as tn
+from ..contract import ChapterResult
 from . import design
 
 CLAIMS = {"kv": "el-kv-half-window", "qa": "el-qa-half-window"}
@@ -79,7 +93,7 @@ def half_window_estimate(rows: list[dict], kind: str, at: int | None) -> Estimat
 
 def claims(rows: Iterable[dict], params: dict, window: int | None) -> dict[str, Estimate]:
     """The pre-registered claim per needle kind, for a reader of ``window`` tokens, at its
-    claim's length on the claims scale's grid (no estimate where those rows are not stored)."""
+    claim's length on the sweep scale's grid (no estimate where those rows are not stored)."""
     rows = list(rows)
     at = design.claim_length(design.grid({"lengths": design.claim_lengths()}, window), window)
     return estimable(
@@ -241,12 +255,14 @@ PUBLISHED = "data/paper/nolima_effective.csv"  # NoLiMa's curves and effective l
 
 @dataclass(frozen=True)
 class ReaderSweep:
-    """One reader's sweep: its scored rows (:func:`scored`), its window in tokens and the
-    lengths its plan asks (those its window holds)."""
+    """One reader's sweep: its scored rows (:func:`scored`), its window in tokens, the
+    lengths its plan asks (those its window holds) and its half-window estimates by claim
+    (:func:`claims`; none where its rows do not reach the claim's length)."""
 
     table: pd.DataFrame
     window: int | None
     grid: list[int]
+    estimates: dict[str, Estimate] = field(default_factory=dict)
 
 
 def stored_sweep(reader: Reader, results_dir, params: dict) -> ReaderSweep | None:
@@ -258,7 +274,10 @@ def stored_sweep(reader: Reader, results_dir, params: dict) -> ReaderSweep | Non
     window = context_window(reader.ref)
     plan = design.blocks(params, load_tokenizer(reader.model), window)
     rows = stored_in(plan, design.EXPERIMENT, reader, results_dir)
-    return ReaderSweep(scored(rows), window, design.grid(params, window)) if rows else None
+    if not rows:
+        return None
+    grid = design.grid(params, window)
+    return ReaderSweep(scored(rows), window, grid, claims(rows, params, window))
 
 
 @dataclass(frozen=True)
@@ -266,14 +285,16 @@ class Sweeps:
     """Every reader's sweep at one scale: ``curves`` (reader, kind, length, n, accuracy,
     ci_low, ci_high; complete lengths only), ``found`` ((reader, kind) -> definition ->
     :class:`EffectiveLength`; absent where the base lengths are not complete), ``windows``
-    (reader -> its window in tokens), ``grids`` (reader -> the lengths its plan asks) and
-    ``longscores`` (reader, kind, length, LongScore)."""
+    (reader -> its window in tokens), ``grids`` (reader -> the lengths its plan asks),
+    ``longscores`` (reader, kind, length, LongScore) and ``estimates`` (reader -> its
+    half-window estimates by claim)."""
 
     curves: pd.DataFrame
     found: dict[tuple[str, str], dict[str, EffectiveLength]]
     windows: dict[str, int | None]
     grids: dict[str, list[int]]
     longscores: pd.DataFrame
+    estimates: dict[str, dict[str, Estimate]] = field(default_factory=dict)
 
     @property
     def readers(self) -> list[str]:
@@ -312,6 +333,7 @@ def sweeps(by_reader: dict[str, ReaderSweep]) -> Sweeps:
         {reader: sweep.window for reader, sweep in by_reader.items()},
         {reader: sweep.grid for reader, sweep in by_reader.items()},
         pd.DataFrame(scores, columns=["reader", "kind", "length", "LongScore"]),
+        {reader: sweep.estimates for reader, sweep in by_reader.items()},
     )
 
 
@@ -391,3 +413,143 @@ def figure_text(view: Sweeps, kind: str) -> FigureText:
         f"{', '.join(lows) or 'none'}."
     )
     return FigureText(caption, alt)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the chapter's page quotes and shows beyond the findings page's table and figures
+
+DIRECTION_WORDS = {
+    -1: "below its bar within half the window",
+    1: "above its bar at half the window",
+    0: "not decided at this n",
+}
+
+
+def reader_claim_length(window: int | None) -> int | None:
+    """The length the half-window claim reads for a reader of ``window`` tokens."""
+    return design.claim_length(design.grid({"lengths": design.claim_lengths()}, window), window)
+
+
+def rules() -> dict[str, Claim]:
+    """The chapter's half-window rules, wherever they stand: in ``claims.csv`` once the book
+    judges them, in the pre-registration file until then."""
+    listed = read_claims() + read_claims(repo_root() / PREREGISTERED_FILE)
+    return {c.id: c for c in listed if c.id in CLAIMS.values()}
+
+
+def premise_words(est: Estimate, claim: Claim) -> str:
+    """The rule's premise on ``est``: "met", or the checks that failed."""
+    judged = judge(est, claim)
+    if judged.premise_met is None:
+        return "not measured yet"
+    return "met" if judged.premise_met else f"not met: {judged.premise_failed}"
+
+
+def half_window_table(view: Sweeps) -> pd.DataFrame:
+    """One row per reader and needle kind: the pre-registered comparison (accuracy at the
+    longest length within half the window minus 85% of the reader's own base, paired by
+    needle) with its interval, n and exact p, the direction the interval and the test agree
+    on, and whether the rule's premise holds; a reader whose rows do not reach its claim's
+    length says so."""
+    rule = rules()
+    out = []
+    for reader in view.readers:
+        at = reader_claim_length(view.windows[reader])
+        for kind in design.KINDS:
+            est = view.estimates.get(reader, {}).get(CLAIMS[kind])
+            measured = view.measured(reader, kind)
+            out.append(
+                {
+                    "reader": reader,
+                    "needles": design.KIND_NAMES[kind],
+                    "claim's length": tokens_text(at) if at else "no window",
+                    "base (%)": f"{est.facts['base']:.1f}" if est else "",
+                    "at the length - 85% of base (pts, 95% CI)": (
+                        points_ci(est.difference, est.ci_low, est.ci_high)
+                        if est
+                        else f"rows to {tokens_text(at) if at else 'the window'} pending"
+                    ),
+                    "n (needles)": est.n if est else "",
+                    "p (exact)": format_p(est.decision_p) if est else "",
+                    "direction": DIRECTION_WORDS[decided_sign(est)] if est else measured,
+                    "premise": premise_words(est, rule[CLAIMS[kind]]) if est else "",
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def answer_sentence(view: Sweeps) -> str:
+    """Each reader's NoLiMa effective length per needle kind, with the lengths measured and
+    its window, one clause per reader: the page's answer, first."""
+    clauses = []
+    for reader in view.readers:
+        found = [
+            f"{design.KIND_NAMES[kind]} {view.found[reader, kind]['nolima'].text()} "
+            f"(measured {view.measured(reader, kind)})"
+            for kind in design.KINDS
+            if (reader, kind) in view.found
+        ]
+        if found:
+            window = view.windows[reader]
+            of = f" of its {tokens_text(window)}-token window" if window else ""
+            clauses.append(f"{reader}{of}: {'; '.join(found)}")
+    if not clauses:
+        return "No reader has answered the sweep at every base length yet."
+    return "NoLiMa effective length, with its 95% interval: " + ". ".join(clauses) + "."
+
+
+def bars_quoted() -> dict[str, str]:
+    """The definitions' bars, as pages quote them (one source: the library's)."""
+    return {"el-nolima-share": f"{100 * NOLIMA_SHARE:.0f}%", "el-ruler-bar": f"{RULER_BAR}%"}
+
+
+def pending_sentence(params: dict, claimed: bool) -> str:
+    """What the run's lengths leave to come, in words: the sweep scale's lengths beyond the
+    run's, and whether the half-window claim is judged in the matrix yet."""
+    beyond = [n for n in design.claim_lengths() if n not in params["lengths"]]
+    said = ""
+    if beyond:
+        said = (
+            f"The book's own run asks the lengths {lengths_text(params['lengths'])}; the "
+            f"rows at {lengths_text(beyond)} are shown for each reader as they are answered. "
+        )
+    if claimed:
+        return said + "The half-window claim is judged in the matrix for every reader."
+    window = ALIASES[DEFAULT_MODEL].window
+    return said + (
+        "The half-window claim joins the matrix once the default reader has answered at "
+        f"{tokens_text(reader_claim_length(window))} tokens, half its window; until then its "
+        "rule waits, unchanged, in the pre-registration file, and each reader's comparison "
+        "is shown below without a verdict."
+    )
+
+
+def lengths_text(lengths) -> str:
+    """``250, 500, 1K and 2K``."""
+    return and_list([tokens_text(n) for n in sorted(lengths)])
+
+
+def overlap_quoted(overlap: pd.DataFrame) -> dict[str, str]:
+    """The needle questions' measured overlap with their needles, for the prose."""
+    qa_row = overlap.iloc[1]
+    return {
+        "el-qa-questions": f"{qa_row['questions']:,}",
+        "el-kv-needles": f"{overlap.iloc[0]['questions']:,}",
+        "el-overlap": (
+            f"{qa_row['sharing a word with the needle (%)']:.0f}% of the needle questions share "
+            f"a content word with their needle (a mean of {qa_row['words shared (mean)']:.1f} "
+            "words), against every key-value question, which names its key"
+        ),
+    }
+
+
+@dataclass(kw_only=True)
+class EffectiveLengthResult(ChapterResult):
+    """The page's numbers: every reader's sweep (:class:`Sweeps`, the run's lengths widened
+    to the sweep scale's), the needle kinds' measured overlap, the half-window comparison
+    per reader and the Data line."""
+
+    view: Sweeps
+    overlap: pd.DataFrame
+    half_window: pd.DataFrame
+    provenance: str
