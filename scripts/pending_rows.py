@@ -1,7 +1,7 @@
-"""Answer the blocks of a chapter being built, for one reader: its design and pre-registered
-rules are in place, its page not yet in the book.
+"""Answer, in the background, the blocks of a chapter whose rows take many hours, for one
+reader: every part its design asks, beyond the part its book scale judges so far.
 
-Each runs the chapter's own design through the same runner and stores, so every row made
+Each runs the chapter's own plan through the same runner and stores, so every row made
 here is the row the chapter will read, and a killed run resumes where it stopped:
 
 * ``mitigations``: the baseline first; Found in the Middle's arm is planned once this
@@ -26,22 +26,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from pathlib import Path
 
-from longctx.chapters.effective_length import design as sweep
+from longctx.chapters import Run, contract
 from longctx.chapters.mitigations import design as fixes
 from longctx.chapters.mitigations import numbers as fix_numbers
-from longctx.chapters.scales import read_scales, scale_of
 from longctx.errors import LongctxError, ParameterError
-from longctx.models import DEFAULT_MODEL, context_window, load_tokenizer
+from longctx.models import DEFAULT_MODEL
 from longctx.paths import repo_root
 from longctx.reader import Reader
 from longctx.reproduce import measured_speed
 from longctx.runner import Block, PromptTokens, run, stored
 
 # The scale each chapter's rows are answered at unless --scale names another: every
-# mitigations arm, including those the book does not judge yet
-SCALES = {"mitigations": "all_arms", "effective_length": "book"}
+# mitigations arm, including those the book does not judge yet; every length of the sweep
+SCALES = {"mitigations": "all_arms", "effective_length": "sweep"}
 # The chapter parameters each chapter's new rows record
 RECORDED = {
     "mitigations": ("num_questions", "num_documents", "seed"),
@@ -49,50 +48,44 @@ RECORDED = {
 }
 
 
-def strongest_arms(params: dict, model: str) -> list[str]:
+def results() -> Path:
+    return repo_root() / "data" / "results"
+
+
+def strongest_arms(scale: str, model: str) -> list[str]:
     """The controls and the two fixes that gained most in the middle in ``model``'s rows,
-    which must answer every arm of ``params``."""
-    reader = Reader.of(model, "hf")
-    results = repo_root() / "data" / "results"
-    baseline = fixes.blocks(params)[:1]
-    if run(baseline, reader, results, dry_run=True).missing:
+    which must answer every arm of the scale (read only: nothing is generated for it)."""
+    chapter = contract("mitigations")
+    ranking = Run.of(chapter, Reader.of(model, "hf"), scale, results(), dry_run=True)
+    baseline = fixes.blocks(ranking.params)[:1]
+    if run(baseline, ranking.reader, results(), dry_run=True).missing:
         raise ParameterError(f"{model} has no complete baseline: answer its mitigations first")
-    edge = fix_numbers.best_edge(stored(baseline, reader, results), params["num_documents"])
-    plan = fixes.blocks(params, edge)
-    if missing := run(plan, reader, results, dry_run=True).missing:
+    plan = chapter.plan(ranking)
+    if missing := run(plan, ranking.reader, results(), dry_run=True).missing:
         raise ParameterError(
             f"{model} has {missing} mitigations rows still to make: complete every arm before "
             "ranking the fixes by its rows"
         )
-    strongest = fix_numbers.strongest_fixes(stored(plan, reader, results), params["num_documents"])
+    rows = stored(plan, ranking.reader, results())
+    strongest = fix_numbers.strongest_fixes(rows, ranking.params["num_documents"])
     print(f"the fixes that gained most in the middle for {model}: {', '.join(strongest)}")
     return [*fix_numbers.CONTROLS, *strongest]
 
 
-def mitigations_plan(params: dict, reader: Reader, answer: Callable, longest) -> list[Block]:
-    fixes.check(params)
-    baseline = fixes.blocks(params)[:1]
-    edge = None
-    if not answer(baseline).missing:
-        rows = stored(baseline, reader, repo_root() / "data" / "results")
-        edge = fix_numbers.best_edge(rows, params["num_documents"])
-        print(f"{reader.model}: baseline best at the {edge} position")
-    return fixes.blocks(params, edge)
-
-
-def effective_length_plan(params: dict, reader: Reader, answer: Callable, longest) -> list[Block]:
-    plan = sweep.blocks(params, load_tokenizer(reader.model), context_window(reader.ref))
-    return [b for b in plan if not longest or b.requests[0].condition["length"] <= longest]
-
-
-PLANS = {"mitigations": mitigations_plan, "effective_length": effective_length_plan}
+def plan_of(chapter_run: Run, longest: int | None) -> list[Block]:
+    """The chapter's own plan for the run (Found in the Middle's arm after the baseline it
+    reads its edge from), lengths beyond ``longest`` left out."""
+    plan = chapter_run.chapter.plan(chapter_run)
+    if longest:
+        plan = [b for b in plan if b.requests[0].condition.get("length", 0) <= longest]
+    return plan
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("chapter", choices=sorted(PLANS))
+    ap.add_argument("chapter", choices=sorted(SCALES))
     ap.add_argument("--model", default=DEFAULT_MODEL)
-    ap.add_argument("--scale", help="the scale to answer (mitigations: all_arms; else book)")
+    ap.add_argument("--scale", help="the scale to answer (mitigations: all_arms; else sweep)")
     ap.add_argument("--longest", type=int, default=None, help="effective_length: skip longer")
     ap.add_argument("--arms", help="mitigations: the arms to answer, comma-separated")
     ap.add_argument(
@@ -108,10 +101,21 @@ def main(argv=None) -> int:
             raise ParameterError("give --arms or --strongest-by, not both: each names the arms")
         overrides = {"arms": args.arms.split(",")} if args.arms else {}
         scale = args.scale or SCALES[args.chapter]
-        params = scale_of(args.chapter, read_scales(args.chapter), scale, overrides)
         if args.strongest_by:
-            params["arms"] = strongest_arms(params, args.strongest_by)
+            overrides["arms"] = strongest_arms(scale, args.strongest_by)
         reader = Reader.of(args.model, "hf")
+        recorded = RECORDED[args.chapter]
+        chapter_run = Run.of(
+            contract(args.chapter),
+            reader,
+            scale,
+            results(),
+            options={"batch_size": args.batch_size},
+            dry_run=args.dry_run,
+            **overrides,
+        )
+        params = chapter_run.params
+        chapter_run.options["params"] = {k: params[k] for k in recorded}
         counter, speed = None, None
         if args.dry_run:  # each block's prompt tokens, and its hours at the measured speed
             counter = PromptTokens(reader)
@@ -122,15 +126,14 @@ def main(argv=None) -> int:
             return run(
                 blocks,
                 reader,
-                repo_root() / "data" / "results",
-                batch_size=args.batch_size,
+                results(),
                 dry_run=args.dry_run,
-                params={k: params[k] for k in RECORDED[args.chapter]},
                 count_tokens=counter,
                 speed=speed,
+                **chapter_run.options,
             )
 
-        report = answer(PLANS[args.chapter](params, reader, answer, args.longest))
+        report = answer(plan_of(chapter_run, args.longest))
     except LongctxError as err:
         print(f"pending_rows: {err}", file=sys.stderr)
         return 2
