@@ -288,3 +288,11 @@ def test_longscore_is_shown_as_a_share_of_the_base():
     )
     (line,) = longscore_table(view).to_dict("records")
     assert line["reader"] == "r" and line["250"] == "+0%" and line["2K"] == "-50%"
+
+
+def test_a_reader_that_finds_nothing_at_its_base_has_no_longscore_but_a_curve():
+    rows = [_row("kv", n, f"n{i}", False) for n in (250, 500, 1000, 2000) for i in range(4)]
+    view = numbers.sweeps(
+        {"r": numbers.ReaderSweep(numbers.scored(rows), 4000, [250, 500, 1000, 2000])}
+    )
+    assert view.longscores.empty and len(view.curves) == 4

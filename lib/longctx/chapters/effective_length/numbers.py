@@ -243,8 +243,11 @@ def curve(table: pd.DataFrame) -> dict[float, float]:
 
 
 def longscores(table: pd.DataFrame, grid: list[int] | None = None) -> dict[float, float]:
-    """100-LongBench's LongScore at each complete length (:func:`complete_lengths`)."""
-    return longscore(curve(complete_lengths(table, grid)))
+    """100-LongBench's LongScore at each complete length (:func:`complete_lengths`); none
+    where the reader found no needle at the base lengths (the score divides by its base)."""
+    by_length = curve(complete_lengths(table, grid))
+    base = [a for n, a in by_length.items() if n in NOLIMA_BASE_LENGTHS]
+    return longscore(by_length) if base and sum(base) > 0 else {}
 
 
 # ---------------------------------------------------------------------------------------------

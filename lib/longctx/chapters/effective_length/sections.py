@@ -93,7 +93,7 @@ SECTIONS.declare(
         "longscore": lambda view: (
             Table(longscore_table(view.view), caption=LONGSCORE_CAPTION)
             if not view.view.longscores.empty
-            else "No reader has a complete base yet."
+            else "No reader has a LongScore yet: none has found a needle at every base length."
         ),
         "overlap": lambda view: Table(overlap_for_people(view.overlap), caption=OVERLAP_CAPTION),
     }
