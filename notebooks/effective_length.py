@@ -131,8 +131,9 @@ page.show("provenance")
 # - **Readers.** Ours have windows of 8K and 32K tokens and at most 1.5B parameters; the
 #   NoLiMa curves drawn here are GPT-4o's and Llama 3.3 70B's, with windows of 128K.
 # - **Needles.** Key-value records are RULER-like literal retrieval; the needle questions
-#   are the tagging chapter's, fewer and less carefully stripped of shared words than
-#   NoLiMa's. Every answer is greedy.
+#   are the tagging chapter's, fewer than NoLiMa's and written for this project, though like
+#   NoLiMa's they share no content word with their needle (measured above). Every answer is
+#   greedy.
 # - **The interval.** Both papers report one length per reader; ours resamples needles,
 #   the claim's unit, and recomputes the curve and its length each time.
 #

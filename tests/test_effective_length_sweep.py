@@ -267,12 +267,13 @@ def test_the_half_window_comparison_is_shown_per_reader_with_its_premise_and_dir
     shown = numbers.half_window_table(view).set_index(["reader", "needles"])
     small = shown.loc["small", "key-value records"]
     assert small["claim's length"] == "4K" and small["base (%)"] == "80.0"
-    assert small["at the length - 85% of base (pts, 95% CI)"].startswith("-68.0 [")
+    assert small["difference (pts, 95% CI)"].startswith("-68.0 [")
     assert small["direction"] == "below its bar within half the window"
     assert small["premise"] == "met" and small["n (needles)"] == 40
     large = shown.loc["large", "key-value records"]
-    assert large["at the length - 85% of base (pts, 95% CI)"] == "rows to 16K pending"
-    assert large["premise"] == "" and large["direction"] == "250 to 4K of 250 to 32K"
+    measured = "waits for rows at 16K (measured 250 to 4K of 250 to 32K)"
+    assert large["difference (pts, 95% CI)"] == measured
+    assert large["premise"] == large["direction"] == ""
     sentence = numbers.answer_sentence(view)
     assert "small of its 8,192-token window: key-value records 2K [" in sentence
 

@@ -1141,7 +1141,12 @@ def verdict_box(chapter: str, matrix: Matrix) -> str:
         for model, cols in matrix.models.items()
         if any(matrix.cell(c.id, col.folder).status != "not run" for c in claims for col in cols)
     ]
-    if not claims or not models:
+    if not claims:
+        body = (
+            "No claim of this chapter is judged yet: its rules wait, unchanged, in the "
+            "pre-registration file until the default reader's rows reach them."
+        )
+    elif not models:
         body = "No claim of this chapter has rows under both of its conditions yet."
     else:
         lines = [

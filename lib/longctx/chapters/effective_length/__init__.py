@@ -79,6 +79,9 @@ class EffectiveLength(Chapter):
                     overlap.iloc[1]["sharing a word with the needle (%)"]
                     < overlap.iloc[0]["sharing a word with the needle (%)"]
                 ),
+                "no needle question shares a content word with its needle": (
+                    overlap.iloc[1]["sharing a word with the needle (%)"] == 0
+                ),
             },
             provenance=(
                 f"**Data.** {provenance(rows_table(rows, lambda r: 0), run.results, design.EXPERIMENT)} "

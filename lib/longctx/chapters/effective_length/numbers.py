@@ -467,14 +467,15 @@ def half_window_table(view: Sweeps) -> pd.DataFrame:
                     "needles": design.KIND_NAMES[kind],
                     "claim's length": tokens_text(at) if at else "no window",
                     "base (%)": f"{est.facts['base']:.1f}" if est else "",
-                    "at the length - 85% of base (pts, 95% CI)": (
+                    "difference (pts, 95% CI)": (
                         points_ci(est.difference, est.ci_low, est.ci_high)
                         if est
-                        else f"rows to {tokens_text(at) if at else 'the window'} pending"
+                        else f"waits for rows at {tokens_text(at) if at else 'the window'} "
+                        f"(measured {measured})"
                     ),
                     "n (needles)": est.n if est else "",
                     "p (exact)": format_p(est.decision_p) if est else "",
-                    "direction": DIRECTION_WORDS[decided_sign(est)] if est else measured,
+                    "direction": DIRECTION_WORDS[decided_sign(est)] if est else "",
                     "premise": premise_words(est, rule[CLAIMS[kind]]) if est else "",
                 }
             )

@@ -26,8 +26,8 @@ LENGTHS_CAPTION = (
 )
 PUBLISHED_CAPTION = "NoLiMa's effective lengths (theirs; 85% of each model's own base)."
 HALF_WINDOW_CAPTION = (
-    "The pre-registered comparison per reader: accuracy at the longest length within half "
-    "its window minus 85% of its own base, paired by needle."
+    "The pre-registered comparison per reader: the difference is accuracy at the claim's "
+    "length (the longest within half its window) minus 85% of its own base, paired by needle."
 )
 LONGSCORE_CAPTION = (
     "100-LongBench's LongScore per length: (accuracy at the length - base) / base, the base "
