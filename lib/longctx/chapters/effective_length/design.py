@@ -78,13 +78,22 @@ def read_params(params: dict) -> dict:
     return {**params, "lengths": sorted(set(params["lengths"]) | set(claim_lengths()))}
 
 
+def reader_claim_length(window: int | None) -> int | None:
+    """The length the half-window claim reads for a reader of ``window`` tokens: the longest
+    within half the window on :func:`claim_lengths` (None: no window, or no such length)."""
+    return claim_length(grid({"lengths": claim_lengths()}, window), window)
+
+
+def default_claim_length() -> int | None:
+    """The default reader's claim length (its alias states its window)."""
+    return reader_claim_length(ALIASES[DEFAULT_MODEL].window)
+
+
 def claim_blocks(book_lengths: list[int]) -> dict[str, tuple[str, ...]]:
     """The claims the book can judge: both kinds' once the book's lengths hold the default
     reader's claim length (its rows answered there), none before; the rules wait in
     ``data/paper/preregistered.csv`` until then."""
-    window = ALIASES[DEFAULT_MODEL].window
-    at = claim_length(grid({"lengths": claim_lengths()}, window), window)
-    return dict(CLAIM_BLOCKS) if at in book_lengths else {}
+    return dict(CLAIM_BLOCKS) if default_claim_length() in book_lengths else {}
 
 
 def claim_length(lengths: list[int], window: int | None) -> int | None:
@@ -161,7 +170,7 @@ def blocks(params: dict, tokenizer, window: int | None) -> list[Block]:
     longest length within half the window), then the others shortest first."""
     check(params)
     lengths = grid(params, window)
-    claimed = claim_length(grid({"lengths": claim_lengths()}, window), window)
+    claimed = reader_claim_length(window)
     first = [n for n in lengths if n in NOLIMA_BASE_LENGTHS or n == claimed]
     order = [(kind, n, True) for kind in params["kinds"] for n in first]
     order += [(kind, n, False) for n in lengths if n not in first for kind in params["kinds"]]

@@ -35,7 +35,7 @@ from ...effective_length import (
     tokens_text,
 )
 from ...metrics import unit_mean
-from ...models import ALIASES, DEFAULT_MODEL, context_window, load_tokenizer
+from ...models import context_window, load_tokenizer
 from ...paths import repo_root
 from ...plots import FigureText, length_curves
 from ...reader import Reader
@@ -95,7 +95,7 @@ def claims(rows: Iterable[dict], params: dict, window: int | None) -> dict[str, 
     """The pre-registered claim per needle kind, for a reader of ``window`` tokens, at its
     claim's length on the sweep scale's grid (no estimate where those rows are not stored)."""
     rows = list(rows)
-    at = design.claim_length(design.grid({"lengths": design.claim_lengths()}, window), window)
+    at = design.reader_claim_length(window)
     return estimable(
         {
             CLAIMS[kind]: (lambda kind=kind: half_window_estimate(rows, kind, at))
@@ -428,11 +428,6 @@ DIRECTION_WORDS = {
 }
 
 
-def reader_claim_length(window: int | None) -> int | None:
-    """The length the half-window claim reads for a reader of ``window`` tokens."""
-    return design.claim_length(design.grid({"lengths": design.claim_lengths()}, window), window)
-
-
 def rules() -> dict[str, Claim]:
     """The chapter's half-window rules, wherever they stand: in ``claims.csv`` once the book
     judges them, in the pre-registration file until then."""
@@ -457,7 +452,7 @@ def half_window_table(view: Sweeps) -> pd.DataFrame:
     rule = rules()
     out = []
     for reader in view.readers:
-        at = reader_claim_length(view.windows[reader])
+        at = design.reader_claim_length(view.windows[reader])
         for kind in design.KINDS:
             est = view.estimates.get(reader, {}).get(CLAIMS[kind])
             measured = view.measured(reader, kind)
@@ -519,10 +514,9 @@ def pending_sentence(params: dict, claimed: bool) -> str:
         )
     if claimed:
         return said + "The half-window claim is judged in the matrix for every reader."
-    window = ALIASES[DEFAULT_MODEL].window
     return said + (
         "The half-window claim joins the matrix once the default reader has answered at "
-        f"{tokens_text(reader_claim_length(window))} tokens, half its window; until then its "
+        f"{tokens_text(design.default_claim_length())} tokens, half its window; until then its "
         "rule waits, unchanged, in the pre-registration file, and each reader's comparison "
         "is shown below without a verdict."
     )
