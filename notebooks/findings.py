@@ -140,12 +140,12 @@ else:
 
 # %% tags=["remove-input"]
 lengths = findings.effective_lengths(resolve(results_dir))
-glue_all(findings.effective_length_quoted())
+glue_all(sweep_numbers.bars_quoted())
 if lengths.found:
-    show(sweep_numbers.lengths_table(lengths), caption=findings.LENGTHS_CAPTION)
+    show(sweep_numbers.lengths_table(lengths), caption=sweep_numbers.LENGTHS_CAPTION)
 else:
     say("No reader has answered the sweep at every base length yet.")
-show(sweep_numbers.published_lengths(), caption=findings.PUBLISHED_CAPTION)
+show(sweep_numbers.published_lengths(), caption=sweep_numbers.PUBLISHED_CAPTION)
 for kind, needles in sweep_numbers.design.KIND_NAMES.items():
     if (lengths.curves["kind"] == kind).any():
         figure = sweep_numbers.figure(lengths, kind)

@@ -25,7 +25,7 @@ import pandas as pd
 from . import __version__
 from .chapters import Run, contract
 from .chapters.effective_length import design as sweep_design
-from .chapters.effective_length.numbers import Sweeps, bars_quoted, stored_sweep, sweeps
+from .chapters.effective_length.numbers import Sweeps, stored_sweep, sweeps
 from .chapters.kv_retrieval import numbers as kv_numbers
 from .chapters.length_alone import analysis as la_analysis
 from .chapters.length_alone import numbers as la_numbers
@@ -446,17 +446,6 @@ def provenance(results_dir: str | Path) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # Effective length: every reader's, from the sweep's stored rows
-
-LENGTHS_CAPTION = (
-    "Effective length per reader, needle kind and definition, with the 95% interval on the "
-    "length from resampling needles; the lengths measured so far beside those the book asks."
-)
-PUBLISHED_CAPTION = "NoLiMa's effective lengths (theirs; 85% of each model's own base)."
-
-
-def effective_length_quoted() -> dict[str, str]:
-    """The definitions' bars, as the page's prose quotes them (one source: the library's)."""
-    return bars_quoted()
 
 
 def effective_lengths(results_dir: str | Path, readers: Sequence[Reader] | None = None) -> Sweeps:

@@ -191,6 +191,15 @@ def share_of_window(found: EffectiveLength, window: int | None) -> str:
     return ("≥ " if found.at_least else "") + f"{100 * found.length / window:.0f}%"
 
 
+# The captions of the two tables below, on the chapter's page and the findings page alike
+LENGTHS_CAPTION = (
+    "Effective length per reader, needle kind and definition, with the 95% interval on the "
+    "length from resampling needles; the lengths measured so far beside those the reader's "
+    "window allows."
+)
+PUBLISHED_CAPTION = "NoLiMa's effective lengths (theirs; 85% of each model's own base)."
+
+
 def lengths_table(view: Sweeps) -> pd.DataFrame:
     """One row per reader, needle kind and definition: the effective length with its
     interval on the grid, the bar, the needles, the lengths measured so far and the share of

@@ -11,6 +11,8 @@ from ...section import Example, Figure, Sections, Shown, Table
 from ..contract import Run
 from . import design
 from .numbers import (
+    LENGTHS_CAPTION,
+    PUBLISHED_CAPTION,
     EffectiveLengthResult,
     Sweeps,
     figure,
@@ -19,12 +21,6 @@ from .numbers import (
     published_lengths,
 )
 
-LENGTHS_CAPTION = (
-    "Effective length per reader, needle kind and definition, with the 95% interval on the "
-    "length from resampling needles; the lengths measured so far beside those the reader's "
-    "window allows."
-)
-PUBLISHED_CAPTION = "NoLiMa's effective lengths (theirs; 85% of each model's own base)."
 HALF_WINDOW_CAPTION = (
     "The pre-registered comparison per reader: the difference is accuracy at the claim's "
     "length (the longest within half its window) minus 85% of its own base, paired by needle."
