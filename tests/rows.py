@@ -42,6 +42,24 @@ def stored_row(
     return json.loads(json.dumps({**row, **fields}))
 
 
+def answered_row(key: str, request: Request, *, reader, output: str = "out") -> dict:
+    """The row ``reader`` stores for ``request`` under ``key`` with ``output`` as its answer,
+    no model run (every field its key is made of kept, so the store's checks hold)."""
+    generation = Generation(output, output, 3, 2, True, 0.5, 1)
+    row = make_row(
+        key,
+        request,
+        generation,
+        model=reader.model,
+        fingerprint=reader.fingerprint,
+        prompt_mode=reader.prompt_mode,
+        rendered_prompt=request.prompt,
+        params={},
+        backend="hf",
+    )
+    return json.loads(json.dumps(row))
+
+
 def attention_row(key: str, *, prompt: str = "prompt", model: str = "m", **fields) -> dict:
     """An attention row as :func:`longctx.attention.attention_rows` stores it; ``fields``
     (the item's own, ``abs``, ``tokens``, ...) replace or add to its fields."""

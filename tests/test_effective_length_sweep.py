@@ -17,8 +17,9 @@ from longctx.errors import ParameterError
 from longctx.metrics import unit_mean
 from longctx.models import load_tokenizer
 from longctx.reader import Reader
-from longctx.runner import run, stored
+from longctx.runner import block_keys, run, stored
 from longctx.tasks import kv_retrieval as kv
+from rows import answered_row
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALES = json.loads((ROOT / "lib/longctx/scales/effective_length.json").read_text())
@@ -175,6 +176,31 @@ def test_the_sweep_runs_through_the_runner_and_resumes(tmp_path):
     again = run(plan, reader, tmp_path, batch_size=4, progress=False, log=lambda m: None)
     assert again.missing == 0 and sum(b["generated"] for b in again.blocks) == 0
     assert set(numbers.claims(rows, p, 8192)) == set()  # no length within half the window
+
+
+def test_a_sweep_is_read_at_its_answered_lengths_and_a_covering_runs_rows_serve(tmp_path):
+    reader = Reader(SMOKE, "hf", device="cpu", dtype="float32")
+    smoke, tok = params("smoke"), load_tokenizer(SMOKE)
+    plan = design.blocks(smoke, tok, 8192)
+    for block in plan:  # rows as the runner stores them, no model run
+        reader.store(tmp_path, design.EXPERIMENT).append(
+            answered_row(key, r, reader=reader)
+            for key, r in zip(block_keys(block, reader), block.requests, strict=True)
+        )
+    rows = stored(plan, reader, tmp_path)
+    wider = {**smoke, "lengths": [250, 500, 1000, 2000, 4000]}  # 2K and 4K never answered
+    narrower = design.blocks({**smoke, "lengths": [250, 500, 1000]}, tok, 8192)
+    full = design.blocks(wider, tok, 8192)
+    keys = {k for b in full for k in block_keys(b, reader)}
+    assert {k for b in narrower for k in block_keys(b, reader)} <= keys  # prompts per length
+    read = numbers.stored_sweep(reader, tmp_path, wider)
+    again = numbers.stored_sweep(reader, tmp_path, wider, known=(smoke, rows))
+    assert len(read.table) == len(again.table) == len(rows) and read.grid == again.grid
+    pd.testing.assert_frame_equal(read.table, again.table)
+    assert numbers.covers(smoke, {**smoke, "lengths": [250, 500]})
+    assert not numbers.covers(smoke, {**smoke, "lengths": [250, 2000]})
+    assert not numbers.covers({**smoke, "claim_only": True}, smoke)
+    assert not numbers.covers(smoke, {**smoke, "seed": 1})
 
 
 def test_the_curve_averages_each_needles_questions_first_and_resamples_needles():

@@ -54,13 +54,14 @@ class EffectiveLength(Chapter):
         readers = [run.reader] + [
             r for r in stored_readers(run.results, design.EXPERIMENT) if r != run.reader
         ]
+        rows = run.rows(design.EXPERIMENT)
         by_reader = {}
         for reader in readers:
-            if sweep := numbers.stored_sweep(reader, run.results, shown):
+            known = (run.params, rows) if reader == run.reader else None
+            if sweep := numbers.stored_sweep(reader, run.results, shown, known):
                 by_reader[reader.label] = sweep
         view = numbers.sweeps(by_reader)
         overlap = numbers.overlap_table(run.params)
-        rows = run.rows(design.EXPERIMENT)
         claimed = bool(self.claim_blocks)
         return numbers.EffectiveLengthResult(
             **self.judged(run, self.claims(run)),

@@ -277,19 +277,43 @@ class ReaderSweep:
     estimates: dict[str, Estimate] = field(default_factory=dict)
 
 
-def stored_sweep(reader: Reader, results_dir, params: dict) -> ReaderSweep | None:
+def stored_sweep(
+    reader: Reader, results_dir, params: dict, known: tuple[dict, list[dict]] | None = None
+) -> ReaderSweep | None:
     """``reader``'s stored rows of the sweep at ``params``, read through its own plan (its
     own tokenizer's lengths; no model runs); None where it has none (its plan, which needs
-    its tokenizer, is then not built)."""
-    if not reader.store(results_dir, design.EXPERIMENT).holds_rows():
+    its tokenizer, is then not built). The plan is built at the lengths holding a row only:
+    a length's prompts do not depend on the others asked (:func:`.design.blocks`), and
+    sizing a length never answered takes minutes at 32K tokens. ``known``, a run's
+    parameters and its plan's stored rows, serves instead where that plan asks every
+    length needed with the same parameters."""
+    store = reader.store(results_dir, design.EXPERIMENT)
+    if not store.holds_rows():
         return None
     window = context_window(reader.ref)
-    plan = design.blocks(params, load_tokenizer(reader.model), window)
-    rows = stored_in(plan, design.EXPERIMENT, reader, results_dir)
+    answered = {int(row["condition"]["length"]) for row in store.rows()}
+    keep = answered | set(design.NOLIMA_BASE_LENGTHS)  # the design asks its base always
+    asked = {**params, "lengths": [n for n in params["lengths"] if n in keep]}
+    if known is not None and covers(known[0], asked):
+        rows = [r for r in known[1] if r["condition"]["length"] in asked["lengths"]]
+    else:
+        plan = design.blocks(asked, load_tokenizer(reader.model), window)
+        rows = stored_in(plan, design.EXPERIMENT, reader, results_dir)
     if not rows:
         return None
     grid = design.grid(params, window)
     return ReaderSweep(scored(rows), window, grid, claims(rows, params, window))
+
+
+def covers(known: dict, asked: dict) -> bool:
+    """A run at ``known`` plans every prompt of ``asked``: the same parameters but the
+    lengths, each of ``asked``'s lengths among its own, and every block planned."""
+    others = {*known, *asked} - {"lengths"}
+    return (
+        all(known.get(k) == asked.get(k) for k in others)
+        and not known.get("claim_only")
+        and set(asked["lengths"]) <= set(known["lengths"])
+    )
 
 
 @dataclass(frozen=True)
