@@ -12,11 +12,13 @@ import pytest
 
 from longctx import transforms as T
 from longctx.attention import calibrated_relevance
+from longctx.chapters import contract, run_of
 from longctx.chapters.mitigations import design, numbers
 from longctx.errors import ParameterError
 from longctx.reader import Reader
-from longctx.runner import run, stored
+from longctx.runner import block_keys, run, stored
 from longctx.tasks import multidoc_qa as qa
+from rows import answered_row
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALES = json.loads((ROOT / "lib/longctx/scales/mitigations.json").read_text())
@@ -313,3 +315,45 @@ def test_the_cost_is_judged_against_the_bar_never_asserted():
     assert "attention sorting, 3 passes took 3.00x (beyond the bar)" in said
     assert f"bar at {numbers.COST_BAR}x" in said
     assert "not been timed" in numbers.cost_sentence(None)
+
+
+def _store_answers(reader: Reader, p: dict, results: Path, right) -> None:
+    """Every prompt of ``reader``'s plan answered without a model, ``right(request)`` saying
+    which answers name the gold: the baseline first, since the reorder arm's edge is read
+    from it."""
+
+    def answer(plan) -> None:
+        for block in plan:
+            store = reader.store(results, block.experiment)
+            have = store.keys() if store.holds_rows() else set()
+            store.append(
+                answered_row(key, r, reader=reader, output=r.gold[0] if right(r) else "no idea")
+                for key, r in zip(block_keys(block, reader), block.requests, strict=True)
+                if key not in have
+            )
+
+    baseline = design.blocks(p)[:1]
+    answer(baseline)
+    answer(
+        design.blocks(p, numbers.best_edge(stored(baseline, reader, results), p["num_documents"]))
+    )
+
+
+def test_the_page_sets_each_stored_readers_rows_beside_the_runs_own(tmp_path):
+    arms = ["shuffle", "reorder", "instruction", "query_aware"]
+    chapter = contract("mitigations")
+    me, other = Reader("smollm2-135m-instruct"), Reader()
+    p = {**params(arms=arms), "arms": arms}
+    _store_answers(me, p, tmp_path, lambda r: True)
+    _store_answers(other, p, tmp_path, lambda r: r.condition.get("mitigation") == "instruction")
+    run = run_of("mitigations", me, "ci", tmp_path, arms=arms)
+    view = chapter.analyze(run)
+    by_reader = view.accuracy.groupby("model")["accuracy"]
+    assert by_reader.min().to_dict() == {me.label: 1.0, other.label: 0.0}
+    assert by_reader.max().to_dict() == {me.label: 1.0, other.label: 1.0}  # its instruction
+    mine, theirs = (view.gains[view.gains["reader"] == r.label] for r in (me, other))
+    assert set(mine["arm"]) == set(theirs["arm"]) == {"reorder", "instruction", "query_aware"}
+    instruction = theirs.set_index("arm").loc["instruction"]
+    assert instruction["baseline_difference"] == pytest.approx(100.0)
+    assert view.quoted["mit-readers"] == 2 and view.label == me.label
+    assert set(view.estimates) == set(chapter.claims(run))  # the run's own reader's only
