@@ -27,37 +27,41 @@ def stored_row(
     of its fields (``params``, ``prompt_tokens``, ``meta``, ...) or add to it. JSON types
     throughout (lists, not tuples), as the row reads back from its store."""
     request = Request(task, example_id, prompt, tuple(gold), dict(condition or {}))
-    generation = Generation(output, output, 3, 2, True, 0.5, 1)
-    row = make_row(
-        key,
-        request,
-        generation,
-        model=model,
-        fingerprint=fingerprint,
-        prompt_mode="auto",
-        rendered_prompt=prompt,
-        params={},
-        backend=backend,
-    )
+    row = _generation_row(key, request, output, model, fingerprint, "auto", backend)
     return json.loads(json.dumps({**row, **fields}))
 
 
 def answered_row(key: str, request: Request, *, reader, output: str = "out") -> dict:
     """The row ``reader`` stores for ``request`` under ``key`` with ``output`` as its answer,
     no model run (every field its key is made of kept, so the store's checks hold)."""
+    row = _generation_row(
+        key, request, output, reader.model, reader.fingerprint, reader.prompt_mode, "hf"
+    )
+    return json.loads(json.dumps(row))
+
+
+def _generation_row(
+    key: str,
+    request: Request,
+    output: str,
+    model: str,
+    fingerprint: str,
+    prompt_mode: str,
+    backend: str,
+) -> dict:
+    """:func:`longctx.runner.make_row`'s row for ``request`` answered with ``output``."""
     generation = Generation(output, output, 3, 2, True, 0.5, 1)
-    row = make_row(
+    return make_row(
         key,
         request,
         generation,
-        model=reader.model,
-        fingerprint=reader.fingerprint,
-        prompt_mode=reader.prompt_mode,
+        model=model,
+        fingerprint=fingerprint,
+        prompt_mode=prompt_mode,
         rendered_prompt=request.prompt,
         params={},
-        backend="hf",
+        backend=backend,
     )
-    return json.loads(json.dumps(row))
 
 
 def attention_row(key: str, *, prompt: str = "prompt", model: str = "m", **fields) -> dict:
