@@ -270,11 +270,16 @@ def shuffle_distractors(example: QAExample, seed: int = 0) -> QAExample:
     return replace(example, distractors=tuple(docs))
 
 
+def document_lines(documents: Iterable[Document]) -> list[str]:
+    """Each document as the prompt writes it, ``Document [i](Title: <title>) <text>``,
+    numbered from 1 (the paper's Figure 2). A text may hold line breaks of its own, so the
+    prompt's lines are not its documents."""
+    return [f"Document [{i}](Title: {d.title}) {d.text}" for i, d in enumerate(documents, start=1)]
+
+
 def format_documents(documents: Iterable[Document]) -> str:
-    """``Document [i](Title: <title>) <text>`` lines, numbered from 1 (the paper's Figure 2)."""
-    return "\n".join(
-        f"Document [{i}](Title: {d.title}) {d.text}" for i, d in enumerate(documents, start=1)
-    )
+    """The documents, one after another on lines of their own (:func:`document_lines`)."""
+    return "\n".join(document_lines(documents))
 
 
 def build_prompt(

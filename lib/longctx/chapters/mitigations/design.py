@@ -131,17 +131,12 @@ def calibration_items(params: dict) -> list[dict]:
         items.append(
             {
                 "prompt": qa.build_prompt(raw.question, docs),
-                "documents": document_texts(docs),
+                "documents": qa.document_lines(docs),
                 "example_id": raw.example_id,
                 "role": "calibration",
             }
         )
     return items
-
-
-def document_texts(docs: Sequence[qa.Document]) -> list[str]:
-    """Each document as the prompt writes it (``Document [i](Title: ...) text``)."""
-    return qa.format_documents(docs).split("\n")
 
 
 def _documents_of(ex: Example) -> list[qa.Document]:
@@ -232,7 +227,7 @@ def _attention_item(ex: Example, order: Sequence[int], passes: int, gold_from: i
     docs = _documents_of(ex)
     return {
         "prompt": qa.render(ex).prompt,
-        "documents": document_texts(docs),
+        "documents": qa.document_lines(docs),
         "example_id": ex.example_id,
         "role": "test",
         "passes": passes,
