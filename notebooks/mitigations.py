@@ -116,7 +116,9 @@ page.show("provenance")
 # - **Attention sorting** {cite}`peysakhovich2023sorting`: the documents ordered by the final
 #   token's attention, the most attended last, once or three times before answering.
 # - **Recite, then answer** {cite}`du2025length`: the reader first copies the documents it
-#   finds relevant, then answers with only those as its search results.
+#   finds relevant, then answers with only those as its search results. Whether the copy kept
+#   the answer tells the two steps apart (the distractors hold no answer):
+#   {glue:text}`mit-recitation`
 #
 # The readers here are far smaller than the papers' (7B and more), and every answer is
 # greedy, so each gain says what the fix does for a small reader, not what its paper measured.

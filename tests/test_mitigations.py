@@ -61,6 +61,18 @@ def test_calibration_removes_a_planted_positional_bias_and_finds_the_relevant_do
     assert design.sorted_by_attention(relevance)[-1] == relevant
 
 
+def test_a_document_with_line_breaks_of_its_own_is_one_span_of_attention():
+    from longctx.attention import char_spans
+
+    docs = [qa.Document("one", "first"), qa.Document("two", "a\n\nb"), qa.Document("3", "c")]
+    prompt = qa.build_prompt("who?", docs)
+    lines = qa.document_lines(docs)
+    assert len(lines) == 3 and qa.format_documents(docs) == "\n".join(lines)
+    spans = char_spans(prompt, lines)
+    assert prompt[slice(*spans[1])] == "Document [2](Title: two) a\n\nb"
+    assert all(end > start for start, end in spans)  # the blank line is no document
+
+
 def test_the_shuffle_control_is_seeded_per_question_and_reproducible():
     ex = example(n=20, gold=9)
     once, again = T.Arrange("shuffle", seed=0)(ex), T.Arrange("shuffle", seed=0)(ex)
@@ -102,6 +114,41 @@ def test_recite_then_answer_copies_first_and_answers_from_the_copy_alone():
     assert "Document [1] text 2" in bare.prompt
     # only the answer is scored as the arm's
     assert arm_of(row) is None and arm_of({**row, "condition": second.condition}) == "recite"
+
+
+def test_the_recitations_say_which_step_lost_the_answer():
+    def step(name: str, question: str, idx: int, output: str) -> dict:
+        condition = {"mitigation": "recite", "num_documents": 20, "gold_index": idx, "step": name}
+        return {"example_id": question, "condition": condition, "output": output, "gold": ["Paris"]}
+
+    rows = [
+        step("recitation", "q1", 0, "# Document 1\nThe capital is Paris."),  # held, answered right
+        step("answer", "q1", 0, "Paris"),
+        step("recitation", "q2", 0, "# Document 4\nThe capital is paris!"),  # held, answered wrong
+        step("answer", "q2", 0, "Rome"),
+        step("recitation", "q1", 9, "Document 1: a title"),  # missed, right by luck
+        step("answer", "q1", 9, "Paris"),
+        step("recitation", "q2", 9, "# Document 2\nRome"),  # missed, no answer stored yet
+    ]
+    frame = numbers.recitations([*rows, _baseline_row(0, "Paris")], 20).set_index("position")
+    assert list(frame.index) == [1, 10]  # no recitation with the gold last
+    assert frame.loc[1, ["recited", "held", "held_answered", "held_right"]].tolist() == [2, 2, 2, 1]
+    assert frame.loc[10, ["recited", "held", "missed_answered", "missed_right"]].tolist() == [
+        2,
+        0,
+        1,
+        1,
+    ]
+    said = numbers.recitation_sentence(frame.reset_index(), "tiny", 20)
+    assert said == (
+        "For tiny, the recitation held a gold answer for 2 of 2 questions with the gold first "
+        "and 0 of 2 in the middle; from a copy that held one it answered 50% right (n = 2); from a "
+        "copy that did not it answered 100% right (n = 1)."
+    )
+    assert (
+        numbers.recitation_sentence(numbers.recitations([], 20), "tiny", 20)
+        == "tiny has no recitations in this run."
+    )
 
 
 def _baseline_row(idx: int, answer: str, question: str = "q1", **condition) -> dict:

@@ -74,6 +74,7 @@ class Mitigations(Chapter):
             edges[label] = numbers.edge_or_none(rows, k)
         table = numbers.gains(estimates)
         pending = tuple(a for a in design.ARMS if a not in params["arms"])
+        recited = numbers.recitations(answers(run), k)
         data = provenances(
             run.results,
             [
@@ -87,7 +88,8 @@ class Mitigations(Chapter):
             gains=table,
             edges=edges,
             pending=pending,
-            quoted=numbers.quoted(table, params, pending, edges, run.reader.label),
+            recitations=recited,
+            quoted=numbers.quoted(table, params, pending, edges, run.reader.label, recited),
             said=numbers.statements(table, run.reader.label),
             provenance=(
                 f"**Data.** {data} Greedy decoding, prompts from `lib/longctx/prompts/`; "

@@ -22,7 +22,7 @@ from ...claims import (
     read_claims,
 )
 from ...errors import ParameterError
-from ...metrics import wilson_interval
+from ...metrics import answer_inclusion, wilson_interval
 from ...paths import repo_root
 from ...report import and_list
 from ...tasks import multidoc_qa as qa
@@ -141,6 +141,70 @@ def position_accuracy(rows: Iterable[dict], num_documents: int) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out, columns=["arm", "position", "n", "accuracy", "ci_low", "ci_high"])
+
+
+def recitations(rows: Iterable[dict], num_documents: int) -> pd.DataFrame:
+    """Recite-then-answer's two steps per gold position (1-based ``position``): of the
+    ``recited`` questions, how many recitations ``held`` a gold answer anywhere in the copy
+    (answer inclusion; the distractors hold none), and of the answers made from a copy that
+    held one (``held_answered``) and from one that did not (``missed_answered``), how many
+    were right (``held_right``, ``missed_right``)."""
+    held, right = {}, {}
+    for r in rows:
+        c = r.get("condition") or {}
+        if c.get("mitigation") != "recite" or c.get("num_documents") != num_documents:
+            continue
+        key = (r["example_id"], c["gold_index"])
+        if c.get("step") == "recitation":
+            held[key] = bool(answer_inclusion(r["output"], r["gold"]))
+        elif c.get("step") == "answer":
+            right[key] = qa.score(r)
+    out = []
+    for idx in qa.position_indices(num_documents, design.DEPTHS):
+        mine = [k for k in held if k[1] == idx]
+        if not mine:
+            continue
+        row = {"position": idx + 1, "recited": len(mine), "held": sum(held[k] for k in mine)}
+        for side, kept in (("held", True), ("missed", False)):
+            scored = [right[k] for k in mine if held[k] is kept and k in right]
+            row |= {f"{side}_answered": len(scored), f"{side}_right": sum(scored)}
+        out.append(row)
+    return pd.DataFrame(out, columns=RECITATION_COLUMNS)
+
+
+GOLD_WHERE = {0.0: "with the gold first", 0.5: "in the middle", 1.0: "last"}  # by depth
+RECITATION_COLUMNS = [
+    "position",
+    "recited",
+    "held",
+    "held_answered",
+    "held_right",
+    "missed_answered",
+    "missed_right",
+]
+
+
+def recitation_sentence(frame: pd.DataFrame, label: str, num_documents: int) -> str:
+    """What :func:`recitations` says for ``label`` in words."""
+    if frame.empty:
+        return f"{label} has no recitations in this run."
+    positions = qa.position_indices(num_documents, design.DEPTHS)
+    where = {idx + 1: GOLD_WHERE[depth] for idx, depth in zip(positions, design.DEPTHS)}
+    counts = [
+        f"{r.held} of {r.recited}{' questions' if i == 0 else ''} {where[r.position]}"
+        for i, r in enumerate(frame.itertuples())
+    ]
+    rates = []
+    for side, words in (("held", "held one"), ("missed", "did not")):
+        n = int(frame[f"{side}_answered"].sum())
+        if n:
+            share = frame[f"{side}_right"].sum() / n
+            rates.append(f"from a copy that {words} it answered {share:.0%} right (n = {n})")
+    return (
+        f"For {label}, the recitation held a gold answer for {and_list(counts)}; "
+        + "; ".join(rates)
+        + "."
+    )
 
 
 def edge_change(scores: dict, arm: str, num_documents: int) -> float:
@@ -262,12 +326,14 @@ class MitigationsResult(ChapterResult):
     """The page's numbers: each reader's accuracy per arm and gold position (``accuracy``,
     with a ``model`` column), each fix's gains per reader (:func:`gains`), the edge each
     reader reads best (``edges``, which Found in the Middle's arm uses), the designed arms
-    this run does not answer (``pending``) and the figure's Data line."""
+    this run does not answer (``pending``), what the run's reader's recitations held
+    (:func:`recitations`) and the figure's Data line."""
 
     accuracy: pd.DataFrame
     gains: pd.DataFrame
     edges: dict[str, str]
     pending: tuple[str, ...]
+    recitations: pd.DataFrame
     provenance: str
 
 
@@ -292,11 +358,17 @@ def pending_text(pending: tuple[str, ...]) -> str:
 
 
 def quoted(
-    table: pd.DataFrame, params: dict, pending: tuple[str, ...], edges: dict, label: str
+    table: pd.DataFrame,
+    params: dict,
+    pending: tuple[str, ...],
+    edges: dict,
+    label: str,
+    recited: pd.DataFrame,
 ) -> dict:
     """The numbers and sentences the page's prose glues."""
     lo, hi = params["ms_poe_ratios"]
     return {
+        "mit-recitation": recitation_sentence(recited, label, params["num_documents"]),
         "mit-questions": params["num_questions"],
         "mit-documents": params["num_documents"],
         "mit-arms": and_list([ARM_NAMES[a] for a in params["arms"]]),
