@@ -137,6 +137,7 @@ def test_a_glued_figure_carries_its_computed_caption_alt_text_and_dpi():
     png = base64.b64decode(re.search(r"base64,(\S+)", md).group(1))
     with Image.open(io.BytesIO(png)) as img:
         assert round(img.info["dpi"][0]) == DPI
+        assert img.mode == "P"  # 256 colours: a third of the bytes of the drawing's RGBA
     assert not plt.fignum_exists(fig.number)  # closed: the page shows only the glued copy
 
 
