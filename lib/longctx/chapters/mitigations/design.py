@@ -308,7 +308,7 @@ def attention_blocks(params: dict, baseline: list[Example], edge: str | None) ->
         return blocks
 
     return Block(
-        "final-token attention per document",
+        READS,
         ATTENTION,
         [],
         attention=items,
@@ -392,15 +392,18 @@ EXPERIMENTS = (EXPERIMENT, ATTENTION)
 
 # Each fix -> the words naming the claims-scale blocks its rows come from (its fix, and the
 # random shuffle for the comparison with it).
+READS = "final-token attention per document"  # the attention arms' first stage
+# Each fix -> the words naming the blocks its rows come from (an attention arm's include the
+# attention reads its order was made from)
 _FIX_BLOCKS = {
-    "reorder": "reorder",
-    "fitm": "Found in the Middle",
-    "sort_1": "attention sorting, pass 1:",
-    "sort_3": "attention sorting, pass 3:",
-    "ms_poe": "Ms-PoE",
-    "instruction": "attention instruction",
-    "query_aware": "query-aware",
-    "recite": "recite then answer",
+    "reorder": ("reorder",),
+    "fitm": (READS, "Found in the Middle"),
+    "sort_1": (READS, "attention sorting, pass 1:"),
+    "sort_3": (READS, "attention sorting, pass 2:", "attention sorting, pass 3:"),
+    "ms_poe": ("Ms-PoE",),
+    "instruction": ("attention instruction",),
+    "query_aware": ("query-aware",),
+    "recite": ("recite then answer",),
 }
 
 
@@ -415,8 +418,8 @@ def claim_blocks(arms) -> dict[str, tuple[str, ...]]:
     claims a run of those arms can judge."""
     out = {}
     for arm in (a for a in _FIX_BLOCKS if a in arms):
-        out[claim_id(arm)] = ("baseline", _FIX_BLOCKS[arm])
-        out[f"{claim_id(arm)}-vs-shuffle"] = ("random shuffle", _FIX_BLOCKS[arm])
+        out[claim_id(arm)] = ("baseline", *_FIX_BLOCKS[arm])
+        out[f"{claim_id(arm)}-vs-shuffle"] = ("random shuffle", *_FIX_BLOCKS[arm])
     return out
 
 
