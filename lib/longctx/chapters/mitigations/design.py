@@ -51,6 +51,7 @@ from ..multidoc_qa import design as multidoc
 
 EXPERIMENT = "mitigations"  # the arms' answers
 ATTENTION = "mitigations_attention"  # each document's share of the final token's attention
+READS = "final-token attention per document"  # the attention arms' first block
 BASELINE = multidoc.EXPERIMENT  # the baseline and query-aware prompts are that chapter's
 
 DEPTHS = multidoc.HEADLINE_DEPTHS  # gold first, in the middle, last
@@ -390,11 +391,9 @@ def blocks(params: dict, edge: str | None = None) -> list[Block]:
 # The stores the chapter offers for download
 EXPERIMENTS = (EXPERIMENT, ATTENTION)
 
-# Each fix -> the words naming the claims-scale blocks its rows come from (its fix, and the
-# random shuffle for the comparison with it).
-READS = "final-token attention per document"  # the attention arms' first stage
-# Each fix -> the words naming the blocks its rows come from (an attention arm's include the
-# attention reads its order was made from)
+# Each fix -> the words naming the claims-scale blocks its rows come from (an attention arm's
+# include the attention reads its order was made from); claim_blocks adds the baseline or the
+# random shuffle for each comparison.
 _FIX_BLOCKS = {
     "reorder": ("reorder",),
     "fitm": (READS, "Found in the Middle"),
