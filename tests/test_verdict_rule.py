@@ -169,14 +169,32 @@ def test_room_below_the_ceiling_against_the_paper():
 
 
 def test_a_fact_the_chapter_computes():
-    premise = Premise.single("retrieval", 50.0, "recitations retrieve")
+    premise = Premise.single("identified", 50.0, "recitations name the document")
     claim = _claim(+1, 1.8, premise=premise)
-    assert judge(_est(-26.0, -6.0, facts={"retrieval": 10.9}), claim).verdict == "premise not met"
-    assert judge(_est(-26.0, -6.0, facts={"retrieval": 60.0}), claim).verdict == (
+    assert judge(_est(-26.0, -6.0, facts={"identified": 10.9}), claim).verdict == (
+        "premise not met"
+    )
+    assert judge(_est(-26.0, -6.0, facts={"identified": 60.0}), claim).verdict == (
         "opposite direction"
     )
     with pytest.raises(DataFileError, match="does not compute"):
         judge(_est(-26.0, -6.0), claim)
+
+
+def test_a_difference_reads_in_points_and_a_level_in_percent():
+    premise = Premise.parse("control >= 20 and edge_change >= -5", "w", "here")
+    j = judge(
+        _est(-2.0, 13.3, control=30.7, facts={"edge_change": -6.7}),
+        _claim(+1, 6.0, premise=premise),
+    )
+    assert j.verdict == "premise not met"
+    assert "control 30.7% >= 20%" in j.premise
+    assert "edge_change -6.7 pts < -5 pts" in j.premise
+
+
+def test_an_unknown_premise_quantity_is_refused_with_its_row():
+    with pytest.raises(DataFileError, match="claims.csv row 3: premise quantity 'retrieval'"):
+        Premise.parse("retrieval >= 50", "w", "claims.csv row 3")
 
 
 def test_premise_parsing():

@@ -200,15 +200,48 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Quantity:
+    """A premise quantity as a failed check names it: a few words, and its unit: a level
+    (a share of items, "%") or a difference of two levels ("pts")."""
+
+    words: str
+    unit: str
+
+
+LEVEL, POINTS = "%", " pts"
+QUANTITIES = {
+    "control": Quantity("control", LEVEL),
+    "treatment": Quantity("treatment", LEVEL),
+    "room": Quantity("room", POINTS),
+    "recall_gain": Quantity("recall gain", POINTS),
+    "accuracy": Quantity("accuracy", LEVEL),
+    "hard_cost": Quantity("cost of hard negatives", POINTS),
+    "edge_change": Quantity("change at the edges", POINTS),
+    "recited_none": Quantity("recited, no filler", LEVEL),
+    "recited": Quantity("recited", LEVEL),
+    "kept": Quantity("still recited", LEVEL),
+    "identified": Quantity("recitations naming the document", LEVEL),
+    "base": Quantity("short-context base", LEVEL),
+}
+
+
+@dataclass(frozen=True)
 class Check:
     """One condition of a premise: ``quantity`` at least ``minimum``. The quantity is
     ``control`` or ``treatment`` (a side's level in %), ``room`` (how far the treatment can
     move in the claim's direction: 100 - control for a gain, control for a loss) or a fact
-    the chapter computes (``Estimate.facts``); the minimum is a number or ``paper`` (the
-    size of the paper's effect)."""
+    the chapter computes (``Estimate.facts``), each listed in ``QUANTITIES``; the minimum is a
+    number or ``paper`` (the size of the paper's effect)."""
 
     quantity: str
     minimum: float | str
+
+    def __post_init__(self) -> None:
+        if self.quantity not in QUANTITIES:
+            raise DataFileError(
+                f"premise quantity '{self.quantity}' is unknown; it is one of "
+                f"{', '.join(QUANTITIES)} (a new one gets its words and unit in QUANTITIES)"
+            )
 
     _FORM = re.compile(r"^\s*([a-z_]+)\s*>=\s*(paper|-?[\d.]+)\s*$")
 
@@ -221,7 +254,10 @@ class Check:
                 " (several joined by 'and')"
             )
         minimum = m.group(2)
-        return cls(m.group(1), minimum if minimum == "paper" else float(minimum))
+        try:
+            return cls(m.group(1), minimum if minimum == "paper" else float(minimum))
+        except DataFileError as err:
+            raise DataFileError(f"{where}: {err}") from None
 
     def value(self, est: Estimate, claim: Claim) -> float | None:
         if self.quantity == "control":
@@ -568,21 +604,6 @@ def relative_change(est: Estimate, claim: Claim) -> tuple[float | None, float | 
     return ours, (100 * effect / base if effect is not None and base else None)
 
 
-# A premise's quantities in a few words, for the failed checks a table cell shows
-QUANTITY_WORDS = {
-    "control": "control",
-    "room": "room",
-    "recall_gain": "recall gain",
-    "accuracy": "accuracy",
-    "hard_cost": "cost of hard negatives",
-    "recited_none": "recited, no filler",
-    "recited": "recited",
-    "kept": "still recited",
-    "identified": "recitations naming the document",
-    "base": "short-context base",
-}
-
-
 def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str, str]:
     """Whether the premise holds (None: a fact it needs is not measured on these rows yet),
     each check with its value in words, and the checks that failed."""
@@ -600,7 +621,8 @@ def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str, str]:
                 f"claim {claim.id}: its premise needs '{check.quantity}', which its chapter "
                 "does not compute"
             )
-        unit = "" if claim.scale == "r" else "%" if check.quantity != "room" else " pts"
+        quantity = QUANTITIES[check.quantity]
+        unit = quantity.unit
         if value != value:
             parts.append(f"{check.quantity} not measured yet (needs >= {threshold:g}{unit})")
             unmeasured = True
@@ -613,8 +635,7 @@ def _premise(est: Estimate, claim: Claim) -> tuple[bool | None, str, str]:
         measured = f"{bound}{value:.1f}{unit} {'>=' if ok else '<'} {threshold:g}{unit}"
         parts.append(f"{check.quantity} {measured}")
         if not ok:
-            words = QUANTITY_WORDS.get(check.quantity, check.quantity.replace("_", " "))
-            failing.append(f"{words} {measured}")
+            failing.append(f"{quantity.words} {measured}")
     # a check that fails decides, whether or not another is measured
     met = False if failing else None if unmeasured else True
     return met, f"{premise.why}: {', '.join(parts)}", ", ".join(failing)
