@@ -67,7 +67,8 @@ class Mitigations(Chapter):
         params, k = run.params, run.params["num_documents"]
         self.answer(run)  # generate what is missing before reading each store
         accuracy, estimates, edges = [], {}, {}
-        for each in self.readers(run):
+        readers = self.readers(run)
+        for each in readers:
             label, rows = each.reader.label, answers(each)
             accuracy.append(numbers.position_accuracy(rows, k).assign(model=label))
             estimates[label] = numbers.claims(rows, each.params)
@@ -75,10 +76,11 @@ class Mitigations(Chapter):
         table = numbers.gains(estimates)
         pending = tuple(a for a in design.ARMS if a not in params["arms"])
         recited = numbers.recitations(answers(run), k)
+        # every reader drawn on the page names its stores
         data = provenances(
             run.results,
             [
-                (rows_table(run.rows(store), qa.score), store)
+                (rows_table([r for each in readers for r in each.rows(store)], qa.score), store)
                 for store in (design.BASELINE, design.EXPERIMENT)
             ],
         )
