@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from longctx import plots
 from longctx import transforms as T
 from longctx.attention import calibrated_relevance
 from longctx.chapters import contract, run_of
-from longctx.chapters.mitigations import design, numbers
+from longctx.chapters.mitigations import design, numbers, sections
 from longctx.errors import ParameterError
 from longctx.reader import Reader
 from longctx.runner import block_keys, run, stored
@@ -404,3 +405,13 @@ def test_the_page_sets_each_stored_readers_rows_beside_the_runs_own(tmp_path):
     assert instruction["baseline_difference"] == pytest.approx(100.0)
     assert view.quoted["mit-readers"] == 2 and view.label == me.label
     assert set(view.estimates) == set(chapter.claims(run))  # the run's own reader's only
+
+
+def test_no_two_arms_on_the_figure_differ_by_colour_alone():
+    colours, styles = sections.palette(["baseline", *SCALES["all_arms"]["arms"]])
+    looks = {arm: (colours[arm], styles.get(arm, {}).get("ls", "-")) for arm in colours}
+    fixes = [numbers.ARM_NAMES[a] for a in SCALES["all_arms"]["arms"] if a not in numbers.CONTROLS]
+    shapes = {styles[f]["marker"] for f in fixes}
+    assert len(shapes) == len(fixes)  # a shape per fix
+    assert plots.PAPER_STYLE["marker"] not in shapes  # none taken for the paper's marks
+    assert len(set(looks.values())) == len(looks)  # and a colour or a dash per arm

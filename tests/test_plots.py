@@ -49,17 +49,22 @@ def _arms(count: int) -> pd.DataFrame:
     return pd.DataFrame(rows).assign(ci_low=0.4, ci_high=0.6)
 
 
-def test_more_lines_than_colours_need_a_palette_and_each_keeps_its_own_dashes():
+def test_more_lines_than_colours_need_a_palette_and_each_keeps_its_own_style():
     with pytest.raises(ValueError, match="9 lines but 8 Okabe-Ito colours: pass a palette"):
         plots.accuracy_by_position(_arms(9), hue="arm")
     palette = {f"arm {i}": plots.OKABE_ITO[i % 8] for i in range(9)}
     fig = plots.accuracy_by_position(
-        _arms(9), hue="arm", palette=palette, hue_dashes={"arm 8": "--"}
+        _arms(9),
+        hue="arm",
+        palette=palette,
+        hue_styles={"arm 8": {"ls": "--"}, "arm 1": {"marker": "s"}},
     )
     drawn = {line.get_label(): line for line in fig.legends[0].get_lines()}
     assert drawn["arm 8"].get_linestyle() == "--" and drawn["arm 0"].get_linestyle() == "-"
-    dashed = [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "--"]
-    assert len(dashed) == 1  # the one hue given dashes, drawn dashed in the panel too
+    assert drawn["arm 1"].get_marker() == "s" and drawn["arm 8"].get_marker() == "o"
+    lines = fig.axes[0].get_lines()
+    assert len([ln for ln in lines if ln.get_linestyle() == "--"]) == 1  # dashed in the panel
+    assert len([ln for ln in lines if ln.get_marker() == "s"]) == 1  # and its own marker there
     with pytest.raises(ValueError, match=r"the palette gives no colour to \['arm 8'\]"):
         plots.accuracy_by_position(
             _arms(9),

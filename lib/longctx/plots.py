@@ -193,19 +193,20 @@ def _legend_below(fig, handles, *, ncol: int = 2) -> None:
         fig.legend(handles=handles, loc="outside lower center", ncol=min(ncol, len(handles)))
 
 
-def _line_handles(hues: list, colours: dict, thick: dict, dashes: dict | None = None) -> list:
+def _line_handles(hues: list, colours: dict, thick: dict, styles: dict | None = None) -> list:
     """Legend entries of the hues' lines, drawn as :func:`_draw_line` draws them, each in its
-    hue's own line style where ``dashes`` gives one (none for a single hue)."""
+    hue's own line style and marker where ``styles`` gives them (none for a single hue)."""
     from matplotlib.lines import Line2D
 
+    styles = styles or {}
     return [
         Line2D(
             [],
             [],
             color=colours[h],
-            ls=(dashes or {}).get(h, "-"),
+            ls=styles.get(h, {}).get("ls", "-"),
             lw=MAIN_LW if thick[h] else OTHER_LW,
-            marker="o",
+            marker=styles.get(h, {}).get("marker", "o"),
             ms=5 if thick[h] else 8,
             mfc=colours[h] if thick[h] else "white",
             label=str(h),
@@ -227,7 +228,7 @@ def _link_line(ax, line, x: str, links, where: str) -> None:
         )
 
 
-def _draw_line(ax, line, x: str, *, colour, ls: str, main: bool):
+def _draw_line(ax, line, x: str, *, colour, ls: str, main: bool, marker: str = "o"):
     """One condition's points: a line with a 95% band for the main reader, a thin line for
     the others; fewer than three points are drawn as points with whiskers, not a line a
     reader would take for a trend."""
@@ -240,7 +241,8 @@ def _draw_line(ax, line, x: str, *, colour, ls: str, main: bool):
             xs,
             ys,
             yerr=[ys - lo, hi - ys],
-            fmt="o" if main else ".",
+            fmt=marker,
+            ms=5 if main else 4,
             color=colour,
             capsize=3,
             lw=lw,
@@ -253,7 +255,7 @@ def _draw_line(ax, line, x: str, *, colour, ls: str, main: bool):
         xs,
         ys,
         ls,
-        marker="o",
+        marker=marker,
         ms=5 if main else 8,
         mfc=colour if main else "white",
         color=colour,
@@ -331,7 +333,7 @@ def accuracy_by_position(
     height: float = 3.3,
     links=None,
     palette: dict | None = None,
-    hue_dashes: dict | None = None,
+    hue_styles: dict | None = None,
 ):
     """Accuracy (shares, drawn in %) against ``x``: one panel per ``facet`` value, one colour
     per ``hue`` (in ``hue_order``, else sorted), one line style per ``style`` (the first of
@@ -342,8 +344,9 @@ def accuracy_by_position(
     ``hue`` where they differ by it), drawn as open diamonds; ``references`` are
     ``(label, level in %, line style)`` grey levels drawn in every panel. ``links(row)``: a
     point's rows (:func:`link_point`). ``palette`` maps each hue to its colour (needed beyond
-    the eight Okabe-Ito colours); ``hue_dashes`` gives a hue its own line style (a control
-    dashed beside the fixes), which the legend shows."""
+    the eight Okabe-Ito colours); ``hue_styles`` gives a hue its own ``ls`` and ``marker``
+    (a control dashed beside the fixes, each fix its own marker, so no line rests on colour
+    alone), which the legend shows."""
 
     facets = sorted(summary[facet].unique())
     present_hues = set(summary[hue])
@@ -362,8 +365,9 @@ def accuracy_by_position(
             for s in styles:
                 line = panel[(panel[hue] == h) & ((panel[style] == s) if style else True)]
                 if len(line):
-                    ls = (hue_dashes or {}).get(h, dashes[s])
-                    _draw_line(ax, line, x, colour=colours[h], ls=ls, main=thick[h])
+                    own = (hue_styles or {}).get(h, {})
+                    ls, marker = own.get("ls", dashes[s]), own.get("marker", "o")
+                    _draw_line(ax, line, x, colour=colours[h], ls=ls, main=thick[h], marker=marker)
                 if links:
                     where = " · ".join(str(v) for v in (h, facet_title.format(value), s) if v)
                     _link_line(ax, line, x, links, where)
@@ -381,7 +385,7 @@ def accuracy_by_position(
             ax.set_xlim(*xlim)
     axes[0][len(facets) // 2].set_xlabel(xlabel)  # once, under the middle panel
     axes[0][0].set_ylabel(ylabel)
-    handles = _line_handles(hues, colours, thick, hue_dashes) + _marks_handles(
+    handles = _line_handles(hues, colours, thick, hue_styles) + _marks_handles(
         {s: dashes[s] for s in styles} if len(styles) > 1 else {},
         paper_label if paper is not None and len(paper) else None,
         references,

@@ -17,18 +17,23 @@ from .numbers import ARM_NAMES, BASELINE, CONTROLS, MitigationsResult, paper_gai
 PAPER_FILE = "lost_in_the_middle_qa"
 PAPER_READER = "GPT-3.5-Turbo"
 # The baseline black and thick, the controls dashed (the shuffle black, the reorder grey), each
-# fix one of the other seven Okabe-Ito colours.
+# fix one of the other seven Okabe-Ito colours and its own marker, so two fixes whose colours
+# are close for a colour-blind reader still differ in shape.
 FIX_COLOURS = [c for c in OKABE_ITO if c != "#000000"]
+FIX_MARKERS = ["s", "^", "h", "v", "P", "X", "<"]  # never the paper's open diamond
 CONTROL_COLOURS = {"shuffle": "#000000", "reorder": "#777777"}
 
 
 def palette(arms) -> tuple[dict, dict]:
-    """Each arm's colour and the controls' dashes, by the arm's name as the figure labels it."""
+    """Each arm's colour, and its line style and marker (:func:`.plots.accuracy_by_position`'s
+    ``hue_styles``), by the arm's name as the figure labels it."""
     fixes = [a for a in arms if a != BASELINE and a not in CONTROLS]
     colours = {ARM_NAMES[BASELINE]: "#000000"}
     colours |= {ARM_NAMES[a]: c for a, c in CONTROL_COLOURS.items()}
     colours |= {ARM_NAMES[a]: c for a, c in zip(fixes, FIX_COLOURS)}
-    return colours, {ARM_NAMES[a]: "--" for a in CONTROLS}
+    styles = {ARM_NAMES[a]: {"ls": "--", "marker": "o"} for a in CONTROLS}
+    styles |= {ARM_NAMES[a]: {"ls": "-", "marker": m} for a, m in zip(fixes, FIX_MARKERS)}
+    return colours, styles
 
 
 def gains_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -83,7 +88,7 @@ def figure(view: MitigationsResult, paper: pd.DataFrame):
     """Accuracy against where the gold stood in the baseline prompt, one panel per reader,
     one line per arm: the baseline thick with its band, the controls dashed."""
     arms = [a for a in ARM_NAMES if ARM_NAMES[a] in set(view.accuracy["arm"])]
-    colours, dashes = palette(arms)
+    colours, styles = palette(arms)
     return accuracy_by_position(
         view.accuracy,
         facet="model",
@@ -95,7 +100,7 @@ def figure(view: MitigationsResult, paper: pd.DataFrame):
         paper=paper if len(paper) else None,
         paper_label=f"paper: {PAPER_READER}, baseline",
         palette=colours,
-        hue_dashes=dashes,
+        hue_styles=styles,
         height=3.6 + 0.25 * len(arms),
     )
 
@@ -108,7 +113,8 @@ def figure_text(view: MitigationsResult, paper: pd.DataFrame) -> FigureText:
     caption = (
         "Accuracy against the position of the gold document in the baseline prompt, one panel "
         "per reader, one line per arm: the baseline thick and black with its 95% Wilson band, "
-        "the random shuffle (black) and the reorder (grey) dashed, each fix in its own colour. "
+        "the random shuffle (black) and the reorder (grey) dashed, each fix in its own colour "
+        "and marker. "
         f"{n_words(cells['n'])} questions per point; an arm that "
         "re-orders the documents is drawn where the gold stood before it did."
         + (
