@@ -358,11 +358,16 @@ def test_an_attention_row_is_no_arms_answer():
 def test_the_cost_is_judged_against_the_bar_never_asserted():
     timing = {"model": "m", "backend": "hf", "threads": 2, "dtype": "bfloat16", "prompts": 8}
     timing |= {"baseline_s": 60.0, "arms": {"sort_1": {"ratio": 1.5}, "sort_3": {"ratio": 3.0}}}
-    said = numbers.cost_sentence(timing)
+    said = numbers.cost_sentence(timing, 3)
     assert "attention sorting, 1 pass took 1.50x (within the bar)" in said
     assert "attention sorting, 3 passes took 3.00x (beyond the bar)" in said
     assert f"bar at {numbers.COST_BAR}x" in said
-    assert "not been timed" in numbers.cost_sentence(None)
+    # beyond the bar, why: a read is 0.50 of an answer, three of them and the answer 2.50x
+    assert "costs about 0.50 of an answer" in said and "come to about 2.50x" in said
+    assert "under 0.50 of an answer" in said
+    within = timing | {"arms": {"sort_1": {"ratio": 1.2}, "sort_3": {"ratio": 1.9}}}
+    assert "A read" not in numbers.cost_sentence(within, 3)  # nothing to explain
+    assert "not been timed" in numbers.cost_sentence(None, 3)
 
 
 def _store_answers(reader: Reader, p: dict, results: Path, right) -> None:
