@@ -420,3 +420,29 @@ def test_no_two_arms_on_the_figure_differ_by_colour_alone():
     assert len(shapes) == len(fixes)  # a shape per fix
     assert plots.PAPER_STYLE["marker"] not in shapes  # none taken for the paper's marks
     assert len(set(looks.values())) == len(looks)  # and a colour or a dash per arm
+
+
+def test_a_plan_built_from_a_readers_rows_is_that_readers_own(tmp_path, monkeypatch):
+    # Found in the Middle's edge comes from each reader's baseline: two readers of one
+    # process with the same parameters must not share one plan
+    p = params(arms=["fitm"])
+    first, last = Reader("smollm2-135m-instruct"), Reader()
+    edge_of = {first: 0, last: p["num_documents"] - 1}
+    for reader, gold in edge_of.items():
+        baseline = design.blocks(p)[:1]
+        store = reader.store(tmp_path, baseline[0].experiment)
+        store.append(
+            answered_row(
+                key,
+                r,
+                reader=reader,
+                output=r.gold[0] if r.condition["gold_index"] == gold else "no",
+            )
+            for key, r in zip(block_keys(baseline[0], reader), baseline[0].requests, strict=True)
+        )
+    edges = []
+    real = design.blocks
+    monkeypatch.setattr(design, "blocks", lambda q, edge=None: edges.append(edge) or real(q, edge))
+    for reader in edge_of:
+        run_of("mitigations", reader, "ci", tmp_path, dry_run=True, arms=["fitm"]).planned()
+    assert [e for e in edges if e] == ["first", "last"], edges

@@ -32,7 +32,7 @@ from ..errors import ParameterError
 from ..models import load_tokenizer
 from ..paths import resolve
 from ..reader import Reader
-from ..runner import Block, answer, stored_in
+from ..runner import Block, answer, stored, stored_in
 from ..section import Sections
 from .scales import check_overrides, read_scales, scale_of
 
@@ -42,6 +42,7 @@ T = TypeVar("T")
 # first): findings over many readers builds each such plan once.
 _SHARED_PLANS: OrderedDict[tuple, list[Block]] = OrderedDict()
 SHARED_PLANS_KEPT = 8
+READ_ROWS = "read the reader's rows"  # what Run.stored marks: a plan built from them
 
 # What every chapter's page takes, besides its own parameter cell's: papermill's ``-p`` (and
 # ``longctx run``) sets any of them, and in Jupyter a line in the cell does.
@@ -273,10 +274,16 @@ class Run:
         marks the plan as this reader's own)."""
         return self.once("tokenizer", lambda: load_tokenizer(self.reader.model))
 
+    def stored(self, blocks: list[Block]) -> list[dict]:
+        """This reader's stored rows of ``blocks``, for a plan that depends on them (asking
+        marks the plan as this reader's own, as asking for its tokenizer does)."""
+        self._made[READ_ROWS] = True
+        return stored(blocks, self.reader, self.results)
+
     def planned(self) -> list[Block]:
-        """The chapter's plan for this run, built once. A plan that did not ask for the
-        reader's tokenizer is the same for every reader: runs of one process with the same
-        parameters share it (findings over many readers)."""
+        """The chapter's plan for this run, built once. A plan that asked for neither the
+        reader's tokenizer nor its rows is the same for every reader: runs of one process with
+        the same parameters share it (findings over many readers)."""
         return self.once("plan", self._shared_plan)
 
     def _shared_plan(self) -> list[Block]:
@@ -289,9 +296,10 @@ class Run:
         if key in _SHARED_PLANS:
             _SHARED_PLANS.move_to_end(key)
             return _SHARED_PLANS[key]
-        sized_before = "tokenizer" in self._made
+        own = ("tokenizer", READ_ROWS)
+        own_before = any(n in self._made for n in own)
         blocks = self.chapter.plan(self)
-        if not sized_before and "tokenizer" not in self._made:
+        if not own_before and not any(n in self._made for n in own):
             while len(_SHARED_PLANS) >= SHARED_PLANS_KEPT:
                 _SHARED_PLANS.popitem(last=False)
             _SHARED_PLANS[key] = blocks

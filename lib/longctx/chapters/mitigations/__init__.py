@@ -15,7 +15,7 @@ import pandas as pd
 
 from ...claims import Estimate
 from ...report import params_text
-from ...runner import Block, stored
+from ...runner import Block
 from ...tables import provenances, rows_table, stored_readers
 from ...tasks import multidoc_qa as qa
 from ..contract import Chapter, Run, answered_once
@@ -39,7 +39,7 @@ class Mitigations(Chapter):
         if "fitm" not in params["arms"]:
             return design.blocks(params)
         baseline = design.blocks(params)[:1]
-        rows = stored(baseline, run.reader, run.results)
+        rows = run.stored(baseline)
         if len(rows) < len(baseline[0].requests) and not run.dry_run:
             rows = run.answered("baseline", lambda: baseline)
         complete = len(rows) == len(baseline[0].requests)
