@@ -345,8 +345,7 @@ def accuracy_by_position(
     ``(label, level in %, line style)`` grey levels drawn in every panel. ``links(row)``: a
     point's rows (:func:`link_point`). ``palette`` maps each hue to its colour (needed beyond
     the eight Okabe-Ito colours); ``hue_styles`` gives a hue its own ``ls`` and ``marker``
-    (a control dashed beside the fixes, each fix its own marker, so no line rests on colour
-    alone), which the legend shows."""
+    (so no line rests on colour alone), which the legend shows."""
 
     facets = sorted(summary[facet].unique())
     present_hues = set(summary[hue])
@@ -365,9 +364,8 @@ def accuracy_by_position(
             for s in styles:
                 line = panel[(panel[hue] == h) & ((panel[style] == s) if style else True)]
                 if len(line):
-                    own = (hue_styles or {}).get(h, {})
-                    ls, marker = own.get("ls", dashes[s]), own.get("marker", "o")
-                    _draw_line(ax, line, x, colour=colours[h], ls=ls, main=thick[h], marker=marker)
+                    own = {"ls": dashes[s], "marker": "o", **(hue_styles or {}).get(h, {})}
+                    _draw_line(ax, line, x, colour=colours[h], main=thick[h], **own)
                 if links:
                     where = " · ".join(str(v) for v in (h, facet_title.format(value), s) if v)
                     _link_line(ax, line, x, links, where)
